@@ -1,0 +1,34 @@
+"""One exception hierarchy. User errors carry the fix; the CLI maps classes to exit codes in one place."""
+
+from __future__ import annotations
+
+
+class StepscopeError(Exception):
+    """Base class. ``exit_code`` is what the CLI returns for it."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, fix: str | None = None, path: str | None = None) -> None:
+        self.message = message
+        self.fix = fix
+        self.path = path
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        fix = f" ({self.fix})" if self.fix else ""
+        return f"{where}{self.message}{fix}"
+
+
+class InputError(StepscopeError):
+    """The user's input (trace file, option, rule file) cannot be used as given."""
+
+    exit_code = 2
+
+
+class TraceFormatError(InputError):
+    """A file is not a trace stepscope can read (not JSON, no events, wrong schema)."""
+
+
+class ConfigError(InputError):
+    """An option or configuration value is invalid."""

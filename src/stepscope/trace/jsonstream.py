@@ -1,0 +1,216 @@
+"""Stream a Chrome-trace JSON file as (header, event-array chunks, trailer) without holding it whole.
+
+A Kineto trace is ``{header keys..., "traceEvents": [ev, ev, ...], trailer keys...}`` (or a bare
+``[ev, ...]`` list). We read fixed-size blocks, cut the event array at event boundaries
+(``}`` ``,`` ``{`` with only whitespace between) and hand each piece to a typed decoder. A boundary
+found inside a nested value makes the piece invalid JSON; the caller's decode fails and
+:func:`EventChunker` retries at an earlier boundary, so the heuristic never silently mis-splits.
+
+Peak memory is about two blocks of text plus one chunk of decoded events, whatever the file size.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import msgspec
+
+from ..errors import TraceFormatError
+
+BLOCK_BYTES = 16 << 20
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_ARRAY_END = re.compile(rb"\}\s*\]")
+_KEY = b'"traceEvents"'
+_MAX_HEADER_BYTES = 256 << 20
+_MAX_RETRIES = 64
+
+T = TypeVar("T")
+
+
+@dataclass
+class StreamState:
+    """What the stream learned besides the events."""
+
+    header: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
+    bytes_read: int = 0
+    bytes_used: int = 0
+    note: str = ""
+
+
+def open_bytes(path: Path) -> IO[bytes]:
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _blocks(fh: IO[bytes], state: StreamState, block: int) -> Iterator[bytes]:
+    while True:
+        try:
+            data = fh.read(block)
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+            # a gzip stream cut mid-write: keep what decompressed so far
+            state.truncated = True
+            state.note = f"compressed stream ends early ({exc.__class__.__name__})"
+            return
+        if not data:
+            return
+        state.bytes_read += len(data)
+        yield data
+
+
+def iter_event_chunks(
+    path: Path,
+    decode: Callable[[bytes], T],
+    *,
+    block: int = BLOCK_BYTES,
+) -> Iterator[tuple[T, StreamState]]:
+    """Yield ``decode(b"[" + events_text + b"]")`` for consecutive pieces of the event array.
+
+    ``decode`` must raise ``msgspec.DecodeError`` on invalid JSON. The state object (shared,
+    updated in place) carries the parsed header/trailer and whether the file was truncated.
+    """
+    state = StreamState()
+    with open_bytes(path) as fh:
+        blocks = _blocks(fh, state, block)
+        buf = bytearray()
+        # ---- header -------------------------------------------------------------------------
+        start = -1
+        for data in blocks:
+            buf += data
+            head = bytes(buf[:64]).lstrip(b"\xef\xbb\xbf \t\r\n")
+            if not head:
+                continue
+            if head[:1] == b"[":
+                start = buf.index(b"[") + 1
+                break
+            if head[:1] != b"{":
+                raise TraceFormatError(
+                    "not JSON (does not start with '{' or '[')",
+                    path=str(path),
+                    fix="pass a PyTorch profiler / Kineto .json or .json.gz trace",
+                )
+            key = buf.find(_KEY)
+            if key >= 0:
+                m = re.compile(rb"\s*:\s*\[").match(buf, key + len(_KEY))
+                if m is None:
+                    if len(buf) - key > 64:
+                        raise TraceFormatError("'traceEvents' is not a list", path=str(path), fix="is this a Chrome trace?")
+                    continue
+                state.header = _parse_partial_object(bytes(buf[:key]) + b'"_": 0}')
+                start = m.end()
+                break
+            if len(buf) > _MAX_HEADER_BYTES:
+                break
+        if start < 0:
+            if not bytes(buf).strip():
+                raise TraceFormatError("file is empty", path=str(path), fix="the profiler wrote nothing; re-run the capture")
+            if state.truncated and not buf:
+                raise TraceFormatError("not a gzip/JSON file we can read", path=str(path), fix="check the file is a trace")
+            raise TraceFormatError(
+                "no 'traceEvents' list found",
+                path=str(path),
+                fix="pass a PyTorch profiler / Kineto Chrome-trace JSON (torch.profiler export_chrome_trace)",
+            )
+        del buf[:start]
+        state.bytes_used = start
+        base = start
+        # ---- events -------------------------------------------------------------------------
+        for data in blocks:
+            buf += data
+            while len(buf) > 2 * block:
+                cut = _decode_upto_boundary(buf, decode, len(buf) - block, path)
+                if cut is None:
+                    break
+                value, end = cut
+                yield value, state
+                nxt = buf.index(b"{", end)
+                del buf[:nxt]
+                base += nxt
+                state.bytes_used = base
+        # ---- end of file --------------------------------------------------------------------
+        yield from _finish(buf, decode, state, path)
+        state.bytes_used = state.bytes_read
+
+
+def _decode_upto_boundary(
+    buf: bytearray, decode: Callable[[bytes], T], search_from: int, path: Path
+) -> tuple[T, int] | None:
+    """Decode events up to the last boundary before ``search_from``; return (value, end)."""
+    window = 1 << 20
+    tried = 0
+    hi = len(buf)
+    while tried < _MAX_RETRIES:
+        lo = max(0, min(search_from, hi) - window)
+        cands = [m.start() for m in _BOUNDARY.finditer(buf, lo, hi)]
+        if not cands:
+            if lo == 0:
+                return None
+            window *= 4
+            continue
+        for pos in reversed(cands):
+            tried += 1
+            try:
+                return decode(b"[" + bytes(buf[: pos + 1]) + b"]"), pos + 1
+            except msgspec.DecodeError:
+                if tried >= _MAX_RETRIES:
+                    return None
+        hi = cands[0]
+    return None
+
+
+def _finish(buf: bytearray, decode: Callable[[bytes], T], state: StreamState, path: Path) -> Iterator[tuple[T, StreamState]]:
+    stripped = bytes(buf).lstrip()
+    if stripped.startswith(b"]"):
+        state.header.update(_parse_trailer(stripped[1:]))
+        return
+    # Normal case: the array closes, then (for the object form) the trailer keys follow.
+    for tried, m in enumerate(_ARRAY_END.finditer(buf)):
+        if tried >= _MAX_RETRIES:
+            break
+        try:
+            value = decode(b"[" + bytes(buf[: m.start() + 1]) + b"]")
+        except msgspec.DecodeError:
+            continue
+        tail = bytes(buf[m.end() :])
+        if not state.truncated:
+            state.header.update(_parse_trailer(tail))
+        yield value, state
+        return
+    # The array never closes: a job killed mid-write. Keep every complete event.
+    state.truncated = True
+    cut = _decode_upto_boundary(buf, decode, len(buf), path)
+    if cut is not None:
+        value, end = cut
+        state.bytes_used += end
+        yield value, state
+
+
+def _parse_trailer(tail: bytes) -> dict[str, Any]:
+    tail = tail.strip().lstrip(b",").strip()
+    if not tail or tail == b"}":
+        return {}
+    return _parse_partial_object(b"{" + tail)
+
+
+def _parse_partial_object(text: bytes) -> dict[str, Any]:
+    text = text.strip()
+    text = re.sub(rb",\s*(\"_\": 0\})$", rb",\1", text)
+    # header text ends with "..., " before our sentinel; a lone "{" header becomes {"_": 0}
+    text = re.sub(rb"\{\s*,", b"{", text)
+    try:
+        obj = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return {}
+    if isinstance(obj, dict):
+        obj.pop("_", None)
+        return obj
+    return {}

@@ -1,0 +1,277 @@
+"""Kineto / torch.profiler Chrome-trace JSON -> the normalized event table (see ``schema.py``).
+
+Decoding uses typed, GC-free msgspec Structs: only the fields the analyses need are materialized,
+unknown args are skipped by the decoder, and ``Input Dims``/``Input type`` stay raw JSON text.
+``ts``/``dur`` are kept as raw number text and converted exactly to integer ns (``numparse``).
+Per chunk the Structs become Arrow columns and are dropped, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import TraceFormatError
+from . import schema
+from .jsonstream import BLOCK_BYTES, StreamState, iter_event_chunks
+from .numparse import raw_lines_to_ns
+
+_NORAW = msgspec.Raw(b"")
+
+
+class _Args(msgspec.Struct, gc=False, frozen=True):
+    external_id: int | None = msgspec.field(name="External id", default=None)
+    external_id_old: int | None = msgspec.field(name="external id", default=None)
+    correlation: int | None = None
+    device: int | str | None = None  # ROCm runtime events write strings ("0x0", "2560")
+    stream: int | str | None = None
+    input_dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NORAW)
+    input_type: msgspec.Raw = msgspec.field(name="Input type", default=_NORAW)
+    collective: str | None = msgspec.field(name="Collective name", default=None)
+    in_msg_nelems: int | None = msgspec.field(name="In msg nelems", default=None)
+    out_msg_nelems: int | None = msgspec.field(name="Out msg nelems", default=None)
+    group_size: int | None = msgspec.field(name="Group size", default=None)
+    dtype: str | None = None
+    pg_name: str | int | None = msgspec.field(name="Process Group Name", default=None)
+    pg_desc: str | None = msgspec.field(name="Process Group Description", default=None)
+    nbytes: int | str | None = msgspec.field(name="bytes", default=None)
+
+
+_EMPTY_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str | None = None
+    name: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: msgspec.Raw = _NORAW
+    dur: msgspec.Raw = _NORAW
+    id: int | str | None = None
+    args: _Args = _EMPTY_ARGS
+
+
+_DECODER = msgspec.json.Decoder(list[_Event])
+_ONE = msgspec.json.Decoder(_Event)
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+@dataclass
+class _Skipped:
+    count: int = 0
+
+
+def _lenient_decode(text: bytes, skipped: _Skipped) -> list[_Event]:
+    """Slow path for a chunk with a wrongly-typed field: keep every event that converts."""
+    out: list[_Event] = []
+    for raw in _RAW_LIST.decode(text):
+        try:
+            out.append(_ONE.decode(raw))
+            continue
+        except msgspec.ValidationError:
+            pass
+        obj = msgspec.json.decode(raw)
+        if not isinstance(obj, dict):
+            skipped.count += 1
+            continue
+        for key in ("pid", "tid", "id", "name", "cat", "ph"):
+            if key in obj and not isinstance(obj[key], (int, str)):
+                obj[key] = str(obj[key]) if key in ("name", "cat", "ph") else None
+        args = obj.get("args")
+        if not isinstance(args, dict):
+            obj.pop("args", None)
+        else:
+            # drop the args whose type we cannot use rather than the whole event
+            obj["args"] = {k: v for k, v in args.items() if k not in _ARG_NAMES or _arg_ok(k, v)}
+        try:
+            out.append(_ONE.decode(msgspec.json.encode(obj)))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            skipped.count += 1
+    return out
+
+
+_ARG_NAMES = {f.encode_name: f.type for f in msgspec.structs.fields(_Args)}
+
+
+def _arg_ok(key: str, value: Any) -> bool:
+    try:
+        msgspec.convert(value, _ARG_NAMES[key])
+        return True
+    except (msgspec.ValidationError, TypeError):
+        return isinstance(_ARG_NAMES[key], type) and _ARG_NAMES[key] is msgspec.Raw
+
+
+def _make_decoder(skipped: _Skipped) -> Any:
+    def decode(text: bytes) -> list[_Event]:
+        try:
+            return _DECODER.decode(text)
+        except msgspec.ValidationError:
+            return _lenient_decode(text, skipped)
+
+    return decode
+
+
+def _to_int_ids(values: list[Any]) -> pa.Array:
+    try:
+        return pa.array(values, type=pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([_id_of(v) for v in values], type=pa.int64())
+
+
+def _id_of(v: Any) -> int | None:
+    if v is None or isinstance(v, int):
+        return v
+    try:
+        return int(str(v), 0)
+    except ValueError:
+        pass
+    digits = "".join(ch for ch in str(v) if ch.isdigit())
+    return int(digits) if digits and len(digits) < 18 else None
+
+
+def _int_col(values: list[Any], dtype: pa.DataType = pa.int64()) -> np.ndarray:
+    arr = _to_int_ids(values) if dtype == pa.int64() else pa.array(values, type=dtype)
+    return pc.fill_null(arr, -1).to_numpy()
+
+
+def _dict(values: list[Any]) -> pa.Array:
+    return pa.array(values, type=pa.string()).dictionary_encode()
+
+
+def _raw_text(values: list[msgspec.Raw]) -> pa.Array:
+    return pa.array([bytes(v) or None for v in values], type=pa.binary()).cast(pa.string())
+
+
+def _kind_column(cat: pa.Array, ph: pa.Array) -> pa.Array:
+    """Map profiler categories and phases to :class:`schema.Kind` values (vectorized)."""
+    cat_d = pc.utf8_lower(pc.fill_null(cat, "")).dictionary_encode()
+    kinds_for_dict = [schema.CATEGORY_TO_KIND.get(c, schema.Kind.OTHER).value for c in cat_d.dictionary.to_pylist()]
+    kind = pc.take(pa.array(kinds_for_dict, pa.string()), cat_d.indices)
+    is_flow = pc.is_in(ph, pa.array(["s", "f", "t"]))
+    kind = pc.if_else(is_flow, "flow", kind)
+    is_instant = pc.and_(pc.is_in(ph, pa.array(["i", "I"])), pc.equal(kind, "other"))
+    return pc.if_else(is_instant, "instant", kind)
+
+
+def chunk_to_table(events: list[_Event], rank: int, include_python: bool) -> pa.Table:
+    """Columns from one decoded chunk. Metadata (``ph: M``) rows are dropped here."""
+    ph = pa.array([e.ph for e in events], type=pa.string())
+    cat = pa.array([e.cat for e in events], type=pa.string())
+    keep = pc.and_(pc.not_equal(ph, "M"), pc.not_equal(ph, "C"))
+    if not include_python:
+        keep = pc.and_(keep, pc.fill_null(pc.not_equal(cat, "python_function"), True))
+    keep_np = keep.to_numpy(zero_copy_only=False)
+    if not keep_np.all():
+        idx = np.flatnonzero(keep_np)
+        events = [events[i] for i in idx]
+        ph = ph.take(pa.array(idx))
+        cat = cat.take(pa.array(idx))
+    n = len(events)
+    args = [e.args for e in events]
+    ts_ns = raw_lines_to_ns(b"\n".join([e.ts for e in events]), n)
+    dur_ns = raw_lines_to_ns(b"\n".join([e.dur for e in events]), n)
+    dur_ns = np.where(dur_ns < 0, 0, dur_ns)
+    kind = _kind_column(cat, ph)
+    pid = _int_col([e.pid for e in events])
+    tid = _int_col([e.tid for e in events])
+    device = _int_col([a.device for a in args], pa.int32())
+    stream = _int_col([a.stream for a in args])
+    on_device = pc.is_in(kind, pa.array(["kernel", "memcpy", "memset", "gpu_annotation", "sync"])).to_numpy(
+        zero_copy_only=False
+    )
+    # old schemas and non-CUDA devices: pid is the device, tid the stream
+    device = np.where(on_device & (device < 0), pid, device).astype(np.int32)
+    stream = np.where(on_device & (stream < 0), tid, stream)
+    device = np.where(on_device, device, -1).astype(np.int32)
+    stream = np.where(on_device, stream, -1)
+    ext = _int_col([a.external_id for a in args])
+    ext_old = _int_col([a.external_id_old for a in args])
+    ext = np.where(ext < 0, ext_old, ext)
+    is_flow = pc.equal(kind, "flow").to_numpy(zero_copy_only=False)
+    flow_id = np.where(is_flow, _int_col([e.id for e in events]), -1)
+    cols = {
+        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
+        "kind": kind.dictionary_encode(),
+        "name": _dict([e.name for e in events]),
+        "cat": cat.dictionary_encode(),
+        "pid": pa.array(pid),
+        "tid": pa.array(tid),
+        "device": pa.array(device),
+        "stream": pa.array(stream),
+        "ts_ns": pa.array(ts_ns),
+        "dur_ns": pa.array(dur_ns),
+        "correlation": pa.array(_int_col([a.correlation for a in args])),
+        "external_id": pa.array(ext),
+        "flow_id": pa.array(flow_id),
+        "flow_phase": pc.if_else(pa.array(is_flow), ph, pa.scalar(None, pa.string())).dictionary_encode(),
+        "input_dims": _raw_text([a.input_dims for a in args]),
+        "input_types": _raw_text([a.input_type for a in args]),
+        "collective": _dict([a.collective for a in args]),
+        "in_msg_nelems": pa.array(_int_col([a.in_msg_nelems for a in args])),
+        "out_msg_nelems": pa.array(_int_col([a.out_msg_nelems for a in args])),
+        "msg_dtype": _dict([a.dtype for a in args]),
+        "group_size": pa.array(_int_col([a.group_size for a in args], pa.int32()).astype(np.int32)),
+        "pg_name": _dict([None if a.pg_name is None else str(a.pg_name) for a in args]),
+        "pg_desc": _dict([a.pg_desc for a in args]),
+        "bytes": pa.array(_int_col([a.nbytes for a in args])),
+    }
+    return pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One file's events plus what the file says about itself."""
+
+    path: str
+    table: pa.Table
+    header: dict[str, Any]
+    truncated: bool
+    note: str
+    skipped_events: int
+    bytes_read: int
+
+
+def read_kineto(path: str | Path, *, rank: int = 0, include_python: bool = False, block: int = BLOCK_BYTES) -> FileRead:
+    """Read one Kineto trace file into the event table (all rows get ``rank``)."""
+    p = Path(path)
+    skipped = _Skipped()
+    decode = _make_decoder(skipped)
+    tables: list[pa.Table] = []
+    state = StreamState()
+    for events, state in iter_event_chunks(p, decode, block=block):
+        if events:
+            tables.append(chunk_to_table(events, rank, include_python))
+        del events
+    if not tables and not state.truncated and state.bytes_read == 0:
+        raise TraceFormatError("file is empty", path=str(p), fix="the profiler wrote nothing; re-run the capture")
+    table = _concat(tables)
+    if table.num_rows == 0 and state.truncated:
+        raise TraceFormatError(
+            "truncated before the first complete event; nothing to recover",
+            path=str(p),
+            fix="re-capture the trace and let the profiler finish writing",
+        )
+    return FileRead(
+        path=str(p),
+        table=table,
+        header=state.header,
+        truncated=state.truncated,
+        note=state.note,
+        skipped_events=skipped.count,
+        bytes_read=state.bytes_read,
+    )
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    if not tables:
+        return schema.empty_table()
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables).unify_dictionaries().combine_chunks()

@@ -1,0 +1,205 @@
+"""Find trace files, give each a rank, read them (in parallel) and return one :class:`Trace`."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InputError
+from . import parquet
+from .kineto import FileRead, read_kineto
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".parquet")
+_RANK_IN_NAME = re.compile(r"(?:rank[-_]?|_r)(\d+)(?![\d])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """One rank's source file and what it says about itself."""
+
+    rank: int
+    path: str
+    rank_source: str  # "distributedInfo" | "filename" | "order"
+    device_name: str | None
+    world_size: int | None
+    backend: str | None
+    num_events: int
+    truncated: bool
+    device_properties: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass
+class Trace:
+    """All events of one or more ranks in one normalized table (see ``trace/schema.py``)."""
+
+    events: pa.Table
+    ranks: tuple[RankInfo, ...]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_polars(self) -> Any:
+        """The events as a polars DataFrame (needs the ``polars`` extra)."""
+        import polars as pl
+
+        return pl.from_arrow(self.events)
+
+    def rank_events(self, rank: int) -> pa.Table:
+        return self.events.filter(pc.equal(self.events["rank"], rank))
+
+    @property
+    def num_events(self) -> int:
+        return self.events.num_rows
+
+
+def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Files, directories (their trace files) and glob patterns -> a sorted, de-duplicated list."""
+    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    out: list[Path] = []
+    for item in items:
+        s = os.fspath(item)
+        p = Path(s)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise InputError("directory holds no trace files (*.json, *.json.gz, *.parquet)", path=s, fix="point at the profiler's output folder")
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        elif any(ch in s for ch in "*?["):
+            matched = sorted(Path(m) for m in glob.glob(s) if Path(m).is_file())
+            if not matched:
+                raise InputError("glob matches no files", path=s, fix="check the pattern")
+            out.extend(matched)
+        else:
+            raise InputError("no such file or directory", path=s, fix="check the path")
+    seen: set[Path] = set()
+    unique = []
+    for p in out:
+        rp = p.resolve()
+        if rp not in seen:
+            seen.add(rp)
+            unique.append(p)
+    return unique
+
+
+def _read_one(args: tuple[str, bool, str | None]) -> FileRead:
+    path, include_python, cache_dir = args
+    if path.endswith(".parquet"):
+        return parquet.read_parquet(path)
+    if cache_dir:
+        hit = parquet.cache_lookup(path, cache_dir, include_python)
+        if hit is not None:
+            return hit
+    fr = read_kineto(path, include_python=include_python)
+    if cache_dir and not fr.truncated:
+        parquet.cache_store(fr, cache_dir, include_python)
+    return fr
+
+
+def _rank_of(fr: FileRead) -> tuple[int | None, str]:
+    info = fr.header.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"]), "distributedInfo"
+    m = None
+    for m in _RANK_IN_NAME.finditer(Path(fr.path).name):
+        pass
+    if m is not None:
+        return int(m.group(1)), "filename"
+    return None, "order"
+
+
+def load(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    include_python: bool = False,
+    workers: int | None = None,
+    cache_dir: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Trace:
+    """Read traces into one :class:`Trace`.
+
+    ``inputs``: a file, a directory of per-rank files, a glob, or a list of these.
+    Ranks come from ``distributedInfo.rank``, else the file name (``rank-3``, ``rank3``, ``_r3``),
+    else the file's position in the sorted list (with a warning). Files are read in parallel
+    over ``workers`` processes (default: one per file, at most the CPU count).
+    """
+    paths = expand_paths(inputs)
+    jobs = [(str(p), include_python, cache_dir) for p in paths]
+    n_workers = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
+    reads: list[FileRead] = []
+    if n_workers > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            for fr in pool.map(_read_one, jobs):
+                reads.append(fr)
+                if progress:
+                    progress(fr.path)
+    else:
+        for job in jobs:
+            reads.append(_read_one(job))
+            if progress:
+                progress(job[0])
+    return _assemble(reads)
+
+
+def _assemble(reads: list[FileRead]) -> Trace:
+    warnings: list[str] = []
+    found = [_rank_of(fr) for fr in reads]
+    used = {r for r, _ in found if r is not None}
+    next_free = 0
+    ranks: list[RankInfo] = []
+    tables: list[pa.Table] = []
+    taken: set[int] = set()
+    for fr, (rank, source) in zip(reads, found):
+        if rank is None or rank in taken:
+            if rank in taken:
+                warnings.append(f"{fr.path}: rank {rank} already taken by another file; numbering it by order")
+            while next_free in used or next_free in taken:
+                next_free += 1
+            rank, source = next_free, "order"
+            if len(reads) > 1:
+                warnings.append(f"{fr.path}: no rank in distributedInfo or file name; using rank {rank} by file order")
+        taken.add(rank)
+        if fr.truncated:
+            warnings.append(
+                f"{fr.path}: file is truncated ({fr.note or 'event list never closes'}); recovered "
+                f"{fr.table.num_rows} complete events from {fr.bytes_read:,} bytes"
+            )
+        if fr.skipped_events:
+            warnings.append(f"{fr.path}: skipped {fr.skipped_events} events with unusable fields")
+        table = fr.table.set_column(0, "rank", pa.array(np.full(fr.table.num_rows, rank, dtype=np.int32)))
+        tables.append(table)
+        info = fr.header.get("distributedInfo") if isinstance(fr.header.get("distributedInfo"), dict) else {}
+        props = fr.header.get("deviceProperties") or []
+        props = [p for p in props if isinstance(p, dict)]
+        ranks.append(
+            RankInfo(
+                rank=rank,
+                path=fr.path,
+                rank_source=source,
+                device_name=(str(props[0].get("name")) or None) if props else None,
+                world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None,
+                backend=str(info["backend"]) if info.get("backend") else None,
+                num_events=fr.table.num_rows,
+                truncated=fr.truncated,
+                device_properties=tuple(props),
+            )
+        )
+    order = sorted(range(len(ranks)), key=lambda i: ranks[i].rank)
+    ranks = [ranks[i] for i in order]
+    tables = [tables[i] for i in order]
+    if not tables:
+        events = pa.table({})
+    elif len(tables) == 1:
+        events = tables[0]
+    else:
+        events = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    return Trace(events=events, ranks=tuple(ranks), warnings=warnings)

@@ -1,0 +1,95 @@
+"""Save a parsed trace as Parquet and reopen it without parsing JSON again; a cache keyed by content.
+
+The file's header (``deviceProperties``, ``distributedInfo``...) rides along as JSON in the Parquet
+schema metadata under ``stepscope.header``, so a reopened file carries the same rank/device facts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import TraceFormatError
+from . import schema
+from .kineto import FileRead
+
+_HEADER_KEY = b"stepscope.header"
+_KEEP_HEADER = ("schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit", "baseTimeNanoseconds", "traceName")
+
+
+def write_parquet(fr: FileRead, out: str | os.PathLike[str]) -> None:
+    header = {k: fr.header[k] for k in _KEEP_HEADER if k in fr.header}
+    header["_source"] = fr.path
+    meta = dict(fr.table.schema.metadata or {})
+    meta[_HEADER_KEY] = msgspec.json.encode(header)
+    table = fr.table.replace_schema_metadata(meta)
+    tmp = Path(str(out) + ".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, out)
+
+
+def read_parquet(path: str | os.PathLike[str]) -> FileRead:
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceFormatError(f"not a readable Parquet file ({exc})", path=str(path), fix="re-create it with `stepscope convert`") from None
+    meta = table.schema.metadata or {}
+    if table.schema.remove_metadata() != schema.EVENT_SCHEMA.remove_metadata():
+        raise TraceFormatError(
+            "Parquet file is not a stepscope event table of this version",
+            path=str(path),
+            fix="re-create it with `stepscope convert`",
+        )
+    header: dict[str, Any] = {}
+    if _HEADER_KEY in meta:
+        header = msgspec.json.decode(meta[_HEADER_KEY])
+    return FileRead(
+        path=str(path),
+        table=table.replace_schema_metadata(schema.EVENT_SCHEMA.metadata),
+        header=header,
+        truncated=False,
+        note="",
+        skipped_events=0,
+        bytes_read=0,
+    )
+
+
+def fingerprint(path: str | os.PathLike[str]) -> str:
+    """Content key: size + BLAKE2b of the first and last MiB (cheap on GB files, changes on rewrite)."""
+    p = Path(path)
+    size = p.stat().st_size
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(size).encode())
+    with open(p, "rb") as fh:
+        h.update(fh.read(1 << 20))
+        if size > 2 << 20:
+            fh.seek(size - (1 << 20))
+            h.update(fh.read())
+    return h.hexdigest()
+
+
+def _cache_path(path: str, cache_dir: str, include_python: bool) -> Path:
+    tag = f"{fingerprint(path)}-s{schema.SCHEMA_VERSION}{'-py' if include_python else ''}"
+    return Path(cache_dir) / f"{tag}.parquet"
+
+
+def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | None:
+    cp = _cache_path(path, cache_dir, include_python)
+    if not cp.exists():
+        return None
+    try:
+        fr = read_parquet(cp)
+    except TraceFormatError:
+        return None
+    return FileRead(path=path, table=fr.table, header=fr.header, truncated=False, note="", skipped_events=0, bytes_read=0)
+
+
+def cache_store(fr: FileRead, cache_dir: str, include_python: bool) -> None:
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    write_parquet(fr, _cache_path(fr.path, cache_dir, include_python))
