@@ -1,0 +1,174 @@
+"""Classify device work into categories (gemm, attention, comm:<collective>, memcpy_h2d, ...).
+
+Rules come from ``data/kernel_rules.yaml`` plus optional user rules (tried first). Regexes run
+once per *distinct* kernel name (dictionary entries), never per event.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import yaml
+
+from ..errors import ConfigError
+
+COMM_PREFIX = "comm:"
+MEMORY_CATEGORIES = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memcpy_p2p", "memcpy_other", "memset")
+COMPUTE_CATEGORIES = ("gemm", "attention", "conv", "elementwise", "normalization", "reduction", "optimizer", "other")
+COLLECTIVE_TYPES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "send_recv", "broadcast", "reduce", "barrier", "other")
+
+
+@dataclass(frozen=True)
+class Rules:
+    categories: tuple[tuple[str, re.Pattern[str]], ...]
+    collectives: tuple[tuple[str, re.Pattern[str]], ...]
+    comm_kernels: re.Pattern[str]
+    comm_ops: re.Pattern[str]
+
+    def collective_of(self, text: str) -> str:
+        for ctype, pat in self.collectives:
+            if pat.search(text):
+                return ctype
+        return "other"
+
+    def category_of_kernel(self, name: str) -> str:
+        if self.comm_kernels.search(name):
+            return COMM_PREFIX + self.collective_of(name)
+        for cat, pat in self.categories:
+            if pat.search(name):
+                return cat
+        return "other"
+
+
+def _compile(pattern: Any, where: str) -> re.Pattern[str]:
+    try:
+        return re.compile(str(pattern), re.IGNORECASE)
+    except re.error as exc:
+        raise ConfigError(f"bad regular expression {pattern!r} ({exc})", path=where, fix="fix the pattern") from None
+
+
+def _parse(doc: Any, where: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise ConfigError("rules file must be a mapping", path=where, fix="see src/stepscope/data/kernel_rules.yaml")
+    return doc
+
+
+@lru_cache(maxsize=8)
+def load_rules(user_file: str | None = None) -> Rules:
+    base = _parse(yaml.safe_load(resources.files("stepscope.data").joinpath("kernel_rules.yaml").read_text()), "kernel_rules.yaml")
+    user: dict[str, Any] = {}
+    if user_file:
+        try:
+            user = _parse(yaml.safe_load(Path(user_file).read_text()), user_file)
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read rules ({exc.__class__.__name__})", path=user_file, fix="pass a YAML file like kernel_rules.yaml") from None
+    where = user_file or "kernel_rules.yaml"
+    cats = [*(user.get("categories") or []), *base["categories"]]
+    colls = [*(user.get("collectives") or []), *base["collectives"]]
+    comm_k = base["comm_kernels"] + ("|" + user["comm_kernels"] if user.get("comm_kernels") else "")
+    comm_o = base["comm_ops"] + ("|" + user["comm_ops"] if user.get("comm_ops") else "")
+    return Rules(
+        categories=tuple((str(c["category"]), _compile(c["pattern"], where)) for c in cats),
+        collectives=tuple((str(c["type"]), _compile(c["pattern"], where)) for c in colls),
+        comm_kernels=_compile(comm_k, where),
+        comm_ops=_compile(comm_o, where),
+    )
+
+
+def memcpy_category(name: str) -> str:
+    n = name.lower().replace(" ", "")
+    if "htod" in n or "hosttodevice" in n or "h2d" in n:
+        return "memcpy_h2d"
+    if "dtoh" in n or "devicetohost" in n or "d2h" in n:
+        return "memcpy_d2h"
+    if "dtod" in n or "devicetodevice" in n or "d2d" in n:
+        return "memcpy_d2d"
+    if "ptop" in n or "peer" in n or "p2p" in n:
+        return "memcpy_p2p"
+    return "memcpy_other"
+
+
+def _per_dictionary(arr: pa.Array, fn: Any) -> np.ndarray:
+    """Apply ``fn`` to each distinct string of a dictionary array, broadcast back (object array)."""
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.fill_null(arr.cast(pa.string()), "").dictionary_encode()
+    values = np.array([fn(v or "") for v in arr.dictionary.to_pylist()] + [fn("")], dtype=object)
+    idx = pc.fill_null(arr.indices, len(values) - 1).to_numpy()
+    return values[idx]
+
+
+def classify_device_events(
+    dev: pa.Table, host: pa.Table, rules: Rules
+) -> np.ndarray:
+    """Category per row of ``dev`` (kernel/memcpy/memset rows of one rank), as an object array.
+
+    ``host`` is the rank's host events (cpu_op/user_annotation/runtime): a kernel whose
+    ``external_id`` matches a communication op there is communication too.
+    """
+    n = dev.num_rows
+    kind = dev["kind"].to_numpy(zero_copy_only=False).astype(object) if n else np.empty(0, object)
+    names = dev["name"].combine_chunks() if n else pa.array([], pa.string())
+    by_name = _per_dictionary(names, rules.category_of_kernel) if n else np.empty(0, object)
+    memcpy = _per_dictionary(names, memcpy_category) if n else np.empty(0, object)
+    cat = np.where(kind == "kernel", by_name, np.where(kind == "memset", "memset", memcpy))
+    if n == 0:
+        return cat
+    # 1) recorded collective args on the kernel itself (newer Kineto copies them onto NCCL kernels)
+    coll = dev["collective"].combine_chunks()
+    has_coll = pc.is_valid(coll).to_numpy(zero_copy_only=False) & (kind == "kernel")
+    if has_coll.any():
+        ctype = _per_dictionary(coll, lambda s: COMM_PREFIX + rules.collective_of(s))
+        cat = np.where(has_coll, ctype, cat)
+    # 2) the launching CPU op is a communication op (nccl:*, c10d::*, record_param_comms...)
+    if host.num_rows:
+        hname = host["name"].combine_chunks()
+        is_comm_op = _per_dictionary(hname, lambda s: bool(rules.comm_ops.search(s))).astype(bool)
+        hcoll = host["collective"].combine_chunks()
+        is_comm_op |= pc.is_valid(hcoll).to_numpy(zero_copy_only=False)
+        ext = host["external_id"].to_numpy()
+        comm_ext = np.unique(ext[is_comm_op & (ext >= 0)])
+        if comm_ext.size:
+            label_src = np.where(
+                pc.is_valid(hcoll).to_numpy(zero_copy_only=False),
+                _per_dictionary(hcoll, lambda s: s),
+                _per_dictionary(hname, lambda s: s),
+            )
+            ext_sel = ext[is_comm_op & (ext >= 0)]
+            lab_sel = label_src[is_comm_op & (ext >= 0)]
+            o = np.argsort(ext_sel, kind="stable")
+            ext_sorted, lab_sorted = ext_sel[o], lab_sel[o]
+            kext = dev["external_id"].to_numpy()
+            pos = np.clip(np.searchsorted(ext_sorted, kext), 0, max(ext_sorted.size - 1, 0))
+            hit = (kind == "kernel") & (kext >= 0) & (ext_sorted[pos] == kext)
+            hit &= ~np.char.startswith(cat.astype(str), COMM_PREFIX)
+            if hit.any():
+                uniq, inv = np.unique(lab_sorted[pos[hit]].astype(str), return_inverse=True)
+                types = np.array([COMM_PREFIX + rules.collective_of(u) for u in uniq], dtype=object)
+                cat[hit] = types[inv]
+    # 3) the stream: unclassified kernels on a stream that mostly runs communication
+    stream = dev["stream"].to_numpy()
+    is_comm = np.char.startswith(cat.astype(str), COMM_PREFIX)
+    is_kernel = kind == "kernel"
+    if is_comm.any():
+        streams, sidx = np.unique(stream, return_inverse=True)
+        comm_share = np.bincount(sidx, weights=(is_comm & is_kernel)) / np.maximum(np.bincount(sidx, weights=is_kernel), 1)
+        on_comm_stream = comm_share[sidx] > 0.5
+        cat = np.where(on_comm_stream & is_kernel & (cat == "other"), COMM_PREFIX + "other", cat)
+    return cat
+
+
+def group_of(categories: np.ndarray) -> np.ndarray:
+    """0 = compute, 1 = communication, 2 = memory (memcpy/memset), per category label."""
+    c = categories.astype(str)
+    grp = np.zeros(c.size, dtype=np.int8)
+    grp[np.char.startswith(c, COMM_PREFIX)] = 1
+    grp[np.isin(c, MEMORY_CATEGORIES)] = 2
+    return grp

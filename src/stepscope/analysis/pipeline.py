@@ -1,0 +1,95 @@
+"""Trace -> Analysis: the per-rank step breakdown plus rank-level statistics.
+
+New rank-level analyses register in ``RANK_ANALYSES`` (name -> function of the prepared rank);
+their results land in ``RankAnalysis.extras[name]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from ..errors import ConfigError
+from ..trace.loader import RankInfo, Trace
+from .breakdown import StepAccountant
+from .classify import Rules, load_rules
+from .rankdata import RankData, build
+from .results import Analysis, RankAnalysis
+from .stats import launch_stats, step_stats, stream_idle, top_cpu_ops, top_kernels
+from .steps import StepSpans, assign_device_work, find_steps
+
+
+@dataclass(frozen=True)
+class AnalyzeConfig:
+    """Options of ``analyze``; validated at construction."""
+
+    step_marker: str | None = None
+    rules_file: str | None = None
+    top_k: int = 20
+    fluctuation_threshold_ratio: float = 0.10
+    short_kernel_ns: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1:
+            raise ConfigError("top_k must be >= 1", fix="pass --top 1 or more")
+        if not 0 < self.fluctuation_threshold_ratio < 10:
+            raise ConfigError("fluctuation threshold must be in (0, 10)", fix="e.g. 0.1 for 10%")
+        if self.short_kernel_ns < 0:
+            raise ConfigError("short kernel threshold must be >= 0")
+
+
+@dataclass(frozen=True)
+class PreparedRank:
+    info: RankInfo
+    data: RankData
+    spans: StepSpans
+    dev_step: np.ndarray
+
+
+RANK_ANALYSES: dict[str, Callable[[PreparedRank, AnalyzeConfig], object]] = {}
+
+
+def analyze(trace: Trace, config: AnalyzeConfig | None = None) -> Analysis:
+    cfg = config or AnalyzeConfig()
+    rules = load_rules(cfg.rules_file)
+    warnings = list(trace.warnings)
+    ranks = []
+    for info in trace.ranks:
+        events = trace.events.filter(pc.equal(trace.events["rank"], info.rank)) if len(trace.ranks) > 1 else trace.events
+        ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings))
+    return Analysis(ranks=tuple(ranks), warnings=tuple(warnings), inputs=tuple(r.path for r in trace.ranks))
+
+
+def analyze_rank(info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules, warnings: list[str]) -> RankAnalysis:
+    spans = find_steps(rd, cfg.step_marker)
+    if cfg.step_marker and spans.source != f"marker:{cfg.step_marker}":
+        warnings.append(f"rank {info.rank}: step marker {cfg.step_marker!r} not found; using {spans.source}")
+    if spans.source == "whole-trace":
+        warnings.append(
+            f"rank {info.rank}: no ProfilerStep#N annotations{' or marker' if cfg.step_marker else ''}; "
+            "the whole trace is analyzed as one window (use --step-marker NAME for your step annotation)"
+        )
+    if rd.dev.size == 0 and spans.names:
+        warnings.append(f"rank {info.rank}: no device work in the trace; accounting on the CPU (top-level host ops)")
+    dev_step = assign_device_work(rd, spans)
+    acct = StepAccountant(rd, spans, dev_step, rules)
+    steps = tuple(acct.step(i) for i in range(len(spans.names)))
+    total = sum(s.step_time_ns for s in steps)
+    prepared = PreparedRank(info=info, data=rd, spans=spans, dev_step=dev_step)
+    extras = {name: fn(prepared, cfg) for name, fn in RANK_ANALYSES.items()}
+    return RankAnalysis(
+        rank=info.rank,
+        device=info.device_name,
+        path=info.path,
+        step_source=spans.source,
+        steps=steps,
+        step_stats=step_stats(steps, cfg.fluctuation_threshold_ratio),
+        top_kernels=top_kernels(rd, dev_step, total, cfg.top_k),
+        top_cpu_ops=top_cpu_ops(rd, spans.cpu_start, spans.cpu_end, sum(s.cpu_step_ns for s in steps), cfg.top_k),
+        stream_idle=stream_idle(rd, dev_step),
+        launch=launch_stats(rd, dev_step, cfg.short_kernel_ns),
+        extras=extras,
+    )

@@ -1,0 +1,127 @@
+"""One rank's events as numpy arrays, split host/device, with launches joined to device work.
+
+Built once per rank and shared by every analysis, so each join/classification happens once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .classify import Rules, classify_device_events, group_of
+
+HOST_KINDS = ("cpu_op", "user_annotation", "runtime")
+DEVICE_KINDS = ("kernel", "memcpy", "memset")
+_SYNC_RUNTIME = re.compile(r"(cuda|hip)(Stream|Device|Event|Ctx)Synchronize|^(cuda|hip)Memcpy$|^(cuda|hip)MemcpyWithStream$|aclrtSynchronize", re.I)
+_SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense)$")
+
+
+@dataclass
+class HostArrays:
+    kind: np.ndarray  # object
+    name_idx: np.ndarray  # int, index into names
+    names: list[str]
+    tid: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    correlation: np.ndarray
+    external_id: np.ndarray
+
+
+@dataclass
+class DeviceArrays:
+    kind: np.ndarray
+    name_idx: np.ndarray
+    names: list[str]
+    device: np.ndarray
+    stream: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    correlation: np.ndarray
+    category: np.ndarray  # object labels
+    group: np.ndarray  # 0 compute, 1 comm, 2 memory
+    launch_ts: np.ndarray  # host runtime call start, -1 if unknown
+
+    @property
+    def size(self) -> int:
+        return int(self.ts.size)
+
+
+@dataclass
+class RankData:
+    rank: int
+    host: HostArrays
+    dev: DeviceArrays
+    host_table: pa.Table
+    sync_mask: np.ndarray  # over host rows: synchronizing calls
+
+
+def _names(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.cast(pa.string()).dictionary_encode()
+    names = [v if v is not None else "" for v in arr.dictionary.to_pylist()]
+    idx = pc.fill_null(arr.indices, len(names)).to_numpy().astype(np.int64)
+    names.append("")
+    return idx, names
+
+
+def _kind_np(t: pa.Table) -> np.ndarray:
+    return np.asarray(t["kind"].combine_chunks().cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+
+
+def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
+    kind_col = events["kind"].combine_chunks().cast(pa.string())
+    host_t = events.filter(pc.is_in(kind_col, pa.array(HOST_KINDS)))
+    dev_t = events.filter(pc.is_in(kind_col, pa.array(DEVICE_KINDS)))
+    hk = _kind_np(host_t)
+    hidx, hnames = _names(host_t["name"])
+    hts = host_t["ts_ns"].to_numpy()
+    host = HostArrays(
+        kind=hk,
+        name_idx=hidx,
+        names=hnames,
+        tid=host_t["tid"].to_numpy(),
+        ts=hts,
+        end=hts + host_t["dur_ns"].to_numpy(),
+        correlation=host_t["correlation"].to_numpy(),
+        external_id=host_t["external_id"].to_numpy(),
+    )
+    name_arr = np.array(hnames, dtype=object)
+    sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in hnames])
+    sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in hnames])
+    sync_mask = ((hk == "runtime") & sync_name[hidx]) | ((hk == "cpu_op") & sync_op[hidx])
+    del name_arr
+    category = classify_device_events(dev_t, host_t, rules)
+    didx, dnames = _names(dev_t["name"])
+    dts = dev_t["ts_ns"].to_numpy()
+    dcorr = dev_t["correlation"].to_numpy()
+    # launch time: the runtime call with the same correlation id
+    rt = (hk == "runtime") & (host.correlation >= 0)
+    rt_corr = host.correlation[rt]
+    rt_ts = host.ts[rt]
+    o = np.argsort(rt_corr, kind="stable")
+    rt_corr, rt_ts = rt_corr[o], rt_ts[o]
+    launch = np.full(dts.size, -1, dtype=np.int64)
+    if rt_corr.size and dts.size:
+        pos = np.clip(np.searchsorted(rt_corr, dcorr), 0, rt_corr.size - 1)
+        hit = (dcorr >= 0) & (rt_corr[pos] == dcorr)
+        launch[hit] = rt_ts[pos[hit]]
+    dev = DeviceArrays(
+        kind=_kind_np(dev_t),
+        name_idx=didx,
+        names=dnames,
+        device=dev_t["device"].to_numpy(),
+        stream=dev_t["stream"].to_numpy(),
+        ts=dts,
+        end=dts + dev_t["dur_ns"].to_numpy(),
+        correlation=dcorr,
+        category=category,
+        group=group_of(category),
+        launch_ts=launch,
+    )
+    return RankData(rank=rank, host=host, dev=dev, host_table=host_t, sync_mask=sync_mask)

@@ -1,0 +1,186 @@
+"""Rank-level statistics: top kernels/CPU ops, launch statistics, per-stream idle, step fluctuation.
+
+Quantiles use the nearest-rank method: ``p_q = sorted[ceil(q * n) - 1]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import intervals as iv
+from .rankdata import RankData
+from .results import IdleCauses, LaunchStats, OpStat, StepBreakdown, StepFlag, StepStats, StreamIdle
+
+_LAUNCH_NAMES = ("LaunchKernel", "LaunchCooperativeKernel", "ModuleLaunchKernel", "GraphLaunch", "LaunchKernelExC")
+
+
+def op_stats(
+    name_idx: np.ndarray, names: list[str], dur: np.ndarray, categories: np.ndarray | None, step_total_ns: int, top_k: int
+) -> tuple[OpStat, ...]:
+    if name_idx.size == 0:
+        return ()
+    o = np.lexsort((dur, name_idx))
+    ni, d = name_idx[o], dur[o]
+    uniq, first, counts = np.unique(ni, return_index=True, return_counts=True)
+    totals = np.add.reduceat(d, first)
+    p50 = d[first + np.ceil(0.50 * counts).astype(np.int64) - 1]
+    p99 = d[first + np.ceil(0.99 * counts).astype(np.int64) - 1]
+    cat_of = None
+    if categories is not None:
+        cat_of = categories[o][first]
+    best = np.argsort(-totals, kind="stable")[:top_k]
+    out = []
+    for j in best:
+        out.append(
+            OpStat(
+                name=names[uniq[j]],
+                category=str(cat_of[j]) if cat_of is not None else "cpu_op",
+                count=int(counts[j]),
+                total_ns=int(totals[j]),
+                mean_ns=float(totals[j] / counts[j]),
+                p50_ns=int(p50[j]),
+                p99_ns=int(p99[j]),
+                share_of_step_ratio=float(totals[j] / step_total_ns) if step_total_ns > 0 else 0.0,
+            )
+        )
+    return tuple(out)
+
+
+def top_kernels(rd: RankData, dev_step: np.ndarray, step_total_ns: int, top_k: int) -> tuple[OpStat, ...]:
+    d = rd.dev
+    m = dev_step >= 0
+    return op_stats(d.name_idx[m], d.names, (d.end - d.ts)[m], d.category[m], step_total_ns, top_k)
+
+
+def top_cpu_ops(rd: RankData, cpu_start: np.ndarray, cpu_end: np.ndarray, step_total_ns: int, top_k: int) -> tuple[OpStat, ...]:
+    h = rd.host
+    m = h.kind == "cpu_op"
+    if cpu_start.size:
+        i = np.searchsorted(cpu_start, h.ts, side="right") - 1
+        m &= (i >= 0) & (h.ts < cpu_end[np.maximum(i, 0)])
+    return op_stats(h.name_idx[m], h.names, (h.end - h.ts)[m], None, step_total_ns, top_k)
+
+
+def launch_stats(rd: RankData, dev_step: np.ndarray, short_threshold_ns: int = 10_000) -> LaunchStats:
+    d = rd.dev
+    k = (d.kind == "kernel") & (dev_step >= 0)
+    matched = k & (d.launch_ts >= 0)
+    delay = np.sort((d.ts - d.launch_ts)[matched])
+    dur = (d.end - d.ts)[k]
+    short = dur < short_threshold_ns
+    h = rd.host
+    is_launch = np.array([any(x in n for x in _LAUNCH_NAMES) for n in h.names])[h.name_idx] & (h.kind == "runtime")
+    ldur = (h.end - h.ts)[is_launch]
+    n = delay.size
+    return LaunchStats(
+        kernels=int(k.sum()),
+        matched=int(n),
+        delay_p50_ns=int(delay[int(np.ceil(0.5 * n)) - 1]) if n else 0,
+        delay_p99_ns=int(delay[int(np.ceil(0.99 * n)) - 1]) if n else 0,
+        delay_mean_ns=float(delay.mean()) if n else 0.0,
+        short_kernels=int(short.sum()),
+        short_kernel_time_ns=int(dur[short].sum()),
+        short_threshold_ns=short_threshold_ns,
+        launch_call_mean_ns=float(ldur.mean()) if ldur.size else 0.0,
+    )
+
+
+def stream_idle(rd: RankData, dev_step: np.ndarray) -> tuple[StreamIdle, ...]:
+    """Idle gaps per stream inside the steps, with causes (see :class:`IdleCauses`).
+
+    A gap is between consecutive work on the same stream in the same step. If the work after the
+    gap was launched after the gap began, the stream was waiting for the host; if it was
+    launched earlier and other streams were busy for most of the gap, it waited on another
+    stream; otherwise "other".
+    """
+    d = rd.dev
+    m = dev_step >= 0
+    if not m.any():
+        return ()
+    dv, st, s, e, lt, sp = d.device[m], d.stream[m], d.ts[m], d.end[m], d.launch_ts[m], dev_step[m]
+    us, ue = iv.union(s, e)
+    o = np.lexsort((s, sp, st, dv))
+    dv, st, s, e, lt, sp = dv[o], st[o], s[o], e[o], lt[o], sp[o]
+    same = np.zeros(s.size, bool)
+    same[1:] = (dv[1:] == dv[:-1]) & (st[1:] == st[:-1]) & (sp[1:] == sp[:-1])
+    prev_end = np.empty_like(e)
+    prev_end[0] = e[0]
+    prev_end[1:] = e[:-1]
+    gap = np.where(same, s - prev_end, 0)
+    g = gap > 0
+    gs, ge = prev_end[g], s[g]
+    host = lt[g] > gs
+    others_busy = iv.busy_before(us, ue, ge) - iv.busy_before(us, ue, gs)
+    wait = ~host & (others_busy * 2 > (ge - gs))
+    other = ~host & ~wait
+    key = np.stack([dv, st], axis=1)
+    uk, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    busy = np.bincount(inv, weights=(e - s), minlength=len(uk))
+    glen = (ge - gs).astype(np.float64)
+    ginv = inv[g]
+
+    def per(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(ginv[mask], weights=glen[mask], minlength=len(uk))
+
+    hb, wt, ot = per(host), per(wait), per(other)
+    ng = np.bincount(ginv, minlength=len(uk))
+    out = []
+    for j, (dev_id, stream_id) in enumerate(uk):
+        out.append(
+            StreamIdle(
+                device=int(dev_id),
+                stream=int(stream_id),
+                busy_ns=int(busy[j]),
+                idle_ns=int(hb[j] + wt[j] + ot[j]),
+                causes=IdleCauses(host_bound_ns=int(hb[j]), wait_ns=int(wt[j]), other_ns=int(ot[j]), gaps=int(ng[j])),
+            )
+        )
+    return tuple(out)
+
+
+_COMPONENTS = ("compute_ns", "exposed_comm_ns", "exposed_memcpy_ns", "idle_host_bound_ns", "idle_other_ns", "dataloader_ns")
+
+
+def _components(s: StepBreakdown) -> np.ndarray:
+    return np.array(
+        [
+            s.compute_ns,
+            s.exposed_comm_ns,
+            s.exposed_memcpy_ns,
+            s.idle_causes.host_bound_ns,
+            s.idle_ns - s.idle_causes.host_bound_ns,
+            s.cpu.dataloader_ns,
+        ],
+        dtype=np.float64,
+    )
+
+
+def step_stats(steps: tuple[StepBreakdown, ...], threshold_ratio: float = 0.10) -> StepStats:
+    """Mean/median/spread of step time; steps over ``(1 + threshold) * median`` are flagged with the
+    component (compute, exposed comm/memcpy, host-bound or other idle, data loading) that grew
+    most relative to its median over all steps."""
+    if not steps:
+        return StepStats(0, 0.0, 0.0, 0, 0, 0.0, 0.0, ())
+    t = np.array([s.step_time_ns for s in steps], dtype=np.float64)
+    med = float(np.median(t))
+    comps = np.stack([_components(s) for s in steps])
+    comp_med = np.median(comps, axis=0)
+    flags = []
+    for i, s in enumerate(steps):
+        if med > 0 and t[i] > (1 + threshold_ratio) * med:
+            growth = comps[i] - comp_med
+            j = int(np.argmax(growth))
+            flags.append(StepFlag(s.name, int(t[i]), float(t[i] / med - 1), _COMPONENTS[j], int(growth[j])))
+    mean = float(t.mean())
+    std = float(t.std())
+    return StepStats(
+        count=len(steps),
+        mean_ns=mean,
+        median_ns=med,
+        min_ns=int(t.min()),
+        max_ns=int(t.max()),
+        std_ns=std,
+        cv_ratio=std / mean if mean else 0.0,
+        flagged=tuple(flags),
+    )

@@ -1,0 +1,99 @@
+"""Find training steps and assign device work to them.
+
+Steps come from ``ProfilerStep#N`` host annotations; else from a user-named marker (exact name,
+or name followed by ``#``/digits); else the whole trace is one window. Device work belongs to
+the step whose CPU span contains the runtime call that launched it (joined by correlation id).
+Device work with no known launch goes to the step whose device window contains its start.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rankdata import RankData
+
+_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+
+
+@dataclass(frozen=True)
+class StepSpans:
+    names: tuple[str, ...]
+    cpu_start: np.ndarray
+    cpu_end: np.ndarray
+    source: str  # "ProfilerStep" | "marker:NAME" | "whole-trace"
+
+
+def find_steps(rd: RankData, marker: str | None) -> StepSpans:
+    h = rd.host
+    host_like = (h.kind == "cpu_op") | (h.kind == "user_annotation")
+    candidates: list[tuple[str, re.Pattern[str]]] = []
+    if marker:
+        candidates.append((f"marker:{marker}", re.compile(rf"^{re.escape(marker)}(?:[#_ ]?\d+)?$")))
+    candidates.append(("ProfilerStep", _PROFILER_STEP))
+    for source, pat in candidates:
+        name_ok = np.array([bool(pat.match(n)) for n in h.names])
+        sel = np.flatnonzero(host_like & name_ok[h.name_idx])
+        if sel.size:
+            # the same step can be recorded twice (cpu_op and annotation); keep one per (name, ts)
+            key = np.stack([h.name_idx[sel], h.ts[sel]], axis=1)
+            _, first = np.unique(key, axis=0, return_index=True)
+            sel = sel[np.sort(first)]
+            o = np.argsort(h.ts[sel], kind="stable")
+            sel = sel[o]
+            return StepSpans(
+                names=tuple(h.names[i] for i in h.name_idx[sel]),
+                cpu_start=h.ts[sel],
+                cpu_end=h.end[sel],
+                source=source,
+            )
+    # whole trace
+    starts = np.concatenate([h.ts, rd.dev.ts])
+    ends = np.concatenate([h.end, rd.dev.end])
+    if starts.size == 0:
+        return StepSpans(names=(), cpu_start=np.empty(0, np.int64), cpu_end=np.empty(0, np.int64), source="whole-trace")
+    return StepSpans(
+        names=("whole trace",),
+        cpu_start=np.array([starts.min()], np.int64),
+        cpu_end=np.array([ends.max()], np.int64),
+        source="whole-trace",
+    )
+
+
+def _containing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index of the span (sorted by start) that contains each t, else -1."""
+    if starts.size == 0:
+        return np.full(t.shape, -1, np.int64)
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & (t < ends[np.maximum(i, 0)])
+    return np.where(ok, i, -1)
+
+
+def assign_device_work(rd: RankData, spans: StepSpans) -> np.ndarray:
+    """Step index per device event (-1: outside every step)."""
+    dev = rd.dev
+    step = _containing(spans.cpu_start, spans.cpu_end, dev.launch_ts)
+    step = np.where(dev.launch_ts >= 0, step, -1)
+    unknown = dev.launch_ts < 0
+    if unknown.any():
+        n = spans.cpu_start.size
+        ws = np.full(n, np.iinfo(np.int64).max)
+        we = np.full(n, np.iinfo(np.int64).min)
+        known = step >= 0
+        if known.any():
+            np.minimum.at(ws, step[known], dev.ts[known])
+            np.maximum.at(we, step[known], dev.end[known])
+        # steps without launched work fall back to their CPU span
+        empty = ws > we
+        ws = np.where(empty, spans.cpu_start, ws)
+        we = np.where(empty, spans.cpu_end, we)
+        # windows may overlap; the first containing one (by start) wins
+        o = np.argsort(ws, kind="stable")
+        idx = _containing(ws[o], np.maximum.accumulate(we[o]), dev.ts[unknown])
+        # map back: _containing against running max ends finds the last window starting before t
+        fill = np.where(idx >= 0, o[np.maximum(idx, 0)], -1)
+        ok = (fill >= 0) & (dev.ts[unknown] < we[np.maximum(fill, 0)])
+        step[unknown] = np.where(ok, fill, -1)
+    return step
