@@ -161,11 +161,12 @@ def _assemble(reads: list[FileRead]) -> Trace:
     for fr, (rank, source) in zip(reads, found):
         if rank is None or rank in taken:
             if rank in taken:
-                warnings.append(f"{fr.path}: rank {rank} already taken by another file; numbering it by order")
+                warnings.append(f"{fr.path}: rank {rank} already taken by another file; numbering this one by file order")
             while next_free in used or next_free in taken:
                 next_free += 1
+            was_taken = rank is not None
             rank, source = next_free, "order"
-            if len(reads) > 1:
+            if len(reads) > 1 and not was_taken:
                 warnings.append(f"{fr.path}: no rank in distributedInfo or file name; using rank {rank} by file order")
         taken.add(rank)
         if fr.truncated:

@@ -1,0 +1,119 @@
+"""Command line: thin subcommands over the library. Errors map to exit codes here, in one place."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import StepscopeError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="stepscope", description="Where every millisecond of a training step goes.")
+    p.add_argument("--version", action="version", version=f"stepscope {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    a = sub.add_parser("analyze", help="step breakdown of PyTorch profiler traces (1..N ranks)")
+    a.add_argument("traces", nargs="+", help="trace files (.json/.json.gz/.parquet), directories of per-rank files, or globs")
+    a.add_argument("--json", metavar="OUT", help="write the JSON report (schema: docs/json-schema.md)")
+    a.add_argument("--html", metavar="OUT", help="write the self-contained HTML report")
+    a.add_argument("--step-marker", metavar="NAME", help="annotation that marks a step when there is no ProfilerStep#N")
+    a.add_argument("--rules", metavar="YAML", help="extra kernel classification rules (layout of data/kernel_rules.yaml)")
+    a.add_argument("--top", type=int, default=20, help="how many top kernels / CPU ops to keep (default 20)")
+    a.add_argument("--include-python", action="store_true", help="keep python_function events (skipped by default)")
+    a.add_argument("--workers", type=int, default=None, help="processes for reading files (default: one per file, <= CPUs)")
+    a.add_argument("--cache-dir", metavar="DIR", help="cache parsed traces as Parquet here, keyed by file content")
+    a.add_argument("--quiet", "-q", action="store_true", help="no terminal report")
+
+    c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")
+    c.add_argument("traces", nargs="+")
+    c.add_argument("-o", "--out-dir", required=True, help="directory for <name>.parquet files")
+    c.add_argument("--include-python", action="store_true")
+    return p
+
+
+def _analyze(ns: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .analysis.pipeline import AnalyzeConfig, analyze
+    from .report import FILE_RENDERERS, terminal
+    from .trace.loader import expand_paths, load
+
+    err = Console(stderr=True)
+    cfg = AnalyzeConfig(step_marker=ns.step_marker, rules_file=ns.rules, top_k=ns.top)
+    paths = expand_paths(ns.traces)
+    with err.status(f"reading {len(paths)} trace file(s)...") if not ns.quiet and err.is_terminal else _null():
+        trace = load(paths, include_python=ns.include_python, workers=ns.workers, cache_dir=ns.cache_dir)
+        result = analyze(trace, cfg)
+    outputs = {"json": ns.json, "html": ns.html}
+    for kind, out in outputs.items():
+        if out:
+            text = FILE_RENDERERS[kind](result)
+            _write(out, text)
+    if not ns.quiet:
+        terminal.render(result, Console())
+        for kind, out in outputs.items():
+            if out:
+                print(f"wrote {kind.upper()} report: {out}")
+    else:
+        for w in result.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise StepscopeError(f"cannot write output ({exc.strerror})", path=path, fix="check the directory exists and is writable") from None
+
+
+def _convert(ns: argparse.Namespace) -> int:
+    from .trace.kineto import read_kineto
+    from .trace.loader import expand_paths
+    from .trace.parquet import write_parquet
+
+    out_dir = Path(ns.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for p in expand_paths(ns.traces):
+        fr = read_kineto(p, include_python=ns.include_python)
+        name = p.name
+        for suffix in (".gz", ".json"):
+            name = name.removesuffix(suffix)
+        dest = out_dir / f"{name}.parquet"
+        write_parquet(fr, dest)
+        msg = f"{p} -> {dest} ({fr.table.num_rows:,} events)"
+        if fr.truncated:
+            msg += f" [truncated input: recovered {fr.table.num_rows:,} complete events]"
+        print(msg)
+    return 0
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = _parser().parse_args(argv)
+    try:
+        if ns.cmd == "analyze":
+            return _analyze(ns)
+        if ns.cmd == "convert":
+            return _convert(ns)
+        return 2
+    except StepscopeError as exc:
+        print(f"stepscope: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("stepscope: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""JSON renderer. The layout is a stable, versioned contract documented in docs/json-schema.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from ..analysis.results import Analysis, RankAnalysis, StepBreakdown
+
+JSON_SCHEMA_VERSION = "1.0"
+
+
+def _step(s: StepBreakdown) -> dict[str, Any]:
+    d = dataclasses.asdict(s)
+    d["collectives"] = {c["type"]: {k: v for k, v in c.items() if k != "type"} for c in d["collectives"]}
+    return d
+
+
+def _rank(r: RankAnalysis) -> dict[str, Any]:
+    return {
+        "rank": r.rank,
+        "device": r.device,
+        "path": r.path,
+        "step_source": r.step_source,
+        "steps": [_step(s) for s in r.steps],
+        "step_stats": dataclasses.asdict(r.step_stats),
+        "top_kernels": [dataclasses.asdict(o) for o in r.top_kernels],
+        "top_cpu_ops": [dataclasses.asdict(o) for o in r.top_cpu_ops],
+        "stream_idle": [dataclasses.asdict(o) for o in r.stream_idle],
+        "launch": dataclasses.asdict(r.launch),
+        "extras": {k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v) for k, v in r.extras.items()},
+    }
+
+
+def to_dict(a: Analysis) -> dict[str, Any]:
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "tool": "stepscope",
+        "inputs": list(a.inputs),
+        "warnings": list(a.warnings),
+        "ranks": [_rank(r) for r in a.ranks],
+    }
+
+
+def render(a: Analysis) -> str:
+    return json.dumps(to_dict(a), indent=1, ensure_ascii=False)

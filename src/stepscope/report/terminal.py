@@ -1,0 +1,106 @@
+"""Terminal renderer (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis.results import Analysis, RankAnalysis
+from .fmt import ms, pct, us
+
+
+def render(a: Analysis, console: Console | None = None, top: int = 10) -> None:
+    con = console or Console()
+    if not con.is_terminal:
+        con.width = max(con.width, 160)
+    for w in a.warnings:
+        con.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
+    if len(a.ranks) > 1:
+        _rank_table(a, con)
+    for r in a.ranks:
+        _rank(r, con, top)
+
+
+def _rank_table(a: Analysis, con: Console) -> None:
+    t = Table(title="Ranks (mean per step, ms)")
+    for col in ("rank", "steps", "step", "compute", "exposed comm", "exposed memcpy", "idle", "data loader"):
+        t.add_column(col, justify="right")
+    for r in a.ranks:
+        n = max(len(r.steps), 1)
+        t.add_row(
+            str(r.rank),
+            str(len(r.steps)),
+            ms(sum(s.step_time_ns for s in r.steps) / n),
+            ms(sum(s.compute_ns for s in r.steps) / n),
+            ms(sum(s.exposed_comm_ns for s in r.steps) / n),
+            ms(sum(s.exposed_memcpy_ns for s in r.steps) / n),
+            ms(sum(s.idle_ns for s in r.steps) / n),
+            ms(sum(s.cpu.dataloader_ns for s in r.steps) / n),
+        )
+    con.print(t)
+
+
+def _rank(r: RankAnalysis, con: Console, top: int) -> None:
+    con.print(f"\n[bold]Rank {r.rank}[/] {r.device or ''}  ({r.path}; steps from {r.step_source})", highlight=False)
+    t = Table(title="Step breakdown (ms; compute + exposed comm + exposed memcpy + idle = step)")
+    for col in ("step", "step", "compute", "comm", "overlapped", "exposed comm", "exposed memcpy", "idle", "host-bound", "cpu step", "data loader"):
+        t.add_column(col, justify="right")
+    for s in r.steps:
+        t.add_row(
+            s.name,
+            ms(s.step_time_ns),
+            f"{ms(s.compute_ns)} ({pct(s.compute_ns, s.step_time_ns)})",
+            ms(s.comm_ns),
+            ms(s.overlapped_comm_ns),
+            f"{ms(s.exposed_comm_ns)} ({pct(s.exposed_comm_ns, s.step_time_ns)})",
+            ms(s.exposed_memcpy_ns),
+            f"{ms(s.idle_ns)} ({pct(s.idle_ns, s.step_time_ns)})",
+            ms(s.idle_causes.host_bound_ns),
+            ms(s.cpu_step_ns),
+            ms(s.cpu.dataloader_ns),
+        )
+    con.print(t)
+    st = r.step_stats
+    if st.count:
+        con.print(
+            f"step time: median {ms(st.median_ns)} ms, mean {ms(st.mean_ns)} ms, min {ms(st.min_ns)}, max {ms(st.max_ns)}, CV {st.cv_ratio:.1%}",
+            highlight=False,
+        )
+    for f in st.flagged:
+        con.print(
+            f"[red]slow step[/] {f.name}: {ms(f.step_time_ns)} ms, {f.over_median_ratio:.0%} over median; {f.grew} grew by {ms(f.grew_by_ns)} ms",
+            highlight=False,
+        )
+    colls: dict[str, list[int]] = {}
+    for s in r.steps:
+        for c in s.collectives:
+            acc = colls.setdefault(c.type, [0, 0, 0, 0])
+            acc[0] += c.comm_ns
+            acc[1] += c.overlapped_ns
+            acc[2] += c.exposed_ns
+            acc[3] += c.count
+    if colls:
+        ct = Table(title="Communication by collective (all steps, ms)")
+        for col in ("collective", "kernels", "time", "overlapped", "exposed"):
+            ct.add_column(col, justify="right")
+        for k, (c, o, e, n) in sorted(colls.items(), key=lambda kv: -kv[1][0]):
+            ct.add_row(k, str(n), ms(c), f"{ms(o)} ({pct(o, c)})", ms(e))
+        con.print(ct)
+    if r.top_kernels:
+        kt = Table(title=f"Top kernels (of {len(r.steps)} steps)")
+        for col in ("kernel", "category", "count", "total ms", "mean us", "p50 us", "p99 us", "share"):
+            kt.add_column(col, justify="right" if col not in ("kernel", "category") else "left", no_wrap=True)
+        for o in r.top_kernels[:top]:
+            kt.add_row(_short(o.name), o.category, str(o.count), ms(o.total_ns), us(o.mean_ns), us(o.p50_ns), us(o.p99_ns), f"{o.share_of_step_ratio:.1%}")
+        con.print(kt)
+    ln = r.launch
+    if ln.kernels:
+        con.print(
+            f"launches: {ln.kernels} kernels, delay p50 {us(ln.delay_p50_ns)} us / p99 {us(ln.delay_p99_ns)} us; "
+            f"{ln.short_kernels} kernels < {us(ln.short_threshold_ns)} us ({ms(ln.short_kernel_time_ns)} ms)",
+            highlight=False,
+        )
+
+
+def _short(name: str, width: int = 70) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
