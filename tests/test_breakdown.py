@@ -1,0 +1,154 @@
+"""Hand-computed breakdowns on synthetic traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import stepscope
+from stepscope.analysis.pipeline import AnalyzeConfig, analyze
+
+from . import synth
+
+US = 1000
+
+
+def _one(tmp_path: Path, events, **kw):
+    p = synth.write(tmp_path / "t.json", events, **kw)
+    return analyze(stepscope.load(p)).ranks[0]
+
+
+def test_basic_step_by_hand(tmp_path: Path) -> None:
+    # gemm [100,300) s7, nccl all-reduce [250,450) s20, H2D memcpy [400,500) s7, elementwise [600,700) s7
+    r = _one(tmp_path, synth.basic_events())
+    (s,) = r.steps
+    assert (s.window_start_ns, s.window_end_ns) == (100 * US, 700 * US)
+    assert s.step_time_ns == 600 * US
+    assert s.compute_ns == 300 * US  # [100,300) + [600,700)
+    assert s.comm_ns == 200 * US
+    assert s.overlapped_comm_ns == 50 * US  # [250,300)
+    assert s.exposed_comm_ns == 150 * US  # [300,450)
+    assert s.memcpy_ns == 100 * US
+    assert s.exposed_memcpy_ns == 50 * US  # [450,500)
+    assert s.idle_ns == 100 * US  # [500,600)
+    assert s.compute_ns + s.exposed_comm_ns + s.exposed_memcpy_ns + s.idle_ns == s.step_time_ns
+    assert s.cpu_step_ns == 1000 * US
+    assert s.by_category_ns == {"gemm": 200 * US, "comm:all_reduce": 200 * US, "memcpy_h2d": 100 * US, "elementwise": 100 * US}
+    (c,) = s.collectives
+    assert (c.type, c.comm_ns, c.overlapped_ns, c.exposed_ns, c.count) == ("all_reduce", 200 * US, 50 * US, 150 * US, 1)
+    # the gap [500,600) ends with the elementwise kernel, launched at 550 > 500: host-bound
+    assert s.idle_causes.host_bound_ns == 100 * US
+    assert s.cpu.cpu_bound_ns == 100 * US
+    # launch delays of the 3 kernels: 90, 230, 50 us -> nearest-rank p50 = 90 us
+    assert r.launch.kernels == 3 and r.launch.delay_p50_ns == 90 * US and r.launch.delay_p99_ns == 230 * US
+
+
+def test_idle_launched_early_is_not_host_bound(tmp_path: Path) -> None:
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    ev += synth.launch("gemm_a", 10, 100, 100)
+    ev += synth.launch("gemm_b", 20, 300, 100)  # launched long before the gap [200,300)
+    ev.append(synth.cpu("cudaStreamSynchronize", 150, 100, cat="cuda_runtime"))
+    (s,) = _one(tmp_path, ev).steps
+    assert s.idle_ns == 100 * US
+    assert s.idle_causes.host_bound_ns == 0
+    assert s.idle_causes.wait_ns == 100 * US  # a sync call was in flight during the gap
+    assert s.cpu.sync_calls == 1 and s.cpu.sync_ns == 100 * US
+
+
+def test_window_follows_launches_not_wall_clock(tmp_path: Path) -> None:
+    # step 1 launches a kernel that runs after step 1's CPU span ended (async GPU lag)
+    ev = [synth.step("ProfilerStep#1", 0, 100), synth.step("ProfilerStep#2", 100, 100)]
+    ev += synth.launch("gemm_1", 50, 150, 100)  # launched in step 1, runs [150, 250)
+    ev += synth.launch("gemm_2", 120, 260, 40)  # launched in step 2, runs [260, 300)
+    r = _one(tmp_path, ev)
+    s1, s2 = r.steps
+    assert (s1.window_start_ns, s1.window_end_ns) == (150 * US, 250 * US)
+    assert (s2.window_start_ns, s2.window_end_ns) == (260 * US, 300 * US)
+    assert s1.compute_ns == 100 * US and s2.compute_ns == 40 * US
+
+
+def test_comm_recognized_from_launching_op_and_stream(tmp_path: Path) -> None:
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    # a kernel with a neutral name, launched from record_param_comms with a collective arg
+    ev.append(synth.cpu("record_param_comms", 5, 30, **{"External id": 77, "Collective name": "reduce_scatter"}))
+    ev += synth.launch("custom_comm_kernel_v2", 10, 100, 100, stream=30, ext=77)
+    ev.append(synth.cpu("record_param_comms", 40, 30, **{"External id": 78, "Collective name": "reduce_scatter"}))
+    ev += synth.launch("custom_comm_kernel_v2", 41, 200, 20, stream=30, ext=78)
+    # DeepEP-style dispatch kernel by name
+    ev += synth.launch("deep_ep::intranode::dispatch<8>", 12, 300, 50, stream=31)
+    # an unnamed kernel on stream 30, where 2 of 3 kernels are communication
+    ev += synth.launch("kernel_xyz", 14, 400, 10, stream=30)
+    ev += synth.launch("hccl_all_gather_kernel", 16, 420, 10, stream=32)
+    (s,) = _one(tmp_path, ev).steps
+    types = {c.type: c.comm_ns for c in s.collectives}
+    assert types == {"reduce_scatter": 120 * US, "all_to_all": 50 * US, "other": 10 * US, "all_gather": 10 * US}
+    assert s.compute_ns == 0
+
+
+def test_cpu_only_gloo_trace(tmp_path: Path) -> None:
+    ev = [
+        synth.step("ProfilerStep#1", 0, 1000),
+        synth.cpu("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 100, cat="user_annotation"),
+        synth.cpu("aten::mm", 100, 300),
+        synth.cpu("aten::addmm", 150, 200),  # nested: not double counted
+        synth.cpu("gloo:all_reduce", 400, 300, cat="user_annotation"),
+        synth.cpu("c10d::allreduce_", 410, 280),  # nested in the annotation
+    ]
+    (s,) = _one(tmp_path, ev, rank=None).steps
+    assert s.window_source == "cpu"
+    assert s.step_time_ns == 1000 * US
+    assert s.compute_ns == 300 * US
+    assert s.comm_ns == 300 * US and s.exposed_comm_ns == 300 * US and s.overlapped_comm_ns == 0
+    assert s.idle_ns == 400 * US
+    assert s.cpu.dataloader_ns == 100 * US
+    assert [c.type for c in s.collectives] == ["all_reduce"]
+
+
+def test_fluctuation_flags_what_grew(tmp_path: Path) -> None:
+    ev = []
+    for i in range(4):
+        t0 = i * 1000
+        ev.append(synth.step(f"ProfilerStep#{i}", t0, 1000))
+        ev += synth.launch(f"gemm_{i}", t0 + 1, t0 + 10, 100)
+        # kernels at [t0+10, t0+110) and [t0+120, t0+220) -> 210 us; the 10 us gap was launched in
+    # time (other idle). Step 3 launches the second kernel at t0+300: it runs [t0+320, t0+420),
+    # so the step is 410 us and its 210 us gap is host-bound (median host-bound idle is 0).
+        late = 300 if i == 3 else 100
+        ev += synth.launch(f"gemm_b{i}", t0 + late, t0 + late + 20, 100)
+    r = _one(tmp_path, ev)
+    times = [s.step_time_ns for s in r.steps]
+    assert times == [210 * US, 210 * US, 210 * US, 410 * US]
+    (flag,) = r.step_stats.flagged
+    assert flag.name == "ProfilerStep#3"
+    assert flag.grew == "idle_host_bound_ns" and flag.grew_by_ns == 210 * US
+    assert flag.over_median_ratio == pytest.approx(200 / 210)
+
+
+def test_step_marker_and_whole_trace_fallback(tmp_path: Path) -> None:
+    ev = [synth.step("train_step#1", 0, 500), synth.step("train_step#2", 500, 500)]
+    ev += synth.launch("gemm", 10, 100, 100)
+    ev += synth.launch("gemm", 510, 600, 50)
+    p = synth.write(tmp_path / "m.json", ev)
+    a = analyze(stepscope.load(p), AnalyzeConfig(step_marker="train_step"))
+    assert [s.name for s in a.ranks[0].steps] == ["train_step#1", "train_step#2"]
+    b = analyze(stepscope.load(p))
+    assert b.ranks[0].step_source == "whole-trace" and len(b.ranks[0].steps) == 1
+    assert any("whole trace" in w for w in b.warnings)
+    assert b.ranks[0].steps[0].step_time_ns == 550 * US
+
+
+def test_top_kernels_quantiles(tmp_path: Path) -> None:
+    ev = [synth.step("ProfilerStep#1", 0, 10000)]
+    durs = [10, 20, 30, 40, 100]
+    t = 100
+    for d in durs:
+        ev += synth.launch("gemm_k", t - 50, t, d)
+        t += 200
+    ev += synth.launch("other_k", 5, 5000, 5)
+    r = _one(tmp_path, ev)
+    top = r.top_kernels[0]
+    assert top.name == "gemm_k" and top.count == 5 and top.total_ns == 200 * US
+    assert top.p50_ns == 30 * US and top.p99_ns == 100 * US and top.mean_ns == 40 * US
+    step_ns = r.steps[0].step_time_ns
+    assert top.share_of_step_ratio == pytest.approx(200 * US / step_ns)
