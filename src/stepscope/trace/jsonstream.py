@@ -11,7 +11,6 @@ Peak memory is about two blocks of text plus one chunk of decoded events, whatev
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -44,15 +43,44 @@ class StreamState:
     note: str = ""
 
 
-def open_bytes(path: Path) -> IO[bytes]:
+def is_gzip(path: Path) -> bool:
     with open(path, "rb") as probe:
-        magic = probe.read(2)
-    if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
+        return probe.read(2) == b"\x1f\x8b"
 
 
-def _blocks(fh: IO[bytes], state: StreamState, block: int) -> Iterator[bytes]:
+def _gunzip_blocks(fh: IO[bytes], state: StreamState, block: int) -> Iterator[bytes]:
+    """Decompress incrementally so a stream cut mid-write still yields everything before the cut."""
+    d = zlib.decompressobj(wbits=31)
+    while True:
+        comp = fh.read(block // 4 or 1)
+        if not comp:
+            if not d.eof:
+                state.truncated = True
+                state.note = "compressed stream ends early"
+            tail = d.flush()
+            if tail:
+                state.bytes_read += len(tail)
+                yield tail
+            return
+        try:
+            data = d.decompress(comp)
+            while d.eof and d.unused_data:  # concatenated gzip members
+                rest = d.unused_data
+                d = zlib.decompressobj(wbits=31)
+                data += d.decompress(rest)
+        except zlib.error as exc:
+            state.truncated = True
+            state.note = f"corrupt compressed data ({exc})"
+            return
+        if data:
+            state.bytes_read += len(data)
+            yield data
+
+
+def _blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool) -> Iterator[bytes]:
+    if gz:
+        yield from _gunzip_blocks(fh, state, block)
+        return
     while True:
         try:
             data = fh.read(block)
@@ -79,8 +107,9 @@ def iter_event_chunks(
     updated in place) carries the parsed header/trailer and whether the file was truncated.
     """
     state = StreamState()
-    with open_bytes(path) as fh:
-        blocks = _blocks(fh, state, block)
+    gz = is_gzip(path)
+    with open(path, "rb") as fh:
+        blocks = _blocks(fh, state, block, gz)
         buf = bytearray()
         # ---- header -------------------------------------------------------------------------
         start = -1
@@ -111,10 +140,10 @@ def iter_event_chunks(
             if len(buf) > _MAX_HEADER_BYTES:
                 break
         if start < 0:
+            if state.truncated and not buf:
+                raise TraceFormatError(f"unreadable gzip file ({state.note})", path=str(path), fix="check the file is a complete .json.gz trace")
             if not bytes(buf).strip():
                 raise TraceFormatError("file is empty", path=str(path), fix="the profiler wrote nothing; re-run the capture")
-            if state.truncated and not buf:
-                raise TraceFormatError("not a gzip/JSON file we can read", path=str(path), fix="check the file is a trace")
             raise TraceFormatError(
                 "no 'traceEvents' list found",
                 path=str(path),

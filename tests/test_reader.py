@@ -1,0 +1,171 @@
+"""Reading: exact ns, chunked decode, truncation recovery, bad input, ranks, Parquet."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+
+import stepscope
+from stepscope.cli import main
+from stepscope.trace.kineto import read_kineto
+from stepscope.trace.numparse import raw_lines_to_ns
+
+from . import synth
+
+
+def test_decimal_microseconds_to_exact_ns() -> None:
+    text = b"1712195495519695.8\n3\n0.001\n12.34567\n\n-0.5\n1e3"
+    got = raw_lines_to_ns(text, 7).tolist()
+    assert got == [1712195495519695800, 3000, 1, 12345, -1, -500, 1_000_000]
+    # float64 cannot hold this one exactly: the naive conversion is off
+    assert int(round(1712195495519695.8 * 1000)) != 1712195495519695800
+
+
+def _many_events(n: int) -> list[dict]:
+    ev = [synth.step("ProfilerStep#1", 0, n * 10 + 100)]
+    for i in range(n):
+        ev += synth.launch(f"k{i % 7}", 5 + i * 10, 10 + i * 10, 5, **{"grid": [1, 2, 3], "note": "}, {"})
+    return ev
+
+
+@pytest.mark.parametrize("block", [256, 4096, 1 << 20])
+def test_chunked_decode_matches_whole(tmp_path: Path, block: int) -> None:
+    ev = _many_events(300)
+    p = synth.write(tmp_path / "t.json", ev)
+    fr = read_kineto(p, block=block)
+    assert fr.table.num_rows == len(ev)
+    assert not fr.truncated
+    assert fr.header["traceName"] == str(p)  # the trailer after the event list is kept
+    ts = sorted(int(round(e["ts"] * 1000)) for e in ev)
+    assert sorted(fr.table["ts_ns"].to_pylist()) == ts
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_truncated_file_recovers_complete_events(tmp_path: Path, gz: bool) -> None:
+    ev = _many_events(200)
+    full = synth.write(tmp_path / "full.json", ev)
+    text = full.read_bytes()
+    cut = len(text) * 2 // 3
+    # expected: events that end before the cut, counted with the stdlib on the prefix
+    prefix = text[:cut].decode()
+    body = prefix[prefix.index("\"traceEvents\": [") + len("\"traceEvents\": [") :]
+    expected, pos, dec = 0, 0, json.JSONDecoder()
+    while True:  # stdlib raw_decode, one event at a time, until the cut
+        while pos < len(body) and body[pos] in " \n,":
+            pos += 1
+        try:
+            _, pos = dec.raw_decode(body, pos)
+        except json.JSONDecodeError:
+            break
+        expected += 1
+    assert 0 < expected < len(ev)
+    p = tmp_path / ("cut.json.gz" if gz else "cut.json")
+    if gz:
+        p.write_bytes(gzip.compress(text)[: len(gzip.compress(text)) * 2 // 3])
+    else:
+        p.write_bytes(text[:cut])
+    fr = read_kineto(p, block=4096)
+    assert fr.truncated
+    if gz:
+        assert 0 < fr.table.num_rows < len(ev)
+    else:
+        assert fr.table.num_rows == expected
+    t = stepscope.load(p)
+    assert any("truncated" in w and f"recovered {fr.table.num_rows}" in w for w in t.warnings)
+
+
+@pytest.mark.parametrize(
+    "content, msg",
+    [
+        (b"", "empty"),
+        (b"   \n", "empty"),
+        (b"hello world", "not JSON"),
+        (b'{"foo": 1}', "no 'traceEvents'"),
+        (b"\x1f\x8b\x08\x00garbage", "gzip"),
+    ],
+)
+def test_bad_input_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, msg: str) -> None:
+    p = tmp_path / "bad.json"
+    p.write_bytes(content)
+    assert main(["analyze", str(p), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert str(p) in err and msg in err
+
+
+def test_missing_path_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "/nonexistent/trace.json", "-q"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_ranks_from_header_filename_and_order(tmp_path: Path) -> None:
+    d = tmp_path / "run"
+    d.mkdir()
+    ev = synth.basic_events()
+    synth.write(d / "a.json", ev, rank=5)
+    synth.write(d / "worker_rank-3.json", ev, rank=None)
+    synth.write(d / "trace_r7.json.gz", ev, rank=None, gz=True)
+    synth.write(d / "zzz.json", ev, rank=None)
+    t = stepscope.load(d, workers=2)
+    got = {Path(r.path).name: (r.rank, r.rank_source) for r in t.ranks}
+    assert got["a.json"] == (5, "distributedInfo")
+    assert got["worker_rank-3.json"] == (3, "filename")
+    assert got["trace_r7.json.gz"] == (7, "filename")
+    assert got["zzz.json"] == (0, "order")
+    assert any("zzz.json" in w and "by file order" in w for w in t.warnings)
+    assert sorted(set(t.events["rank"].to_pylist())) == [0, 3, 5, 7]
+
+
+def test_python_functions_skipped_unless_asked(tmp_path: Path) -> None:
+    ev = synth.basic_events() + [synth.cpu("train.py(10): step", 0, 5, cat="python_function")]
+    p = synth.write(tmp_path / "t.json", ev)
+    kinds = lambda t: set(t.events["kind"].cast("string").to_pylist())  # noqa: E731
+    assert "python_function" not in kinds(stepscope.load(p))
+    assert "python_function" in kinds(stepscope.load(p, include_python=True))
+
+
+def test_parquet_convert_roundtrip_and_cache(tmp_path: Path) -> None:
+    p = synth.write(tmp_path / "rank-1.json", synth.basic_events(), rank=1)
+    out = tmp_path / "pq"
+    assert main(["convert", str(p), "-o", str(out)]) == 0
+    pq_file = out / "rank-1.parquet"
+    a = stepscope.load(p)
+    b = stepscope.load(pq_file)
+    assert b.events.equals(a.events)
+    assert b.ranks[0].rank == 1 and b.ranks[0].device_name == "NVIDIA H100 80GB HBM3"
+    cache = tmp_path / "cache"
+    c1 = stepscope.load(p, cache_dir=str(cache))
+    assert len(list(cache.glob("*.parquet"))) == 1
+    c2 = stepscope.load(p, cache_dir=str(cache))
+    assert c2.events.equals(c1.events) and c2.events.equals(a.events)
+
+
+def test_old_schema_string_tids_and_operator_category(tmp_path: Path) -> None:
+    # torch 1.9 layout: integer us, "Operator"/"Kernel"/"Runtime" categories, "external id"
+    ev = [
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#5", "pid": 9, "tid": "9", "ts": 1000, "dur": 500, "args": {}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": "9", "ts": 1010, "dur": 5, "args": {"correlation": 3, "external id": 2}},
+        {"ph": "X", "cat": "Kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": "stream 7", "ts": 1100, "dur": 40,
+         "args": {"device": 0, "stream": 7, "correlation": 3, "external id": 2}},
+    ]
+    p = synth.write(tmp_path / "old.json", ev)
+    t = stepscope.load(p)
+    k = t.events.filter(pc.equal(t.events["kind"].cast("string"), "kernel"))
+    assert k["stream"].to_pylist() == [7] and k["external_id"].to_pylist() == [2]
+    from stepscope.analysis.pipeline import analyze
+
+    (s,) = analyze(t).ranks[0].steps
+    assert s.compute_ns == 40_000 and s.by_category_ns == {"gemm": 40_000}
+
+
+def test_events_usable_as_polars(tmp_path: Path) -> None:
+    pl = pytest.importorskip("polars")
+    t = stepscope.load(synth.write(tmp_path / "t.json", synth.basic_events()))
+    df = t.to_polars()
+    assert isinstance(df, pl.DataFrame) and df.height == t.num_events
+    assert np.issubdtype(df["ts_ns"].to_numpy().dtype, np.integer)
