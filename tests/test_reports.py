@@ -1,0 +1,93 @@
+"""Renderers: the JSON contract, HTML escaping, and the HTML in a real headless browser."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from stepscope.cli import main
+
+from . import synth
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "traces" / "a100_nccl_rank0.json.gz"
+STEP_KEYS = {
+    "name", "step_time_ns", "window_start_ns", "window_end_ns", "compute_ns", "comm_ns", "overlapped_comm_ns",
+    "exposed_comm_ns", "exposed_memcpy_ns", "idle_ns", "by_category_ns", "cpu_step_ns",
+}
+
+
+def test_json_contract(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(EXAMPLE), "--json", str(out), "-q"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == "1.0" and isinstance(doc["warnings"], list)
+    (r,) = doc["ranks"]
+    assert r["rank"] == 0 and r["device"] == "NVIDIA A100-PG509-200"
+    assert len(r["steps"]) == 3
+    for s in r["steps"]:
+        assert STEP_KEYS <= set(s)
+        assert all(isinstance(s[k], int) for k in STEP_KEYS - {"name", "by_category_ns"})
+        assert s["step_time_ns"] == s["window_end_ns"] - s["window_start_ns"]
+        assert s["compute_ns"] + s["exposed_comm_ns"] + s["exposed_memcpy_ns"] + s["idle_ns"] == s["step_time_ns"]
+
+
+EVIL = "<script>alert('x')</script><img src=x onerror=alert(1)>"
+
+
+def _evil_trace(tmp_path: Path) -> Path:
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    ev += synth.launch(EVIL, 10, 100, 200)
+    ev += synth.launch("ncclDevKernel_AllReduce_Sum", 20, 250, 200, stream=20)
+    return synth.write(tmp_path / "evil.json", ev)
+
+
+def test_html_escapes_trace_strings(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert main(["analyze", str(_evil_trace(tmp_path)), "--html", str(out), "-q"]) == 0
+    text = out.read_text()
+    assert "<script>" not in text and "<img" not in text
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in text
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")  # nothing fetched from a network
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.browser
+def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
+    exe = _chromium()
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium missing in CI")
+        pytest.skip("chromium not installed")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    out = tmp_path / "r.html"
+    js = tmp_path / "r.json"
+    assert main(["analyze", str(EXAMPLE), str(_evil_trace(tmp_path)), "--html", str(out), "--json", str(js), "-q"]) == 0
+    doc = json.loads(js.read_text())
+    med_ms = doc["ranks"][0]["step_stats"]["median_ns"] / 1e6
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=exe,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+        )
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: errors.append("dialog opened: " + d.message))
+        page.goto(out.as_uri())
+        assert page.title() == "stepscope report"
+        assert page.locator("section.rank").count() == 2
+        assert page.locator("#ranks tr").count() == 3  # header + 2 ranks
+        assert page.locator("#rank-0 .median-step").inner_text() == f"{med_ms:,.2f} ms"
+        assert page.locator("#rank-0 svg rect").count() > 5
+        assert EVIL in page.locator("#rank-1").inner_text()  # shown as text, not executed
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
+        browser.close()
+    assert errors == []
