@@ -8,6 +8,7 @@ Per chunk the Structs become Arrow columns and are dropped, so memory stays boun
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,8 +122,8 @@ def _make_decoder(skipped: _Skipped) -> Any:
 def _to_int_ids(values: list[Any]) -> pa.Array:
     try:
         return pa.array(values, type=pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        return pa.array([_id_of(v) for v in values], type=pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return pa.array([v if v.__class__ is int else _id_of(v) for v in values], type=pa.int64())
 
 
 def _id_of(v: Any) -> int | None:
@@ -245,10 +246,17 @@ def read_kineto(path: str | Path, *, rank: int = 0, include_python: bool = False
     decode = _make_decoder(skipped)
     tables: list[pa.Table] = []
     state = StreamState()
-    for events, state in iter_event_chunks(p, decode, block=block):
-        if events:
-            tables.append(chunk_to_table(events, rank, include_python))
-        del events
+    # the decoded Structs are GC-free and dropped per chunk; collection passes only cost time here
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for events, state in iter_event_chunks(p, decode, block=block):
+            if events:
+                tables.append(chunk_to_table(events, rank, include_python))
+            del events
+    finally:
+        if was_enabled:
+            gc.enable()
     if not tables and not state.truncated and state.bytes_read == 0:
         raise TraceFormatError("file is empty", path=str(p), fix="the profiler wrote nothing; re-run the capture")
     table = _concat(tables)
