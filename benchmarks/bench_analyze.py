@@ -71,9 +71,9 @@ def build(out: Path, size_mb: int) -> tuple[int, int]:
     return out.stat().st_size, count
 
 
-def run(code: str) -> dict:
+def run(code: str, python: str = sys.executable) -> dict:
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    p = subprocess.run([python, "-c", code], capture_output=True, text=True)
     wall = time.perf_counter() - t
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if p.returncode != 0:
@@ -86,6 +86,7 @@ def main() -> None:
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--workdir", default=str(ROOT / "bench-data"))
     ap.add_argument("--skip-hta", action="store_true")
+    ap.add_argument("--hta-python", default=sys.executable, help="a Python with HolisticTraceAnalysis installed")
     a = ap.parse_args()
     wd = Path(a.workdir)
     (wd / "trace").mkdir(parents=True, exist_ok=True)
@@ -116,7 +117,8 @@ def main() -> None:
             "from hta.trace_analysis import TraceAnalysis;"
             f"ta=TraceAnalysis(trace_dir={str(wd / 'trace')!r});"
             "tb=ta.get_temporal_breakdown(visualize=False);ov=ta.get_comm_comp_overlap(visualize=False);"
-            "print(round(time.perf_counter()-t,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
+            "print(round(time.perf_counter()-t,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)",
+            a.hta_python,
         )
         if "error" in hta:
             print(json.dumps({"measure": "HTA", "error": hta["error"][-500:]}))

@@ -18,7 +18,7 @@ from .breakdown import StepAccountant
 from .classify import Rules, load_rules
 from .rankdata import RankData, build
 from .results import Analysis, RankAnalysis
-from .stats import launch_stats, step_stats, stream_idle, top_cpu_ops, top_kernels
+from .stats import collective_totals, launch_stats, step_stats, stream_idle, top_cpu_ops, top_kernels
 from .steps import StepSpans, assign_device_work, find_steps
 
 
@@ -91,5 +91,6 @@ def analyze_rank(info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules,
         top_cpu_ops=top_cpu_ops(rd, spans.cpu_start, spans.cpu_end, sum(s.cpu_step_ns for s in steps), cfg.top_k),
         stream_idle=stream_idle(rd, dev_step),
         launch=launch_stats(rd, dev_step, cfg.short_kernel_ns),
+        collectives=collective_totals(steps),
         extras=extras,
     )

@@ -147,6 +147,7 @@ class RankAnalysis:
     top_cpu_ops: tuple[OpStat, ...]
     stream_idle: tuple[StreamIdle, ...]
     launch: LaunchStats
+    collectives: tuple[CollectiveTime, ...] = ()  # per collective type, summed over the steps
     extras: dict[str, object] = field(default_factory=dict)
 
 

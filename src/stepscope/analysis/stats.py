@@ -9,7 +9,7 @@ import numpy as np
 
 from . import intervals as iv
 from .rankdata import RankData
-from .results import IdleCauses, LaunchStats, OpStat, StepBreakdown, StepFlag, StepStats, StreamIdle
+from .results import CollectiveTime, IdleCauses, LaunchStats, OpStat, StepBreakdown, StepFlag, StepStats, StreamIdle
 
 _LAUNCH_NAMES = ("LaunchKernel", "LaunchCooperativeKernel", "ModuleLaunchKernel", "GraphLaunch", "LaunchKernelExC")
 
@@ -184,3 +184,17 @@ def step_stats(steps: tuple[StepBreakdown, ...], threshold_ratio: float = 0.10) 
         cv_ratio=std / mean if mean else 0.0,
         flagged=tuple(flags),
     )
+
+
+def collective_totals(steps: tuple[StepBreakdown, ...]) -> tuple[CollectiveTime, ...]:
+    """Per collective type, sums over the steps, largest communication time first."""
+    acc: dict[str, list[int]] = {}
+    for s in steps:
+        for c in s.collectives:
+            a = acc.setdefault(c.type, [0, 0, 0, 0])
+            a[0] += c.comm_ns
+            a[1] += c.overlapped_ns
+            a[2] += c.exposed_ns
+            a[3] += c.count
+    out = [CollectiveTime(type=k, comm_ns=v[0], overlapped_ns=v[1], exposed_ns=v[2], count=v[3]) for k, v in acc.items()]
+    return tuple(sorted(out, key=lambda c: -c.comm_ns))

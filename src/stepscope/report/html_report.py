@@ -140,16 +140,13 @@ def _rank(r: RankAnalysis, top: int) -> str:
             cats[k] = cats.get(k, 0) + v
     o.append("<h3>Device time by category (union per category, all steps)</h3>")
     o.append(_hbar(sorted(cats.items(), key=lambda kv: -kv[1]), tot))
-    colls: dict[str, list[int]] = {}
-    for s in r.steps:
-        for c in s.collectives:
-            acc = colls.setdefault(c.type, [0, 0, 0, 0])
-            for j, v in enumerate((c.comm_ns, c.overlapped_ns, c.exposed_ns, c.count)):
-                acc[j] += v
-    if colls:
+    if r.collectives:
         o.append("<h3>Communication overlap by collective</h3><table><tr><th class='l'>collective</th><th>kernels</th><th>time ms</th><th>overlapped ms</th><th>overlap</th><th>exposed ms</th></tr>")
-        for k, (c, ov, e, cnt) in sorted(colls.items(), key=lambda kv: -kv[1][0]):
-            o.append(f"<tr><td class='l'>{escape(k)}</td><td>{cnt}</td><td>{ms(c)}</td><td>{ms(ov)}</td><td>{pct(ov, c)}</td><td>{ms(e)}</td></tr>")
+        for ct in r.collectives:
+            o.append(
+                f"<tr><td class='l'>{escape(ct.type)}</td><td>{ct.count}</td><td>{ms(ct.comm_ns)}</td><td>{ms(ct.overlapped_ns)}</td>"
+                f"<td>{pct(ct.overlapped_ns, ct.comm_ns)}</td><td>{ms(ct.exposed_ns)}</td></tr>"
+            )
         o.append("</table>")
     hb = sum(s.idle_causes.host_bound_ns for s in r.steps)
     wt = sum(s.idle_causes.wait_ns for s in r.steps)
@@ -158,8 +155,11 @@ def _rank(r: RankAnalysis, top: int) -> str:
     if r.stream_idle:
         o.append("<table><tr><th>device</th><th>stream</th><th>busy ms</th><th>idle ms</th><th>host-bound</th><th>cross-stream wait</th><th>other</th><th>gaps</th></tr>")
         for si in r.stream_idle:
-            c = si.causes
-            o.append(f"<tr><td>{si.device}</td><td>{si.stream}</td><td>{ms(si.busy_ns)}</td><td>{ms(si.idle_ns)}</td><td>{ms(c.host_bound_ns)}</td><td>{ms(c.wait_ns)}</td><td>{ms(c.other_ns)}</td><td>{c.gaps}</td></tr>")
+            ic = si.causes
+            o.append(
+                f"<tr><td>{si.device}</td><td>{si.stream}</td><td>{ms(si.busy_ns)}</td><td>{ms(si.idle_ns)}</td><td>{ms(ic.host_bound_ns)}</td>"
+                f"<td>{ms(ic.wait_ns)}</td><td>{ms(ic.other_ns)}</td><td>{ic.gaps}</td></tr>"
+            )
         o.append("</table>")
     for title, ops in (("Top kernels", r.top_kernels), ("Top CPU ops (inclusive time)", r.top_cpu_ops)):
         if not ops:

@@ -29,6 +29,7 @@ def _rank(r: RankAnalysis) -> dict[str, Any]:
         "top_cpu_ops": [dataclasses.asdict(o) for o in r.top_cpu_ops],
         "stream_idle": [dataclasses.asdict(o) for o in r.stream_idle],
         "launch": dataclasses.asdict(r.launch),
+        "collectives": {c.type: {k: v for k, v in dataclasses.asdict(c).items() if k != "type"} for c in r.collectives},
         "extras": {k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v) for k, v in r.extras.items()},
     }
 

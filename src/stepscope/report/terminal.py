@@ -71,27 +71,19 @@ def _rank(r: RankAnalysis, con: Console, top: int) -> None:
             f"[red]slow step[/] {f.name}: {ms(f.step_time_ns)} ms, {f.over_median_ratio:.0%} over median; {f.grew} grew by {ms(f.grew_by_ns)} ms",
             highlight=False,
         )
-    colls: dict[str, list[int]] = {}
-    for s in r.steps:
-        for c in s.collectives:
-            acc = colls.setdefault(c.type, [0, 0, 0, 0])
-            acc[0] += c.comm_ns
-            acc[1] += c.overlapped_ns
-            acc[2] += c.exposed_ns
-            acc[3] += c.count
-    if colls:
+    if r.collectives:
         ct = Table(title="Communication by collective (all steps, ms)")
         for col in ("collective", "kernels", "time", "overlapped", "exposed"):
             ct.add_column(col, justify="right")
-        for k, (c, o, e, n) in sorted(colls.items(), key=lambda kv: -kv[1][0]):
-            ct.add_row(k, str(n), ms(c), f"{ms(o)} ({pct(o, c)})", ms(e))
+        for c in r.collectives:
+            ct.add_row(c.type, str(c.count), ms(c.comm_ns), f"{ms(c.overlapped_ns)} ({pct(c.overlapped_ns, c.comm_ns)})", ms(c.exposed_ns))
         con.print(ct)
     if r.top_kernels:
         kt = Table(title=f"Top kernels (of {len(r.steps)} steps)")
         for col in ("kernel", "category", "count", "total ms", "mean us", "p50 us", "p99 us", "share"):
             kt.add_column(col, justify="right" if col not in ("kernel", "category") else "left", no_wrap=True)
-        for o in r.top_kernels[:top]:
-            kt.add_row(_short(o.name), o.category, str(o.count), ms(o.total_ns), us(o.mean_ns), us(o.p50_ns), us(o.p99_ns), f"{o.share_of_step_ratio:.1%}")
+        for k in r.top_kernels[:top]:
+            kt.add_row(_short(k.name), k.category, str(k.count), ms(k.total_ns), us(k.mean_ns), us(k.p50_ns), us(k.p99_ns), f"{k.share_of_step_ratio:.1%}")
         con.print(kt)
     ln = r.launch
     if ln.kernels:

@@ -84,7 +84,7 @@ def _blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool) -> Iterator
     while True:
         try:
             data = fh.read(block)
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+        except OSError as exc:
             # a gzip stream cut mid-write: keep what decompressed so far
             state.truncated = True
             state.note = f"compressed stream ends early ({exc.__class__.__name__})"

@@ -178,7 +178,8 @@ def _assemble(reads: list[FileRead]) -> Trace:
             warnings.append(f"{fr.path}: skipped {fr.skipped_events} events with unusable fields")
         table = fr.table.set_column(0, "rank", pa.array(np.full(fr.table.num_rows, rank, dtype=np.int32)))
         tables.append(table)
-        info = fr.header.get("distributedInfo") if isinstance(fr.header.get("distributedInfo"), dict) else {}
+        raw_info = fr.header.get("distributedInfo")
+        info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
         props = fr.header.get("deviceProperties") or []
         props = [p for p in props if isinstance(p, dict)]
         ranks.append(
