@@ -18,6 +18,18 @@ from stepscope.trace.numparse import raw_lines_to_ns
 from . import synth
 
 
+@pytest.fixture(params=["c_scanner", "portable"], autouse=True)
+def reader_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every reading test runs on both readers: the C scanner and the msgspec path."""
+    from stepscope.trace import kineto
+
+    if request.param == "portable":
+        monkeypatch.setattr(kineto, "_fast", None)
+    elif kineto._fast is None:
+        pytest.skip("C scanner not built")
+    return str(request.param)
+
+
 def test_decimal_microseconds_to_exact_ns() -> None:
     text = b"1712195495519695.8\n3\n0.001\n12.34567\n\n-0.5\n1e3"
     got = raw_lines_to_ns(text, 7).tolist()

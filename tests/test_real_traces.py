@@ -124,3 +124,34 @@ def test_independent_union_check(key: str) -> None:
         assert abs(o.comm_ns - _length(comm)) <= tol
         assert abs(o.overlapped_comm_ns - _intersect(comm, comp)) <= tol
         assert abs(o.idle_ns - ((w1 - w0) - _length(busy))) <= tol
+
+
+# ---------------------------------------------------------------- two readers, one table -----
+ALL_JSON = sorted(
+    p for p in SHARED.rglob("*.json*")
+    if "chakra" not in str(p) and "xprof/plugin/xprof" not in str(p) and "rocprof" not in str(p)
+    and "_et.json" not in p.name and "execution_details" not in p.name and "cluster_analysis_output" not in str(p)
+) if SHARED.exists() else []
+
+
+@pytest.mark.parametrize("path", ALL_JSON, ids=lambda p: p.name[:40])
+def test_c_scanner_matches_portable_reader(path: Path) -> None:
+    from stepscope.trace import kineto
+
+    if kineto._fast is None:
+        pytest.skip("C scanner not built")
+    fast = kineto.read_kineto(path)
+    slow = kineto.read_kineto(path, force_portable=True)
+    assert fast.table.num_rows == slow.table.num_rows
+    for col in fast.table.column_names:
+        a, b = fast.table[col], slow.table[col]
+        if pa_types_is_dict(a.type):
+            a, b = a.cast(a.type.value_type), b.cast(b.type.value_type)
+        assert a.equals(b), col
+    assert fast.truncated == slow.truncated
+
+
+def pa_types_is_dict(t: object) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_dictionary(t)

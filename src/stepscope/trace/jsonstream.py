@@ -95,23 +95,16 @@ def _blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool) -> Iterator
         yield data
 
 
-def iter_event_chunks(
-    path: Path,
-    decode: Callable[[bytes], T],
-    *,
-    block: int = BLOCK_BYTES,
-) -> Iterator[tuple[T, StreamState]]:
-    """Yield ``decode(b"[" + events_text + b"]")`` for consecutive pieces of the event array.
-
-    ``decode`` must raise ``msgspec.DecodeError`` on invalid JSON. The state object (shared,
-    updated in place) carries the parsed header/trailer and whether the file was truncated.
+def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple[bytes | bytearray, StreamState]]:
+    """Yield the text of the event array in blocks: the first block starts right after the
+    array's ``[``; later blocks continue the file. The header (keys before ``traceEvents``) is
+    parsed into ``state.header``; the trailer is left to the consumer (see :func:`parse_trailer`).
     """
     state = StreamState()
     gz = is_gzip(path)
     with open(path, "rb") as fh:
         blocks = _blocks(fh, state, block, gz)
         buf = bytearray()
-        # ---- header -------------------------------------------------------------------------
         start = -1
         for data in blocks:
             buf += data
@@ -151,23 +144,41 @@ def iter_event_chunks(
             )
         del buf[:start]
         state.bytes_used = start
-        base = start
-        # ---- events -------------------------------------------------------------------------
+        yield buf, state
         for data in blocks:
-            buf += data
-            while len(buf) > 2 * block:
-                cut = _decode_upto_boundary(buf, decode, len(buf) - block, path)
-                if cut is None:
-                    break
-                value, end = cut
-                yield value, state
-                nxt = buf.index(b"{", end)
-                del buf[:nxt]
-                base += nxt
-                state.bytes_used = base
-        # ---- end of file --------------------------------------------------------------------
-        yield from _finish(buf, decode, state, path)
-        state.bytes_used = state.bytes_read
+            yield data, state
+
+
+def iter_event_chunks(
+    path: Path,
+    decode: Callable[[bytes], T],
+    *,
+    block: int = BLOCK_BYTES,
+) -> Iterator[tuple[T, StreamState]]:
+    """Yield ``decode(b"[" + events_text + b"]")`` for consecutive pieces of the event array.
+
+    ``decode`` must raise ``msgspec.DecodeError`` on invalid JSON. The state object (shared,
+    updated in place) carries the parsed header/trailer and whether the file was truncated.
+    """
+    buf = bytearray()
+    state = StreamState()
+    base = 0
+    for data, state in event_text_blocks(path, block=block):
+        if not base:
+            base = state.bytes_used
+        buf += data
+        while len(buf) > 2 * block:
+            cut = _decode_upto_boundary(buf, decode, len(buf) - block, path)
+            if cut is None:
+                break
+            value, end = cut
+            yield value, state
+            nxt = buf.index(b"{", end)
+            del buf[:nxt]
+            base += nxt
+            state.bytes_used = base
+    yield from _finish(buf, decode, state, path)
+    state.bytes_used = state.bytes_read
 
 
 def _decode_upto_boundary(
@@ -199,7 +210,7 @@ def _decode_upto_boundary(
 def _finish(buf: bytearray, decode: Callable[[bytes], T], state: StreamState, path: Path) -> Iterator[tuple[T, StreamState]]:
     stripped = bytes(buf).lstrip()
     if stripped.startswith(b"]"):
-        state.header.update(_parse_trailer(stripped[1:]))
+        state.header.update(parse_trailer(stripped[1:]))
         return
     # Normal case: the array closes, then (for the object form) the trailer keys follow.
     for tried, m in enumerate(_ARRAY_END.finditer(buf)):
@@ -211,7 +222,7 @@ def _finish(buf: bytearray, decode: Callable[[bytes], T], state: StreamState, pa
             continue
         tail = bytes(buf[m.end() :])
         if not state.truncated:
-            state.header.update(_parse_trailer(tail))
+            state.header.update(parse_trailer(tail))
         yield value, state
         return
     # The array never closes: a job killed mid-write. Keep every complete event.
@@ -223,7 +234,7 @@ def _finish(buf: bytearray, decode: Callable[[bytes], T], state: StreamState, pa
         yield value, state
 
 
-def _parse_trailer(tail: bytes) -> dict[str, Any]:
+def parse_trailer(tail: bytes) -> dict[str, Any]:
     tail = tail.strip().lstrip(b",").strip()
     if not tail or tail == b"}":
         return {}

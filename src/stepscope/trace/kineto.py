@@ -20,8 +20,13 @@ import pyarrow.compute as pc
 
 from ..errors import TraceFormatError
 from . import schema
-from .jsonstream import BLOCK_BYTES, StreamState, iter_event_chunks
+from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks, iter_event_chunks, parse_trailer
 from .numparse import raw_lines_to_ns
+
+try:  # the optional C scanner (setup.py); the portable msgspec path is used without it
+    from . import _fastkineto as _fast
+except ImportError:  # pragma: no cover - depends on the build
+    _fast = None
 
 _NORAW = msgspec.Raw(b"")
 
@@ -161,69 +166,118 @@ def _kind_column(cat: pa.Array, ph: pa.Array) -> pa.Array:
     return pc.if_else(is_instant, "instant", kind)
 
 
-def chunk_to_table(events: list[_Event], rank: int, include_python: bool) -> pa.Table:
-    """Columns from one decoded chunk. Metadata (``ph: M``) rows are dropped here."""
-    ph = pa.array([e.ph for e in events], type=pa.string())
-    cat = pa.array([e.cat for e in events], type=pa.string())
-    keep = pc.and_(pc.not_equal(ph, "M"), pc.not_equal(ph, "C"))
+_STRUCT_INT_FIELDS = {
+    "external_id": "external_id",
+    "external_id_old": "external_id_old",
+    "correlation": "correlation",
+    "device": "device",
+    "stream": "stream",
+    "bytes": "nbytes",
+    "in_msg_nelems": "in_msg_nelems",
+    "out_msg_nelems": "out_msg_nelems",
+    "group_size": "group_size",
+}
+
+
+def _columns_from_structs(events: list[_Event]) -> dict[str, Any]:
+    """Raw columns from msgspec Structs (the portable path)."""
+    n = len(events)
+    args = [e.args for e in events]
+    cols: dict[str, Any] = {
+        "ph": pa.array([e.ph for e in events], type=pa.string()),
+        "cat": pa.array([e.cat for e in events], type=pa.string()),
+        "name": pa.array([e.name for e in events], type=pa.string()),
+        "ts": raw_lines_to_ns(b"\n".join([e.ts for e in events]), n),
+        "dur": raw_lines_to_ns(b"\n".join([e.dur for e in events]), n),
+        "pid": _int_col([e.pid for e in events]),
+        "tid": _int_col([e.tid for e in events]),
+        "id": _int_col([e.id for e in events]),
+        "collective": pa.array([a.collective for a in args], type=pa.string()),
+        "dtype": pa.array([a.dtype for a in args], type=pa.string()),
+        "pg_name": pa.array([None if a.pg_name is None else str(a.pg_name) for a in args], type=pa.string()),
+        "pg_desc": pa.array([a.pg_desc for a in args], type=pa.string()),
+        "input_dims": _raw_text([a.input_dims for a in args]),
+        "input_types": _raw_text([a.input_type for a in args]),
+    }
+    for col, attr in _STRUCT_INT_FIELDS.items():
+        cols[col] = _int_col([getattr(a, attr) for a in args])
+    return cols
+
+
+def _columns_from_c(raw: dict[str, Any]) -> dict[str, Any]:
+    """Raw columns from the C scanner's buffers (no per-event Python objects)."""
+    cols: dict[str, Any] = {}
+    for key, val in raw.items():
+        if isinstance(val, tuple):
+            data, offs, valid = val
+            v = np.frombuffer(valid, dtype=np.uint8)
+            bitmap = pa.py_buffer(np.packbits(v, bitorder="little").tobytes())
+            arr = pa.LargeStringArray.from_buffers(len(v), pa.py_buffer(offs), pa.py_buffer(data), bitmap)
+            cols[key] = arr.cast(pa.string())
+        else:
+            cols[key] = np.frombuffer(val, dtype=np.int64)
+    for key in ("ts", "dur"):
+        cols[key] = np.where(cols[key] == np.iinfo(np.int64).min, -1, cols[key])
+    return cols
+
+
+def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool) -> pa.Table:
+    """Shared last step of both paths: drop metadata rows, derive kind/device/stream/flow."""
+    ph, cat = cols["ph"], cols["cat"]
+    keep = pc.and_(pc.fill_null(pc.not_equal(ph, "M"), True), pc.fill_null(pc.not_equal(ph, "C"), True))
     if not include_python:
         keep = pc.and_(keep, pc.fill_null(pc.not_equal(cat, "python_function"), True))
     keep_np = keep.to_numpy(zero_copy_only=False)
     if not keep_np.all():
         idx = np.flatnonzero(keep_np)
-        events = [events[i] for i in idx]
-        ph = ph.take(pa.array(idx))
-        cat = cat.take(pa.array(idx))
-    n = len(events)
-    args = [e.args for e in events]
-    ts_ns = raw_lines_to_ns(b"\n".join([e.ts for e in events]), n)
-    dur_ns = raw_lines_to_ns(b"\n".join([e.dur for e in events]), n)
-    dur_ns = np.where(dur_ns < 0, 0, dur_ns)
+        ia = pa.array(idx)
+        cols = {k: (v.take(ia) if isinstance(v, pa.Array) else v[idx]) for k, v in cols.items()}
+        ph, cat = cols["ph"], cols["cat"]
+    n = len(ph)
+    ph = pc.fill_null(ph, "")
     kind = _kind_column(cat, ph)
-    pid = _int_col([e.pid for e in events])
-    tid = _int_col([e.tid for e in events])
-    device = _int_col([a.device for a in args], pa.int32())
-    stream = _int_col([a.stream for a in args])
-    on_device = pc.is_in(kind, pa.array(["kernel", "memcpy", "memset", "gpu_annotation", "sync"])).to_numpy(
-        zero_copy_only=False
-    )
+    pid, tid = cols["pid"], cols["tid"]
+    on_device = pc.is_in(kind, pa.array(["kernel", "memcpy", "memset", "gpu_annotation", "sync"])).to_numpy(zero_copy_only=False)
+    device = cols["device"]
+    stream = cols["stream"]
     # old schemas and non-CUDA devices: pid is the device, tid the stream
-    device = np.where(on_device & (device < 0), pid, device).astype(np.int32)
-    stream = np.where(on_device & (stream < 0), tid, stream)
-    device = np.where(on_device, device, -1).astype(np.int32)
-    stream = np.where(on_device, stream, -1)
-    ext = _int_col([a.external_id for a in args])
-    ext_old = _int_col([a.external_id_old for a in args])
-    ext = np.where(ext < 0, ext_old, ext)
+    device = np.where(on_device, np.where(device < 0, pid, device), -1).astype(np.int32)
+    stream = np.where(on_device, np.where(stream < 0, tid, stream), -1)
+    ext = np.where(cols["external_id"] < 0, cols["external_id_old"], cols["external_id"])
     is_flow = pc.equal(kind, "flow").to_numpy(zero_copy_only=False)
-    flow_id = np.where(is_flow, _int_col([e.id for e in events]), -1)
-    cols = {
+    flow_id = np.where(is_flow, cols["id"], -1)
+    dur = cols["dur"]
+    out = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
         "kind": kind.dictionary_encode(),
-        "name": _dict([e.name for e in events]),
+        "name": cols["name"].dictionary_encode(),
         "cat": cat.dictionary_encode(),
         "pid": pa.array(pid),
         "tid": pa.array(tid),
         "device": pa.array(device),
         "stream": pa.array(stream),
-        "ts_ns": pa.array(ts_ns),
-        "dur_ns": pa.array(dur_ns),
-        "correlation": pa.array(_int_col([a.correlation for a in args])),
+        "ts_ns": pa.array(cols["ts"]),
+        "dur_ns": pa.array(np.where(dur < 0, 0, dur)),
+        "correlation": pa.array(cols["correlation"]),
         "external_id": pa.array(ext),
         "flow_id": pa.array(flow_id),
         "flow_phase": pc.if_else(pa.array(is_flow), ph, pa.scalar(None, pa.string())).dictionary_encode(),
-        "input_dims": _raw_text([a.input_dims for a in args]),
-        "input_types": _raw_text([a.input_type for a in args]),
-        "collective": _dict([a.collective for a in args]),
-        "in_msg_nelems": pa.array(_int_col([a.in_msg_nelems for a in args])),
-        "out_msg_nelems": pa.array(_int_col([a.out_msg_nelems for a in args])),
-        "msg_dtype": _dict([a.dtype for a in args]),
-        "group_size": pa.array(_int_col([a.group_size for a in args], pa.int32()).astype(np.int32)),
-        "pg_name": _dict([None if a.pg_name is None else str(a.pg_name) for a in args]),
-        "pg_desc": _dict([a.pg_desc for a in args]),
-        "bytes": pa.array(_int_col([a.nbytes for a in args])),
+        "input_dims": cols["input_dims"],
+        "input_types": cols["input_types"],
+        "collective": cols["collective"].dictionary_encode(),
+        "in_msg_nelems": pa.array(cols["in_msg_nelems"]),
+        "out_msg_nelems": pa.array(cols["out_msg_nelems"]),
+        "msg_dtype": cols["dtype"].dictionary_encode(),
+        "group_size": pa.array(np.asarray(cols["group_size"]).astype(np.int32)),
+        "pg_name": cols["pg_name"].dictionary_encode(),
+        "pg_desc": cols["pg_desc"].dictionary_encode(),
+        "bytes": pa.array(cols["bytes"]),
     }
-    return pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)
+    return pa.Table.from_pydict(out, schema=schema.EVENT_SCHEMA)
+
+
+def chunk_to_table(events: list[_Event], rank: int, include_python: bool) -> pa.Table:
+    return columns_to_table(_columns_from_structs(events), rank, include_python)
 
 
 @dataclass(frozen=True)
@@ -239,9 +293,19 @@ class FileRead:
     bytes_read: int
 
 
-def read_kineto(path: str | Path, *, rank: int = 0, include_python: bool = False, block: int = BLOCK_BYTES) -> FileRead:
-    """Read one Kineto trace file into the event table (all rows get ``rank``)."""
+def read_kineto(
+    path: str | Path, *, rank: int = 0, include_python: bool = False, block: int = BLOCK_BYTES, force_portable: bool = False
+) -> FileRead:
+    """Read one Kineto trace file into the event table (all rows get ``rank``).
+
+    Uses the C scanner when it is built (``_fastkineto``), else msgspec; both give the same table.
+    """
     p = Path(path)
+    if _fast is not None and not force_portable:
+        try:
+            return _read_fast(p, rank, include_python, block)
+        except _FastPathFailed:
+            pass  # odd content: the portable path below decides (and recovers what it can)
     skipped = _Skipped()
     decode = _make_decoder(skipped)
     tables: list[pa.Table] = []
@@ -273,6 +337,53 @@ def read_kineto(path: str | Path, *, rank: int = 0, include_python: bool = False
         truncated=state.truncated,
         note=state.note,
         skipped_events=skipped.count,
+        bytes_read=state.bytes_read,
+    )
+
+
+class _FastPathFailed(Exception):
+    pass
+
+
+def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead:
+    assert _fast is not None
+    tables: list[pa.Table] = []
+    buf = bytearray()
+    state = StreamState()
+    closed = False
+    tail = b""
+    for data, state in event_text_blocks(p, block=block):
+        if closed:
+            tail += bytes(data)
+            continue
+        buf += data
+        n, consumed, status, raw = _fast.parse(buf)
+        if status < 0:
+            raise _FastPathFailed
+        if n:
+            tables.append(columns_to_table(_columns_from_c(raw), rank, include_python))
+        del raw
+        if status == 1:
+            closed = True
+            tail = bytes(buf[consumed + 1 :])
+        del buf[:consumed]
+    if not closed:
+        state.truncated = True  # the event array never closes: a job killed mid-write
+    elif not state.truncated:
+        state.header.update(parse_trailer(tail))
+    if not tables and state.truncated:
+        raise TraceFormatError(
+            "truncated before the first complete event; nothing to recover",
+            path=str(p),
+            fix="re-capture the trace and let the profiler finish writing",
+        )
+    return FileRead(
+        path=str(p),
+        table=_concat(tables),
+        header=state.header,
+        truncated=state.truncated,
+        note=state.note,
+        skipped_events=0,
         bytes_read=state.bytes_read,
     )
 

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_PATTERN = r"^(?P<i>-?\d+)(?:\.(?P<f>\d{0,3})\d*)?$"
+_PATTERN = r'^"?(?P<i>-?\d+)(?:\.(?P<f>\d{0,3})\d*)?"?$'  # quoted numbers: msprof writes "ts": "1.5"
 
 
 def raw_lines_to_ns(joined: bytes, count: int) -> np.ndarray:
@@ -44,6 +44,6 @@ def _slow(v: str | None) -> int:
     if not v:
         return -1
     try:
-        return int(round(float(v) * 1000.0))
+        return int(round(float(v.strip('"')) * 1000.0))
     except ValueError:
         return -1

@@ -1,0 +1,403 @@
+/*
+ * Fast path of the Kineto reader: scan a run of Chrome-trace event objects and write the fields
+ * stepscope needs straight into columns (int64 arrays; strings as Arrow-style data + offsets +
+ * validity). No Python object is created per event.
+ *
+ * parse(buf) -> (n_events, consumed, status, columns)
+ *   buf: bytes-like holding event objects separated by commas/whitespace (the inside of the
+ *        "traceEvents" array), possibly ending mid-event or with the closing ']'.
+ *   status: 0 = ran out of input (the rest, from `consumed`, is an incomplete event),
+ *           1 = reached the closing ']' (at offset `consumed`),
+ *          -1 = syntax error near offset `consumed` (caller falls back to the slow path).
+ * Times ("ts", "dur": microseconds) become exact integer nanoseconds by decimal parsing:
+ * int_part * 1000 + first three fraction digits (truncated); exponent forms go through strtod.
+ * Missing integers are -1 (ts/dur: INT64_MIN for "absent"); missing strings are null.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+/* ---------------------------------------------------------------- growable buffers ----- */
+typedef struct { char *p; size_t len, cap; } Buf;
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    char *np = (char *)realloc(b->p, cap);
+    if (!np) return -1;
+    b->p = np; b->cap = cap;
+    return 0;
+}
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (buf_reserve(b, n)) return -1;
+    memcpy(b->p + b->len, src, n); b->len += n;
+    return 0;
+}
+static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
+static int buf_u8(Buf *b, uint8_t v) { return buf_put(b, &v, 1); }
+
+/* string column: data, int64 offsets (n+1), validity bytes */
+typedef struct { Buf data, offs, valid; } StrCol;
+
+static int str_init(StrCol *c) { int64_t z = 0; return buf_put(&c->offs, &z, 8); }
+static int str_null(StrCol *c) { int64_t o = (int64_t)c->data.len; return buf_i64(&c->offs, o) || buf_u8(&c->valid, 0); }
+
+enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_EXT_OLD, I_CORR, I_DEV, I_STREAM, I_BYTES, I_IN_N, I_OUT_N, I_GROUP, N_INT };
+enum { S_PH, S_CAT, S_NAME, S_COLL, S_DTYPE, S_PG, S_PGDESC, S_DIMS, S_TYPES, N_STR };
+static const char *INT_NAMES[N_INT] = {"pid", "tid", "ts", "dur", "id", "external_id", "external_id_old", "correlation",
+                                       "device", "stream", "bytes", "in_msg_nelems", "out_msg_nelems", "group_size"};
+static const char *STR_NAMES[N_STR] = {"ph", "cat", "name", "collective", "dtype", "pg_name", "pg_desc", "input_dims", "input_types"};
+
+typedef struct {
+    Buf ints[N_INT];
+    StrCol strs[N_STR];
+    int64_t ival[N_INT];
+    int sset[N_STR];
+    Py_ssize_t n;
+} Cols;
+
+/* ---------------------------------------------------------------- scanning ------------- */
+typedef struct { const char *s; const char *e; } Cur;
+
+#define WS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
+static inline void skip_ws(Cur *c) { while (c->s < c->e && WS(*c->s)) c->s++; }
+
+/* returns 1 ok, 0 incomplete, -1 error; on ok *out points after the closing quote */
+static int scan_string(const char *s, const char *e, const char **out) {
+    /* s points at the opening quote */
+    const char *p = s + 1;
+    while (p < e) {
+        const char *q = memchr(p, '"', (size_t)(e - p));
+        if (!q) return 0;
+        /* count preceding backslashes */
+        const char *b = q; size_t nb = 0;
+        while (b > s + 1 && *(b - 1) == '\\') { b--; nb++; }
+        if (nb % 2 == 0) { *out = q + 1; return 1; }
+        p = q + 1;
+    }
+    return 0;
+}
+
+static int skip_value(const char *s, const char *e, const char **out);
+
+static int skip_container(const char *s, const char *e, const char **out) {
+    int depth = 0;
+    const char *p = s;
+    while (p < e) {
+        char ch = *p;
+        if (ch == '"') {
+            const char *q; int r = scan_string(p, e, &q);
+            if (r <= 0) return r;
+            p = q; continue;
+        }
+        if (ch == '{' || ch == '[') depth++;
+        else if (ch == '}' || ch == ']') { depth--; if (depth == 0) { *out = p + 1; return 1; } if (depth < 0) return -1; }
+        p++;
+    }
+    return 0;
+}
+
+static int skip_value(const char *s, const char *e, const char **out) {
+    if (s >= e) return 0;
+    char ch = *s;
+    if (ch == '"') return scan_string(s, e, out);
+    if (ch == '{' || ch == '[') return skip_container(s, e, out);
+    const char *p = s;
+    while (p < e && !WS(*p) && *p != ',' && *p != '}' && *p != ']') p++;
+    if (p == e) return 0;
+    if (p == s) return -1;
+    *out = p; return 1;
+}
+
+/* ---------------------------------------------------------------- value decoding ------- */
+static int put_utf8(Buf *b, uint32_t cp) {
+    char t[4]; size_t n;
+    if (cp < 0x80) { t[0] = (char)cp; n = 1; }
+    else if (cp < 0x800) { t[0] = (char)(0xC0 | (cp >> 6)); t[1] = (char)(0x80 | (cp & 0x3F)); n = 2; }
+    else if (cp < 0x10000) { t[0] = (char)(0xE0 | (cp >> 12)); t[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); t[2] = (char)(0x80 | (cp & 0x3F)); n = 3; }
+    else { t[0] = (char)(0xF0 | (cp >> 18)); t[1] = (char)(0x80 | ((cp >> 12) & 0x3F)); t[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); t[3] = (char)(0x80 | (cp & 0x3F)); n = 4; }
+    return buf_put(b, t, n);
+}
+
+static int hex4(const char *p, uint32_t *v) {
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) {
+        char ch = p[i]; r <<= 4;
+        if (ch >= '0' && ch <= '9') r |= (uint32_t)(ch - '0');
+        else if (ch >= 'a' && ch <= 'f') r |= (uint32_t)(ch - 'a' + 10);
+        else if (ch >= 'A' && ch <= 'F') r |= (uint32_t)(ch - 'A' + 10);
+        else return -1;
+    }
+    *v = r; return 0;
+}
+
+/* append the unescaped content of the JSON string [s, end) (quotes included) */
+static int unescape_into(Buf *b, const char *s, const char *end) {
+    const char *p = s + 1, *stop = end - 1;
+    while (p < stop) {
+        const char *bs = memchr(p, '\\', (size_t)(stop - p));
+        if (!bs) return buf_put(b, p, (size_t)(stop - p));
+        if (buf_put(b, p, (size_t)(bs - p))) return -1;
+        p = bs + 1;
+        if (p >= stop) return -1;
+        char ch = *p++;
+        switch (ch) {
+            case '"': case '\\': case '/': if (buf_put(b, &ch, 1)) return -1; break;
+            case 'b': if (buf_put(b, "\b", 1)) return -1; break;
+            case 'f': if (buf_put(b, "\f", 1)) return -1; break;
+            case 'n': if (buf_put(b, "\n", 1)) return -1; break;
+            case 'r': if (buf_put(b, "\r", 1)) return -1; break;
+            case 't': if (buf_put(b, "\t", 1)) return -1; break;
+            case 'u': {
+                uint32_t cp;
+                if (stop - p < 4 || hex4(p, &cp)) return -1;
+                p += 4;
+                if (cp >= 0xD800 && cp <= 0xDBFF && stop - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+                    uint32_t lo;
+                    if (!hex4(p + 2, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) { cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00); p += 6; }
+                    else cp = 0xFFFD;
+                } else if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
+                if (put_utf8(b, cp)) return -1;
+                break;
+            }
+            default: return -1;
+        }
+    }
+    return 0;
+}
+
+/* store a string value (or the raw text of any other value when raw=1) */
+static int set_str(Cols *c, int k, const char *s, const char *end, int raw) {
+    StrCol *col = &c->strs[k];
+    if (c->sset[k]) { /* duplicate key: keep the first */
+        return 0;
+    }
+    if (!raw && *s == '"') { if (unescape_into(&col->data, s, end)) return -1; }
+    else if (!raw && (end - s == 4) && memcmp(s, "null", 4) == 0) { return 0; }
+    else if (!raw) { if (buf_put(&col->data, s, (size_t)(end - s))) return -1; } /* number/bool as text */
+    else { if (buf_put(&col->data, s, (size_t)(end - s))) return -1; }
+    c->sset[k] = 1;
+    return 0;
+}
+
+/* exact microseconds-text -> ns */
+static int parse_us_ns(const char *s, const char *end, int64_t *out) {
+    if (end - s >= 2 && *s == '"' && *(end - 1) == '"') { s++; end--; }
+    const char *p = s; int neg = 0;
+    if (p < end && *p == '-') { neg = 1; p++; }
+    if (p >= end || *p < '0' || *p > '9') return -1;
+    int64_t ip = 0; int nd = 0;
+    while (p < end && *p >= '0' && *p <= '9') { if (++nd > 18) goto slow; ip = ip * 10 + (*p - '0'); p++; }
+    if (ip > INT64_MAX / 1000 - 1) goto slow;
+    int64_t frac = 0; int fd = 0;
+    if (p < end && *p == '.') {
+        p++;
+        while (p < end && *p >= '0' && *p <= '9') { if (fd < 3) { frac = frac * 10 + (*p - '0'); fd++; } p++; }
+        while (fd < 3) { frac *= 10; fd++; }
+    } else frac = 0;
+    if (p != end) goto slow;
+    *out = neg ? -(ip * 1000 + frac) : ip * 1000 + frac;
+    return 0;
+slow: {
+        char tmp[64]; size_t n = (size_t)(end - s);
+        if (n >= sizeof tmp) return -1;
+        memcpy(tmp, s, n); tmp[n] = 0;
+        char *ep; double d = strtod(tmp, &ep);
+        if (ep == tmp || !isfinite(d)) return -1;
+        *out = (int64_t)llround(d * 1000.0);
+        return 0;
+    }
+}
+
+/* integer from a number or a string ("0x0", "2560", "stream 7"); -1 when unusable */
+static int64_t parse_int_value(const char *s, const char *end) {
+    char tmp[64];
+    if (*s == '"') {
+        s++; end--;
+        size_t n = (size_t)(end - s);
+        if (n == 0 || n >= sizeof tmp) return -1;
+        memcpy(tmp, s, n); tmp[n] = 0;
+        char *ep; long long v = strtoll(tmp, &ep, 0);
+        if (*ep == 0 && ep != tmp) return (int64_t)v;
+        /* all the digits in the string, as _id_of does in the slow path */
+        int64_t r = 0; int nd = 0;
+        for (size_t i = 0; i < n; i++) if (tmp[i] >= '0' && tmp[i] <= '9') { if (++nd > 17) return -1; r = r * 10 + (tmp[i] - '0'); }
+        return nd ? r : -1;
+    }
+    size_t n = (size_t)(end - s);
+    if (n == 0 || n >= sizeof tmp) return -1;
+    const char *p = s; int neg = 0; uint64_t r = 0; int nd = 0;
+    if (*p == '-') { neg = 1; p++; }
+    while (p < end && *p >= '0' && *p <= '9') { if (++nd > 19) break; r = r * 10 + (uint64_t)(*p - '0'); p++; }
+    if (p == end && nd && r <= (uint64_t)INT64_MAX) return neg ? -(int64_t)r : (int64_t)r;
+    memcpy(tmp, s, n); tmp[n] = 0;
+    char *ep; double d = strtod(tmp, &ep);
+    if (ep == tmp || !isfinite(d) || fabs(d) > 9.2e18) return -1;
+    return (int64_t)d;
+}
+
+#define KEY(lit) (klen == sizeof(lit) - 1 && memcmp(k, lit, sizeof(lit) - 1) == 0)
+
+/* parse the args object; c->s at '{' */
+static int parse_args(Cur *cur, Cols *c) {
+    const char *p = cur->s + 1, *e = cur->e;
+    for (;;) {
+        while (p < e && WS(*p)) p++;
+        if (p >= e) return 0;
+        if (*p == '}') { cur->s = p + 1; return 1; }
+        if (*p == ',') { p++; continue; }
+        if (*p != '"') return -1;
+        const char *kend; int r = scan_string(p, e, &kend);
+        if (r <= 0) return r;
+        const char *k = p + 1; size_t klen = (size_t)(kend - 1 - k);
+        p = kend;
+        while (p < e && WS(*p)) p++;
+        if (p >= e) return 0;
+        if (*p != ':') return -1;
+        p++;
+        while (p < e && WS(*p)) p++;
+        const char *vend; r = skip_value(p, e, &vend);
+        if (r <= 0) return r;
+        int ik = -1, sk = -1, raw = 0;
+        if (KEY("External id")) ik = I_EXT;
+        else if (KEY("external id")) ik = I_EXT_OLD;
+        else if (KEY("correlation")) ik = I_CORR;
+        else if (KEY("device")) ik = I_DEV;
+        else if (KEY("stream")) ik = I_STREAM;
+        else if (KEY("bytes")) ik = I_BYTES;
+        else if (KEY("In msg nelems")) ik = I_IN_N;
+        else if (KEY("Out msg nelems")) ik = I_OUT_N;
+        else if (KEY("Group size")) ik = I_GROUP;
+        else if (KEY("Collective name")) sk = S_COLL;
+        else if (KEY("dtype")) sk = S_DTYPE;
+        else if (KEY("Process Group Name")) sk = S_PG;
+        else if (KEY("Process Group Description")) sk = S_PGDESC;
+        else if (KEY("Input Dims")) { sk = S_DIMS; raw = 1; }
+        else if (KEY("Input type")) { sk = S_TYPES; raw = 1; }
+        if (ik >= 0) c->ival[ik] = parse_int_value(p, vend);
+        else if (sk >= 0 && set_str(c, sk, p, vend, raw)) return -1;
+        p = vend;
+    }
+}
+
+/* one event object; cur->s at '{' */
+static int parse_event(Cur *cur, Cols *c) {
+    const char *p = cur->s + 1, *e = cur->e;
+    for (int i = 0; i < N_INT; i++) c->ival[i] = -1;
+    c->ival[I_TS] = INT64_MIN; c->ival[I_DUR] = INT64_MIN;
+    for (int i = 0; i < N_STR; i++) c->sset[i] = 0;
+    /* remember string-column lengths to roll back an incomplete event */
+    size_t mark[N_STR];
+    for (int i = 0; i < N_STR; i++) mark[i] = c->strs[i].data.len;
+    int r;
+    for (;;) {
+        while (p < e && WS(*p)) p++;
+        if (p >= e) { r = 0; goto fail; }
+        if (*p == '}') { p++; break; }
+        if (*p == ',') { p++; continue; }
+        if (*p != '"') { r = -1; goto fail; }
+        const char *kend; r = scan_string(p, e, &kend);
+        if (r <= 0) goto fail;
+        const char *k = p + 1; size_t klen = (size_t)(kend - 1 - k);
+        p = kend;
+        while (p < e && WS(*p)) p++;
+        if (p >= e) { r = 0; goto fail; }
+        if (*p != ':') { r = -1; goto fail; }
+        p++;
+        while (p < e && WS(*p)) p++;
+        if (p >= e) { r = 0; goto fail; }
+        if (KEY("args") && *p == '{') {
+            Cur sub = {p, e};
+            r = parse_args(&sub, c);
+            if (r <= 0) goto fail;
+            p = sub.s;
+            continue;
+        }
+        const char *vend; r = skip_value(p, e, &vend);
+        if (r <= 0) goto fail;
+        if (KEY("ts")) { int64_t v; if (parse_us_ns(p, vend, &v) == 0) c->ival[I_TS] = v; }
+        else if (KEY("dur")) { int64_t v; if (parse_us_ns(p, vend, &v) == 0) c->ival[I_DUR] = v; }
+        else if (KEY("pid")) c->ival[I_PID] = parse_int_value(p, vend);
+        else if (KEY("tid")) c->ival[I_TID] = parse_int_value(p, vend);
+        else if (KEY("id")) c->ival[I_ID] = parse_int_value(p, vend);
+        else if (KEY("ph")) { if (set_str(c, S_PH, p, vend, 0)) { r = -1; goto fail; } }
+        else if (KEY("cat")) { if (set_str(c, S_CAT, p, vend, 0)) { r = -1; goto fail; } }
+        else if (KEY("name")) { if (set_str(c, S_NAME, p, vend, 0)) { r = -1; goto fail; } }
+        p = vend;
+    }
+    /* commit the row */
+    for (int i = 0; i < N_INT; i++) if (buf_i64(&c->ints[i], c->ival[i])) return -2;
+    for (int i = 0; i < N_STR; i++) {
+        StrCol *col = &c->strs[i];
+        if (buf_i64(&col->offs, (int64_t)col->data.len) || buf_u8(&col->valid, (uint8_t)c->sset[i])) return -2;
+    }
+    c->n++;
+    cur->s = p;
+    return 1;
+fail:
+    for (int i = 0; i < N_STR; i++) c->strs[i].data.len = mark[i];
+    return r;
+}
+
+static void cols_free(Cols *c) {
+    for (int i = 0; i < N_INT; i++) free(c->ints[i].p);
+    for (int i = 0; i < N_STR; i++) { free(c->strs[i].data.p); free(c->strs[i].offs.p); free(c->strs[i].valid.p); }
+}
+
+static PyObject *as_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len); }
+
+static PyObject *py_parse(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    Cols c; memset(&c, 0, sizeof c);
+    int status = 0; const char *consumed;
+    Cur cur = {(const char *)view.buf, (const char *)view.buf + view.len};
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < N_STR; i++) if (str_init(&c.strs[i])) oom = 1;
+    consumed = cur.s;
+    while (!oom) {
+        while (cur.s < cur.e && (WS(*cur.s) || *cur.s == ',')) cur.s++;
+        consumed = cur.s;
+        if (cur.s >= cur.e) { status = 0; break; }
+        if (*cur.s == ']') { status = 1; break; }
+        if (*cur.s != '{') { status = -1; break; }
+        int r = parse_event(&cur, &c);
+        if (r == 1) { consumed = cur.s; continue; }
+        if (r == 0) { status = 0; break; }
+        if (r == -2) { oom = 1; break; }
+        status = -1; break;
+    }
+    Py_END_ALLOW_THREADS
+    Py_ssize_t off = (Py_ssize_t)(consumed - (const char *)view.buf);
+    PyBuffer_Release(&view);
+    if (oom) { cols_free(&c); return PyErr_NoMemory(); }
+    PyObject *d = PyDict_New();
+    if (!d) { cols_free(&c); return NULL; }
+    for (int i = 0; i < N_INT; i++) {
+        PyObject *v = as_bytes(&c.ints[i]);
+        if (!v || PyDict_SetItemString(d, INT_NAMES[i], v)) { Py_XDECREF(v); Py_DECREF(d); cols_free(&c); return NULL; }
+        Py_DECREF(v);
+    }
+    for (int i = 0; i < N_STR; i++) {
+        PyObject *t = Py_BuildValue("(NNN)", as_bytes(&c.strs[i].data), as_bytes(&c.strs[i].offs), as_bytes(&c.strs[i].valid));
+        if (!t || PyDict_SetItemString(d, STR_NAMES[i], t)) { Py_XDECREF(t); Py_DECREF(d); cols_free(&c); return NULL; }
+        Py_DECREF(t);
+    }
+    Py_ssize_t n = c.n;
+    cols_free(&c);
+    return Py_BuildValue("(nniN)", n, off, status, d);
+}
+
+static PyMethodDef METHODS[] = {
+    {"parse", py_parse, METH_VARARGS, "parse(buf) -> (n_events, consumed, status, columns)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_fastkineto", "Fast Kineto event scanner", -1, METHODS};
+
+PyMODINIT_FUNC PyInit__fastkineto(void) { return PyModule_Create(&MODULE); }
