@@ -152,3 +152,29 @@ def test_top_kernels_quantiles(tmp_path: Path) -> None:
     assert top.p50_ns == 30 * US and top.p99_ns == 100 * US and top.mean_ns == 40 * US
     step_ns = r.steps[0].step_time_ns
     assert top.share_of_step_ratio == pytest.approx(200 * US / step_ns)
+
+
+def test_user_rules_file_extends_classification(tmp_path: Path) -> None:
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    ev += synth.launch("my_fused_moe_grouped_kernel", 10, 100, 100)
+    ev += synth.launch("vendor_xccl_sendrecv_v3", 20, 300, 50, stream=9)
+    p = synth.write(tmp_path / "t.json", ev)
+    base = analyze(stepscope.load(p)).ranks[0].steps[0]
+    assert base.by_category_ns.get("other") == 150 * US
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "categories:\n  - {category: gemm, pattern: 'fused_moe_grouped'}\n"
+        "comm_kernels: 'xccl'\n"
+    )
+    s = analyze(stepscope.load(p), AnalyzeConfig(rules_file=str(rules))).ranks[0].steps[0]
+    assert s.by_category_ns == {"gemm": 100 * US, "comm:send_recv": 50 * US}
+    assert s.exposed_comm_ns == 50 * US
+
+
+def test_bad_rules_file_is_a_user_error(tmp_path: Path) -> None:
+    from stepscope.cli import main
+
+    p = synth.write(tmp_path / "t.json", synth.basic_events())
+    rules = tmp_path / "bad.yaml"
+    rules.write_text("categories:\n  - {category: gemm, pattern: '(unclosed'}\n")
+    assert main(["analyze", str(p), "--rules", str(rules), "-q"]) == 2
