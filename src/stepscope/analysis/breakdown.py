@@ -22,6 +22,8 @@ import re
 
 import numpy as np
 
+from ..trace.schema import KIND_CODE as KIND
+
 from . import intervals as iv
 from .classify import COMM_PREFIX, Rules
 from .rankdata import RankData
@@ -71,12 +73,12 @@ class StepAccountant:
         self.rules = rules
         h = rd.host
         self.cpu_mode = rd.dev.size == 0
-        self.dl_mask = _name_mask(h.names, _DATALOADER)[h.name_idx] & (h.kind != "runtime")
-        self.opt_mask = _name_mask(h.names, _OPTIMIZER)[h.name_idx] & (h.kind != "runtime")
+        self.dl_mask = _name_mask(h.names, _DATALOADER)[h.name_idx] & (h.kind != KIND["runtime"])
+        self.opt_mask = _name_mask(h.names, _OPTIMIZER)[h.name_idx] & (h.kind != KIND["runtime"])
         if self.cpu_mode:
             comm_name = _name_mask(h.names, rules.comm_ops)[h.name_idx]
             step_name = np.array([n.startswith("ProfilerStep#") for n in h.names])[h.name_idx]
-            is_op = ((h.kind == "cpu_op") | ((h.kind == "user_annotation") & comm_name)) & ~step_name
+            is_op = ((h.kind == KIND["cpu_op"]) | ((h.kind == KIND["user_annotation"]) & comm_name)) & ~step_name
             idx = np.flatnonzero(is_op)
             top = top_level(h.tid[idx], h.ts[idx], h.end[idx])
             sel = idx[top]

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..trace.schema import KIND_CODE as KIND
 import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
@@ -105,25 +107,23 @@ def _per_dictionary(arr: pa.Array, fn: Any) -> np.ndarray:
     return values[idx]
 
 
-def classify_device_events(
-    dev: pa.Table, host: pa.Table, rules: Rules
-) -> np.ndarray:
+def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table, rules: Rules) -> np.ndarray:
     """Category per row of ``dev`` (kernel/memcpy/memset rows of one rank), as an object array.
 
     ``host`` is the rank's host events (cpu_op/user_annotation/runtime): a kernel whose
     ``external_id`` matches a communication op there is communication too.
     """
     n = dev.num_rows
-    kind = dev["kind"].to_numpy(zero_copy_only=False).astype(object) if n else np.empty(0, object)
+    kind = kind_codes if n else np.empty(0, np.int8)
     names = dev["name"].combine_chunks() if n else pa.array([], pa.string())
     by_name = _per_dictionary(names, rules.category_of_kernel) if n else np.empty(0, object)
     memcpy = _per_dictionary(names, memcpy_category) if n else np.empty(0, object)
-    cat = np.where(kind == "kernel", by_name, np.where(kind == "memset", "memset", memcpy))
+    cat = np.where(kind == KIND["kernel"], by_name, np.where(kind == KIND["memset"], "memset", memcpy))
     if n == 0:
         return cat
     # 1) recorded collective args on the kernel itself (newer Kineto copies them onto NCCL kernels)
     coll = dev["collective"].combine_chunks()
-    has_coll = pc.is_valid(coll).to_numpy(zero_copy_only=False) & (kind == "kernel")
+    has_coll = pc.is_valid(coll).to_numpy(zero_copy_only=False) & (kind == KIND["kernel"])
     if has_coll.any():
         ctype = _per_dictionary(coll, lambda s: COMM_PREFIX + rules.collective_of(s))
         cat = np.where(has_coll, ctype, cat)
@@ -147,7 +147,7 @@ def classify_device_events(
             ext_sorted, lab_sorted = ext_sel[o], lab_sel[o]
             kext = dev["external_id"].to_numpy()
             pos = np.clip(np.searchsorted(ext_sorted, kext), 0, max(ext_sorted.size - 1, 0))
-            hit = (kind == "kernel") & (kext >= 0) & (ext_sorted[pos] == kext)
+            hit = (kind == KIND["kernel"]) & (kext >= 0) & (ext_sorted[pos] == kext)
             hit &= ~np.char.startswith(cat.astype(str), COMM_PREFIX)
             if hit.any():
                 uniq, inv = np.unique(lab_sorted[pos[hit]].astype(str), return_inverse=True)
@@ -156,7 +156,7 @@ def classify_device_events(
     # 3) the stream: unclassified kernels on a stream that mostly runs communication
     stream = dev["stream"].to_numpy()
     is_comm = np.char.startswith(cat.astype(str), COMM_PREFIX)
-    is_kernel = kind == "kernel"
+    is_kernel = kind == KIND["kernel"]
     if is_comm.any():
         streams, sidx = np.unique(stream, return_inverse=True)
         comm_share = np.bincount(sidx, weights=(is_comm & is_kernel)) / np.maximum(np.bincount(sidx, weights=is_kernel), 1)

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..trace.schema import KIND_CODE as KIND
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,7 +24,7 @@ _SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense)$")
 
 @dataclass
 class HostArrays:
-    kind: np.ndarray  # object
+    kind: np.ndarray  # int8 codes, see schema.KIND_CODE
     name_idx: np.ndarray  # int, index into names
     names: list[str]
     tid: np.ndarray
@@ -71,7 +73,12 @@ def _names(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
 
 
 def _kind_np(t: pa.Table) -> np.ndarray:
-    return np.asarray(t["kind"].combine_chunks().cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+    """Kind codes (``schema.KIND_CODE``) as int8, without a Python object per event."""
+    arr = t["kind"].combine_chunks()
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    lut = np.array([KIND.get(v, KIND["other"]) for v in arr.dictionary.to_pylist()] + [KIND["other"]], dtype=np.int8)
+    return lut[pc.fill_null(arr.indices, len(lut) - 1).to_numpy()]
 
 
 def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
@@ -94,14 +101,15 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     name_arr = np.array(hnames, dtype=object)
     sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in hnames])
     sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in hnames])
-    sync_mask = ((hk == "runtime") & sync_name[hidx]) | ((hk == "cpu_op") & sync_op[hidx])
+    sync_mask = ((hk == KIND["runtime"]) & sync_name[hidx]) | ((hk == KIND["cpu_op"]) & sync_op[hidx])
     del name_arr
-    category = classify_device_events(dev_t, host_t, rules)
+    dkind = _kind_np(dev_t)
+    category = classify_device_events(dev_t, dkind, host_t, rules)
     didx, dnames = _names(dev_t["name"])
     dts = dev_t["ts_ns"].to_numpy()
     dcorr = dev_t["correlation"].to_numpy()
     # launch time: the runtime call with the same correlation id
-    rt = (hk == "runtime") & (host.correlation >= 0)
+    rt = (hk == KIND["runtime"]) & (host.correlation >= 0)
     rt_corr = host.correlation[rt]
     rt_ts = host.ts[rt]
     o = np.argsort(rt_corr, kind="stable")
@@ -112,7 +120,7 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         hit = (dcorr >= 0) & (rt_corr[pos] == dcorr)
         launch[hit] = rt_ts[pos[hit]]
     dev = DeviceArrays(
-        kind=_kind_np(dev_t),
+        kind=dkind,
         name_idx=didx,
         names=dnames,
         device=dev_t["device"].to_numpy(),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..trace.schema import KIND_CODE as KIND
+
 from . import intervals as iv
 from .rankdata import RankData
 from .results import CollectiveTime, IdleCauses, LaunchStats, OpStat, StepBreakdown, StepFlag, StepStats, StreamIdle
@@ -54,7 +56,7 @@ def top_kernels(rd: RankData, dev_step: np.ndarray, step_total_ns: int, top_k: i
 
 def top_cpu_ops(rd: RankData, cpu_start: np.ndarray, cpu_end: np.ndarray, step_total_ns: int, top_k: int) -> tuple[OpStat, ...]:
     h = rd.host
-    m = h.kind == "cpu_op"
+    m = h.kind == KIND["cpu_op"]
     if cpu_start.size:
         i = np.searchsorted(cpu_start, h.ts, side="right") - 1
         m &= (i >= 0) & (h.ts < cpu_end[np.maximum(i, 0)])
@@ -63,13 +65,13 @@ def top_cpu_ops(rd: RankData, cpu_start: np.ndarray, cpu_end: np.ndarray, step_t
 
 def launch_stats(rd: RankData, dev_step: np.ndarray, short_threshold_ns: int = 10_000) -> LaunchStats:
     d = rd.dev
-    k = (d.kind == "kernel") & (dev_step >= 0)
+    k = (d.kind == KIND["kernel"]) & (dev_step >= 0)
     matched = k & (d.launch_ts >= 0)
     delay = np.sort((d.ts - d.launch_ts)[matched])
     dur = (d.end - d.ts)[k]
     short = dur < short_threshold_ns
     h = rd.host
-    is_launch = np.array([any(x in n for x in _LAUNCH_NAMES) for n in h.names])[h.name_idx] & (h.kind == "runtime")
+    is_launch = np.array([any(x in n for x in _LAUNCH_NAMES) for n in h.names])[h.name_idx] & (h.kind == KIND["runtime"])
     ldur = (h.end - h.ts)[is_launch]
     n = delay.size
     return LaunchStats(

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..trace.schema import KIND_CODE as KIND
+
 from .rankdata import RankData
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
@@ -28,7 +30,7 @@ class StepSpans:
 
 def find_steps(rd: RankData, marker: str | None) -> StepSpans:
     h = rd.host
-    host_like = (h.kind == "cpu_op") | (h.kind == "user_annotation")
+    host_like = (h.kind == KIND["cpu_op"]) | (h.kind == KIND["user_annotation"])
     candidates: list[tuple[str, re.Pattern[str]]] = []
     if marker:
         candidates.append((f"marker:{marker}", re.compile(rf"^{re.escape(marker)}(?:[#_ ]?\d+)?$")))

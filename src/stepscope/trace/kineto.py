@@ -393,4 +393,5 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
         return schema.empty_table()
     if len(tables) == 1:
         return tables[0]
-    return pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    # chunks stay separate (no full copy); dictionaries are unified so columns combine cheaply
+    return pa.concat_tables(tables).unify_dictionaries()

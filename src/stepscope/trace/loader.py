@@ -203,5 +203,5 @@ def _assemble(reads: list[FileRead]) -> Trace:
     elif len(tables) == 1:
         events = tables[0]
     else:
-        events = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+        events = pa.concat_tables(tables).unify_dictionaries()
     return Trace(events=events, ranks=tuple(ranks), warnings=warnings)

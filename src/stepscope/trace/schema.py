@@ -41,6 +41,9 @@ class Kind(str, enum.Enum):
     OTHER = "other"
 
 
+#: Small integer code per kind, for vectorized comparisons in the analyses.
+KIND_CODE: dict[str, int] = {k.value: i for i, k in enumerate(Kind)}
+
 #: Kinds that occupy a device stream and count towards device time accounting.
 DEVICE_WORK_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value)
 
