@@ -3,7 +3,8 @@
  * stepscope needs straight into columns (int64 arrays; strings as Arrow-style data + offsets +
  * validity). No Python object is created per event.
  *
- * parse(buf) -> (n_events, consumed, status, columns)
+ * parse(buf, include_python=False) -> (n_events, consumed, status, columns)
+ *   Rows with ph "M"/"C" and (unless include_python) cat "python_function" are skipped.
  *   buf: bytes-like holding event objects separated by commas/whitespace (the inside of the
  *        "traceEvents" array), possibly ending mid-event or with the closing ']'.
  *   status: 0 = ran out of input (the rest, from `consumed`, is an incomplete event),
@@ -40,11 +41,11 @@ static int buf_put(Buf *b, const void *src, size_t n) {
 static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
 static int buf_u8(Buf *b, uint8_t v) { return buf_put(b, &v, 1); }
 
-/* string column: data, int64 offsets (n+1), validity bytes */
+/* string column: data, int32 offsets (n+1, Arrow `string` layout), validity bytes.
+ * A call's input is at most a few blocks, far below the 2 GiB int32 offsets can address. */
 typedef struct { Buf data, offs, valid; } StrCol;
 
-static int str_init(StrCol *c) { int64_t z = 0; return buf_put(&c->offs, &z, 8); }
-static int str_null(StrCol *c) { int64_t o = (int64_t)c->data.len; return buf_i64(&c->offs, o) || buf_u8(&c->valid, 0); }
+static int str_init(StrCol *c) { int32_t z = 0; return buf_put(&c->offs, &z, 4); }
 
 enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_EXT_OLD, I_CORR, I_DEV, I_STREAM, I_BYTES, I_IN_N, I_OUT_N, I_GROUP, N_INT };
 enum { S_PH, S_CAT, S_NAME, S_COLL, S_DTYPE, S_PG, S_PGDESC, S_DIMS, S_TYPES, N_STR };
@@ -57,7 +58,8 @@ typedef struct {
     StrCol strs[N_STR];
     int64_t ival[N_INT];
     int sset[N_STR];
-    Py_ssize_t n;
+    int include_python;
+    Py_ssize_t n, dropped;
 } Cols;
 
 /* ---------------------------------------------------------------- scanning ------------- */
@@ -329,14 +331,28 @@ static int parse_event(Cur *cur, Cols *c) {
         else if (KEY("name")) { if (set_str(c, S_NAME, p, vend, 0)) { r = -1; goto fail; } }
         p = vend;
     }
+    cur->s = p;
+    /* metadata/counter rows, and python_function rows unless asked for, are not kept */
+    {
+        StrCol *ph = &c->strs[S_PH], *cat = &c->strs[S_CAT];
+        size_t phn = ph->data.len - mark[S_PH], catn = cat->data.len - mark[S_CAT];
+        const char *phs = ph->data.p + mark[S_PH], *cats = cat->data.p + mark[S_CAT];
+        int drop = c->sset[S_PH] && phn == 1 && (phs[0] == 'M' || phs[0] == 'C');
+        if (!c->include_python && c->sset[S_CAT] && catn == 15 && memcmp(cats, "python_function", 15) == 0) drop = 1;
+        if (drop) {
+            for (int i = 0; i < N_STR; i++) c->strs[i].data.len = mark[i];
+            c->dropped++;
+            return 1;
+        }
+    }
     /* commit the row */
     for (int i = 0; i < N_INT; i++) if (buf_i64(&c->ints[i], c->ival[i])) return -2;
     for (int i = 0; i < N_STR; i++) {
         StrCol *col = &c->strs[i];
-        if (buf_i64(&col->offs, (int64_t)col->data.len) || buf_u8(&col->valid, (uint8_t)c->sset[i])) return -2;
+        int32_t o = (int32_t)col->data.len;
+        if (buf_put(&col->offs, &o, 4) || buf_u8(&col->valid, (uint8_t)c->sset[i])) return -2;
     }
     c->n++;
-    cur->s = p;
     return 1;
 fail:
     for (int i = 0; i < N_STR; i++) c->strs[i].data.len = mark[i];
@@ -352,8 +368,10 @@ static PyObject *as_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->p ? b->p
 
 static PyObject *py_parse(PyObject *self, PyObject *args) {
     Py_buffer view;
-    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    int include_python = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &view, &include_python)) return NULL;
     Cols c; memset(&c, 0, sizeof c);
+    c.include_python = include_python;
     int status = 0; const char *consumed;
     Cur cur = {(const char *)view.buf, (const char *)view.buf + view.len};
     int oom = 0;
@@ -394,7 +412,7 @@ static PyObject *py_parse(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef METHODS[] = {
-    {"parse", py_parse, METH_VARARGS, "parse(buf) -> (n_events, consumed, status, columns)"},
+    {"parse", py_parse, METH_VARARGS, "parse(buf, include_python=False) -> (n_events, consumed, status, columns)"},
     {NULL, NULL, 0, NULL},
 };
 

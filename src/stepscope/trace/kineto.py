@@ -155,15 +155,28 @@ def _raw_text(values: list[msgspec.Raw]) -> pa.Array:
     return pa.array([bytes(v) or None for v in values], type=pa.binary()).cast(pa.string())
 
 
-def _kind_column(cat: pa.Array, ph: pa.Array) -> pa.Array:
-    """Map profiler categories and phases to :class:`schema.Kind` values (vectorized)."""
-    cat_d = pc.utf8_lower(pc.fill_null(cat, "")).dictionary_encode()
-    kinds_for_dict = [schema.CATEGORY_TO_KIND.get(c, schema.Kind.OTHER).value for c in cat_d.dictionary.to_pylist()]
-    kind = pc.take(pa.array(kinds_for_dict, pa.string()), cat_d.indices)
-    is_flow = pc.is_in(ph, pa.array(["s", "f", "t"]))
-    kind = pc.if_else(is_flow, "flow", kind)
-    is_instant = pc.and_(pc.is_in(ph, pa.array(["i", "I"])), pc.equal(kind, "other"))
-    return pc.if_else(is_instant, "instant", kind)
+_KINDS = [k.value for k in schema.Kind]
+_KIND_DICT = pa.array(_KINDS, pa.string())
+_K = schema.KIND_CODE
+
+
+def _codes(arr: pa.Array, fn: Any) -> np.ndarray:
+    """``fn`` applied to each distinct string (dictionary entry), broadcast to rows as int8 codes."""
+    d = arr.dictionary_encode() if not pa.types.is_dictionary(arr.type) else arr
+    lut = np.array([fn(v) for v in d.dictionary.to_pylist()] + [fn(None)], dtype=np.int8)
+    return lut[pc.fill_null(d.indices, len(lut) - 1).to_numpy()]
+
+
+def _kind_column(cat: pa.Array, ph: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Kind per row from the profiler category and phase: (dictionary array, int8 codes).
+
+    Regexes/lookups run once per distinct category, never per row."""
+    code = _codes(cat, lambda c: _K[schema.CATEGORY_TO_KIND.get((c or "").lower(), schema.Kind.OTHER).value])
+    ph_code = _codes(ph, lambda v: 1 if v in ("s", "f", "t") else 2 if v in ("i", "I") else 0)
+    code = np.where(ph_code == 1, np.int8(_K["flow"]), code)
+    code = np.where((ph_code == 2) & (code == _K["other"]), np.int8(_K["instant"]), code)
+    kind = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int32)), _KIND_DICT)
+    return kind, code
 
 
 _STRUCT_INT_FIELDS = {
@@ -212,8 +225,7 @@ def _columns_from_c(raw: dict[str, Any]) -> dict[str, Any]:
             data, offs, valid = val
             v = np.frombuffer(valid, dtype=np.uint8)
             bitmap = pa.py_buffer(np.packbits(v, bitorder="little").tobytes())
-            arr = pa.LargeStringArray.from_buffers(len(v), pa.py_buffer(offs), pa.py_buffer(data), bitmap)
-            cols[key] = arr.cast(pa.string())
+            cols[key] = pa.StringArray.from_buffers(len(v), pa.py_buffer(offs), pa.py_buffer(data), bitmap)
         else:
             cols[key] = np.frombuffer(val, dtype=np.int64)
     for key in ("ts", "dur"):
@@ -235,21 +247,21 @@ def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool) -> p
         ph, cat = cols["ph"], cols["cat"]
     n = len(ph)
     ph = pc.fill_null(ph, "")
-    kind = _kind_column(cat, ph)
+    kind, code = _kind_column(cat, ph)
     pid, tid = cols["pid"], cols["tid"]
-    on_device = pc.is_in(kind, pa.array(["kernel", "memcpy", "memset", "gpu_annotation", "sync"])).to_numpy(zero_copy_only=False)
+    on_device = np.isin(code, [_K[k] for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")])
     device = cols["device"]
     stream = cols["stream"]
     # old schemas and non-CUDA devices: pid is the device, tid the stream
     device = np.where(on_device, np.where(device < 0, pid, device), -1).astype(np.int32)
     stream = np.where(on_device, np.where(stream < 0, tid, stream), -1)
     ext = np.where(cols["external_id"] < 0, cols["external_id_old"], cols["external_id"])
-    is_flow = pc.equal(kind, "flow").to_numpy(zero_copy_only=False)
+    is_flow = code == _K["flow"]
     flow_id = np.where(is_flow, cols["id"], -1)
     dur = cols["dur"]
     out = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
-        "kind": kind.dictionary_encode(),
+        "kind": kind,
         "name": cols["name"].dictionary_encode(),
         "cat": cat.dictionary_encode(),
         "pid": pa.array(pid),
@@ -357,7 +369,7 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
             tail += bytes(data)
             continue
         buf += data
-        n, consumed, status, raw = _fast.parse(buf)
+        n, consumed, status, raw = _fast.parse(buf, include_python)
         if status < 0:
             raise _FastPathFailed
         if n:
