@@ -306,7 +306,12 @@ class FileRead:
 
 
 def read_kineto(
-    path: str | Path, *, rank: int = 0, include_python: bool = False, block: int = BLOCK_BYTES, force_portable: bool = False
+    path: str | Path,
+    *,
+    rank: int = 0,
+    include_python: bool = False,
+    block: int = BLOCK_BYTES,
+    force_portable: bool = False,
 ) -> FileRead:
     """Read one Kineto trace file into the event table (all rows get ``rank``).
 
@@ -358,18 +363,22 @@ class _FastPathFailed(Exception):
 
 
 def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead:
+    """C scanner path: scan a block, convert its columns to Arrow, carry the incomplete tail.
+
+    (Overlapping the scan of block k+1 with the conversion of block k on a second thread was
+    measured slower on 2 cores: Arrow's own compute threads compete; see BENCHMARKS.md.)"""
     assert _fast is not None
     tables: list[pa.Table] = []
-    buf = bytearray()
     state = StreamState()
     closed = False
     tail = b""
+    rem: bytes = b""
     for data, state in event_text_blocks(p, block=block):
         if closed:
             tail += bytes(data)
             continue
-        buf += data
-        n, consumed, status, raw = _fast.parse(buf, include_python)
+        cur = rem + bytes(data)
+        n, consumed, status, raw = _fast.parse(cur, include_python)
         if status < 0:
             raise _FastPathFailed
         if n:
@@ -377,8 +386,8 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
         del raw
         if status == 1:
             closed = True
-            tail = bytes(buf[consumed + 1 :])
-        del buf[:consumed]
+            tail = cur[consumed + 1 :]
+        rem = cur[consumed:]
     if not closed:
         state.truncated = True  # the event array never closes: a job killed mid-write
     elif not state.truncated:
