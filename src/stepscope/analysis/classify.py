@@ -110,8 +110,8 @@ def _per_dictionary(arr: pa.Array, fn: Any) -> np.ndarray:
 def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table, rules: Rules) -> np.ndarray:
     """Category per row of ``dev`` (kernel/memcpy/memset rows of one rank), as an object array.
 
-    ``host`` is the rank's host events (cpu_op/user_annotation/runtime): a kernel whose
-    ``external_id`` matches a communication op there is communication too.
+    ``host`` holds (at least) the rank's host communication ops (``name``, ``collective``,
+    ``external_id``): a kernel whose ``external_id`` matches one of them is communication too.
     """
     n = dev.num_rows
     kind = kind_codes if n else np.empty(0, np.int8)

@@ -22,6 +22,9 @@ _SYNC_RUNTIME = re.compile(r"(cuda|hip)(Stream|Device|Event|Ctx)Synchronize|^(cu
 _SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense)$")
 
 
+_DEV_COLS = ["kind", "name", "device", "stream", "ts_ns", "dur_ns", "correlation", "external_id", "collective"]
+
+
 @dataclass
 class HostArrays:
     kind: np.ndarray  # int8 codes, see schema.KIND_CODE
@@ -58,7 +61,6 @@ class RankData:
     rank: int
     host: HostArrays
     dev: DeviceArrays
-    host_table: pa.Table
     sync_mask: np.ndarray  # over host rows: synchronizing calls
 
 
@@ -67,7 +69,7 @@ def _names(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     if not pa.types.is_dictionary(arr.type):
         arr = arr.cast(pa.string()).dictionary_encode()
     names = [v if v is not None else "" for v in arr.dictionary.to_pylist()]
-    idx = pc.fill_null(arr.indices, len(names)).to_numpy().astype(np.int64)
+    idx = pc.fill_null(arr.indices, len(names)).to_numpy()
     names.append("")
     return idx, names
 
@@ -82,29 +84,42 @@ def _kind_np(t: pa.Table) -> np.ndarray:
 
 
 def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
-    kind_col = events["kind"].combine_chunks().cast(pa.string())
-    host_t = events.filter(pc.is_in(kind_col, pa.array(HOST_KINDS)))
-    dev_t = events.filter(pc.is_in(kind_col, pa.array(DEVICE_KINDS)))
-    hk = _kind_np(host_t)
-    hidx, hnames = _names(host_t["name"])
-    hts = host_t["ts_ns"].to_numpy()
+    """Host arrays are gathered column by column (one transient copy at a time); device rows
+    and the host's communication ops are small and taken as tables."""
+    code = _kind_np(events)
+    host_rows = np.flatnonzero(np.isin(code, [KIND[k] for k in HOST_KINDS]))
+    dev_rows = np.flatnonzero(np.isin(code, [KIND[k] for k in DEVICE_KINDS]))
+    hk = code[host_rows]
+    del code
+    nidx_all, names = _names(events["name"])
+    hidx = nidx_all[host_rows]
+    del nidx_all
+
+    def host_col(name: str) -> np.ndarray:
+        return events[name].to_numpy()[host_rows]
+
+    hts = host_col("ts_ns")
     host = HostArrays(
         kind=hk,
         name_idx=hidx,
-        names=hnames,
-        tid=host_t["tid"].to_numpy(),
+        names=names,
+        tid=host_col("tid"),
         ts=hts,
-        end=hts + host_t["dur_ns"].to_numpy(),
-        correlation=host_t["correlation"].to_numpy(),
-        external_id=host_t["external_id"].to_numpy(),
+        end=hts + host_col("dur_ns"),
+        correlation=host_col("correlation"),
+        external_id=host_col("external_id"),
     )
-    name_arr = np.array(hnames, dtype=object)
-    sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in hnames])
-    sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in hnames])
+    sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in names])
+    sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in names])
     sync_mask = ((hk == KIND["runtime"]) & sync_name[hidx]) | ((hk == KIND["cpu_op"]) & sync_op[hidx])
-    del name_arr
+    # host communication ops (by name or recorded collective args), for classifying kernels
+    comm_name = np.array([bool(rules.comm_ops.search(n)) for n in names])
+    has_coll = pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False)[host_rows]
+    comm_rows = host_rows[comm_name[hidx] | has_coll]
+    comm_t = events.select(["name", "collective", "external_id"]).take(pa.array(comm_rows))
+    dev_t = events.select(_DEV_COLS).take(pa.array(dev_rows))
     dkind = _kind_np(dev_t)
-    category = classify_device_events(dev_t, dkind, host_t, rules)
+    category = classify_device_events(dev_t, dkind, comm_t, rules)
     didx, dnames = _names(dev_t["name"])
     dts = dev_t["ts_ns"].to_numpy()
     dcorr = dev_t["correlation"].to_numpy()
@@ -132,4 +147,4 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         group=group_of(category),
         launch_ts=launch,
     )
-    return RankData(rank=rank, host=host, dev=dev, host_table=host_t, sync_mask=sync_mask)
+    return RankData(rank=rank, host=host, dev=dev, sync_mask=sync_mask)

@@ -4,7 +4,8 @@
  * validity). No Python object is created per event.
  *
  * parse(buf, include_python=False) -> (n_events, consumed, status, columns)
- *   Rows with ph "M"/"C" and (unless include_python) cat "python_function" are skipped.
+ *   Rows with ph "M"/"C", launch flows (cat "ac2g", or "async" named "launch": the same link
+ *   as the correlation id) and, unless include_python, cat "python_function" are skipped.
  *   buf: bytes-like holding event objects separated by commas/whitespace (the inside of the
  *        "traceEvents" array), possibly ending mid-event or with the closing ']'.
  *   status: 0 = ran out of input (the rest, from `consumed`, is an incomplete event),
@@ -339,6 +340,15 @@ static int parse_event(Cur *cur, Cols *c) {
         const char *phs = ph->data.p + mark[S_PH], *cats = cat->data.p + mark[S_CAT];
         int drop = c->sset[S_PH] && phn == 1 && (phs[0] == 'M' || phs[0] == 'C');
         if (!c->include_python && c->sset[S_CAT] && catn == 15 && memcmp(cats, "python_function", 15) == 0) drop = 1;
+        /* launch flows (CPU launch -> kernel) repeat the correlation id both rows carry */
+        if (c->sset[S_PH] && phn == 1 && (phs[0] == 's' || phs[0] == 'f' || phs[0] == 't') && c->sset[S_CAT]) {
+            StrCol *nm = &c->strs[S_NAME];
+            size_t nmn = nm->data.len - mark[S_NAME];
+            const char *nms = nm->data.p + mark[S_NAME];
+            if ((catn == 4 && memcmp(cats, "ac2g", 4) == 0) ||
+                (catn == 5 && memcmp(cats, "async", 5) == 0 && c->sset[S_NAME] && nmn == 6 && memcmp(nms, "launch", 6) == 0))
+                drop = 1;
+        }
         if (drop) {
             for (int i = 0; i < N_STR; i++) c->strs[i].data.len = mark[i];
             c->dropped++;

@@ -237,6 +237,12 @@ def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool) -> p
     """Shared last step of both paths: drop metadata rows, derive kind/device/stream/flow."""
     ph, cat = cols["ph"], cols["cat"]
     keep = pc.and_(pc.fill_null(pc.not_equal(ph, "M"), True), pc.fill_null(pc.not_equal(ph, "C"), True))
+    # launch flows (CPU launch -> kernel) carry the same link as the correlation column: drop them
+    launch_flow = pc.and_(
+        pc.is_in(ph, pa.array(["s", "f", "t"])),
+        pc.or_(pc.equal(cat, "ac2g"), pc.and_(pc.equal(cat, "async"), pc.equal(cols["name"], "launch"))),
+    )
+    keep = pc.and_(keep, pc.invert(pc.fill_null(launch_flow, False)))
     if not include_python:
         keep = pc.and_(keep, pc.fill_null(pc.not_equal(cat, "python_function"), True))
     keep_np = keep.to_numpy(zero_copy_only=False)

@@ -7,6 +7,9 @@ Conventions
 - Times are integer nanoseconds on the trace's own clock (``ts_ns``, ``dur_ns``); never floats.
 - Missing integers are ``-1`` (not null) so columns convert to numpy without masks.
 - Missing strings are null. Repeated strings (``name``, ``cat``, ``kind``...) are dictionary-encoded.
+- Launch flows (Kineto ``ac2g``, old ``async``/``launch``) are not rows: they repeat the
+  ``correlation`` id that the runtime call and its kernel both carry. Other flows (``fwdbwd``:
+  forward op -> backward op) are rows of kind ``flow`` with ``flow_id``/``flow_phase``.
 - ``device``/``stream`` are set for device work (kernel, memcpy, memset, gpu_annotation, sync);
   ``pid``/``tid`` identify the host process/thread for host events.
 """
