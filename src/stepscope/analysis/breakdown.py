@@ -63,6 +63,21 @@ def top_level(tid: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
     return out
 
 
+class _SortedRanges:
+    """Intervals sorted by start; ``within(lo, hi)`` = (union length, count) clipped to [lo, hi)."""
+
+    def __init__(self, s: np.ndarray, e: np.ndarray) -> None:
+        o = np.argsort(s, kind="stable")
+        self.s, self.e = s[o], e[o]
+        self.max_dur = int((self.e - self.s).max()) if self.s.size else 0
+
+    def within(self, lo: int, hi: int) -> tuple[int, int]:
+        a = int(np.searchsorted(self.s, lo - self.max_dur, side="left"))
+        b = int(np.searchsorted(self.s, hi, side="left"))
+        s, e = iv.clip(self.s[a:b], self.e[a:b], lo, hi)
+        return iv.union_length(s, e), int(s.size)
+
+
 class StepAccountant:
     """Computes :class:`StepBreakdown` for each step of one rank."""
 
@@ -88,6 +103,11 @@ class StepAccountant:
                 [COMM_PREFIX + rules.collective_of(h.names[i]) if c else "cpu" for i, c in zip(h.name_idx[sel], self.cpu_is_comm)],
                 dtype=object,
             )
+        # device rows grouped by step once (not one full scan per step)
+        self._dev_order = np.argsort(dev_step, kind="stable")
+        self._dev_bounds = np.searchsorted(dev_step[self._dev_order], np.arange(len(spans.names) + 1))
+        # host ranges per figure, sorted by start, for per-step windows by binary search
+        self._ranges = {k: _SortedRanges(h.ts[m], h.end[m]) for k, m in (("dl", self.dl_mask), ("opt", self.opt_mask), ("sync", rd.sync_mask))}
         # sync calls as intervals, for idle-cause attribution
         self.sync_s = h.ts[rd.sync_mask]
         self.sync_e = h.end[rd.sync_mask]
@@ -110,7 +130,7 @@ class StepAccountant:
             n_dev = 0
         else:
             d = self.rd.dev
-            mine = np.flatnonzero(self.dev_step == i)
+            mine = self._dev_order[self._dev_bounds[i] : self._dev_bounds[i + 1]]
             s, e = d.ts[mine], d.end[mine]
             group, cat, launch = d.group[mine], d.category[mine], d.launch_ts[mine]
             n_dev = int(mine.size)
@@ -217,13 +237,7 @@ class StepAccountant:
         )
 
     def _cpu(self, c0: int, c1: int, cpu_bound_ns: int) -> CpuStep:
-        h = self.rd.host
-
-        def within(mask: np.ndarray) -> tuple[int, int]:
-            s, e = iv.clip(h.ts[mask], h.end[mask], c0, c1)
-            return iv.union_length(s, e), int(s.size)
-
-        dl, _ = within(self.dl_mask)
-        opt, _ = within(self.opt_mask)
-        sync, n_sync = within(self.rd.sync_mask)
+        dl, _ = self._ranges["dl"].within(c0, c1)
+        opt, _ = self._ranges["opt"].within(c0, c1)
+        sync, n_sync = self._ranges["sync"].within(c0, c1)
         return CpuStep(dataloader_ns=dl, optimizer_ns=opt, sync_ns=sync, sync_calls=n_sync, cpu_bound_ns=cpu_bound_ns)
