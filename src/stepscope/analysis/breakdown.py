@@ -103,6 +103,14 @@ class StepAccountant:
                 [COMM_PREFIX + rules.collective_of(h.names[i]) if c else "cpu" for i, c in zip(h.name_idx[sel], self.cpu_is_comm)],
                 dtype=object,
             )
+        # category labels -> small int codes, once
+        if self.cpu_mode:
+            uniq, code = np.unique(self.cpu_ctype.astype(str), return_inverse=True)
+            self.cpu_code = code.ravel()
+        else:
+            uniq, code = np.unique(rd.dev.category.astype(str), return_inverse=True)
+            self.dev_code = code.ravel()
+        self.labels: list[str] = [str(u) for u in uniq]
         # device rows grouped by step once (not one full scan per step)
         self._dev_order = np.argsort(dev_step, kind="stable")
         self._dev_bounds = np.searchsorted(dev_step[self._dev_order], np.arange(len(spans.names) + 1))
@@ -124,7 +132,7 @@ class StepAccountant:
             inside = (e > c0) & (s < c1)
             s, e = s[inside], e[inside]
             group = np.where(self.cpu_is_comm[inside], 1, 0).astype(np.int8)
-            cat = self.cpu_ctype[inside]
+            cat = self.cpu_code[inside]
             w0, w1, source = c0, c1, "cpu"
             launch = np.full(s.size, -1, np.int64)
             n_dev = 0
@@ -132,7 +140,7 @@ class StepAccountant:
             d = self.rd.dev
             mine = self._dev_order[self._dev_bounds[i] : self._dev_bounds[i + 1]]
             s, e = d.ts[mine], d.end[mine]
-            group, cat, launch = d.group[mine], d.category[mine], d.launch_ts[mine]
+            group, cat, launch = d.group[mine], self.dev_code[mine], d.launch_ts[mine]
             n_dev = int(mine.size)
             if mine.size:
                 w0, w1, source = int(s.min()), int(e.max()), "device"
@@ -143,13 +151,15 @@ class StepAccountant:
         s_c, e_c, group_k, cat_k, launch_k = s_c[keep], e_c[keep], group[keep], cat[keep], launch[keep]
         window = w1 - w0
         # sets: 0 compute, 1 comm, 2 memory, 3.. one per collective type present
-        ctypes = sorted({str(c)[len(COMM_PREFIX):] for c in cat_k[group_k == 1]})[:12]
+        labels = self.labels
+        comm_codes = np.unique(cat_k[group_k == 1])[:12]
+        ctypes = [labels[c][len(COMM_PREFIX) :] for c in comm_codes]
         set_ids = group_k.astype(np.int64)
         ids = [set_ids]
         starts = [s_c]
         ends = [e_c]
-        for j, ct in enumerate(ctypes):
-            m = cat_k == COMM_PREFIX + ct
+        for j, cc in enumerate(comm_codes):
+            m = cat_k == cc
             starts.append(s_c[m])
             ends.append(e_c[m])
             ids.append(np.full(int(m.sum()), 3 + j, np.int64))
@@ -172,18 +182,17 @@ class StepAccountant:
                     comm_ns=iv.masked_sum(L, all_of=b),
                     overlapped_ns=iv.masked_sum(L, all_of=b | C),
                     exposed_ns=iv.masked_sum(L, all_of=b, none_of=C),
-                    count=int((cat_k == COMM_PREFIX + ct).sum()),
+                    count=int((cat_k == comm_codes[j]).sum()),
                 )
             )
         by_cat: dict[str, int] = {}
         ktime: dict[str, int] = {}
         if cat_k.size:
-            labels, inv = np.unique(cat_k.astype(str), return_inverse=True)
-            sums = np.bincount(inv, weights=(e_c - s_c)).astype(np.int64)
-            for k, lab in enumerate(labels):
-                m = inv == k
-                by_cat[str(lab)] = iv.union_length(s_c[m], e_c[m])
-                ktime[str(lab)] = int(sums[k])
+            sums = np.bincount(cat_k, weights=(e_c - s_c), minlength=len(labels)).astype(np.int64)
+            for k in np.unique(cat_k):
+                m = cat_k == k
+                by_cat[labels[k]] = iv.union_length(s_c[m], e_c[m])
+                ktime[labels[k]] = int(sums[k])
         causes = self._idle_causes(s_c, e_c, launch_k, w0, w1)
         return StepBreakdown(
             name=sp.names[i],
