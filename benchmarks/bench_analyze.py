@@ -86,6 +86,8 @@ def main() -> None:
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--workdir", default=str(ROOT / "bench-data"))
     ap.add_argument("--skip-hta", action="store_true")
+    ap.add_argument("--ranks", type=int, default=0, help="also time a multi-rank set of this many files")
+    ap.add_argument("--rank-mb", type=int, default=256)
     ap.add_argument("--hta-python", default=sys.executable, help="a Python with HolisticTraceAnalysis installed")
     a = ap.parse_args()
     wd = Path(a.workdir)
@@ -127,6 +129,31 @@ def main() -> None:
             print(json.dumps({"measure": "HTA temporal breakdown + comm/comp overlap", "s": float(s_hta), "peak_rss_mb": int(rss_hta),
                               "speedup_vs_hta": round(float(s_hta) / float(secs_e2e), 1)}))
     print(json.dumps({"input_mb": round(size / 1e6), "cpus": os.cpu_count()}))
+    if a.ranks:
+        scaling(wd, a.ranks, a.rank_mb)
+
+
+def scaling(wd: Path, ranks: int, rank_mb: int) -> None:
+    """Multi-rank set: ``ranks`` files of ``rank_mb`` MB (hard links of one built file, so
+    each is read in full), analyzed with 1 worker process and with one per CPU."""
+    one = wd / f"rank_src_{rank_mb}mb.json"
+    if not one.exists():
+        build(one, rank_mb)
+    d = wd / f"ranks{ranks}"
+    d.mkdir(exist_ok=True)
+    for r in range(ranks):
+        q = d / f"trace_rank-{r}.json"
+        if not q.exists():
+            os.link(one, q)
+    for workers in sorted({1, os.cpu_count() or 1}):
+        res = run(
+            "import time,resource;from stepscope.cli import main;t=time.perf_counter();"
+            f"rc=main(['analyze',{str(d)!r},'--workers','{workers}','--json',{str(wd / 'ranks.json')!r},'-q']);"
+            "print(rc, round(time.perf_counter()-t,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
+        )
+        rc, secs, rss = res["out"].split()[-3:]
+        print(json.dumps({"measure": f"{ranks} ranks x {rank_mb} MB, --workers {workers}", "rc": int(rc), "s": float(secs),
+                          "MB_per_s": round(ranks * one.stat().st_size / 1e6 / float(secs), 1), "parent_peak_rss_mb": int(rss)}))
 
 
 if __name__ == "__main__":

@@ -178,3 +178,20 @@ def test_bad_rules_file_is_a_user_error(tmp_path: Path) -> None:
     rules = tmp_path / "bad.yaml"
     rules.write_text("categories:\n  - {category: gemm, pattern: '(unclosed'}\n")
     assert main(["analyze", str(p), "--rules", str(rules), "-q"]) == 2
+
+
+def test_analyze_files_in_workers_matches_in_memory(tmp_path: Path) -> None:
+    from stepscope.analysis.pipeline import analyze_files
+
+    d = tmp_path / "run"
+    d.mkdir()
+    synth.write(d / "a_rank-1.json", synth.basic_events(), rank=None)
+    synth.write(d / "b.json", synth.basic_events(), rank=None)  # no rank: numbered by order -> 0
+    synth.write(d / "c.json", synth.basic_events(), rank=1)  # rank 1 taken by a_rank-1 -> 2
+    mem = analyze(stepscope.load(d))
+    files = sorted(str(p) for p in d.iterdir())
+    par = analyze_files(files, workers=2)
+    assert [r.rank for r in par.ranks] == [r.rank for r in mem.ranks] == [0, 1, 2]
+    assert [r.path for r in par.ranks] == [r.path for r in mem.ranks]
+    assert [r.steps for r in par.ranks] == [r.steps for r in mem.ranks]
+    assert sorted(par.warnings) == sorted(mem.warnings)

@@ -37,16 +37,17 @@ def _parser() -> argparse.ArgumentParser:
 def _analyze(ns: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from .analysis.pipeline import AnalyzeConfig, analyze
+    from .analysis.pipeline import AnalyzeConfig, analyze_files
     from .report import FILE_RENDERERS, terminal
-    from .trace.loader import expand_paths, load
+    from .trace.loader import expand_paths
 
     err = Console(stderr=True)
     cfg = AnalyzeConfig(step_marker=ns.step_marker, rules_file=ns.rules, top_k=ns.top)
     paths = expand_paths(ns.traces)
     with err.status(f"reading {len(paths)} trace file(s)...") if not ns.quiet and err.is_terminal else _null():
-        trace = load(paths, include_python=ns.include_python, workers=ns.workers, cache_dir=ns.cache_dir)
-        result = analyze(trace, cfg)
+        result = analyze_files(
+            [str(p) for p in paths], cfg, include_python=ns.include_python, workers=ns.workers, cache_dir=ns.cache_dir
+        )
     outputs = {"json": ns.json, "html": ns.html}
     for kind, out in outputs.items():
         if out:

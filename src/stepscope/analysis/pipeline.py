@@ -6,14 +6,17 @@ their results land in ``RankAnalysis.extras[name]``.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.compute as pc
 
 from ..errors import ConfigError
-from ..trace.loader import RankInfo, Trace
+from ..trace.loader import RankInfo, Trace, assemble, rank_of, read_one, resolve_ranks
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
 from .rankdata import RankData, build
@@ -61,6 +64,42 @@ def analyze(trace: Trace, config: AnalyzeConfig | None = None) -> Analysis:
         events = trace.events.filter(pc.equal(trace.events["rank"], info.rank)) if len(trace.ranks) > 1 else trace.events
         ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings))
     return Analysis(ranks=tuple(ranks), warnings=tuple(warnings), inputs=tuple(r.path for r in trace.ranks))
+
+
+def _read_and_analyze(job: tuple[str, bool, str | None, AnalyzeConfig]) -> tuple[RankAnalysis, tuple[int | None, str], list[str]]:
+    path, include_python, cache_dir, cfg = job
+    fr = read_one((path, include_python, cache_dir))
+    found = rank_of(fr)
+    result = analyze(assemble([fr]), cfg)
+    return result.ranks[0], found, list(result.warnings)
+
+
+def analyze_files(
+    paths: list[str],
+    config: AnalyzeConfig | None = None,
+    *,
+    include_python: bool = False,
+    workers: int | None = None,
+    cache_dir: str | None = None,
+) -> Analysis:
+    """Read and analyze each file in a worker process; only the (small) results come back, so
+    memory in the parent does not grow with the number of ranks and ranks scale over cores."""
+    cfg = config or AnalyzeConfig()
+    jobs = [(p, include_python, cache_dir, cfg) for p in paths]
+    n = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
+    if n > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(max_workers=n) as pool:
+            outs = list(pool.map(_read_and_analyze, jobs))
+    else:
+        outs = [_read_and_analyze(j) for j in jobs]
+    resolved, warnings = resolve_ranks(paths, [found for _, found, _ in outs])
+    ranks = []
+    for (ra, _, w), (rank, _) in zip(outs, resolved):
+        prefix = f"rank {ra.rank}:"
+        warnings.extend(x.replace(prefix, f"rank {rank}:", 1) if x.startswith(prefix) else x for x in w)
+        ranks.append(dataclasses.replace(ra, rank=rank))
+    ranks.sort(key=lambda r: r.rank)
+    return Analysis(ranks=tuple(ranks), warnings=tuple(warnings), inputs=tuple(r.path for r in ranks))
 
 
 def analyze_rank(info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules, warnings: list[str]) -> RankAnalysis:

@@ -91,7 +91,7 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     return unique
 
 
-def _read_one(args: tuple[str, bool, str | None]) -> FileRead:
+def read_one(args: tuple[str, bool, str | None]) -> FileRead:
     path, include_python, cache_dir = args
     if path.endswith(".parquet"):
         return parquet.read_parquet(path)
@@ -105,7 +105,7 @@ def _read_one(args: tuple[str, bool, str | None]) -> FileRead:
     return fr
 
 
-def _rank_of(fr: FileRead) -> tuple[int | None, str]:
+def rank_of(fr: FileRead) -> tuple[int | None, str]:
     info = fr.header.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return int(info["rank"]), "distributedInfo"
@@ -138,37 +138,46 @@ def load(
     reads: list[FileRead] = []
     if n_workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            for fr in pool.map(_read_one, jobs):
+            for fr in pool.map(read_one, jobs):
                 reads.append(fr)
                 if progress:
                     progress(fr.path)
     else:
         for job in jobs:
-            reads.append(_read_one(job))
+            reads.append(read_one(job))
             if progress:
                 progress(job[0])
-    return _assemble(reads)
+    return assemble(reads)
 
 
-def _assemble(reads: list[FileRead]) -> Trace:
+def resolve_ranks(paths: list[str], found: list[tuple[int | None, str]]) -> tuple[list[tuple[int, str]], list[str]]:
+    """Final (rank, source) per file: the file's own rank where known and not taken, else the
+    lowest free number in file order, with a warning saying so."""
     warnings: list[str] = []
-    found = [_rank_of(fr) for fr in reads]
     used = {r for r, _ in found if r is not None}
     next_free = 0
-    ranks: list[RankInfo] = []
-    tables: list[pa.Table] = []
     taken: set[int] = set()
-    for fr, (rank, source) in zip(reads, found):
+    out: list[tuple[int, str]] = []
+    for path, (rank, source) in zip(paths, found):
         if rank is None or rank in taken:
             if rank in taken:
-                warnings.append(f"{fr.path}: rank {rank} already taken by another file; numbering this one by file order")
+                warnings.append(f"{path}: rank {rank} already taken by another file; numbering this one by file order")
             while next_free in used or next_free in taken:
                 next_free += 1
             was_taken = rank is not None
             rank, source = next_free, "order"
-            if len(reads) > 1 and not was_taken:
-                warnings.append(f"{fr.path}: no rank in distributedInfo or file name; using rank {rank} by file order")
+            if len(paths) > 1 and not was_taken:
+                warnings.append(f"{path}: no rank in distributedInfo or file name; using rank {rank} by file order")
         taken.add(rank)
+        out.append((rank, source))
+    return out, warnings
+
+
+def assemble(reads: list[FileRead]) -> Trace:
+    ranks: list[RankInfo] = []
+    tables: list[pa.Table] = []
+    resolved, warnings = resolve_ranks([fr.path for fr in reads], [rank_of(fr) for fr in reads])
+    for fr, (rank, source) in zip(reads, resolved):
         if fr.truncated:
             warnings.append(
                 f"{fr.path}: file is truncated ({fr.note or 'event list never closes'}); recovered "
