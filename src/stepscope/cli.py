@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _analyze(ns: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from .analysis.pipeline import AnalyzeConfig, analyze_files
     from .report import FILE_RENDERERS, terminal
@@ -44,9 +45,16 @@ def _analyze(ns: argparse.Namespace) -> int:
     err = Console(stderr=True)
     cfg = AnalyzeConfig(step_marker=ns.step_marker, rules_file=ns.rules, top_k=ns.top)
     paths = expand_paths(ns.traces)
-    with err.status(f"reading {len(paths)} trace file(s)...") if not ns.quiet and err.is_terminal else _null():
+    show = not ns.quiet and err.is_terminal
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, disable=not show) as bar:
+        task = bar.add_task(f"reading + analyzing {len(paths)} trace file(s)", total=len(paths))
         result = analyze_files(
-            [str(p) for p in paths], cfg, include_python=ns.include_python, workers=ns.workers, cache_dir=ns.cache_dir
+            [str(p) for p in paths],
+            cfg,
+            include_python=ns.include_python,
+            workers=ns.workers,
+            cache_dir=ns.cache_dir,
+            progress=lambda _p: bar.advance(task),
         )
     outputs = {"json": ns.json, "html": ns.html}
     for kind, out in outputs.items():
@@ -90,14 +98,6 @@ def _convert(ns: argparse.Namespace) -> int:
             msg += f" [truncated input: recovered {fr.table.num_rows:,} complete events]"
         print(msg)
     return 0
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,17 +81,27 @@ def analyze_files(
     include_python: bool = False,
     workers: int | None = None,
     cache_dir: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Analysis:
     """Read and analyze each file in a worker process; only the (small) results come back, so
-    memory in the parent does not grow with the number of ranks and ranks scale over cores."""
+    memory in the parent does not grow with the number of ranks and ranks scale over cores.
+    ``progress(path)`` is called as each file finishes."""
     cfg = config or AnalyzeConfig()
     jobs = [(p, include_python, cache_dir, cfg) for p in paths]
     n = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
+    outs: list[tuple[RankAnalysis, tuple[int | None, str], list[str]]] = []
     if n > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=n) as pool:
-            outs = list(pool.map(_read_and_analyze, jobs))
+            futures = [pool.submit(_read_and_analyze, j) for j in jobs]
+            for path, fut in zip(paths, futures):
+                outs.append(fut.result())
+                if progress:
+                    progress(path)
     else:
-        outs = [_read_and_analyze(j) for j in jobs]
+        for path, job in zip(paths, jobs):
+            outs.append(_read_and_analyze(job))
+            if progress:
+                progress(path)
     resolved, warnings = resolve_ranks(paths, [found for _, found, _ in outs])
     ranks = []
     for (ra, _, w), (rank, _) in zip(outs, resolved):

@@ -24,7 +24,7 @@ from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks, iter_event_
 from .numparse import raw_lines_to_ns
 
 try:  # the optional C scanner (setup.py); the portable msgspec path is used without it
-    from . import _fastkineto as _fast
+    from . import _fastkineto as _fast  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the build
     _fast = None
 
