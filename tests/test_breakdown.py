@@ -195,3 +195,25 @@ def test_analyze_files_in_workers_matches_in_memory(tmp_path: Path) -> None:
     assert [r.path for r in par.ranks] == [r.path for r in mem.ranks]
     assert [r.steps for r in par.ranks] == [r.steps for r in mem.ranks]
     assert sorted(par.warnings) == sorted(mem.warnings)
+
+
+def test_stream_idle_causes_optimizer_and_short_kernels(tmp_path: Path) -> None:
+    ev = [synth.step("ProfilerStep#1", 0, 1000), synth.cpu("Optimizer.step#AdamW.step", 600, 100, cat="user_annotation")]
+    ev += synth.launch("gemm_a", 10, 100, 100, stream=7)  # s7 [100,200)
+    ev += synth.launch("gemm_b", 250, 300, 100, stream=7)  # s7 gap [200,300): launched at 250 -> host-bound 100
+    ev += synth.launch("tiny_elementwise", 650, 700, 5, stream=7)  # s7 gap [400,700): launched at 650 -> host-bound 300
+    ev += synth.launch("gemm_c", 20, 150, 100, stream=8)  # s8 [150,250)
+    ev += synth.launch("gemm_d", 30, 420, 80, stream=8)  # s8 gap [250,420): launched early; s7 busy 100 of 170 -> wait
+    r = _one(tmp_path, ev)
+    by_stream = {si.stream: si for si in r.stream_idle}
+    s7, s8 = by_stream[7], by_stream[8]
+    assert (s7.busy_ns, s7.idle_ns) == (205 * US, 400 * US)
+    assert (s7.causes.host_bound_ns, s7.causes.wait_ns, s7.causes.other_ns, s7.causes.gaps) == (400 * US, 0, 0, 2)
+    assert (s8.busy_ns, s8.idle_ns) == (180 * US, 170 * US)
+    assert (s8.causes.host_bound_ns, s8.causes.wait_ns, s8.causes.other_ns) == (0, 170 * US, 0)
+    (s,) = r.steps
+    assert s.cpu.optimizer_ns == 100 * US
+    assert r.launch.short_kernels == 1 and r.launch.short_kernel_time_ns == 5 * US
+    assert s.kernel_time_by_category_ns == {"gemm": 380 * US, "elementwise": 5 * US}
+    # device level: busy [100,250) u [300,400) u [420,500) u [700,705) -> idle 605 - 335 = 270
+    assert s.step_time_ns == 605 * US and s.idle_ns == 270 * US
