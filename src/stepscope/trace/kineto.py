@@ -120,6 +120,13 @@ def _make_decoder(skipped: _Skipped) -> Any:
             return _DECODER.decode(text)
         except msgspec.ValidationError:
             return _lenient_decode(text, skipped)
+        except UnicodeDecodeError:
+            # invalid UTF-8 inside strings (seen in real files): keep the event, mark the bytes
+            fixed = text.decode("utf-8", "replace").encode("utf-8")
+            try:
+                return _DECODER.decode(fixed)
+            except msgspec.ValidationError:
+                return _lenient_decode(fixed, skipped)
 
     return decode
 
@@ -225,7 +232,13 @@ def _columns_from_c(raw: dict[str, Any]) -> dict[str, Any]:
             data, offs, valid = val
             v = np.frombuffer(valid, dtype=np.uint8)
             bitmap = pa.py_buffer(np.packbits(v, bitorder="little").tobytes())
-            cols[key] = pa.StringArray.from_buffers(len(v), pa.py_buffer(offs), pa.py_buffer(data), bitmap)
+            arr = pa.StringArray.from_buffers(len(v), pa.py_buffer(offs), pa.py_buffer(data), bitmap)
+            try:
+                arr.validate(full=True)  # the scanner copies bytes as they are: check UTF-8
+            except pa.ArrowInvalid:
+                binary = pa.Array.from_buffers(pa.binary(), len(v), [bitmap, pa.py_buffer(offs), pa.py_buffer(data)])
+                arr = pa.array([None if x is None else x.decode("utf-8", "replace") for x in binary.to_pylist()], pa.string())
+            cols[key] = arr
         else:
             cols[key] = np.frombuffer(val, dtype=np.int64)
     for key in ("ts", "dur"):
