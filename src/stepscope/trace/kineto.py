@@ -382,31 +382,50 @@ class _FastPathFailed(Exception):
 
 
 def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead:
-    """C scanner path: scan a block, convert its columns to Arrow, carry the incomplete tail.
+    """C scanner path: scan each block in place, convert its columns to Arrow.
 
-    (Overlapping the scan of block k+1 with the conversion of block k on a second thread was
-    measured slower on 2 cores: Arrow's own compute threads compete; see BENCHMARKS.md.)"""
+    The event cut by a block boundary is completed by scanning ``carry + first bytes of the next
+    block`` (a small copy), after which the rest of the block is scanned without copying it.
+    """
     assert _fast is not None
     tables: list[pa.Table] = []
     state = StreamState()
     closed = False
     tail = b""
-    rem: bytes = b""
-    for data, state in event_text_blocks(p, block=block):
-        if closed:
-            tail += bytes(data)
-            continue
-        cur = rem + bytes(data)
-        n, consumed, status, raw = _fast.parse(cur, include_python)
+    rem = b""
+    head_bytes = max(64, min(1 << 20, block // 8))
+
+    def scan(buf: bytes | memoryview) -> tuple[int, int]:
+        n, consumed, status, raw = _fast.parse(buf, include_python)
         if status < 0:
             raise _FastPathFailed
         if n:
             tables.append(columns_to_table(_columns_from_c(raw), rank, include_python))
-        del raw
+        return consumed, status
+
+    for data, state in event_text_blocks(p, block=block):
+        if closed:
+            tail += bytes(data)
+            continue
+        view = memoryview(bytes(data) if isinstance(data, bytearray) else data)
+        if rem:
+            head = rem + bytes(view[:head_bytes])
+            consumed, status = scan(head)
+            if status == 1:
+                closed, tail, rem = True, head[consumed + 1 :] + bytes(view[head_bytes:]), b""
+                continue
+            if len(view) <= head_bytes:
+                rem = head[consumed:]
+                continue
+            if consumed < len(rem):  # one event longer than the head: join the whole block (rare)
+                view = memoryview(head[consumed:] + bytes(view[head_bytes:]))
+            else:
+                view = view[consumed - len(rem) :]
+        consumed, status = scan(view)
         if status == 1:
-            closed = True
-            tail = cur[consumed + 1 :]
-        rem = cur[consumed:]
+            closed, tail, rem = True, bytes(view[consumed + 1 :]), b""
+            continue
+        rem = bytes(view[consumed:])
     if not closed:
         state.truncated = True  # the event array never closes: a job killed mid-write
     elif not state.truncated:
