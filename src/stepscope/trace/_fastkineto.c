@@ -39,8 +39,6 @@ static int buf_put(Buf *b, const void *src, size_t n) {
     memcpy(b->p + b->len, src, n); b->len += n;
     return 0;
 }
-static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
-static int buf_u8(Buf *b, uint8_t v) { return buf_put(b, &v, 1); }
 
 /* string column: data, int32 offsets (n+1, Arrow `string` layout), validity bytes.
  * A call's input is at most a few blocks, far below the 2 GiB int32 offsets can address. */
@@ -61,6 +59,7 @@ typedef struct {
     int sset[N_STR];
     int include_python;
     Py_ssize_t n, dropped;
+    size_t cap;  /* rows every column has room for */
 } Cols;
 
 /* ---------------------------------------------------------------- scanning ------------- */
@@ -87,10 +86,19 @@ static int scan_string(const char *s, const char *e, const char **out) {
 
 static int skip_value(const char *s, const char *e, const char **out);
 
+/* 1 for the bytes skip_container must look at: quote and brackets */
+static unsigned char STRUCTURAL[256];
+static void init_tables(void) {
+    STRUCTURAL[(unsigned char)'"'] = 1; STRUCTURAL[(unsigned char)'{'] = 1; STRUCTURAL[(unsigned char)'}'] = 1;
+    STRUCTURAL[(unsigned char)'['] = 1; STRUCTURAL[(unsigned char)']'] = 1;
+}
+
 static int skip_container(const char *s, const char *e, const char **out) {
     int depth = 0;
     const char *p = s;
     while (p < e) {
+        while (p < e && !STRUCTURAL[(unsigned char)*p]) p++;
+        if (p >= e) break;
         char ch = *p;
         if (ch == '"') {
             const char *q; int r = scan_string(p, e, &q);
@@ -355,12 +363,20 @@ static int parse_event(Cur *cur, Cols *c) {
             return 1;
         }
     }
-    /* commit the row */
-    for (int i = 0; i < N_INT; i++) if (buf_i64(&c->ints[i], c->ival[i])) return -2;
+    /* commit the row: grow every column at once, then plain stores */
+    if (c->n >= c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8192;
+        for (int i = 0; i < N_INT; i++) if (buf_reserve(&c->ints[i], (cap - c->n) * 8)) return -2;
+        for (int i = 0; i < N_STR; i++)
+            if (buf_reserve(&c->strs[i].offs, (cap - c->n) * 4) || buf_reserve(&c->strs[i].valid, cap - c->n)) return -2;
+        c->cap = cap;
+    }
+    for (int i = 0; i < N_INT; i++) { memcpy(c->ints[i].p + c->ints[i].len, &c->ival[i], 8); c->ints[i].len += 8; }
     for (int i = 0; i < N_STR; i++) {
         StrCol *col = &c->strs[i];
         int32_t o = (int32_t)col->data.len;
-        if (buf_put(&col->offs, &o, 4) || buf_u8(&col->valid, (uint8_t)c->sset[i])) return -2;
+        memcpy(col->offs.p + col->offs.len, &o, 4); col->offs.len += 4;
+        col->valid.p[col->valid.len++] = (char)c->sset[i];
     }
     c->n++;
     return 1;
@@ -428,4 +444,7 @@ static PyMethodDef METHODS[] = {
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_fastkineto", "Fast Kineto event scanner", -1, METHODS};
 
-PyMODINIT_FUNC PyInit__fastkineto(void) { return PyModule_Create(&MODULE); }
+PyMODINIT_FUNC PyInit__fastkineto(void) {
+    init_tables();
+    return PyModule_Create(&MODULE);
+}

@@ -246,8 +246,8 @@ def _columns_from_c(raw: dict[str, Any]) -> dict[str, Any]:
     return cols
 
 
-def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool) -> pa.Table:
-    """Shared last step of both paths: drop metadata rows, derive kind/device/stream/flow."""
+def _drop_rows(cols: dict[str, Any], include_python: bool) -> dict[str, Any]:
+    """Portable path: drop metadata/counter rows, launch flows and (unless asked) python rows."""
     ph, cat = cols["ph"], cols["cat"]
     keep = pc.and_(pc.fill_null(pc.not_equal(ph, "M"), True), pc.fill_null(pc.not_equal(ph, "C"), True))
     # launch flows (CPU launch -> kernel) carry the same link as the correlation column: drop them
@@ -259,13 +259,23 @@ def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool) -> p
     if not include_python:
         keep = pc.and_(keep, pc.fill_null(pc.not_equal(cat, "python_function"), True))
     keep_np = keep.to_numpy(zero_copy_only=False)
-    if not keep_np.all():
-        idx = np.flatnonzero(keep_np)
-        ia = pa.array(idx)
-        cols = {k: (v.take(ia) if isinstance(v, pa.Array) else v[idx]) for k, v in cols.items()}
+    if keep_np.all():
+        return cols
+    idx = np.flatnonzero(keep_np)
+    ia = pa.array(idx)
+    return {k: (v.take(ia) if isinstance(v, pa.Array) else v[idx]) for k, v in cols.items()}
+
+
+def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False) -> pa.Table:
+    """Shared last step of both paths: drop metadata rows (unless the C scanner already did:
+    ``prefiltered``), derive kind/device/stream/flow."""
+    ph, cat = cols["ph"], cols["cat"]
+    if not prefiltered:
+        cols = _drop_rows(cols, include_python)
         ph, cat = cols["ph"], cols["cat"]
     n = len(ph)
     ph = pc.fill_null(ph, "")
+    cat = cat.dictionary_encode()
     kind, code = _kind_column(cat, ph)
     pid, tid = cols["pid"], cols["tid"]
     on_device = np.isin(code, [_K[k] for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")])
@@ -282,7 +292,7 @@ def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool) -> p
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
         "kind": kind,
         "name": cols["name"].dictionary_encode(),
-        "cat": cat.dictionary_encode(),
+        "cat": cat,
         "pid": pa.array(pid),
         "tid": pa.array(tid),
         "device": pa.array(device),
@@ -400,7 +410,7 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
         if status < 0:
             raise _FastPathFailed
         if n:
-            tables.append(columns_to_table(_columns_from_c(raw), rank, include_python))
+            tables.append(columns_to_table(_columns_from_c(raw), rank, include_python, prefiltered=True))
         return consumed, status
 
     for data, state in event_text_blocks(p, block=block):
