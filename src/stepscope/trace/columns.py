@@ -1,0 +1,134 @@
+"""Shared last step of every reader: raw columns -> the normalized event table (``schema.py``).
+
+Raw columns are a dict of ``ph, cat, name`` (Arrow strings), ``ts, dur`` (int64 ns, -1 absent),
+``pid, tid, id`` and the int args (numpy int64, -1 absent), and the string args (Arrow strings).
+Lookups by category/phase run once per distinct value, never per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import schema
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One file's events plus what the file says about itself."""
+
+    path: str
+    table: pa.Table
+    header: dict[str, Any]
+    truncated: bool
+    note: str
+    skipped_events: int
+    bytes_read: int
+
+
+_KINDS = [k.value for k in schema.Kind]
+_KIND_DICT = pa.array(_KINDS, pa.string())
+_K = schema.KIND_CODE
+
+
+def _codes(arr: pa.Array, fn: Any) -> np.ndarray:
+    """``fn`` applied to each distinct string (dictionary entry), broadcast to rows as int8 codes."""
+    d = arr.dictionary_encode() if not pa.types.is_dictionary(arr.type) else arr
+    lut = np.array([fn(v) for v in d.dictionary.to_pylist()] + [fn(None)], dtype=np.int8)
+    return lut[pc.fill_null(d.indices, len(lut) - 1).to_numpy()]
+
+
+def _kind_column(cat: pa.Array, ph: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Kind per row from the profiler category and phase: (dictionary array, int8 codes).
+
+    Regexes/lookups run once per distinct category, never per row."""
+    code = _codes(cat, lambda c: _K[schema.CATEGORY_TO_KIND.get((c or "").lower(), schema.Kind.OTHER).value])
+    ph_code = _codes(ph, lambda v: 1 if v in ("s", "f", "t") else 2 if v in ("i", "I") else 0)
+    code = np.where(ph_code == 1, np.int8(_K["flow"]), code)
+    code = np.where((ph_code == 2) & (code == _K["other"]), np.int8(_K["instant"]), code)
+    kind = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int32)), _KIND_DICT)
+    return kind, code
+
+
+def _drop_rows(cols: dict[str, Any], include_python: bool) -> dict[str, Any]:
+    """Portable path: drop metadata/counter rows, launch flows and (unless asked) python rows."""
+    ph, cat = cols["ph"], cols["cat"]
+    keep = pc.and_(pc.fill_null(pc.not_equal(ph, "M"), True), pc.fill_null(pc.not_equal(ph, "C"), True))
+    # launch flows (CPU launch -> kernel) carry the same link as the correlation column: drop them
+    launch_flow = pc.and_(
+        pc.is_in(ph, pa.array(["s", "f", "t"])),
+        pc.or_(pc.equal(cat, "ac2g"), pc.and_(pc.equal(cat, "async"), pc.equal(cols["name"], "launch"))),
+    )
+    keep = pc.and_(keep, pc.invert(pc.fill_null(launch_flow, False)))
+    if not include_python:
+        keep = pc.and_(keep, pc.fill_null(pc.not_equal(cat, "python_function"), True))
+    keep_np = keep.to_numpy(zero_copy_only=False)
+    if keep_np.all():
+        return cols
+    idx = np.flatnonzero(keep_np)
+    ia = pa.array(idx)
+    return {k: (v.take(ia) if isinstance(v, pa.Array) else v[idx]) for k, v in cols.items()}
+
+
+def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False) -> pa.Table:
+    """Shared last step of both paths: drop metadata rows (unless the C scanner already did:
+    ``prefiltered``), derive kind/device/stream/flow."""
+    ph, cat = cols["ph"], cols["cat"]
+    if not prefiltered:
+        cols = _drop_rows(cols, include_python)
+        ph, cat = cols["ph"], cols["cat"]
+    n = len(ph)
+    ph = pc.fill_null(ph, "")
+    cat = cat.dictionary_encode()
+    kind, code = _kind_column(cat, ph)
+    pid, tid = cols["pid"], cols["tid"]
+    on_device = np.isin(code, [_K[k] for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")])
+    device = cols["device"]
+    stream = cols["stream"]
+    # old schemas and non-CUDA devices: pid is the device, tid the stream
+    device = np.where(on_device, np.where(device < 0, pid, device), -1).astype(np.int32)
+    stream = np.where(on_device, np.where(stream < 0, tid, stream), -1)
+    ext = np.where(cols["external_id"] < 0, cols["external_id_old"], cols["external_id"])
+    is_flow = code == _K["flow"]
+    flow_id = np.where(is_flow, cols["id"], -1)
+    dur = cols["dur"]
+    out = {
+        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
+        "kind": kind,
+        "name": cols["name"].dictionary_encode(),
+        "cat": cat,
+        "pid": pa.array(pid),
+        "tid": pa.array(tid),
+        "device": pa.array(device),
+        "stream": pa.array(stream),
+        "ts_ns": pa.array(cols["ts"]),
+        "dur_ns": pa.array(np.where(dur < 0, 0, dur)),
+        "correlation": pa.array(cols["correlation"]),
+        "external_id": pa.array(ext),
+        "flow_id": pa.array(flow_id),
+        "flow_phase": pc.if_else(pa.array(is_flow), ph, pa.scalar(None, pa.string())).dictionary_encode(),
+        "input_dims": cols["input_dims"],
+        "input_types": cols["input_types"],
+        "collective": cols["collective"].dictionary_encode(),
+        "in_msg_nelems": pa.array(cols["in_msg_nelems"]),
+        "out_msg_nelems": pa.array(cols["out_msg_nelems"]),
+        "msg_dtype": cols["dtype"].dictionary_encode(),
+        "group_size": pa.array(np.asarray(cols["group_size"]).astype(np.int32)),
+        "pg_name": cols["pg_name"].dictionary_encode(),
+        "pg_desc": cols["pg_desc"].dictionary_encode(),
+        "bytes": pa.array(cols["bytes"]),
+    }
+    return pa.Table.from_pydict(out, schema=schema.EVENT_SCHEMA)
+
+
+def concat_tables(tables: list[pa.Table]) -> pa.Table:
+    if not tables:
+        return schema.empty_table()
+    if len(tables) == 1:
+        return tables[0]
+    # chunks stay separate (no full copy); dictionaries are unified so columns combine cheaply
+    return pa.concat_tables(tables).unify_dictionaries()
