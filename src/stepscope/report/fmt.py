@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..analysis.results import RankAnalysis
+
 
 def ms(ns: float) -> str:
     return f"{ns / 1e6:,.2f}"
@@ -13,3 +15,12 @@ def pct(part: float, whole: float) -> str:
 
 def us(ns: float) -> str:
     return f"{ns / 1e3:,.1f}"
+
+
+def detail_ranks(ranks: tuple[RankAnalysis, ...], limit: int) -> tuple[list[RankAnalysis], int]:
+    """The ranks to show in detail: all if few, else the ``limit`` slowest by median step time
+    (ties by rank), in rank order; and how many were left out."""
+    if len(ranks) <= limit:
+        return list(ranks), 0
+    slow = sorted(ranks, key=lambda r: (-r.step_stats.median_ns, r.rank))[:limit]
+    return sorted(slow, key=lambda r: r.rank), len(ranks) - limit

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from ..analysis.results import Analysis, RankAnalysis, StepBreakdown
-from .fmt import ms, pct, us
+from .fmt import detail_ranks, ms, pct, us
 
 _PARTS = (
     ("compute", "#3b82f6"),
@@ -40,7 +40,10 @@ def render(a: Analysis, top: int = 15) -> str:
         out.append(f"<div class='warn'>{escape(w)}</div>")
     if len(a.ranks) > 1:
         out.append(_rank_table(a))
-    for r in a.ranks:
+    shown, hidden = detail_ranks(a.ranks, 8)
+    if hidden:
+        out.append(f"<p>Details below for the {len(shown)} ranks with the slowest median step; {hidden} more are in the table above and the JSON report.</p>")
+    for r in shown:
         out.append(_rank(r, top))
     out.append("</body></html>")
     return "\n".join(out)

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis.results import Analysis, RankAnalysis
-from .fmt import ms, pct, us
+from .fmt import detail_ranks, ms, pct, us
 
 
 def render(a: Analysis, console: Console | None = None, top: int = 10) -> None:
@@ -17,8 +17,11 @@ def render(a: Analysis, console: Console | None = None, top: int = 10) -> None:
         con.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
     if len(a.ranks) > 1:
         _rank_table(a, con)
-    for r in a.ranks:
+    shown, hidden = detail_ranks(a.ranks, 4)
+    for r in shown:
         _rank(r, con, top)
+    if hidden:
+        con.print(f"({hidden} more ranks in the table above; all ranks in the JSON/HTML reports)", highlight=False)
 
 
 def _rank_table(a: Analysis, con: Console) -> None:
