@@ -91,3 +91,18 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
         page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
         browser.close()
     assert errors == []
+
+
+def test_html_details_only_slowest_ranks_when_many(tmp_path: Path) -> None:
+    d = tmp_path / "many"
+    d.mkdir()
+    for r in range(10):
+        ev = [synth.step("ProfilerStep#1", 0, 5000)]
+        ev += synth.launch("gemm", 10, 100, 100 + 10 * r)  # rank r's step: (100 + 10 r) us
+        synth.write(d / f"rank{r}.json", ev, rank=r)
+    out = tmp_path / "r.html"
+    assert main(["analyze", str(d), "--html", str(out), "-q"]) == 0
+    text = out.read_text()
+    assert text.count("<section class='rank'") == 8
+    assert "id='rank-9'" in text and "id='rank-2'" in text and "id='rank-1'" not in text and "id='rank-0'" not in text
+    assert text.count("<tr><td>") >= 10  # every rank is still in the rank table
