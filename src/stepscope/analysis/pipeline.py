@@ -13,15 +13,26 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..trace.loader import RankInfo, Trace, assemble, rank_of, read_one, resolve_ranks
+from . import hardware, roofline
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
+from .hardware import Hardware
 from .rankdata import RankData, build
-from .results import Analysis, RankAnalysis
-from .stats import collective_totals, launch_stats, step_stats, stream_idle, top_cpu_ops, top_kernels
+from .results import Analysis, RankAnalysis, StepBreakdown
+from .roofline import HardwareInfo, Roofline
+from .stats import (
+    collective_totals,
+    launch_stats,
+    step_stats,
+    stream_idle,
+    top_cpu_ops,
+    top_kernels,
+)
 from .steps import StepSpans, assign_device_work, find_steps
 
 
@@ -34,8 +45,14 @@ class AnalyzeConfig:
     top_k: int = 20
     fluctuation_threshold_ratio: float = 0.10
     short_kernel_ns: int = 10_000
+    hardware: str | None = None  # catalog name; default: detected from the trace
+    hardware_file: str | None = None  # extra/overriding devices (YAML like data/hardware.yaml)
+    model_flops_per_step: float | None = None  # model FLOPs per step per rank, for MFU
+    mfu_dtype: str = "bf16"
 
     def __post_init__(self) -> None:
+        if self.model_flops_per_step is not None and self.model_flops_per_step <= 0:
+            raise ConfigError("model FLOPs per step must be > 0", fix="e.g. --model-flops 3.2e15")
         if self.top_k < 1:
             raise ConfigError("top_k must be >= 1", fix="pass --top 1 or more")
         if not 0 < self.fluctuation_threshold_ratio < 10:
@@ -62,7 +79,7 @@ def analyze(trace: Trace, config: AnalyzeConfig | None = None) -> Analysis:
     ranks = []
     for info in trace.ranks:
         events = trace.events.filter(pc.equal(trace.events["rank"], info.rank)) if len(trace.ranks) > 1 else trace.events
-        ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings))
+        ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings, events))
     return Analysis(ranks=tuple(ranks), warnings=tuple(warnings), inputs=tuple(r.path for r in trace.ranks))
 
 
@@ -112,7 +129,33 @@ def analyze_files(
     return Analysis(ranks=tuple(ranks), warnings=tuple(warnings), inputs=tuple(r.path for r in ranks))
 
 
-def analyze_rank(info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules, warnings: list[str]) -> RankAnalysis:
+def _roofline(
+    info: RankInfo, rd: RankData, events: pa.Table, dev_step: np.ndarray, steps: tuple[StepBreakdown, ...],
+    cfg: AnalyzeConfig, warnings: list[str],
+) -> Roofline:
+    if cfg.hardware:
+        hw: Hardware | None = hardware.by_name(cfg.hardware, cfg.hardware_file)
+        source = "--hardware"
+    else:
+        hw = hardware.detect(info.device_name, cfg.hardware_file)
+        source = "trace"
+        if hw is None and rd.dev.size:
+            shown = repr(info.device_name) if info.device_name else "no device name"
+            warnings.append(
+                f"rank {info.rank}: device {shown} is not in the hardware catalog; roofline and MFU need "
+                "--hardware NAME (or --hardware-file for your own device)"
+            )
+    hw_info = HardwareInfo(hw.name, hw.peak_flops(cfg.mfu_dtype) / 1e12, hw.hbm_gbps, hw.source, source) if hw else None
+    d = rd.dev
+    return roofline.compute(
+        events, dev_step, d.kind, d.external_id, d.end - d.ts, steps, hw_info, hw,
+        model_flops_per_step=cfg.model_flops_per_step, mfu_dtype=cfg.mfu_dtype,
+    )
+
+
+def analyze_rank(
+    info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules, warnings: list[str], events: pa.Table
+) -> RankAnalysis:
     spans = find_steps(rd, cfg.step_marker)
     if cfg.step_marker and spans.source != f"marker:{cfg.step_marker}":
         warnings.append(f"rank {info.rank}: step marker {cfg.step_marker!r} not found; using {spans.source}")
@@ -128,6 +171,7 @@ def analyze_rank(info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules,
     steps = tuple(acct.step(i) for i in range(len(spans.names)))
     total = sum(s.step_time_ns for s in steps)
     prepared = PreparedRank(info=info, data=rd, spans=spans, dev_step=dev_step)
+    roof = _roofline(info, rd, events, dev_step, steps, cfg, warnings)
     extras = {name: fn(prepared, cfg) for name, fn in RANK_ANALYSES.items()}
     return RankAnalysis(
         rank=info.rank,
@@ -141,5 +185,6 @@ def analyze_rank(info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules,
         stream_idle=stream_idle(rd, dev_step),
         launch=launch_stats(rd, dev_step, cfg.short_kernel_ns),
         collectives=collective_totals(steps),
+        roofline=roof,
         extras=extras,
     )

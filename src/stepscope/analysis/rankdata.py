@@ -47,6 +47,7 @@ class DeviceArrays:
     ts: np.ndarray
     end: np.ndarray
     correlation: np.ndarray
+    external_id: np.ndarray
     category: np.ndarray  # object labels
     group: np.ndarray  # 0 compute, 1 comm, 2 memory
     launch_ts: np.ndarray  # host runtime call start, -1 if unknown
@@ -143,6 +144,7 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         ts=dts,
         end=dts + dev_t["dur_ns"].to_numpy(),
         correlation=dcorr,
+        external_id=dev_t["external_id"].to_numpy(),
         category=category,
         group=group_of(category),
         launch_ts=launch,

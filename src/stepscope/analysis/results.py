@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .roofline import Roofline
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,7 @@ class RankAnalysis:
     stream_idle: tuple[StreamIdle, ...]
     launch: LaunchStats
     collectives: tuple[CollectiveTime, ...] = ()  # per collective type, summed over the steps
+    roofline: Roofline | None = None
     extras: dict[str, object] = field(default_factory=dict)
 
 

@@ -1,0 +1,125 @@
+"""Accelerator catalog (``data/hardware.yaml``, extendable with a user YAML) and detection from
+the trace's device name."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigError
+
+#: dtype name from the profiler's "Input type" strings -> (catalog dtype, bytes per element)
+DTYPES: dict[str, tuple[str, int]] = {
+    "float": ("fp32", 4),
+    "double": ("fp64", 8),
+    "c10::half": ("fp16", 2),
+    "half": ("fp16", 2),
+    "c10::bfloat16": ("bf16", 2),
+    "bfloat16": ("bf16", 2),
+    "c10::float8_e4m3fn": ("fp8", 1),
+    "c10::float8_e5m2": ("fp8", 1),
+    "c10::float8_e4m3fnuz": ("fp8", 1),
+    "c10::float8_e5m2fnuz": ("fp8", 1),
+    "long int": ("int64", 8),
+    "int": ("int32", 4),
+    "signed char": ("int8", 1),
+    "unsigned char": ("int8", 1),
+    "bool": ("bool", 1),
+}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    peak_tflops: dict[str, float | None]
+    hbm_gb: float | None
+    hbm_gbps: float
+    intra_node_gbps: float | None = None
+    inter_node_gbps: float | None = None
+    cores: int = 1
+    source: str = ""
+    note: str = ""
+    match: str = field(default="", repr=False)
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for a compute dtype; falls back bf16 -> fp16 -> fp32."""
+        for d in (dtype, "bf16" if dtype == "fp16" else "fp16" if dtype == "bf16" else "", "fp32"):
+            v = self.peak_tflops.get(d) if d else None
+            if v:
+                return float(v) * 1e12
+        best = max((v for v in self.peak_tflops.values() if v), default=0.0)
+        return float(best) * 1e12
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.hbm_gbps * 1e9
+
+
+def _parse(doc: Any, where: str) -> list[Hardware]:
+    if not isinstance(doc, dict) or not isinstance(doc.get("devices"), list):
+        raise ConfigError("hardware file needs a 'devices' list", path=where, fix="see src/stepscope/data/hardware.yaml")
+    out = []
+    for d in doc["devices"]:
+        try:
+            out.append(
+                Hardware(
+                    name=str(d["name"]),
+                    peak_tflops={str(k): (None if v is None else float(v)) for k, v in dict(d["peak_tflops"]).items()},
+                    hbm_gb=d.get("hbm_gb"),
+                    hbm_gbps=float(d["hbm_gbps"]),
+                    intra_node_gbps=d.get("intra_node_gbps"),
+                    inter_node_gbps=d.get("inter_node_gbps"),
+                    cores=int(d.get("cores", 1)),
+                    source=str(d.get("source", "")),
+                    note=str(d.get("note", "")),
+                    match=str(d.get("match", re.escape(str(d["name"])))),
+                )
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"bad device entry {d!r:.80} ({exc})", path=where, fix="each device needs name, peak_tflops, hbm_gbps") from None
+    return out
+
+
+@lru_cache(maxsize=8)
+def load_catalog(user_file: str | None = None) -> tuple[Hardware, ...]:
+    """User devices first (they win on name and on match), then the bundled catalog."""
+    bundled = _parse(yaml.safe_load(resources.files("stepscope.data").joinpath("hardware.yaml").read_text()), "hardware.yaml")
+    user: list[Hardware] = []
+    if user_file:
+        try:
+            user = _parse(yaml.safe_load(Path(user_file).read_text()), user_file)
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read hardware file ({exc.__class__.__name__})", path=user_file, fix="pass a YAML like data/hardware.yaml") from None
+    return tuple(user + bundled)
+
+
+def by_name(name: str, user_file: str | None = None) -> Hardware:
+    catalog = load_catalog(user_file)
+    for hw in catalog:
+        if hw.name.lower() == name.lower():
+            return hw
+    names = ", ".join(h.name for h in catalog)
+    raise ConfigError(f"unknown hardware {name!r}", fix=f"use one of: {names}; or add it with --hardware-file")
+
+
+def detect(device_name: str | None, user_file: str | None = None) -> Hardware | None:
+    """The first catalog entry whose ``match`` regex finds the profiler's device name."""
+    if not device_name or not device_name.strip():
+        return None
+    for hw in load_catalog(user_file):
+        if re.search(hw.match, device_name, re.IGNORECASE):
+            return hw
+    return None
+
+
+def dtype_of(type_str: str | None) -> tuple[str, int]:
+    """(catalog dtype, bytes) for a profiler "Input type" string; unknown -> fp32, 4 bytes."""
+    if not type_str:
+        return ("fp32", 4)
+    return DTYPES.get(type_str.strip().lower(), ("fp32", 4))

@@ -1,0 +1,197 @@
+"""Roofline per op signature, FLOPs coverage, MFU/HFU per step.
+
+Attribution: a kernel belongs to the CPU op with the same External id (the op that launched it).
+An op instance's time is the summed duration of its kernels inside the analyzed steps.
+
+For an op group with FLOPs F, bytes B, measured time T, peak P (by dtype) and bandwidth W:
+``intensity = F/B``, ``ridge = P/W``, ``roofline_time = max(F/P, B/W)``,
+``efficiency = roofline_time / T`` (0-1), ``time_lost = T - roofline_time``.
+bound = ``latency`` when the mean time per op instance is under ``latency_ns`` (too small to fill
+the device), else ``compute`` if intensity >= ridge, else ``memory``.
+
+MFU per step = model FLOPs per step (per rank) / (step time x peak); HFU uses the FLOPs executed
+by the ops with a formula (a lower bound when coverage < 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..trace.schema import KIND_CODE as KIND
+from .flops import op_cost
+from .hardware import Hardware
+from .results import StepBreakdown
+
+
+@dataclass(frozen=True)
+class RooflineGroup:
+    name: str
+    signature: str
+    dtype: str
+    count: int
+    dur_ns: int
+    flops: float
+    bytes: float
+    achieved_tflops: float
+    achieved_gbps: float
+    intensity: float | None
+    attainable_tflops: float | None
+    roofline_ns: int
+    time_lost_ns: int
+    efficiency: float | None
+    bound: str
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    name: str
+    executed_flops: float
+    model_flops: float | None
+    mfu: float | None
+    hfu: float | None
+    recompute_ns: int | None  # not measured yet (needs forward/backward attribution)
+
+
+@dataclass(frozen=True)
+class HardwareInfo:
+    name: str
+    peak_tflops: float  # for the MFU dtype
+    hbm_gbps: float
+    source: str
+    detected_from: str  # "trace" | "--hardware"
+
+
+@dataclass(frozen=True)
+class Roofline:
+    hardware: HardwareInfo | None
+    groups: tuple[RooflineGroup, ...]  # by time lost, largest first
+    coverage_ratio: float  # share of kernel time (in steps) launched by ops with a cost model
+    kernel_time_ns: int
+    steps: tuple[StepFlops, ...]
+    note: str
+
+
+def compute(
+    events: pa.Table,
+    dev_step: np.ndarray,
+    dev_kind: np.ndarray,
+    dev_ext: np.ndarray,
+    dev_dur: np.ndarray,
+    steps: tuple[StepBreakdown, ...],
+    hw: HardwareInfo | None,
+    hw_full: Hardware | None,
+    *,
+    model_flops_per_step: float | None,
+    mfu_dtype: str = "bf16",
+    latency_ns: int = 10_000,
+    top_k: int = 50,
+) -> Roofline:
+    in_step = (dev_step >= 0) & (dev_kind == KIND["kernel"])
+    kernel_time = int(dev_dur[in_step].sum())
+    # op instances: CPU ops with an External id that launched kernels in the steps
+    k_ext, k_dur, k_step = dev_ext[in_step], dev_dur[in_step], dev_step[in_step]
+    has = k_ext >= 0
+    k_ext, k_dur, k_step = k_ext[has], k_dur[has], k_step[has]
+    uniq_ext, inv = np.unique(k_ext, return_inverse=True)
+    inst_dur = np.bincount(inv, weights=k_dur).astype(np.int64)
+    inst_step = np.full(uniq_ext.size, -1, np.int64)
+    np.maximum.at(inst_step, inv, k_step)
+    kind = events["kind"].combine_chunks()
+    ops = events.filter(
+        pc.and_(pc.equal(kind.cast(pa.string()), "cpu_op"), pc.is_in(events["external_id"], pa.array(uniq_ext)))
+    ).select(["name", "external_id", "input_dims", "input_types"])
+    op_ext = ops["external_id"].to_numpy()
+    # one row per External id (the first op recorded with it)
+    op_ext_u, first = np.unique(op_ext, return_index=True)
+    ops = ops.take(pa.array(first))
+    pos = np.searchsorted(op_ext_u, uniq_ext)
+    pos = np.clip(pos, 0, max(op_ext_u.size - 1, 0))
+    found = (op_ext_u.size > 0) & (op_ext_u[pos] == uniq_ext) if op_ext_u.size else np.zeros(uniq_ext.size, bool)
+    sig_arr = pc.binary_join_element_wise(
+        pc.fill_null(ops["name"].cast(pa.string()), ""),
+        pc.fill_null(ops["input_dims"], ""),
+        pc.fill_null(ops["input_types"], ""),
+        "\x1f",
+    ).combine_chunks()
+    sig_d = sig_arr.dictionary_encode()
+    sig_of_op = sig_d.indices.to_numpy()
+    sigs = sig_d.dictionary.to_pylist()
+    costs = []
+    for s in sigs:
+        name, dims, types = (s.split("\x1f") + ["", "", ""])[:3]
+        costs.append((name, dims, op_cost(name, dims or None, types or None)))
+    inst_sig = np.where(found, sig_of_op[pos] if sig_of_op.size else -1, -1)
+    inst_flops = np.zeros(uniq_ext.size)
+    inst_bytes = np.zeros(uniq_ext.size)
+    modeled = np.zeros(uniq_ext.size, bool)
+    for j, (_, _, c) in enumerate(costs):
+        if c is None:
+            continue
+        m = inst_sig == j
+        inst_flops[m] = c.flops
+        inst_bytes[m] = c.bytes
+        modeled |= m
+    coverage = float(inst_dur[modeled].sum() / kernel_time) if kernel_time else 0.0
+    groups = []
+    peak_bw = hw_full.hbm_bytes_per_s if hw_full else None
+    for j, (name, dims, c) in enumerate(costs):
+        m = inst_sig == j
+        if not m.any():
+            continue
+        dur = int(inst_dur[m].sum())
+        count = int(m.sum())
+        flops = float(inst_flops[m].sum())
+        nbytes = float(inst_bytes[m].sum())
+        dtype = c.dtype if c else "fp32"
+        groups.append(_group(name, f"{name}{dims}", dtype, count, dur, flops, nbytes, c is not None, hw_full, peak_bw, latency_ns))
+    groups.sort(key=lambda g: (g.bound == "unknown", -g.time_lost_ns, -g.dur_ns))
+    # per step: executed FLOPs, MFU, HFU
+    peak = hw_full.peak_flops(mfu_dtype) if hw_full else None
+    step_rows = []
+    for i, s in enumerate(steps):
+        ex = float(inst_flops[inst_step == i].sum())
+        t_s = s.step_time_ns / 1e9
+        mfu = model_flops_per_step / (t_s * peak) if (model_flops_per_step and peak and t_s > 0) else None
+        hfu = ex / (t_s * peak) if (peak and t_s > 0 and ex > 0) else None
+        step_rows.append(StepFlops(s.name, ex, model_flops_per_step, mfu, hfu, None))
+    note = "" if hw_full else "device not in the catalog: pass --hardware NAME (stepscope lists the names) for roofline and MFU"
+    return Roofline(
+        hardware=hw,
+        groups=tuple(groups[:top_k]),
+        coverage_ratio=coverage,
+        kernel_time_ns=kernel_time,
+        steps=tuple(step_rows),
+        note=note,
+    )
+
+
+def _group(
+    name: str, signature: str, dtype: str, count: int, dur: int, flops: float, nbytes: float, modeled: bool,
+    hw: Hardware | None, peak_bw: float | None, latency_ns: int,
+) -> RooflineGroup:
+    t_s = dur / 1e9
+    achieved_tflops = flops / t_s / 1e12 if t_s > 0 else 0.0
+    achieved_gbps = nbytes / t_s / 1e9 if t_s > 0 else 0.0
+    if not modeled or hw is None or peak_bw is None:
+        return RooflineGroup(name, signature, dtype, count, dur, flops, nbytes, achieved_tflops, achieved_gbps,
+                             None, None, 0, 0, None, "unknown")
+    peak = hw.peak_flops(dtype)
+    intensity = flops / nbytes if nbytes > 0 else None
+    roof_s = max(flops / peak if peak else 0.0, nbytes / peak_bw)
+    attainable = min(peak, (intensity or 0.0) * peak_bw) / 1e12 if intensity is not None else peak / 1e12
+    ridge = peak / peak_bw
+    if dur / max(count, 1) < latency_ns:
+        bound = "latency"
+    elif intensity is not None and intensity >= ridge:
+        bound = "compute"
+    else:
+        bound = "memory"
+    roof_ns = int(round(roof_s * 1e9))
+    return RooflineGroup(
+        name, signature, dtype, count, dur, flops, nbytes, achieved_tflops, achieved_gbps, intensity, attainable,
+        roof_ns, max(dur - roof_ns, 0), min(roof_ns / dur, 1.0) if dur else None, bound,
+    )
