@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import StepscopeError
+from .errors import ConfigError, StepscopeError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,6 +26,14 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--workers", type=int, default=None, help="processes for reading files (default: one per file, <= CPUs)")
     a.add_argument("--cache-dir", metavar="DIR", help="cache parsed traces as Parquet here, keyed by file content")
     a.add_argument("--quiet", "-q", action="store_true", help="no terminal report")
+    r = a.add_argument_group("roofline and MFU")
+    r.add_argument("--hardware", metavar="NAME", help="device from the catalog (default: detected from the trace)")
+    r.add_argument("--hardware-file", metavar="YAML", help="your own devices (layout of data/hardware.yaml)")
+    r.add_argument("--model-flops", type=float, metavar="N", help="model FLOPs per step per rank (for MFU)")
+    r.add_argument("--hf-config", metavar="JSON", help="Hugging Face config.json: model FLOPs from the architecture")
+    r.add_argument("--tokens-per-step", type=int, metavar="N", help="tokens each rank processes per step (with --hf-config)")
+    r.add_argument("--seq-len", type=int, metavar="N", help="sequence length (with --hf-config; attention FLOPs)")
+    r.add_argument("--mfu-dtype", default="bf16", help="dtype whose peak MFU is measured against (default bf16)")
 
     c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")
     c.add_argument("traces", nargs="+")
@@ -43,7 +51,15 @@ def _analyze(ns: argparse.Namespace) -> int:
     from .trace.loader import expand_paths
 
     err = Console(stderr=True)
-    cfg = AnalyzeConfig(step_marker=ns.step_marker, rules_file=ns.rules, top_k=ns.top)
+    cfg = AnalyzeConfig(
+        step_marker=ns.step_marker,
+        rules_file=ns.rules,
+        top_k=ns.top,
+        hardware=ns.hardware,
+        hardware_file=ns.hardware_file,
+        model_flops_per_step=_model_flops(ns),
+        mfu_dtype=ns.mfu_dtype,
+    )
     paths = expand_paths(ns.traces)
     show = not ns.quiet and err.is_terminal
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, disable=not show) as bar:
@@ -70,6 +86,18 @@ def _analyze(ns: argparse.Namespace) -> int:
         for w in result.warnings:
             print(f"warning: {w}", file=sys.stderr)
     return 0
+
+
+def _model_flops(ns: argparse.Namespace) -> float | None:
+    if ns.model_flops is not None:
+        return float(ns.model_flops)
+    if not ns.hf_config:
+        return None
+    if not ns.tokens_per_step or not ns.seq_len:
+        raise ConfigError("--hf-config needs --tokens-per-step and --seq-len", fix="e.g. --tokens-per-step 16384 --seq-len 4096")
+    from .analysis.model_flops import from_hf_config
+
+    return from_hf_config(ns.hf_config).flops_per_token(ns.seq_len) * ns.tokens_per_step
 
 
 def _write(path: str, text: str) -> None:

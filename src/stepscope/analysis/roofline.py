@@ -111,11 +111,10 @@ def compute(
     pos = np.searchsorted(op_ext_u, uniq_ext)
     pos = np.clip(pos, 0, max(op_ext_u.size - 1, 0))
     found = (op_ext_u.size > 0) & (op_ext_u[pos] == uniq_ext) if op_ext_u.size else np.zeros(uniq_ext.size, bool)
+    # raw JSON text may be pretty-printed: drop whitespace so equal shapes give equal signatures
+    compact = lambda col: pc.replace_substring_regex(pc.fill_null(ops[col], ""), r"\s+", "")  # noqa: E731
     sig_arr = pc.binary_join_element_wise(
-        pc.fill_null(ops["name"].cast(pa.string()), ""),
-        pc.fill_null(ops["input_dims"], ""),
-        pc.fill_null(ops["input_types"], ""),
-        "\x1f",
+        pc.fill_null(ops["name"].cast(pa.string()), ""), compact("input_dims"), compact("input_types"), "\x1f"
     ).combine_chunks()
     sig_d = sig_arr.dictionary_encode()
     sig_of_op = sig_d.indices.to_numpy()

@@ -18,12 +18,21 @@ def _step(s: StepBreakdown) -> dict[str, Any]:
 
 
 def _rank(r: RankAnalysis) -> dict[str, Any]:
+    roof = r.roofline
+    steps = [_step(s) for s in r.steps]
+    if roof is not None:
+        for d, f in zip(steps, roof.steps):
+            d.update(mfu=f.mfu, hfu=f.hfu, recompute_ns=f.recompute_ns, executed_flops=f.executed_flops, model_flops=f.model_flops)
     return {
         "rank": r.rank,
         "device": r.device,
         "path": r.path,
         "step_source": r.step_source,
-        "steps": [_step(s) for s in r.steps],
+        "steps": steps,
+        "hardware": dataclasses.asdict(roof.hardware) if roof and roof.hardware else None,
+        "roofline": [dataclasses.asdict(g) for g in roof.groups] if roof else [],
+        "flops_coverage_ratio": roof.coverage_ratio if roof else 0.0,
+        "roofline_note": roof.note if roof else "",
         "step_stats": dataclasses.asdict(r.step_stats),
         "top_kernels": [dataclasses.asdict(o) for o in r.top_kernels],
         "top_cpu_ops": [dataclasses.asdict(o) for o in r.top_cpu_ops],

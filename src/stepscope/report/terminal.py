@@ -88,6 +88,7 @@ def _rank(r: RankAnalysis, con: Console, top: int) -> None:
         for k in r.top_kernels[:top]:
             kt.add_row(_short(k.name), k.category, str(k.count), ms(k.total_ns), us(k.mean_ns), us(k.p50_ns), us(k.p99_ns), f"{k.share_of_step_ratio:.1%}")
         con.print(kt)
+    _roofline(r, con, top)
     ln = r.launch
     if ln.kernels:
         con.print(
@@ -99,3 +100,40 @@ def _rank(r: RankAnalysis, con: Console, top: int) -> None:
 
 def _short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _roofline(r: RankAnalysis, con: Console, top: int) -> None:
+    roof = r.roofline
+    if roof is None or not roof.kernel_time_ns:
+        return
+    hw = roof.hardware
+    head = f"roofline: {hw.name} ({hw.peak_tflops:,.0f} TFLOP/s {'' if not hw else ''}peak for MFU, {hw.hbm_gbps:,.0f} GB/s)" if hw else "roofline: unknown device"
+    con.print(f"{head}; FLOP model covers {roof.coverage_ratio:.0%} of kernel time", highlight=False)
+    if roof.note:
+        con.print(f"[yellow]{roof.note}[/]", highlight=False)
+    mfus = [f.mfu for f in roof.steps if f.mfu is not None]
+    hfus = [f.hfu for f in roof.steps if f.hfu is not None]
+    if mfus or hfus:
+        con.print(
+            f"MFU (median over steps): {_median(mfus):.1%}" if mfus else "MFU: pass --model-flops or --hf-config",
+            f"  HFU (counted ops): {_median(hfus):.1%}" if hfus else "",
+            highlight=False,
+        )
+    groups = [g for g in roof.groups if g.bound != "unknown"][:top]
+    if not groups:
+        return
+    t = Table(title="Ops by time lost vs. the roofline")
+    for col in ("op", "shapes", "dtype", "count", "time ms", "TFLOP/s", "GB/s", "FLOP/B", "efficiency", "bound", "lost ms"):
+        t.add_column(col, justify="left" if col in ("op", "shapes", "dtype", "bound") else "right", no_wrap=True)
+    for g in groups:
+        t.add_row(
+            g.name, _short(g.signature[len(g.name):], 40), g.dtype, str(g.count), ms(g.dur_ns), f"{g.achieved_tflops:,.1f}",
+            f"{g.achieved_gbps:,.0f}", f"{g.intensity:,.1f}" if g.intensity is not None else "-",
+            f"{g.efficiency:.0%}" if g.efficiency is not None else "-", g.bound, ms(g.time_lost_ns),
+        )
+    con.print(t)
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2] if s else 0.0
