@@ -126,15 +126,16 @@ def convolution(dims: Dims, types: list[str]) -> OpCost | None:
 
 def sdpa(dims: Dims, types: list[str], backward: bool = False) -> OpCost | None:
     """Attention ``q[b,h,sq,d], k[b,hk,sk,d], v[b,hk,sk,dv]`` (GQA: hk divides h): forward
-    = 2*b*h*sq*sk*d (QK^T) + 2*b*h*sq*sk*dv (PV); backward = 2x forward (dQ, dK, dV, dP). Not
-    halved for causal masks (the shapes do not say; torch's counter does the same)."""
+    = 2*b*h*sq*sk*d (QK^T) + 2*b*h*sq*sk*dv (PV); backward = 2.5x forward: dV, dP, dQ, dK plus
+    the recomputed QK^T that flash-style kernels execute (torch's flop counter counts the same).
+    Not halved for causal masks (the shapes do not say; torch's counter does the same)."""
     t = _tensors(dims, types)
     if len(t) < 3 or len(t[0][0]) != 4:
         return None
     (b, h, sq, d), (_, _, sk, _), (_, _, _, dv) = t[0][0], t[1][0], t[2][0]
     f = 2.0 * b * h * sq * sk * d + 2.0 * b * h * sq * sk * dv
     out = b * h * sq * dv
-    return OpCost(2 * f if backward else f, _io_bytes(t[:3], out, t[0][1]) * (2 if backward else 1), t[0][2])
+    return OpCost(2.5 * f if backward else f, _io_bytes(t[:3], out, t[0][1]) * (2 if backward else 1), t[0][2])
 
 
 def flash_varlen_or_bshd(dims: Dims, types: list[str], backward: bool = False) -> OpCost | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from ..analysis.results import Analysis, RankAnalysis, StepBreakdown
+from . import roofline_html
 from .fmt import detail_ranks, ms, pct, us
 
 _PARTS = (
@@ -175,6 +176,7 @@ def _rank(r: RankAnalysis, top: int) -> str:
                 f"<td>{us(x.mean_ns)}</td><td>{us(x.p50_ns)}</td><td>{us(x.p99_ns)}</td><td>{x.share_of_step_ratio:.1%}</td></tr>"
             )
         o.append("</table>")
+    o.append(roofline_html.section(r.roofline, top))
     ln = r.launch
     o.append(
         f"<p>Launches: {ln.kernels} kernels ({ln.matched} matched to their launch), delay p50 {us(ln.delay_p50_ns)} us, p99 {us(ln.delay_p99_ns)} us; "
