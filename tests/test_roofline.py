@@ -1,0 +1,147 @@
+"""Roofline, MFU and hardware detection on synthetic traces with hand-computed answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import stepscope
+from stepscope.analysis.hardware import by_name, detect
+from stepscope.analysis.model_flops import from_hf_config
+from stepscope.analysis.pipeline import AnalyzeConfig, analyze
+from stepscope.cli import main
+from stepscope.errors import ConfigError
+
+from . import synth
+
+US = 1000
+BF = "c10::BFloat16"
+
+
+def _mm_trace(tmp_path: Path, device: str = "NVIDIA H100 80GB HBM3") -> Path:
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    # aten::mm 1024^3 in bf16 (External id 5) launches one 10 us kernel
+    ev.append(synth.cpu("aten::mm", 5, 20, **{"External id": 5, "Input Dims": [[1024, 1024], [1024, 1024]], "Input type": [BF, BF]}))
+    ev += synth.launch("sm90_xmma_gemm_bf16bf16", 6, 100, 10, ext=5)
+    # aten::add (External id 6) on [1024, 1024] bf16 launches a 20 us kernel
+    ev.append(synth.cpu("aten::add", 30, 10, **{"External id": 6, "Input Dims": [[1024, 1024], [1024, 1024], []], "Input type": [BF, BF, "Scalar"]}))
+    ev += synth.launch("vectorized_elementwise_kernel", 31, 120, 20, ext=6)
+    # a kernel whose op has no shapes (External id 7): 10 us not covered
+    ev.append(synth.cpu("aten::custom_thing", 40, 5, **{"External id": 7}))
+    ev += synth.launch("custom_kernel", 41, 150, 10, ext=7)
+    p = synth.write(tmp_path / "t.json", ev)
+    doc = json.loads(p.read_text())
+    doc["deviceProperties"] = [{"id": 0, "name": device}]
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_roofline_groups_by_hand(tmp_path: Path) -> None:
+    r = analyze(stepscope.load(_mm_trace(tmp_path)), AnalyzeConfig(model_flops_per_step=1e9)).ranks[0]
+    roof = r.roofline
+    assert roof.hardware.name == "H100-SXM" and roof.hardware.peak_tflops == pytest.approx(989.4)
+    assert roof.coverage_ratio == pytest.approx(30 / 40)  # mm + add kernels of 40 us kernel time
+    g = {x.name: x for x in roof.groups}
+    mm = g["aten::mm"]
+    flops = 2 * 1024**3
+    assert mm.flops == flops and mm.bytes == 3 * 1024 * 1024 * 2
+    assert mm.achieved_tflops == pytest.approx(flops / 10e-6 / 1e12)  # 214.7
+    assert mm.intensity == pytest.approx(flops / (3 * 1024 * 1024 * 2))  # 341.3 >= ridge 989.4/3.35 = 295.3
+    assert mm.bound == "compute"
+    roof_ns = flops / 989.4e12 * 1e9  # 2.17 us
+    assert mm.roofline_ns == round(roof_ns) and mm.time_lost_ns == 10 * US - round(roof_ns)
+    assert mm.efficiency == pytest.approx(round(roof_ns) / 10_000)
+    add = g["aten::add"]
+    n = 1024 * 1024
+    assert add.flops == n and add.bytes == 3 * n * 2
+    assert add.bound == "memory"  # intensity 1/6 flop/byte
+    assert add.roofline_ns == round(3 * n * 2 / 3350e9 * 1e9)  # 1.88 us at 3.35 TB/s
+    assert g["aten::custom_thing"].bound == "unknown"
+    # ordering: the biggest time lost first (add loses 18.1 us, mm 7.8 us)
+    assert [x.name for x in roof.groups][:2] == ["aten::add", "aten::mm"]
+    (sf,) = roof.steps
+    step_s = r.steps[0].step_time_ns / 1e9  # window [100, 160) us
+    assert r.steps[0].step_time_ns == 60 * US
+    assert sf.mfu == pytest.approx(1e9 / (step_s * 989.4e12))
+    assert sf.hfu == pytest.approx((flops + n) / (step_s * 989.4e12))
+    assert sf.recompute_ns is None
+
+
+def test_latency_bound_small_ops(tmp_path: Path) -> None:
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    ev.append(synth.cpu("aten::mm", 5, 20, **{"External id": 5, "Input Dims": [[8, 8], [8, 8]], "Input type": [BF, BF]}))
+    ev += synth.launch("gemm_small", 6, 100, 3, ext=5)
+    p = synth.write(tmp_path / "t.json", ev)
+    r = analyze(stepscope.load(p), AnalyzeConfig(hardware="A100-SXM-80GB")).ranks[0]
+    assert r.roofline.hardware.detected_from == "--hardware"
+    assert r.roofline.groups[0].bound == "latency"
+
+
+def test_unknown_device_says_so(tmp_path: Path) -> None:
+    a = analyze(stepscope.load(_mm_trace(tmp_path, device="AMD Radeon Graphics")))
+    assert a.ranks[0].roofline.hardware is None
+    assert any("not in the hardware catalog" in w and "--hardware" in w for w in a.warnings)
+    assert a.ranks[0].roofline.steps[0].mfu is None
+
+
+def test_hardware_catalog_detection_and_user_file(tmp_path: Path) -> None:
+    assert detect("NVIDIA A100-SXM4-80GB").name == "A100-SXM-80GB"
+    assert detect("Tesla V100-SXM2-32GB").name == "V100-SXM2"
+    assert detect("AMD Instinct MI300X VF").name == "MI300X"
+    assert detect("") is None and detect(None) is None
+    f = tmp_path / "hw.yaml"
+    f.write_text("devices:\n  - {name: MyChip, match: 'mychip', peak_tflops: {bf16: 100}, hbm_gbps: 1000}\n")
+    assert detect("ACME MyChip v2", str(f)).name == "MyChip"
+    assert by_name("mychip", str(f)).peak_flops("bf16") == 100e12
+    with pytest.raises(ConfigError):
+        by_name("no-such-device")
+
+
+def test_model_flops_from_hf_config_llama3_8b(tmp_path: Path) -> None:
+    cfg = {
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "intermediate_size": 14336, "vocab_size": 128256, "hidden_act": "silu", "model_type": "llama",
+    }
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    m = from_hf_config(p)
+    # per layer: attention 2*4096*4096 + 2*4096*1024, SwiGLU 3*4096*14336; plus the LM head
+    per_layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336
+    n = 32 * per_layer + 4096 * 128256
+    assert m.matmul_params_per_token() == n  # 7.50e9: Llama 3 8B without the embedding table
+    assert m.flops_per_token(8192) == 6 * n + 12 * 32 * 8192 * 32 * 128 * 0.5
+
+
+def test_moe_config(tmp_path: Path) -> None:
+    cfg = {
+        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 256,
+        "vocab_size": 100, "hidden_act": "silu", "num_local_experts": 8, "num_experts_per_tok": 2,
+    }
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    m = from_hf_config(p)
+    attn = 4 * 64 * 64
+    moe = 3 * 64 * 256 * 2 + 64 * 8
+    assert m.matmul_params_per_token() == 2 * (attn + moe) + 64 * 100
+
+
+def test_cli_mfu_from_hf_config_and_json_contract(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                               "intermediate_size": 128, "vocab_size": 100, "hidden_act": "silu"}))
+    out = tmp_path / "r.json"
+    rc = main(["analyze", str(_mm_trace(tmp_path)), "--hf-config", str(cfg), "--tokens-per-step", "1000", "--seq-len", "100",
+               "--json", str(out), "-q"])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    (r,) = doc["ranks"]
+    assert r["hardware"]["name"] == "H100-SXM"
+    assert {"name", "signature", "count", "dur_ns", "flops", "bytes", "achieved_tflops", "achieved_gbps", "intensity",
+            "efficiency", "bound"} <= set(r["roofline"][0])
+    m = from_hf_config(cfg)
+    step = r["steps"][0]
+    assert step["mfu"] == pytest.approx(m.flops_per_token(100) * 1000 / (60e-6 * 989.4e12))
+    assert "hfu" in step and "recompute_ns" in step
+    assert main(["analyze", str(_mm_trace(tmp_path)), "--hf-config", str(cfg), "-q"]) == 2  # needs tokens and seq len
