@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..trace.loader import RankInfo, Trace, assemble, rank_of, read_one, resolve_ranks
-from . import hardware, roofline
+from . import hardware, phases, roofline
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
 from .hardware import Hardware
@@ -186,5 +186,6 @@ def analyze_rank(
         launch=launch_stats(rd, dev_step, cfg.short_kernel_ns),
         collectives=collective_totals(steps),
         roofline=roof,
+        phases=phases.compute(rd, steps, dev_step, acct.opt_mask),
         extras=extras,
     )

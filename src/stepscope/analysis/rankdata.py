@@ -35,6 +35,7 @@ class HostArrays:
     end: np.ndarray
     correlation: np.ndarray
     external_id: np.ndarray
+    sequence_number: np.ndarray
 
 
 @dataclass
@@ -51,6 +52,7 @@ class DeviceArrays:
     category: np.ndarray  # object labels
     group: np.ndarray  # 0 compute, 1 comm, 2 memory
     launch_ts: np.ndarray  # host runtime call start, -1 if unknown
+    launch_tid: np.ndarray  # host thread of that call, -1 if unknown
 
     @property
     def size(self) -> int:
@@ -109,6 +111,7 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         end=hts + host_col("dur_ns"),
         correlation=host_col("correlation"),
         external_id=host_col("external_id"),
+        sequence_number=host_col("sequence_number"),
     )
     sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in names])
     sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in names])
@@ -128,13 +131,16 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     rt = (hk == KIND["runtime"]) & (host.correlation >= 0)
     rt_corr = host.correlation[rt]
     rt_ts = host.ts[rt]
+    rt_tid = host.tid[rt]
     o = np.argsort(rt_corr, kind="stable")
-    rt_corr, rt_ts = rt_corr[o], rt_ts[o]
+    rt_corr, rt_ts, rt_tid = rt_corr[o], rt_ts[o], rt_tid[o]
     launch = np.full(dts.size, -1, dtype=np.int64)
+    launch_tid = np.full(dts.size, -1, dtype=np.int64)
     if rt_corr.size and dts.size:
         pos = np.clip(np.searchsorted(rt_corr, dcorr), 0, rt_corr.size - 1)
         hit = (dcorr >= 0) & (rt_corr[pos] == dcorr)
         launch[hit] = rt_ts[pos[hit]]
+        launch_tid[hit] = rt_tid[pos[hit]]
     dev = DeviceArrays(
         kind=dkind,
         name_idx=didx,
@@ -148,5 +154,6 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         category=category,
         group=group_of(category),
         launch_ts=launch,
+        launch_tid=launch_tid,
     )
     return RankData(rank=rank, host=host, dev=dev, sync_mask=sync_mask)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .phases import StepPhases
     from .roofline import Roofline
 
 
@@ -153,6 +154,7 @@ class RankAnalysis:
     launch: LaunchStats
     collectives: tuple[CollectiveTime, ...] = ()  # per collective type, summed over the steps
     roofline: Roofline | None = None
+    phases: tuple[StepPhases, ...] = ()  # per step, same order as ``steps``
     extras: dict[str, object] = field(default_factory=dict)
 
 

@@ -53,7 +53,6 @@ class StepFlops:
     model_flops: float | None
     mfu: float | None
     hfu: float | None
-    recompute_ns: int | None  # not measured yet (needs forward/backward attribution)
 
 
 @dataclass(frozen=True)
@@ -156,7 +155,7 @@ def compute(
         t_s = s.step_time_ns / 1e9
         mfu = model_flops_per_step / (t_s * peak) if (model_flops_per_step and peak and t_s > 0) else None
         hfu = ex / (t_s * peak) if (peak and t_s > 0 and ex > 0) else None
-        step_rows.append(StepFlops(s.name, ex, model_flops_per_step, mfu, hfu, None))
+        step_rows.append(StepFlops(s.name, ex, model_flops_per_step, mfu, hfu))
     note = "" if hw_full else "device not in the catalog: pass --hardware NAME (stepscope lists the names) for roofline and MFU"
     return Roofline(
         hardware=hw,

@@ -20,9 +20,13 @@ def _step(s: StepBreakdown) -> dict[str, Any]:
 def _rank(r: RankAnalysis) -> dict[str, Any]:
     roof = r.roofline
     steps = [_step(s) for s in r.steps]
+    for d in steps:
+        d.update(mfu=None, hfu=None, recompute_ns=None, executed_flops=None, model_flops=None)
     if roof is not None:
         for d, f in zip(steps, roof.steps):
-            d.update(mfu=f.mfu, hfu=f.hfu, recompute_ns=f.recompute_ns, executed_flops=f.executed_flops, model_flops=f.model_flops)
+            d.update(mfu=f.mfu, hfu=f.hfu, executed_flops=f.executed_flops, model_flops=f.model_flops)
+    for d, ph in zip(steps, r.phases):
+        d.update(recompute_ns=ph.recompute_ns, phase_ns=ph.phase_ns, recompute_ops=ph.recompute_ops)
     return {
         "rank": r.rank,
         "device": r.device,

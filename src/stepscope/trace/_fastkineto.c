@@ -46,10 +46,11 @@ typedef struct { Buf data, offs, valid; } StrCol;
 
 static int str_init(StrCol *c) { int32_t z = 0; return buf_put(&c->offs, &z, 4); }
 
-enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_EXT_OLD, I_CORR, I_DEV, I_STREAM, I_BYTES, I_IN_N, I_OUT_N, I_GROUP, N_INT };
+enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_EXT_OLD, I_CORR, I_DEV, I_STREAM, I_BYTES, I_IN_N, I_OUT_N, I_GROUP, I_SEQ, N_INT };
 enum { S_PH, S_CAT, S_NAME, S_COLL, S_DTYPE, S_PG, S_PGDESC, S_DIMS, S_TYPES, N_STR };
 static const char *INT_NAMES[N_INT] = {"pid", "tid", "ts", "dur", "id", "external_id", "external_id_old", "correlation",
-                                       "device", "stream", "bytes", "in_msg_nelems", "out_msg_nelems", "group_size"};
+                                       "device", "stream", "bytes", "in_msg_nelems", "out_msg_nelems", "group_size",
+                                       "sequence_number"};
 static const char *STR_NAMES[N_STR] = {"ph", "cat", "name", "collective", "dtype", "pg_name", "pg_desc", "input_dims", "input_types"};
 
 typedef struct {
@@ -283,6 +284,7 @@ static int parse_args(Cur *cur, Cols *c) {
         else if (KEY("In msg nelems")) ik = I_IN_N;
         else if (KEY("Out msg nelems")) ik = I_OUT_N;
         else if (KEY("Group size")) ik = I_GROUP;
+        else if (KEY("Sequence number")) ik = I_SEQ;
         else if (KEY("Collective name")) sk = S_COLL;
         else if (KEY("dtype")) sk = S_DTYPE;
         else if (KEY("Process Group Name")) sk = S_PG;

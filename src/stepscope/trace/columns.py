@@ -109,6 +109,7 @@ def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool, *, p
         "dur_ns": pa.array(np.where(dur < 0, 0, dur)),
         "correlation": pa.array(cols["correlation"]),
         "external_id": pa.array(ext),
+        "sequence_number": pa.array(cols["sequence_number"]),
         "flow_id": pa.array(flow_id),
         "flow_phase": pc.if_else(pa.array(is_flow), ph, pa.scalar(None, pa.string())).dictionary_encode(),
         "input_dims": cols["input_dims"],

@@ -38,6 +38,7 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     in_msg_nelems: int | None = msgspec.field(name="In msg nelems", default=None)
     out_msg_nelems: int | None = msgspec.field(name="Out msg nelems", default=None)
     group_size: int | None = msgspec.field(name="Group size", default=None)
+    sequence_number: int | None = msgspec.field(name="Sequence number", default=None)
     dtype: str | None = None
     pg_name: str | int | None = msgspec.field(name="Process Group Name", default=None)
     pg_desc: str | None = msgspec.field(name="Process Group Description", default=None)
@@ -167,6 +168,7 @@ _STRUCT_INT_FIELDS = {
     "in_msg_nelems": "in_msg_nelems",
     "out_msg_nelems": "out_msg_nelems",
     "group_size": "group_size",
+    "sequence_number": "sequence_number",
 }
 
 

@@ -20,7 +20,7 @@ import enum
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _dict_str = pa.dictionary(pa.int32(), pa.string())
 
@@ -88,6 +88,7 @@ EVENT_SCHEMA = pa.schema(
         pa.field("dur_ns", pa.int64(), nullable=False),
         pa.field("correlation", pa.int64(), nullable=False),
         pa.field("external_id", pa.int64(), nullable=False),
+        pa.field("sequence_number", pa.int64(), nullable=False),  # autograd node seq nr (forward ops, backward nodes)
         pa.field("flow_id", pa.int64(), nullable=False),
         pa.field("flow_phase", _dict_str),
         pa.field("input_dims", pa.string()),

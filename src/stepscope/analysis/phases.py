@@ -1,0 +1,111 @@
+"""Forward / backward / recompute / optimizer time per step.
+
+Host side (PyTorch autograd as recorded by the profiler):
+- the backward pass runs inside ``autograd::engine::evaluate_function: <Node>`` ranges;
+- an op that records an autograd ``Sequence number`` and is not a backward node (no "Backward"
+  in its name, not an evaluate_function) creates graph nodes, i.e. it is a *forward* op. Gradient
+  math inside a backward node runs with grad mode off and records no sequence number. So a forward
+  op executing inside a backward range is activation-checkpointing **recompute** (PyTorch's
+  checkpoint re-runs the forward inside the backward node that needs the saved tensors).
+Device work is attributed by the host range its launch call sits in (same thread): recompute >
+backward > optimizer (``Optimizer.step``) > forward. Times are unions per phase inside the step
+window; on CPU-only ranks the host ranges themselves are measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..trace.schema import KIND_CODE as KIND
+from . import intervals as iv
+from .breakdown import top_level
+from .rankdata import RankData
+from .results import StepBreakdown
+
+PHASES = ("forward", "backward", "recompute", "optimizer")
+
+
+@dataclass(frozen=True)
+class StepPhases:
+    name: str
+    phase_ns: dict[str, int]  # forward/backward/recompute/optimizer: union of work in the window
+    recompute_ns: int
+    recompute_ops: int  # recomputed forward ops (outermost) launched in the step's CPU span
+
+
+class _ThreadRanges:
+    """Unions of host ranges per thread, queried by (tid, t) -> inside? (vectorized)."""
+
+    def __init__(self, tid: np.ndarray, s: np.ndarray, e: np.ndarray, lo: int, span: int) -> None:
+        self.tids = np.unique(tid)
+        self.lo, self.span = lo, span
+        key_s, key_e = self._key(tid, s), self._key(tid, e)
+        self.s, self.e = iv.union(key_s, key_e)
+
+    def _key(self, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
+        g = np.searchsorted(self.tids, tid)
+        return g.astype(np.int64) * self.span + (t - self.lo)
+
+    def contains(self, tid: np.ndarray, t: np.ndarray) -> np.ndarray:
+        if self.s.size == 0 or t.size == 0:
+            return np.zeros(t.shape, bool)
+        g = np.searchsorted(self.tids, tid)
+        known = (g < self.tids.size) & (self.tids[np.minimum(g, self.tids.size - 1)] == tid)
+        k = self._key(tid, t)
+        i = np.searchsorted(self.s, k, side="right") - 1
+        return known & (i >= 0) & (k < self.e[np.maximum(i, 0)])
+
+
+def compute(rd: RankData, steps: tuple[StepBreakdown, ...], dev_step: np.ndarray, opt_mask: np.ndarray) -> tuple[StepPhases, ...]:
+    h, d = rd.host, rd.dev
+    names = h.names
+    is_eval = np.array([n.startswith("autograd::engine::evaluate_function") for n in names])[h.name_idx]
+    is_bwd_node = np.array(["Backward" in n or n.startswith("autograd::") for n in names])[h.name_idx]
+    cpu = h.kind == KIND["cpu_op"]
+    times = np.concatenate([h.ts, h.end, d.ts, d.end]) if h.ts.size else np.zeros(1, np.int64)
+    lo, span = int(times.min()), int(times.max() - times.min()) + 2
+    ev = cpu & is_eval
+    bwd = _ThreadRanges(h.tid[ev], h.ts[ev], h.end[ev], lo, span)
+    fwd_op = cpu & (h.sequence_number >= 0) & ~is_bwd_node
+    in_bwd = bwd.contains(h.tid, h.ts)
+    rec = fwd_op & in_bwd
+    recompute = _ThreadRanges(h.tid[rec], h.ts[rec], h.end[rec], lo, span)
+    optim = _ThreadRanges(h.tid[opt_mask], h.ts[opt_mask], h.end[opt_mask], lo, span)
+    # outermost recomputed ops (not nested in another recomputed op of the same thread)
+    rec_idx = np.flatnonzero(rec)
+    rec_top = rec_idx[top_level(h.tid[rec_idx], h.ts[rec_idx], h.end[rec_idx])] if rec_idx.size else rec_idx
+    out = []
+    if d.size:
+        lt, lts = d.launch_tid, d.launch_ts
+        phase = np.zeros(d.size, np.int8)  # 0 forward
+        phase[optim.contains(lt, lts)] = 3
+        phase[bwd.contains(lt, lts)] = 1
+        phase[recompute.contains(lt, lts)] = 2
+        for i, s in enumerate(steps):
+            m = dev_step == i
+            ps = {}
+            for j, name in enumerate(PHASES):
+                sel = m & (phase == j)
+                a, b = iv.clip(d.ts[sel], d.end[sel], s.window_start_ns, s.window_end_ns)
+                ps[name] = iv.union_length(a, b)
+            n_rec = _count_in(h.ts[rec_top], s.cpu_start_ns, s.cpu_start_ns + s.cpu_step_ns)
+            out.append(StepPhases(s.name, ps, ps["recompute"], n_rec))
+    else:
+        for s in steps:
+            c0, c1 = s.cpu_start_ns, s.cpu_start_ns + s.cpu_step_ns
+            a, b = iv.clip(h.ts[rec_top], h.end[rec_top], c0, c1)
+            rec_ns = iv.union_length(a, b)
+            ev_s, ev_e = iv.clip(h.ts[ev], h.end[ev], c0, c1)
+            bwd_ns = iv.union_length(ev_s, ev_e) - rec_ns
+            op_s, op_e = iv.clip(h.ts[opt_mask], h.end[opt_mask], c0, c1)
+            fw = fwd_op & ~in_bwd
+            fw_s, fw_e = iv.clip(h.ts[fw], h.end[fw], c0, c1)
+            ps = {"forward": iv.union_length(fw_s, fw_e), "backward": max(bwd_ns, 0), "recompute": rec_ns, "optimizer": iv.union_length(op_s, op_e)}
+            out.append(StepPhases(s.name, ps, rec_ns, _count_in(h.ts[rec_top], c0, c1)))
+    return tuple(out)
+
+
+def _count_in(t: np.ndarray, lo: int, hi: int) -> int:
+    return int(((t >= lo) & (t < hi)).sum())
