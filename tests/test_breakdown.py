@@ -217,3 +217,11 @@ def test_stream_idle_causes_optimizer_and_short_kernels(tmp_path: Path) -> None:
     assert s.kernel_time_by_category_ns == {"gemm": 380 * US, "elementwise": 5 * US}
     # device level: busy [100,250) u [300,400) u [420,500) u [700,705) -> idle 605 - 335 = 270
     assert s.step_time_ns == 605 * US and s.idle_ns == 270 * US
+
+
+def test_lambda_kernels_are_not_optimizer(tmp_path: Path) -> None:
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    ev += synth.launch("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::lambda>", 10, 100, 10)
+    ev += synth.launch("void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>", 20, 200, 10)
+    (s,) = _one(tmp_path, ev).steps
+    assert s.by_category_ns == {"elementwise": 10 * US, "optimizer": 10 * US}

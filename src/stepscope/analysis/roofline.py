@@ -47,6 +47,20 @@ class RooflineGroup:
 
 
 @dataclass(frozen=True)
+class CategoryRoofline:
+    """Modeled op instances by kernel category: how close the category runs to its roofline."""
+
+    category: str
+    dur_ns: int
+    modeled_dur_ns: int
+    flops: float
+    bytes: float
+    achieved_tflops: float
+    roofline_ns: int
+    efficiency: float | None
+
+
+@dataclass(frozen=True)
 class StepFlops:
     name: str
     executed_flops: float
@@ -72,6 +86,7 @@ class Roofline:
     kernel_time_ns: int
     steps: tuple[StepFlops, ...]
     note: str
+    by_category: tuple[CategoryRoofline, ...] = ()
 
 
 def compute(
@@ -80,6 +95,7 @@ def compute(
     dev_kind: np.ndarray,
     dev_ext: np.ndarray,
     dev_dur: np.ndarray,
+    dev_category: np.ndarray,
     steps: tuple[StepBreakdown, ...],
     hw: HardwareInfo | None,
     hw_full: Hardware | None,
@@ -92,10 +108,11 @@ def compute(
     in_step = (dev_step >= 0) & (dev_kind == KIND["kernel"])
     kernel_time = int(dev_dur[in_step].sum())
     # op instances: CPU ops with an External id that launched kernels in the steps
-    k_ext, k_dur, k_step = dev_ext[in_step], dev_dur[in_step], dev_step[in_step]
+    k_ext, k_dur, k_step, k_cat = dev_ext[in_step], dev_dur[in_step], dev_step[in_step], dev_category[in_step]
     has = k_ext >= 0
-    k_ext, k_dur, k_step = k_ext[has], k_dur[has], k_step[has]
-    uniq_ext, inv = np.unique(k_ext, return_inverse=True)
+    k_ext, k_dur, k_step, k_cat = k_ext[has], k_dur[has], k_step[has], k_cat[has]
+    uniq_ext, first_k, inv = np.unique(k_ext, return_index=True, return_inverse=True)
+    inst_cat = k_cat[first_k].astype(str) if first_k.size else np.empty(0, str)
     inst_dur = np.bincount(inv, weights=k_dur).astype(np.int64)
     inst_step = np.full(uniq_ext.size, -1, np.int64)
     np.maximum.at(inst_step, inv, k_step)
@@ -147,6 +164,7 @@ def compute(
         dtype = c.dtype if c else "fp32"
         groups.append(_group(name, f"{name}{dims}", dtype, count, dur, flops, nbytes, c is not None, hw_full, peak_bw, latency_ns))
     groups.sort(key=lambda g: (g.bound == "unknown", -g.time_lost_ns, -g.dur_ns))
+    by_cat = _by_category(inst_cat, inst_dur, inst_flops, inst_bytes, modeled, inst_sig, costs, hw_full)
     # per step: executed FLOPs, MFU, HFU
     peak = hw_full.peak_flops(mfu_dtype) if hw_full else None
     step_rows = []
@@ -164,7 +182,38 @@ def compute(
         kernel_time_ns=kernel_time,
         steps=tuple(step_rows),
         note=note,
+        by_category=by_cat,
     )
+
+
+def _by_category(
+    inst_cat: np.ndarray, inst_dur: np.ndarray, inst_flops: np.ndarray, inst_bytes: np.ndarray, modeled: np.ndarray,
+    inst_sig: np.ndarray, costs: list, hw: Hardware | None,  # type: ignore[type-arg]
+) -> tuple[CategoryRoofline, ...]:
+    """Per category: roofline time of the modeled instances (each at its own dtype's peak)."""
+    roof_s = np.zeros(inst_dur.size)
+    if hw is not None:
+        bw = hw.hbm_bytes_per_s
+        for j, (_, _, c) in enumerate(costs):
+            if c is None:
+                continue
+            m = inst_sig == j
+            roof_s[m] = np.maximum(inst_flops[m] / hw.peak_flops(c.dtype), inst_bytes[m] / bw)
+    out = []
+    for cat in np.unique(inst_cat):
+        m = inst_cat == cat
+        mm = m & modeled
+        dur, mdur = int(inst_dur[m].sum()), int(inst_dur[mm].sum())
+        flops = float(inst_flops[mm].sum())
+        roof_ns = int(round(float(roof_s[mm].sum()) * 1e9))
+        out.append(
+            CategoryRoofline(
+                category=str(cat), dur_ns=dur, modeled_dur_ns=mdur, flops=flops, bytes=float(inst_bytes[mm].sum()),
+                achieved_tflops=flops / (mdur / 1e9) / 1e12 if mdur else 0.0, roofline_ns=roof_ns,
+                efficiency=(roof_ns / mdur) if (mdur and hw is not None) else None,
+            )
+        )
+    return tuple(sorted(out, key=lambda c: -c.dur_ns))
 
 
 def _group(
