@@ -145,3 +145,21 @@ def test_cli_mfu_from_hf_config_and_json_contract(tmp_path: Path) -> None:
     assert step["mfu"] == pytest.approx(m.flops_per_token(100) * 1000 / (60e-6 * 989.4e12))
     assert "hfu" in step and "recompute_ns" in step
     assert main(["analyze", str(_mm_trace(tmp_path)), "--hf-config", str(cfg), "-q"]) == 2  # needs tokens and seq len
+
+
+@pytest.mark.parametrize("mfu, band, figures", [
+    (0.25, "<30%", ["exposed_comm_ns / step_time_ns", "cpu.dataloader_ns / step_time_ns", "idle_causes.host_bound_ns / step_time_ns"]),
+    (0.35, "30-40%", ["overlapped_comm_ns / comm_ns", "idle_ns / step_time_ns"]),
+    (0.45, "40-50%", ["recompute_ns / step_time_ns", "roofline[0].time_lost_ns / step_time_ns"]),
+    (0.60, ">50%", []),
+])
+def test_mfu_diagnosis_tree(tmp_path: Path, mfu: float, band: str, figures: list[str]) -> None:
+    flops = mfu * 60e-6 * 989.4e12  # the step window is 60 us on an H100 (989.4 TFLOP/s bf16)
+    r = analyze(stepscope.load(_mm_trace(tmp_path)), AnalyzeConfig(model_flops_per_step=flops)).ranks[0]
+    d = r.mfu_diagnosis
+    assert d.mfu == pytest.approx(mfu) and d.band == band
+    assert [c.figure for c in d.checks] == figures
+    if band == "30-40%":
+        idle = r.steps[0].idle_ns / r.steps[0].step_time_ns  # [110, 120) and [140, 150): 20 of 60 us
+        assert d.checks[1].value == pytest.approx(idle) and not d.checks[1].ok
+        assert d.checks[0].ok  # no communication: nothing to overlap

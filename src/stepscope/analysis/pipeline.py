@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..trace.loader import RankInfo, Trace, assemble, rank_of, read_one, resolve_ranks
-from . import hardware, phases, roofline
+from . import hardware, mfu_diagnosis, phases, roofline
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
 from .hardware import Hardware
@@ -172,6 +172,7 @@ def analyze_rank(
     total = sum(s.step_time_ns for s in steps)
     prepared = PreparedRank(info=info, data=rd, spans=spans, dev_step=dev_step)
     roof = _roofline(info, rd, events, dev_step, steps, cfg, warnings)
+    step_phases = phases.compute(rd, steps, dev_step, acct.opt_mask)
     extras = {name: fn(prepared, cfg) for name, fn in RANK_ANALYSES.items()}
     return RankAnalysis(
         rank=info.rank,
@@ -186,6 +187,7 @@ def analyze_rank(
         launch=launch_stats(rd, dev_step, cfg.short_kernel_ns),
         collectives=collective_totals(steps),
         roofline=roof,
-        phases=phases.compute(rd, steps, dev_step, acct.opt_mask),
+        phases=step_phases,
+        mfu_diagnosis=mfu_diagnosis.diagnose(steps, step_phases, roof),
         extras=extras,
     )

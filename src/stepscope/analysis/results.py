@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .mfu_diagnosis import MfuDiagnosis
     from .phases import StepPhases
     from .roofline import Roofline
 
@@ -155,6 +156,7 @@ class RankAnalysis:
     collectives: tuple[CollectiveTime, ...] = ()  # per collective type, summed over the steps
     roofline: Roofline | None = None
     phases: tuple[StepPhases, ...] = ()  # per step, same order as ``steps``
+    mfu_diagnosis: MfuDiagnosis | None = None
     extras: dict[str, object] = field(default_factory=dict)
 
 

@@ -1,0 +1,74 @@
+"""The MFU diagnosis tree: which figures decide where a run's MFU goes.
+
+Bands (median step MFU): < 30% check communication and data loading first; 30-40% check overlap
+and bubbles (idle); 40-50% is normal for large dense training, check recompute and the ops
+furthest from their roofline; > 50% is excellent. Each check names the JSON figure it reads, its
+value, the threshold and whether it passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .phases import StepPhases
+from .results import StepBreakdown
+from .roofline import Roofline
+
+
+@dataclass(frozen=True)
+class Check:
+    figure: str  # the JSON field this check reads
+    value: float
+    threshold: float
+    ok: bool
+    hint: str
+
+
+@dataclass(frozen=True)
+class MfuDiagnosis:
+    mfu: float
+    band: str
+    verdict: str
+    checks: tuple[Check, ...]
+
+
+def _share(steps: tuple[StepBreakdown, ...], get: object) -> float:
+    total = sum(s.step_time_ns for s in steps)
+    return sum(get(s) for s in steps) / total if total else 0.0  # type: ignore[operator]
+
+
+def diagnose(steps: tuple[StepBreakdown, ...], phases: tuple[StepPhases, ...], roof: Roofline | None) -> MfuDiagnosis | None:
+    mfus = sorted(f.mfu for f in roof.steps if f.mfu is not None) if roof else []
+    if not mfus or not steps:
+        return None
+    mfu = mfus[len(mfus) // 2]
+    exposed_comm = _share(steps, lambda s: s.exposed_comm_ns)
+    dataloader = _share(steps, lambda s: s.cpu.dataloader_ns)
+    host_bound = _share(steps, lambda s: s.idle_causes.host_bound_ns)
+    idle = _share(steps, lambda s: s.idle_ns)
+    comm = sum(s.comm_ns for s in steps)
+    overlap = sum(s.overlapped_comm_ns for s in steps) / comm if comm else 1.0
+    rec = sum(p.recompute_ns for p in phases) / max(sum(s.step_time_ns for s in steps), 1)
+    worst = max((g.time_lost_ns for g in roof.groups), default=0) / max(sum(s.step_time_ns for s in steps), 1) if roof else 0.0
+    checks: list[Check] = []
+
+    def check(figure: str, value: float, threshold: float, hint: str, higher_is_bad: bool = True) -> None:
+        ok = value <= threshold if higher_is_bad else value >= threshold
+        checks.append(Check(figure, value, threshold, ok, hint))
+
+    if mfu < 0.30:
+        band, verdict = "<30%", "low: look for time the device is not computing"
+        check("exposed_comm_ns / step_time_ns", exposed_comm, 0.10, "communication not hidden by compute: overlap, bucket, or reduce it")
+        check("cpu.dataloader_ns / step_time_ns", dataloader, 0.05, "input pipeline on the critical path: more workers, prefetch, pinned memory")
+        check("idle_causes.host_bound_ns / step_time_ns", host_bound, 0.10, "host cannot launch fast enough: CUDA graphs, torch.compile, fewer syncs")
+    elif mfu < 0.40:
+        band, verdict = "30-40%", "fair: hide what remains"
+        check("overlapped_comm_ns / comm_ns", overlap, 0.70, "communication overlap below 70%: overlap grads with backward, prefetch params", higher_is_bad=False)
+        check("idle_ns / step_time_ns", idle, 0.05, "bubbles (pipeline or sync): more micro-batches, interleaved schedule, fewer syncs")
+    elif mfu < 0.50:
+        band, verdict = "40-50%", "normal for large dense training"
+        check("recompute_ns / step_time_ns", rec, 0.15, "recompute costs time: selective instead of full activation checkpointing")
+        check("roofline[0].time_lost_ns / step_time_ns", worst, 0.10, "the op furthest from its roofline: see the roofline table")
+    else:
+        band, verdict = ">50%", "excellent"
+    return MfuDiagnosis(mfu=mfu, band=band, verdict=verdict, checks=tuple(checks))
