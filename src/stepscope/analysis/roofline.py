@@ -174,7 +174,12 @@ def compute(
         mfu = model_flops_per_step / (t_s * peak) if (model_flops_per_step and peak and t_s > 0) else None
         hfu = ex / (t_s * peak) if (peak and t_s > 0 and ex > 0) else None
         step_rows.append(StepFlops(s.name, ex, model_flops_per_step, mfu, hfu))
-    note = "" if hw_full else "device not in the catalog: pass --hardware NAME (stepscope lists the names) for roofline and MFU"
+    notes = []
+    if hw_full is None:
+        notes.append("device not in the catalog: pass --hardware NAME for roofline and MFU")
+    if kernel_time and not pc.any(pc.is_valid(ops["input_dims"])).as_py():
+        notes.append("the trace has no recorded shapes, so no FLOPs: profile with record_shapes=True")
+    note = "; ".join(notes)
     return Roofline(
         hardware=hw,
         groups=tuple(groups[:top_k]),

@@ -176,6 +176,7 @@ def _rank(r: RankAnalysis, top: int) -> str:
                 f"<td>{us(x.mean_ns)}</td><td>{us(x.p50_ns)}</td><td>{us(x.p99_ns)}</td><td>{x.share_of_step_ratio:.1%}</td></tr>"
             )
         o.append("</table>")
+    o.append(roofline_html.phases_section(r))
     o.append(roofline_html.section(r.roofline, top))
     ln = r.launch
     o.append(

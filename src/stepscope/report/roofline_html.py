@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from html import escape
 
+from ..analysis.results import RankAnalysis
 from ..analysis.roofline import Roofline
 from .fmt import ms
 
@@ -33,6 +34,15 @@ def section(roof: Roofline | None, top: int) -> str:
         if hfus:
             parts.append(f"HFU from counted ops {hfus[len(hfus) // 2]:.1%}")
         out.append("<p>" + "; ".join(parts) + "</p>")
+    if roof.by_category:
+        out.append("<table class='roof-cat'><tr><th class='l'>category</th><th>kernel ms</th><th>with FLOP model</th><th>TFLOP/s</th><th>roofline efficiency</th></tr>")
+        for c in roof.by_category:
+            eff = f"{c.efficiency:.0%}" if c.efficiency is not None else "-"
+            out.append(
+                f"<tr><td class='l'>{escape(c.category)}</td><td>{ms(c.dur_ns)}</td><td>{(c.modeled_dur_ns / c.dur_ns if c.dur_ns else 0):.0%}</td>"
+                f"<td>{c.achieved_tflops:,.1f}</td><td>{eff}</td></tr>"
+            )
+        out.append("</table>")
     groups = [g for g in roof.groups if g.bound != "unknown" and g.intensity and g.achieved_tflops > 0]
     if hw and groups:
         out.append(_chart(roof, groups))
@@ -94,3 +104,25 @@ def _chart(roof: Roofline, groups: list) -> str:  # type: ignore[type-arg]
     svg.append("</svg>")
     legend = "".join(f"<span><i class='sw' style='background:{c}'></i>{b}-bound</span>" for b, c in _BOUND_COLOR.items())
     return f"<div class='legend'>{legend}</div>" + "".join(svg)
+
+
+def phases_section(r: RankAnalysis) -> str:
+    if not r.phases:
+        return ""
+    out = ["<h3>Phases and recompute</h3><table class='phases'><tr><th class='l'>step</th><th>forward ms</th><th>backward ms</th>"
+           "<th>recompute ms</th><th>optimizer ms</th><th>recomputed ops</th></tr>"]
+    for p in r.phases:
+        ph = p.phase_ns
+        out.append(
+            f"<tr><td class='l'>{escape(p.name)}</td><td>{ms(ph['forward'])}</td><td>{ms(ph['backward'])}</td>"
+            f"<td>{ms(ph['recompute'])}</td><td>{ms(ph['optimizer'])}</td><td>{p.recompute_ops}</td></tr>"
+        )
+    out.append("</table>")
+    d = r.mfu_diagnosis
+    if d is not None:
+        out.append(f"<h3>MFU diagnosis</h3><p>MFU {d.mfu:.1%} ({escape(d.band)}): {escape(d.verdict)}</p><ul class='diagnosis'>")
+        for c in d.checks:
+            status = "ok" if c.ok else "check"
+            out.append(f"<li><b>{status}</b> {escape(c.figure)} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + escape(c.hint)}</li>")
+        out.append("</ul>")
+    return "".join(out)

@@ -88,6 +88,7 @@ def _rank(r: RankAnalysis, con: Console, top: int) -> None:
         for k in r.top_kernels[:top]:
             kt.add_row(_short(k.name), k.category, str(k.count), ms(k.total_ns), us(k.mean_ns), us(k.p50_ns), us(k.p99_ns), f"{k.share_of_step_ratio:.1%}")
         con.print(kt)
+    _phases(r, con)
     _roofline(r, con, top)
     ln = r.launch
     if ln.kernels:
@@ -107,7 +108,7 @@ def _roofline(r: RankAnalysis, con: Console, top: int) -> None:
     if roof is None or not roof.kernel_time_ns:
         return
     hw = roof.hardware
-    head = f"roofline: {hw.name} ({hw.peak_tflops:,.0f} TFLOP/s {'' if not hw else ''}peak for MFU, {hw.hbm_gbps:,.0f} GB/s)" if hw else "roofline: unknown device"
+    head = f"roofline: {hw.name} ({hw.peak_tflops:,.0f} TFLOP/s peak for MFU, {hw.hbm_gbps:,.0f} GB/s)" if hw else "roofline: unknown device"
     con.print(f"{head}; FLOP model covers {roof.coverage_ratio:.0%} of kernel time", highlight=False)
     if roof.note:
         con.print(f"[yellow]{roof.note}[/]", highlight=False)
@@ -137,3 +138,21 @@ def _roofline(r: RankAnalysis, con: Console, top: int) -> None:
 def _median(xs: list[float]) -> float:
     s = sorted(xs)
     return s[len(s) // 2] if s else 0.0
+
+
+def _phases(r: RankAnalysis, con: Console) -> None:
+    if not r.phases:
+        return
+    t = Table(title="Device time by phase (ms; union per phase in the step window)")
+    for col in ("step", "forward", "backward", "recompute", "optimizer", "recomputed ops"):
+        t.add_column(col, justify="right")
+    for p in r.phases:
+        ph = p.phase_ns
+        t.add_row(p.name, ms(ph["forward"]), ms(ph["backward"]), ms(ph["recompute"]), ms(ph["optimizer"]), str(p.recompute_ops))
+    con.print(t)
+    d = r.mfu_diagnosis
+    if d is not None:
+        con.print(f"MFU {d.mfu:.1%} ({d.band}): {d.verdict}", highlight=False)
+        for c in d.checks:
+            mark = "[green]ok[/]" if c.ok else "[red]check[/]"
+            con.print(f"  {mark} {c.figure} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + c.hint}", highlight=False)
