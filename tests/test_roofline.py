@@ -163,3 +163,23 @@ def test_mfu_diagnosis_tree(tmp_path: Path, mfu: float, band: str, figures: list
         idle = r.steps[0].idle_ns / r.steps[0].step_time_ns  # [110, 120) and [140, 150): 20 of 60 us
         assert d.checks[1].value == pytest.approx(idle) and not d.checks[1].ok
         assert d.checks[0].ok  # no communication: nothing to overlap
+
+
+def test_scopes_modules_and_annotations(tmp_path: Path) -> None:
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    ev.append(synth.cpu("nn.Module: Attention_0", 0, 100, cat="python_function"))
+    ev.append(synth.cpu("nn.Module: Linear_0", 10, 40, cat="python_function"))
+    ev.append(synth.cpu("aten::mm", 15, 20, **{"External id": 5, "Input Dims": [[64, 64], [64, 64]], "Input type": [BF, BF]}))
+    ev += synth.launch("gemm_a", 20, 200, 30, ext=5)  # inside Linear_0 and Attention_0
+    ev.append(synth.cpu("nn.Module: Linear_1", 300, 40, cat="python_function"))
+    ev += synth.launch("gemm_b", 310, 400, 20)  # inside Linear_1 only
+    ev.append(synth.cpu("my_region", 500, 100, cat="user_annotation"))
+    ev += synth.launch("elementwise_c", 510, 600, 5)
+    r = analyze(stepscope.load(synth.write(tmp_path / "t.json", ev))).ranks[0]
+    sc = {s.name: s for s in r.scopes}
+    assert (sc["Linear"].instances, sc["Linear"].kernels, sc["Linear"].kernel_ns) == (2, 2, 50 * US)
+    assert (sc["Attention"].kernels, sc["Attention"].kernel_ns, sc["Attention"].kind) == (1, 30 * US, "module")
+    assert sc["Linear"].flops == sc["Attention"].flops == 2 * 64**3
+    assert sc["Attention"].achieved_tflops == pytest.approx(2 * 64**3 / 30e-6 / 1e12)
+    assert (sc["my_region"].kind, sc["my_region"].kernel_ns) == ("annotation", 5 * US)
+    assert "ProfilerStep#1" not in sc

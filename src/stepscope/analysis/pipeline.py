@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..trace.loader import RankInfo, Trace, assemble, rank_of, read_one, resolve_ranks
-from . import hardware, mfu_diagnosis, phases, roofline
+from . import hardware, mfu_diagnosis, phases, roofline, scopes
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
 from .hardware import Hardware
@@ -132,7 +132,7 @@ def analyze_files(
 def _roofline(
     info: RankInfo, rd: RankData, events: pa.Table, dev_step: np.ndarray, steps: tuple[StepBreakdown, ...],
     cfg: AnalyzeConfig, warnings: list[str],
-) -> Roofline:
+) -> tuple[Roofline, np.ndarray]:
     if cfg.hardware:
         hw: Hardware | None = hardware.by_name(cfg.hardware, cfg.hardware_file)
         source = "--hardware"
@@ -171,7 +171,8 @@ def analyze_rank(
     steps = tuple(acct.step(i) for i in range(len(spans.names)))
     total = sum(s.step_time_ns for s in steps)
     prepared = PreparedRank(info=info, data=rd, spans=spans, dev_step=dev_step)
-    roof = _roofline(info, rd, events, dev_step, steps, cfg, warnings)
+    roof, kernel_flops = _roofline(info, rd, events, dev_step, steps, cfg, warnings)
+    peak = roof.hardware.peak_tflops * 1e12 if roof.hardware else None
     step_phases = phases.compute(rd, steps, dev_step, acct.opt_mask)
     extras = {name: fn(prepared, cfg) for name, fn in RANK_ANALYSES.items()}
     return RankAnalysis(
@@ -189,5 +190,6 @@ def analyze_rank(
         roofline=roof,
         phases=step_phases,
         mfu_diagnosis=mfu_diagnosis.diagnose(steps, step_phases, roof),
+        scopes=scopes.compute(events, rd, dev_step, kernel_flops, peak),
         extras=extras,
     )

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from .mfu_diagnosis import MfuDiagnosis
     from .phases import StepPhases
     from .roofline import Roofline
+    from .scopes import ScopeStat
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ class RankAnalysis:
     roofline: Roofline | None = None
     phases: tuple[StepPhases, ...] = ()  # per step, same order as ``steps``
     mfu_diagnosis: MfuDiagnosis | None = None
+    scopes: tuple[ScopeStat, ...] = ()  # by module / annotation, most kernel time first
     extras: dict[str, object] = field(default_factory=dict)
 
 

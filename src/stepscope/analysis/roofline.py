@@ -104,7 +104,8 @@ def compute(
     mfu_dtype: str = "bf16",
     latency_ns: int = 10_000,
     top_k: int = 50,
-) -> Roofline:
+) -> tuple[Roofline, np.ndarray]:
+    """The roofline, and the FLOPs per device event (an op's FLOPs split evenly over its kernels)."""
     in_step = (dev_step >= 0) & (dev_kind == KIND["kernel"])
     kernel_time = int(dev_dur[in_step].sum())
     # op instances: CPU ops with an External id that launched kernels in the steps
@@ -180,6 +181,11 @@ def compute(
     if kernel_time and not pc.any(pc.is_valid(ops["input_dims"])).as_py():
         notes.append("the trace has no recorded shapes, so no FLOPs: profile with record_shapes=True")
     note = "; ".join(notes)
+    per_kernel = np.zeros(dev_ext.size)
+    if uniq_ext.size:
+        n_k = np.bincount(inv, minlength=uniq_ext.size)
+        idx = np.flatnonzero(in_step)[has]
+        per_kernel[idx] = (inst_flops / np.maximum(n_k, 1))[inv]
     return Roofline(
         hardware=hw,
         groups=tuple(groups[:top_k]),
@@ -188,7 +194,7 @@ def compute(
         steps=tuple(step_rows),
         note=note,
         by_category=by_cat,
-    )
+    ), per_kernel
 
 
 def _by_category(

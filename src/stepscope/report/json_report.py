@@ -38,6 +38,7 @@ def _rank(r: RankAnalysis) -> dict[str, Any]:
         "flops_coverage_ratio": roof.coverage_ratio if roof else 0.0,
         "roofline_by_category": [dataclasses.asdict(c) for c in roof.by_category] if roof else [],
         "mfu_diagnosis": dataclasses.asdict(r.mfu_diagnosis) if r.mfu_diagnosis else None,
+        "scopes": [dataclasses.asdict(x) for x in r.scopes],
         "roofline_note": roof.note if roof else "",
         "step_stats": dataclasses.asdict(r.step_stats),
         "top_kernels": [dataclasses.asdict(o) for o in r.top_kernels],

@@ -5,7 +5,8 @@
  *
  * parse(buf, include_python=False) -> (n_events, consumed, status, columns)
  *   Rows with ph "M"/"C", launch flows (cat "ac2g", or "async" named "launch": the same link
- *   as the correlation id) and, unless include_python, cat "python_function" are skipped.
+ *   as the correlation id) and, unless include_python, cat "python_function" (except the
+ *   "nn.Module: ..." ranges of with_modules=True) are skipped.
  *   buf: bytes-like holding event objects separated by commas/whitespace (the inside of the
  *        "traceEvents" array), possibly ending mid-event or with the closing ']'.
  *   status: 0 = ran out of input (the rest, from `consumed`, is an incomplete event),
@@ -349,7 +350,12 @@ static int parse_event(Cur *cur, Cols *c) {
         size_t phn = ph->data.len - mark[S_PH], catn = cat->data.len - mark[S_CAT];
         const char *phs = ph->data.p + mark[S_PH], *cats = cat->data.p + mark[S_CAT];
         int drop = c->sset[S_PH] && phn == 1 && (phs[0] == 'M' || phs[0] == 'C');
-        if (!c->include_python && c->sset[S_CAT] && catn == 15 && memcmp(cats, "python_function", 15) == 0) drop = 1;
+        if (!c->include_python && c->sset[S_CAT] && catn == 15 && memcmp(cats, "python_function", 15) == 0) {
+            /* nn.Module ranges (with_modules=True) are kept: they are the module hierarchy */
+            StrCol *nm0 = &c->strs[S_NAME];
+            size_t n0 = nm0->data.len - mark[S_NAME];
+            if (!(c->sset[S_NAME] && n0 > 11 && memcmp(nm0->data.p + mark[S_NAME], "nn.Module: ", 11) == 0)) drop = 1;
+        }
         /* launch flows (CPU launch -> kernel) repeat the correlation id both rows carry */
         if (c->sset[S_PH] && phn == 1 && (phs[0] == 's' || phs[0] == 'f' || phs[0] == 't') && c->sset[S_CAT]) {
             StrCol *nm = &c->strs[S_NAME];

@@ -65,7 +65,8 @@ def _drop_rows(cols: dict[str, Any], include_python: bool) -> dict[str, Any]:
     )
     keep = pc.and_(keep, pc.invert(pc.fill_null(launch_flow, False)))
     if not include_python:
-        keep = pc.and_(keep, pc.fill_null(pc.not_equal(cat, "python_function"), True))
+        is_module = pc.fill_null(pc.starts_with(cols["name"], "nn.Module: "), False)
+        keep = pc.and_(keep, pc.or_(pc.fill_null(pc.not_equal(cat, "python_function"), True), is_module))
     keep_np = keep.to_numpy(zero_copy_only=False)
     if keep_np.all():
         return cols

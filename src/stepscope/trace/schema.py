@@ -10,6 +10,8 @@ Conventions
 - Launch flows (Kineto ``ac2g``, old ``async``/``launch``) are not rows: they repeat the
   ``correlation`` id that the runtime call and its kernel both carry. Other flows (``fwdbwd``:
   forward op -> backward op) are rows of kind ``flow`` with ``flow_id``/``flow_phase``.
+- ``python_function`` rows are kept only when asked for, except ``nn.Module: <Class>_<n>`` ranges
+  (``with_modules=True``): they give the module hierarchy.
 - ``device``/``stream`` are set for device work (kernel, memcpy, memset, gpu_annotation, sync);
   ``pid``/``tid`` identify the host process/thread for host events.
 """

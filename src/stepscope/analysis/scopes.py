@@ -1,0 +1,89 @@
+"""Time and FLOPs by module / annotation scope.
+
+Scopes are ``nn.Module: <Class>_<n>`` ranges (``with_modules=True``; the instance suffix is
+dropped so all ``Linear`` modules add up) and user annotations (``record_function``, Megatron/TE
+named ranges; not ``ProfilerStep#``). A device kernel belongs to every scope whose range on the
+launching thread contains its launch call (inclusive: an attention module includes its Linear
+layers). Backward kernels run on the autograd thread, outside module ranges, so module figures are
+forward-pass figures; annotations placed around backward code count it.
+For the ``max_scopes`` scopes with the most host time:
+``kernel_ns`` = summed kernel time, ``flops`` = FLOPs of the ops launched inside,
+``achieved_tflops = flops / kernel time``, ``mfu_ratio = flops / (kernel time x peak)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .phases import _ThreadRanges
+from .rankdata import RankData
+
+_INSTANCE = re.compile(r"_\d+$")
+_SKIP = re.compile(r"^ProfilerStep#|^nccl:|^gloo:|^enumerate\(DataLoader\)|^Optimizer\.|^## ")
+
+
+@dataclass(frozen=True)
+class ScopeStat:
+    name: str
+    kind: str  # "module" | "annotation"
+    instances: int
+    host_ns: int  # summed duration of the ranges (CPU time, inclusive)
+    kernels: int
+    kernel_ns: int
+    flops: float
+    achieved_tflops: float
+    mfu_ratio: float | None
+
+
+def compute(
+    events: pa.Table, rd: RankData, dev_step: np.ndarray, kernel_flops: np.ndarray, peak_flops: float | None, max_scopes: int = 40
+) -> tuple[ScopeStat, ...]:
+    kind = events["kind"].combine_chunks().cast(pa.string())
+    name = events["name"].combine_chunks().cast(pa.string())
+    is_module = pc.and_(pc.equal(kind, "python_function"), pc.starts_with(name, "nn.Module: "))
+    is_annot = pc.equal(kind, "user_annotation")
+    rows = events.filter(pc.or_(is_module, is_annot)).select(["kind", "name", "tid", "ts_ns", "dur_ns"])
+    if rows.num_rows == 0 or rd.dev.size == 0:
+        return ()
+    names = rows["name"].combine_chunks().cast(pa.string())
+    mod = pc.starts_with(names, "nn.Module: ").to_numpy(zero_copy_only=False)
+    labels = np.array(names.to_pylist(), dtype=object)
+    labels[mod] = [_INSTANCE.sub("", x[len("nn.Module: "):]) for x in labels[mod]]
+    keep = np.array([not _SKIP.search(x) for x in labels]) | mod
+    tid, ts, dur = rows["tid"].to_numpy(), rows["ts_ns"].to_numpy(), rows["dur_ns"].to_numpy()
+    labels, mod, tid, ts, dur = labels[keep], mod[keep], tid[keep], ts[keep], dur[keep]
+    if labels.size == 0:
+        return ()
+    uniq, inv = np.unique(labels.astype(str), return_inverse=True)
+    host_ns = np.bincount(inv, weights=dur)
+    order = np.argsort(-host_ns)[:max_scopes]
+    d = rd.dev
+    in_step = (dev_step >= 0) & (d.launch_ts >= 0)
+    lt, lts, kdur, kfl = d.launch_tid[in_step], d.launch_ts[in_step], (d.end - d.ts)[in_step], kernel_flops[in_step]
+    times = np.concatenate([ts, ts + dur, lts]) if lts.size else np.concatenate([ts, ts + dur])
+    lo, span = int(times.min()), int(times.max() - times.min()) + 2
+    out = []
+    for j in order:
+        m = inv == j
+        inside = _ThreadRanges(tid[m], ts[m], ts[m] + dur[m], lo, span).contains(lt, lts)
+        k_ns = int(kdur[inside].sum())
+        fl = float(kfl[inside].sum())
+        out.append(
+            ScopeStat(
+                name=str(uniq[j]),
+                kind="module" if mod[m].any() else "annotation",
+                instances=int(m.sum()),
+                host_ns=int(host_ns[j]),
+                kernels=int(inside.sum()),
+                kernel_ns=k_ns,
+                flops=fl,
+                achieved_tflops=fl / (k_ns / 1e9) / 1e12 if k_ns else 0.0,
+                mfu_ratio=(fl / (k_ns / 1e9) / peak_flops) if (k_ns and peak_flops and fl) else None,
+            )
+        )
+    return tuple(sorted(out, key=lambda s: -s.kernel_ns))
