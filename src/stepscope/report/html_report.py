@@ -178,6 +178,7 @@ def _rank(r: RankAnalysis, top: int) -> str:
         o.append("</table>")
     o.append(roofline_html.phases_section(r))
     o.append(roofline_html.section(r.roofline, top))
+    o.append(roofline_html.scopes_section(r, top))
     ln = r.launch
     o.append(
         f"<p>Launches: {ln.kernels} kernels ({ln.matched} matched to their launch), delay p50 {us(ln.delay_p50_ns)} us, p99 {us(ln.delay_p99_ns)} us; "

@@ -126,3 +126,18 @@ def phases_section(r: RankAnalysis) -> str:
             out.append(f"<li><b>{status}</b> {escape(c.figure)} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + escape(c.hint)}</li>")
         out.append("</ul>")
     return "".join(out)
+
+
+def scopes_section(r: RankAnalysis, top: int) -> str:
+    if not r.scopes:
+        return ""
+    out = ["<h3>By module / annotation</h3><table class='scopes'><tr><th class='l'>scope</th><th class='l'>kind</th>"
+           "<th>instances</th><th>kernel ms</th><th>TFLOP/s</th><th>MFU</th></tr>"]
+    for x in r.scopes[:top]:
+        mfu = f"{x.mfu_ratio:.1%}" if x.mfu_ratio is not None else "-"
+        out.append(
+            f"<tr><td class='l'>{escape(x.name)}</td><td class='l'>{x.kind}</td><td>{x.instances}</td><td>{ms(x.kernel_ns)}</td>"
+            f"<td>{x.achieved_tflops:,.1f}</td><td>{mfu}</td></tr>"
+        )
+    out.append("</table><p>Module ranges are the forward pass (backward runs on the autograd thread).</p>")
+    return "".join(out)

@@ -90,6 +90,7 @@ def _rank(r: RankAnalysis, con: Console, top: int) -> None:
         con.print(kt)
     _phases(r, con)
     _roofline(r, con, top)
+    _scopes(r, con, top)
     ln = r.launch
     if ln.kernels:
         con.print(
@@ -156,3 +157,15 @@ def _phases(r: RankAnalysis, con: Console) -> None:
         for c in d.checks:
             mark = "[green]ok[/]" if c.ok else "[red]check[/]"
             con.print(f"  {mark} {c.figure} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + c.hint}", highlight=False)
+
+
+def _scopes(r: RankAnalysis, con: Console, top: int) -> None:
+    if not r.scopes:
+        return
+    t = Table(title="By module / annotation (forward kernels launched inside; inclusive)")
+    for col in ("scope", "kind", "instances", "kernel ms", "TFLOP/s", "MFU"):
+        t.add_column(col, justify="left" if col in ("scope", "kind") else "right", no_wrap=True)
+    for x in r.scopes[:top]:
+        t.add_row(_short(x.name, 50), x.kind, str(x.instances), ms(x.kernel_ns), f"{x.achieved_tflops:,.1f}",
+                  f"{x.mfu_ratio:.1%}" if x.mfu_ratio is not None else "-")
+    con.print(t)
