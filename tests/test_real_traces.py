@@ -155,3 +155,31 @@ def pa_types_is_dict(t: object) -> bool:
     import pyarrow as pa
 
     return pa.types.is_dictionary(t)
+
+
+def test_cupti_counter_flops_on_real_trace() -> None:
+    path = HTA / "cupti_profiler" / "benchmark_result_924719_1679055439_trace.json.gz"
+    doc = json.load(gzip.open(path))
+    want: dict[str, float] = {}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cuda_profiler_range":
+            a = e["args"]
+            f = sum(a.get(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum", 0) * (2 if op == "fma" else 1)
+                    for p in "dfh" for op in ("add", "mul", "fma"))
+            want[e["name"]] = want.get(e["name"], 0) + f
+    r = analyze(stepscope.load(path)).ranks[0].roofline
+    got = {g.name: g.flops for g in r.measured}
+    assert got == pytest.approx({k: v for k, v in want.items() if k in got})
+    assert len(got) == min(len(want), 50) and all(g.source == "counters" for g in r.measured)
+
+
+def test_roofline_on_real_traces_with_shapes() -> None:
+    """Figures documented in docs/roofline.md."""
+    h100 = analyze(stepscope.load(SHARED / "TraceLens" / "tests" / "traces" / "h100" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")).ranks[0]
+    roof = h100.roofline
+    assert roof.hardware.name == "H100-SXM" and roof.coverage_ratio > 0.85
+    mm = [g for g in roof.groups if g.name == "aten::mm" and g.bound == "compute"]
+    assert mm and all(0.3 < g.efficiency <= 1 for g in mm)
+    v100 = analyze(stepscope.load(REAL["old_schema_torch19"])).ranks[0].roofline
+    assert v100.hardware.name == "V100-SXM2" and 0.2 < v100.coverage_ratio < 0.8
+    assert v100.groups[0].name == "aten::cudnn_convolution"

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError
+from ..trace.counters import read_counter_ranges
 from ..trace.loader import RankInfo, Trace, assemble, rank_of, read_one, resolve_ranks
 from . import hardware, mfu_diagnosis, phases, roofline, scopes
 from .breakdown import StepAccountant
@@ -147,10 +148,14 @@ def _roofline(
             )
     hw_info = HardwareInfo(hw.name, hw.peak_flops(cfg.mfu_dtype) / 1e12, hw.hbm_gbps, hw.source, source) if hw else None
     d = rd.dev
-    return roofline.compute(
+    roof, kernel_flops = roofline.compute(
         events, dev_step, d.kind, d.external_id, d.end - d.ts, d.category, steps, hw_info, hw,
         model_flops_per_step=cfg.model_flops_per_step, mfu_dtype=cfg.mfu_dtype,
     )
+    kinds = events["kind"].combine_chunks()
+    if pc.any(pc.equal(kinds.cast(pa.string()), "counter_range")).as_py() and not info.path.endswith(".parquet"):
+        roof = dataclasses.replace(roof, measured=roofline.measured_groups(read_counter_ranges(info.path), hw))
+    return roof, kernel_flops
 
 
 def analyze_rank(

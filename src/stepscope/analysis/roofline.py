@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..trace.schema import KIND_CODE as KIND
+from ..trace.counters import CounterRange
 from .flops import op_cost
 from .hardware import Hardware
 from .results import StepBreakdown
@@ -44,6 +45,7 @@ class RooflineGroup:
     time_lost_ns: int
     efficiency: float | None
     bound: str
+    source: str = "model"  # "model" (FLOPs from shapes) | "counters" (CUPTI range profiler)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class Roofline:
     steps: tuple[StepFlops, ...]
     note: str
     by_category: tuple[CategoryRoofline, ...] = ()
+    measured: tuple[RooflineGroup, ...] = ()  # from hardware counters, when the trace has them
 
 
 def compute(
@@ -253,3 +256,44 @@ def _group(
         name, signature, dtype, count, dur, flops, nbytes, achieved_tflops, achieved_gbps, intensity, attainable,
         roof_ns, max(dur - roof_ns, 0), min(roof_ns / dur, 1.0) if dur else None, bound,
     )
+
+
+def measured_groups(ranges: list[CounterRange], hw: Hardware | None, top_k: int = 50) -> tuple[RooflineGroup, ...]:
+    """Kernels with CUPTI counter FLOPs: per kernel name, measured FLOPs over the range time.
+    (The range time includes the profiler's replay, so efficiency is a lower bound.)"""
+    acc: dict[str, list[float]] = {}
+    dtypes: dict[str, dict[str, float]] = {}
+    for r in ranges:
+        a = acc.setdefault(r.name, [0, 0, 0.0, 0.0])
+        a[0] += 1
+        a[1] += r.dur_ns
+        a[2] += sum(r.flops.values())
+        a[3] += r.dram_bytes or 0.0
+        for k, v in r.flops.items():
+            dtypes.setdefault(r.name, {}).setdefault(k, 0.0)
+            dtypes[r.name][k] += v
+    out = []
+    for name, (count, dur, flops, nbytes) in acc.items():
+        by = dtypes.get(name, {})
+        dtype = max(by, key=lambda k: by[k]) if by else "fp32"
+        t_s = dur / 1e9
+        peak = hw.peak_flops(dtype) if hw else None
+        roof_s = max(flops / peak if peak else 0.0, nbytes / hw.hbm_bytes_per_s if (hw and nbytes) else 0.0)
+        roof_ns = int(round(roof_s * 1e9))
+        intensity = flops / nbytes if nbytes else None
+        if hw is None:
+            bound = "unknown"
+        elif intensity is None:
+            bound = "compute" if flops else "unknown"
+        else:
+            bound = "compute" if intensity >= hw.peak_flops(dtype) / hw.hbm_bytes_per_s else "memory"
+        out.append(
+            RooflineGroup(
+                name=name, signature=name, dtype=dtype, count=int(count), dur_ns=int(dur), flops=flops, bytes=nbytes,
+                achieved_tflops=flops / t_s / 1e12 if t_s else 0.0, achieved_gbps=nbytes / t_s / 1e9 if t_s else 0.0,
+                intensity=intensity, attainable_tflops=(peak / 1e12 if peak else None), roofline_ns=roof_ns,
+                time_lost_ns=max(int(dur) - roof_ns, 0), efficiency=(roof_ns / dur if (dur and hw) else None), bound=bound,
+                source="counters",
+            )
+        )
+    return tuple(sorted(out, key=lambda g: -g.time_lost_ns)[:top_k])

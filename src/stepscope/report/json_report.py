@@ -36,6 +36,7 @@ def _rank(r: RankAnalysis) -> dict[str, Any]:
         "hardware": dataclasses.asdict(roof.hardware) if roof and roof.hardware else None,
         "roofline": [dataclasses.asdict(g) for g in roof.groups] if roof else [],
         "flops_coverage_ratio": roof.coverage_ratio if roof else 0.0,
+        "roofline_measured": [dataclasses.asdict(g) for g in roof.measured] if roof else [],
         "roofline_by_category": [dataclasses.asdict(c) for c in roof.by_category] if roof else [],
         "mfu_diagnosis": dataclasses.asdict(r.mfu_diagnosis) if r.mfu_diagnosis else None,
         "scopes": [dataclasses.asdict(x) for x in r.scopes],
