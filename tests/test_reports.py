@@ -106,3 +106,17 @@ def test_html_details_only_slowest_ranks_when_many(tmp_path: Path) -> None:
     assert text.count("<section class='rank'") == 8
     assert "id='rank-9'" in text and "id='rank-2'" in text and "id='rank-1'" not in text and "id='rank-0'" not in text
     assert text.count("<tr><td>") >= 10  # every rank is still in the rank table
+
+
+def test_roofline_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from .test_roofline import _mm_trace
+
+    out = tmp_path / "roof.png"
+    assert main(["analyze", str(_mm_trace(tmp_path)), "--roofline-png", str(out), "-q"]) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    # a trace whose device is unknown has no roofline to draw: one clear error
+    (tmp_path / "x").mkdir()
+    bad = _mm_trace(tmp_path / "x", device="Mystery Accelerator")
+    assert main(["analyze", str(bad), "--roofline-png", str(tmp_path / "no.png"), "-q"]) == 2

@@ -34,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--tokens-per-step", type=int, metavar="N", help="tokens each rank processes per step (with --hf-config)")
     r.add_argument("--seq-len", type=int, metavar="N", help="sequence length (with --hf-config; attention FLOPs)")
     r.add_argument("--mfu-dtype", default="bf16", help="dtype whose peak MFU is measured against (default bf16)")
+    r.add_argument("--roofline-png", metavar="OUT", help="write the roofline chart as PNG (needs the [plot] extra)")
 
     c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")
     c.add_argument("traces", nargs="+")
@@ -77,9 +78,13 @@ def _analyze(ns: argparse.Namespace) -> int:
         if out:
             text = FILE_RENDERERS[kind](result)
             _write(out, text)
+    if ns.roofline_png:
+        from .report import roofline_png
+
+        roofline_png.write(result, ns.roofline_png)
     if not ns.quiet:
         terminal.render(result, Console())
-        for kind, out in outputs.items():
+        for kind, out in {**outputs, "png": ns.roofline_png}.items():
             if out:
                 print(f"wrote {kind.upper()} report: {out}")
     else:
