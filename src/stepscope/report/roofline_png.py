@@ -26,7 +26,7 @@ def write(a: Analysis, path: str) -> None:
     groups = [g for g in roof.groups if g.bound != "unknown" and g.intensity and g.achieved_tflops > 0]
     peak, bw = roof.hardware.peak_tflops, roof.hardware.hbm_gbps / 1e3
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    xs = [g.intensity for g in groups] or [1.0]
+    xs = [float(g.intensity or 0.0) for g in groups] or [1.0]
     x0, x1 = min(min(xs) / 2, 0.1), max(max(xs) * 2, peak / bw * 4)
     ridge = peak / bw
     ax.plot([x0, ridge, x1], [x0 * bw, peak, peak], color="black", lw=1.5, label=f"{roof.hardware.name} roofline")
@@ -34,7 +34,7 @@ def write(a: Analysis, path: str) -> None:
     for bound, color in _COLOR.items():
         sel = [g for g in groups if g.bound == bound]
         if sel:
-            ax.scatter([g.intensity for g in sel], [g.achieved_tflops for g in sel],
+            ax.scatter([float(g.intensity or 0.0) for g in sel], [g.achieved_tflops for g in sel],
                        s=[20 + 400 * g.dur_ns / longest for g in sel], color=color, alpha=0.6, label=f"{bound}-bound")
     ax.set_xscale("log")
     ax.set_yscale("log")
