@@ -183,3 +183,14 @@ def test_scopes_modules_and_annotations(tmp_path: Path) -> None:
     assert sc["Attention"].achieved_tflops == pytest.approx(2 * 64**3 / 30e-6 / 1e12)
     assert (sc["my_region"].kind, sc["my_region"].kernel_ns) == ("annotation", 5 * US)
     assert "ProfilerStep#1" not in sc
+
+
+def test_detect_from_compute_capability_when_name_is_empty() -> None:
+    from stepscope.analysis.hardware import detect_from_properties
+
+    assert detect_from_properties({"computeMajor": 9, "computeMinor": 0, "numSms": 132}).name == "H100-SXM"
+    assert detect_from_properties({"computeMajor": 8, "computeMinor": 0, "numSms": 108, "totalGlobalMem": 85e9}).name == "A100-SXM-80GB"
+    assert detect_from_properties({"computeMajor": 8, "computeMinor": 0, "numSms": 108, "totalGlobalMem": 42e9}).name == "A100-SXM-40GB"
+    assert detect_from_properties({"computeMajor": 9, "computeMinor": 4, "numSms": 304}).name == "MI300X"
+    assert detect_from_properties({"computeMajor": 5, "computeMinor": 2, "numSms": 3}) is None
+    assert detect_from_properties({"name": ""}) is None

@@ -118,6 +118,32 @@ def detect(device_name: str | None, user_file: str | None = None) -> Hardware | 
     return None
 
 
+#: (computeMajor, computeMinor, numSms) -> catalog name, for traces whose device name is empty
+_BY_PROPERTIES: dict[tuple[int, int, int], str] = {
+    (9, 0, 132): "H100-SXM",
+    (9, 0, 114): "H100-PCIe",
+    (10, 0, 148): "B200",
+    (8, 0, 108): "A100-SXM-40GB",
+    (7, 0, 80): "V100-SXM2",
+    (8, 9, 142): "L40S",
+    (9, 4, 304): "MI300X",  # ROCm reports gfx942 as 9.4 and CUs as SMs (e.g. vLLM traces with an empty name)
+    (9, 5, 256): "MI355X",
+    (9, 0, 110): "MI250X",
+}
+
+
+def detect_from_properties(props: dict[str, Any], user_file: str | None = None) -> Hardware | None:
+    """Fallback when the name is empty: compute capability + SM count (+ memory for A100 80GB)."""
+    try:
+        key = (int(props["computeMajor"]), int(props["computeMinor"]), int(props["numSms"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    name = _BY_PROPERTIES.get(key)
+    if name == "A100-SXM-40GB" and float(props.get("totalGlobalMem", 0) or 0) > 60e9:
+        name = "A100-SXM-80GB"
+    return by_name(name, user_file) if name else None
+
+
 def dtype_of(type_str: str | None) -> tuple[str, int]:
     """(catalog dtype, bytes) for a profiler "Input type" string; unknown -> fp32, 4 bytes."""
     if not type_str:

@@ -139,6 +139,8 @@ def _roofline(
         source = "--hardware"
     else:
         hw = hardware.detect(info.device_name, cfg.hardware_file)
+        if hw is None and info.device_properties:
+            hw = hardware.detect_from_properties(info.device_properties[0], cfg.hardware_file)
         source = "trace"
         if hw is None and rd.dev.size:
             shown = repr(info.device_name) if info.device_name else "no device name"
