@@ -194,3 +194,16 @@ def test_detect_from_compute_capability_when_name_is_empty() -> None:
     assert detect_from_properties({"computeMajor": 9, "computeMinor": 4, "numSms": 304}).name == "MI300X"
     assert detect_from_properties({"computeMajor": 5, "computeMinor": 2, "numSms": 3}) is None
     assert detect_from_properties({"name": ""}) is None
+
+
+def test_per_kernel_roofline_and_excess_flops(tmp_path: Path) -> None:
+    r = analyze(stepscope.load(_mm_trace(tmp_path)), AnalyzeConfig(model_flops_per_step=1e9)).ranks[0]
+    k = {g.name: g for g in r.roofline.kernels}
+    assert set(k) == {"sm90_xmma_gemm_bf16bf16", "vectorized_elementwise_kernel"}  # the custom op has no model
+    g = k["sm90_xmma_gemm_bf16bf16"]
+    assert (g.flops, g.dur_ns, g.dtype, g.bound) == (2 * 1024**3, 10 * US, "bf16", "compute")
+    assert r.roofline.steps[0].excess_flops == 2 * 1024**3 + 1024 * 1024 - 1e9
+    from stepscope.analysis.hardware import by_name
+
+    core = by_name("TPU-v4-core")
+    assert core.peak_flops("bf16") == 275e12 / 2 and core.hbm_gbps == 1228 / 2

@@ -96,7 +96,30 @@ def load_catalog(user_file: str | None = None) -> tuple[Hardware, ...]:
             user = _parse(yaml.safe_load(Path(user_file).read_text()), user_file)
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read hardware file ({exc.__class__.__name__})", path=user_file, fix="pass a YAML like data/hardware.yaml") from None
-    return tuple(user + bundled)
+    return tuple(_with_per_core(user + bundled))
+
+
+def _with_per_core(devices: list[Hardware]) -> list[Hardware]:
+    """Multi-core chips (TPU v4/v5p/v7x) also as ``<name>-core``: peak and HBM bandwidth / cores,
+    for profiles that show one TensorCore per device."""
+    out = list(devices)
+    for hw in devices:
+        if hw.cores > 1:
+            out.append(
+                Hardware(
+                    name=f"{hw.name}-core",
+                    peak_tflops={k: (v / hw.cores if v else v) for k, v in hw.peak_tflops.items()},
+                    hbm_gb=hw.hbm_gb / hw.cores if hw.hbm_gb else None,
+                    hbm_gbps=hw.hbm_gbps / hw.cores,
+                    intra_node_gbps=hw.intra_node_gbps,
+                    inter_node_gbps=hw.inter_node_gbps,
+                    cores=1,
+                    source=hw.source + f" (per TensorCore: chip / {hw.cores})",
+                    note=hw.note,
+                    match=r"(?!)",  # never matched by name: chosen with --hardware
+                )
+            )
+    return out
 
 
 def by_name(name: str, user_file: str | None = None) -> Hardware:

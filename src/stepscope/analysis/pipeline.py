@@ -151,7 +151,7 @@ def _roofline(
     hw_info = HardwareInfo(hw.name, hw.peak_flops(cfg.mfu_dtype) / 1e12, hw.hbm_gbps, hw.source, source) if hw else None
     d = rd.dev
     roof, kernel_flops = roofline.compute(
-        events, dev_step, d.kind, d.external_id, d.end - d.ts, d.category, steps, hw_info, hw,
+        events, dev_step, d.kind, d.external_id, d.end - d.ts, d.category, d.names, d.name_idx, steps, hw_info, hw,
         model_flops_per_step=cfg.model_flops_per_step, mfu_dtype=cfg.mfu_dtype,
     )
     kinds = events["kind"].combine_chunks()

@@ -69,6 +69,7 @@ class StepFlops:
     model_flops: float | None
     mfu: float | None
     hfu: float | None
+    excess_flops: float | None  # executed - model FLOPs (recompute and other extra work; executed is a lower bound)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class Roofline:
     note: str
     by_category: tuple[CategoryRoofline, ...] = ()
     measured: tuple[RooflineGroup, ...] = ()  # from hardware counters, when the trace has them
+    kernels: tuple[RooflineGroup, ...] = ()  # per kernel name (each kernel gets its op's FLOPs/bytes share)
 
 
 def compute(
@@ -99,6 +101,8 @@ def compute(
     dev_ext: np.ndarray,
     dev_dur: np.ndarray,
     dev_category: np.ndarray,
+    dev_names: list[str],
+    dev_name_idx: np.ndarray,
     steps: tuple[StepBreakdown, ...],
     hw: HardwareInfo | None,
     hw_full: Hardware | None,
@@ -177,7 +181,8 @@ def compute(
         t_s = s.step_time_ns / 1e9
         mfu = model_flops_per_step / (t_s * peak) if (model_flops_per_step and peak and t_s > 0) else None
         hfu = ex / (t_s * peak) if (peak and t_s > 0 and ex > 0) else None
-        step_rows.append(StepFlops(s.name, ex, model_flops_per_step, mfu, hfu))
+        excess = ex - model_flops_per_step if (model_flops_per_step and ex > 0) else None
+        step_rows.append(StepFlops(s.name, ex, model_flops_per_step, mfu, hfu, excess))
     notes = []
     if hw_full is None:
         notes.append("device not in the catalog: pass --hardware NAME for roofline and MFU")
@@ -189,6 +194,15 @@ def compute(
         n_k = np.bincount(inv, minlength=uniq_ext.size)
         idx = np.flatnonzero(in_step)[has]
         per_kernel[idx] = (inst_flops / np.maximum(n_k, 1))[inv]
+    per_kernel_bytes = np.zeros(dev_ext.size)
+    if uniq_ext.size:
+        per_kernel_bytes[np.flatnonzero(in_step)[has]] = (inst_bytes / np.maximum(np.bincount(inv, minlength=uniq_ext.size), 1))[inv]
+    kernel_dtype = np.full(dev_ext.size, "fp32", dtype=object)
+    if uniq_ext.size:
+        inst_dtype = np.array([costs[j][2].dtype if (j >= 0 and costs[j][2]) else "fp32" for j in inst_sig], dtype=object)
+        kernel_dtype[np.flatnonzero(in_step)[has]] = inst_dtype[inv]
+    kernel_groups = _kernel_groups(dev_names, dev_name_idx, in_step, dev_dur, per_kernel, per_kernel_bytes, kernel_dtype,
+                                   inst_modeled_kernel(in_step, has, inv, modeled, dev_ext.size), hw_full, latency_ns, top_k)
     return Roofline(
         hardware=hw,
         groups=tuple(groups[:top_k]),
@@ -197,6 +211,7 @@ def compute(
         steps=tuple(step_rows),
         note=note,
         by_category=by_cat,
+        kernels=kernel_groups,
     ), per_kernel
 
 
@@ -296,4 +311,35 @@ def measured_groups(ranges: list[CounterRange], hw: Hardware | None, top_k: int 
                 source="counters",
             )
         )
+    return tuple(sorted(out, key=lambda g: -g.time_lost_ns)[:top_k])
+
+
+def inst_modeled_kernel(in_step: np.ndarray, has: np.ndarray, inv: np.ndarray, modeled: np.ndarray, n: int) -> np.ndarray:
+    """Per device event: launched by an op with a cost model."""
+    out = np.zeros(n, bool)
+    if inv.size:
+        out[np.flatnonzero(in_step)[has]] = modeled[inv]
+    return out
+
+
+def _kernel_groups(
+    names: list[str], name_idx: np.ndarray, in_step: np.ndarray, dur: np.ndarray, flops: np.ndarray, nbytes: np.ndarray,
+    dtype: np.ndarray, modeled: np.ndarray, hw: Hardware | None, latency_ns: int, top_k: int,
+) -> tuple[RooflineGroup, ...]:
+    """Roofline per kernel name over the kernels whose op has a cost model; a kernel gets its op's
+    FLOPs and bytes split evenly over the op's kernels, and its op's dtype."""
+    sel = in_step & modeled
+    if not sel.any():
+        return ()
+    idx, first, inv = np.unique(name_idx[sel], return_index=True, return_inverse=True)
+    dts = dtype[sel][first]
+    d = np.bincount(inv, weights=dur[sel])
+    f = np.bincount(inv, weights=flops[sel])
+    b = np.bincount(inv, weights=nbytes[sel])
+    c = np.bincount(inv)
+    bw = hw.hbm_bytes_per_s if hw else None
+    out = [
+        _group(names[k], names[k], str(dts[j]), int(c[j]), int(d[j]), float(f[j]), float(b[j]), True, hw, bw, latency_ns)
+        for j, k in enumerate(idx)
+    ]
     return tuple(sorted(out, key=lambda g: -g.time_lost_ns)[:top_k])

@@ -24,7 +24,7 @@ def _rank(r: RankAnalysis) -> dict[str, Any]:
         d.update(mfu=None, hfu=None, recompute_ns=None, executed_flops=None, model_flops=None)
     if roof is not None:
         for d, f in zip(steps, roof.steps):
-            d.update(mfu=f.mfu, hfu=f.hfu, executed_flops=f.executed_flops, model_flops=f.model_flops)
+            d.update(mfu=f.mfu, hfu=f.hfu, executed_flops=f.executed_flops, model_flops=f.model_flops, excess_flops=f.excess_flops)
     for d, ph in zip(steps, r.phases):
         d.update(recompute_ns=ph.recompute_ns, phase_ns=ph.phase_ns, recompute_ops=ph.recompute_ops)
     return {
@@ -36,6 +36,7 @@ def _rank(r: RankAnalysis) -> dict[str, Any]:
         "hardware": dataclasses.asdict(roof.hardware) if roof and roof.hardware else None,
         "roofline": [dataclasses.asdict(g) for g in roof.groups] if roof else [],
         "flops_coverage_ratio": roof.coverage_ratio if roof else 0.0,
+        "roofline_kernels": [dataclasses.asdict(g) for g in roof.kernels] if roof else [],
         "roofline_measured": [dataclasses.asdict(g) for g in roof.measured] if roof else [],
         "roofline_by_category": [dataclasses.asdict(c) for c in roof.by_category] if roof else [],
         "mfu_diagnosis": dataclasses.asdict(r.mfu_diagnosis) if r.mfu_diagnosis else None,
