@@ -41,6 +41,7 @@ class RooflineGroup:
     achieved_gbps: float
     intensity: float | None
     attainable_tflops: float | None
+    ridge_flop_per_byte: float | None
     roofline_ns: int
     time_lost_ns: int
     efficiency: float | None
@@ -254,7 +255,7 @@ def _group(
     achieved_gbps = nbytes / t_s / 1e9 if t_s > 0 else 0.0
     if not modeled or hw is None or peak_bw is None:
         return RooflineGroup(name, signature, dtype, count, dur, flops, nbytes, achieved_tflops, achieved_gbps,
-                             None, None, 0, 0, None, "unknown")
+                             None, None, None, 0, 0, None, "unknown")
     peak = hw.peak_flops(dtype)
     intensity = flops / nbytes if nbytes > 0 else None
     roof_s = max(flops / peak if peak else 0.0, nbytes / peak_bw)
@@ -268,7 +269,7 @@ def _group(
         bound = "memory"
     roof_ns = int(round(roof_s * 1e9))
     return RooflineGroup(
-        name, signature, dtype, count, dur, flops, nbytes, achieved_tflops, achieved_gbps, intensity, attainable,
+        name, signature, dtype, count, dur, flops, nbytes, achieved_tflops, achieved_gbps, intensity, attainable, ridge,
         roof_ns, max(dur - roof_ns, 0), min(roof_ns / dur, 1.0) if dur else None, bound,
     )
 
@@ -306,7 +307,8 @@ def measured_groups(ranges: list[CounterRange], hw: Hardware | None, top_k: int 
             RooflineGroup(
                 name=name, signature=name, dtype=dtype, count=int(count), dur_ns=int(dur), flops=flops, bytes=nbytes,
                 achieved_tflops=flops / t_s / 1e12 if t_s else 0.0, achieved_gbps=nbytes / t_s / 1e9 if t_s else 0.0,
-                intensity=intensity, attainable_tflops=(peak / 1e12 if peak else None), roofline_ns=roof_ns,
+                intensity=intensity, attainable_tflops=(peak / 1e12 if peak else None),
+                ridge_flop_per_byte=(peak / hw.hbm_bytes_per_s if (hw and peak) else None), roofline_ns=roof_ns,
                 time_lost_ns=max(int(dur) - roof_ns, 0), efficiency=(roof_ns / dur if (dur and hw) else None), bound=bound,
                 source="counters",
             )

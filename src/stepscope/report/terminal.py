@@ -145,11 +145,12 @@ def _phases(r: RankAnalysis, con: Console) -> None:
     if not r.phases:
         return
     t = Table(title="Device time by phase (ms; union per phase in the step window)")
-    for col in ("step", "forward", "backward", "recompute", "optimizer", "recomputed ops"):
+    for col in ("step", "forward", "backward", "recompute", "recompute % of step", "optimizer", "recomputed ops"):
         t.add_column(col, justify="right")
-    for p in r.phases:
+    for p, s in zip(r.phases, r.steps):
         ph = p.phase_ns
-        t.add_row(p.name, ms(ph["forward"]), ms(ph["backward"]), ms(ph["recompute"]), ms(ph["optimizer"]), str(p.recompute_ops))
+        t.add_row(p.name, ms(ph["forward"]), ms(ph["backward"]), ms(ph["recompute"]), pct(ph["recompute"], s.step_time_ns),
+                  ms(ph["optimizer"]), str(p.recompute_ops))
     con.print(t)
     d = r.mfu_diagnosis
     if d is not None:
