@@ -23,7 +23,7 @@ from . import hardware, mfu_diagnosis, phases, roofline, scopes
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
 from .hardware import Hardware
-from .rankdata import RankData, build
+from .rankdata import RankData, build, dict_mask
 from .results import Analysis, RankAnalysis, StepBreakdown
 from .roofline import HardwareInfo, Roofline
 from .stats import (
@@ -154,8 +154,7 @@ def _roofline(
         events, dev_step, d.kind, d.external_id, d.end - d.ts, d.category, d.names, d.name_idx, steps, hw_info, hw,
         model_flops_per_step=cfg.model_flops_per_step, mfu_dtype=cfg.mfu_dtype,
     )
-    kinds = events["kind"].combine_chunks()
-    if pc.any(pc.equal(kinds.cast(pa.string()), "counter_range")).as_py() and not info.path.endswith(".parquet"):
+    if dict_mask(events["kind"], lambda k: k == "counter_range").any() and not info.path.endswith(".parquet"):
         roof = dataclasses.replace(roof, measured=roofline.measured_groups(read_counter_ranges(info.path), hw))
     return roof, kernel_flops
 

@@ -6,6 +6,7 @@ Built once per rank and shared by every analysis, so each join/classification ha
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,16 @@ def _names(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     return idx, names
 
 
+def dict_mask(col: pa.ChunkedArray | pa.Array, predicate: Callable[[str], bool]) -> np.ndarray:
+    """Row mask of ``predicate(value)`` for a dictionary column, evaluated once per distinct value
+    (no string per row is built)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    lut = np.array([bool(predicate(v)) if v is not None else False for v in arr.dictionary.to_pylist()] + [False])
+    return lut[pc.fill_null(arr.indices, len(lut) - 1).to_numpy()]
+
+
 def _kind_np(t: pa.Table) -> np.ndarray:
     """Kind codes (``schema.KIND_CODE``) as int8, without a Python object per event."""
     arr = t["kind"].combine_chunks()
@@ -98,20 +109,24 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     hidx = nidx_all[host_rows]
     del nidx_all
 
-    def host_col(name: str) -> np.ndarray:
-        return events[name].to_numpy()[host_rows]
+    def host_col(name: str, narrow: bool = False) -> np.ndarray:
+        a = events[name].to_numpy()[host_rows]
+        # ids and thread numbers usually fit in int32: half the memory on multi-GB traces
+        if narrow and a.size and a.min() >= np.iinfo(np.int32).min and a.max() <= np.iinfo(np.int32).max:
+            return a.astype(np.int32)
+        return a
 
     hts = host_col("ts_ns")
     host = HostArrays(
         kind=hk,
         name_idx=hidx,
         names=names,
-        tid=host_col("tid"),
+        tid=host_col("tid", narrow=True),
         ts=hts,
         end=hts + host_col("dur_ns"),
-        correlation=host_col("correlation"),
-        external_id=host_col("external_id"),
-        sequence_number=host_col("sequence_number"),
+        correlation=host_col("correlation", narrow=True),
+        external_id=host_col("external_id", narrow=True),
+        sequence_number=host_col("sequence_number", narrow=True),
     )
     sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in names])
     sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in names])

@@ -25,6 +25,7 @@ from ..trace.schema import KIND_CODE as KIND
 from ..trace.counters import CounterRange
 from .flops import op_cost
 from .hardware import Hardware
+from .rankdata import dict_mask
 from .results import StepBreakdown
 
 
@@ -125,10 +126,12 @@ def compute(
     inst_dur = np.bincount(inv, weights=k_dur).astype(np.int64)
     inst_step = np.full(uniq_ext.size, -1, np.int64)
     np.maximum.at(inst_step, inv, k_step)
-    kind = events["kind"].combine_chunks()
-    ops = events.filter(
-        pc.and_(pc.equal(kind.cast(pa.string()), "cpu_op"), pc.is_in(events["external_id"], pa.array(uniq_ext)))
-    ).select(["name", "external_id", "input_dims", "input_types"])
+    is_op = dict_mask(events["kind"], lambda k: k == "cpu_op")
+    ext_all = events["external_id"].to_numpy()
+    pos_all = np.searchsorted(uniq_ext, ext_all)
+    is_op &= (pos_all < uniq_ext.size) & (uniq_ext[np.minimum(pos_all, max(uniq_ext.size - 1, 0))] == ext_all) if uniq_ext.size else False
+    del ext_all, pos_all
+    ops = events.select(["name", "external_id", "input_dims", "input_types"]).take(pa.array(np.flatnonzero(is_op)))
     op_ext = ops["external_id"].to_numpy()
     # one row per External id (the first op recorded with it)
     op_ext_u, first = np.unique(op_ext, return_index=True)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .phases import _ThreadRanges
-from .rankdata import RankData
+from .rankdata import RankData, dict_mask
 
 _INSTANCE = re.compile(r"_\d+$")
 _SKIP = re.compile(r"^ProfilerStep#|^nccl:|^gloo:|^enumerate\(DataLoader\)|^Optimizer\.|^## ")
@@ -43,11 +43,9 @@ class ScopeStat:
 def compute(
     events: pa.Table, rd: RankData, dev_step: np.ndarray, kernel_flops: np.ndarray, peak_flops: float | None, max_scopes: int = 40
 ) -> tuple[ScopeStat, ...]:
-    kind = events["kind"].combine_chunks().cast(pa.string())
-    name = events["name"].combine_chunks().cast(pa.string())
-    is_module = pc.and_(pc.equal(kind, "python_function"), pc.starts_with(name, "nn.Module: "))
-    is_annot = pc.equal(kind, "user_annotation")
-    rows = events.filter(pc.or_(is_module, is_annot)).select(["kind", "name", "tid", "ts_ns", "dur_ns"])
+    is_module = dict_mask(events["kind"], lambda k: k == "python_function") & dict_mask(events["name"], lambda n: n.startswith("nn.Module: "))
+    is_annot = dict_mask(events["kind"], lambda k: k == "user_annotation")
+    rows = events.select(["kind", "name", "tid", "ts_ns", "dur_ns"]).take(pa.array(np.flatnonzero(is_module | is_annot)))
     if rows.num_rows == 0 or rd.dev.size == 0:
         return ()
     names = rows["name"].combine_chunks().cast(pa.string())
