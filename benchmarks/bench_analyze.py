@@ -78,7 +78,7 @@ def run(code: str, python: str = sys.executable) -> dict:
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if p.returncode != 0:
         return {"error": p.stderr[-2000:], "wall_s": wall}
-    return {"wall_s": round(wall, 2), "peak_rss_mb_max_so_far": round(rss), "out": p.stdout.strip()[-300:]}
+    return {"wall_s": round(wall, 2), "peak_rss_mib_max_so_far": round(rss), "out": p.stdout.strip()[-300:]}
 
 
 def main() -> None:
@@ -105,14 +105,14 @@ def main() -> None:
     )
     rows, secs, rss = ingest["out"].split()
     print(json.dumps({"measure": "ingest (read_kineto, 1 core)", "events": int(rows), "s": float(secs),
-                      "MB_per_s": round(size / 1e6 / float(secs), 1), "peak_rss_mb": int(rss)}))
+                      "MB_per_s": round(size / 1e6 / float(secs), 1), "peak_rss_mib": int(rss)}))
     e2e = run(
         "import time,resource,sys;from stepscope.cli import main;t=time.perf_counter();"
         f"rc=main(['analyze',{str(path)!r},'--json',{str(wd / 'out.json')!r},'-q']);"
         "print(rc, round(time.perf_counter()-t,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
     )
     rc, secs_e2e, rss_e2e = e2e["out"].split()[-3:]
-    print(json.dumps({"measure": "stepscope analyze end to end", "rc": int(rc), "s": float(secs_e2e), "peak_rss_mb": int(rss_e2e)}))
+    print(json.dumps({"measure": "stepscope analyze end to end", "rc": int(rc), "s": float(secs_e2e), "peak_rss_mib": int(rss_e2e)}))
     if not a.skip_hta:
         hta = run(
             "import time,resource,logging;logging.disable(logging.WARNING);t=time.perf_counter();"
@@ -126,9 +126,9 @@ def main() -> None:
             print(json.dumps({"measure": "HTA", "error": hta["error"][-500:]}))
         else:
             s_hta, rss_hta = hta["out"].split()[-2:]
-            print(json.dumps({"measure": "HTA temporal breakdown + comm/comp overlap", "s": float(s_hta), "peak_rss_mb": int(rss_hta),
+            print(json.dumps({"measure": "HTA temporal breakdown + comm/comp overlap", "s": float(s_hta), "peak_rss_mib": int(rss_hta),
                               "speedup_vs_hta": round(float(s_hta) / float(secs_e2e), 1)}))
-    print(json.dumps({"input_mb": round(size / 1e6), "cpus": os.cpu_count()}))
+    print(json.dumps({"input_mb": round(size / 1e6), "input_mib": round(size / 2**20), "cpus": os.cpu_count()}))
     if a.ranks:
         scaling(wd, a.ranks, a.rank_mb)
 
@@ -153,7 +153,7 @@ def scaling(wd: Path, ranks: int, rank_mb: int) -> None:
         )
         rc, secs, rss = res["out"].split()[-3:]
         print(json.dumps({"measure": f"{ranks} ranks x {rank_mb} MB, --workers {workers}", "rc": int(rc), "s": float(secs),
-                          "MB_per_s": round(ranks * one.stat().st_size / 1e6 / float(secs), 1), "parent_peak_rss_mb": int(rss)}))
+                          "MB_per_s": round(ranks * one.stat().st_size / 1e6 / float(secs), 1), "parent_peak_rss_mib": int(rss)}))
 
 
 if __name__ == "__main__":

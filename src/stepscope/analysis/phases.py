@@ -64,12 +64,15 @@ def compute(rd: RankData, steps: tuple[StepBreakdown, ...], dev_step: np.ndarray
     is_eval = np.array([n.startswith("autograd::engine::evaluate_function") for n in names])[h.name_idx]
     is_bwd_node = np.array(["Backward" in n or n.startswith("autograd::") for n in names])[h.name_idx]
     cpu = h.kind == KIND["cpu_op"]
-    times = np.concatenate([h.ts, h.end, d.ts, d.end]) if h.ts.size else np.zeros(1, np.int64)
-    lo, span = int(times.min()), int(times.max() - times.min()) + 2
+    parts = [a for a in (h.ts, h.end, d.ts, d.end) if a.size]
+    lo = min((int(a.min()) for a in parts), default=0)
+    span = max((int(a.max()) for a in parts), default=0) - lo + 2
     ev = cpu & is_eval
     bwd = _ThreadRanges(h.tid[ev], h.ts[ev], h.end[ev], lo, span)
     fwd_op = cpu & (h.sequence_number >= 0) & ~is_bwd_node
-    in_bwd = bwd.contains(h.tid, h.ts)
+    fwd_idx = np.flatnonzero(fwd_op)
+    in_bwd = np.zeros(h.ts.size, bool)  # only forward ops are asked: a few of all host rows
+    in_bwd[fwd_idx] = bwd.contains(h.tid[fwd_idx], h.ts[fwd_idx])
     rec = fwd_op & in_bwd
     recompute = _ThreadRanges(h.tid[rec], h.ts[rec], h.end[rec], lo, span)
     optim = _ThreadRanges(h.tid[opt_mask], h.ts[opt_mask], h.end[opt_mask], lo, span)
