@@ -24,8 +24,6 @@ from ..errors import ConfigError
 
 COMM_PREFIX = "comm:"
 MEMORY_CATEGORIES = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memcpy_p2p", "memcpy_other", "memset")
-COMPUTE_CATEGORIES = ("gemm", "attention", "conv", "elementwise", "normalization", "reduction", "optimizer", "other")
-COLLECTIVE_TYPES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "send_recv", "broadcast", "reduce", "barrier", "other")
 
 
 @dataclass(frozen=True)
@@ -158,7 +156,7 @@ def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table
     is_comm = np.char.startswith(cat.astype(str), COMM_PREFIX)
     is_kernel = kind == KIND["kernel"]
     if is_comm.any():
-        streams, sidx = np.unique(stream, return_inverse=True)
+        _, sidx = np.unique(stream, return_inverse=True)
         comm_share = np.bincount(sidx, weights=(is_comm & is_kernel)) / np.maximum(np.bincount(sidx, weights=is_kernel), 1)
         on_comm_stream = comm_share[sidx] > 0.5
         cat = np.where(on_comm_stream & is_kernel & (cat == "other"), COMM_PREFIX + "other", cat)

@@ -150,9 +150,6 @@ def _int_col(values: list[Any], dtype: pa.DataType = pa.int64()) -> np.ndarray:
     return pc.fill_null(arr, -1).to_numpy()
 
 
-def _dict(values: list[Any]) -> pa.Array:
-    return pa.array(values, type=pa.string()).dictionary_encode()
-
 
 def _raw_text(values: list[msgspec.Raw]) -> pa.Array:
     return pa.array([bytes(v) or None for v in values], type=pa.binary()).cast(pa.string())
