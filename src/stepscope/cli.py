@@ -36,6 +36,19 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--mfu-dtype", default="bf16", help="dtype whose peak MFU is measured against (default bf16)")
     r.add_argument("--roofline-png", metavar="OUT", help="write the roofline chart as PNG (needs the [plot] extra)")
 
+    pl = sub.add_parser("plan", help="search parallel/memory strategies; predict memory, step time and MFU")
+    pl.add_argument("--model", help="catalog name (e.g. llama3-70b) or a Hugging Face config.json")
+    pl.add_argument("--hardware", help="device name or alias (h100, a100, mi300x, tpu-v5p, ...)")
+    pl.add_argument("--devices", type=int, help="number of devices")
+    pl.add_argument("--global-batch", type=int, help="sequences per step")
+    pl.add_argument("--seq-len", type=int, help="tokens per sequence")
+    pl.add_argument("--devices-per-node", type=int, default=8)
+    pl.add_argument("--precision", default="bf16")
+    pl.add_argument("--evaluate", metavar="STRATEGY", help='one configuration, e.g. "tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"')
+    pl.add_argument("--top", type=int, default=20)
+    pl.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    pl.add_argument("--batch", metavar="FILE.jsonl", help="evaluate many records, one JSON line out per record")
+
     c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")
     c.add_argument("traces", nargs="+")
     c.add_argument("-o", "--out-dir", required=True, help="directory for <name>.parquet files")
@@ -140,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
             return _analyze(ns)
         if ns.cmd == "convert":
             return _convert(ns)
+        if ns.cmd == "plan":
+            from .planner.cli import run
+
+            return run(ns)
         return 2
     except StepscopeError as exc:
         print(f"stepscope: error: {exc.one_line()}", file=sys.stderr)

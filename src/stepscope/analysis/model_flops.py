@@ -66,6 +66,13 @@ def from_hf_config(path: str | Path) -> ModelShape:
         cfg = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read model config ({exc.__class__.__name__})", path=str(path), fix="pass a Hugging Face config.json") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError("model config is not a JSON object", path=str(path), fix="pass a Hugging Face config.json")
+    return from_config_dict(cfg, str(path))
+
+
+def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelShape:
+    """A :class:`ModelShape` from Hugging Face config keys (see :func:`from_hf_config`)."""
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
     if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):

@@ -1,0 +1,1 @@
+"""Planner: search parallel and memory strategies, predict memory, step time and MFU."""

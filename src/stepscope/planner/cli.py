@@ -1,0 +1,76 @@
+"""``stepscope plan``: search, ``--evaluate`` one strategy, or ``--batch`` many records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import ConfigError, InputError
+from .cost import Job, evaluate
+from .render import records, table
+from .search import hardware, model, parse_strategy, search
+
+
+def _job(d: dict[str, Any]) -> Job:
+    missing = [k for k in ("model", "hardware", "devices", "global_batch", "seq_len") if d.get(k) in (None, "")]
+    if missing:
+        raise ConfigError(f"plan needs {', '.join('--' + m.replace('_', '-') for m in missing)}", fix="see stepscope plan --help")
+    return Job(
+        model=model(str(d["model"])),
+        hw=hardware(str(d["hardware"])),
+        devices=int(d["devices"]),
+        devices_per_node=int(d.get("devices_per_node") or 8),
+        global_batch=int(d["global_batch"]),
+        seq_len=int(d["seq_len"]),
+        precision=str(d.get("precision") or "bf16"),
+    )
+
+
+def _one(job: Job, strategy: str) -> dict[str, Any]:
+    s = parse_strategy(strategy)
+    if (s["tp"] * s["pp"] * s["cp"] * s["dp"])[0] != job.devices:
+        raise ConfigError(f"tp*pp*cp*dp must equal --devices ({job.devices})", fix="adjust the strategy")
+    return records(s, evaluate(job, s))[0]
+
+
+def run(ns: argparse.Namespace) -> int:
+    if ns.batch:
+        try:
+            lines = open(ns.batch, encoding="utf-8").read().splitlines()
+        except OSError as exc:
+            raise InputError(f"cannot read ({exc.strerror})", path=ns.batch, fix="pass a JSONL file") from None
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                out = _one(_job(rec), str(rec.get("strategy", "")))
+            except ConfigError as exc:
+                out = {"error": exc.one_line()}
+            except (ValueError, TypeError) as exc:
+                out = {"error": f"line {n}: {exc}"}
+            print(json.dumps(out))
+        return 0
+    job = _job({k: getattr(ns, k) for k in ("model", "hardware", "devices", "global_batch", "seq_len", "devices_per_node", "precision")})
+    if ns.evaluate:
+        rec = _one(job, ns.evaluate)
+        if ns.json:
+            print(json.dumps(rec))
+        else:
+            from rich.console import Console
+
+            Console().print(table([rec]))
+        return 0
+    plan = search(job, ns.top)
+    recs = records(plan.strategies, plan.results)
+    if ns.json:
+        print(json.dumps(recs))
+    else:
+        from rich.console import Console
+
+        con = Console(width=max(Console().width, 200)) if not sys.stdout.isatty() else Console()
+        con.print(table(recs))
+        con.print(f"{plan.evaluated:,} valid configurations evaluated")
+    return 0

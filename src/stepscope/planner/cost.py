@@ -1,0 +1,135 @@
+"""Memory and step-time model of a training strategy, vectorized over many strategies at once.
+
+Every input strategy field is a numpy array of equal length (one entry per configuration); all
+arithmetic is elementwise, so a million configurations cost a few numpy passes.
+
+Memory per device (bytes), for the pipeline stage that holds the most:
+- parameters ``P_dev = layers/pp * (dense/tp + experts/(ep*tp)) + vocab*h/tp`` (embedding or head);
+- weights 2 B/param (bf16), gradients 2 B/param, optimizer 12 B/param (fp32 master + Adam m, v);
+  ZeRO-1 shards the optimizer over dp, ZeRO-2 also gradients, ZeRO-3/FSDP also weights;
+- activations per layer and micro-batch (Korthikanti et al. 2022, with sequence parallelism and
+  flash attention): ``s*b*h*c/(tp*cp)`` bytes with c = 34 (no recompute), 30 (selective), 2 (full:
+  only the layer input is kept); MoE layers add the routed copies ``(k-1)*s*b*h*4/(tp*cp)``;
+  1F1B keeps ``min(pp, micro-batches)`` micro-batches in flight on the first stage;
+- communication buffers 1 GB and a framework reserve (default 3 GB).
+
+Time per step (seconds):
+- compute = model FLOPs * recompute factor (full 4/3, selective 1.05) / (devices * peak * eff),
+  eff = 0.5 * shape factor (small per-device GEMMs, h/tp < 2048, run slower). 0.5 is a prior, not
+  fitted: ~0.7 of peak in large GEMMs x ~0.75 of the time in GEMMs (norms, elementwise, attention);
+- TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd), ring
+  factor 2(tp-1)/tp, on the intra-node link (inter-node when tp > devices per node), not overlapped;
+- DP / FSDP: gradient all-reduce 2(dp-1)/dp * grads (ZeRO-0/1/2), or all-gather x2 + reduce-scatter
+  3(dp-1)/dp * weights (ZeRO-3), on the inter-node link when the group spans nodes; 70% hidden
+  behind the backward pass (never more than the compute time);
+- EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer;
+- CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes, 50% hidden;
+- PP: bubble ``(pp-1)/(m*vpp)`` of the per-micro-batch work (m micro-batches per replica);
+- optimizer: read/write 16 B per local parameter at HBM bandwidth.
+Each link has a latency (alpha) of 10 us per collective step on intra-node, 20 us inter-node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analysis.hardware import Hardware
+from ..analysis.model_flops import ModelShape
+
+RECOMPUTE = ("none", "selective", "full")
+_ACT_C = np.array([34.0, 30.0, 2.0])
+_RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0])
+BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer")
+
+
+@dataclass(frozen=True)
+class Job:
+    model: ModelShape
+    hw: Hardware
+    devices: int
+    devices_per_node: int
+    global_batch: int  # sequences per step
+    seq_len: int
+    precision: str = "bf16"
+    reserve_gb: float = 3.0
+
+
+def params(m: ModelShape) -> tuple[float, float, float]:
+    """(dense params per layer, expert params per layer, embedding params) — matmul weights."""
+    attn = 2 * m.d_model * m.n_heads * m.head_dim + 2 * m.d_model * m.n_kv_heads * m.head_dim
+    mult = 3 if m.gated_mlp else 2
+    if m.n_experts:
+        dense = attn + mult * m.d_model * m.d_ff_expert * m.n_shared_experts + m.d_model * m.n_experts
+        experts = mult * m.d_model * m.d_ff_expert * m.n_experts
+    else:
+        dense, experts = attn + mult * m.d_model * m.d_ff, 0.0
+    return float(dense), float(experts), float(m.vocab * m.d_model)
+
+
+def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Memory parts (GB), time parts (s), step time, MFU, fits and bottleneck per configuration."""
+    m, hw = job.model, job.hw
+    tp, pp, vpp, dp, cp, ep = (s[k].astype(np.float64) for k in ("tp", "pp", "vpp", "dp", "cp", "ep"))
+    zero, mb, rc = s["zero"], s["mb"].astype(np.float64), s["recompute"].astype(np.int64)
+    L, h, seq = float(m.n_layers), float(m.d_model), float(job.seq_len)
+    dense, experts, emb = params(m)
+    p_dev = (L / pp) * (dense / tp + experts / (ep * tp)) + emb / tp
+    w_b = 2 * p_dev / np.where(zero >= 3, dp, 1)
+    g_b = 2 * p_dev / np.where(zero >= 2, dp, 1)
+    o_b = 12 * p_dev / np.where(zero >= 1, dp, 1)
+    n_micro = job.global_batch / (dp * mb)
+    act_layer = seq * mb * h * _ACT_C[rc] / (tp * cp)
+    if m.n_experts and m.experts_per_token > 1:
+        act_layer = act_layer + (m.experts_per_token - 1) * seq * mb * h * 4 / (tp * cp)
+    inflight = np.minimum(pp, np.maximum(n_micro, 1))
+    act_b = act_layer * (L / pp) * inflight
+    buf_b = np.full(tp.shape, 1e9)
+    reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
+    total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
+    # ---- time ---------------------------------------------------------------------------------
+    peak = hw.peak_flops(job.precision)
+    tokens = job.global_batch * seq
+    model_flops = m.flops_per_token(job.seq_len) * tokens  # per step, all devices
+    shape = np.clip((h / tp) / 2048.0, 0.25, 1.0) ** 0.3
+    eff = 0.5 * shape
+    compute_s = model_flops * _RECOMPUTE_FACTOR[rc] / (job.devices * peak * eff)
+    intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
+    node = float(job.devices_per_node)
+    tp_bw = np.where(tp <= node, intra, inter)
+    msg = seq * mb * h * 2 / cp
+    per_layer_tp = np.where(tp > 1, 4 * (2 * (tp - 1) / tp * msg / tp_bw + 2 * (tp - 1) * 10e-6), 0.0)
+    tp_s = per_layer_tp * (L / pp) * n_micro
+    dp_span = tp * pp * cp * dp > node
+    dp_bw = np.where(dp_span, inter, intra)
+    grad_bytes = 2 * p_dev
+    dp_raw = np.where(
+        zero >= 3, 3 * (dp - 1) / dp * grad_bytes / dp_bw, 2 * (dp - 1) / dp * grad_bytes / dp_bw
+    ) + np.where(dp > 1, 2 * (dp - 1) * 20e-6, 0.0)
+    dp_s = np.maximum(dp_raw - 0.7 * np.minimum(dp_raw, compute_s), 0.0)
+    moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
+    ep_bw = np.where(ep * tp <= node, intra, inter)
+    ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
+    ep_s = np.where(ep > 1, 4 * ep_bytes * (ep - 1) / ep / ep_bw * (moe_layers / pp) * n_micro, 0.0)
+    kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
+    cp_s = np.where(cp > 1, 0.5 * 2 * (cp - 1) / cp * kv_bytes / np.where(cp * tp <= node, intra, inter) * (L / pp) * n_micro * 2, 0.0)
+    per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
+    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro, 0.0)
+    opt_s = 16 * p_dev / np.where(zero >= 1, dp, 1) / hw.hbm_bytes_per_s
+    step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + opt_s
+    fits = total_b <= (hw.hbm_gb or 80) * 1e9
+    parts = np.stack([compute_s, tp_s, dp_s, ep_s, cp_s, bubble_s, opt_s])
+    bott = np.array(BOTTLENECKS, dtype=object)[np.argmax(parts[1:], axis=0) + 1]
+    bott = np.where(parts[1:].max(axis=0) < 0.25 * compute_s, "compute", bott)
+    bott = np.where(fits, bott, "memory")
+    return {
+        "weights_gb": w_b / 1e9, "grads_gb": g_b / 1e9, "optimizer_gb": o_b / 1e9, "activations_gb": act_b / 1e9,
+        "buffers_gb": buf_b / 1e9, "reserve_gb": reserve_b / 1e9, "total_gb": total_b / 1e9, "fits": fits,
+        "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s,
+        "optimizer_s": opt_s, "step_s": step_s,
+        "mfu": model_flops / (step_s * job.devices * peak),
+        "tokens_per_s_per_device": tokens / step_s / job.devices,
+        "tflops_per_device": model_flops / step_s / job.devices / 1e12,
+        "bottleneck": bott,
+    }

@@ -1,0 +1,49 @@
+"""Plan output: JSON records and the terminal table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .cost import RECOMPUTE
+from .search import FIELDS
+
+_MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
+_TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "optimizer_s")
+
+
+def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    out = []
+    for i in range(len(strategies["tp"])):
+        strat = {k: int(strategies[k][i]) for k in FIELDS if k != "recompute"}
+        strat["recompute"] = RECOMPUTE[int(strategies["recompute"][i])]
+        out.append({
+            "strategy": strat,
+            "step_time_s": float(results["step_s"][i]),
+            "tokens_per_s_per_device": float(results["tokens_per_s_per_device"][i]),
+            "mfu": float(results["mfu"][i]),
+            "tflops_per_device": float(results["tflops_per_device"][i]),
+            "memory_gb": {**{k[:-3]: float(results[k][i]) for k in _MEM}, "total": float(results["total_gb"][i])},
+            "fits": bool(results["fits"][i]),
+            "bottleneck": str(results["bottleneck"][i]),
+            "time_s": {k[:-2]: float(results[k][i]) for k in _TIME},
+        })
+    return out
+
+
+def table(recs: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    t = Table(title="Strategies, fastest that fit first")
+    cols = ["TP", "PP", "VPP", "DP", "CP", "EP", "ZeRO", "MB", "remat", "W", "G", "O", "act", "total GB",
+            "compute", "TP s", "EP s", "DP s", "CP s", "bubble", "step s", "MFU", "bottleneck"]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for r in recs:
+        s, m, ts = r["strategy"], r["memory_gb"], r["time_s"]
+        t.add_row(*(str(s[k]) for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "zero", "mb")), s["recompute"],
+                  *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")), f"{m['total']:.1f}",
+                  *(f"{ts[k]:.2f}" for k in ("compute", "tp", "ep", "dp", "cp", "bubble")),
+                  f"{r['step_time_s']:.2f}", f"{r['mfu']:.1%}", r["bottleneck"] + ("" if r["fits"] else " (OOM)"))
+    return t

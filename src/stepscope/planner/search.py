@@ -1,0 +1,119 @@
+"""Strategy space: every valid (tp, pp, vpp, dp, cp, ep, zero, mb, recompute), built and filtered
+as numpy arrays (no Python loop per configuration), then evaluated by :mod:`cost` in one pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from ..analysis.hardware import Hardware, by_name
+from ..analysis.model_flops import ModelShape, from_config_dict, from_hf_config
+from ..errors import ConfigError
+from .cost import RECOMPUTE, Job, evaluate
+
+FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "zero", "mb", "recompute")
+_ALIASES = {
+    "a100": "A100-SXM-80GB", "a100-80gb": "A100-SXM-80GB", "a100-40gb": "A100-SXM-40GB", "h100": "H100-SXM",
+    "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h200": "H200", "b200": "B200", "gb200": "GB200",
+    "mi300x": "MI300X", "mi250x": "MI250X", "mi355x": "MI355X", "tpu-v4": "TPU-v4", "tpu-v5e": "TPU-v5e",
+    "tpu-v5p": "TPU-v5p", "tpu-v6e": "TPU-v6e", "tpu-v7x": "TPU-v7x", "ascend-910b": "Ascend-910B",
+    "ascend-910c": "Ascend-910C", "c500": "MetaX-C500", "v100": "V100-SXM2", "l40s": "L40S",
+}
+
+
+def hardware(name: str) -> Hardware:
+    return by_name(_ALIASES.get(name.lower(), name))
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict[str, dict[str, Any]]:
+    doc = yaml.safe_load(resources.files("stepscope.data").joinpath("models.yaml").read_text())
+    return {k.lower(): v for k, v in doc["models"].items()}
+
+
+def model(name_or_path: str) -> ModelShape:
+    cat = _catalog()
+    if name_or_path.lower() in cat:
+        return from_config_dict(cat[name_or_path.lower()], name_or_path)
+    if Path(name_or_path).is_file():
+        return from_hf_config(name_or_path)
+    raise ConfigError(f"unknown model {name_or_path!r}", fix=f"use a config.json path or one of: {', '.join(sorted(cat))}")
+
+
+def _pow2_upto(n: int) -> list[int]:
+    out, v = [], 1
+    while v <= n:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def space(job: Job) -> dict[str, np.ndarray]:
+    """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node;
+    layers % (pp*vpp) == 0; dp = devices/(tp*pp*cp) integer; ep | experts and ep | dp;
+    global batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and micro-batches % pp == 0;
+    seq % cp == 0."""
+    m = job.model
+    tps = [t for t in _pow2_upto(min(job.devices_per_node, job.devices)) if m.n_heads % t == 0]
+    pps = [p for p in _pow2_upto(min(job.devices, m.n_layers)) if m.n_layers % p == 0]
+    cps = [c for c in (1, 2, 4, 8) if job.seq_len % c == 0 and c <= job.devices]
+    eps = [e for e in _pow2_upto(max(m.n_experts, 1)) if (m.n_experts % e == 0 if m.n_experts else e == 1)]
+    grid = np.meshgrid(tps, pps, [1, 2, 4], cps, eps, [0, 1, 2, 3], [1, 2, 4, 8], [0, 1, 2], indexing="ij")
+    tp, pp, vpp, cp, ep, zero, mb, rc = (g.ravel() for g in grid)
+    model_par = tp * pp * cp
+    ok = job.devices % model_par == 0
+    dp = np.where(ok, job.devices // np.maximum(model_par, 1), 0)
+    ok &= dp >= 1
+    ok &= m.n_layers % (pp * vpp) == 0
+    ok &= (dp % ep == 0) & (ep <= dp)
+    ok &= job.global_batch % np.maximum(dp * mb, 1) == 0
+    n_micro = job.global_batch // np.maximum(dp * mb, 1)
+    ok &= (vpp == 1) | ((pp > 1) & (n_micro % pp == 0))
+    sel = np.flatnonzero(ok)
+    return {"tp": tp[sel], "pp": pp[sel], "vpp": vpp[sel], "dp": dp[sel], "cp": cp[sel], "ep": ep[sel],
+            "zero": zero[sel], "mb": mb[sel], "recompute": rc[sel]}
+
+
+def parse_strategy(text: str) -> dict[str, np.ndarray]:
+    """``"tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"`` -> one-element arrays (missing: 1 / none / zero 0)."""
+    vals: dict[str, Any] = {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "zero": 0, "mb": 1, "recompute": 0}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise ConfigError(f"bad strategy item {part!r}", fix="use key=value pairs, e.g. tp=8,pp=2,dp=4")
+        k, v = (x.strip().lower() for x in part.split("=", 1))
+        k = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "remat": "recompute"}.get(k, k)
+        if k not in vals:
+            raise ConfigError(f"unknown strategy key {k!r}", fix=f"keys: {', '.join(FIELDS)}")
+        if k == "recompute":
+            if v not in RECOMPUTE:
+                raise ConfigError(f"recompute must be one of {RECOMPUTE}", fix="e.g. recompute=selective")
+            vals[k] = RECOMPUTE.index(v)
+        else:
+            try:
+                vals[k] = int(v)
+            except ValueError:
+                raise ConfigError(f"strategy value {part!r} is not an integer", fix="e.g. tp=8") from None
+    return {k: np.array([v]) for k, v in vals.items()}
+
+
+@dataclass(frozen=True)
+class Plan:
+    strategies: dict[str, np.ndarray]
+    results: dict[str, np.ndarray]
+    evaluated: int
+
+
+def search(job: Job, top: int = 20) -> Plan:
+    s = space(job)
+    if not s["tp"].size:
+        raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
+    r = evaluate(job, s)
+    key = np.where(r["fits"], r["step_s"], np.inf)
+    order = np.argsort(key, kind="stable")[:top]
+    return Plan({k: v[order] for k, v in s.items()}, {k: v[order] for k, v in r.items()}, int(s["tp"].size))
