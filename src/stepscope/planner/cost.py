@@ -61,10 +61,10 @@ def params(m: ModelShape) -> tuple[float, float, float]:
     attn = 2 * m.d_model * m.n_heads * m.head_dim + 2 * m.d_model * m.n_kv_heads * m.head_dim
     mult = 3 if m.gated_mlp else 2
     if m.n_experts:
-        dense = attn + mult * m.d_model * m.d_ff_expert * m.n_shared_experts + m.d_model * m.n_experts
-        experts = mult * m.d_model * m.d_ff_expert * m.n_experts
+        dense = float(attn + mult * m.d_model * m.d_ff_expert * m.n_shared_experts + m.d_model * m.n_experts)
+        experts = float(mult * m.d_model * m.d_ff_expert * m.n_experts)
     else:
-        dense, experts = attn + mult * m.d_model * m.d_ff, 0.0
+        dense, experts = float(attn + mult * m.d_model * m.d_ff), 0.0
     return float(dense), float(experts), float(m.vocab * m.d_model)
 
 

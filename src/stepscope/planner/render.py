@@ -16,7 +16,7 @@ _TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "optimizer_s")
 def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     out = []
     for i in range(len(strategies["tp"])):
-        strat = {k: int(strategies[k][i]) for k in FIELDS if k != "recompute"}
+        strat: dict[str, int | str] = {k: int(strategies[k][i]) for k in FIELDS if k != "recompute"}
         strat["recompute"] = RECOMPUTE[int(strategies["recompute"][i])]
         out.append({
             "strategy": strat,
