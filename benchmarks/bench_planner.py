@@ -1,0 +1,145 @@
+"""Planner benchmark: evaluation throughput, and accuracy on published measured runs.
+
+    python benchmarks/bench_planner.py [--csv ../shared/validation/published_runs.csv]
+
+1. Throughput: ``cost.evaluate`` on >= 1,000,000 configurations (the Llama-3-70B x 1024 H100 space
+   tiled), one core: configurations per second.
+2. Accuracy, uncalibrated: every row of the CSV evaluated with its own strategy; the predicted value
+   of the row's metric (tokens/s/device, TFLOP/s/device or MFU) against the measured one: MAPE per
+   source and overall, and Spearman rank correlation within each source; beside the naive baseline
+   "6 x active params x tokens at 40% MFU". No constant is fitted on these rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from stepscope.analysis.model_flops import ModelShape
+from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.search import hardware, model, space
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def throughput() -> dict:
+    job = Job(model("llama3-70b"), hardware("h100"), 1024, 8, 2048, 8192)
+    s = space(job)
+    reps = int(np.ceil(1_000_000 / s["tp"].size))
+    big = {k: np.tile(v, reps) for k, v in s.items()}
+    n = big["tp"].size
+    evaluate(job, {k: v[:1000] for k, v in big.items()})  # warm-up
+    t = time.perf_counter()
+    evaluate(job, big)
+    dt = time.perf_counter() - t
+    return {"configs": n, "s": round(dt, 3), "configs_per_s": round(n / dt)}
+
+
+def _num(x: str, default: float | None = None) -> float | None:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return default
+
+
+_HW = [(r"H200", "h200"), (r"H100", "h100"), (r"A100", "a100"), (r"910B", "ascend-910b"), (r"v5e", "tpu-v5e"),
+       (r"v5p", "tpu-v5p"), (r"TPU v4", "tpu-v4")]
+
+
+def _row_job(r: dict) -> tuple[Job, dict] | None:
+    hw = next((alias for pat, alias in _HW if re.search(pat, r["hardware"])), None)
+    L, h, heads = _num(r["n_layers"]), _num(r["d_model"]), _num(r["n_heads"])
+    if hw is None or not (L and h and heads):
+        return None
+    experts = int(_num(r["moe_experts"], 0) or 0)
+    m = ModelShape(
+        d_model=int(h), n_layers=int(L), n_heads=int(heads), n_kv_heads=int(_num(r["n_kv_heads"], heads) or heads),
+        head_dim=int(_num(r["head_dim"], h / heads) or h / heads), d_ff=int(_num(r["ffn_hidden"], 4 * h) or 4 * h),
+        vocab=int(_num(r["vocab"], 50000) or 50000), gated_mlp="GPT" not in r["model_name"],
+        n_experts=experts, experts_per_token=int(_num(r["moe_topk"], 0) or 0),
+        d_ff_expert=int(_num(r["moe_ffn_hidden"], _num(r["ffn_hidden"], 4 * h)) or 4 * h),
+        n_shared_experts=int(_num(r["moe_shared_experts"], 0) or 0),
+    )
+    n = int(_num(r["n_devices"], 0) or 0)
+    gb, seq = int(_num(r["global_batch"], 0) or 0), int(_num(r["seq_len"], 0) or 0)
+    if not (n and gb and seq):
+        return None
+    prec = "fp8" if re.search(r"fp8|float8", r["precision"], re.I) else ("fp16" if "fp16" in r["precision"] else "bf16")
+    job = Job(m, hardware(hw), n, 8, gb, seq, precision=prec)
+    tp, pp, cp = (int(_num(r[k], 1) or 1) for k in ("tp", "pp", "cp"))
+    dp = int(_num(r["dp"], 0) or 0) or max(n // (tp * pp * cp), 1)
+    z = r["zero_or_fsdp"].lower()
+    zero = 3 if ("fsdp" in z or "zero3" in z) else 2 if "zero2" in z else 1 if ("zero1" in z or "distributed" in z) else 0
+    rc = r["recompute"].lower()
+    rci = 2 if "full" in rc else 1 if any(x in rc for x in ("selective", "minimal", "qkv", "sac")) else 0
+    strat = {"tp": tp, "pp": pp, "vpp": int(_num(r["vpp"], 1) or 1), "dp": dp, "cp": cp, "ep": int(_num(r["ep"], 1) or 1),
+             "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci}
+    return job, strat
+
+
+def _spearman(a: list[float], b: list[float]) -> float | None:
+    if len(a) < 3:
+        return None
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    if ra.std() == 0 or rb.std() == 0:
+        return None
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def accuracy(csv_path: Path) -> dict:
+    rows = list(csv.DictReader(open(csv_path)))
+    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    skipped = 0
+    for r in rows:
+        jr = _row_job(r)
+        measured = _num(r["measured_value"])
+        if jr is None or not measured:
+            skipped += 1
+            continue
+        job, st = jr
+        res = evaluate(job, {k: np.array([v]) for k, v in st.items()})
+        metric = r["measured_metric"]
+        peak = job.hw.peak_flops(job.precision)
+        n_active = 6 * job.model.matmul_params_per_token()
+        if metric == "tokens_per_s_per_device":
+            pred, naive = res["tokens_per_s_per_device"][0], 0.4 * peak / n_active
+        elif metric == "tflops_per_device":
+            pred, naive = res["tflops_per_device"][0], 0.4 * peak / 1e12
+        else:
+            measured = measured / 100 if measured > 1 else measured
+            pred, naive = res["mfu"][0], 0.4
+        src = r["source"].split(" (")[0][:60]
+        per[src]["pred"].append(float(pred))
+        per[src]["naive"].append(float(naive))
+        per[src]["meas"].append(float(measured))
+    out = {}
+    allp, alln = [], []
+    for src, d in per.items():
+        p, nv, m = np.array(d["pred"]), np.array(d["naive"]), np.array(d["meas"])
+        ep, en = np.abs(p - m) / m, np.abs(nv - m) / m
+        allp += list(ep)
+        alln += list(en)
+        out[src] = {"rows": len(m), "mape": round(float(ep.mean()), 3), "naive_mape": round(float(en.mean()), 3),
+                    "spearman": _spearman(list(p), list(m)), "naive_spearman": _spearman(list(nv), list(m))}
+    out["ALL"] = {"rows": len(allp), "mape": round(float(np.mean(allp)), 3), "naive_mape": round(float(np.mean(alln)), 3), "skipped": skipped}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
+    a = ap.parse_args()
+    print(json.dumps({"throughput": throughput()}))
+    for src, v in accuracy(Path(a.csv)).items():
+        print(json.dumps({"source": src, **v}))
+
+
+if __name__ == "__main__":
+    main()
