@@ -111,7 +111,16 @@ def accuracy(csv_path: Path) -> dict:
         if metric == "tokens_per_s_per_device":
             pred, naive = res["tokens_per_s_per_device"][0], 0.4 * peak / n_active
         elif metric == "tflops_per_device":
-            pred, naive = res["tflops_per_device"][0], 0.4 * peak / 1e12
+            # definitions (SOURCES.md caveats): Megatron counts the recomputed forward (hardware
+            # FLOPs); MaxText's older numbers count attention without the causal halving
+            if "Megatron" in r["source"] or "Narayanan" in r["source"]:
+                pred = res["hfu_tflops_per_device"][0]
+            elif "maxtext" in r["source"]:
+                attn_full = 12.0 * job.model.n_layers * job.seq_len * job.model.n_heads * job.model.head_dim
+                pred = res["tflops_per_device"][0] * (n_active + attn_full) / job.model.flops_per_token(job.seq_len)
+            else:
+                pred = res["tflops_per_device"][0]
+            naive = 0.4 * peak / 1e12
         else:
             measured = measured / 100 if measured > 1 else measured
             pred, naive = res["mfu"][0], 0.4

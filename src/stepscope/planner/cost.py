@@ -14,7 +14,11 @@ Memory per device (bytes), for the pipeline stage that holds the most:
 - communication buffers 1 GB and a framework reserve (default 3 GB).
 
 Time per step (seconds):
-- compute = model FLOPs * recompute factor (full 4/3, selective 1.05) / (devices * peak * eff),
+- fp8: the GEMM share of the work (prior 0.75) runs at the fp8 peak, the rest at the bf16 peak;
+  MFU is always against the bf16 peak (as fp8 runs report it);
+- pipelines split a replica's batch into at least pp micro-batches;
+- compute = (dense FLOPs + attention FLOPs / 0.6) * recompute factor (full 4/3, selective 1.05)
+  / (devices * peak * eff) (attention kernels run at 0.6 of GEMM efficiency: prior),
   eff = 0.5 * shape factor (small per-device GEMMs, h/tp < 2048, run slower). 0.5 is a prior, not
   fitted: ~0.7 of peak in large GEMMs x ~0.75 of the time in GEMMs (norms, elementwise, attention);
 - TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd), ring
@@ -41,7 +45,9 @@ from ..analysis.model_flops import ModelShape
 RECOMPUTE = ("none", "selective", "full")
 _ACT_C = np.array([34.0, 30.0, 2.0])
 _RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0])
-BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer")
+GEMM_SHARE = 0.75  # prior: share of training FLOP time spent in GEMMs
+ATTN_EFF = 0.6  # prior: attention kernel efficiency relative to GEMMs
+BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "memory")
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,9 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     w_b = 2 * p_dev / np.where(zero >= 3, dp, 1)
     g_b = 2 * p_dev / np.where(zero >= 2, dp, 1)
     o_b = 12 * p_dev / np.where(zero >= 1, dp, 1)
-    n_micro = job.global_batch / (dp * mb)
+    # pipeline schedules split a replica's batch into at least pp micro-batches
+    n_micro = np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb))
+    mb = np.where(pp > 1, job.global_batch / (dp * n_micro), mb)
     act_layer = seq * mb * h * _ACT_C[rc] / (tp * cp)
     if m.n_experts and m.experts_per_token > 1:
         act_layer = act_layer + (m.experts_per_token - 1) * seq * mb * h * 4 / (tp * cp)
@@ -90,11 +98,18 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
     # ---- time ---------------------------------------------------------------------------------
     peak = hw.peak_flops(job.precision)
+    if job.precision == "fp8":
+        # only the linear layers run in fp8 (prior: 75% of the FLOP time), the rest at bf16 rate
+        peak = 1.0 / (GEMM_SHARE / hw.peak_flops("fp8") + (1 - GEMM_SHARE) / hw.peak_flops("bf16"))
     tokens = job.global_batch * seq
     model_flops = m.flops_per_token(job.seq_len) * tokens  # per step, all devices
     shape = np.clip((h / tp) / 2048.0, 0.25, 1.0) ** 0.3
     eff = 0.5 * shape
-    compute_s = model_flops * _RECOMPUTE_FACTOR[rc] / (job.devices * peak * eff)
+    attn_flops = (m.flops_per_token(job.seq_len) - 6.0 * m.matmul_params_per_token()) * tokens
+    dense_flops = model_flops - attn_flops
+    # attention kernels (flash, causal) run at ATTN_EFF of the GEMM efficiency (prior, FlashAttention-2
+    # reports ~50-70% of peak forward and less backward, against ~75-80% for large GEMMs)
+    compute_s = (dense_flops + attn_flops / ATTN_EFF) * _RECOMPUTE_FACTOR[rc] / (job.devices * peak * eff)
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
     tp_bw = np.where(tp <= node, intra, inter)
@@ -119,17 +134,18 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     opt_s = 16 * p_dev / np.where(zero >= 1, dp, 1) / hw.hbm_bytes_per_s
     step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + opt_s
     fits = total_b <= (hw.hbm_gb or 80) * 1e9
-    parts = np.stack([compute_s, tp_s, dp_s, ep_s, cp_s, bubble_s, opt_s])
-    bott = np.array(BOTTLENECKS, dtype=object)[np.argmax(parts[1:], axis=0) + 1]
-    bott = np.where(parts[1:].max(axis=0) < 0.25 * compute_s, "compute", bott)
-    bott = np.where(fits, bott, "memory")
+    parts = np.stack([tp_s, dp_s, ep_s, cp_s, bubble_s, opt_s])
+    bott = (np.argmax(parts, axis=0) + 1).astype(np.int8)  # index into BOTTLENECKS
+    bott[parts.max(axis=0) < 0.25 * compute_s] = 0
+    bott[~fits] = len(BOTTLENECKS) - 1
     return {
         "weights_gb": w_b / 1e9, "grads_gb": g_b / 1e9, "optimizer_gb": o_b / 1e9, "activations_gb": act_b / 1e9,
         "buffers_gb": buf_b / 1e9, "reserve_gb": reserve_b / 1e9, "total_gb": total_b / 1e9, "fits": fits,
         "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s,
         "optimizer_s": opt_s, "step_s": step_s,
-        "mfu": model_flops / (step_s * job.devices * peak),
+        "mfu": model_flops / (step_s * job.devices * hw.peak_flops("bf16" if job.precision == "fp8" else job.precision)),
+        "hfu_tflops_per_device": model_flops * _RECOMPUTE_FACTOR[rc] / step_s / job.devices / 1e12,
         "tokens_per_s_per_device": tokens / step_s / job.devices,
         "tflops_per_device": model_flops / step_s / job.devices / 1e12,
-        "bottleneck": bott,
+        "bottleneck": bott,  # codes: BOTTLENECKS[code]
     }

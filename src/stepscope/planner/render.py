@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .cost import RECOMPUTE
+from .cost import BOTTLENECKS, RECOMPUTE
 from .search import FIELDS
 
 _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
@@ -26,7 +26,7 @@ def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -
             "tflops_per_device": float(results["tflops_per_device"][i]),
             "memory_gb": {**{k[:-3]: float(results[k][i]) for k in _MEM}, "total": float(results["total_gb"][i])},
             "fits": bool(results["fits"][i]),
-            "bottleneck": str(results["bottleneck"][i]),
+            "bottleneck": BOTTLENECKS[int(results["bottleneck"][i])],
             "time_s": {k[:-2]: float(results[k][i]) for k in _TIME},
         })
     return out
