@@ -81,3 +81,22 @@ def test_plan_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines[0]["strategy"]["dp"] == 8 and "error" in lines[1]
     assert main(["plan", "--model", "no-such-model", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "8"]) == 2
+
+
+def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
+    import dataclasses
+
+    from stepscope.planner.calibrate import COMM_GRID, EFF_GRID, Run, cross_validate, fit, predict_tokens
+
+    true_e, true_c = float(EFF_GRID[30]), float(COMM_GRID[15])  # grid points, so recoverable exactly
+    runs = []
+    for i, strat in enumerate(["tp=8,dp=2", "tp=2,pp=2,dp=4", "dp=16,zero=3", "tp=4,dp=4,recompute=full"]):
+        job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 4096)
+        st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
+        truth = dataclasses.replace(job, eff_scale=true_e, comm_scale=true_c)
+        measured = float(predict_tokens(truth, {k: np.array([v]) for k, v in st.items()})[0])
+        runs.append(Run(job, st, measured, predict_tokens, group=f"g{i % 2}"))
+    e, c = fit(runs)
+    assert (e, c) == (true_e, true_c)
+    cv = cross_validate(runs)
+    assert set(cv) == {"g0", "g1"} and all(v["mape"] < 1e-9 for v in cv.values())

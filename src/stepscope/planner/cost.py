@@ -60,6 +60,8 @@ class Job:
     seq_len: int
     precision: str = "bf16"
     reserve_gb: float = 3.0
+    eff_scale: float | np.ndarray = 1.0  # calibration: multiplies the compute efficiency prior
+    comm_scale: float | np.ndarray = 1.0  # calibration: multiplies every communication time
 
 
 def params(m: ModelShape) -> tuple[float, float, float]:
@@ -104,7 +106,7 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     tokens = job.global_batch * seq
     model_flops = m.flops_per_token(job.seq_len) * tokens  # per step, all devices
     shape = np.clip((h / tp) / 2048.0, 0.25, 1.0) ** 0.3
-    eff = 0.5 * shape
+    eff = 0.5 * shape * job.eff_scale
     attn_flops = (m.flops_per_token(job.seq_len) - 6.0 * m.matmul_params_per_token()) * tokens
     dense_flops = model_flops - attn_flops
     # attention kernels (flash, causal) run at ATTN_EFF of the GEMM efficiency (prior, FlashAttention-2
@@ -129,6 +131,7 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     ep_s = np.where(ep > 1, 4 * ep_bytes * (ep - 1) / ep / ep_bw * (moe_layers / pp) * n_micro, 0.0)
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
     cp_s = np.where(cp > 1, 0.5 * 2 * (cp - 1) / cp * kv_bytes / np.where(cp * tp <= node, intra, inter) * (L / pp) * n_micro * 2, 0.0)
+    tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
     per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro, 0.0)
     opt_s = 16 * p_dev / np.where(zero >= 1, dp, 1) / hw.hbm_bytes_per_s
