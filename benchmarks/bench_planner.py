@@ -102,6 +102,7 @@ def accuracy(csv_path: Path) -> dict:
     rows = list(csv.DictReader(open(csv_path)))
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     runs: list[Run] = []
+    same_job: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     skipped = 0
     for r in rows:
         jr = _row_job(r)
@@ -124,6 +125,8 @@ def accuracy(csv_path: Path) -> dict:
         pred = predict(job, {k: np.array([v]) for k, v in st.items()})[0]
         src = r["source"].split(" (")[0][:60]
         runs.append(Run(job, st, float(measured), predict, src))
+        key = (r["model_name"], r["hardware"], r["n_devices"], r["global_batch"], r["seq_len"], r["precision"], metric)
+        same_job[key].append((float(pred), float(measured)))
         per[src]["pred"].append(float(pred))
         per[src]["naive"].append(float(naive))
         per[src]["meas"].append(float(measured))
@@ -145,6 +148,18 @@ def accuracy(csv_path: Path) -> dict:
         out[src]["fit_on_others"] = {"eff_scale": round(v["eff_scale"], 3), "comm_scale": round(v["comm_scale"], 3)}
         cal_ape += [v["mape"]] * int(v["rows"])
     out["ALL"]["calibrated_mape_loso"] = round(float(np.mean(cal_ape)), 3)
+    # choosing: runs of one model, device count, batch and precision that differ only in strategy
+    groups = [v for v in same_job.values() if len({m for _, m in v}) > 1]
+    rhos = [x for x in (_spearman([p for p, _ in v], [m for _, m in v]) for v in groups if len(v) >= 3) if x is not None]
+    gaps = []
+    for v in groups:
+        best_pred = max(v, key=lambda t: t[0])[1]
+        gaps.append(1 - best_pred / max(m for _, m in v))
+    out["STRATEGY_CHOICE"] = {
+        "groups": len(groups), "groups_with_3plus": len(rhos),
+        "mean_spearman": round(float(np.mean(rhos)), 3) if rhos else None,
+        "picked_best_within_10pct": sum(g <= 0.10 for g in gaps), "mean_gap_to_best": round(float(np.mean(gaps)), 3) if gaps else None,
+    }
     return out
 
 
