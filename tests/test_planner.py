@@ -100,3 +100,17 @@ def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
     assert (e, c) == (true_e, true_c)
     cv = cross_validate(runs)
     assert set(cv) == {"g0", "g1"} and all(v["mape"] < 1e-9 for v in cv.values())
+
+
+def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
+    out = tmp_path / "plan.html"
+    assert main(args + ["--top", "4", "--html", str(out)]) == 0
+    capsys.readouterr()
+    text = out.read_text()
+    assert text.count("<rect") >= 8 and "Memory per device" in text and "<script" not in text
+    assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", "3.0", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    w = rec["what_if"]
+    assert w["predicted_step_time_s"] == pytest.approx(3.0 * rec["step_time_s"] / w["predicted_baseline_step_time_s"])
+    assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8"]) == 2  # needs the measured time too

@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--evaluate", metavar="STRATEGY", help='one configuration, e.g. "tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"')
     pl.add_argument("--top", type=int, default=20)
     pl.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    pl.add_argument("--html", metavar="OUT", help="write stacked memory/time bars of the top-k as HTML")
+    pl.add_argument("--baseline", metavar="STRATEGY", help="what-if: the strategy of a measured run (with --measured-step-s)")
+    pl.add_argument("--measured-step-s", type=float, metavar="S", help="what-if: measured step time of --baseline")
     pl.add_argument("--batch", metavar="FILE.jsonl", help="evaluate many records, one JSON line out per record")
 
     c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")

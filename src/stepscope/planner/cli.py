@@ -56,6 +56,17 @@ def run(ns: argparse.Namespace) -> int:
     job = _job({k: getattr(ns, k) for k in ("model", "hardware", "devices", "global_batch", "seq_len", "devices_per_node", "precision")})
     if ns.evaluate:
         rec = _one(job, ns.evaluate)
+        if ns.baseline or ns.measured_step_s:
+            if not (ns.baseline and ns.measured_step_s):
+                raise ConfigError("what-if needs both --baseline and --measured-step-s", fix="e.g. --baseline tp=8,dp=4 --measured-step-s 3.2")
+            base = _one(job, ns.baseline)
+            # the measured run anchors the model: predicted new / predicted baseline x measured
+            rec["what_if"] = {
+                "baseline": base["strategy"],
+                "measured_step_time_s": ns.measured_step_s,
+                "predicted_baseline_step_time_s": base["step_time_s"],
+                "predicted_step_time_s": ns.measured_step_s * rec["step_time_s"] / base["step_time_s"],
+            }
         if ns.json:
             print(json.dumps(rec))
         else:
@@ -65,6 +76,12 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     plan = search(job, ns.top)
     recs = records(plan.strategies, plan.results)
+    if ns.html:
+        from .html import render
+
+        title = f"{ns.model} on {ns.devices} x {job.hw.name}, global batch {ns.global_batch} x {ns.seq_len} tokens; {plan.evaluated:,} configurations"
+        with open(ns.html, "w", encoding="utf-8") as fh:
+            fh.write(render(recs, title, job.hw.hbm_gb))
     if ns.json:
         print(json.dumps(recs))
     else:

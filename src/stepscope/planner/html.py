@@ -1,0 +1,56 @@
+"""Self-contained HTML for plan results: stacked bars of memory and step time for the top-k."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+_MEM = (("weights", "#3b82f6"), ("grads", "#8b5cf6"), ("optimizer", "#f59e0b"), ("activations", "#10b981"),
+        ("buffers", "#9ca3af"), ("reserve", "#d1d5db"))
+_TIME = (("compute", "#3b82f6"), ("tp", "#ef4444"), ("ep", "#ec4899"), ("dp", "#f97316"), ("cp", "#eab308"),
+         ("bubble", "#9ca3af"), ("optimizer", "#14b8a6"))
+
+
+def _label(r: dict[str, Any]) -> str:
+    s = r["strategy"]
+    return f"tp{s['tp']} pp{s['pp']}x{s['vpp']} dp{s['dp']} cp{s['cp']} ep{s['ep']} z{s['zero']} mb{s['mb']} {s['recompute']}"
+
+
+def _bars(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ...], unit: str, limit: float | None) -> str:
+    w, row, lab = 900, 22, 300
+    mx = max(max(sum(r[key][p] for p, _ in parts) for r in recs), limit or 0) or 1
+    svg = [f"<svg width='{w}' height='{row * len(recs) + 10}' xmlns='http://www.w3.org/2000/svg'>"]
+    for i, r in enumerate(recs):
+        y = 4 + i * row
+        svg.append(f"<text x='0' y='{y + 14}' font-size='11'>{escape(_label(r))}</text>")
+        x = float(lab)
+        for p, color in parts:
+            v = r[key][p]
+            bw = (w - lab - 80) * v / mx
+            if bw > 0:
+                svg.append(f"<rect x='{x:.1f}' y='{y}' width='{bw:.1f}' height='{row - 6}' fill='{color}'><title>{p}: {v:.2f} {unit}</title></rect>")
+            x += bw
+        svg.append(f"<text x='{x + 4:.1f}' y='{y + 14}' font-size='11'>{sum(r[key][p] for p, _ in parts):.2f} {unit}</text>")
+    if limit:
+        lx = lab + (w - lab - 80) * limit / mx
+        svg.append(f"<line x1='{lx:.1f}' y1='0' x2='{lx:.1f}' y2='{row * len(recs) + 10}' stroke='#111' stroke-dasharray='4'/>")
+    svg.append("</svg>")
+    legend = "".join(f"<span style='margin-right:12px'><i style='display:inline-block;width:10px;height:10px;background:{c}'></i> {p}</span>" for p, c in parts)
+    return f"<div style='font-size:12px'>{legend}</div>" + "".join(svg)
+
+
+def render(recs: list[dict[str, Any]], title: str, hbm_gb: float | None) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(_label(r))}</td><td>{r['step_time_s']:.3f}</td><td>{r['mfu']:.1%}</td><td>{r['memory_gb']['total']:.1f}</td>"
+        f"<td>{'yes' if r['fits'] else 'no'}</td><td>{escape(r['bottleneck'])}</td></tr>"
+        for r in recs
+    )
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>stepscope plan</title>"
+        "<style>body{font-family:system-ui,sans-serif;margin:24px}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px}"
+        "table{border-collapse:collapse}</style></head><body>"
+        f"<h1>stepscope plan</h1><p>{escape(title)}</p>"
+        "<table><tr><th>strategy</th><th>step s</th><th>MFU</th><th>memory GB</th><th>fits</th><th>bottleneck</th></tr>"
+        f"{rows}</table><h2>Step time (s)</h2>{_bars(recs, 'time_s', _TIME, 's', None)}"
+        f"<h2>Memory per device (GB; dashed: HBM)</h2>{_bars(recs, 'memory_gb', _MEM, 'GB', hbm_gb)}</body></html>"
+    )
