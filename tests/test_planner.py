@@ -50,6 +50,7 @@ def test_space_constraints() -> None:
     assert np.all(8 % (s["pp"] * s["vpp"]) == 0)
     assert np.all(32 % (s["dp"] * s["mb"]) == 0)
     assert np.all((s["vpp"] == 1) | (s["pp"] > 1))
+    assert np.all((s["zero"] == 0) | (s["dp"] > 1))
 
 
 def test_moe_expert_parallel_space_and_memory() -> None:

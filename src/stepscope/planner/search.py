@@ -58,7 +58,7 @@ def space(job: Job) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node;
     layers % (pp*vpp) == 0; dp = devices/(tp*pp*cp) integer; ep | experts and ep | dp;
     global batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and micro-batches % pp == 0;
-    seq % cp == 0."""
+    seq % cp == 0; ZeRO > 0 only with dp > 1."""
     m = job.model
     tps = [t for t in _pow2_upto(min(job.devices_per_node, job.devices)) if m.n_heads % t == 0]
     pps = [p for p in _pow2_upto(min(job.devices, m.n_layers)) if m.n_layers % p == 0]
@@ -75,6 +75,7 @@ def space(job: Job) -> dict[str, np.ndarray]:
     ok &= job.global_batch % np.maximum(dp * mb, 1) == 0
     n_micro = job.global_batch // np.maximum(dp * mb, 1)
     ok &= (vpp == 1) | ((pp > 1) & (n_micro % pp == 0))
+    ok &= (zero == 0) | (dp > 1)  # ZeRO stages are the same thing without data parallelism
     sel = np.flatnonzero(ok)
     return {"tp": tp[sel], "pp": pp[sel], "vpp": vpp[sel], "dp": dp[sel], "cp": cp[sel], "ep": ep[sel],
             "zero": zero[sel], "mb": mb[sel], "recompute": rc[sel]}
