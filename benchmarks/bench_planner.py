@@ -103,6 +103,7 @@ def accuracy(csv_path: Path) -> dict:
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     runs: list[Run] = []
     same_job: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    mem_pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
     skipped = 0
     for r in rows:
         jr = _row_job(r)
@@ -125,6 +126,11 @@ def accuracy(csv_path: Path) -> dict:
         pred = predict(job, {k: np.array([v]) for k, v in st.items()})[0]
         src = r["source"].split(" (")[0][:60]
         runs.append(Run(job, st, float(measured), predict, src))
+        mem = re.search(r"peak[ _]mem(?:ory)?(?:_gib)?\s*=\s*([0-9.]+)\s*(GiB|GB)?", r["notes"], re.I)
+        if mem:
+            gb = float(mem.group(1)) * (1.073741824 if ("gib" in mem.group(0).lower()) else 1.0)
+            res = evaluate(job, {k: np.array([v]) for k, v in st.items()})
+            mem_pairs[src].append((float(res["total_gb"][0]), gb))
         key = (r["model_name"], r["hardware"], r["n_devices"], r["global_batch"], r["seq_len"], r["precision"], metric)
         same_job[key].append((float(pred), float(measured)))
         per[src]["pred"].append(float(pred))
@@ -155,6 +161,11 @@ def accuracy(csv_path: Path) -> dict:
     for v in groups:
         best_pred = max(v, key=lambda t: t[0])[1]
         gaps.append(1 - best_pred / max(m for _, m in v))
+    out["MEMORY"] = {
+        src: {"rows": len(v), "mape": round(float(np.mean([abs(p - m) / m for p, m in v])), 3),
+              "mean_signed": round(float(np.mean([(p - m) / m for p, m in v])), 3)}
+        for src, v in mem_pairs.items()
+    }
     out["STRATEGY_CHOICE"] = {
         "groups": len(groups), "groups_with_3plus": len(rhos),
         "mean_spearman": round(float(np.mean(rhos)), 3) if rhos else None,
