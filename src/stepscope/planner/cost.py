@@ -151,4 +151,5 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "tokens_per_s_per_device": tokens / step_s / job.devices,
         "tflops_per_device": model_flops / step_s / job.devices / 1e12,
         "bottleneck": bott,  # codes: BOTTLENECKS[code]
+        "grad_accum": n_micro,  # micro-batches per replica per step
     }

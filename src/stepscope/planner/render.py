@@ -27,6 +27,7 @@ def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -
             "memory_gb": {**{k[:-3]: float(results[k][i]) for k in _MEM}, "total": float(results["total_gb"][i])},
             "fits": bool(results["fits"][i]),
             "bottleneck": BOTTLENECKS[int(results["bottleneck"][i])],
+            "grad_accum": float(results["grad_accum"][i]),
             "time_s": {k[:-2]: float(results[k][i]) for k in _TIME},
         })
     return out
@@ -36,14 +37,15 @@ def table(recs: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     t = Table(title="Strategies, fastest that fit first")
-    cols = ["TP", "PP", "VPP", "DP", "CP", "EP", "ZeRO", "MB", "remat", "W", "G", "O", "act", "total GB",
+    cols = ["TP", "PP", "VPP", "DP", "CP", "EP", "ZeRO", "MB", "GA", "remat", "W", "G", "O", "act", "buf+res", "total GB",
             "compute", "TP s", "EP s", "DP s", "CP s", "bubble", "step s", "MFU", "bottleneck"]
     for c in cols:
         t.add_column(c, justify="right")
     for r in recs:
         s, m, ts = r["strategy"], r["memory_gb"], r["time_s"]
-        t.add_row(*(str(s[k]) for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "zero", "mb")), s["recompute"],
-                  *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")), f"{m['total']:.1f}",
+        t.add_row(*(str(s[k]) for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "zero", "mb")), f"{r['grad_accum']:g}", s["recompute"],
+                  *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")),
+                  f"{m['buffers'] + m['reserve']:.1f}", f"{m['total']:.1f}",
                   *(f"{ts[k]:.2f}" for k in ("compute", "tp", "ep", "dp", "cp", "bubble")),
                   f"{r['step_time_s']:.2f}", f"{r['mfu']:.1%}", r["bottleneck"] + ("" if r["fits"] else " (OOM)"))
     return t
