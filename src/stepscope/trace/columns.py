@@ -14,7 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import TraceFormatError
 from . import schema
+from .jsonstream import StreamState
 
 
 @dataclass(frozen=True)
@@ -134,3 +136,22 @@ def concat_tables(tables: list[pa.Table]) -> pa.Table:
         return tables[0]
     # chunks stay separate (no full copy); dictionaries are unified so columns combine cheaply
     return pa.concat_tables(tables).unify_dictionaries()
+
+
+def file_read(path: str, tables: list[pa.Table], state: StreamState, skipped_events: int = 0) -> FileRead:
+    """The result of reading one file; a file truncated before its first complete event is an error."""
+    if not tables and state.truncated:
+        raise TraceFormatError(
+            "truncated before the first complete event; nothing to recover",
+            path=path,
+            fix="re-capture the trace and let the profiler finish writing",
+        )
+    return FileRead(
+        path=path,
+        table=concat_tables(tables),
+        header=state.header,
+        truncated=state.truncated,
+        note=state.note,
+        skipped_events=skipped_events,
+        bytes_read=state.bytes_read,
+    )

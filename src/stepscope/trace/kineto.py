@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import TraceFormatError
-from .columns import FileRead, columns_to_table, concat_tables
+from .columns import FileRead, columns_to_table, file_read
 from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks, parse_trailer
 from .kineto_portable import read_portable
 
@@ -122,20 +121,6 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
         state.truncated = True  # the event array never closes: a job killed mid-write
     elif not state.truncated:
         state.header.update(parse_trailer(tail))
-    if not tables and state.truncated:
-        raise TraceFormatError(
-            "truncated before the first complete event; nothing to recover",
-            path=str(p),
-            fix="re-capture the trace and let the profiler finish writing",
-        )
-    return FileRead(
-        path=str(p),
-        table=concat_tables(tables),
-        header=state.header,
-        truncated=state.truncated,
-        note=state.note,
-        skipped_events=0,
-        bytes_read=state.bytes_read,
-    )
+    return file_read(str(p), tables, state)
 
 

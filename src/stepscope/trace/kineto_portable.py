@@ -18,8 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import TraceFormatError
-from .columns import FileRead, columns_to_table, concat_tables
+from .columns import FileRead, columns_to_table, file_read
 from .jsonstream import StreamState, iter_event_chunks
 from .numparse import raw_lines_to_ns
 
@@ -216,23 +215,6 @@ def read_portable(p: Path, rank: int, include_python: bool, block: int) -> FileR
     finally:
         if was_enabled:
             gc.enable()
-    if not tables and not state.truncated and state.bytes_read == 0:
-        raise TraceFormatError("file is empty", path=str(p), fix="the profiler wrote nothing; re-run the capture")
-    table = concat_tables(tables)
-    if table.num_rows == 0 and state.truncated:
-        raise TraceFormatError(
-            "truncated before the first complete event; nothing to recover",
-            path=str(p),
-            fix="re-capture the trace and let the profiler finish writing",
-        )
-    return FileRead(
-        path=str(p),
-        table=table,
-        header=state.header,
-        truncated=state.truncated,
-        note=state.note,
-        skipped_events=skipped.count,
-        bytes_read=state.bytes_read,
-    )
+    return file_read(str(p), tables, state, skipped.count)
 
 
