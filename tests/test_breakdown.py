@@ -225,3 +225,14 @@ def test_lambda_kernels_are_not_optimizer(tmp_path: Path) -> None:
     ev += synth.launch("void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>", 20, 200, 10)
     (s,) = _one(tmp_path, ev).steps
     assert s.by_category_ns == {"elementwise": 10 * US, "optimizer": 10 * US}
+
+
+def test_per_rank_warnings_are_collapsed() -> None:
+    from stepscope.analysis.pipeline import collapse_rank_warnings
+
+    ws = [f"rank {r}: no ProfilerStep" for r in range(10)] + ["file x: truncated", "rank 3: other thing"]
+    assert collapse_rank_warnings(ws) == (
+        "ranks 0, 1, 2, 3, 4, 5, 6, 7, ... (10 ranks): no ProfilerStep",
+        "file x: truncated",
+        "rank 3: other thing",
+    )

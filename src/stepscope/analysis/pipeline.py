@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -81,7 +82,37 @@ def analyze(trace: Trace, config: AnalyzeConfig | None = None) -> Analysis:
     for info in trace.ranks:
         events = trace.events.filter(pc.equal(trace.events["rank"], info.rank)) if len(trace.ranks) > 1 else trace.events
         ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings, events))
-    return Analysis(ranks=tuple(ranks), warnings=tuple(warnings), inputs=tuple(r.path for r in trace.ranks))
+    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in trace.ranks))
+
+
+_RANK_MSG = re.compile(r"^rank (\d+): (.*)$", re.S)
+
+
+def collapse_rank_warnings(warnings: list[str]) -> tuple[str, ...]:
+    """One line per distinct per-rank message ("ranks 0, 1, 2 (3 ranks): ..."), in first-seen order;
+    thousands of ranks do not give thousands of identical lines."""
+    order: list[tuple[bool, str]] = []  # (is a per-rank message, text)
+    by_msg: dict[str, list[str]] = {}
+    for w in warnings:
+        m = _RANK_MSG.match(w)
+        if m is None:
+            order.append((False, w))
+            continue
+        if m.group(2) not in by_msg:
+            by_msg[m.group(2)] = []
+            order.append((True, m.group(2)))
+        by_msg[m.group(2)].append(m.group(1))
+    result = []
+    for per_rank, text in order:
+        ranks = by_msg[text] if per_rank else []
+        if not per_rank:
+            result.append(text)
+        elif len(ranks) == 1:
+            result.append(f"rank {ranks[0]}: {text}")
+        else:
+            shown = ", ".join(ranks[:8]) + (", ..." if len(ranks) > 8 else "")
+            result.append(f"ranks {shown} ({len(ranks)} ranks): {text}")
+    return tuple(result)
 
 
 def _read_and_analyze(job: tuple[str, bool, str | None, AnalyzeConfig]) -> tuple[RankAnalysis, tuple[int | None, str], list[str]]:
@@ -127,7 +158,7 @@ def analyze_files(
         warnings.extend(x.replace(prefix, f"rank {rank}:", 1) if x.startswith(prefix) else x for x in w)
         ranks.append(dataclasses.replace(ra, rank=rank))
     ranks.sort(key=lambda r: r.rank)
-    return Analysis(ranks=tuple(ranks), warnings=tuple(warnings), inputs=tuple(r.path for r in ranks))
+    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in ranks))
 
 
 def _roofline(
@@ -143,11 +174,8 @@ def _roofline(
             hw = hardware.detect_from_properties(info.device_properties[0], cfg.hardware_file)
         source = "trace"
         if hw is None and rd.dev.size:
-            shown = repr(info.device_name) if info.device_name else "no device name"
-            warnings.append(
-                f"rank {info.rank}: device {shown} is not in the hardware catalog; roofline and MFU need "
-                "--hardware NAME (or --hardware-file for your own device)"
-            )
+            what = f"device {info.device_name!r} is not in the hardware catalog" if info.device_name else "the trace names no device"
+            warnings.append(f"rank {info.rank}: {what}; roofline and MFU need --hardware NAME (or --hardware-file for your own device)")
     hw_info = HardwareInfo(hw.name, hw.peak_flops(cfg.mfu_dtype) / 1e12, hw.hbm_gbps, hw.source, source) if hw else None
     d = rd.dev
     roof, kernel_flops = roofline.compute(
