@@ -207,3 +207,19 @@ def test_per_kernel_roofline_and_excess_flops(tmp_path: Path) -> None:
 
     core = by_name("TPU-v4-core")
     assert core.peak_flops("bf16") == 275e12 / 2 and core.hbm_gbps == 1228 / 2
+
+
+def test_deepseek_v3_mla_moe_active_params_match_the_published_37b() -> None:
+    from stepscope.analysis.model_flops import from_config_dict
+    from stepscope.planner.search import model
+
+    m = model("deepseek-v3")
+    assert m.mla == (1536, 512, 128, 64, 128) and m.mtp_layers == 1
+    # DeepSeek-V3 technical report: 37B activated parameters per token (ours: matmul weights incl.
+    # the LM head and the MTP module, without the input embedding table)
+    assert m.matmul_params_per_token() == pytest.approx(37e9, rel=0.03)
+    # MLA attention by hand for one layer: q_a + q_b + kv_a + kv_b + o
+    h, d = 128, 7168
+    assert m.attn_params() == d * 1536 + 1536 * h * 192 + d * (512 + 64) + 512 * h * (128 + 128) + h * 128 * d
+    assert m.flops_per_token(4096) == 6 * m.matmul_params_per_token() + 6 * 62 * 4096 * h * (192 + 128) * 0.5
+    assert from_config_dict({"hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2}).mla is None

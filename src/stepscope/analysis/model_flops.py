@@ -7,7 +7,12 @@ included): per layer the attention projections (q and o: d x H*hd; k and v: d x 
 MLP (gated SwiGLU: 3*d*f; plain: 2*d*f); for MoE layers, ``experts_per_token`` routed experts (plus
 shared experts) and the router (d x E). The attention term is QK^T and PV (2 matmuls x 2 FLOPs x
 3 for forward+backward = 12 per layer per token per key, halved for causal masks), as in the
-PaLM paper's MFU appendix. Layers with linear attention or MLA are not modeled yet (they raise).
+PaLM paper's MFU appendix. With attention dims d_qk (query/key) and d_v (value) per head the
+attention term is 6 * n_layers * seq_len * n_heads * (d_qk + d_v) * (1/2 if causal).
+MLA (DeepSeek-V2/V3): q = d x q_lora + q_lora x H*(nope+rope) (or d x H*(nope+rope) without
+q_lora), kv = d x (kv_lora + rope) + kv_lora x H*(nope + v), o = H*v x d; d_qk = nope + rope,
+d_v = v. Multi-token-prediction modules (``num_nextn_predict_layers``) count as extra layers
+plus their 2d x d projection. Linear-attention layers are not modeled yet (they raise).
 """
 
 from __future__ import annotations
@@ -35,22 +40,47 @@ class ModelShape:
     d_ff_expert: int = 0
     n_shared_experts: int = 0
     first_dense_layers: int = 0  # leading dense layers in MoE models (DeepSeek first_k_dense_replace)
+    mla: tuple[int, int, int, int, int] | None = None  # (q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head_dim)
+    mtp_layers: int = 0  # multi-token-prediction modules (DeepSeek-V3 num_nextn_predict_layers)
+
+    @property
+    def qk_dim(self) -> int:
+        return self.mla[2] + self.mla[3] if self.mla else self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        return self.mla[4] if self.mla else self.head_dim
+
+    def attn_params(self) -> float:
+        d, h = self.d_model, self.n_heads
+        if self.mla:
+            q_lora, kv_lora, nope, rope, v = self.mla
+            q = d * q_lora + q_lora * h * (nope + rope) if q_lora else d * h * (nope + rope)
+            return float(q + d * (kv_lora + rope) + kv_lora * h * (nope + v) + h * v * d)
+        return float(2 * d * h * self.head_dim + 2 * d * self.n_kv_heads * self.head_dim)
+
+    def dense_mlp_params(self) -> float:
+        return float((3 if self.gated_mlp else 2) * self.d_model * self.d_ff)
+
+    def moe_active_params(self) -> float:
+        """Per MoE layer and token: routed + shared experts, and the router."""
+        mult = 3 if self.gated_mlp else 2
+        return float(mult * self.d_model * self.d_ff_expert * (self.experts_per_token + self.n_shared_experts) + self.d_model * self.n_experts)
 
     def matmul_params_per_token(self) -> float:
-        d, hd = self.d_model, self.head_dim
-        attn = 2 * d * self.n_heads * hd + 2 * d * self.n_kv_heads * hd
-        mlp_mult = 3 if self.gated_mlp else 2
-        dense_mlp = mlp_mult * d * self.d_ff
+        attn = self.attn_params()
         if self.n_experts:
-            moe = mlp_mult * d * self.d_ff_expert * (self.experts_per_token + self.n_shared_experts) + d * self.n_experts
             moe_layers = self.n_layers - self.first_dense_layers
-            layers = self.first_dense_layers * (attn + dense_mlp) + moe_layers * (attn + moe)
+            layers = self.first_dense_layers * (attn + self.dense_mlp_params()) + moe_layers * (attn + self.moe_active_params())
+            mtp = self.mtp_layers * (attn + self.moe_active_params() + 2 * self.d_model * self.d_model)
         else:
-            layers = self.n_layers * (attn + dense_mlp)
-        return float(layers + d * self.vocab)
+            layers = self.n_layers * (attn + self.dense_mlp_params())
+            mtp = self.mtp_layers * (attn + self.dense_mlp_params() + 2 * self.d_model * self.d_model)
+        return float(layers + mtp + self.d_model * self.vocab)
 
     def flops_per_token(self, seq_len: int, causal: bool = True) -> float:
-        attn = 12.0 * self.n_layers * seq_len * self.n_heads * self.head_dim * (0.5 if causal else 1.0)
+        layers = self.n_layers + self.mtp_layers
+        attn = 6.0 * layers * seq_len * self.n_heads * (self.qk_dim + self.v_dim) * (0.5 if causal else 1.0)
         return 6.0 * self.matmul_params_per_token() + attn
 
 
@@ -75,8 +105,6 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
     """A :class:`ModelShape` from Hugging Face config keys (see :func:`from_hf_config`)."""
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
-    if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
-        raise ConfigError("MLA attention (DeepSeek-V2/V3) is not modeled yet", path=str(path), fix="pass --model-flops N")
     if cfg.get("layer_types") and any("linear" in str(t) for t in cfg["layer_types"]):
         raise ConfigError("linear-attention layers are not modeled yet", path=str(path), fix="pass --model-flops N")
     try:
@@ -101,4 +129,10 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
         d_ff_expert=int(_get(cfg, "moe_intermediate_size", "expert_intermediate_size", default=_get(cfg, "intermediate_size", default=4 * d))),
         n_shared_experts=int(_get(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0),
         first_dense_layers=int(_get(cfg, "first_k_dense_replace", default=0) or 0),
+        mla=(
+            (int(cfg.get("q_lora_rank") or 0), int(cfg["kv_lora_rank"]), int(cfg.get("qk_nope_head_dim") or 128),
+             int(cfg.get("qk_rope_head_dim") or 64), int(cfg.get("v_head_dim") or 128))
+            if cfg.get("kv_lora_rank") else None
+        ),
+        mtp_layers=int(_get(cfg, "num_nextn_predict_layers", default=0) or 0),
     )

@@ -66,14 +66,13 @@ class Job:
 
 def params(m: ModelShape) -> tuple[float, float, float]:
     """(dense params per layer, expert params per layer, embedding params) — matmul weights."""
-    attn = 2 * m.d_model * m.n_heads * m.head_dim + 2 * m.d_model * m.n_kv_heads * m.head_dim
-    mult = 3 if m.gated_mlp else 2
     if m.n_experts:
-        dense = float(attn + mult * m.d_model * m.d_ff_expert * m.n_shared_experts + m.d_model * m.n_experts)
+        mult = 3 if m.gated_mlp else 2
+        dense = m.attn_params() + mult * m.d_model * m.d_ff_expert * m.n_shared_experts + m.d_model * m.n_experts
         experts = float(mult * m.d_model * m.d_ff_expert * m.n_experts)
     else:
-        dense, experts = float(attn + mult * m.d_model * m.d_ff), 0.0
-    return float(dense), float(experts), float(m.vocab * m.d_model)
+        dense, experts = m.attn_params() + m.dense_mlp_params(), 0.0
+    return float(dense), experts, float(m.vocab * m.d_model)
 
 
 def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
