@@ -148,7 +148,8 @@ def test_cli_mfu_from_hf_config_and_json_contract(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mfu, band, figures", [
-    (0.25, "<30%", ["exposed_comm_ns / step_time_ns", "cpu.dataloader_ns / step_time_ns", "idle_causes.host_bound_ns / step_time_ns"]),
+    (0.25, "<30%", ["exposed_comm_ns / step_time_ns", "cpu.dataloader_ns / step_time_ns", "idle_causes.host_bound_ns / step_time_ns",
+                    "roofline memory/latency-bound dur_ns / kernel time"]),
     (0.35, "30-40%", ["overlapped_comm_ns / comm_ns", "idle_ns / step_time_ns"]),
     (0.45, "40-50%", ["recompute_ns / step_time_ns", "roofline[0].time_lost_ns / step_time_ns"]),
     (0.60, ">50%", []),
@@ -159,6 +160,8 @@ def test_mfu_diagnosis_tree(tmp_path: Path, mfu: float, band: str, figures: list
     d = r.mfu_diagnosis
     assert d.mfu == pytest.approx(mfu) and d.band == band
     assert [c.figure for c in d.checks] == figures
+    if band == "<30%":
+        assert d.checks[3].value == pytest.approx(20 / 40) and not d.checks[3].ok  # the 20 us add of 40 us kernel time
     if band == "30-40%":
         idle = r.steps[0].idle_ns / r.steps[0].step_time_ns  # [110, 120) and [140, 150): 20 of 60 us
         assert d.checks[1].value == pytest.approx(idle) and not d.checks[1].ok

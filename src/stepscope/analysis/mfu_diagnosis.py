@@ -1,6 +1,7 @@
 """The MFU diagnosis tree: which figures decide where a run's MFU goes.
 
-Bands (median step MFU): < 30% check communication and data loading first; 30-40% check overlap
+Bands (median step MFU): < 30% check communication, data loading, host-bound launches and the
+share of time in memory/latency-bound ops first; 30-40% check overlap
 and bubbles (idle); 40-50% is normal for large dense training, check recompute and the ops
 furthest from their roofline; > 50% is excellent. Each check names the JSON figure it reads, its
 value, the threshold and whether it passes.
@@ -50,6 +51,8 @@ def diagnose(steps: tuple[StepBreakdown, ...], phases: tuple[StepPhases, ...], r
     overlap = sum(s.overlapped_comm_ns for s in steps) / comm if comm else 1.0
     rec = sum(p.recompute_ns for p in phases) / max(sum(s.step_time_ns for s in steps), 1)
     worst = max((g.time_lost_ns for g in roof.groups), default=0) / max(sum(s.step_time_ns for s in steps), 1) if roof else 0.0
+    kernel_ns = roof.kernel_time_ns if roof else 0
+    small_ops = sum(g.dur_ns for g in roof.groups if g.bound in ("memory", "latency")) / kernel_ns if (roof and kernel_ns) else 0.0
     checks: list[Check] = []
 
     def check(figure: str, value: float, threshold: float, hint: str, higher_is_bad: bool = True) -> None:
@@ -61,6 +64,8 @@ def diagnose(steps: tuple[StepBreakdown, ...], phases: tuple[StepPhases, ...], r
         check("exposed_comm_ns / step_time_ns", exposed_comm, 0.10, "communication not hidden by compute: overlap, bucket, or reduce it")
         check("cpu.dataloader_ns / step_time_ns", dataloader, 0.05, "input pipeline on the critical path: more workers, prefetch, pinned memory")
         check("idle_causes.host_bound_ns / step_time_ns", host_bound, 0.10, "host cannot launch fast enough: CUDA graphs, torch.compile, fewer syncs")
+        check("roofline memory/latency-bound dur_ns / kernel time", small_ops, 0.30,
+              "much time in memory- or latency-bound ops (elementwise, norms, copies): fuse them (torch.compile, fused kernels)")
     elif mfu < 0.40:
         band, verdict = "30-40%", "fair: hide what remains"
         check("overlapped_comm_ns / comm_ns", overlap, 0.70, "communication overlap below 70%: overlap grads with backward, prefetch params", higher_is_bad=False)
