@@ -83,7 +83,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     z = r["zero_or_fsdp"].lower()
     zero = 3 if ("fsdp" in z or "zero3" in z) else 2 if "zero2" in z else 1 if ("zero1" in z or "distributed" in z) else 0
     rc = r["recompute"].lower()
-    rci = 2 if "full" in rc else 1 if any(x in rc for x in ("selective", "minimal", "qkv", "sac")) else 0
+    rci = (2 if "full" in rc else 3 if "minimal" in rc else 5 if "qkv" in rc
+           else 1 if any(x in rc for x in ("selective", "sac")) else 0)
     strat = {"tp": tp, "pp": pp, "vpp": int(_num(r["vpp"], 1) or 1), "dp": dp, "cp": cp, "ep": int(_num(r["ep"], 1) or 1),
              "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci}
     return job, strat

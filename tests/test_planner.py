@@ -115,3 +115,15 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
     w = rec["what_if"]
     assert w["predicted_step_time_s"] == pytest.approx(3.0 * rec["step_time_s"] / w["predicted_baseline_step_time_s"])
     assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8"]) == 2  # needs the measured time too
+
+
+def test_named_recompute_policies_order_memory_and_time() -> None:
+    job = _job()
+    res = {}
+    for pol in ("none", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "full"):
+        r = evaluate(job, parse_strategy(f"tp=2,pp=2,dp=2,mb=2,recompute={pol}"))
+        res[pol] = (r["activations_gb"][0], r["compute_s"][0])
+    acts = [res[p][0] for p in ("none", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "full")]
+    assert acts == sorted(acts, reverse=True)  # each keeps less than the one before
+    assert res["minimal"][1] < res["save_dot_except_mlp"][1] < res["full"][1]
+    assert res["none"][0] / res["save_out_proj"][0] == pytest.approx(34 / 4)

@@ -42,9 +42,15 @@ import numpy as np
 from ..analysis.hardware import Hardware
 from ..analysis.model_flops import ModelShape
 
-RECOMPUTE = ("none", "selective", "full")
-_ACT_C = np.array([34.0, 30.0, 2.0])
-_RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0])
+# Recompute policies: activation bytes per layer = c * s*b*h/(tp*cp), compute x factor.
+# none/selective/full follow Korthikanti et al.; the named policies are priors from which tensors
+# they keep (MaxText/torchtitan names): "minimal" keeps every matmul output (recomputes the cheap
+# pointwise work), "save_dot_except_mlp" keeps attention matmul outputs and recomputes the MLP
+# (~2/3 of the forward FLOPs), "save_qkv_proj" keeps only the QKV projections, "save_out_proj" only
+# the attention output projection (both recompute nearly the whole forward).
+RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj")
+_ACT_C = np.array([34.0, 30.0, 2.0, 20.0, 12.0, 8.0, 4.0])
+_RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, 1.10, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30])
 GEMM_SHARE = 0.75  # prior: share of training FLOP time spent in GEMMs
 ATTN_EFF = 0.6  # prior: attention kernel efficiency relative to GEMMs
 BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "memory")

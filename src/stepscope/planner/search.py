@@ -64,7 +64,7 @@ def space(job: Job) -> dict[str, np.ndarray]:
     pps = [p for p in _pow2_upto(min(job.devices, m.n_layers)) if m.n_layers % p == 0]
     cps = [c for c in (1, 2, 4, 8) if job.seq_len % c == 0 and c <= job.devices]
     eps = [e for e in _pow2_upto(max(m.n_experts, 1)) if (m.n_experts % e == 0 if m.n_experts else e == 1)]
-    grid = np.meshgrid(tps, pps, [1, 2, 4], cps, eps, [0, 1, 2, 3], [1, 2, 4, 8], [0, 1, 2], indexing="ij")
+    grid = np.meshgrid(tps, pps, [1, 2, 4], cps, eps, [0, 1, 2, 3], [1, 2, 4, 8], list(range(len(RECOMPUTE))), indexing="ij")
     tp, pp, vpp, cp, ep, zero, mb, rc = (g.ravel() for g in grid)
     model_par = tp * pp * cp
     ok = job.devices % model_par == 0
