@@ -152,36 +152,36 @@ def compute(
         name, dims, types = (s.split("\x1f") + ["", "", ""])[:3]
         costs.append((name, dims, op_cost(name, dims or None, types or None)))
     inst_sig = np.where(found, sig_of_op[pos] if sig_of_op.size else -1, -1)
-    inst_flops = np.zeros(uniq_ext.size)
-    inst_bytes = np.zeros(uniq_ext.size)
-    modeled = np.zeros(uniq_ext.size, bool)
-    for j, (_, _, c) in enumerate(costs):
-        if c is None:
-            continue
-        m = inst_sig == j
-        inst_flops[m] = c.flops
-        inst_bytes[m] = c.bytes
-        modeled |= m
+    # per-signature lookup tables (index n = "no op found"), broadcast to instances: no loop over
+    # instances, one small loop over distinct signatures
+    n_sig = len(costs)
+    sig_flops = np.array([c.flops if c else 0.0 for _, _, c in costs] + [0.0])
+    sig_bytes = np.array([c.bytes if c else 0.0 for _, _, c in costs] + [0.0])
+    sig_modeled = np.array([c is not None for _, _, c in costs] + [False])
+    sig_dtype = np.array([c.dtype if c else "fp32" for _, _, c in costs] + ["fp32"], dtype=object)
+    si = np.where(inst_sig >= 0, inst_sig, n_sig)
+    inst_flops, inst_bytes, modeled = sig_flops[si], sig_bytes[si], sig_modeled[si]
     coverage = float(inst_dur[modeled].sum() / kernel_time) if kernel_time else 0.0
     groups = []
     peak_bw = hw_full.hbm_bytes_per_s if hw_full else None
-    for j, (name, dims, c) in enumerate(costs):
-        m = inst_sig == j
-        if not m.any():
-            continue
-        dur = int(inst_dur[m].sum())
-        count = int(m.sum())
-        flops = float(inst_flops[m].sum())
-        nbytes = float(inst_bytes[m].sum())
-        dtype = c.dtype if c else "fp32"
-        groups.append(_group(name, f"{name}{dims}", dtype, count, dur, flops, nbytes, c is not None, hw_full, peak_bw, latency_ns))
+    g_count = np.bincount(si, minlength=n_sig + 1)
+    g_dur = np.bincount(si, weights=inst_dur, minlength=n_sig + 1)
+    g_flops = np.bincount(si, weights=inst_flops, minlength=n_sig + 1)
+    g_bytes = np.bincount(si, weights=inst_bytes, minlength=n_sig + 1)
+    for j in np.flatnonzero(g_count[:n_sig]):
+        name, dims, c = costs[j]
+        groups.append(
+            _group(name, f"{name}{dims}", str(sig_dtype[j]), int(g_count[j]), int(g_dur[j]), float(g_flops[j]),
+                   float(g_bytes[j]), c is not None, hw_full, peak_bw, latency_ns)
+        )
     groups.sort(key=lambda g: (g.bound == "unknown", -g.time_lost_ns, -g.dur_ns))
-    by_cat = _by_category(inst_cat, inst_dur, inst_flops, inst_bytes, modeled, inst_sig, costs, hw_full)
+    by_cat = _by_category(inst_cat, inst_dur, inst_flops, inst_bytes, modeled, sig_dtype[si], hw_full)
     # per step: executed FLOPs, MFU, HFU
     peak = hw_full.peak_flops(mfu_dtype) if hw_full else None
     step_rows = []
+    executed = np.bincount(inst_step[inst_step >= 0], weights=inst_flops[inst_step >= 0], minlength=len(steps))
     for i, s in enumerate(steps):
-        ex = float(inst_flops[inst_step == i].sum())
+        ex = float(executed[i])
         t_s = s.step_time_ns / 1e9
         mfu = model_flops_per_step / (t_s * peak) if (model_flops_per_step and peak and t_s > 0) else None
         hfu = ex / (t_s * peak) if (peak and t_s > 0 and ex > 0) else None
@@ -203,8 +203,7 @@ def compute(
         per_kernel_bytes[np.flatnonzero(in_step)[has]] = (inst_bytes / np.maximum(np.bincount(inv, minlength=uniq_ext.size), 1))[inv]
     kernel_dtype = np.full(dev_ext.size, "fp32", dtype=object)
     if uniq_ext.size:
-        inst_dtype = np.array([costs[j][2].dtype if (j >= 0 and costs[j][2]) else "fp32" for j in inst_sig], dtype=object)
-        kernel_dtype[np.flatnonzero(in_step)[has]] = inst_dtype[inv]
+        kernel_dtype[np.flatnonzero(in_step)[has]] = sig_dtype[si][inv]
     kernel_groups = _kernel_groups(dev_names, dev_name_idx, in_step, dev_dur, per_kernel, per_kernel_bytes, kernel_dtype,
                                    inst_modeled_kernel(in_step, has, inv, modeled, dev_ext.size), hw_full, latency_ns, top_k)
     return Roofline(
@@ -221,17 +220,14 @@ def compute(
 
 def _by_category(
     inst_cat: np.ndarray, inst_dur: np.ndarray, inst_flops: np.ndarray, inst_bytes: np.ndarray, modeled: np.ndarray,
-    inst_sig: np.ndarray, costs: list, hw: Hardware | None,  # type: ignore[type-arg]
+    inst_dtype: np.ndarray, hw: Hardware | None,
 ) -> tuple[CategoryRoofline, ...]:
     """Per category: roofline time of the modeled instances (each at its own dtype's peak)."""
     roof_s = np.zeros(inst_dur.size)
-    if hw is not None:
-        bw = hw.hbm_bytes_per_s
-        for j, (_, _, c) in enumerate(costs):
-            if c is None:
-                continue
-            m = inst_sig == j
-            roof_s[m] = np.maximum(inst_flops[m] / hw.peak_flops(c.dtype), inst_bytes[m] / bw)
+    if hw is not None and inst_dur.size:
+        dts, dinv = np.unique(inst_dtype.astype(str), return_inverse=True)
+        peak = np.array([hw.peak_flops(str(d)) for d in dts])[dinv]
+        roof_s = np.where(modeled, np.maximum(inst_flops / peak, inst_bytes / hw.hbm_bytes_per_s), 0.0)
     out = []
     for cat in np.unique(inst_cat):
         m = inst_cat == cat
