@@ -35,7 +35,7 @@ class StepPhases:
     recompute_ops: int  # recomputed forward ops (outermost) launched in the step's CPU span
 
 
-class _ThreadRanges:
+class ThreadRanges:
     """Unions of host ranges per thread, queried by (tid, t) -> inside? (vectorized)."""
 
     def __init__(self, tid: np.ndarray, s: np.ndarray, e: np.ndarray, lo: int, span: int) -> None:
@@ -68,14 +68,14 @@ def compute(rd: RankData, steps: tuple[StepBreakdown, ...], dev_step: np.ndarray
     lo = min((int(a.min()) for a in parts), default=0)
     span = max((int(a.max()) for a in parts), default=0) - lo + 2
     ev = cpu & is_eval
-    bwd = _ThreadRanges(h.tid[ev], h.ts[ev], h.end[ev], lo, span)
+    bwd = ThreadRanges(h.tid[ev], h.ts[ev], h.end[ev], lo, span)
     fwd_op = cpu & (h.sequence_number >= 0) & ~is_bwd_node
     fwd_idx = np.flatnonzero(fwd_op)
     in_bwd = np.zeros(h.ts.size, bool)  # only forward ops are asked: a few of all host rows
     in_bwd[fwd_idx] = bwd.contains(h.tid[fwd_idx], h.ts[fwd_idx])
     rec = fwd_op & in_bwd
-    recompute = _ThreadRanges(h.tid[rec], h.ts[rec], h.end[rec], lo, span)
-    optim = _ThreadRanges(h.tid[opt_mask], h.ts[opt_mask], h.end[opt_mask], lo, span)
+    recompute = ThreadRanges(h.tid[rec], h.ts[rec], h.end[rec], lo, span)
+    optim = ThreadRanges(h.tid[opt_mask], h.ts[opt_mask], h.end[opt_mask], lo, span)
     # outermost recomputed ops (not nested in another recomputed op of the same thread)
     rec_idx = np.flatnonzero(rec)
     rec_top = rec_idx[top_level(h.tid[rec_idx], h.ts[rec_idx], h.end[rec_idx])] if rec_idx.size else rec_idx

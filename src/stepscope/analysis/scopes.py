@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .phases import _ThreadRanges
+from .phases import ThreadRanges
 from .rankdata import RankData, dict_mask
 
 _INSTANCE = re.compile(r"_\d+$")
@@ -68,7 +68,7 @@ def compute(
     out = []
     for j in order:
         m = inv == j
-        inside = _ThreadRanges(tid[m], ts[m], ts[m] + dur[m], lo, span).contains(lt, lts)
+        inside = ThreadRanges(tid[m], ts[m], ts[m] + dur[m], lo, span).contains(lt, lts)
         k_ns = int(kdur[inside].sum())
         fl = float(kfl[inside].sum())
         out.append(

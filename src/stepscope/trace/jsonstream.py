@@ -242,10 +242,8 @@ def parse_trailer(tail: bytes) -> dict[str, Any]:
 
 
 def _parse_partial_object(text: bytes) -> dict[str, Any]:
+    """Header (``{... , "_": 0}``) or trailer (``{...}``) keys; {} when they do not parse."""
     text = text.strip()
-    text = re.sub(rb",\s*(\"_\": 0\})$", rb",\1", text)
-    # header text ends with "..., " before our sentinel; a lone "{" header becomes {"_": 0}
-    text = re.sub(rb"\{\s*,", b"{", text)
     try:
         obj = msgspec.json.decode(text)
     except msgspec.DecodeError:
