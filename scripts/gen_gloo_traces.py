@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -51,7 +52,14 @@ def _worker(rank: int, world: int, out_dir: str, slow_rank: int, sleep_ms: float
             prof.step()
             if step >= 5:
                 break
+    # both ranks must be done with the group before either tears it down (else gloo may abort)
+    dist.barrier()
     dist.destroy_process_group()
+    # the trace is on disk; skip interpreter teardown, where a C++ thread still alive in torch/gloo
+    # can abort the process ("terminate called without an active exception", seen once in CI)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main() -> None:
