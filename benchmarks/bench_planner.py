@@ -152,7 +152,7 @@ def accuracy(csv_path: Path) -> dict:
     cal_ape = []
     for src, v in cv.items():
         out[src]["calibrated_mape"] = round(v["mape"], 3)
-        out[src]["fit_on_others"] = {"eff_scale": round(v["eff_scale"], 3), "comm_scale": round(v["comm_scale"], 3)}
+        out[src]["fit_on_others"] = {k: round(v[k], 3) for k in ("gemm_eff", "attn_eff", "comm_scale")}
         cal_ape += [v["mape"]] * int(v["rows"])
     out["ALL"]["calibrated_mape_loso"] = round(float(np.mean(cal_ape)), 3)
     # choosing: runs of one model, device count, batch and precision that differ only in strategy

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -87,18 +88,28 @@ def test_plan_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
     import dataclasses
 
-    from stepscope.planner.calibrate import COMM_GRID, EFF_GRID, Run, cross_validate, fit, predict_tokens
+    from stepscope.planner.calibrate import (
+        ATTN_GRID,
+        COMM_GRID,
+        GEMM_GRID,
+        Fit,
+        Run,
+        cross_validate,
+        fit,
+        predict_tokens,
+    )
 
-    true_e, true_c = float(EFF_GRID[30]), float(COMM_GRID[15])  # grid points, so recoverable exactly
+    truth_fit = Fit(float(GEMM_GRID[20]), float(ATTN_GRID[5]), float(COMM_GRID[9]))  # grid points: recoverable exactly
     runs = []
-    for i, strat in enumerate(["tp=8,dp=2", "tp=2,pp=2,dp=4", "dp=16,zero=3", "tp=4,dp=4,recompute=full"]):
-        job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 4096)
+    # short and long sequences separate attention from GEMM work; TP/FSDP runs expose the links
+    for i, (strat, seq) in enumerate([("tp=8,dp=2", 2048), ("tp=2,pp=2,dp=4", 16384), ("dp=16,zero=3", 4096),
+                                      ("tp=4,dp=4,recompute=full", 32768), ("tp=8,dp=2", 32768), ("dp=16", 1024)]):
+        job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
         st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
-        truth = dataclasses.replace(job, eff_scale=true_e, comm_scale=true_c)
+        truth = dataclasses.replace(job, gemm_eff=truth_fit.gemm_eff, attn_eff=truth_fit.attn_eff, comm_scale=truth_fit.comm_scale)
         measured = float(predict_tokens(truth, {k: np.array([v]) for k, v in st.items()})[0])
         runs.append(Run(job, st, measured, predict_tokens, group=f"g{i % 2}"))
-    e, c = fit(runs)
-    assert (e, c) == (true_e, true_c)
+    assert fit(runs) == truth_fit
     cv = cross_validate(runs)
     assert set(cv) == {"g0", "g1"} and all(v["mape"] < 1e-9 for v in cv.values())
 
@@ -127,3 +138,167 @@ def test_named_recompute_policies_order_memory_and_time() -> None:
     assert acts == sorted(acts, reverse=True)  # each keeps less than the one before
     assert res["minimal"][1] < res["save_dot_except_mlp"][1] < res["full"][1]
     assert res["none"][0] / res["save_out_proj"][0] == pytest.approx(34 / 4)
+
+
+def test_hsdp_memory_and_traffic_by_hand() -> None:
+    """HSDP over 16 ranks with shard groups of 8: states sharded by 8; the all-gather/reduce-scatter
+    stays inside a node and only 2 replicas all-reduce the sharded gradients across nodes."""
+    job = _job(devices=16, batch=32)
+    dense, _, emb = params(job.model)
+    p_dev = 8 * dense + emb
+    fsdp = evaluate(job, parse_strategy("dp=16,zero=3"))
+    hsdp = evaluate(job, parse_strategy("dp=16,zero=3,hsdp=8"))
+    assert hsdp["weights_gb"][0] == pytest.approx(2 * p_dev / 8 / 1e9)
+    assert fsdp["weights_gb"][0] == pytest.approx(2 * p_dev / 16 / 1e9)
+    assert hsdp["optimizer_gb"][0] == pytest.approx(12 * p_dev / 8 / 1e9)
+    hw = job.hw
+    intra, inter = hw.intra_node_gbps * 1e9, hw.inter_node_gbps * 1e9
+    raw_h = 3 * 7 / 8 * 2 * p_dev / intra + 2 * 7 * 10e-6 + 2 * 1 / 2 * 2 * p_dev / 8 / inter + 2 * 1 * 20e-6
+    raw_f = 3 * 15 / 16 * 2 * p_dev / inter + 2 * 15 * 20e-6
+    for raw, r in ((raw_h, hsdp), (raw_f, fsdp)):
+        assert r["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r["compute_s"][0]))
+    assert hsdp["dp_s"][0] < fsdp["dp_s"][0]
+
+
+def test_zero_bubble_schedules_cut_the_bubble() -> None:
+    job = _job(devices=8, batch=16)
+    base = evaluate(job, parse_strategy("pp=4,dp=2,mb=1"))
+    zb = evaluate(job, parse_strategy("pp=4,dp=2,mb=1,sched=zb-h1"))
+    zbv = evaluate(job, parse_strategy("pp=4,dp=2,mb=1,vpp=2,sched=zb-v"))
+    il = evaluate(job, parse_strategy("pp=4,dp=2,mb=1,vpp=2"))
+    # 1F1B bubble (pp-1)/m of the work: m = 16/2 = 8 micro-batches
+    per_micro = (base["compute_s"][0] + base["tp_s"][0] + base["ep_s"][0]) / 8
+    assert base["bubble_s"][0] == pytest.approx(3 * per_micro)
+    assert zb["bubble_s"][0] == pytest.approx(base["bubble_s"][0] / 3)
+    assert il["bubble_s"][0] == pytest.approx(base["bubble_s"][0] / 2)
+    assert zbv["bubble_s"][0] == pytest.approx(il["bubble_s"][0] * 0.1)
+    assert zb["activations_gb"][0] == base["activations_gb"][0]
+    with pytest.raises(Exception, match="ZB-V"):
+        parse_strategy("pp=4,dp=2,sched=zb-v")
+
+
+def test_expert_tp_and_offload() -> None:
+    m = model("mixtral-8x7b")
+    job = Job(m, hardware("h100"), 64, 8, 256, 4096)
+    _, experts, _ = params(m)
+    same = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,zero=1"))
+    etp1 = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,etp=1,zero=1"))
+    # expert weights per device: (L/pp) * experts/(ep*etp) -> etp 1 holds 4x the tp=4 share
+    diff_params = (32 / 2) * experts / 8 * (1 - 1 / 4)
+    assert etp1["weights_gb"][0] - same["weights_gb"][0] == pytest.approx(2 * diff_params / 1e9)
+    # etp = 1: MoE layers skip the MLP's TP collectives (2 all-reduce-equivalents per layer of the
+    # k = 2 routed copies: 2 * 2 * (2*3/4 * s*b*h*2 bytes / NVLink 450 GB/s + 2*3*10 us) per layer)
+    s, b, h = 4096, 1, 4096
+    ar = 2 * 3 / 4 * (2 * s * b * h * 2) / 450e9 + 2 * 3 * 10e-6
+    micro = 256 / 8  # micro-batches per replica
+    assert same["tp_s"][0] - etp1["tp_s"][0] == pytest.approx(2 * ar * 32 / 2 * micro)
+    on = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,zero=1,offload=1"))
+    off = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,zero=1"))
+    assert on["activations_gb"][0] < off["activations_gb"][0] / 4
+    # saved activations per layer: s*b*h*34/tp + (k-1)*s*b*h*4/tp; 16 layers per stage, 2 kept on device
+    act_layer = s * b * h * 34 / 4 + (2 - 1) * s * b * h * 4 / 4
+    assert on["activations_gb"][0] == pytest.approx(2 * act_layer / 1e9)
+    traffic = 2 * act_layer * 16 * (256 / 8) / (64e9)  # out and back, 32 micro-batches, PCIe Gen5 64 GB/s
+    assert on["offload_s"][0] == pytest.approx(max(traffic - 0.8 * min(traffic, on["compute_s"][0]), 0.0))
+
+
+def test_space_has_new_dimensions_within_constraints() -> None:
+    m = model("mixtral-8x7b")
+    s = space(Job(m, hardware("h100"), 64, 8, 256, 4096))
+    assert set(np.unique(s["sched"])) == {0, 1, 2} and set(np.unique(s["offload"])) == {0, 1}
+    assert np.all((s["sched"] == 0) | (s["pp"] > 1)) and np.all((s["sched"] != 2) | (s["vpp"] == 2))
+    assert np.all((s["hsdp"] == 0) | ((s["zero"] == 3) & (s["hsdp"] < s["dp"])))
+    assert np.all((s["etp"] == 0) | (s["tp"] > 1)) and np.any(s["etp"] == 1)
+
+
+def test_hybrid_linear_attention_model_flops_by_hand() -> None:
+    """A 4-layer hybrid: 3 linear-attention layers (GLA-style) + 1 full-attention layer."""
+    cfg = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+           "intermediate_size": 512, "vocab_size": 1000, "hidden_act": "silu",
+           "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+           "linear_num_key_heads": 2, "linear_key_head_dim": 32, "linear_num_value_heads": 4, "linear_value_head_dim": 32}
+    m = from_config_dict(cfg)
+    assert m.linear_layers == 3 and m.linear_attn == (2, 32, 4, 32)
+    lin = 256 * (2 * 2 * 32 + 3 * 4 * 32)  # q,k + v, gate, o
+    full = 2 * 256 * 4 * 64 + 2 * 256 * 2 * 64
+    mlp = 3 * 256 * 512
+    n = 3 * lin + full + 4 * mlp + 256 * 1000
+    assert m.matmul_params_per_token() == n
+    seq = 4096
+    attn_full = 6 * 1 * seq * 4 * (64 + 64) * 0.5
+    attn_lin = 6 * 3 * 4 * (2 * 32 * 32 + 64 * (32 + 32))
+    assert m.flops_per_token(seq) == 6 * n + attn_full + attn_lin
+    job = Job(m, hardware("h100"), 8, 8, 16, seq)
+    dense, _, _ = params(m)
+    assert dense == (3 * lin + full) / 4 + mlp
+    assert evaluate(job, parse_strategy("dp=8"))["step_s"][0] > 0
+
+
+def _report(tmp_path: Path) -> Path:
+    """A hand-made analyze report: A100 40GB (312 TFLOP/s bf16), median step 100 ms."""
+    doc = {"ranks": [{"rank": 0, "hardware": {"name": "A100-SXM-40GB", "peak_tflops": 312.0},
+                      "step_stats": {"median_ns": 100_000_000},
+                      "roofline_by_category": [
+                          {"category": "gemm", "dur_ns": 20_000_000, "flops": 3.12e12},
+                          {"category": "elementwise", "dur_ns": 5_000_000, "flops": 0.0},
+                          {"category": "attention", "dur_ns": 25_000_000, "flops": 1.56e12},
+                          {"category": "comm:all_reduce", "dur_ns": 10_000_000, "flops": 0.0}],
+                      "collectives": {"all_reduce": {"comm_ns": 10_000_000, "overlapped_ns": 6_000_000}}}]}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_efficiencies_from_an_analysis_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stepscope.planner.from_trace import read
+
+    te = read(str(_report(tmp_path)))
+    assert te.step_s == pytest.approx(0.1)
+    assert te.gemm_eff == pytest.approx(3.12e12 / (0.025 * 312e12))  # 0.4: elementwise time counts, comm does not
+    assert te.attn_eff == pytest.approx(1.56e12 / (0.025 * 312e12))  # 0.2
+    assert te.dp_overlap == pytest.approx(0.6)
+    args = ["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
+    assert main(args + ["--evaluate", "dp=8,zero=3", "--baseline", "tp=2,dp=4,zero=1", "--from-analysis", str(_report(tmp_path)), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    job = dataclasses.replace(Job(model("llama3-8b"), hardware("a100-40gb"), 8, 8, 32, 4096), gemm_eff=0.4, attn_eff=0.2, dp_overlap=0.6)
+    new = evaluate(job, parse_strategy("dp=8,zero=3"))["step_s"][0]
+    base = evaluate(job, parse_strategy("tp=2,dp=4,zero=1"))["step_s"][0]
+    assert rec["what_if"]["predicted_step_time_s"] == pytest.approx(0.1 * new / base)
+    assert rec["calibration"]["measured_gemm_eff"] == pytest.approx(0.4)
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    assert main(args + ["--evaluate", "dp=8", "--baseline", "dp=8", "--from-analysis", str(tmp_path / "bad.json")]) == 2
+
+
+def test_real_report_without_shapes_keeps_priors(tmp_path: Path) -> None:
+    """The bundled A100 trace has no input shapes: no FLOPs, so no efficiency, but its step time."""
+    from stepscope.planner.from_trace import read
+
+    out = tmp_path / "a.json"
+    assert main(["analyze", str(Path(__file__).parents[1] / "examples/traces/a100_nccl_rank0.json.gz"), "--json", str(out), "-q"]) == 0
+    steps = sorted(s["step_time_ns"] for s in json.loads(out.read_text())["ranks"][0]["steps"])
+    te = read(str(out))
+    assert te.gemm_eff is None and te.attn_eff is None
+    assert te.step_s == pytest.approx(float(np.median(steps)) * 1e-9)
+
+
+def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stepscope.planner.calibrate import ATTN_GRID, COMM_GRID, GEMM_GRID
+
+    g, a, c = float(GEMM_GRID[18]), float(ATTN_GRID[9]), float(COMM_GRID[8])
+    lines = ["model,hardware,devices,global_batch,seq_len,strategy,step_time_s"]
+    for strat, seq in [("tp=8", 2048), ("tp=2;dp=4;zero=1", 16384), ("dp=8;zero=3", 4096), ("tp=4;dp=2;recompute=full", 32768), ("dp=8", 1024)]:
+        st = strat.replace(";", ",")
+        job = dataclasses.replace(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, seq), gemm_eff=g, attn_eff=a, comm_scale=c)
+        lines.append(f'llama3-8b,h100,8,16,{seq},"{st}",{float(evaluate(job, parse_strategy(st))["step_s"][0])!r}')
+    csv_path = tmp_path / "runs.csv"
+    csv_path.write_text("\n".join(lines) + "\n")
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096"]
+    assert main(args + ["--evaluate", "tp=2,dp=4", "--calibrate", str(csv_path), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    cal = rec["calibration"]
+    assert (cal["gemm_eff"], cal["attn_eff"], cal["comm_scale"]) == (g, a, c)
+    assert cal["mape_after_leave_one_out"] < 0.02 < cal["mape_before"]
+    truth = dataclasses.replace(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096), gemm_eff=g, attn_eff=a, comm_scale=c)
+    assert rec["step_time_s"] == pytest.approx(evaluate(truth, parse_strategy("tp=2,dp=4"))["step_s"][0])
+    csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s\nllama3-8b,h100,8,16,4096,dp=8,abc\n")
+    assert main(args + ["--calibrate", str(csv_path)]) == 2

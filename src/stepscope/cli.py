@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--baseline", metavar="STRATEGY", help="what-if: the strategy of a measured run (with --measured-step-s)")
     pl.add_argument("--measured-step-s", type=float, metavar="S", help="what-if: measured step time of --baseline")
     pl.add_argument("--batch", metavar="FILE.jsonl", help="evaluate many records, one JSON line out per record")
+    pl.add_argument("--calibrate", metavar="RUNS.csv", help="fit efficiencies to measured runs first (columns: model, hardware, "
+                    "devices, global_batch, seq_len, strategy, step_time_s); accuracy reported leave-one-out")
+    pl.add_argument("--from-analysis", metavar="REPORT.json", help="what-if from a measured trace: use the efficiencies and step "
+                    "time measured in this stepscope analyze --json report (with --baseline = the traced run's strategy)")
+    pl.add_argument("--rank", type=int, help="with --from-analysis: which rank of the report (default: the first)")
 
     c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")
     c.add_argument("traces", nargs="+")

@@ -42,6 +42,7 @@ class Hardware:
     hbm_gbps: float
     intra_node_gbps: float | None = None
     inter_node_gbps: float | None = None
+    host_gbps: float | None = None  # device <-> host memory, one direction (activation offload)
     cores: int = 1
     source: str = ""
     note: str = ""
@@ -75,6 +76,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     hbm_gbps=float(d["hbm_gbps"]),
                     intra_node_gbps=d.get("intra_node_gbps"),
                     inter_node_gbps=d.get("inter_node_gbps"),
+                    host_gbps=d.get("host_gbps"),
                     cores=int(d.get("cores", 1)),
                     source=str(d.get("source", "")),
                     note=str(d.get("note", "")),

@@ -12,7 +12,16 @@ attention term is 6 * n_layers * seq_len * n_heads * (d_qk + d_v) * (1/2 if caus
 MLA (DeepSeek-V2/V3): q = d x q_lora + q_lora x H*(nope+rope) (or d x H*(nope+rope) without
 q_lora), kv = d x (kv_lora + rope) + kv_lora x H*(nope + v), o = H*v x d; d_qk = nope + rope,
 d_v = v. Multi-token-prediction modules (``num_nextn_predict_layers``) count as extra layers
-plus their 2d x d projection. Linear-attention layers are not modeled yet (they raise).
+plus their 2d x d projection.
+
+Hybrid models (``layer_types`` with ``linear_attention``, e.g. Qwen3-Next, GLA/Gated-DeltaNet
+stacks): a linear-attention layer has projections q, k (d x Hk*dk each), v and the output gate
+(d x Hv*dv each) and o (Hv*dv x d) instead of softmax attention, and a sequence term that does not
+grow with the context: chunked form with chunk C = 64, per value head and token, the state update
+and readout (2 x 2*dk*dv) plus the intra-chunk products (2*C*(dk+dv)), x3 for forward + backward:
+``6 * Hv * (2*dk*dv + C*(dk+dv))`` per layer per token. Short convolutions and gates are ignored.
+Dense layers inside MoE models: the first ``first_k_dense_replace`` layers, or the ones listed in
+``mlp_only_layers``, or all but every ``decoder_sparse_step``-th.
 """
 
 from __future__ import annotations
@@ -42,6 +51,10 @@ class ModelShape:
     first_dense_layers: int = 0  # leading dense layers in MoE models (DeepSeek first_k_dense_replace)
     mla: tuple[int, int, int, int, int] | None = None  # (q_lora_rank, kv_lora_rank, qk_nope, qk_rope, v_head_dim)
     mtp_layers: int = 0  # multi-token-prediction modules (DeepSeek-V3 num_nextn_predict_layers)
+    linear_layers: int = 0  # of n_layers, how many use linear attention (hybrid models)
+    linear_attn: tuple[int, int, int, int] | None = None  # (key heads, key dim, value heads, value dim)
+
+    LINEAR_CHUNK = 64
 
     @property
     def qk_dim(self) -> int:
@@ -59,6 +72,16 @@ class ModelShape:
             return float(q + d * (kv_lora + rope) + kv_lora * h * (nope + v) + h * v * d)
         return float(2 * d * h * self.head_dim + 2 * d * self.n_kv_heads * self.head_dim)
 
+    def linear_attn_params(self) -> float:
+        if not self.linear_attn:
+            return 0.0
+        hk, dk, hv, dv = self.linear_attn
+        return float(self.d_model * (2 * hk * dk + 3 * hv * dv))
+
+    def mixer_params_total(self) -> float:
+        """Attention-block matmul weights summed over the layers (softmax + linear attention)."""
+        return (self.n_layers - self.linear_layers) * self.attn_params() + self.linear_layers * self.linear_attn_params()
+
     def dense_mlp_params(self) -> float:
         return float((3 if self.gated_mlp else 2) * self.d_model * self.d_ff)
 
@@ -69,18 +92,22 @@ class ModelShape:
 
     def matmul_params_per_token(self) -> float:
         attn = self.attn_params()
+        mixers = self.mixer_params_total()
         if self.n_experts:
             moe_layers = self.n_layers - self.first_dense_layers
-            layers = self.first_dense_layers * (attn + self.dense_mlp_params()) + moe_layers * (attn + self.moe_active_params())
+            layers = mixers + self.first_dense_layers * self.dense_mlp_params() + moe_layers * self.moe_active_params()
             mtp = self.mtp_layers * (attn + self.moe_active_params() + 2 * self.d_model * self.d_model)
         else:
-            layers = self.n_layers * (attn + self.dense_mlp_params())
+            layers = mixers + self.n_layers * self.dense_mlp_params()
             mtp = self.mtp_layers * (attn + self.dense_mlp_params() + 2 * self.d_model * self.d_model)
         return float(layers + mtp + self.d_model * self.vocab)
 
     def flops_per_token(self, seq_len: int, causal: bool = True) -> float:
-        layers = self.n_layers + self.mtp_layers
+        layers = self.n_layers - self.linear_layers + self.mtp_layers
         attn = 6.0 * layers * seq_len * self.n_heads * (self.qk_dim + self.v_dim) * (0.5 if causal else 1.0)
+        if self.linear_attn and self.linear_layers:
+            _, dk, hv, dv = self.linear_attn
+            attn += 6.0 * self.linear_layers * hv * (2 * dk * dv + self.LINEAR_CHUNK * (dk + dv))
         return 6.0 * self.matmul_params_per_token() + attn
 
 
@@ -105,8 +132,6 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
     """A :class:`ModelShape` from Hugging Face config keys (see :func:`from_hf_config`)."""
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
-    if cfg.get("layer_types") and any("linear" in str(t) for t in cfg["layer_types"]):
-        raise ConfigError("linear-attention layers are not modeled yet", path=str(path), fix="pass --model-flops N")
     try:
         d = int(_get(cfg, "hidden_size", "d_model", "n_embd"))
         layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers"))
@@ -115,6 +140,7 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
         raise ConfigError("config lacks hidden_size / num_hidden_layers / num_attention_heads", path=str(path), fix="pass --model-flops N") from None
     n_experts = int(_get(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0)
     act = str(_get(cfg, "hidden_act", "activation_function", default="silu"))
+    linear_layers, linear_attn = _linear_layers(cfg, layers, heads, path)
     return ModelShape(
         d_model=d,
         n_layers=layers,
@@ -128,11 +154,47 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
         experts_per_token=int(_get(cfg, "num_experts_per_tok", "moe_topk", default=0) or 0),
         d_ff_expert=int(_get(cfg, "moe_intermediate_size", "expert_intermediate_size", default=_get(cfg, "intermediate_size", default=4 * d))),
         n_shared_experts=int(_get(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0),
-        first_dense_layers=int(_get(cfg, "first_k_dense_replace", default=0) or 0),
+        first_dense_layers=_dense_layers(cfg, layers) if n_experts else 0,
         mla=(
             (int(cfg.get("q_lora_rank") or 0), int(cfg["kv_lora_rank"]), int(cfg.get("qk_nope_head_dim") or 128),
              int(cfg.get("qk_rope_head_dim") or 64), int(cfg.get("v_head_dim") or 128))
             if cfg.get("kv_lora_rank") else None
         ),
-        mtp_layers=int(_get(cfg, "num_nextn_predict_layers", default=0) or 0),
+        mtp_layers=int(_get(cfg, "num_nextn_predict_layers", "num_mtp_layers", default=0) or 0),
+        linear_layers=linear_layers,
+        linear_attn=linear_attn,
     )
+
+
+def _linear_layers(cfg: dict[str, Any], layers: int, heads: int, path: str) -> tuple[int, tuple[int, int, int, int] | None]:
+    """(number of linear-attention layers, their head shape) from ``layer_types`` or
+    ``full_attention_interval`` (every k-th layer full attention, the rest linear)."""
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        n = sum(1 for t in types if "linear" in str(t) or str(t) in ("mamba", "gla", "deltanet"))
+    elif cfg.get("full_attention_interval"):
+        k = int(cfg["full_attention_interval"])
+        n = layers - layers // max(k, 1)
+    else:
+        return 0, None
+    if n == 0:
+        return 0, None
+    try:
+        hk = int(_get(cfg, "linear_num_key_heads", default=heads))
+        dk = int(_get(cfg, "linear_key_head_dim", default=128))
+        hv = int(_get(cfg, "linear_num_value_heads", default=hk))
+        dv = int(_get(cfg, "linear_value_head_dim", default=dk))
+    except (TypeError, ValueError):
+        raise ConfigError("linear-attention head sizes are not integers", path=str(path), fix="check linear_num_key_heads / linear_key_head_dim") from None
+    return min(n, layers), (hk, dk, hv, dv)
+
+
+def _dense_layers(cfg: dict[str, Any], layers: int) -> int:
+    """How many layers of a MoE model have a dense MLP."""
+    if cfg.get("first_k_dense_replace"):
+        return int(cfg["first_k_dense_replace"])
+    dense = {int(i) for i in cfg.get("mlp_only_layers") or [] if 0 <= int(i) < layers}
+    step = int(cfg.get("decoder_sparse_step") or 1)
+    if step > 1:
+        dense |= {i for i in range(layers) if (i + 1) % step != 0}
+    return len(dense)

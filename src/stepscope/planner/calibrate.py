@@ -1,9 +1,11 @@
-"""Calibration: fit the compute-efficiency and communication scales to measured runs.
+"""Calibration: fit efficiencies by op class and the communication scale to measured runs.
 
-The fit minimizes the mean absolute log error ``|log(predicted / measured)|`` over a grid of
-``eff_scale`` x ``comm_scale`` (vectorized: every grid point for every run in one evaluation per
-run). Accuracy must be reported on runs the fit did not see: :func:`cross_validate` holds out one
-group (e.g. one publication) at a time.
+Three factors are fitted: ``gemm_eff`` (achieved / peak for the non-attention work),
+``attn_eff`` (attention kernels) and ``comm_scale`` (multiplies every modeled communication time,
+i.e. 1 / the fraction of the catalog link bandwidth achieved). The fit minimizes the mean absolute
+log error ``|log(predicted / measured)|`` over a grid (vectorized: every grid point for a run in
+one evaluation). Accuracy must be reported on runs the fit did not see: :func:`cross_validate`
+holds out one group (e.g. one publication) at a time.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import numpy as np
 
 from .cost import Job, evaluate
 
-EFF_GRID = np.geomspace(0.4, 2.5, 41)
-COMM_GRID = np.geomspace(0.25, 4.0, 21)
+GEMM_GRID = np.geomspace(0.2, 1.0, 25)
+ATTN_GRID = np.geomspace(0.08, 1.0, 15)
+COMM_GRID = np.geomspace(0.25, 4.0, 13)
 
 
 @dataclass(frozen=True)
@@ -29,40 +32,57 @@ class Run:
     group: str
 
 
+@dataclass(frozen=True)
+class Fit:
+    gemm_eff: float
+    attn_eff: float
+    comm_scale: float
+
+    def apply(self, job: Job) -> Job:
+        return dataclasses.replace(job, gemm_eff=self.gemm_eff, attn_eff=self.attn_eff, comm_scale=self.comm_scale)
+
+
+def _grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    g, a, c = np.meshgrid(GEMM_GRID, ATTN_GRID, COMM_GRID, indexing="ij")
+    return g.ravel(), a.ravel(), c.ravel()
+
+
 def _errors(run: Run) -> np.ndarray:
-    """|log error| for every (eff, comm) grid point: shape (len(EFF_GRID), len(COMM_GRID))."""
-    e, c = np.meshgrid(EFF_GRID, COMM_GRID, indexing="ij")
-    n = e.size
-    s = {k: np.full(n, v) for k, v in run.strategy.items()}
-    job = dataclasses.replace(run.job, eff_scale=e.ravel(), comm_scale=c.ravel())  # type: ignore[arg-type]
+    """|log error| for every grid point (flattened)."""
+    g, a, c = _grid()
+    s = {k: np.full(g.size, v) for k, v in run.strategy.items()}
+    job = dataclasses.replace(run.job, gemm_eff=g, attn_eff=a, comm_scale=c)
     pred = np.maximum(run.predict(job, s), 1e-12)
-    return np.abs(np.log(pred / run.measured)).reshape(e.shape)
+    return np.abs(np.log(pred / run.measured))
 
 
-def fit(runs: Sequence[Run]) -> tuple[float, float]:
+def _best(total: np.ndarray) -> Fit:
+    g, a, c = _grid()
+    i = int(np.argmin(total))
+    return Fit(float(g[i]), float(a[i]), float(c[i]))
+
+
+def fit(runs: Sequence[Run]) -> Fit:
     if not runs:
-        return 1.0, 1.0
-    total = np.sum(np.stack([_errors(r) for r in runs]), axis=0)
-    i, j = np.unravel_index(int(np.argmin(total)), total.shape)
-    return float(EFF_GRID[i]), float(COMM_GRID[j])
+        return Fit(float(Job.gemm_eff), float(Job.attn_eff), 1.0)  # type: ignore[arg-type]
+    return _best(np.sum(np.stack([_errors(r) for r in runs]), axis=0))
+
+
+def predict_one(run: Run, f: Fit) -> float:
+    s = {k: np.array([v]) for k, v in run.strategy.items()}
+    return float(run.predict(f.apply(run.job), s)[0])
 
 
 def cross_validate(runs: Sequence[Run]) -> dict[str, dict[str, float]]:
     """Leave-one-group-out: for each group, fit on the others and report its MAPE."""
     errs = {id(r): _errors(r) for r in runs}
-    groups = sorted({r.group for r in runs})
     out = {}
-    for g in groups:
-        train = [r for r in runs if r.group != g]
-        test = [r for r in runs if r.group == g]
-        total = np.sum(np.stack([errs[id(r)] for r in train]), axis=0)
-        i, j = np.unravel_index(int(np.argmin(total)), total.shape)
-        ape = []
-        for r in test:
-            s = {k: np.array([v]) for k, v in r.strategy.items()}
-            pred = r.predict(dataclasses.replace(r.job, eff_scale=float(EFF_GRID[i]), comm_scale=float(COMM_GRID[j])), s)[0]
-            ape.append(abs(pred - r.measured) / r.measured)
-        out[g] = {"rows": len(test), "mape": float(np.mean(ape)), "eff_scale": float(EFF_GRID[i]), "comm_scale": float(COMM_GRID[j])}
+    for grp in sorted({r.group for r in runs}):
+        train = [r for r in runs if r.group != grp]
+        test = [r for r in runs if r.group == grp]
+        f = _best(np.sum(np.stack([errs[id(r)] for r in train]), axis=0))
+        ape = [abs(predict_one(r, f) - r.measured) / r.measured for r in test]
+        out[grp] = {"rows": len(test), "mape": float(np.mean(ape)), **dataclasses.asdict(f)}
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -54,19 +55,23 @@ def run(ns: argparse.Namespace) -> int:
             print(json.dumps(out))
         return 0
     job = _job({k: getattr(ns, k) for k in ("model", "hardware", "devices", "global_batch", "seq_len", "devices_per_node", "precision")})
+    job, calib = _calibrated(job, ns)
     if ns.evaluate:
         rec = _one(job, ns.evaluate)
-        if ns.baseline or ns.measured_step_s:
-            if not (ns.baseline and ns.measured_step_s):
-                raise ConfigError("what-if needs both --baseline and --measured-step-s", fix="e.g. --baseline tp=8,dp=4 --measured-step-s 3.2")
+        measured = ns.measured_step_s or calib.get("trace_step_time_s")
+        if ns.baseline or measured:
+            if not (ns.baseline and measured):
+                raise ConfigError("what-if needs --baseline and a measured step time", fix="e.g. --baseline tp=8,dp=4 --measured-step-s 3.2 (or --from-analysis report.json)")
             base = _one(job, ns.baseline)
             # the measured run anchors the model: predicted new / predicted baseline x measured
             rec["what_if"] = {
                 "baseline": base["strategy"],
-                "measured_step_time_s": ns.measured_step_s,
+                "measured_step_time_s": measured,
                 "predicted_baseline_step_time_s": base["step_time_s"],
-                "predicted_step_time_s": ns.measured_step_s * rec["step_time_s"] / base["step_time_s"],
+                "predicted_step_time_s": measured * rec["step_time_s"] / base["step_time_s"],
             }
+        if calib:
+            rec["calibration"] = calib
         if ns.json:
             print(json.dumps(rec))
         else:
@@ -74,6 +79,8 @@ def run(ns: argparse.Namespace) -> int:
 
             Console().print(table([rec]))
         return 0
+    if calib and not ns.json:
+        print(f"calibration: {json.dumps(calib)}", file=sys.stderr)
     plan = search(job, ns.top)
     recs = records(plan.strategies, plan.results)
     if ns.html:
@@ -91,3 +98,24 @@ def run(ns: argparse.Namespace) -> int:
         con.print(table(recs))
         con.print(f"{plan.evaluated:,} valid configurations evaluated")
     return 0
+
+
+def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
+    """Apply --calibrate (fit on a CSV) and --from-analysis (efficiencies measured in a trace)."""
+    info: dict[str, Any] = {}
+    if ns.calibrate:
+        from .calib_csv import from_csv
+
+        cal = from_csv(ns.calibrate, _job)
+        job = cal.fit.apply(job)
+        info.update({"runs": cal.rows, **dataclasses.asdict(cal.fit), "mape_before": cal.mape_before,
+                     "mape_after_leave_one_out": cal.mape_after_loo})
+    if ns.from_analysis:
+        from .from_trace import read
+
+        te = read(ns.from_analysis, ns.rank)
+        changes: dict[str, Any] = {k: v for k, v in (("gemm_eff", te.gemm_eff), ("attn_eff", te.attn_eff), ("dp_overlap", te.dp_overlap)) if v is not None}
+        job = dataclasses.replace(job, **changes)
+        info.update({"trace": ns.from_analysis, "trace_rank": te.rank, "trace_step_time_s": te.step_s,
+                     "trace_hardware": te.hardware, **{f"measured_{k}": v for k, v in changes.items()}})
+    return job, info

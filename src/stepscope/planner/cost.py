@@ -1,34 +1,48 @@
 """Memory and step-time model of a training strategy, vectorized over many strategies at once.
 
 Every input strategy field is a numpy array of equal length (one entry per configuration); all
-arithmetic is elementwise, so a million configurations cost a few numpy passes.
+arithmetic is elementwise, so a million configurations cost a few numpy passes. Optional fields
+(``etp``, ``hsdp``, ``sched``, ``offload``) default to "off" when absent.
 
 Memory per device (bytes), for the pipeline stage that holds the most:
-- parameters ``P_dev = layers/pp * (dense/tp + experts/(ep*tp)) + vocab*h/tp`` (embedding or head);
+- parameters ``P_dev = layers/pp * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or head);
+  expert-TP ``etp`` shards each expert's weights (default: etp = tp);
 - weights 2 B/param (bf16), gradients 2 B/param, optimizer 12 B/param (fp32 master + Adam m, v);
-  ZeRO-1 shards the optimizer over dp, ZeRO-2 also gradients, ZeRO-3/FSDP also weights;
+  ZeRO-1 shards the optimizer over dp, ZeRO-2 also gradients, ZeRO-3/FSDP also weights; HSDP
+  (``hsdp`` = shard-group size < dp) shards all three over the shard group only;
 - activations per layer and micro-batch (Korthikanti et al. 2022, with sequence parallelism and
   flash attention): ``s*b*h*c/(tp*cp)`` bytes with c = 34 (no recompute), 30 (selective), 2 (full:
   only the layer input is kept); MoE layers add the routed copies ``(k-1)*s*b*h*4/(tp*cp)``;
-  1F1B keeps ``min(pp, micro-batches)`` micro-batches in flight on the first stage;
+  1F1B (also ZB-H1 and ZB-V, which keep 1F1B's peak) holds ``min(pp, micro-batches)`` micro-batches
+  in flight on the first stage; activation offload keeps two layers' worth on the device;
 - communication buffers 1 GB and a framework reserve (default 3 GB).
 
 Time per step (seconds):
 - fp8: the GEMM share of the work (prior 0.75) runs at the fp8 peak, the rest at the bf16 peak;
   MFU is always against the bf16 peak (as fp8 runs report it);
 - pipelines split a replica's batch into at least pp micro-batches;
-- compute = (dense FLOPs + attention FLOPs / 0.6) * recompute factor (full 4/3, selective 1.05)
-  / (devices * peak * eff) (attention kernels run at 0.6 of GEMM efficiency: prior),
-  eff = 0.5 * shape factor (small per-device GEMMs, h/tp < 2048, run slower). 0.5 is a prior, not
-  fitted: ~0.7 of peak in large GEMMs x ~0.75 of the time in GEMMs (norms, elementwise, attention);
-- TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd), ring
-  factor 2(tp-1)/tp, on the intra-node link (inter-node when tp > devices per node), not overlapped;
+- compute = (dense FLOPs / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3,
+  selective 1.05) / (devices * peak * shape), shape = clip(h/tp / 2048, 0.25, 1)^0.3 (small
+  per-device GEMMs run slower). Priors: gemm_eff 0.5 (~0.7 of peak in large GEMMs x ~0.75 of the
+  time in GEMMs; norms and elementwise ops make up the rest), attn_eff 0.3 (flash attention at
+  ~0.6 of the GEMM rate: FlashAttention-2 reports 50-70% of peak forward, less backward); routed
+  expert GEMMs use the same shape factor on their width ``d_ff_expert / etp``;
+- TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd: with
+  sequence parallelism 4 all-gathers + 4 reduce-scatters), each ``2(tp-1)/tp * bytes / link``, on
+  the intra-node link (inter-node when tp > devices per node), not overlapped; in MoE layers the
+  MLP's two are replaced by the same over the expert-TP group with k routed copies of the tokens;
 - DP / FSDP: gradient all-reduce 2(dp-1)/dp * grads (ZeRO-0/1/2), or all-gather x2 + reduce-scatter
-  3(dp-1)/dp * weights (ZeRO-3), on the inter-node link when the group spans nodes; 70% hidden
-  behind the backward pass (never more than the compute time);
-- EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer;
+  3(dp-1)/dp * weights (ZeRO-3); HSDP: the 3(g-1)/g term within the shard group g plus an all-reduce
+  2(r-1)/r of the sharded gradients across the r = dp/g replicas. A group's link is inter-node when
+  it spans nodes; ``dp_overlap`` (prior 0.7) of it hides behind compute (never more than compute);
+- EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer,
+  on the link of the ep*etp group;
 - CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes, 50% hidden;
-- PP: bubble ``(pp-1)/(m*vpp)`` of the per-micro-batch work (m micro-batches per replica);
+- PP: bubble ``(pp-1)/(m*vpp)`` of the per-micro-batch work (m micro-batches per replica) for 1F1B
+  and interleaved; zero-bubble ZB-H1 (Qi et al. 2023) cuts it to 1/3 (with F = B = W),
+  ZB-V (vpp = 2) to a prior 1/10 (ideal 0; margin for unequal F, B, W);
+- activation offload: saved activations go to host and back (2x bytes) over ``host_gbps``
+  (default 25 GB/s), 80% hidden behind compute (prior);
 - optimizer: read/write 16 B per local parameter at HBM bandwidth.
 Each link has a latency (alpha) of 10 us per collective step on intra-node, 20 us inter-node.
 """
@@ -51,9 +65,15 @@ from ..analysis.model_flops import ModelShape
 RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj")
 _ACT_C = np.array([34.0, 30.0, 2.0, 20.0, 12.0, 8.0, 4.0])
 _RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, 1.10, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30])
-GEMM_SHARE = 0.75  # prior: share of training FLOP time spent in GEMMs
-ATTN_EFF = 0.6  # prior: attention kernel efficiency relative to GEMMs
-BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "memory")
+SCHEDULES = ("1f1b", "zb-h1", "zb-v")  # 1f1b is interleaved when vpp > 1
+_BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1])
+GEMM_SHARE = 0.75  # prior: share of training FLOP time spent in GEMMs (fp8 runs)
+GEMM_EFF = 0.5  # prior: achieved / peak for the non-attention work
+ATTN_EFF = 0.3  # prior: achieved / peak for attention kernels
+DP_OVERLAP = 0.7  # prior: share of DP/FSDP traffic hidden behind the backward pass
+OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
+HOST_GBPS = 25.0  # device <-> host when the catalog has no figure (PCIe Gen4 x16, effective)
+BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "memory")
 
 
 @dataclass(frozen=True)
@@ -66,19 +86,36 @@ class Job:
     seq_len: int
     precision: str = "bf16"
     reserve_gb: float = 3.0
-    eff_scale: float | np.ndarray = 1.0  # calibration: multiplies the compute efficiency prior
-    comm_scale: float | np.ndarray = 1.0  # calibration: multiplies every communication time
+    # efficiencies: priors unless calibrated (arrays allowed: one value per configuration)
+    gemm_eff: float | np.ndarray = GEMM_EFF
+    attn_eff: float | np.ndarray = ATTN_EFF
+    comm_scale: float | np.ndarray = 1.0  # multiplies every communication time
+    dp_overlap: float | np.ndarray = DP_OVERLAP
 
 
 def params(m: ModelShape) -> tuple[float, float, float]:
-    """(dense params per layer, expert params per layer, embedding params) — matmul weights."""
+    """(dense params per layer, expert params per layer, embedding params) — matmul weights,
+    averaged over the layers (hybrid models mix attention kinds; MoE models have dense layers)."""
+    L = m.n_layers
+    mixer = m.mixer_params_total() / L
     if m.n_experts:
         mult = 3 if m.gated_mlp else 2
-        dense = m.attn_params() + mult * m.d_model * m.d_ff_expert * m.n_shared_experts + m.d_model * m.n_experts
-        experts = float(mult * m.d_model * m.d_ff_expert * m.n_experts)
+        moe_frac = (L - m.first_dense_layers) / L
+        dense = mixer + moe_frac * (mult * m.d_model * m.d_ff_expert * m.n_shared_experts + m.d_model * m.n_experts)
+        dense += (1 - moe_frac) * m.dense_mlp_params()
+        experts = moe_frac * float(mult * m.d_model * m.d_ff_expert * m.n_experts)
     else:
-        dense, experts = m.attn_params() + m.dense_mlp_params(), 0.0
+        dense, experts = mixer + m.dense_mlp_params(), 0.0
     return float(dense), experts, float(m.vocab * m.d_model)
+
+
+def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
+    v = s.get(key)
+    return np.zeros(like.shape) if v is None else v.astype(np.float64)
+
+
+def _ring(n: np.ndarray, factor: float = 1.0) -> np.ndarray:
+    return factor * (n - 1) / np.maximum(n, 1)
 
 
 def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -86,12 +123,18 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     m, hw = job.model, job.hw
     tp, pp, vpp, dp, cp, ep = (s[k].astype(np.float64) for k in ("tp", "pp", "vpp", "dp", "cp", "ep"))
     zero, mb, rc = s["zero"], s["mb"].astype(np.float64), s["recompute"].astype(np.int64)
+    etp = _opt(s, "etp", tp)
+    etp = np.where(etp > 0, etp, tp)
+    hsdp = _opt(s, "hsdp", tp)
+    shard = np.where((zero >= 3) & (hsdp > 0) & (hsdp < dp), hsdp, dp)  # the group ZeRO shards over
+    sched = _opt(s, "sched", tp).astype(np.int64)
+    offload = _opt(s, "offload", tp) > 0
     L, h, seq = float(m.n_layers), float(m.d_model), float(job.seq_len)
     dense, experts, emb = params(m)
-    p_dev = (L / pp) * (dense / tp + experts / (ep * tp)) + emb / tp
-    w_b = 2 * p_dev / np.where(zero >= 3, dp, 1)
-    g_b = 2 * p_dev / np.where(zero >= 2, dp, 1)
-    o_b = 12 * p_dev / np.where(zero >= 1, dp, 1)
+    p_dev = (L / pp) * (dense / tp + experts / (ep * etp)) + emb / tp
+    w_b = 2 * p_dev / np.where(zero >= 3, shard, 1)
+    g_b = 2 * p_dev / np.where(zero >= 2, shard, 1)
+    o_b = 12 * p_dev / np.where(zero >= 1, shard, 1)
     # pipeline schedules split a replica's batch into at least pp micro-batches
     n_micro = np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb))
     mb = np.where(pp > 1, job.global_batch / (dp * n_micro), mb)
@@ -99,7 +142,7 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if m.n_experts and m.experts_per_token > 1:
         act_layer = act_layer + (m.experts_per_token - 1) * seq * mb * h * 4 / (tp * cp)
     inflight = np.minimum(pp, np.maximum(n_micro, 1))
-    act_b = act_layer * (L / pp) * inflight
+    act_b = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp) * inflight)
     buf_b = np.full(tp.shape, 1e9)
     reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
@@ -111,38 +154,60 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     tokens = job.global_batch * seq
     model_flops = m.flops_per_token(job.seq_len) * tokens  # per step, all devices
     shape = np.clip((h / tp) / 2048.0, 0.25, 1.0) ** 0.3
-    eff = 0.5 * shape * job.eff_scale
     attn_flops = (m.flops_per_token(job.seq_len) - 6.0 * m.matmul_params_per_token()) * tokens
     dense_flops = model_flops - attn_flops
-    # attention kernels (flash, causal) run at ATTN_EFF of the GEMM efficiency (prior, FlashAttention-2
-    # reports ~50-70% of peak forward and less backward, against ~75-80% for large GEMMs)
-    compute_s = (dense_flops + attn_flops / ATTN_EFF) * _RECOMPUTE_FACTOR[rc] / (job.devices * peak * eff)
+    moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
+    # routed-expert GEMMs are as narrow as d_ff_expert / etp: their own shape factor
+    expert_flops = 6.0 * moe_layers * m.experts_per_token * (3 if m.gated_mlp else 2) * h * m.d_ff_expert * tokens
+    etp_shape = np.clip((m.d_ff_expert / np.maximum(etp, 1)) / 2048.0, 0.25, 1.0) ** 0.3 if m.n_experts else shape
+    work = ((dense_flops - expert_flops) / shape + expert_flops / etp_shape) / job.gemm_eff + attn_flops / (job.attn_eff * shape)
+    compute_s = work * _RECOMPUTE_FACTOR[rc] / (job.devices * peak)
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
-    tp_bw = np.where(tp <= node, intra, inter)
+
+    def link(span: np.ndarray) -> np.ndarray:
+        return np.where(span <= node, intra, inter)
+
+    def alpha(n: np.ndarray, span: np.ndarray) -> np.ndarray:
+        return np.where(n > 1, (n - 1) * np.where(span <= node, 10e-6, 20e-6), 0.0)
+
     msg = seq * mb * h * 2 / cp
-    per_layer_tp = np.where(tp > 1, 4 * (2 * (tp - 1) / tp * msg / tp_bw + 2 * (tp - 1) * 10e-6), 0.0)
-    tp_s = per_layer_tp * (L / pp) * n_micro
-    dp_span = tp * pp * cp * dp > node
-    dp_bw = np.where(dp_span, inter, intra)
+
+    def all_reduce(n: np.ndarray, nbytes: np.ndarray | float) -> np.ndarray:
+        """Ring all-reduce (or all-gather + reduce-scatter) of nbytes over n ranks in one node group."""
+        return np.where(n > 1, _ring(n, 2) * nbytes / link(n) + 2 * alpha(n, n), 0.0)
+
+    # per layer and micro-batch, fwd + bwd: 2 all-reduce-equivalents for attention, 2 for the MLP;
+    # MoE layers move the k routed copies over the expert-TP group instead of the MLP's two
+    tp_attn = 2 * all_reduce(tp, msg)
+    tp_mlp = 2 * all_reduce(tp, msg) * (L - moe_layers) + 2 * all_reduce(etp, msg * max(m.experts_per_token, 1)) * moe_layers
+    tp_s = (tp_attn * L + tp_mlp) / pp * n_micro
     grad_bytes = 2 * p_dev
+    # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
+    span_dp, span_shard = tp * pp * cp * dp, tp * pp * cp * shard
+    replicas = dp / shard
     dp_raw = np.where(
-        zero >= 3, 3 * (dp - 1) / dp * grad_bytes / dp_bw, 2 * (dp - 1) / dp * grad_bytes / dp_bw
-    ) + np.where(dp > 1, 2 * (dp - 1) * 20e-6, 0.0)
-    dp_s = np.maximum(dp_raw - 0.7 * np.minimum(dp_raw, compute_s), 0.0)
-    moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
-    ep_bw = np.where(ep * tp <= node, intra, inter)
+        zero >= 3,
+        _ring(shard, 3) * grad_bytes / link(span_shard) + 2 * alpha(shard, span_shard)
+        + _ring(replicas, 2) * grad_bytes / shard / link(span_dp) + 2 * alpha(replicas, span_dp),
+        _ring(dp, 2) * grad_bytes / link(span_dp) + 2 * alpha(dp, span_dp),
+    )
+    dp_s = np.maximum(dp_raw - job.dp_overlap * np.minimum(dp_raw, compute_s), 0.0)
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
-    ep_s = np.where(ep > 1, 4 * ep_bytes * (ep - 1) / ep / ep_bw * (moe_layers / pp) * n_micro, 0.0)
+    ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
-    cp_s = np.where(cp > 1, 0.5 * 2 * (cp - 1) / cp * kv_bytes / np.where(cp * tp <= node, intra, inter) * (L / pp) * n_micro * 2, 0.0)
+    attn_layers = L - m.linear_layers  # linear-attention layers need no K/V ring
+    cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp) * (attn_layers / pp) * n_micro * 2, 0.0)
     tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
     per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
-    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro, 0.0)
-    opt_s = 16 * p_dev / np.where(zero >= 1, dp, 1) / hw.hbm_bytes_per_s
-    step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + opt_s
+    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * _BUBBLE_FACTOR[sched], 0.0)
+    host = (hw.host_gbps or HOST_GBPS) * 1e9
+    offload_raw = 2 * act_layer * (L / pp) * n_micro / host
+    offload_s = np.where(offload, np.maximum(offload_raw - OFFLOAD_HIDDEN * np.minimum(offload_raw, compute_s), 0.0), 0.0)
+    opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
+    step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + opt_s + offload_s
     fits = total_b <= (hw.hbm_gb or 80) * 1e9
-    parts = np.stack([tp_s, dp_s, ep_s, cp_s, bubble_s, opt_s])
+    parts = np.stack([tp_s, dp_s, ep_s, cp_s, bubble_s, opt_s, offload_s])
     bott = (np.argmax(parts, axis=0) + 1).astype(np.int8)  # index into BOTTLENECKS
     bott[parts.max(axis=0) < 0.25 * compute_s] = 0
     bott[~fits] = len(BOTTLENECKS) - 1
@@ -150,7 +215,7 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "weights_gb": w_b / 1e9, "grads_gb": g_b / 1e9, "optimizer_gb": o_b / 1e9, "activations_gb": act_b / 1e9,
         "buffers_gb": buf_b / 1e9, "reserve_gb": reserve_b / 1e9, "total_gb": total_b / 1e9, "fits": fits,
         "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s,
-        "optimizer_s": opt_s, "step_s": step_s,
+        "optimizer_s": opt_s, "offload_s": offload_s, "step_s": step_s,
         "mfu": model_flops / (step_s * job.devices * hw.peak_flops("bf16" if job.precision == "fp8" else job.precision)),
         "hfu_tflops_per_device": model_flops * _RECOMPUTE_FACTOR[rc] / step_s / job.devices / 1e12,
         "tokens_per_s_per_device": tokens / step_s / job.devices,

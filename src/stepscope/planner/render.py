@@ -6,18 +6,23 @@ from typing import Any
 
 import numpy as np
 
-from .cost import BOTTLENECKS, RECOMPUTE
+from .cost import BOTTLENECKS, RECOMPUTE, SCHEDULES
 from .search import FIELDS
 
 _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
-_TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "optimizer_s")
+_TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "optimizer_s", "offload_s")
 
 
 def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     out = []
     for i in range(len(strategies["tp"])):
-        strat: dict[str, int | str] = {k: int(strategies[k][i]) for k in FIELDS if k != "recompute"}
+        strat: dict[str, int | str] = {k: int(strategies[k][i]) for k in FIELDS if k not in ("recompute", "sched")}
         strat["recompute"] = RECOMPUTE[int(strategies["recompute"][i])]
+        strat["sched"] = SCHEDULES[int(strategies["sched"][i])]
+        if not strat["etp"]:
+            strat["etp"] = strat["tp"]  # the default: experts sharded like the dense layers
+        if not strat["hsdp"] and strat["zero"] == 3:
+            strat["hsdp"] = strat["dp"]  # plain FSDP: one shard group over all of dp
         out.append({
             "strategy": strat,
             "step_time_s": float(results["step_s"][i]),
@@ -37,15 +42,16 @@ def table(recs: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     t = Table(title="Strategies, fastest that fit first")
-    cols = ["TP", "PP", "VPP", "DP", "CP", "EP", "ZeRO", "MB", "GA", "remat", "W", "G", "O", "act", "buf+res", "total GB",
-            "compute", "TP s", "EP s", "DP s", "CP s", "bubble", "step s", "MFU", "bottleneck"]
+    cols = ["TP", "PP", "VPP", "DP", "CP", "EP", "ETP", "ZeRO", "shard", "sched", "MB", "GA", "remat", "offl", "W", "G", "O", "act",
+            "buf+res", "total GB", "compute", "TP s", "EP s", "DP s", "CP s", "bubble", "offl s", "step s", "MFU", "bottleneck"]
     for c in cols:
         t.add_column(c, justify="right")
     for r in recs:
         s, m, ts = r["strategy"], r["memory_gb"], r["time_s"]
-        t.add_row(*(str(s[k]) for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "zero", "mb")), f"{r['grad_accum']:g}", s["recompute"],
+        t.add_row(*(str(s[k]) for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb")),
+                  f"{r['grad_accum']:g}", s["recompute"], "yes" if s["offload"] else "",
                   *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")),
                   f"{m['buffers'] + m['reserve']:.1f}", f"{m['total']:.1f}",
-                  *(f"{ts[k]:.2f}" for k in ("compute", "tp", "ep", "dp", "cp", "bubble")),
+                  *(f"{ts[k]:.2f}" for k in ("compute", "tp", "ep", "dp", "cp", "bubble", "offload")),
                   f"{r['step_time_s']:.2f}", f"{r['mfu']:.1%}", r["bottleneck"] + ("" if r["fits"] else " (OOM)"))
     return t

@@ -1,5 +1,6 @@
-"""Strategy space: every valid (tp, pp, vpp, dp, cp, ep, zero, mb, recompute), built and filtered
-as numpy arrays (no Python loop per configuration), then evaluated by :mod:`cost` in one pass."""
+"""Strategy space: every valid (tp, pp, vpp, dp, cp, ep, etp, zero, hsdp, sched, mb, recompute,
+offload), built and filtered as numpy arrays (no Python loop per configuration), then evaluated by
+:mod:`cost` in one pass."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import yaml
 from ..analysis.hardware import Hardware, by_name
 from ..analysis.model_flops import ModelShape, from_config_dict, from_hf_config
 from ..errors import ConfigError
-from .cost import RECOMPUTE, Job, evaluate
+from .cost import RECOMPUTE, SCHEDULES, Job, evaluate
 
-FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "zero", "mb", "recompute")
+FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "recompute", "offload")
 _ALIASES = {
     "a100": "A100-SXM-80GB", "a100-80gb": "A100-SXM-80GB", "a100-40gb": "A100-SXM-40GB", "h100": "H100-SXM",
     "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h200": "H200", "b200": "B200", "gb200": "GB200",
@@ -57,49 +58,92 @@ def _pow2_upto(n: int) -> list[int]:
 def space(job: Job) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node;
     layers % (pp*vpp) == 0; dp = devices/(tp*pp*cp) integer; ep | experts and ep | dp;
-    global batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and micro-batches % pp == 0;
-    seq % cp == 0; ZeRO > 0 only with dp > 1."""
+    expert-TP etp in {1, tp} (MoE only); global batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and
+    micro-batches % pp == 0; zero-bubble schedules only with pp > 1, ZB-V only with vpp = 2;
+    seq % cp == 0; ZeRO > 0 only with dp > 1; HSDP shard groups (powers of 2 < dp) only with ZeRO-3;
+    activation offload on or off."""
     m = job.model
     tps = [t for t in _pow2_upto(min(job.devices_per_node, job.devices)) if m.n_heads % t == 0]
     pps = [p for p in _pow2_upto(min(job.devices, m.n_layers)) if m.n_layers % p == 0]
     cps = [c for c in (1, 2, 4, 8) if job.seq_len % c == 0 and c <= job.devices]
     eps = [e for e in _pow2_upto(max(m.n_experts, 1)) if (m.n_experts % e == 0 if m.n_experts else e == 1)]
-    grid = np.meshgrid(tps, pps, [1, 2, 4], cps, eps, [0, 1, 2, 3], [1, 2, 4, 8], list(range(len(RECOMPUTE))), indexing="ij")
-    tp, pp, vpp, cp, ep, zero, mb, rc = (g.ravel() for g in grid)
-    model_par = tp * pp * cp
-    ok = job.devices % model_par == 0
-    dp = np.where(ok, job.devices // np.maximum(model_par, 1), 0)
-    ok &= dp >= 1
-    ok &= m.n_layers % (pp * vpp) == 0
-    ok &= (dp % ep == 0) & (ep <= dp)
-    ok &= job.global_batch % np.maximum(dp * mb, 1) == 0
-    n_micro = job.global_batch // np.maximum(dp * mb, 1)
-    ok &= (vpp == 1) | ((pp > 1) & (n_micro % pp == 0))
-    ok &= (zero == 0) | (dp > 1)  # ZeRO stages are the same thing without data parallelism
-    sel = np.flatnonzero(ok)
-    return {"tp": tp[sel], "pp": pp[sel], "vpp": vpp[sel], "dp": dp[sel], "cp": cp[sel], "ep": ep[sel],
-            "zero": zero[sel], "mb": mb[sel], "recompute": rc[sel]}
+    # the product is built one field at a time and filtered as soon as a constraint can be checked,
+    # so the arrays never hold the (much larger) unfiltered grid
+    g = _cross({}, "tp", tps)
+    g = _cross(g, "pp", pps)
+    g = _cross(g, "cp", cps)
+    model_par = g["tp"] * g["pp"] * g["cp"]
+    g = _keep(g, job.devices % model_par == 0)
+    g["dp"] = job.devices // (g["tp"] * g["pp"] * g["cp"])
+    g = _cross(g, "vpp", [1, 2, 4])
+    g = _keep(g, m.n_layers % (g["pp"] * g["vpp"]) == 0)
+    g = _cross(g, "ep", eps)
+    g = _keep(g, (g["dp"] % g["ep"] == 0) & (g["ep"] <= g["dp"]))
+    g = _cross(g, "etp", [0, 1] if m.n_experts else [0])  # 0 = same as tp
+    g = _keep(g, (g["etp"] == 0) | (g["tp"] > 1))
+    g = _cross(g, "mb", [1, 2, 4, 8])
+    g = _keep(g, job.global_batch % (g["dp"] * g["mb"]) == 0)
+    n_micro = job.global_batch // (g["dp"] * g["mb"])
+    g = _keep(g, (g["vpp"] == 1) | ((g["pp"] > 1) & (n_micro % g["pp"] == 0)))
+    g = _cross(g, "sched", [0, 1, 2])
+    g = _keep(g, (g["sched"] == 0) | ((g["pp"] > 1) & ((g["sched"] == 1) | (g["vpp"] == 2))))
+    g = _cross(g, "zero", [0, 1, 2, 3])
+    g = _keep(g, (g["zero"] == 0) | (g["dp"] > 1))  # ZeRO stages are the same thing without data parallelism
+    g = _cross(g, "hsdp", [0] + _pow2_upto(max(job.devices // 2, 1))[1:])
+    g = _keep(g, (g["hsdp"] == 0) | ((g["zero"] == 3) & (g["hsdp"] < g["dp"]) & (g["dp"] % np.maximum(g["hsdp"], 1) == 0)))
+    g = _cross(g, "recompute", list(range(len(RECOMPUTE))))
+    g = _cross(g, "offload", [0, 1])
+    return {k: g[k] for k in FIELDS}
+
+
+def _cross(g: dict[str, np.ndarray], key: str, values: list[int]) -> dict[str, np.ndarray]:
+    vals = np.asarray(values, dtype=np.int64)
+    if not g:
+        return {key: vals}
+    n = len(next(iter(g.values())))
+    out = {k: np.repeat(v, len(vals)) for k, v in g.items()}
+    out[key] = np.tile(vals, n)
+    return out
+
+
+def _keep(g: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[ok] for k, v in g.items()}
 
 
 def parse_strategy(text: str) -> dict[str, np.ndarray]:
-    """``"tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"`` -> one-element arrays (missing: 1 / none / zero 0)."""
-    vals: dict[str, Any] = {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "zero": 0, "mb": 1, "recompute": 0}
+    """``"tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"`` -> one-element arrays. Missing keys: 1,
+    recompute none, zero 0, etp = tp, hsdp off (0), sched 1f1b, offload 0. ``sched`` takes a name
+    (1f1b, zb-h1, zb-v); ``offload`` 0/1 or true/false."""
+    vals: dict[str, Any] = {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
+                            "sched": 0, "mb": 1, "recompute": 0, "offload": 0}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
             raise ConfigError(f"bad strategy item {part!r}", fix="use key=value pairs, e.g. tp=8,pp=2,dp=4")
         k, v = (x.strip().lower() for x in part.split("=", 1))
-        k = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "remat": "recompute"}.get(k, k)
+        k = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "remat": "recompute", "schedule": "sched",
+             "expert_tp": "etp", "shard_group": "hsdp"}.get(k, k)
         if k not in vals:
             raise ConfigError(f"unknown strategy key {k!r}", fix=f"keys: {', '.join(FIELDS)}")
         if k == "recompute":
             if v not in RECOMPUTE:
                 raise ConfigError(f"recompute must be one of {RECOMPUTE}", fix="e.g. recompute=selective")
             vals[k] = RECOMPUTE.index(v)
+        elif k == "sched":
+            v = {"interleaved": "1f1b", "zbh1": "zb-h1", "zbv": "zb-v", "zero-bubble": "zb-h1"}.get(v, v)
+            if v not in SCHEDULES:
+                raise ConfigError(f"sched must be one of {SCHEDULES}", fix="e.g. sched=zb-h1")
+            vals[k] = SCHEDULES.index(v)
+        elif k == "offload" and v in ("true", "false", "yes", "no", "on", "off"):
+            vals[k] = int(v in ("true", "yes", "on"))
         else:
             try:
                 vals[k] = int(v)
             except ValueError:
                 raise ConfigError(f"strategy value {part!r} is not an integer", fix="e.g. tp=8") from None
+    if vals["sched"] == 2 and vals["vpp"] != 2:
+        raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
+    if vals["hsdp"] and vals["zero"] != 3:
+        raise ConfigError("hsdp (shard group size) applies to ZeRO-3 / FSDP", fix="add zero=3")
     return {k: np.array([v]) for k, v in vals.items()}
 
 

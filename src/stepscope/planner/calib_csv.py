@@ -1,0 +1,60 @@
+"""Calibration from a user's CSV of measured runs (``stepscope plan --calibrate runs.csv``).
+
+Columns: ``model, hardware, devices, global_batch, seq_len, strategy, step_time_s`` and optionally
+``devices_per_node, precision``. The fit (see :mod:`calibrate`) uses every row; the accuracy it
+reports after calibration is leave-one-out (each row predicted by a fit on the others), never on
+rows it was fitted to.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from .calibrate import Fit, Run, cross_validate, fit
+from .cost import Job, evaluate
+from .search import parse_strategy
+
+
+@dataclass(frozen=True)
+class Calibration:
+    fit: Fit
+    rows: int
+    mape_before: float
+    mape_after_loo: float
+
+
+def _step(job: Job, s: dict[str, np.ndarray]) -> np.ndarray:
+    return evaluate(job, s)["step_s"]
+
+
+def from_csv(path: str, make_job: Any) -> Calibration:
+    """``make_job(record) -> Job`` builds each row's job (the CLI's own parser)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError as exc:
+        raise ConfigError(f"cannot read calibration CSV ({exc.strerror})", path=path, fix="pass a CSV of measured runs") from None
+    runs = []
+    for n, r in enumerate(rows, 2):
+        try:
+            job = make_job(r)
+            st = {k: int(v[0]) for k, v in parse_strategy(r.get("strategy") or "").items()}
+            measured = float(r["step_time_s"])
+        except ConfigError as exc:
+            raise ConfigError(f"line {n}: {exc.message}", path=path, fix=exc.fix) from None
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError(f"line {n}: needs a numeric step_time_s", path=path, fix="columns: model, hardware, devices, global_batch, seq_len, strategy, step_time_s") from None
+        if measured <= 0:
+            raise ConfigError(f"line {n}: step_time_s must be > 0", path=path, fix="remove the row or fix the time")
+        runs.append(Run(job, st, measured, _step, group=str(n)))
+    if len(runs) < 2:
+        raise ConfigError("calibration needs at least 2 measured runs", path=path, fix="add rows (the fit is checked leave-one-out)")
+    before = float(np.mean([abs(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0] - r.measured) / r.measured for r in runs]))
+    cv = cross_validate(runs)
+    after = float(np.mean([v["mape"] for v in cv.values()]))
+    return Calibration(fit(runs), len(runs), before, after)

@@ -1,0 +1,75 @@
+"""Efficiencies measured in a stepscope analysis, for planner what-ifs and calibration.
+
+From an ``stepscope analyze --json`` report (first rank, or the rank given):
+- ``attn_eff`` = attention-kernel FLOPs / (attention kernel time x peak);
+- ``gemm_eff`` = FLOPs of every other compute kernel / (their time x peak): the planner's
+  non-attention efficiency counts norms and elementwise kernels as time without FLOPs, and so does
+  this ratio (the ``gemm``, ``conv``, ``elementwise``, ``normalization``, ``reduction``,
+  ``optimizer`` and ``other`` categories; communication and memcpy are excluded);
+- ``dp_overlap`` = overlapped / total collective time (the share the run hid behind compute);
+- ``step_s`` = the median step time.
+The peak is the one the analysis used (its detected or given hardware and dtype). A ratio whose
+FLOPs are unknown (the trace has no shapes) is ``None`` and the planner keeps its prior.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+_NOT_COMPUTE = ("comm:", "memcpy", "memset", "idle")
+
+
+@dataclass(frozen=True)
+class TraceEfficiency:
+    step_s: float
+    gemm_eff: float | None
+    attn_eff: float | None
+    dp_overlap: float | None
+    hardware: str | None
+    rank: int
+
+
+def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
+    return flops / (dur_ns * 1e-9 * peak) if flops > 0 and dur_ns > 0 and peak > 0 else None
+
+
+def from_report(doc: dict[str, Any], rank: int | None = None, where: str = "report") -> TraceEfficiency:
+    ranks = doc.get("ranks") if isinstance(doc, dict) else None
+    if not isinstance(ranks, list) or not ranks:
+        raise ConfigError("not a stepscope analyze report (no 'ranks')", path=where, fix="pass the file written by stepscope analyze --json")
+    r = next((x for x in ranks if rank is None or x.get("rank") == rank), None)
+    if r is None:
+        raise ConfigError(f"rank {rank} is not in the report", path=where, fix="pick a rank listed in the report")
+    med = (r.get("step_stats") or {}).get("median_ns")
+    if not med:
+        raise ConfigError("the report has no step times", path=where, fix="analyze a trace with at least one step")
+    hw = r.get("hardware") or {}
+    peak = float(hw.get("peak_tflops") or 0.0) * 1e12
+    att_f = att_d = oth_f = oth_d = 0.0
+    for c in r.get("roofline_by_category") or []:
+        cat = str(c.get("category", ""))
+        if cat.startswith(_NOT_COMPUTE):
+            continue
+        if cat == "attention":
+            att_f, att_d = att_f + float(c.get("flops") or 0), att_d + float(c.get("dur_ns") or 0)
+        else:
+            oth_f, oth_d = oth_f + float(c.get("flops") or 0), oth_d + float(c.get("dur_ns") or 0)
+    comm = sum(float(v.get("comm_ns") or 0) for v in (r.get("collectives") or {}).values())
+    hidden = sum(float(v.get("overlapped_ns") or 0) for v in (r.get("collectives") or {}).values())
+    return TraceEfficiency(
+        step_s=float(med) * 1e-9, gemm_eff=_ratio(oth_f, oth_d, peak), attn_eff=_ratio(att_f, att_d, peak),
+        dp_overlap=(hidden / comm) if comm > 0 else None, hardware=hw.get("name"), rank=int(r.get("rank") or 0),
+    )
+
+
+def read(path: str, rank: int | None = None) -> TraceEfficiency:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read analysis report ({exc.__class__.__name__})", path=path, fix="pass the JSON written by stepscope analyze --json") from None
+    return from_report(doc, rank, path)
