@@ -15,7 +15,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"stepscope {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    a = sub.add_parser("analyze", help="step breakdown of PyTorch profiler traces (1..N ranks)")
+    a = sub.add_parser("analyze", help="step breakdown of PyTorch (Kineto) or JAX/XLA (XPlane) profiles (1..N ranks)")
     a.add_argument("traces", nargs="+", help="trace files (.json/.json.gz/.parquet), directories of per-rank files, or globs")
     a.add_argument("--json", metavar="OUT", help="write the JSON report (schema: docs/json-schema.md)")
     a.add_argument("--html", metavar="OUT", help="write the self-contained HTML report")
@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seq-len", type=int, metavar="N", help="sequence length (with --hf-config; attention FLOPs)")
     r.add_argument("--mfu-dtype", default="bf16", help="dtype whose peak MFU is measured against (default bf16)")
     r.add_argument("--roofline-png", metavar="OUT", help="write the roofline chart as PNG (needs the [plot] extra)")
+    a.add_argument("--hlo", nargs="+", metavar="HLO.txt", default=(), help="JAX/XLA: HLO text of the profiled program(s) "
+                   "(compiled.as_text() or an XLA dump), joined to the profiled ops by name for name scopes, FLOPs and bytes")
 
     pl = sub.add_parser("plan", help="search parallel/memory strategies; predict memory, step time and MFU")
     pl.add_argument("--model", help="catalog name (e.g. llama3-70b) or a Hugging Face config.json")
@@ -81,6 +83,7 @@ def _analyze(ns: argparse.Namespace) -> int:
         hardware_file=ns.hardware_file,
         model_flops_per_step=_model_flops(ns),
         mfu_dtype=ns.mfu_dtype,
+        hlo_files=tuple(ns.hlo),
     )
     paths = expand_paths(ns.traces)
     show = not ns.quiet and err.is_terminal

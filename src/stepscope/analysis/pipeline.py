@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from ..errors import ConfigError
 from ..trace.counters import read_counter_ranges
 from ..trace.loader import RankInfo, Trace, assemble, rank_of, read_one, resolve_ranks
-from . import hardware, mfu_diagnosis, phases, roofline, scopes
+from . import hardware, mfu_diagnosis, phases, roofline, scopes, xla
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
 from .hardware import Hardware
@@ -51,6 +51,7 @@ class AnalyzeConfig:
     hardware_file: str | None = None  # extra/overriding devices (YAML like data/hardware.yaml)
     model_flops_per_step: float | None = None  # model FLOPs per step per rank, for MFU
     mfu_dtype: str = "bf16"
+    hlo_files: tuple[str, ...] = ()  # HLO text joined to XLA ops by name (name stacks, FLOPs, bytes)
 
     def __post_init__(self) -> None:
         if self.model_flops_per_step is not None and self.model_flops_per_step <= 0:
@@ -78,11 +79,26 @@ def analyze(trace: Trace, config: AnalyzeConfig | None = None) -> Analysis:
     cfg = config or AnalyzeConfig()
     rules = load_rules(cfg.rules_file)
     warnings = list(trace.warnings)
+    if cfg.hlo_files:
+        trace = _with_hlo(trace, cfg, warnings)
     ranks = []
     for info in trace.ranks:
         events = trace.events.filter(pc.equal(trace.events["rank"], info.rank)) if len(trace.ranks) > 1 else trace.events
         ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings, events))
     return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in trace.ranks))
+
+
+def _with_hlo(trace: Trace, cfg: AnalyzeConfig, warnings: list[str]) -> Trace:
+    from ..trace.hlo import read_hlo
+    from .xla_join import join_hlo
+
+    modules = [m for f in cfg.hlo_files for m in read_hlo(f)]
+    events, matched = join_hlo(trace.events, modules)
+    if events["op"].null_count == events.num_rows:
+        warnings.append("--hlo given but the trace has no XLA ops to join (not a JAX/XLA profile)")
+    elif matched < 0.5:
+        warnings.append(f"only {matched:.0%} of the profiled XLA ops name an instruction of the HLO given; is it the same program?")
+    return dataclasses.replace(trace, events=events)
 
 
 _RANK_MSG = re.compile(r"^rank (\d+): (.*)$", re.S)
@@ -209,6 +225,9 @@ def analyze_rank(
     peak = roof.hardware.peak_tflops * 1e12 if roof.hardware else None
     step_phases = phases.compute(rd, steps, dev_step, acct.opt_mask)
     extras = {name: fn(prepared, cfg) for name, fn in RANK_ANALYSES.items()}
+    if rd.dev.xla is not None:
+        hbm = roof.hardware.hbm_gbps * 1e9 if roof.hardware else None
+        extras["xla"] = xla.summarize(prepared, cfg, peak, hbm)
     return RankAnalysis(
         rank=info.rank,
         device=info.device_name,

@@ -24,6 +24,20 @@ _SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense)$")
 
 
 _DEV_COLS = ["kind", "name", "device", "stream", "ts_ns", "dur_ns", "correlation", "external_id", "collective"]
+_XLA_COLS = ["op", "module", "scope", "op_class", "flops", "bytes_accessed"]
+
+
+@dataclass
+class XlaArrays:
+    """Per device row, for JAX/XLA traces: HLO op, module, name stack, XLA op class (object arrays,
+    None when absent) and XLA's cost analysis (int64, -1 when absent)."""
+
+    op: np.ndarray
+    module: np.ndarray
+    scope: np.ndarray
+    op_class: np.ndarray
+    flops: np.ndarray
+    bytes_accessed: np.ndarray
 
 
 @dataclass
@@ -54,6 +68,7 @@ class DeviceArrays:
     group: np.ndarray  # 0 compute, 1 comm, 2 memory
     launch_ts: np.ndarray  # host runtime call start, -1 if unknown
     launch_tid: np.ndarray  # host thread of that call, -1 if unknown
+    xla: XlaArrays | None = None  # JAX/XLA traces only
 
     @property
     def size(self) -> int:
@@ -97,6 +112,28 @@ def _kind_np(t: pa.Table) -> np.ndarray:
     return lut[pc.fill_null(arr.indices, len(lut) - 1).to_numpy()]
 
 
+def xla_categories(x: XlaArrays, names: pa.ChunkedArray, category: np.ndarray) -> np.ndarray:
+    """Rows with an HLO op get their category from the XLA rules (once per distinct op text)."""
+    from .xla_ops import category as xla_category
+
+    name_arr = np.asarray(names.to_pylist(), dtype=object)
+    has_op = np.array([o is not None for o in x.op], dtype=bool)
+    if not has_op.any():
+        return category
+    # the instruction number does not change the category: key on the name without ".N"
+    key = np.array([f"{c}|{_strip_num(o)}|{_strip_num(n)}|{s}" if h else "" for c, o, n, s, h in
+                    zip(x.op_class, x.op, name_arr, x.scope, has_op)], dtype=object)
+    uniq, inv = np.unique(key.astype(str), return_inverse=True)
+    lut = np.array([xla_category(*(None if v in ("None", "") else v for v in u.split("|", 3))) if u else "" for u in uniq], dtype=object)
+    out = category.copy()
+    out[has_op] = lut[inv][has_op]
+    return out
+
+
+def _strip_num(s: str | None) -> str | None:
+    return None if s is None else re.sub(r"\.\d+$", "", s)
+
+
 def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     """Host arrays are gathered column by column (one transient copy at a time); device rows
     and the host's communication ops are small and taken as tables."""
@@ -136,9 +173,16 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     has_coll = pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False)[host_rows]
     comm_rows = host_rows[comm_name[hidx] | has_coll]
     comm_t = events.select(["name", "collective", "external_id"]).take(pa.array(comm_rows))
-    dev_t = events.select(_DEV_COLS).take(pa.array(dev_rows))
+    has_xla = "op" in events.column_names and events["op"].null_count < events.num_rows
+    dev_t = events.select(_DEV_COLS + (_XLA_COLS if has_xla else [])).take(pa.array(dev_rows))
     dkind = _kind_np(dev_t)
     category = classify_device_events(dev_t, dkind, comm_t, rules)
+    xla = None
+    if has_xla:
+        obj = {c: np.asarray(dev_t[c].to_pylist(), dtype=object) for c in _XLA_COLS[:4]}
+        xla = XlaArrays(op=obj["op"], module=obj["module"], scope=obj["scope"], op_class=obj["op_class"],
+                        flops=dev_t["flops"].to_numpy(), bytes_accessed=dev_t["bytes_accessed"].to_numpy())
+        category = xla_categories(xla, dev_t["name"], category)
     didx, dnames = _names(dev_t["name"])
     dts = dev_t["ts_ns"].to_numpy()
     dcorr = dev_t["correlation"].to_numpy()
@@ -170,5 +214,6 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         group=group_of(category),
         launch_ts=launch,
         launch_tid=launch_tid,
+        xla=xla,
     )
     return RankData(rank=rank, host=host, dev=dev, sync_mask=sync_mask)

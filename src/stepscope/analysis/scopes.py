@@ -24,7 +24,7 @@ from .phases import ThreadRanges
 from .rankdata import RankData, dict_mask
 
 _INSTANCE = re.compile(r"_\d+$")
-_SKIP = re.compile(r"^ProfilerStep#|^nccl:|^gloo:|^enumerate\(DataLoader\)|^Optimizer\.|^## ")
+_SKIP = re.compile(r"^ProfilerStep#|^XLAStep#|^nccl:|^gloo:|^enumerate\(DataLoader\)|^Optimizer\.|^## ")
 
 
 @dataclass(frozen=True)

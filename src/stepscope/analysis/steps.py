@@ -1,6 +1,7 @@
 """Find training steps and assign device work to them.
 
-Steps come from ``ProfilerStep#N`` host annotations; else from a user-named marker (exact name,
+Steps come from ``ProfilerStep#N`` host annotations (``XLAStep#N`` for JAX/XLA profiles: the
+XPlane ``Steps`` line or ``StepTraceAnnotation``); else from a user-named marker (exact name,
 or name followed by ``#``/digits); else the whole trace is one window. Device work belongs to
 the step whose CPU span contains the runtime call that launched it (joined by correlation id).
 Device work with no known launch goes to the step whose device window contains its start.
@@ -18,6 +19,7 @@ from ..trace.schema import KIND_CODE as KIND
 from .rankdata import RankData
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+_XLA_STEP = re.compile(r"^XLAStep#\d+$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ def find_steps(rd: RankData, marker: str | None) -> StepSpans:
     if marker:
         candidates.append((f"marker:{marker}", re.compile(rf"^{re.escape(marker)}(?:[#_ ]?\d+)?$")))
     candidates.append(("ProfilerStep", _PROFILER_STEP))
+    candidates.append(("XLA steps", _XLA_STEP))
     for source, pat in candidates:
         name_ok = np.array([bool(pat.match(n)) for n in h.names])
         sel = np.flatnonzero(host_like & name_ok[h.name_idx])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from ..analysis.results import Analysis, RankAnalysis, StepBreakdown
-from . import roofline_html
+from . import roofline_html, xla_html
 from .fmt import detail_ranks, ms, pct, us
 
 _PARTS = (
@@ -179,6 +179,7 @@ def _rank(r: RankAnalysis, top: int) -> str:
     o.append(roofline_html.phases_section(r))
     o.append(roofline_html.section(r.roofline, top))
     o.append(roofline_html.scopes_section(r, top))
+    o.append(xla_html.section(r.extras.get("xla"), top))  # type: ignore[arg-type]
     ln = r.launch
     o.append(
         f"<p>Launches: {ln.kernels} kernels ({ln.matched} matched to their launch), delay p50 {us(ln.delay_p50_ns)} us, p99 {us(ln.delay_p99_ns)} us; "

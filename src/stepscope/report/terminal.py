@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis.results import Analysis, RankAnalysis
+from . import xla_terminal
 from .fmt import detail_ranks, ms, pct, us
 
 
@@ -91,6 +92,7 @@ def _rank(r: RankAnalysis, con: Console, top: int) -> None:
     _phases(r, con)
     _roofline(r, con, top)
     _scopes(r, con, top)
+    xla_terminal.render(r.extras.get("xla"), con, top)  # type: ignore[arg-type]
     ln = r.launch
     if ln.kernels:
         con.print(

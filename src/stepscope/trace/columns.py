@@ -125,6 +125,7 @@ def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool, *, p
         "pg_name": cols["pg_name"].dictionary_encode(),
         "pg_desc": cols["pg_desc"].dictionary_encode(),
         "bytes": pa.array(cols["bytes"]),
+        **schema.absent_xla_columns(n),
     }
     return pa.Table.from_pydict(out, schema=schema.EVENT_SCHEMA)
 

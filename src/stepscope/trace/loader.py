@@ -19,7 +19,7 @@ from ..errors import InputError
 from . import parquet
 from .kineto import FileRead, read_kineto
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".parquet")
+TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb")
 _RANK_IN_NAME = re.compile(r"(?:rank[-_]?|_r)(\d+)(?![\d])", re.IGNORECASE)
 
 
@@ -68,9 +68,9 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         s = os.fspath(item)
         p = Path(s)
         if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES))
+            found = _dir_traces(p)
             if not found:
-                raise InputError("directory holds no trace files (*.json, *.json.gz, *.parquet)", path=s, fix="point at the profiler's output folder")
+                raise InputError("directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb)", path=s, fix="point at the profiler's output folder")
             out.extend(found)
         elif p.is_file():
             out.append(p)
@@ -91,6 +91,19 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     return unique
 
 
+def _dir_traces(d: Path) -> list[Path]:
+    """Trace files of a directory. A ``jax.profiler`` log directory (``plugins/profile/<run>/``,
+    found at any depth) gives its latest run's ``<host>.xplane.pb`` files; the ``<host>.trace.json.gz``
+    beside an XPlane file is a derived view of the same events and is skipped."""
+    found = sorted(q for q in d.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES))
+    if not found:
+        runs = sorted({q.parent for q in d.rglob("*.xplane.pb")})
+        if runs:
+            found = sorted(runs[-1].glob("*.xplane.pb"))  # run folders are named by start time
+    hosts = {q.name[: -len(".xplane.pb")] for q in found if q.name.endswith(".xplane.pb")}
+    return [q for q in found if not (q.name.endswith(".trace.json.gz") and q.name[: -len(".trace.json.gz")] in hosts)]
+
+
 def read_one(args: tuple[str, bool, str | None]) -> FileRead:
     path, include_python, cache_dir = args
     if path.endswith(".parquet"):
@@ -99,7 +112,12 @@ def read_one(args: tuple[str, bool, str | None]) -> FileRead:
         hit = parquet.cache_lookup(path, cache_dir, include_python)
         if hit is not None:
             return hit
-    fr = read_kineto(path, include_python=include_python)
+    if path.endswith(".xplane.pb"):
+        from .xplane import read_xplane
+
+        fr = read_xplane(path, include_python=include_python)
+    else:
+        fr = read_kineto(path, include_python=include_python)
     if cache_dir and not fr.truncated:
         parquet.cache_store(fr, cache_dir, include_python)
     return fr

@@ -1,6 +1,6 @@
 """The one definition of stepscope's normalized event table.
 
-Every reader (Kineto JSON today; XPlane and Nsight later) produces a ``pyarrow.Table`` with exactly
+Every reader (Kineto JSON, JAX/XLA XPlane; Nsight later) produces a ``pyarrow.Table`` with exactly
 these columns, in this order. Analyses read only these columns.
 
 Conventions
@@ -14,6 +14,10 @@ Conventions
   (``with_modules=True``): they give the module hierarchy.
 - ``device``/``stream`` are set for device work (kernel, memcpy, memset, gpu_annotation, sync);
   ``pid``/``tid`` identify the host process/thread for host events.
+- XLA columns (``op``, ``module``, ``scope``, ``op_class``, ``flops``, ``bytes_accessed``) are
+  filled by the XPlane reader: HLO instruction, HLO module, name stack (``jax.named_scope`` /
+  ``tf_op``), XLA's own op category, and XLA's cost analysis per event. Other readers leave them
+  null / -1 (sharing one null buffer per chunk, so they cost no memory).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import enum
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _dict_str = pa.dictionary(pa.int32(), pa.string())
 
@@ -103,11 +107,41 @@ EVENT_SCHEMA = pa.schema(
         pa.field("pg_name", _dict_str),
         pa.field("pg_desc", _dict_str),
         pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("op", pa.string()),
+        pa.field("module", pa.string()),
+        pa.field("scope", pa.string()),
+        pa.field("op_class", pa.string()),
+        pa.field("flops", pa.int64(), nullable=False),
+        pa.field("bytes_accessed", pa.int64(), nullable=False),
     ],
     metadata={b"stepscope.schema_version": str(SCHEMA_VERSION).encode()},
 )
 
 COLUMNS = tuple(EVENT_SCHEMA.names)
+XLA_STRING_COLUMNS = ("op", "module", "scope", "op_class")
+XLA_INT_COLUMNS = ("flops", "bytes_accessed")
+
+_shared: dict[str, pa.Buffer] = {}
+
+
+def _buffer(key: str, nbytes: int, fill: int) -> pa.Buffer:
+    buf = _shared.get(key)
+    if buf is None or buf.size < nbytes:
+        import numpy as np
+
+        buf = pa.py_buffer(np.full(max(nbytes, 1 << 16), fill, dtype=np.uint8))
+        _shared[key] = buf
+    return buf
+
+
+def absent_xla_columns(n: int) -> dict[str, pa.Array]:
+    """The XLA columns for ``n`` rows of a reader that has none: all-null strings and -1 ints,
+    views of one shared zero / 0xFF buffer (no allocation per table)."""
+    zeros = _buffer("zeros", (n + 1) * 4, 0)
+    ones = _buffer("ones", n * 8, 0xFF)
+    null_str = pa.Array.from_buffers(pa.string(), n, [zeros, zeros, zeros], null_count=n)
+    minus1 = pa.Array.from_buffers(pa.int64(), n, [None, ones])
+    return {**{c: null_str for c in XLA_STRING_COLUMNS}, **{c: minus1 for c in XLA_INT_COLUMNS}}
 
 
 def empty_table() -> pa.Table:

@@ -1,0 +1,191 @@
+"""JAX/XLA view of a rank: op categories, fusion kinds, async-collective stalls, named scopes,
+autodiff phases and remat, per-op roofline. Registered as the ``xla`` rank analysis (``extras``);
+``None`` for traces without HLO ops.
+
+Times are sums of device-op durations inside the steps, over all devices of the rank (a host with
+4 chips contributes 4 device timelines); shares are of that sum.
+- **Async stall**: time in ``*-done`` ops of async collectives (``all-reduce-done``,
+  ``all-gather-done``, ``collective-permute-done``...): the device waits there for a transfer it
+  started earlier, i.e. exposed communication in XLA terms.
+- **Named scopes**: the name stack (``tf_op`` in the profile, else the HLO ``op_name`` after
+  ``--hlo``) without its last segment (the primitive); transformation wrappers are unwrapped
+  (``transpose(jvp(layers))`` -> ``layers``), ``jit(f)``, ``shard_map``, ``while/body``,
+  ``closed_call``, ``checkpoint``... are dropped, einsum specs too. The path and its leaf (the
+  innermost ``jax.named_scope``) are reported. An op XLA merged from several (``prefix/(a/op:b/op)``)
+  is attributed to ``prefix/a+b``.
+- **Phases**: an op under ``transpose(...)`` is backward; backward ops under
+  ``rematted_computation`` / ``remat`` / ``checkpoint`` recomputation are recompute; ops under
+  ``jvp(...)`` only are forward; the rest (optimizer update, gradient collectives outside autodiff,
+  data movement) is "outside autodiff".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .xla_ops import fusion_kind, is_async_done
+
+_WRAPPER = re.compile(r"^(jvp|transpose|vmap|pmap|remat|remat2|checkpoint|named_call|pjit|xla_pmap|custom_jvp_call|custom_vjp_call"
+                      r"|custom_vjp_call_jaxpr|core_call|shard_map|smap|xmap)\((.*)\)$")
+_DROP = re.compile(r"^(jit\(.*\)|pjit\(.*\)|shard_map|while|body|cond|closed_call|core_call|checkpoint|rematted_computation|remat\d*"
+                   r"|scan|branch_\d+|jvp|transpose|vmap|xla_call|custom_jvp_call|custom_vjp_call|jaxpr|)$")
+_RECOMPUTE = re.compile(r"rematted_computation|/remat\d*/|/remat\(|checkpoint/rematted")
+
+
+@dataclass(frozen=True)
+class Share:
+    label: str
+    time_ns: int
+    share: float  # of the rank's XLA op time
+    count: int
+
+
+@dataclass(frozen=True)
+class XlaOp:
+    op: str
+    category: str
+    fusion_kind: str | None
+    count: int
+    time_ns: int
+    scope: str | None
+    flops: float  # per execution, from the profile or the joined HLO (-1 unknown)
+    bytes_accessed: float
+    achieved_tflops: float | None
+    intensity_flops_per_byte: float | None
+    bound: str | None  # "compute" | "memory" against the device's ridge point
+    efficiency: float | None  # roofline time / measured time
+
+
+@dataclass(frozen=True)
+class XlaSummary:
+    devices: int
+    op_time_ns: int
+    by_category: tuple[Share, ...]
+    by_fusion_kind: tuple[Share, ...]
+    async_stall_ns: int
+    async_stall_by_collective: tuple[Share, ...]
+    by_scope: tuple[Share, ...]
+    by_scope_leaf: tuple[Share, ...]
+    phases: tuple[Share, ...]  # forward / backward / recompute / outside autodiff
+    recompute_share_of_backward: float | None
+    custom_calls: tuple[Share, ...]
+    scope_coverage_ratio: float  # share of op time with a name stack
+    flops_coverage_ratio: float  # share of op time with known FLOPs
+    top_ops: tuple[XlaOp, ...]
+
+
+def scope_path(stack: str | None) -> str:
+    if not stack:
+        return ""
+    if "/(" in stack and stack.endswith(")"):
+        # XLA merged several ops (e.g. one all-reduce for many gradients): "prefix/(a/op:b/op)"
+        prefix, _, alts = stack.partition("/(")
+        paths = sorted({scope_path(f"{prefix}/{a}") for a in alts[:-1].split(":")})
+        base = scope_path(prefix + "/x")
+        leaves = sorted({p[len(base):].lstrip("/") or "" for p in paths} - {""})
+        return "/".join(x for x in (base, "+".join(leaves)) if x)
+    segs = stack.split("/")[:-1]
+    out = []
+    for seg in segs:
+        s = seg
+        while True:
+            m = _WRAPPER.match(s)
+            if not m:
+                break
+            s = m.group(2)
+        if "," in s or "->" in s or _DROP.match(s):
+            continue
+        out.append(s)
+    return "/".join(out)
+
+
+def phase_of(stack: str | None) -> str:
+    if not stack:
+        return "unknown"
+    if "transpose(" in stack:
+        return "recompute" if _RECOMPUTE.search(stack) else "backward"
+    if "jvp(" in stack:
+        return "forward"
+    return "outside autodiff"
+
+
+def _shares(labels: np.ndarray, dur: np.ndarray, total: float, top: int | None = None) -> tuple[Share, ...]:
+    if labels.size == 0:
+        return ()
+    uniq, inv = np.unique(labels.astype(str), return_inverse=True)
+    t = np.bincount(inv, weights=dur, minlength=uniq.size)
+    c = np.bincount(inv, minlength=uniq.size)
+    order = np.argsort(-t, kind="stable")[:top]
+    return tuple(Share(str(uniq[i]), int(t[i]), float(t[i] / total) if total else 0.0, int(c[i])) for i in order)
+
+
+def summarize(prepared: object, cfg: object, peak_flops: float | None = None, hbm_bytes_per_s: float | None = None) -> XlaSummary | None:
+    rd = prepared.data  # type: ignore[attr-defined]
+    dev_step = prepared.dev_step  # type: ignore[attr-defined]
+    x = rd.dev.xla
+    if x is None:
+        return None
+    sel = np.flatnonzero((dev_step >= 0) & np.array([o is not None for o in x.op], dtype=bool))
+    if sel.size == 0:
+        return None
+    dur = (rd.dev.end - rd.dev.ts)[sel].astype(np.float64)
+    total = float(dur.sum())
+    cat = rd.dev.category[sel].astype(str)
+    ops = x.op[sel]
+    scopes = x.scope[sel]
+    op_class = x.op_class[sel]
+    fk = np.array([fusion_kind(c, o) or "not a fusion" for c, o in zip(op_class, ops)], dtype=object)
+    done = np.array([is_async_done(o) for o in ops], dtype=bool)
+    is_comm = np.char.startswith(cat, "comm:")
+    paths = np.array([scope_path(s) or "(no scope)" for s in scopes], dtype=object)
+    leaves = np.array([p.rsplit("/", 1)[-1] for p in paths], dtype=object)
+    phase = np.array([phase_of(s) for s in scopes], dtype=object)
+    ph = _shares(phase, dur, total)
+    bwd = sum(s.time_ns for s in ph if s.label in ("backward", "recompute"))
+    rec = sum(s.time_ns for s in ph if s.label == "recompute")
+    custom = np.isin(cat, ["custom_call", "attention", "linear_attention", "grouped_gemm"])
+    has_scope = np.array([s is not None for s in scopes], dtype=bool)
+    flops = x.flops[sel].astype(np.float64)
+    nbytes = x.bytes_accessed[sel].astype(np.float64)
+    devices = int(np.unique(rd.dev.device[sel]).size)
+    return XlaSummary(
+        devices=devices,
+        op_time_ns=int(total),
+        by_category=_shares(cat, dur, total),
+        by_fusion_kind=_shares(fk, dur, total),
+        async_stall_ns=int(dur[done & is_comm].sum()),
+        async_stall_by_collective=_shares(cat[done & is_comm], dur[done & is_comm], total),
+        by_scope=_shares(paths, dur, total, 30),
+        by_scope_leaf=_shares(leaves, dur, total, 30),
+        phases=ph,
+        recompute_share_of_backward=(rec / bwd) if bwd else None,
+        custom_calls=_shares(np.array([f"{c}: {o}" for c, o in zip(cat[custom], ops[custom])], dtype=object), dur[custom], total, 20),
+        scope_coverage_ratio=float(dur[has_scope].sum() / total) if total else 0.0,
+        flops_coverage_ratio=float(dur[flops >= 0].sum() / total) if total else 0.0,
+        top_ops=_top_ops(ops, cat, fk, scopes, dur, flops, nbytes, peak_flops, hbm_bytes_per_s, top=int(getattr(cfg, "top_k", 20))),
+    )
+
+
+def _top_ops(ops: np.ndarray, cat: np.ndarray, fk: np.ndarray, scopes: np.ndarray, dur: np.ndarray, flops: np.ndarray,
+             nbytes: np.ndarray, peak: float | None, hbm: float | None, top: int) -> tuple[XlaOp, ...]:
+    uniq, first, inv = np.unique(ops.astype(str), return_index=True, return_inverse=True)
+    t = np.bincount(inv, weights=dur)
+    c = np.bincount(inv)
+    out = []
+    for i in np.argsort(-t, kind="stable")[:top]:
+        j = first[i]
+        f, b = float(flops[j]), float(nbytes[j])
+        total_f = f * c[i] if f >= 0 else None
+        ach = total_f / (t[i] * 1e-9) / 1e12 if (total_f is not None and t[i] > 0) else None
+        inten = f / b if (f >= 0 and b > 0) else None
+        bound = eff = None
+        if peak and hbm and f >= 0 and b >= 0:
+            roof_s = max(f / peak, b / hbm) * c[i]
+            bound = "compute" if f / peak >= b / hbm else "memory"
+            eff = roof_s / (t[i] * 1e-9) if t[i] > 0 else None
+        out.append(XlaOp(str(uniq[i]), str(cat[j]), None if fk[j] == "not a fusion" else str(fk[j]), int(c[i]), int(t[i]),
+                         None if scopes[j] is None else str(scopes[j]), f, b, ach, inten, bound, eff))
+    return tuple(out)
