@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -58,6 +59,11 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--from-analysis", metavar="REPORT.json", help="what-if from a measured trace: use the efficiencies and step "
                     "time measured in this stepscope analyze --json report (with --baseline = the traced run's strategy)")
     pl.add_argument("--rank", type=int, help="with --from-analysis: which rank of the report (default: the first)")
+
+    h = sub.add_parser("hlo", help="HLO text (compiled.as_text(), XLA dumps): per-instruction FLOPs, bytes, tiling padding, global shapes")
+    h.add_argument("file", help="HLO text file")
+    h.add_argument("--json", action="store_true", help="print one JSON object: {modules: [{name, instructions: [...]}]}")
+    h.add_argument("--top", type=int, default=25, help="rows in the terminal table (by FLOPs)")
 
     c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")
     c.add_argument("traces", nargs="+")
@@ -157,6 +163,25 @@ def _convert(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _hlo(ns: argparse.Namespace) -> int:
+    from .report import hlo_report
+    from .trace.hlo import read_hlo
+
+    modules = read_hlo(ns.file)
+    if ns.json:
+        print(json.dumps({"modules": [{"name": m.name, "instructions": hlo_report.records(m)} for m in modules]}))
+        return 0
+    from rich.console import Console
+
+    con = Console(width=max(Console().width, 180)) if not sys.stdout.isatty() else Console()
+    for m in modules:
+        recs = hlo_report.records(m)
+        con.print(hlo_report.table(m, recs, ns.top))
+        con.print(f"entry computation: {hlo_report.entry_flops(m) / 1e9:.4f} GFLOP per execution (loop bodies x their "
+                  "known trip counts; x 1 when unknown)", highlight=False)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     try:
@@ -168,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             from .planner.cli import run
 
             return run(ns)
+        if ns.cmd == "hlo":
+            return _hlo(ns)
         return 2
     except StepscopeError as exc:
         print(f"stepscope: error: {exc.one_line()}", file=sys.stderr)

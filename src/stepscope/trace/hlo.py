@@ -156,7 +156,8 @@ def parse_layout(text: str | None) -> tuple[tuple[int, ...] | None, tuple[tuple[
         m2m = tuple(int(x) for x in m2m_text.split(",") if x.strip())
     except ValueError:
         m2m = None
-    tiles = tuple(tuple(int(v) if v.strip() not in ("*", "") else 1 for v in t.split(",")) for t in re.findall(r"T\(([^)]*)\)", rest))
+    tm = re.search(r"T((?:\([^)]*\))+)", rest)
+    tiles = tuple(tuple(int(v) if v.strip() not in ("*", "") else 1 for v in g.split(",")) for g in re.findall(r"\(([^)]*)\)", tm.group(1))) if tm else ()
     ms = re.search(r"S\((\d+)\)", rest)
     return m2m, tiles, int(ms.group(1)) if ms else None
 
