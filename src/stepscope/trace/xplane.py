@@ -66,12 +66,21 @@ def _stat_value(st: Any, stat_names: dict[int, str]) -> Any:
     return _text(v) if isinstance(v, bytes) else v
 
 
+_STRING_KEYS = frozenset(_STRING_STATS.values())
+
+
 def _stats(stats: Any, stat_names: dict[int, str], wanted: dict[int, str]) -> dict[str, Any]:
+    """The wanted stats of one event or metadata: strings (direct or by reference) and ints."""
     out: dict[str, Any] = {}
     for st in stats:
         key = wanted.get(st.metadata_id)
-        if key is not None:
-            out[key] = _stat_value(st, stat_names)
+        if key is None:
+            continue
+        if key in _STRING_KEYS:
+            ref = st.ref_value
+            out[key] = stat_names.get(ref) if ref else _text(st.str_value)
+        else:
+            out[key] = st.int64_value or st.uint64_value or int(st.double_value)
     return out
 
 
@@ -115,8 +124,13 @@ def _kernel_kind(name: str) -> str:
     return _K.KERNEL.value
 
 
+_KEYS = ("op", "module", "tf_op", "name_stack", "long_name", "op_class", "flops", "bytes_accessed", "device_ordinal", "step_num")
+
+
 def _plane_rows(plane: Any, include_python: bool, out: dict[str, list[Any]]) -> int:
-    """Append one plane's rows to ``out`` (column -> list); returns the number of rows added."""
+    """Append one plane's rows to ``out`` (column -> list of per-line arrays); returns the number
+    of rows added. Each event maps to a row *template* (kind, name, XLA columns...) decided once
+    per distinct (metadata, stats) pair; only the times and correlation ids are per event."""
     pname = _text(plane.name)
     dm = _DEVICE_PLANE.match(pname)
     is_device = dm is not None and dm.group(1) != "CUSTOM"
@@ -127,64 +141,87 @@ def _plane_rows(plane: Any, include_python: bool, out: dict[str, list[Any]]) -> 
     wanted: dict[int, str] = {k: _STRING_STATS.get(n) or _INT_STATS[n] for k, n in stat_names.items() if n in _STRING_STATS or n in _INT_STATS}
     meta: dict[int, tuple[str, dict[str, Any]]] = {}
     for mid, md in plane.event_metadata.items():
-        name = _text(md.name or md.display_name)
-        meta[mid] = (name, _stats(md.stats, stat_names, wanted))
+        meta[mid] = (_text(md.name or md.display_name), _stats(md.stats, stat_names, wanted))
     added = 0
     for line in plane.lines:
+        evs = line.events
+        n = len(evs)
+        if not n:
+            continue
         lname = _text(line.display_name or line.name)
         lkind = _line_kind(is_device, lname)
-        evs = line.events
-        if not len(evs):
-            continue
         base_ps = int(line.timestamp_ns) * 1000
+        ts = (base_ps + np.fromiter((e.offset_ps for e in evs), np.int64, n)) // 1000
+        dur = np.fromiter((e.duration_ps for e in evs), np.int64, n) // 1000
         mids = [e.metadata_id for e in evs]
-        ts = np.fromiter((e.offset_ps for e in evs), np.int64, len(evs))
-        ts = (base_ps + ts) // 1000
-        dur = np.fromiter((e.duration_ps for e in evs), np.int64, len(evs)) // 1000
-        ev_stats: list[dict[str, Any]] = [_stats(e.stats, stat_names, wanted) if len(e.stats) else {} for e in evs]
-        for i, mid in enumerate(mids):
-            name, mstats = meta.get(mid, (f"<metadata {mid}>", {}))
-            st = _finish({**mstats, **ev_stats[i]} if ev_stats[i] else mstats)
-            if lkind == "host" and "step_num" in st:
-                kind, pid, tid, dev, stream = _K.USER_ANNOTATION.value, 0, int(line.id), -1, -1
-                st["scope"] = name
-                name = f"XLAStep#{st['step_num']}"
-            elif lkind == "host" and st.get("op") and "device_ordinal" in st:
-                pid, tid, dev, stream = 0, -1, int(st["device_ordinal"]), int(line.id)
-                kind = _K.GPU_ANNOTATION.value if _CONTROL.match(st["op"]) else _kernel_kind(name)
-            elif lkind == "host":
-                if name.startswith("$"):
-                    if not include_python:
-                        continue
-                    kind = _K.PYTHON_FUNCTION.value
-                else:
-                    kind = _K.RUNTIME.value if _RUNTIME.match(name) else _K.CPU_OP.value
-                pid, tid, dev, stream = 0, int(line.id), -1, -1
-            elif lkind == "steps":
-                kind, pid, tid, dev, stream = _K.USER_ANNOTATION.value, 0, -1 - int(line.id), -1, -1
-                name = f"XLAStep#{name}" if name.isdigit() else f"XLAStep#{i}"
-            else:
-                kind = _kernel_kind(name) if lkind == "ops" else _K.GPU_ANNOTATION.value
-                if kind == _K.KERNEL.value and st.get("op") and _CONTROL.match(st["op"]):
-                    kind = _K.GPU_ANNOTATION.value
-                pid, tid, dev, stream = 0, -1, device, int(line.id)
-            out["kind"].append(kind)
-            out["name"].append(name)
-            out["cat"].append(lname)
-            out["pid"].append(pid)
-            out["tid"].append(tid)
-            out["device"].append(dev)
-            out["stream"].append(stream)
-            out["ts"].append(int(ts[i]))
-            out["dur"].append(int(dur[i]))
-            for c in ("op", "module", "scope", "op_class"):
-                v = st.get(c)
-                out[c].append(None if v is None else str(v))
-            for c in ("flops", "bytes_accessed", "correlation"):
-                v = st.get(c)
-                out[c].append(int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else -1)
-            added += 1
+        ev_stats = [_stats(e.stats, stat_names, wanted) if len(e.stats) else None for e in evs]
+        corr = np.fromiter(((s.get("correlation", -1) if s else -1) for s in ev_stats), np.int64, n)
+        templates: dict[tuple[Any, ...], int] = {}
+        rows: list[tuple[Any, ...] | None] = []
+        idx = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            s = ev_stats[i]
+            key = (mids[i], *(s.get(k) for k in _KEYS)) if s else (mids[i],)
+            j = templates.get(key)
+            if j is None:
+                j = templates[key] = len(rows)
+                rows.append(_template(meta.get(mids[i], (f"<metadata {mids[i]}>", {})), s, lkind, lname, int(line.id), device, include_python, i))
+            idx[i] = j
+        keep_rows = np.array([r is not None for r in rows], dtype=bool)
+        keep = keep_rows[idx]
+        if not keep.any():
+            continue
+        sel = np.flatnonzero(keep)
+        tmpl = [r if r is not None else (None,) * 12 for r in rows]
+        ti = idx[sel]
+        for c, pos in (("kind", 0), ("name", 1), ("cat", 2), ("op", 7), ("module", 8), ("scope", 9), ("op_class", 10)):
+            out[c].append(pa.array([r[pos] for r in tmpl], pa.string()).take(pa.array(ti)))
+        for c, pos in (("pid", 3), ("tid", 4), ("device", 5), ("stream", 6)):
+            out[c].append(np.array([r[pos] if r[pos] is not None else -1 for r in tmpl], dtype=np.int64)[ti])
+        out["flops"].append(np.array([r[11][0] if r[11] else -1 for r in tmpl], dtype=np.int64)[ti])
+        out["bytes_accessed"].append(np.array([r[11][1] if r[11] else -1 for r in tmpl], dtype=np.int64)[ti])
+        out["ts"].append(ts[sel])
+        out["dur"].append(dur[sel])
+        out["correlation"].append(corr[sel])
+        added += int(sel.size)
     return added
+
+
+def _int_or(v: Any) -> int:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else -1
+
+
+def _template(meta: tuple[str, dict[str, Any]], ev: dict[str, Any] | None, lkind: str, lname: str, line_id: int, device: int,
+              include_python: bool, i: int) -> tuple[Any, ...] | None:
+    """(kind, name, cat, pid, tid, device, stream, op, module, scope, op_class, (flops, bytes)) for an
+    event, or None to drop it."""
+    name, mstats = meta
+    st = _finish({**mstats, **ev} if ev else mstats)
+    if lkind == "host" and "step_num" in st:
+        kind, pid, tid, dev, stream = _K.USER_ANNOTATION.value, 0, line_id, -1, -1
+        st["scope"] = name
+        name = f"XLAStep#{st['step_num']}"
+    elif lkind == "host" and st.get("op") and "device_ordinal" in st:
+        pid, tid, dev, stream = 0, -1, int(st["device_ordinal"]), line_id
+        kind = _K.GPU_ANNOTATION.value if _CONTROL.match(st["op"]) else _kernel_kind(name)
+    elif lkind == "host":
+        if name.startswith("$"):
+            if not include_python:
+                return None
+            kind = _K.PYTHON_FUNCTION.value
+        else:
+            kind = _K.RUNTIME.value if _RUNTIME.match(name) else _K.CPU_OP.value
+        pid, tid, dev, stream = 0, line_id, -1, -1
+    elif lkind == "steps":
+        kind, pid, tid, dev, stream = _K.USER_ANNOTATION.value, 0, -1 - line_id, -1, -1
+        name = f"XLAStep#{name}" if name.isdigit() else f"XLAStep#{i}"
+    else:
+        kind = _kernel_kind(name) if lkind == "ops" else _K.GPU_ANNOTATION.value
+        if kind == _K.KERNEL.value and st.get("op") and _CONTROL.match(st["op"]):
+            kind = _K.GPU_ANNOTATION.value
+        pid, tid, dev, stream = 0, -1, device, line_id
+    strs = [None if st.get(c) is None else str(st.get(c)) for c in ("op", "module", "scope", "op_class")]
+    return (kind, name, lname, pid, tid, dev, stream, *strs, (_int_or(st.get("flops")), _int_or(st.get("bytes_accessed"))))
 
 
 _OUT_COLS = ("kind", "name", "cat", "pid", "tid", "device", "stream", "ts", "dur", "op", "module", "scope", "op_class",
@@ -192,21 +229,27 @@ _OUT_COLS = ("kind", "name", "cat", "pid", "tid", "device", "stream", "ts", "dur
 
 
 def _table(out: dict[str, list[Any]], rank: int) -> pa.Table:
-    n = len(out["kind"])
+    def strings(c: str) -> pa.Array:
+        return pa.concat_arrays(out[c]) if out[c] else pa.array([], pa.string())
+
+    def ints(c: str) -> np.ndarray:
+        return np.concatenate(out[c]) if out[c] else np.empty(0, np.int64)
+
+    n = int(sum(len(a) for a in out["ts"]))
     neg = pa.array(np.full(n, -1, dtype=np.int64))
     null_dict = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
     cols = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
-        "kind": pa.array(out["kind"], pa.string()).dictionary_encode(),
-        "name": pa.array(out["name"], pa.string()).dictionary_encode(),
-        "cat": pa.array(out["cat"], pa.string()).dictionary_encode(),
-        "pid": pa.array(out["pid"], pa.int64()),
-        "tid": pa.array(out["tid"], pa.int64()),
-        "device": pa.array(out["device"], pa.int32()),
-        "stream": pa.array(out["stream"], pa.int64()),
-        "ts_ns": pa.array(out["ts"], pa.int64()),
-        "dur_ns": pa.array(out["dur"], pa.int64()),
-        "correlation": pa.array(out["correlation"], pa.int64()),
+        "kind": strings("kind").dictionary_encode(),
+        "name": strings("name").dictionary_encode(),
+        "cat": strings("cat").dictionary_encode(),
+        "pid": pa.array(ints("pid")),
+        "tid": pa.array(ints("tid")),
+        "device": pa.array(ints("device").astype(np.int32)),
+        "stream": pa.array(ints("stream")),
+        "ts_ns": pa.array(ints("ts")),
+        "dur_ns": pa.array(ints("dur")),
+        "correlation": pa.array(ints("correlation")),
         "external_id": neg,
         "sequence_number": neg,
         "flow_id": neg,
@@ -221,12 +264,12 @@ def _table(out: dict[str, list[Any]], rank: int) -> pa.Table:
         "pg_name": null_dict,
         "pg_desc": null_dict,
         "bytes": neg,
-        "op": pa.array(out["op"], pa.string()),
-        "module": pa.array(out["module"], pa.string()),
-        "scope": pa.array(out["scope"], pa.string()),
-        "op_class": pa.array(out["op_class"], pa.string()),
-        "flops": pa.array(out["flops"], pa.int64()),
-        "bytes_accessed": pa.array(out["bytes_accessed"], pa.int64()),
+        "op": strings("op"),
+        "module": strings("module"),
+        "scope": strings("scope"),
+        "op_class": strings("op_class"),
+        "flops": pa.array(ints("flops")),
+        "bytes_accessed": pa.array(ints("bytes_accessed")),
     }
     t = pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)
     return t.sort_by([("ts_ns", "ascending")]) if n else t
