@@ -303,3 +303,37 @@ def test_generated_jax_profile_with_hlo(jax_profile: Path, tmp_path: Path) -> No
                and "transpose" not in (r["op_name"] or "") and r["flops"] > 0]
     assert mlp_fwd and all(r2["flops"] == 2 * 128 * 64 * 256 for r2 in mlp_fwd)
     assert "XLA ops" in (tmp_path / "r.html").read_text()
+
+
+# ---- nsys-jax archives: the same kind of JAX job seen through Nsight Systems ------------------
+NSYS_JAX = ROOT.parent / "shared" / "traces" / "JAX-Toolbox" / ".github" / "workflows" / "nsys-jax" / "test_data"
+
+
+@pytest.mark.skipif(not NSYS_JAX.is_dir(), reason="needs ../shared/traces")
+def test_nsys_jax_archives_as_ranks(tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(NSYS_JAX), "--json", str(out), "-q"]) == 0
+    ranks = {r["rank"]: r for r in json.loads(out.read_text())["ranks"]}
+    assert set(ranks) == {0, 1, 2, 3}  # from "procN" in the file names
+    for r in ranks.values():
+        assert len(r["steps"]) == 5  # executions of pjit__wrapped_step_fn, the module with the most GPU time
+        for s in r["steps"]:
+            assert s["compute_ns"] + s["exposed_comm_ns"] + s["exposed_memcpy_ns"] + s["idle_ns"] == s["step_time_ns"]
+        cats = {c["label"] for c in r["extras"]["xla"]["by_category"]}
+        assert "comm:all_reduce" in cats and "gemm" in cats
+    # independent: leaf XLA thunks of process 0 straight from the Parquet file, inside the 5 step modules
+    with zipfile.ZipFile(NSYS_JAX / "pax_fsdp4_4proc_proc0.zip") as z:
+        rows = pq.read_table(io.BytesIO(z.read("nvtx_gpu_proj_trace/trace.parquet"))).to_pylist()
+    by_id = {r["RangeId"]: r for r in rows if r["RangeId"] is not None}
+    steps = [r for r in rows if (r["Name"] or "").startswith("TSL:XlaModule:#hlo_module=pjit__wrapped_step_fn,")]
+    assert len(steps) == 5
+    thunks = [r for r in rows if (r["Name"] or "").startswith("TSL:Thunk:")
+              and not ((by_id.get(r["ParentId"]) or {}).get("Name") or "").startswith("TSL:Thunk:")
+              and (by_id.get(r["ParentId"]) or {}).get("Name", "").startswith("TSL:XlaModule:#hlo_module=pjit__wrapped_step_fn,")]
+    x = ranks[0]["extras"]["xla"]
+    assert x["op_time_ns"] == sum(r["Projected Duration"] for r in thunks)

@@ -19,8 +19,8 @@ from ..errors import InputError
 from . import parquet
 from .kineto import FileRead, read_kineto
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb")
-_RANK_IN_NAME = re.compile(r"(?:rank[-_]?|_r)(\d+)(?![\d])", re.IGNORECASE)
+TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip")
+_RANK_IN_NAME = re.compile(r"(?:rank[-_]?|_r|proc[-_]?)(\d+)(?![\d])", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,10 @@ def read_one(args: tuple[str, bool, str | None]) -> FileRead:
         from .xplane import read_xplane
 
         fr = read_xplane(path, include_python=include_python)
+    elif path.endswith(".zip"):
+        from .nsys_jax import read_nsys_jax
+
+        fr = read_nsys_jax(path)
     else:
         fr = read_kineto(path, include_python=include_python)
     if cache_dir and not fr.truncated:
