@@ -1,11 +1,15 @@
 """Generate real multi-rank PyTorch profiler traces on CPU with gloo (needs torch==2.13.0).
 
     python scripts/gen_gloo_traces.py OUT_DIR [--ranks 2] [--slow-loader-rank 1] [--loader-sleep-ms 20]
+                                      [--slow-compute-rank R --compute-sleep-ms 30]
 
 Each rank trains a small MLP with DistributedDataParallel over gloo and profiles 3 steps with
 torch.profiler; rank ``--slow-loader-rank`` sleeps ``--loader-sleep-ms`` in every
-``Dataset.__getitem__`` (one item per batch), an injected slow data loader of known size.
-Writes ``OUT_DIR/rank-<r>.json``.
+``Dataset.__getitem__`` (one item per batch), an injected slow data loader of known size; rank
+``--slow-compute-rank`` computes for ``--compute-sleep-ms`` more inside its forward pass (1 ms
+matrix products in a loop until that time has passed, under
+``record_function("injected_compute_delay")``), an injected slow device of known size (the
+other ranks then wait for it in the gradient all-reduce). Writes ``OUT_DIR/rank-<r>.json``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import time
 from pathlib import Path
 
 
-def _worker(rank: int, world: int, out_dir: str, slow_rank: int, sleep_ms: float, port: int) -> None:
+def _worker(rank: int, world: int, out_dir: str, slow_rank: int, sleep_ms: float, port: int, slow_compute_rank: int = -1,
+            compute_sleep_ms: float = 0.0) -> None:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -39,7 +44,18 @@ def _worker(rank: int, world: int, out_dir: str, slow_rank: int, sleep_ms: float
             return torch.randn(256), torch.randn(16)
 
     loader = torch.utils.data.DataLoader(Data(), batch_size=1)
-    model = DDP(torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 16)))
+    busy_a, busy_b = torch.randn(160, 160), torch.randn(160, 160)
+
+    class SlowIdentity(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if rank == slow_compute_rank:
+                with torch.profiler.record_function("injected_compute_delay"):
+                    t0 = time.perf_counter()
+                    while time.perf_counter() - t0 < compute_sleep_ms / 1000.0:
+                        torch.mm(busy_a, busy_b)  # ~1 ms each on one thread
+            return x
+
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(256, 512), SlowIdentity(), torch.nn.ReLU(), torch.nn.Linear(512, 16)))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     out = str(Path(out_dir) / f"rank-{rank}.json")
     sched = schedule(wait=1, warmup=1, active=3, repeat=1)
@@ -68,12 +84,15 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--slow-loader-rank", type=int, default=1)
     ap.add_argument("--loader-sleep-ms", type=float, default=20.0)
+    ap.add_argument("--slow-compute-rank", type=int, default=-1)
+    ap.add_argument("--compute-sleep-ms", type=float, default=30.0)
     ap.add_argument("--port", type=int, default=29517)
     a = ap.parse_args()
     import torch.multiprocessing as mp
 
     Path(a.out_dir).mkdir(parents=True, exist_ok=True)
-    mp.spawn(_worker, args=(a.ranks, a.out_dir, a.slow_loader_rank, a.loader_sleep_ms, a.port), nprocs=a.ranks, join=True)
+    mp.spawn(_worker, args=(a.ranks, a.out_dir, a.slow_loader_rank, a.loader_sleep_ms, a.port, a.slow_compute_rank, a.compute_sleep_ms),
+             nprocs=a.ranks, join=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seq-len", type=int, metavar="N", help="sequence length (with --hf-config; attention FLOPs)")
     r.add_argument("--mfu-dtype", default="bf16", help="dtype whose peak MFU is measured against (default bf16)")
     r.add_argument("--roofline-png", metavar="OUT", help="write the roofline chart as PNG (needs the [plot] extra)")
+    cl = a.add_argument_group("cluster view (2+ ranks)")
+    cl.add_argument("--straggler-z", type=float, default=3.0, metavar="Z", help="robust z-score over which a rank is a straggler (default 3)")
+    cl.add_argument("--gpus-per-node", type=int, default=8, metavar="N", help="ranks per node, for intra- vs inter-node links (default 8)")
     a.add_argument("--hlo", nargs="+", metavar="HLO.txt", default=(), help="JAX/XLA: HLO text of the profiled program(s) "
                    "(compiled.as_text() or an XLA dump), joined to the profiled ops by name for name scopes, FLOPs and bytes")
 
@@ -90,6 +93,8 @@ def _analyze(ns: argparse.Namespace) -> int:
         model_flops_per_step=_model_flops(ns),
         mfu_dtype=ns.mfu_dtype,
         hlo_files=tuple(ns.hlo),
+        straggler_threshold=ns.straggler_z,
+        gpus_per_node=ns.gpus_per_node,
     )
     paths = expand_paths(ns.traces)
     show = not ns.quiet and err.is_terminal

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from ..errors import ConfigError
 from ..trace.counters import read_counter_ranges
 from ..trace.loader import RankInfo, Trace, assemble, rank_of, read_one, resolve_ranks
-from . import hardware, mfu_diagnosis, phases, roofline, scopes, xla
+from . import cluster, comm_events, hardware, mfu_diagnosis, phases, roofline, scopes, xla
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
 from .hardware import Hardware
@@ -52,6 +52,8 @@ class AnalyzeConfig:
     model_flops_per_step: float | None = None  # model FLOPs per step per rank, for MFU
     mfu_dtype: str = "bf16"
     hlo_files: tuple[str, ...] = ()  # HLO text joined to XLA ops by name (name stacks, FLOPs, bytes)
+    straggler_threshold: float = 3.0  # robust z-score over which a rank is called a straggler
+    gpus_per_node: int = 8  # ranks per node, for intra- vs inter-node links in the cluster view
 
     def __post_init__(self) -> None:
         if self.model_flops_per_step is not None and self.model_flops_per_step <= 0:
@@ -62,6 +64,10 @@ class AnalyzeConfig:
             raise ConfigError("fluctuation threshold must be in (0, 10)", fix="e.g. 0.1 for 10%")
         if self.short_kernel_ns < 0:
             raise ConfigError("short kernel threshold must be >= 0")
+        if not self.straggler_threshold > 0:
+            raise ConfigError("straggler threshold must be > 0", fix="e.g. --straggler-z 3")
+        if self.gpus_per_node < 1:
+            raise ConfigError("gpus per node must be >= 1", fix="e.g. --gpus-per-node 8")
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,8 @@ def analyze(trace: Trace, config: AnalyzeConfig | None = None) -> Analysis:
     for info in trace.ranks:
         events = trace.events.filter(pc.equal(trace.events["rank"], info.rank)) if len(trace.ranks) > 1 else trace.events
         ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings, events))
-    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in trace.ranks))
+    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in trace.ranks),
+                    cluster=_cluster(tuple(ranks), cfg))
 
 
 def _with_hlo(trace: Trace, cfg: AnalyzeConfig, warnings: list[str]) -> Trace:
@@ -174,7 +181,21 @@ def analyze_files(
         warnings.extend(x.replace(prefix, f"rank {rank}:", 1) if x.startswith(prefix) else x for x in w)
         ranks.append(dataclasses.replace(ra, rank=rank))
     ranks.sort(key=lambda r: r.rank)
-    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in ranks))
+    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in ranks),
+                    cluster=_cluster(tuple(ranks), cfg))
+
+
+def _cluster(ranks: tuple[RankAnalysis, ...], cfg: AnalyzeConfig) -> object | None:
+    """The cross-rank view (2+ ranks), with link peaks of the ranks' device when it is known."""
+    intra = inter = None
+    name = next((r.roofline.hardware.name for r in ranks if r.roofline and r.roofline.hardware), None)
+    if name:
+        try:
+            hw = hardware.by_name(name, cfg.hardware_file)
+            intra, inter = hw.intra_node_gbps, hw.inter_node_gbps
+        except ConfigError:
+            pass
+    return cluster.build(ranks, threshold=cfg.straggler_threshold, gpus_per_node=cfg.gpus_per_node, peak_intra_gbps=intra, peak_inter_gbps=inter)
 
 
 def _roofline(
@@ -245,4 +266,5 @@ def analyze_rank(
         mfu_diagnosis=mfu_diagnosis.diagnose(steps, step_phases, roof),
         scopes=scopes.compute(events, rd, dev_step, kernel_flops, peak),
         extras=extras,
+        comm_events=comm_events.extract(rd, events, dev_step, (spans.cpu_start, spans.cpu_end), rules),
     )

@@ -69,6 +69,7 @@ class DeviceArrays:
     launch_ts: np.ndarray  # host runtime call start, -1 if unknown
     launch_tid: np.ndarray  # host thread of that call, -1 if unknown
     xla: XlaArrays | None = None  # JAX/XLA traces only
+    rows: np.ndarray | None = None  # row index of each device row in the rank's event table
 
     @property
     def size(self) -> int:
@@ -215,5 +216,6 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         launch_ts=launch,
         launch_tid=launch_tid,
         xla=xla,
+        rows=dev_rows,
     )
     return RankData(rank=rank, host=host, dev=dev, sync_mask=sync_mask)

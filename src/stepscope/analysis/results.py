@@ -160,6 +160,7 @@ class RankAnalysis:
     mfu_diagnosis: MfuDiagnosis | None = None
     scopes: tuple[ScopeStat, ...] = ()  # by module / annotation, most kernel time first
     extras: dict[str, object] = field(default_factory=dict)
+    comm_events: object | None = None  # comm_events.CommEvents: this rank's collective instances (input of the cluster view)
 
 
 @dataclass(frozen=True)
@@ -167,3 +168,4 @@ class Analysis:
     ranks: tuple[RankAnalysis, ...]
     warnings: tuple[str, ...]
     inputs: tuple[str, ...]
+    cluster: object | None = None  # cluster.ClusterView when there are 2+ ranks

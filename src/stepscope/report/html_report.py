@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from ..analysis.results import Analysis, RankAnalysis, StepBreakdown
-from . import roofline_html, xla_html
+from . import cluster_html, roofline_html, xla_html
 from .fmt import detail_ranks, ms, pct, us
 
 _PARTS = (
@@ -41,6 +41,7 @@ def render(a: Analysis, top: int = 15) -> str:
         out.append(f"<div class='warn'>{escape(w)}</div>")
     if len(a.ranks) > 1:
         out.append(_rank_table(a))
+        out.append(cluster_html.section(a.cluster))  # type: ignore[arg-type]
     shown, hidden = detail_ranks(a.ranks, 8)
     if hidden:
         out.append(f"<p>Details below for the {len(shown)} ranks with the slowest median step; {hidden} more are in the table above and the JSON report.</p>")

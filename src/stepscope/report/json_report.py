@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from ..analysis.results import Analysis, RankAnalysis, StepBreakdown
+from . import cluster_json
 
 JSON_SCHEMA_VERSION = "1.0"
 
@@ -59,6 +60,7 @@ def to_dict(a: Analysis) -> dict[str, Any]:
         "inputs": list(a.inputs),
         "warnings": list(a.warnings),
         "ranks": [_rank(r) for r in a.ranks],
+        "cluster": cluster_json.to_dict(a.cluster),  # type: ignore[arg-type]
     }
 
 

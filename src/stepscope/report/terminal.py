@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis.results import Analysis, RankAnalysis
-from . import xla_terminal
+from . import cluster_terminal, xla_terminal
 from .fmt import detail_ranks, ms, pct, us
 
 
@@ -18,6 +18,7 @@ def render(a: Analysis, console: Console | None = None, top: int = 10) -> None:
         con.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
     if len(a.ranks) > 1:
         _rank_table(a, con)
+        cluster_terminal.render(a.cluster, con)  # type: ignore[arg-type]
     shown, hidden = detail_ranks(a.ranks, 4)
     for r in shown:
         _rank(r, con, top)

@@ -1,0 +1,274 @@
+"""Cluster view: collectives matched across ranks, clock alignment, sync wait vs transfer,
+bandwidth, stragglers and a what-if. Input: the per-rank results (``RankAnalysis`` with
+``comm_events``); output: :class:`ClusterView`. Pure numpy on small per-instance arrays.
+
+Matching: an instance is (process group, collective type, sequence number) — the n-th collective
+of that type in that group on each rank (see ``comm_events``). Instances seen on fewer than 2
+ranks are not used.
+
+Clock alignment: a collective ends at nearly the same moment on all its ranks, so each rank's
+offset is the median over instances of ``end_r - median_r'(end_r')``; aligned time = own time -
+offset. Offsets are reported (ns). Point-to-point (send/recv) instances are used only when there
+are no collectives. The estimate is as good as "ends together" holds: ring collectives on
+gloo end within ~1 ms of each other, NCCL within microseconds.
+
+Per instance (aligned): ``skew = max start - min start``; ``transfer = min duration`` over ranks
+(the last to arrive did not wait); ``wait_r = dur_r - transfer``; the slowest rank is the last to
+arrive. Bandwidth (nccl-tests): ``algbw = bytes / transfer``, ``busbw = algbw x f`` with f =
+2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 otherwise; n =
+recorded group size, else the ranks seen. The link peak is the device's intra-node bandwidth
+when all the instance's ranks share a node (rank // gpus_per_node), else inter-node.
+
+Stragglers: per rank, three robust z-scores ``(x - median) / (1.4826 MAD)`` (MAD floored at 2% of
+the median and 20 us so identical ranks do not explode): compute per step (collectives excluded
+by the accounting), data-loader time per step, and late arrival (median over instances of
+``start_r - median start``). Score = the largest; cause = which one (``compute``: slow device or
+throttling; ``host: data loader``; ``host``: late with normal compute and loader), or ``link`` when
+the rank's groups move data at < 50% of the median bus bandwidth of same-type instances. Ranks
+with score >= the threshold (default 3) are stragglers; the top-k are always listed.
+
+What-if per straggler: per step, each rank's busy time ``step - sync wait`` bounds the step (all
+ranks meet at the collectives); with the straggler's busy time replaced by the median, the step
+shrinks by ``max busy - max(max busy of the others, median busy)``; averaged over steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .comm_events import CommEvents
+from .results import RankAnalysis
+
+_BUS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+        "all_to_all": lambda n: (n - 1) / n}
+SMALL_MESSAGE_BYTES = 1 << 20
+_HIST_EDGES = (0, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
+_HIST_LABELS = ("<64 KiB", "64 KiB-1 MiB", "1-16 MiB", "16-256 MiB", ">=256 MiB")
+
+
+@dataclass(frozen=True)
+class RankTiming:
+    start_ns: int  # aligned
+    dur_ns: int
+    wait_ns: int
+    transfer_ns: int
+
+
+@dataclass(frozen=True)
+class Instance:
+    group: str
+    seq: int
+    type: str
+    bytes: int  # -1 unknown
+    step: int
+    skew_ns: int
+    transfer_ns: int
+    last_rank: int
+    ranks: dict[int, RankTiming]
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    peak_gbps: float | None
+    link: str  # intra | inter | unknown
+
+
+@dataclass(frozen=True)
+class Straggler:
+    rank: int
+    score: float
+    cause: str
+    z_compute: float
+    z_dataloader: float
+    z_arrival: float
+    excess_ns: int  # of the cause's metric over the median, per step
+    what_if_saving_ns: int  # mean per step, if this rank ran like the median
+    is_straggler: bool
+
+
+@dataclass(frozen=True)
+class RankStepRow:
+    rank: int
+    step: int
+    step_ns: int
+    compute_ns: int
+    exposed_comm_ns: int
+    sync_wait_ns: int
+    dataloader_ns: int
+    idle_ns: int
+
+
+@dataclass(frozen=True)
+class SizeBin:
+    label: str
+    count: int
+    time_ns: int  # summed transfer time
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    ranks: int
+    clock_offsets_ns: dict[int, int]
+    collectives: tuple[Instance, ...]
+    stragglers: tuple[Straggler, ...]  # worst first; every rank, ``is_straggler`` marks those over the threshold
+    matrix: tuple[RankStepRow, ...]
+    size_histogram: tuple[SizeBin, ...]
+    findings: tuple[str, ...]
+    threshold: float
+    unmatched_instances: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _robust_z(x: np.ndarray) -> np.ndarray:
+    med = float(np.median(x))
+    mad = float(np.median(np.abs(x - med)))
+    scale = 1.4826 * max(mad, 0.02 * abs(med), 20_000.0)
+    return (x - med) / scale
+
+
+def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_node: int = 8, peak_intra_gbps: float | None = None,
+          peak_inter_gbps: float | None = None, top_k: int = 5) -> ClusterView | None:
+    evs = {r.rank: r.comm_events for r in ranks if isinstance(r.comm_events, CommEvents)}
+    if len(ranks) < 2:
+        return None
+    # ---- match instances ---------------------------------------------------------------------
+    table: dict[tuple[str, str, int], dict[int, int]] = {}
+    for rank, ev in evs.items():
+        for i in range(ev.size):
+            table.setdefault((str(ev.group[i]), str(ev.ctype[i]), int(ev.seq[i])), {})[rank] = i
+    matched = {k: v for k, v in table.items() if len(v) >= 2}
+    unmatched = sum(1 for v in table.values() if len(v) < 2)
+    # ---- clock offsets from end times ----------------------------------------------------------
+    diffs: dict[int, list[int]] = {r: [] for r in evs}
+    # point-to-point transfers need not end together: use collectives when there are any
+    sync = {k: v for k, v in matched.items() if k[1] != "send_recv"} or matched
+    for v in sync.values():
+        ends = {r: int(evs[r].start_ns[i] + evs[r].dur_ns[i]) for r, i in v.items()}
+        med = float(np.median(list(ends.values())))
+        for r, e in ends.items():
+            diffs[r].append(int(e - med))
+    offsets = {r: int(np.median(d)) if d else 0 for r, d in diffs.items()}
+    # ---- per instance ----------------------------------------------------------------------------
+    insts = []
+    late: dict[int, list[int]] = {r: [] for r in evs}
+    wait_by_rank_step: dict[tuple[int, int], int] = {}
+    for (grp, ctype, seq), v in sorted(matched.items(), key=lambda kv: min(evs[r].start_ns[i] - offsets[r] for r, i in kv[1].items())):
+        starts = {r: int(evs[r].start_ns[i] - offsets[r]) for r, i in v.items()}
+        durs = {r: int(evs[r].dur_ns[i]) for r, i in v.items()}
+        transfer = min(durs.values())
+        med_start = float(np.median(list(starts.values())))
+        for r, s in starts.items():
+            late[r].append(int(s - med_start))
+        last = max(starts, key=lambda r: (starts[r], -r))
+        timing = {r: RankTiming(starts[r], durs[r], durs[r] - transfer, transfer) for r in v}
+        step = int(np.median([evs[r].step[i] for r, i in v.items()]))
+        for r, i in v.items():
+            key = (r, int(evs[r].step[i]))
+            wait_by_rank_step[key] = wait_by_rank_step.get(key, 0) + durs[r] - transfer
+        nbytes = max(int(evs[r].bytes[i]) for r, i in v.items())
+        gsize = max(int(evs[r].group_size[i]) for r, i in v.items())
+        n = gsize if gsize > 1 else len(v)
+        nodes = {r // max(gpus_per_node, 1) for r in v}
+        link = "intra" if len(nodes) == 1 else "inter"
+        peak = peak_intra_gbps if link == "intra" else peak_inter_gbps
+        algbw = nbytes / transfer if (nbytes > 0 and transfer > 0) else None  # bytes/ns = GB/s
+        busbw = algbw * _BUS.get(ctype, lambda _n: 1.0)(n) if algbw is not None else None
+        insts.append(Instance(grp, seq, ctype, nbytes, step, max(starts.values()) - min(starts.values()), transfer, last, timing,
+                              algbw, busbw, peak, link))
+    # ---- per rank x step matrix ----------------------------------------------------------------
+    matrix = [
+        RankStepRow(ra.rank, k, s.step_time_ns, s.compute_ns, s.exposed_comm_ns, wait_by_rank_step.get((ra.rank, k), 0), s.cpu.dataloader_ns, s.idle_ns)
+        for ra in ranks
+        for k, s in enumerate(ra.steps)
+    ]
+    # ---- stragglers ----------------------------------------------------------------------------
+    order = [r.rank for r in ranks]
+    comp = np.array([np.median([s.compute_ns for s in r.steps]) if r.steps else 0.0 for r in ranks], dtype=np.float64)
+    dl = np.array([np.median([s.cpu.dataloader_ns for s in r.steps]) if r.steps else 0.0 for r in ranks], dtype=np.float64)
+    arr = np.array([np.median(late[r]) if late.get(r) else 0.0 for r in order], dtype=np.float64)
+    zc, zd, za = _robust_z(comp), _robust_z(dl), _robust_z(arr)
+    slow_link = _slow_link_ranks(insts)
+    what_if = _what_if(ranks, wait_by_rank_step)
+    strag = []
+    for j, rank in enumerate(order):
+        zs = {"compute": zc[j], "host: data loader": zd[j], "host": za[j]}
+        cause = max(zs, key=lambda k: zs[k])
+        if cause == "host" and (zc[j] >= threshold or zd[j] >= threshold):
+            cause = "compute" if zc[j] >= zd[j] else "host: data loader"
+        score = float(max(zs.values()))
+        if rank in slow_link and score < threshold:
+            cause, score = "link", max(score, threshold)
+        excess = {"compute": comp[j] - np.median(comp), "host: data loader": dl[j] - np.median(dl), "host": arr[j] - np.median(arr),
+                  "link": 0.0}[cause]
+        strag.append(Straggler(rank, score, cause, float(zc[j]), float(zd[j]), float(za[j]), int(excess), what_if.get(rank, 0), score >= threshold))
+    strag.sort(key=lambda s: -s.score)
+    # ---- sizes and findings -----------------------------------------------------------------------
+    hist = _histogram(insts)
+    findings = _findings(insts, strag, top_k)
+    return ClusterView(len(ranks), offsets, tuple(insts), tuple(strag), tuple(matrix), hist, findings, threshold, unmatched)
+
+
+def _slow_link_ranks(insts: list[Instance]) -> set[int]:
+    """Ranks whose instances move data at < 50% of the median bus bandwidth of instances of the
+    same type and size class (a slow link slows every instance that crosses it)."""
+    out: set[int] = set()
+    by_type: dict[tuple[str, int], list[Instance]] = {}
+    for x in insts:
+        if x.busbw_gbps is not None and x.bytes > 0:
+            by_type.setdefault((x.type, int(np.log2(max(x.bytes, 1)))), []).append(x)
+    for group in by_type.values():
+        if len(group) < 4:
+            continue
+        med = float(np.median([x.busbw_gbps for x in group]))
+        slow = [x for x in group if x.busbw_gbps is not None and x.busbw_gbps < 0.5 * med]
+        if slow and len(slow) < len(group) / 2:
+            common = set.intersection(*(set(x.ranks) for x in slow))
+            out |= common if len(common) < len(slow[0].ranks) else set()
+    return out
+
+
+def _what_if(ranks: tuple[RankAnalysis, ...], wait: dict[tuple[int, int], int]) -> dict[int, int]:
+    n_steps = min((len(r.steps) for r in ranks), default=0)
+    if n_steps == 0:
+        return {}
+    busy = np.array([[r.steps[k].step_time_ns - wait.get((r.rank, k), 0) for k in range(n_steps)] for r in ranks], dtype=np.float64)
+    med = np.median(busy, axis=0)
+    out = {}
+    for j, r in enumerate(ranks):
+        others = np.delete(busy, j, axis=0).max(axis=0) if len(ranks) > 1 else med
+        saving = busy.max(axis=0) - np.maximum(others, med)
+        out[r.rank] = int(np.maximum(saving, 0).mean())
+    return out
+
+
+def _histogram(insts: list[Instance]) -> tuple[SizeBin, ...]:
+    bins = []
+    for k, label in enumerate(_HIST_LABELS):
+        lo = _HIST_EDGES[k]
+        hi = _HIST_EDGES[k + 1] if k + 1 < len(_HIST_EDGES) else None
+        sel = [x for x in insts if x.bytes >= 0 and x.bytes >= lo and (hi is None or x.bytes < hi)]
+        bins.append(SizeBin(label, len(sel), sum(x.transfer_ns for x in sel)))
+    unknown = [x for x in insts if x.bytes < 0]
+    if unknown:
+        bins.append(SizeBin("unknown size", len(unknown), sum(x.transfer_ns for x in unknown)))
+    return tuple(bins)
+
+
+def _findings(insts: list[Instance], strag: list[Straggler], top_k: int) -> tuple[str, ...]:
+    out = []
+    for s in strag:
+        if s.is_straggler:
+            out.append(f"rank {s.rank} is a straggler ({s.cause}; score {s.score:.1f}, {s.excess_ns / 1e6:.2f} ms/step over the median); "
+                       f"if it ran like the median rank the step would be ~{s.what_if_saving_ns / 1e6:.2f} ms shorter")
+    small = [x for x in insts if 0 <= x.bytes < SMALL_MESSAGE_BYTES]
+    if len(small) >= 8 and len(small) > 0.5 * len(insts):
+        out.append(f"{len(small)} of {len(insts)} collectives move < 1 MiB: latency-bound; bucket them (larger DDP/FSDP buckets, coalescing)")
+    low = [x for x in insts if x.busbw_gbps is not None and x.peak_gbps and x.bytes >= SMALL_MESSAGE_BYTES and x.busbw_gbps < 0.5 * x.peak_gbps]
+    if low:
+        out.append(f"{len(low)} collectives >= 1 MiB reach < 50% of the link's peak bus bandwidth (median "
+                   f"{np.median([x.busbw_gbps for x in low]):.1f} GB/s)")
+    waits = sum(t.wait_ns for x in insts for t in x.ranks.values())
+    if insts:
+        out.append(f"collective sync wait (waiting for the last rank): {waits / 1e6:.2f} ms summed over ranks; "
+                   f"transfer: {sum(x.transfer_ns * len(x.ranks) for x in insts) / 1e6:.2f} ms")
+    return tuple(out)

@@ -1,0 +1,142 @@
+"""Per-rank collective instances, the input of the cluster view (``cluster.py``).
+
+One instance per communication kernel (device ranks) or per ``gloo:*`` annotation (CPU gloo
+ranks, which record the collective's execution on gloo's threads; ``c10d::*`` ops when there is no
+``gloo:*`` row). Each has: collective type, process group (recorded ``Process Group Name``, else
+the kernel's stream ``stream:<id>`` (a communicator runs on its own stream), else ``default``), sequence number = its position among the rank's instances of the same
+(group, type) in time order (the recorded args carry no sequence number, so order is the
+fallback the issue allows), start/duration on the rank's own clock, message bytes and group size
+when recorded (on the kernel, or on the CPU op that launched it, joined by External id), and the
+step it belongs to.
+
+Message bytes follow nccl-tests: max(in, out) elements x dtype size (all-reduce: the buffer;
+all-gather: the gathered output; reduce-scatter: the input).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..trace.schema import KIND_CODE as KIND
+from .classify import COMM_PREFIX, Rules
+from .rankdata import RankData
+
+DTYPE_BYTES = {"float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "double": 8, "float64": 8, "int": 4,
+               "int32": 4, "int64": 8, "long": 8, "int8": 1, "uint8": 1, "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1,
+               "float8_e5m2": 1, "c10::bfloat16": 2, "c10::half": 2}
+
+
+@dataclass(frozen=True)
+class CommEvents:
+    group: np.ndarray  # object: process group name
+    ctype: np.ndarray  # object: all_reduce, all_gather, ...
+    seq: np.ndarray  # int64, per (group, ctype) on this rank
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+    bytes: np.ndarray  # int64, -1 unknown
+    group_size: np.ndarray  # int64, -1 unknown
+    step: np.ndarray  # int64, -1 outside the steps
+
+    @property
+    def size(self) -> int:
+        return int(self.start_ns.size)
+
+
+def _empty() -> CommEvents:
+    z = np.empty(0, np.int64)
+    return CommEvents(np.empty(0, object), np.empty(0, object), z, z, z, z, z, z)
+
+
+def _bytes(in_n: np.ndarray, out_n: np.ndarray, dtype: list[str | None]) -> np.ndarray:
+    size = np.array([DTYPE_BYTES.get((d or "").lower(), -1) for d in dtype], dtype=np.int64)
+    n = np.maximum(in_n, out_n)
+    return np.where((n >= 0) & (size > 0), n * np.maximum(size, 0), -1)
+
+
+def _step_of(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    if starts.size == 0:
+        return np.full(ts.size, -1, np.int64)
+    o = np.argsort(starts, kind="stable")
+    pos = np.searchsorted(starts[o], ts, side="right") - 1
+    ok = pos >= 0
+    idx = np.where(ok, o[np.clip(pos, 0, None)], -1)
+    inside = ok & (ts < ends[np.clip(idx, 0, None)])
+    return np.where(inside, idx, -1)
+
+
+def _seq(group: np.ndarray, ctype: np.ndarray, start: np.ndarray) -> np.ndarray:
+    key = np.array([f"{g}\x00{c}" for g, c in zip(group, ctype)], dtype=object)
+    o = np.lexsort((start, key.astype(str)))
+    seq = np.empty(start.size, np.int64)
+    ks = key[o]
+    first = np.r_[True, ks[1:] != ks[:-1]] if ks.size else np.empty(0, bool)
+    run_start = np.maximum.accumulate(np.where(first, np.arange(ks.size), 0)) if ks.size else np.empty(0, np.int64)
+    seq[o] = np.arange(ks.size) - run_start
+    return seq
+
+
+def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules) -> CommEvents:
+    if rd.dev.size:
+        return _device(rd, events, dev_step)
+    return _host(rd, step_cpu, rules)
+
+
+def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:
+    d = rd.dev
+    cat = d.category.astype(str)
+    sel = np.flatnonzero(np.char.startswith(cat, COMM_PREFIX))
+    if sel.size == 0 or d.rows is None:
+        return _empty()
+    rows = pa.array(d.rows[sel])
+    args = events.select(["collective", "in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]).take(rows)
+    in_n, out_n = args["in_msg_nelems"].to_numpy(), args["out_msg_nelems"].to_numpy()
+    dtype = args["msg_dtype"].to_pylist()
+    gsize = args["group_size"].to_numpy().astype(np.int64)
+    pg = args["pg_name"].to_pylist()
+    # args missing on the kernel: take them from the launching CPU op (same External id)
+    has_coll = pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False)
+    kinds = np.isin(pc.fill_null(events["kind"].cast(pa.string()), "").to_numpy(zero_copy_only=False).astype(str), ["cpu_op", "user_annotation"])
+    host_rows = np.flatnonzero(has_coll & kinds)
+    ext = args["external_id"].to_numpy()
+    if host_rows.size:
+        h = events.select(["in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]).take(pa.array(host_rows))
+        hext = h["external_id"].to_numpy()
+        o = np.argsort(hext, kind="stable")
+        hext_s = hext[o]
+        pos = np.clip(np.searchsorted(hext_s, ext), 0, hext_s.size - 1)
+        hit = (ext >= 0) & (hext_s[pos] == ext) & (in_n < 0)
+        if hit.any():
+            src = o[pos[hit]]
+            in_n, out_n, gsize = in_n.copy(), out_n.copy(), gsize.copy()
+            in_n[hit] = h["in_msg_nelems"].to_numpy()[src]
+            out_n[hit] = h["out_msg_nelems"].to_numpy()[src]
+            gsize[hit] = h["group_size"].to_numpy()[src]
+            hd, hp = h["msg_dtype"].to_pylist(), h["pg_name"].to_pylist()
+            for k, j in zip(np.flatnonzero(hit), src):
+                dtype[k], pg[k] = hd[j], pg[k] or hp[j]
+    # no recorded process group: the stream stands in (each NCCL communicator runs on its own stream)
+    group = np.array([g or f"stream:{s}" for g, s in zip(pg, d.stream[sel])], dtype=object)
+    ctype = np.array([c[len(COMM_PREFIX):] for c in cat[sel]], dtype=object)
+    start = d.ts[sel]
+    return CommEvents(group, ctype, _seq(group, ctype, start), start, (d.end - d.ts)[sel], _bytes(in_n, out_n, dtype), gsize, dev_step[sel].astype(np.int64))
+
+
+def _host(rd: RankData, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules) -> CommEvents:
+    h = rd.host
+    is_gloo = np.array([n.startswith("gloo:") for n in h.names], dtype=bool)[h.name_idx]
+    sel = np.flatnonzero(is_gloo & (h.kind == KIND["user_annotation"]))
+    if sel.size == 0:
+        is_comm = np.array([bool(rules.comm_ops.search(n)) for n in h.names], dtype=bool)[h.name_idx]
+        sel = np.flatnonzero(is_comm & (h.kind == KIND["cpu_op"]))
+    if sel.size == 0:
+        return _empty()
+    names = [h.names[i] for i in h.name_idx[sel]]
+    ctype = np.array([rules.collective_of(n) for n in names], dtype=object)
+    group = np.full(sel.size, "default", dtype=object)
+    start = h.ts[sel]
+    neg = np.full(sel.size, -1, np.int64)
+    return CommEvents(group, ctype, _seq(group, ctype, start), start, h.end[sel] - start, neg, neg.copy(), _step_of(start, *step_cpu))

@@ -1,0 +1,34 @@
+"""Terminal section for the cluster view."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis.cluster import ClusterView
+from .fmt import ms
+
+
+def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
+    if c is None:
+        return
+    con.print(f"\n[bold]Cluster[/] ({c.ranks} ranks; {len(c.collectives)} collectives matched across ranks, "
+              f"{c.unmatched_instances} seen on one rank only)", highlight=False)
+    offs = ", ".join(f"{r}: {v / 1e3:+.1f}" for r, v in sorted(c.clock_offsets_ns.items())[:16])
+    con.print(f"clock offsets (us, from collective end times): {offs}{' ...' if len(c.clock_offsets_ns) > 16 else ''}", highlight=False)
+    t = Table(title=f"Ranks, worst first (straggler if score >= {c.threshold:g}; robust z-scores)")
+    for col in ("rank", "score", "cause", "z compute", "z loader", "z arrival", "excess ms/step", "what-if saving ms/step", "straggler"):
+        t.add_column(col, justify="right")
+    for s in c.stragglers[: max(top, sum(x.is_straggler for x in c.stragglers))]:
+        t.add_row(str(s.rank), f"{s.score:.1f}", s.cause, f"{s.z_compute:.1f}", f"{s.z_dataloader:.1f}", f"{s.z_arrival:.1f}",
+                  ms(s.excess_ns), ms(s.what_if_saving_ns), "yes" if s.is_straggler else "")
+    con.print(t)
+    h = Table(title="Message sizes (transfer time = the rank that did not wait)")
+    for col in ("size", "collectives", "transfer ms"):
+        h.add_column(col, justify="right")
+    for b in c.size_histogram:
+        if b.count:
+            h.add_row(b.label, str(b.count), ms(b.time_ns))
+    con.print(h)
+    for f in c.findings:
+        con.print(f"- {f}", highlight=False)

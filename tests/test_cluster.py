@@ -1,0 +1,142 @@
+"""Cluster view: hand-computed synthetic instances, gloo ranks with injected faults, the real pair."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stepscope.analysis.cluster import build
+from stepscope.analysis.comm_events import CommEvents
+from stepscope.analysis.results import CpuStep, IdleCauses, LaunchStats, RankAnalysis, StepBreakdown, StepStats
+from stepscope.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIR = ROOT.parent / "shared" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
+
+
+def _step(step_ns: int, compute_ns: int, loader_ns: int = 0) -> StepBreakdown:
+    import dataclasses
+
+    fields = {f.name: 0 for f in dataclasses.fields(StepBreakdown)}
+    fields.update(name="s", step_time_ns=step_ns, compute_ns=compute_ns, by_category_ns={}, kernel_time_by_category_ns={},
+                  collectives=(), idle_causes=IdleCauses(*(0 for _ in dataclasses.fields(IdleCauses))),
+                  cpu=dataclasses.replace(CpuStep(*(0 for _ in dataclasses.fields(CpuStep))), dataloader_ns=loader_ns),
+                  window_source="device")
+    return StepBreakdown(**fields)
+
+
+def _rank(rank: int, starts: list[int], durs: list[int], nbytes: int, steps: list[StepBreakdown]) -> RankAnalysis:
+    n = len(starts)
+    ev = CommEvents(np.array(["pg0"] * n, dtype=object), np.array(["all_reduce"] * n, dtype=object), np.arange(n),
+                    np.array(starts, dtype=np.int64), np.array(durs, dtype=np.int64), np.full(n, nbytes, np.int64),
+                    np.full(n, 4, np.int64), np.zeros(n, np.int64))
+    stats = StepStats(*(0 for _ in range(7)), flagged=())  # type: ignore[arg-type]
+    launch = LaunchStats(*(0 for _ in range(len(LaunchStats.__dataclass_fields__))))  # type: ignore[arg-type]
+    return RankAnalysis(rank=rank, device=None, path=f"r{rank}", step_source="test", steps=tuple(steps), step_stats=stats,
+                        top_kernels=(), top_cpu_ops=(), stream_idle=(), launch=launch, comm_events=ev)
+
+
+def test_instances_offsets_wait_transfer_bandwidth_by_hand() -> None:
+    """4 ranks, 2 all-reduces of 100 MB. True clocks: rank r's clock runs ahead by 1000*r ns.
+    Instance 0: arrivals (true) 0, 0, 0, 5000 ns; all end at true 15000 -> rank 3 (last) takes 10000.
+    Instance 1: arrivals 100000 + (2000, 0, 0, 0); all end at 112000."""
+    true_start = [[0, 0, 0, 5000], [102000, 100000, 100000, 100000]]
+    true_end = [15000, 112000]
+    ranks = []
+    for r in range(4):
+        off = 1000 * r
+        starts = [true_start[k][r] + off for k in range(2)]
+        durs = [true_end[k] - true_start[k][r] for k in range(2)]
+        ranks.append(_rank(r, starts, durs, 100_000_000, [_step(200_000, 50_000)]))
+    c = build(tuple(ranks), gpus_per_node=2, peak_intra_gbps=100.0, peak_inter_gbps=10.0)
+    assert c is not None
+    # offsets relative to the median end: true offsets 0,1000,2000,3000 minus their median 1500
+    assert c.clock_offsets_ns == {0: -1500, 1: -500, 2: 500, 3: 1500}
+    first, second = c.collectives
+    assert first.transfer_ns == 10000 and first.last_rank == 3 and first.skew_ns == 5000
+    assert {r: t.wait_ns for r, t in first.ranks.items()} == {0: 5000, 1: 5000, 2: 5000, 3: 0}
+    assert second.transfer_ns == 10000 and second.last_rank == 0
+    # algbw = 1e8 B / 10 us = 10,000 GB/s; busbw x 2(n-1)/n = 1.5 (group size 4)
+    assert first.algbw_gbps == pytest.approx(1e8 / 10000)
+    assert first.busbw_gbps == pytest.approx(1e8 / 10000 * 1.5)
+    assert first.link == "inter" and first.peak_gbps == 10.0  # ranks 0-3 span 2 nodes of 2
+
+
+def test_stragglers_by_cause_and_what_if_by_hand() -> None:
+    """8 ranks; rank 5 computes 30 ms more per step, rank 2 spends 20 ms more in its data loader.
+    Each collective: everyone waits for the slowest arrival (rank 5)."""
+    ranks = []
+    for r in range(8):
+        comp = 100_000_000 + (30_000_000 if r == 5 else 0) + 100_000 * (r % 3)  # small natural spread
+        loader = 1_000_000 + (20_000_000 if r == 2 else 0)
+        busy = comp + loader
+        slowest = 131_000_000 + 200_000  # rank 5's busy time
+        starts = [busy, 1_000_000_000 + busy]
+        durs = [slowest - busy + 5_000_000, slowest - busy + 5_000_000]
+        steps = [_step(slowest + 5_000_000, comp, loader), _step(slowest + 5_000_000, comp, loader)]
+        ranks.append(_rank(r, starts, durs, 64 << 20, steps))
+    c = build(tuple(ranks))
+    assert c is not None
+    worst = {s.rank: s for s in c.stragglers if s.is_straggler}
+    assert set(worst) == {5, 2}
+    assert worst[5].cause == "compute" and worst[2].cause == "host: data loader"
+    assert worst[5].excess_ns == pytest.approx(30_000_000, rel=0.01)
+    assert worst[2].excess_ns == pytest.approx(20_000_000, rel=0.01)
+    # busy = step - wait: rank 5 ~131.2 ms; next slowest rank 2 ~121.1 ms; median ~101.2 ms
+    # -> fixing rank 5 saves 131.2 - 121.1 ~ 10.1 ms per step; fixing rank 2 alone saves nothing
+    assert worst[5].what_if_saving_ns == pytest.approx(131_200_000 - 121_100_000, abs=200_000)
+    assert worst[2].what_if_saving_ns == 0
+
+
+@pytest.mark.torch
+def test_gloo_slow_compute_and_slow_loader_found_and_told_apart(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    out_dir = tmp_path / "g"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_gloo_traces.py"), str(out_dir), "--ranks", "3", "--slow-loader-rank", "1",
+                    "--loader-sleep-ms", "20", "--slow-compute-rank", "2", "--compute-sleep-ms", "30", "--port", "29673"],
+                   check=True, timeout=600, capture_output=True)
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(out_dir), "--json", str(out), "--html", str(tmp_path / "r.html"), "-q"]) == 0
+    c = json.loads(out.read_text())["cluster"]
+    found = {s["rank"]: s for s in c["stragglers"] if s["is_straggler"]}
+    assert set(found) == {1, 2}
+    assert found[1]["cause"] == "host: data loader" and found[2]["cause"] == "compute"
+    assert found[1]["excess_ns"] == pytest.approx(20e6, rel=0.10)  # injected 20 ms per step
+    assert found[2]["excess_ns"] == pytest.approx(30e6, rel=0.10)  # injected 30 ms per step
+    assert len(c["collectives"]) >= 3 and set(c["clock_offsets_ns"]) == {"0", "1", "2"}
+    for x in c["collectives"]:
+        assert min(t["wait_ns"] for t in x["ranks"].values()) == 0
+    assert "Cluster (3 ranks)" in (tmp_path / "r.html").read_text()
+
+
+@pytest.mark.skipif(not PAIR.is_dir(), reason="needs ../shared/traces")
+def test_real_pair_matches_by_order_per_stream(tmp_path: Path) -> None:
+    import stepscope
+
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(PAIR), "--json", str(out), "-q"]) == 0
+    c = json.loads(out.read_text())["cluster"]
+    # independent: NCCL kernels per rank and stream, in time order, paired by position
+    kern = {}
+    for r in (0, 1):
+        t = stepscope.load(str(PAIR / f"sampled_rank-{r}.json.gz")).events.to_pydict()
+        rows = [(s, ts, d) for n, k, s, ts, d in zip(t["name"], t["kind"], t["stream"], t["ts_ns"], t["dur_ns"]) if k == "kernel" and "nccl" in n.lower()]
+        kern[r] = {s: sorted((ts, d) for s2, ts, d in rows if s2 == s) for s in {x[0] for x in rows}}
+    expected_wait = {0: 0, 1: 0}
+    n_pairs = 0
+    for s in kern[0]:
+        for (t0, d0), (t1, d1) in zip(kern[0][s], kern[1][s]):
+            n_pairs += 1
+            expected_wait[0] += d0 - min(d0, d1)
+            expected_wait[1] += d1 - min(d0, d1)
+    assert len(c["collectives"]) == n_pairs == 10
+    got = {0: 0, 1: 0}
+    for x in c["collectives"]:
+        for r, t in x["ranks"].items():
+            got[int(r)] += t["wait_ns"]
+    assert got == expected_wait
