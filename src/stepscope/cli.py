@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--roofline-png", metavar="OUT", help="write the roofline chart as PNG (needs the [plot] extra)")
     cl = a.add_argument_group("cluster view (2+ ranks)")
     cl.add_argument("--straggler-z", type=float, default=3.0, metavar="Z", help="robust z-score over which a rank is a straggler (default 3)")
+    cl.add_argument("--dask", metavar="ADDRESS", help="run the per-rank work on an existing Dask cluster: scheduler address "
+                    "(tcp://host:8786) or scheduler file; trace paths may be fsspec URLs (s3://...) the workers can read")
     cl.add_argument("--gpus-per-node", type=int, default=8, metavar="N", help="ranks per node, for intra- vs inter-node links (default 8)")
     a.add_argument("--hlo", nargs="+", metavar="HLO.txt", default=(), help="JAX/XLA: HLO text of the profiled program(s) "
                    "(compiled.as_text() or an XLA dump), joined to the profiled ops by name for name scopes, FLOPs and bytes")
@@ -107,6 +109,7 @@ def _analyze(ns: argparse.Namespace) -> int:
             workers=ns.workers,
             cache_dir=ns.cache_dir,
             progress=lambda _p: bar.advance(task),
+            dask=ns.dask,
         )
     outputs = {"json": ns.json, "html": ns.html}
     for kind, out in outputs.items():
@@ -154,7 +157,8 @@ def _convert(ns: argparse.Namespace) -> int:
 
     out_dir = Path(ns.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for p in expand_paths(ns.traces):
+    for item in expand_paths(ns.traces):
+        p = Path(item)
         fr = read_kineto(p, include_python=ns.include_python)
         name = p.name
         for suffix in (".gz", ".json"):

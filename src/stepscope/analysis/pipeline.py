@@ -140,10 +140,54 @@ def collapse_rank_warnings(warnings: list[str]) -> tuple[str, ...]:
 
 def _read_and_analyze(job: tuple[str, bool, str | None, AnalyzeConfig]) -> tuple[RankAnalysis, tuple[int | None, str], list[str]]:
     path, include_python, cache_dir, cfg = job
+    if "://" in path:  # fsspec URL (s3://, gs://, memory://...): copy to a local temp file first
+        return _remote(job)
     fr = read_one((path, include_python, cache_dir))
     found = rank_of(fr)
     result = analyze(assemble([fr]), cfg)
     return result.ranks[0], found, list(result.warnings)
+
+
+def _remote(job: tuple[str, bool, str | None, AnalyzeConfig]) -> tuple[RankAnalysis, tuple[int | None, str], list[str]]:
+    import shutil
+    import tempfile
+
+    import fsspec
+
+    path = job[0]
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    with tempfile.TemporaryDirectory() as tmp:
+        local = os.path.join(tmp, name)
+        with fsspec.open(path, "rb") as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 22)
+        ra, found, warnings = _read_and_analyze((local, *job[1:]))
+    return dataclasses.replace(ra, path=path), found, [w.replace(local, path) for w in warnings]
+
+
+def _run_on_dask(address: str, jobs: list[tuple[str, bool, str | None, AnalyzeConfig]], progress: Callable[[str], None] | None) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
+    """One task per rank file on an existing Dask cluster (scheduler address or scheduler file);
+    only the per-rank results travel back."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ConfigError("--dask needs the dask extra", fix='pip install "stepscope[dask]"') from None
+    kw = {"scheduler_file": address} if os.path.isfile(address) else {"address": address}
+    try:
+        client = Client(timeout="20s", **kw)  # type: ignore[arg-type]
+    except (OSError, TimeoutError) as exc:
+        raise ConfigError(f"cannot reach the Dask scheduler ({exc.__class__.__name__})", path=address, fix="check the address (tcp://host:8786) or scheduler file") from None
+    try:
+        futures = client.map(_read_and_analyze, jobs, pure=False)
+        index = {f.key: k for k, f in enumerate(futures)}
+        outs: list[tuple[RankAnalysis, tuple[int | None, str], list[str]] | None] = [None] * len(jobs)
+        for fut in as_completed(futures):
+            k = index[fut.key]
+            outs[k] = fut.result()
+            if progress:
+                progress(jobs[k][0])
+        return [o for o in outs if o is not None]
+    finally:
+        client.close()
 
 
 def analyze_files(
@@ -154,15 +198,18 @@ def analyze_files(
     workers: int | None = None,
     cache_dir: str | None = None,
     progress: Callable[[str], None] | None = None,
+    dask: str | None = None,
 ) -> Analysis:
-    """Read and analyze each file in a worker process; only the (small) results come back, so
-    memory in the parent does not grow with the number of ranks and ranks scale over cores.
-    ``progress(path)`` is called as each file finishes."""
+    """Read and analyze each file in a worker process (or a task on the Dask cluster ``dask``);
+    only the (small) results come back, so memory in the parent does not grow with the number of
+    ranks and ranks scale over cores. ``progress(path)`` is called as each file finishes."""
     cfg = config or AnalyzeConfig()
     jobs = [(p, include_python, cache_dir, cfg) for p in paths]
     n = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
     outs: list[tuple[RankAnalysis, tuple[int | None, str], list[str]]] = []
-    if n > 1 and len(jobs) > 1:
+    if dask:
+        outs = _run_on_dask(dask, jobs, progress)
+    elif n > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=n) as pool:
             futures = [pool.submit(_read_and_analyze, j) for j in jobs]
             for path, fut in zip(paths, futures):

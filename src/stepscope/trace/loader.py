@@ -60,13 +60,17 @@ class Trace:
         return self.events.num_rows
 
 
-def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
+def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path | str]:
     """Files, directories (their trace files) and glob patterns -> a sorted, de-duplicated list."""
     items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     out: list[Path] = []
+    urls: list[str] = []
     for item in items:
         s = os.fspath(item)
         p = Path(s)
+        if "://" in s:  # fsspec URL: expanded (globs) by fsspec, read by the worker that analyzes it
+            urls.extend(_fsspec_expand(s))
+            continue
         if p.is_dir():
             found = _dir_traces(p)
             if not found:
@@ -82,13 +86,31 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         else:
             raise InputError("no such file or directory", path=s, fix="check the path")
     seen: set[Path] = set()
-    unique = []
+    unique: list[Path | str] = []
     for p in out:
         rp = p.resolve()
         if rp not in seen:
             seen.add(rp)
             unique.append(p)
-    return unique
+    return unique + sorted(set(urls))
+
+
+def _fsspec_expand(url: str) -> list[str]:
+    try:
+        import fsspec
+    except ImportError:
+        raise InputError("URL inputs need fsspec", path=url, fix='pip install "stepscope[dask]"') from None
+    fs, _, _ = fsspec.core.get_fs_token_paths(url)
+    proto = url.split("://", 1)[0]
+    if any(ch in url for ch in "*?["):
+        found = sorted(fs.glob(url.split("://", 1)[1]))
+    elif fs.isdir(url):
+        found = sorted(x for x in fs.ls(url, detail=False) if str(x).endswith(TRACE_SUFFIXES))
+    else:
+        found = [url.split("://", 1)[1]] if fs.exists(url) else []
+    if not found:
+        raise InputError("no trace files at this URL", path=url, fix="check the URL")
+    return [f"{proto}://{str(f).split('://', 1)[-1].lstrip('/')}" if proto != "file" else str(f) for f in found]
 
 
 def _dir_traces(d: Path) -> list[Path]:
