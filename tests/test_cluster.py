@@ -140,3 +140,31 @@ def test_real_pair_matches_by_order_per_stream(tmp_path: Path) -> None:
         for r, t in x["ranks"].items():
             got[int(r)] += t["wait_ns"]
     assert got == expected_wait
+
+
+def test_critical_path_by_hand_and_perfetto_export(tmp_path: Path) -> None:
+    """2 ranks, 1 step [0, 100): rank 0 computes [0, 40) then waits in the all-reduce [40, 100);
+    rank 1 computes [0, 50), loads data [50, 70), arrives at 70; transfer 30 (rank 1 did not wait).
+    Path: rank 1 local [0, 70) = 50 compute + 20 data loading, then communication [70, 100)."""
+    import dataclasses
+
+    from stepscope.analysis.critical_path import perfetto
+
+    r0 = _rank(0, [40], [60], 1 << 20, [_step(100, 40)])
+    r1 = _rank(1, [70], [30], 1 << 20, [_step(100, 50, 20)])
+    z = np.zeros(1, np.int64)
+    ev0 = dataclasses.replace(r0.comm_events, compute_iv=(z, np.array([40])), step_windows=(z, np.array([100])))  # type: ignore[type-var]
+    ev1 = dataclasses.replace(r1.comm_events, compute_iv=(z, np.array([50])), loader_iv=(np.array([50]), np.array([70])),  # type: ignore[type-var]
+                              step_windows=(z, np.array([100])))
+    c = build((dataclasses.replace(r0, comm_events=ev0), dataclasses.replace(r1, comm_events=ev1)))
+    assert c is not None and c.clock_offsets_ns == {0: 0, 1: 0}
+    (p,) = c.critical_paths
+    assert p.length_ns == 100
+    assert p.by_kind_ns == {"compute": 50, "communication": 30, "data loading": 20, "host / launch / idle": 0}
+    assert p.by_rank_ns == {1: 70}
+    trace = perfetto(c.critical_paths, list(c.collectives), [0, 1])
+    marked = [e for e in trace["traceEvents"] if e.get("cat") == "critical_path" and e["ph"] == "X"]
+    assert len(marked) == 4  # 2 segments, on the cluster track and on rank 1's own track
+    waits = [e for e in trace["traceEvents"] if e.get("name") == "sync wait"]
+    assert len(waits) == 1 and waits[0]["pid"] == 0 and waits[0]["dur"] == 30 / 1e3
+    json.dumps(trace)

@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("--straggler-z", type=float, default=3.0, metavar="Z", help="robust z-score over which a rank is a straggler (default 3)")
     cl.add_argument("--dask", metavar="ADDRESS", help="run the per-rank work on an existing Dask cluster: scheduler address "
                     "(tcp://host:8786) or scheduler file; trace paths may be fsspec URLs (s3://...) the workers can read")
+    cl.add_argument("--critical-path-trace", metavar="OUT.json", help="write a Perfetto/Chrome trace with the collectives of every "
+                    "rank and the cross-rank critical path marked")
     cl.add_argument("--gpus-per-node", type=int, default=8, metavar="N", help="ranks per node, for intra- vs inter-node links (default 8)")
     a.add_argument("--hlo", nargs="+", metavar="HLO.txt", default=(), help="JAX/XLA: HLO text of the profiled program(s) "
                    "(compiled.as_text() or an XLA dump), joined to the profiled ops by name for name scopes, FLOPs and bytes")
@@ -111,6 +113,13 @@ def _analyze(ns: argparse.Namespace) -> int:
             progress=lambda _p: bar.advance(task),
             dask=ns.dask,
         )
+    if ns.critical_path_trace:
+        from .analysis.critical_path import perfetto
+
+        c = result.cluster
+        if c is None:
+            raise ConfigError("--critical-path-trace needs 2 or more ranks", fix="pass the trace files of all ranks")
+        _write(ns.critical_path_trace, json.dumps(perfetto(c.critical_paths, list(c.collectives), [r.rank for r in result.ranks])))  # type: ignore[attr-defined]
     outputs = {"json": ns.json, "html": ns.html}
     for kind, out in outputs.items():
         if out:

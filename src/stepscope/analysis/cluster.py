@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .comm_events import CommEvents
+from .critical_path import StepPath
+from .critical_path import compute as critical_paths
 from .results import RankAnalysis
 
 _BUS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
@@ -116,6 +118,7 @@ class ClusterView:
     findings: tuple[str, ...]
     threshold: float
     unmatched_instances: int
+    critical_paths: tuple[StepPath, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -205,7 +208,8 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
     # ---- sizes and findings -----------------------------------------------------------------------
     hist = _histogram(insts)
     findings = _findings(insts, strag, top_k)
-    return ClusterView(len(ranks), offsets, tuple(insts), tuple(strag), tuple(matrix), hist, findings, threshold, unmatched)
+    paths = critical_paths(insts, evs, offsets)
+    return ClusterView(len(ranks), offsets, tuple(insts), tuple(strag), tuple(matrix), hist, findings, threshold, unmatched, paths)
 
 
 def _slow_link_ranks(insts: list[Instance]) -> set[int]:

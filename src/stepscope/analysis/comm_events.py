@@ -15,6 +15,7 @@ all-gather: the gathered output; reduce-scatter: the input).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..trace.schema import KIND_CODE as KIND
+from . import intervals as iv
 from .classify import COMM_PREFIX, Rules
 from .rankdata import RankData
 
@@ -40,6 +42,11 @@ class CommEvents:
     bytes: np.ndarray  # int64, -1 unknown
     group_size: np.ndarray  # int64, -1 unknown
     step: np.ndarray  # int64, -1 outside the steps
+    # merged intervals of this rank's compute work and data loading (for the critical path), and
+    # its step windows (start, end) on its own clock
+    compute_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
+    loader_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
+    step_windows: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
 
     @property
     def size(self) -> int:
@@ -79,10 +86,20 @@ def _seq(group: np.ndarray, ctype: np.ndarray, start: np.ndarray) -> np.ndarray:
     return seq
 
 
-def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules) -> CommEvents:
+def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules,
+            step_windows: tuple[np.ndarray, np.ndarray], loader_mask: np.ndarray | None = None) -> CommEvents:
+    ev = _device(rd, events, dev_step) if rd.dev.size else _host(rd, step_cpu, rules)
     if rd.dev.size:
-        return _device(rd, events, dev_step)
-    return _host(rd, step_cpu, rules)
+        comp = rd.dev.group == 0
+        cs, ce = iv.union(rd.dev.ts[comp], rd.dev.end[comp])
+    else:
+        h = rd.host
+        is_comm = np.array([bool(rules.comm_ops.search(n)) for n in h.names], dtype=bool)[h.name_idx]
+        work = (h.kind == KIND["cpu_op"]) & ~is_comm
+        cs, ce = iv.union(h.ts[work], h.end[work])
+    ls, le = (iv.union(rd.host.ts[loader_mask], rd.host.end[loader_mask]) if loader_mask is not None and loader_mask.any()
+              else (np.empty(0, np.int64), np.empty(0, np.int64)))
+    return dataclasses.replace(ev, compute_iv=(cs, ce), loader_iv=(ls, le), step_windows=step_windows)
 
 
 def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:

@@ -313,5 +313,7 @@ def analyze_rank(
         mfu_diagnosis=mfu_diagnosis.diagnose(steps, step_phases, roof),
         scopes=scopes.compute(events, rd, dev_step, kernel_flops, peak),
         extras=extras,
-        comm_events=comm_events.extract(rd, events, dev_step, (spans.cpu_start, spans.cpu_end), rules),
+        comm_events=comm_events.extract(rd, events, dev_step, (spans.cpu_start, spans.cpu_end), rules,
+                                        (np.array([s.window_start_ns for s in steps], np.int64), np.array([s.window_end_ns for s in steps], np.int64)),
+                                        acct.dl_mask),
     )

@@ -1,0 +1,145 @@
+"""Cross-rank critical path of each step, joined at the collectives.
+
+Model: ranks run independently between collectives and meet at each one; a collective can only
+finish after its last rank arrives, so the path runs through the **last arriver** of each
+collective (aligned clocks, see ``cluster.py``):
+
+    [window start of the first critical rank, its arrival] local work on that rank
+    [arrival, arrival + transfer]                           communication
+    [end of that collective, next last arrival]             local work on the next critical rank
+    ...
+    [end of the last collective, latest step end]           local work on the rank that ends last
+
+Collectives whose end lies before the path's current time were overlapped with work on the path
+and are not on it. Local work is split by that rank's own intervals: ``compute`` (its device
+compute kernels, or top-level CPU ops on CPU-only ranks), ``data loading`` (its data-loader
+ranges not overlapped by compute) and ``host / launch / idle`` (the rest: the device waited for
+the host, launches, Python). Every ns of the path is in exactly one bound type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import intervals as iv
+from .comm_events import CommEvents
+
+KINDS = ("compute", "communication", "data loading", "host / launch / idle")
+
+
+@dataclass(frozen=True)
+class Segment:
+    rank: int
+    start_ns: int  # aligned clock
+    end_ns: int
+    kind: str  # "local" (split below) | "communication"
+    compute_ns: int
+    loader_ns: int
+    other_ns: int
+    label: str  # the collective, for communication segments
+
+
+@dataclass(frozen=True)
+class StepPath:
+    step: int
+    length_ns: int
+    by_kind_ns: dict[str, int]
+    by_rank_ns: dict[int, int]  # local time on the path per rank
+    segments: tuple[Segment, ...]
+
+
+def _overlap(ivs: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    s, e = ivs
+    if s.size == 0 or hi <= lo:
+        return s[:0], e[:0]
+    a = int(np.searchsorted(e, lo, side="right"))
+    b = int(np.searchsorted(s, hi, side="left"))
+    return iv.clip(s[a:b], e[a:b], lo, hi)
+
+
+def _local(rank: int, ev: CommEvents, offset: int, lo: int, hi: int) -> Segment:
+    """Split aligned [lo, hi) on ``rank`` into compute / data loading / other (on its own clock)."""
+    a, b = lo + offset, hi + offset
+    cs, ce = _overlap(ev.compute_iv, a, b)
+    ls, le = _overlap(ev.loader_iv, a, b)
+    comp = int((ce - cs).sum())
+    both = iv.union_length(np.concatenate([cs, ls]), np.concatenate([ce, le]))
+    loader = both - comp
+    return Segment(rank, lo, hi, "local", comp, loader, (hi - lo) - both, "")
+
+
+def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]) -> tuple[StepPath, ...]:
+    steps = sorted({x.step for x in instances if x.step >= 0})
+    out = []
+    for k in steps:
+        insts = sorted((x for x in instances if x.step == k), key=lambda x: x.ranks[x.last_rank].start_ns)
+        windows = {r: (int(ev.step_windows[0][k]) - offsets.get(r, 0), int(ev.step_windows[1][k]) - offsets.get(r, 0))
+                   for r, ev in evs.items() if k < ev.step_windows[0].size}
+        if not insts or not windows:
+            continue
+        first = insts[0].last_rank
+        t = windows.get(first, (insts[0].ranks[first].start_ns, 0))[0]
+        segs: list[Segment] = []
+        for x in insts:
+            r = x.last_rank
+            arrive = x.ranks[r].start_ns
+            end = arrive + x.transfer_ns
+            if end <= t:
+                continue  # overlapped with work already on the path
+            if arrive > t:
+                segs.append(_local(r, evs[r], offsets.get(r, 0), t, arrive))
+                t = arrive
+            segs.append(Segment(r, t, end, "communication", 0, 0, 0, f"{x.type} {x.group}#{x.seq}"))
+            t = end
+        last_rank = max(windows, key=lambda r: windows[r][1])
+        if windows[last_rank][1] > t:
+            segs.append(_local(last_rank, evs[last_rank], offsets.get(last_rank, 0), t, windows[last_rank][1]))
+        by_kind = dict.fromkeys(KINDS, 0)
+        by_rank: dict[int, int] = {}
+        for s in segs:
+            if s.kind == "communication":
+                by_kind["communication"] += s.end_ns - s.start_ns
+            else:
+                by_kind["compute"] += s.compute_ns
+                by_kind["data loading"] += s.loader_ns
+                by_kind["host / launch / idle"] += s.other_ns
+                by_rank[s.rank] = by_rank.get(s.rank, 0) + s.end_ns - s.start_ns
+        length = sum(s.end_ns - s.start_ns for s in segs)
+        out.append(StepPath(k, length, by_kind, by_rank, tuple(segs)))
+    return tuple(out)
+
+
+def perfetto(paths: tuple[StepPath, ...], instances: list, ranks: list[int]) -> dict:
+    """A Chrome/Perfetto trace: one process per rank with its collectives (wait and transfer
+    parts), and a "critical path" process with the path's segments, linked by flow arrows."""
+    ev: list[dict] = []
+    cp_pid = max(ranks, default=0) + 1
+    for r in ranks:
+        ev.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
+        ev.append({"ph": "M", "name": "thread_name", "pid": r, "tid": 1, "args": {"name": "collectives"}})
+        ev.append({"ph": "M", "name": "thread_name", "pid": r, "tid": 2, "args": {"name": "critical path"}})
+    ev.append({"ph": "M", "name": "process_name", "pid": cp_pid, "args": {"name": "critical path (all ranks)"}})
+    for x in instances:
+        for r, tm in x.ranks.items():
+            name = f"{x.type} {x.group}#{x.seq}"
+            ev.append({"ph": "X", "pid": r, "tid": 1, "ts": tm.start_ns / 1e3, "dur": tm.dur_ns / 1e3, "name": name,
+                       "args": {"wait_ns": tm.wait_ns, "transfer_ns": tm.transfer_ns, "bytes": x.bytes, "last_rank": x.last_rank}})
+            if tm.wait_ns:
+                ev.append({"ph": "X", "pid": r, "tid": 1, "ts": tm.start_ns / 1e3, "dur": tm.wait_ns / 1e3, "name": "sync wait"})
+    flow = 0
+    for p in paths:
+        prev = None
+        for s in p.segments:
+            name = s.label if s.kind == "communication" else f"rank {s.rank} local"
+            args = {"step": p.step, "rank": s.rank, "compute_ns": s.compute_ns, "loader_ns": s.loader_ns, "other_ns": s.other_ns}
+            for pid, tid in ((cp_pid, 0), (s.rank, 2)):
+                ev.append({"ph": "X", "pid": pid, "tid": tid, "ts": s.start_ns / 1e3, "dur": (s.end_ns - s.start_ns) / 1e3,
+                           "name": name, "cat": "critical_path", "args": args})
+            if prev is not None and prev.rank != s.rank:
+                flow += 1
+                ev.append({"ph": "s", "id": flow, "pid": prev.rank, "tid": 2, "ts": prev.end_ns / 1e3 - 0.001, "name": "path", "cat": "critical_path"})
+                ev.append({"ph": "f", "bp": "e", "id": flow, "pid": s.rank, "tid": 2, "ts": s.start_ns / 1e3, "name": "path", "cat": "critical_path"})
+            prev = s
+    return {"traceEvents": ev, "displayTimeUnit": "ns", "otherData": {"producer": "stepscope cluster view", "clock": "aligned (rank offsets removed)"}}
