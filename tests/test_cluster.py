@@ -168,3 +168,23 @@ def test_critical_path_by_hand_and_perfetto_export(tmp_path: Path) -> None:
     waits = [e for e in trace["traceEvents"] if e.get("name") == "sync wait"]
     assert len(waits) == 1 and waits[0]["pid"] == 0 and waits[0]["dur"] == 30 / 1e3
     json.dumps(trace)
+
+
+def test_slow_link_found_from_pair_groups() -> None:
+    """8 ranks in 4 pair groups, 4 pair all-reduces of 16 MB each; the pair of ranks 2 and 3
+    transfers 4x slower. Nobody is otherwise slow: ranks 2 and 3 are flagged as a link."""
+    ranks = []
+    for r in range(8):
+        n = 4
+        durs = [4_000_000 * (4 if r in (2, 3) else 1)] * n
+        starts = [10_000_000 * k for k in range(n)]
+        ev = CommEvents(np.array([f"pair{r // 2}"] * n, dtype=object), np.array(["all_reduce"] * n, dtype=object), np.arange(n),
+                        np.array(starts, np.int64), np.array(durs, np.int64), np.full(n, 16 << 20, np.int64), np.full(n, 2, np.int64),
+                        np.zeros(n, np.int64))
+        import dataclasses
+
+        ranks.append(dataclasses.replace(_rank(r, [0], [1], 1, [_step(50_000_000, 30_000_000)]), comm_events=ev))
+    c = build(tuple(ranks))
+    assert c is not None
+    link = {s.rank for s in c.stragglers if s.cause == "link" and s.is_straggler}
+    assert link == {2, 3}

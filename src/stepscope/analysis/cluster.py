@@ -226,8 +226,8 @@ def _slow_link_ranks(insts: list[Instance]) -> set[int]:
         med = float(np.median([x.busbw_gbps for x in group]))
         slow = [x for x in group if x.busbw_gbps is not None and x.busbw_gbps < 0.5 * med]
         if slow and len(slow) < len(group) / 2:
-            common = set.intersection(*(set(x.ranks) for x in slow))
-            out |= common if len(common) < len(slow[0].ranks) else set()
+            # the ranks every slow instance shares: the ends of the slow link (a pair group: both)
+            out |= set.intersection(*(set(x.ranks) for x in slow))
     return out
 
 
