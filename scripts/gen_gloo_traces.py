@@ -6,10 +6,10 @@
 Each rank trains a small MLP with DistributedDataParallel over gloo and profiles 3 steps with
 torch.profiler; rank ``--slow-loader-rank`` sleeps ``--loader-sleep-ms`` in every
 ``Dataset.__getitem__`` (one item per batch), an injected slow data loader of known size; rank
-``--slow-compute-rank`` computes for ``--compute-sleep-ms`` more inside its forward pass (1 ms
-matrix products in a loop until that time has passed, under
-``record_function("injected_compute_delay")``), an injected slow device of known size (the
-other ranks then wait for it in the gradient all-reduce). Writes ``OUT_DIR/rank-<r>.json``.
+``--slow-compute-rank`` spends ``--compute-sleep-ms`` more inside its forward pass in a custom op
+``stepscope_test::busy`` (a torch.library op that sleeps: the profiler records it as an operator
+of exactly that wall time, whatever the CPU contention), an injected slow device of known size
+(the other ranks then wait for it in the gradient all-reduce). Writes ``OUT_DIR/rank-<r>.json``.
 """
 
 from __future__ import annotations
@@ -44,15 +44,24 @@ def _worker(rank: int, world: int, out_dir: str, slow_rank: int, sleep_ms: float
             return torch.randn(256), torch.randn(16)
 
     loader = torch.utils.data.DataLoader(Data(), batch_size=1)
-    busy_a, busy_b = torch.randn(160, 160), torch.randn(160, 160)
+    @torch.library.custom_op("stepscope_test::busy", mutates_args=(), schema="(Tensor x, float ms) -> Tensor")
+    def busy(x: torch.Tensor, ms: float) -> torch.Tensor:
+        time.sleep(ms / 1000.0)
+        return x.clone()
+
+    @busy.register_fake
+    def _(x: torch.Tensor, ms: float) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def _busy_backward(ctx, grad):  # type: ignore[no-untyped-def]
+        return grad, None
+
+    busy.register_autograd(_busy_backward)
 
     class SlowIdentity(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             if rank == slow_compute_rank:
-                with torch.profiler.record_function("injected_compute_delay"):
-                    t0 = time.perf_counter()
-                    while time.perf_counter() - t0 < compute_sleep_ms / 1000.0:
-                        torch.mm(busy_a, busy_b)  # ~1 ms each on one thread
+                return busy(x, compute_sleep_ms)
             return x
 
     model = DDP(torch.nn.Sequential(torch.nn.Linear(256, 512), SlowIdentity(), torch.nn.ReLU(), torch.nn.Linear(512, 16)))
