@@ -160,7 +160,7 @@ def test_critical_path_by_hand_and_perfetto_export(tmp_path: Path) -> None:
     assert c is not None and c.clock_offsets_ns == {0: 0, 1: 0}
     (p,) = c.critical_paths
     assert p.length_ns == 100
-    assert p.by_kind_ns == {"compute": 50, "communication": 30, "data loading": 20, "host / launch / idle": 0}
+    assert p.by_kind_ns == {"compute": 50, "communication": 30, "data loading": 20, "CPU / launch": 0, "sync wait": 0, "other idle": 0}
     assert p.by_rank_ns == {1: 70}
     trace = perfetto(c.critical_paths, list(c.collectives), [0, 1])
     marked = [e for e in trace["traceEvents"] if e.get("cat") == "critical_path" and e["ph"] == "X"]

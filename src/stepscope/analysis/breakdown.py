@@ -88,6 +88,8 @@ class StepAccountant:
         self.rules = rules
         h = rd.host
         self.cpu_mode = rd.dev.size == 0
+        # device-idle gaps of every step: (starts, ends, cause 0 host-bound / 1 sync wait / 2 other)
+        self.gap_log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.dl_mask = _name_mask(h.names, _DATALOADER)[h.name_idx] & (h.kind != KIND["runtime"])
         self.opt_mask = _name_mask(h.names, _OPTIMIZER)[h.name_idx] & (h.kind != KIND["runtime"])
         if self.cpu_mode:
@@ -238,12 +240,21 @@ class StepAccountant:
         wait = ~host & (sync_overlap > 0)
         other = ~host & ~wait
         length = ge - gs
+        self.gap_log.append((gs, ge, np.where(host, 0, np.where(wait, 1, 2)).astype(np.int8)))
         return IdleCauses(
             host_bound_ns=int(length[host].sum()),
             wait_ns=int(length[wait].sum()),
             other_ns=int(length[other].sum()),
             gaps=int(gs.size),
         )
+
+    def gaps(self, cause: int) -> tuple[np.ndarray, np.ndarray]:
+        """Merged idle gaps of one cause over the steps computed so far."""
+        if not self.gap_log:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        s = np.concatenate([g[0][g[2] == cause] for g in self.gap_log])
+        e = np.concatenate([g[1][g[2] == cause] for g in self.gap_log])
+        return iv.union(s.astype(np.int64), e.astype(np.int64))
 
     def _cpu(self, c0: int, c1: int, cpu_bound_ns: int) -> CpuStep:
         dl, _ = self._ranges["dl"].within(c0, c1)

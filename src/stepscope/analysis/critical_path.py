@@ -11,10 +11,12 @@ collective (aligned clocks, see ``cluster.py``):
     [end of the last collective, latest step end]           local work on the rank that ends last
 
 Collectives whose end lies before the path's current time were overlapped with work on the path
-and are not on it. Local work is split by that rank's own intervals: ``compute`` (its device
-compute kernels, or top-level CPU ops on CPU-only ranks), ``data loading`` (its data-loader
-ranges not overlapped by compute) and ``host / launch / idle`` (the rest: the device waited for
-the host, launches, Python). Every ns of the path is in exactly one bound type.
+and are not on it. Local work is split by that rank's own intervals, in this precedence:
+``compute`` (its device compute kernels, or top-level CPU ops on CPU-only ranks), ``data loading``
+(its data-loader ranges), ``CPU / launch`` (device idle because the next kernel was launched
+late: host-bound, see the idle causes of the step breakdown), ``sync wait`` (device idle while
+the host sat in a synchronizing call) and ``other idle``. Every ns of the path is in exactly one
+bound type.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from . import intervals as iv
 from .comm_events import CommEvents
 
-KINDS = ("compute", "communication", "data loading", "host / launch / idle")
+KINDS = ("compute", "communication", "data loading", "CPU / launch", "sync wait", "other idle")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Segment:
     kind: str  # "local" (split below) | "communication"
     compute_ns: int
     loader_ns: int
+    host_ns: int  # CPU / launch: device idle, next work launched late
+    wait_ns: int  # device idle while the host synchronized
     other_ns: int
     label: str  # the collective, for communication segments
 
@@ -60,14 +64,17 @@ def _overlap(ivs: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.n
 
 
 def _local(rank: int, ev: CommEvents, offset: int, lo: int, hi: int) -> Segment:
-    """Split aligned [lo, hi) on ``rank`` into compute / data loading / other (on its own clock)."""
+    """Split aligned [lo, hi) on ``rank`` by bound type (intervals on its own clock)."""
     a, b = lo + offset, hi + offset
-    cs, ce = _overlap(ev.compute_iv, a, b)
-    ls, le = _overlap(ev.loader_iv, a, b)
-    comp = int((ce - cs).sum())
-    both = iv.union_length(np.concatenate([cs, ls]), np.concatenate([ce, le]))
-    loader = both - comp
-    return Segment(rank, lo, hi, "local", comp, loader, (hi - lo) - both, "")
+    covered, parts = 0, []
+    acc_s, acc_e = np.empty(0, np.int64), np.empty(0, np.int64)
+    for ivs in (ev.compute_iv, ev.loader_iv, ev.host_bound_iv, ev.sync_wait_iv):
+        s, e = _overlap(ivs, a, b)
+        acc_s, acc_e = np.concatenate([acc_s, s]), np.concatenate([acc_e, e])
+        total = iv.union_length(acc_s, acc_e)
+        parts.append(total - covered)
+        covered = total
+    return Segment(rank, lo, hi, "local", parts[0], parts[1], parts[2], parts[3], (hi - lo) - covered, "")
 
 
 def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]) -> tuple[StepPath, ...]:
@@ -91,7 +98,7 @@ def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]
             if arrive > t:
                 segs.append(_local(r, evs[r], offsets.get(r, 0), t, arrive))
                 t = arrive
-            segs.append(Segment(r, t, end, "communication", 0, 0, 0, f"{x.type} {x.group}#{x.seq}"))
+            segs.append(Segment(r, t, end, "communication", 0, 0, 0, 0, 0, f"{x.type} {x.group}#{x.seq}"))
             t = end
         last_rank = max(windows, key=lambda r: windows[r][1])
         if windows[last_rank][1] > t:
@@ -104,7 +111,9 @@ def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]
             else:
                 by_kind["compute"] += s.compute_ns
                 by_kind["data loading"] += s.loader_ns
-                by_kind["host / launch / idle"] += s.other_ns
+                by_kind["CPU / launch"] += s.host_ns
+                by_kind["sync wait"] += s.wait_ns
+                by_kind["other idle"] += s.other_ns
                 by_rank[s.rank] = by_rank.get(s.rank, 0) + s.end_ns - s.start_ns
         length = sum(s.end_ns - s.start_ns for s in segs)
         out.append(StepPath(k, length, by_kind, by_rank, tuple(segs)))
@@ -133,7 +142,8 @@ def perfetto(paths: tuple[StepPath, ...], instances: list, ranks: list[int]) -> 
         prev = None
         for s in p.segments:
             name = s.label if s.kind == "communication" else f"rank {s.rank} local"
-            args = {"step": p.step, "rank": s.rank, "compute_ns": s.compute_ns, "loader_ns": s.loader_ns, "other_ns": s.other_ns}
+            args = {"step": p.step, "rank": s.rank, "compute_ns": s.compute_ns, "loader_ns": s.loader_ns, "host_ns": s.host_ns,
+                    "wait_ns": s.wait_ns, "other_ns": s.other_ns}
             for pid, tid in ((cp_pid, 0), (s.rank, 2)):
                 ev.append({"ph": "X", "pid": pid, "tid": tid, "ts": s.start_ns / 1e3, "dur": (s.end_ns - s.start_ns) / 1e3,
                            "name": name, "cat": "critical_path", "args": args})
