@@ -1,7 +1,8 @@
 """Only the optional C extension lives here; all metadata is in pyproject.toml.
 
-The extension is optional: without a C compiler stepscope installs and falls back to the
-pure-Python (msgspec) reader, which gives identical tables, only slower.
+The extensions are optional: without a C compiler stepscope installs and falls back to the
+pure-Python readers (msgspec for Kineto, the protobuf runtime for XPlane), which give identical
+tables, only slower.
 """
 
 from setuptools import Extension, setup
@@ -13,6 +14,12 @@ setup(
             ["src/stepscope/trace/_fastkineto.c"],
             extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-unused-function"],
             optional=True,
-        )
+        ),
+        Extension(
+            "stepscope.trace._fastxplane",
+            ["src/stepscope/trace/_fastxplane.c"],
+            extra_compile_args=["-O3", "-std=c99", "-Wall", "-Wno-unused-function"],
+            optional=True,
+        ),
     ]
 )

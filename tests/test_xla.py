@@ -303,6 +303,12 @@ def test_generated_jax_profile_with_hlo(jax_profile: Path, tmp_path: Path) -> No
                and "transpose" not in (r["op_name"] or "") and r["flops"] > 0]
     assert mlp_fwd and all(r2["flops"] == 2 * 128 * 64 * 256 for r2 in mlp_fwd)
     assert "XLA ops" in (tmp_path / "r.html").read_text()
+    from stepscope.trace.xplane import _fast
+
+    if _fast is not None:  # the C scanner and the protobuf runtime agree on a real CPU profile too
+        f = next(jax_profile.rglob("*.xplane.pb"))
+        a, b = read_xplane(f), read_xplane(f, force_portable=True)
+        assert all(a.table[c].to_pylist() == b.table[c].to_pylist() for c in a.table.column_names)
 
 
 # ---- nsys-jax archives: the same kind of JAX job seen through Nsight Systems ------------------
@@ -337,3 +343,28 @@ def test_nsys_jax_archives_as_ranks(tmp_path: Path) -> None:
               and (by_id.get(r["ParentId"]) or {}).get("Name", "").startswith("TSL:XlaModule:#hlo_module=pjit__wrapped_step_fn,")]
     x = ranks[0]["extras"]["xla"]
     assert x["op_time_ns"] == sum(r["Projected Duration"] for r in thunks)
+
+
+def test_c_scanner_and_protobuf_runtime_give_the_same_table(tmp_path: Path) -> None:
+    from stepscope.trace import xplane
+
+    if xplane._fast is None:
+        pytest.skip("C extension not built")
+    tpu = tmp_path / "tpu.xplane.pb"
+    _tpu_space(tpu)
+    cut = tmp_path / "cut.xplane.pb"
+    data = GPU_XPLANE.read_bytes()
+    cut.write_bytes(data[: int(len(data) * 0.95)])
+    for f in (GPU_XPLANE, tpu, cut):
+        for include_python in (False, True):
+            a = read_xplane(f, include_python=include_python)
+            b = read_xplane(f, include_python=include_python, force_portable=True)
+            assert a.table.num_rows == b.table.num_rows > 0
+            assert a.truncated == b.truncated
+            for col in a.table.column_names:
+                assert a.table[col].to_pylist() == b.table[col].to_pylist(), (f.name, col)
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f garbage")
+    for portable in (False, True):
+        with pytest.raises(Exception, match="XSpace"):
+            read_xplane(bad, force_portable=portable)

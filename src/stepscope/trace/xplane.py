@@ -42,6 +42,11 @@ from .columns import FileRead
 from .jsonstream import StreamState
 from .xspace_pb import xspace_class
 
+try:  # the optional C scanner (setup.py); the protobuf runtime path is used without it
+    from . import _fastxplane as _fast  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the build
+    _fast = None
+
 _DEVICE_PLANE = re.compile(r"^/device:([A-Za-z_]+):(\d+)")
 _RUNTIME = re.compile(r"^(cu[A-Z]|cuda[A-Z]|hip[A-Z]|nccl[A-Z])")
 _STRING_STATS = {"hlo_op": "op", "hlo_module": "module", "tf_op": "tf_op", "name": "name_stack", "long_name": "long_name",
@@ -229,27 +234,36 @@ _OUT_COLS = ("kind", "name", "cat", "pid", "tid", "device", "stream", "ts", "dur
 
 
 def _table(out: dict[str, list[Any]], rank: int) -> pa.Table:
-    def strings(c: str) -> pa.Array:
-        return pa.concat_arrays(out[c]) if out[c] else pa.array([], pa.string())
-
-    def ints(c: str) -> np.ndarray:
+    """Portable path: per-line arrays -> one table."""
+    def cat(c: str, string: bool) -> Any:
+        if string:
+            return pa.concat_arrays(out[c]) if out[c] else pa.array([], pa.string())
         return np.concatenate(out[c]) if out[c] else np.empty(0, np.int64)
 
-    n = int(sum(len(a) for a in out["ts"]))
+    return assemble({c: cat(c, c in ("kind", "name", "cat", "op", "module", "scope", "op_class")) for c in _OUT_COLS}, rank)
+
+
+def _dict(a: pa.Array) -> pa.Array:
+    return a if pa.types.is_dictionary(a.type) else a.dictionary_encode()
+
+
+def assemble(c: dict[str, Any], rank: int) -> pa.Table:
+    """Columns (strings as Arrow arrays, ints as numpy) -> the event table, sorted by time."""
+    n = len(c["ts"])
     neg = pa.array(np.full(n, -1, dtype=np.int64))
     null_dict = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
     cols = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
-        "kind": strings("kind").dictionary_encode(),
-        "name": strings("name").dictionary_encode(),
-        "cat": strings("cat").dictionary_encode(),
-        "pid": pa.array(ints("pid")),
-        "tid": pa.array(ints("tid")),
-        "device": pa.array(ints("device").astype(np.int32)),
-        "stream": pa.array(ints("stream")),
-        "ts_ns": pa.array(ints("ts")),
-        "dur_ns": pa.array(ints("dur")),
-        "correlation": pa.array(ints("correlation")),
+        "kind": _dict(c["kind"]),
+        "name": _dict(c["name"]),
+        "cat": _dict(c["cat"]),
+        "pid": pa.array(np.asarray(c["pid"], np.int64)),
+        "tid": pa.array(np.asarray(c["tid"], np.int64)),
+        "device": pa.array(np.asarray(c["device"]).astype(np.int32)),
+        "stream": pa.array(np.asarray(c["stream"], np.int64)),
+        "ts_ns": pa.array(np.asarray(c["ts"], np.int64)),
+        "dur_ns": pa.array(np.asarray(c["dur"], np.int64)),
+        "correlation": pa.array(np.asarray(c["correlation"], np.int64)),
         "external_id": neg,
         "sequence_number": neg,
         "flow_id": neg,
@@ -264,12 +278,12 @@ def _table(out: dict[str, list[Any]], rank: int) -> pa.Table:
         "pg_name": null_dict,
         "pg_desc": null_dict,
         "bytes": neg,
-        "op": strings("op"),
-        "module": strings("module"),
-        "scope": strings("scope"),
-        "op_class": strings("op_class"),
-        "flops": pa.array(ints("flops")),
-        "bytes_accessed": pa.array(ints("bytes_accessed")),
+        "op": c["op"],
+        "module": c["module"],
+        "scope": c["scope"],
+        "op_class": c["op_class"],
+        "flops": pa.array(np.asarray(c["flops"], np.int64)),
+        "bytes_accessed": pa.array(np.asarray(c["bytes_accessed"], np.int64)),
     }
     t = pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)
     return t.sort_by([("ts_ns", "ascending")]) if n else t
@@ -313,15 +327,40 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     return 0, -1
 
 
-def read_xplane(path: str | Path, *, rank: int = 0, include_python: bool = False) -> FileRead:
-    """Read one ``.xplane.pb`` file (one host) into the event table."""
-    from google.protobuf.message import DecodeError
-
+def read_xplane(path: str | Path, *, rank: int = 0, include_python: bool = False, force_portable: bool = False) -> FileRead:
+    """Read one ``.xplane.pb`` file (one host) into the event table: the C scanner
+    (``_fastxplane``) when it is built, else the protobuf runtime; both give the same table."""
     p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as exc:
         raise TraceFormatError(f"cannot read ({exc.strerror})", path=str(p), fix="check the path and permissions") from None
+    if _fast is not None and not force_portable:
+        return _read_fast(p, data, rank, include_python)
+    return _read_portable(p, data, rank, include_python)
+
+
+def _read_fast(p: Path, data: bytes, rank: int, include_python: bool) -> FileRead:
+    from .xplane_scan import columns
+
+    raw = _fast.scan(data)
+    if raw["complete_planes"] == 0:
+        raise TraceFormatError(
+            "not an XSpace protobuf (or truncated before its first complete plane)",
+            path=str(p), fix="pass the <host>.xplane.pb written by jax.profiler; re-capture if the file was cut",
+        )
+    hn = np.frombuffer(raw["hn"], np.int64).reshape(-1, 2)
+    pl = np.frombuffer(raw["pl_name"], np.int64).reshape(-1, 2)
+    text = [data[o:o + n].decode("utf-8", "replace") if o >= 0 else "" for o, n in pl]
+    header: dict[str, Any] = {"format": "xplane", "hostnames": [data[o:o + n].decode("utf-8", "replace") for o, n in hn], "planes": text}
+    note = f"the file does not parse whole: kept {raw['complete_planes']} complete plane(s)" if raw["truncated"] else ""
+    return FileRead(path=str(p), table=assemble(columns(data, raw, include_python), rank), header=header,
+                    truncated=bool(raw["truncated"]), note=note, skipped_events=0, bytes_read=len(data))
+
+
+def _read_portable(p: Path, data: bytes, rank: int, include_python: bool) -> FileRead:
+    from google.protobuf.message import DecodeError
+
     xspace = xspace_class()
     state = StreamState(bytes_read=len(data), bytes_used=len(data))
     planes: list[Any]
