@@ -12,7 +12,14 @@ import pytest
 
 from stepscope.analysis.cluster import build
 from stepscope.analysis.comm_events import CommEvents
-from stepscope.analysis.results import CpuStep, IdleCauses, LaunchStats, RankAnalysis, StepBreakdown, StepStats
+from stepscope.analysis.results import (
+    CpuStep,
+    IdleCauses,
+    LaunchStats,
+    RankAnalysis,
+    StepBreakdown,
+    StepStats,
+)
 from stepscope.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,12 @@ from typing import Any
 
 import pytest
 
-from stepscope.analysis.hlo_cost import CostModel, global_shape, group_size, padding_waste
+from stepscope.analysis.hlo_cost import (
+    CostModel,
+    global_shape,
+    group_size,
+    padding_waste,
+)
 from stepscope.analysis.xla import phase_of, scope_path
 from stepscope.cli import main
 from stepscope.trace.hlo import parse_hlo_text

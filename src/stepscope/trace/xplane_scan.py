@@ -14,7 +14,17 @@ import numpy as np
 import pyarrow as pa
 
 from . import schema
-from .xplane import _CONTROL, _DEVICE_PLANE, _FUSION_KIND, _HLO_OPCODE, _INT_STATS, _RUNTIME, _STRING_STATS, _kernel_kind, _line_kind
+from .xplane import (
+    _CONTROL,
+    _DEVICE_PLANE,
+    _FUSION_KIND,
+    _HLO_OPCODE,
+    _INT_STATS,
+    _RUNTIME,
+    _STRING_STATS,
+    _kernel_kind,
+    _line_kind,
+)
 
 _K = schema.Kind
 _STR_KEYS = ("op", "module", "tf_op", "name_stack", "long_name", "op_class")
@@ -47,7 +57,7 @@ class _Strings:
         if not len(pairs):
             return out
         key = np.where(pairs[:, 0] >= 0, (pairs[:, 0] << 24) | np.minimum(pairs[:, 1], (1 << 24) - 1), -1)
-        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
         ids = np.array([self.add(self.data[o:o + n].decode("utf-8", "replace")) if o >= 0 else -1 for o, n in pairs[first]], dtype=np.int64)
         return ids[inv.ravel()]
 
