@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from ..trace.schema import KIND_CODE as KIND
 from . import intervals as iv
 from .classify import COMM_PREFIX, Rules
-from .rankdata import RankData
+from .rankdata import RankData, dict_mask
 
 DTYPE_BYTES = {"float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "double": 8, "float64": 8, "int": 4,
                "int32": 4, "int64": 8, "long": 8, "int8": 1, "uint8": 1, "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1,
@@ -119,9 +119,11 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:
     gsize = args["group_size"].to_numpy().astype(np.int64)
     pg = args["pg_name"].to_pylist()
     # args missing on the kernel: take them from the launching CPU op (same External id)
-    has_coll = pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False)
-    kinds = np.isin(pc.fill_null(events["kind"].cast(pa.string()), "").to_numpy(zero_copy_only=False).astype(str), ["cpu_op", "user_annotation"])
-    host_rows = np.flatnonzero(has_coll & kinds)
+    # host ops carrying collective args (few rows); no per-row string is built
+    host_rows = np.flatnonzero(pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False))
+    if host_rows.size:
+        kinds = events["kind"].take(pa.array(host_rows))
+        host_rows = host_rows[dict_mask(kinds, lambda k: k in ("cpu_op", "user_annotation"))]
     ext = args["external_id"].to_numpy()
     if host_rows.size:
         h = events.select(["in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]).take(pa.array(host_rows))
