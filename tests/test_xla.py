@@ -287,12 +287,18 @@ def test_generated_jax_profile_with_hlo(jax_profile: Path, tmp_path: Path) -> No
     out = tmp_path / "r.json"
     assert main(["analyze", str(jax_profile), "--hlo", str(jax_profile / "train_step.hlo.txt"), "--json", str(out),
                  "--html", str(tmp_path / "r.html"), "-q"]) == 0
-    r = json.loads(out.read_text())["ranks"][0]
-    assert [s["name"] for s in r["steps"]] == ["XLAStep#0", "XLAStep#1", "XLAStep#2"]
-    for s in r["steps"]:
-        assert s["compute_ns"] + s["exposed_comm_ns"] + s["exposed_memcpy_ns"] + s["idle_ns"] == s["step_time_ns"]
+    doc = json.loads(out.read_text())
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3]  # one rank per CPU device of the host
+    for r in doc["ranks"]:
+        assert [s["name"] for s in r["steps"]] == ["XLAStep#0", "XLAStep#1", "XLAStep#2"]
+        for s in r["steps"]:
+            assert s["compute_ns"] + s["exposed_comm_ns"] + s["exposed_memcpy_ns"] + s["idle_ns"] == s["step_time_ns"]
+        assert r["extras"]["xla"]["devices"] == 1
+    # the gradient all-reduces are matched across the 4 devices by the cluster view
+    coll = doc["cluster"]["collectives"]
+    assert any(c["type"] == "all_reduce" and len(c["ranks"]) == 4 for c in coll)
+    r = doc["ranks"][0]
     x = r["extras"]["xla"]
-    assert x["devices"] == 4
     assert x["scope_coverage_ratio"] > 0.95 and x["flops_coverage_ratio"] > 0.95
     cats = {c["label"] for c in x["by_category"]}
     assert {"gemm", "comm:all_reduce"} <= cats

@@ -2,8 +2,9 @@
 
 One instance per communication kernel (device ranks) or per ``gloo:*`` annotation (CPU gloo
 ranks, which record the collective's execution on gloo's threads; ``c10d::*`` ops when there is no
-``gloo:*`` row). Each has: collective type, process group (recorded ``Process Group Name``, else
-the kernel's stream ``stream:<id>`` (a communicator runs on its own stream), else ``default``), sequence number = its position among the rank's instances of the same
+``gloo:*`` row). Each has: collective type, process group (recorded ``Process Group Name``; for
+XLA ops the HLO instruction ``xla:<module>/<op>``, which every device runs; else the kernel's
+stream ``stream:<id>`` (a communicator runs on its own stream); else ``default``), sequence number = its position among the rank's instances of the same
 (group, type) in time order (the recorded args carry no sequence number, so order is the
 fallback the issue allows), start/duration on the rank's own clock, message bytes and group size
 when recorded (on the kernel, or on the CPU op that launched it, joined by External id), and the
@@ -141,8 +142,11 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:
             hd, hp = h["msg_dtype"].to_pylist(), h["pg_name"].to_pylist()
             for k, j in zip(np.flatnonzero(hit), src):
                 dtype[k], pg[k] = hd[j], pg[k] or hp[j]
-    # no recorded process group: the stream stands in (each NCCL communicator runs on its own stream)
-    group = np.array([g or f"stream:{s}" for g, s in zip(pg, d.stream[sel])], dtype=object)
+    # no recorded process group: the stream stands in (each NCCL communicator runs on its own stream);
+    # XLA collectives are one HLO instruction run by every device: the instruction is the group
+    xla_op = d.xla.op[sel] if d.xla is not None else np.full(sel.size, None, dtype=object)
+    xla_mod = d.xla.module[sel] if d.xla is not None else xla_op
+    group = np.array([f"xla:{m}/{o}" if o else (g or f"stream:{s}") for g, s, o, m in zip(pg, d.stream[sel], xla_op, xla_mod)], dtype=object)
     ctype = np.array([c[len(COMM_PREFIX):] for c in cat[sel]], dtype=object)
     start = d.ts[sel]
     return CommEvents(group, ctype, _seq(group, ctype, start), start, (d.end - d.ts)[sel], _bytes(in_n, out_n, dtype), gsize, dev_step[sel].astype(np.int64))

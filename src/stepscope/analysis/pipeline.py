@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +54,7 @@ class AnalyzeConfig:
     mfu_dtype: str = "bf16"
     hlo_files: tuple[str, ...] = ()  # HLO text joined to XLA ops by name (name stacks, FLOPs, bytes)
     straggler_threshold: float = 3.0  # robust z-score over which a rank is called a straggler
+    split_devices: bool = True  # a JAX/XLA host file with several devices gives one rank per device
     gpus_per_node: int = 8  # ranks per node, for intra- vs inter-node links in the cluster view
 
     def __post_init__(self) -> None:
@@ -138,17 +140,31 @@ def collapse_rank_warnings(warnings: list[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
-def _read_and_analyze(job: tuple[str, bool, str | None, AnalyzeConfig]) -> tuple[RankAnalysis, tuple[int | None, str], list[str]]:
+def _read_and_analyze(job: tuple[str, bool, str | None, AnalyzeConfig]) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
+    """One file -> its rank's analysis; a JAX/XLA host with several devices gives one per device
+    (``RankAnalysis.rank`` = the device; the caller numbers them globally)."""
     path, include_python, cache_dir, cfg = job
     if "://" in path:  # fsspec URL (s3://, gs://, memory://...): copy to a local temp file first
         return _remote(job)
     fr = read_one((path, include_python, cache_dir))
     found = rank_of(fr)
+    if fr.header.get("format") == "xplane" and cfg.split_devices:
+        from ..trace.xplane import split_devices
+
+        parts = split_devices(fr.table)
+        if len(parts) > 1:
+            out = []
+            for d, table in parts:
+                result = analyze(assemble([dataclasses.replace(fr, table=table)]), cfg)
+                r0 = result.ranks[0]
+                warns = [w.replace(f"rank {r0.rank}:", f"rank {d}:", 1) if w.startswith(f"rank {r0.rank}:") else w for w in result.warnings]
+                out.append((dataclasses.replace(r0, rank=d), found, warns))
+            return out
     result = analyze(assemble([fr]), cfg)
-    return result.ranks[0], found, list(result.warnings)
+    return [(result.ranks[0], found, list(result.warnings))]
 
 
-def _remote(job: tuple[str, bool, str | None, AnalyzeConfig]) -> tuple[RankAnalysis, tuple[int | None, str], list[str]]:
+def _remote(job: tuple[str, bool, str | None, AnalyzeConfig]) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
     import shutil
     import tempfile
 
@@ -160,11 +176,11 @@ def _remote(job: tuple[str, bool, str | None, AnalyzeConfig]) -> tuple[RankAnaly
         local = os.path.join(tmp, name)
         with fsspec.open(path, "rb") as src, open(local, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 22)
-        ra, found, warnings = _read_and_analyze((local, *job[1:]))
-    return dataclasses.replace(ra, path=path), found, [w.replace(local, path) for w in warnings]
+        outs = _read_and_analyze((local, *job[1:]))
+    return [(dataclasses.replace(ra, path=path), found, [w.replace(local, path) for w in warnings]) for ra, found, warnings in outs]
 
 
-def _run_on_dask(address: str, jobs: list[tuple[str, bool, str | None, AnalyzeConfig]], progress: Callable[[str], None] | None) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
+def _run_on_dask(address: str, jobs: list[tuple[str, bool, str | None, AnalyzeConfig]], progress: Callable[[str], None] | None) -> list[list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]]:
     """One task per rank file on an existing Dask cluster (scheduler address or scheduler file);
     only the per-rank results travel back."""
     try:
@@ -179,7 +195,7 @@ def _run_on_dask(address: str, jobs: list[tuple[str, bool, str | None, AnalyzeCo
     try:
         futures = client.map(_read_and_analyze, jobs, pure=False)
         index = {f.key: k for k, f in enumerate(futures)}
-        outs: list[tuple[RankAnalysis, tuple[int | None, str], list[str]] | None] = [None] * len(jobs)
+        outs: list[list[tuple[RankAnalysis, tuple[int | None, str], list[str]]] | None] = [None] * len(jobs)
         for fut in as_completed(futures):
             k = index[fut.key]
             outs[k] = fut.result()
@@ -206,7 +222,7 @@ def analyze_files(
     cfg = config or AnalyzeConfig()
     jobs = [(p, include_python, cache_dir, cfg) for p in paths]
     n = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
-    outs: list[tuple[RankAnalysis, tuple[int | None, str], list[str]]] = []
+    outs: list[list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]] = []
     if dask:
         outs = _run_on_dask(dask, jobs, progress)
     elif n > 1 and len(jobs) > 1:
@@ -221,12 +237,24 @@ def analyze_files(
             outs.append(_read_and_analyze(job))
             if progress:
                 progress(path)
-    resolved, warnings = resolve_ranks(paths, [found for _, found, _ in outs])
+    resolved, warnings = resolve_ranks(paths, [parts[0][1] for parts in outs])
+    # files that hold several devices (JAX hosts) give one rank per device, numbered in file order
+    multi = any(len(parts) > 1 for parts in outs)
+    order = sorted(range(len(outs)), key=lambda i: resolved[i][0])
+    new_rank: dict[tuple[int, int], int] = {}
+    next_rank = 0
+    for i in order:
+        for j in range(len(outs[i])):
+            new_rank[(i, j)] = next_rank if multi else resolved[i][0]
+            next_rank += 1
     ranks = []
-    for (ra, _, w), (rank, _) in zip(outs, resolved):
-        prefix = f"rank {ra.rank}:"
-        warnings.extend(x.replace(prefix, f"rank {rank}:", 1) if x.startswith(prefix) else x for x in w)
-        ranks.append(dataclasses.replace(ra, rank=rank))
+    for i, parts in enumerate(outs):
+        for j, (ra, _, w) in enumerate(parts):
+            rank = new_rank[(i, j)]
+            prefix = f"rank {ra.rank}:"
+            warnings.extend(x.replace(prefix, f"rank {rank}:", 1) if x.startswith(prefix) else x for x in w)
+            device = f"{ra.device or ''} (device {ra.rank} of {Path(ra.path).name})".strip() if len(parts) > 1 else ra.device
+            ranks.append(dataclasses.replace(ra, rank=rank, device=device))
     ranks.sort(key=lambda r: r.rank)
     return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in ranks),
                     cluster=_cluster(tuple(ranks), cfg))

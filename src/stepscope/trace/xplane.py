@@ -1,10 +1,11 @@
 """JAX / XLA profiler XSpace (``<host>.xplane.pb``) -> the normalized event table.
 
-Mapping (one file = one host = one rank):
+Mapping (one file = one host; ``split_devices`` makes each device of a host its own rank):
 - a plane ``/device:<TYPE>:<n>`` is device ``n``; each of its lines is a stream (``stream`` = line
   id). Lines of XLA ops (``XLA Ops`` on TPU, ``Stream #k`` on GPU) are ``kernel`` rows (memcpy /
   memset by name); ``XLA Modules`` and name-scope / source lines are ``gpu_annotation`` rows;
-  the ``Steps`` line gives step rows named ``XLAStep#<n>`` (host-like, for step detection).
+  the ``Steps`` line gives step rows named ``XLAStep#<n>`` (host-like, for step detection;
+  ``pid`` = 1 + the device, so a per-device split keeps each device's own steps).
 - the ``/host:CPU`` plane: each line is a thread (``tid`` = line id); events are ``cpu_op`` rows,
   ``runtime`` when they are driver/runtime calls (cu*/cuda*/hip*), ``python_function`` for the
   Python tracer's ``$``-prefixed frames (dropped unless asked for). On the CPU backend the XLA
@@ -218,7 +219,7 @@ def _template(meta: tuple[str, dict[str, Any]], ev: dict[str, Any] | None, lkind
             kind = _K.RUNTIME.value if _RUNTIME.match(name) else _K.CPU_OP.value
         pid, tid, dev, stream = 0, line_id, -1, -1
     elif lkind == "steps":
-        kind, pid, tid, dev, stream = _K.USER_ANNOTATION.value, 0, -1 - line_id, -1, -1
+        kind, pid, tid, dev, stream = _K.USER_ANNOTATION.value, 1 + device, -1 - line_id, -1, -1
         name = f"XLAStep#{name}" if name.isdigit() else f"XLAStep#{i}"
     else:
         kind = _kernel_kind(name) if lkind == "ops" else _K.GPU_ANNOTATION.value
@@ -395,3 +396,19 @@ def _read_portable(p: Path, data: bytes, rank: int, include_python: bool) -> Fil
         state.header["skipped_planes"] = skipped
     return FileRead(path=str(p), table=_table(out, rank), header=state.header, truncated=state.truncated,
                     note=state.note, skipped_events=0, bytes_read=len(data))
+
+
+def split_devices(table: pa.Table) -> list[tuple[int, pa.Table]]:
+    """One table per device of a multi-device host: the device's own rows and steps, plus every
+    host row (shared). A host with one device (or none) stays one table."""
+    dev = table["device"].to_numpy()
+    pid = table["pid"].to_numpy()
+    devices = np.unique(dev[dev >= 0])
+    if devices.size < 2:
+        return [(int(devices[0]) if devices.size else 0, table)]
+    host = (dev < 0) & (pid == 0)
+    out = []
+    for d in devices:
+        rows = np.flatnonzero(host | (dev == d) | ((dev < 0) & (pid == 1 + d)))
+        out.append((int(d), table.take(pa.array(rows))))
+    return out

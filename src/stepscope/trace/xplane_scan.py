@@ -215,7 +215,7 @@ def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str,
             text = st.values[name[i]]
             name[i] = st.add(f"XLAStep#{text}" if text.isdigit() else f"XLAStep#{int(pos_in_line[i])}")
     line_id = ln_id[ev_line]
-    pid = np.zeros(n_events, np.int64)
+    pid = np.where(steps_line, 1 + pdev, 0)
     tid = np.where(host_step | host_other, line_id, np.where(steps_line, -1 - line_id, -1))
     device = np.where(host_op, val[:, kcol["device_ordinal"]], np.where(dev_line, pdev, -1))
     stream = np.where(host_op | dev_line, line_id, -1)
