@@ -88,6 +88,7 @@ def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
         assert page.locator("#rank-0 .median-step").inner_text() == f"{med_ms:,.2f} ms"
         assert page.locator("#rank-0 svg rect").count() > 5
         assert EVIL in page.locator("#rank-1").inner_text()  # shown as text, not executed
+        assert page.locator("#cluster").count() == 1  # 2 ranks: the cluster section
         page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
         browser.close()
     assert errors == []

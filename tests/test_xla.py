@@ -131,7 +131,7 @@ def test_mangled_utf8_in_names_is_replaced_not_fatal(tmp_path: Path) -> None:
 
 
 # ---- a hand-built TPU-style XSpace: async collectives, name stacks, XLA cost stats ------------
-def _tpu_space(path: Path) -> None:
+def _tpu_space(path: Path, evil: str | None = None) -> None:
     X = xspace_class()
     s = X()
     s.hostnames.append(b"tpu-host-0")
@@ -149,6 +149,8 @@ def _tpu_space(path: Path) -> None:
         ("all-reduce-done.1", "jit(step)/grads/psum", "all-reduce", 0, 0, 41, 5),
         ("copy.4", "jit(step)/transpose(jvp(mlp))/transpose", "data formatting", 0, 50_000, 46, 4),
     ]
+    if evil:
+        ops.append((evil, f"jit(step)/jvp({evil})/custom-call", "custom-call", 0, 0, 50, 2))
     meta_id = {}
     for n, (name, *_rest) in enumerate(ops, 1):
         md = p.event_metadata[n]
@@ -194,6 +196,16 @@ def test_hand_built_tpu_xspace_xla_view_by_hand(tmp_path: Path) -> None:
     assert top["fusion.3"]["achieved_tflops"] == pytest.approx(4e6 / 20e-6 / 1e12)
     assert top["fusion.3"]["intensity_flops_per_byte"] == pytest.approx(20.0)
     assert top["fusion.3"]["bound"] == "memory"
+
+
+def test_xla_html_escapes_names_from_the_trace(tmp_path: Path) -> None:
+    evil = "<img src=x onerror=alert(1)>"
+    f = tmp_path / "evil.xplane.pb"
+    _tpu_space(f, evil=evil)
+    out = tmp_path / "r.html"
+    assert main(["analyze", str(f), "--html", str(out), "-q"]) == 0
+    text = out.read_text()
+    assert "XLA ops" in text and evil not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
 
 
 # ---- HLO text: parse, FLOPs, bytes, padding, global shapes (hand-computed) ---------------------
