@@ -243,7 +243,11 @@ def _report(tmp_path: Path) -> Path:
                           {"category": "elementwise", "dur_ns": 5_000_000, "flops": 0.0},
                           {"category": "attention", "dur_ns": 25_000_000, "flops": 1.56e12},
                           {"category": "comm:all_reduce", "dur_ns": 10_000_000, "flops": 0.0}],
-                      "collectives": {"all_reduce": {"comm_ns": 10_000_000, "overlapped_ns": 6_000_000}}}]}
+                      "collectives": {"all_reduce": {"comm_ns": 10_000_000, "overlapped_ns": 6_000_000}}}],
+           # two matched collectives of >= 1 MiB at 25% and 75% of the link (median 50%) and a small one (ignored)
+           "cluster": {"collectives": [{"bytes": 64 << 20, "busbw_gbps": 25.0, "peak_gbps": 100.0},
+                                       {"bytes": 8 << 20, "busbw_gbps": 75.0, "peak_gbps": 100.0},
+                                       {"bytes": 4096, "busbw_gbps": 1.0, "peak_gbps": 100.0}]}}
     path = tmp_path / "report.json"
     path.write_text(json.dumps(doc))
     return path
@@ -257,10 +261,12 @@ def test_efficiencies_from_an_analysis_report(tmp_path: Path, capsys: pytest.Cap
     assert te.gemm_eff == pytest.approx(3.12e12 / (0.025 * 312e12))  # 0.4: elementwise time counts, comm does not
     assert te.attn_eff == pytest.approx(1.56e12 / (0.025 * 312e12))  # 0.2
     assert te.dp_overlap == pytest.approx(0.6)
+    assert te.comm_scale == pytest.approx(1 / 0.5)
     args = ["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
     assert main(args + ["--evaluate", "dp=8,zero=3", "--baseline", "tp=2,dp=4,zero=1", "--from-analysis", str(_report(tmp_path)), "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
-    job = dataclasses.replace(Job(model("llama3-8b"), hardware("a100-40gb"), 8, 8, 32, 4096), gemm_eff=0.4, attn_eff=0.2, dp_overlap=0.6)
+    job = dataclasses.replace(Job(model("llama3-8b"), hardware("a100-40gb"), 8, 8, 32, 4096), gemm_eff=0.4, attn_eff=0.2, dp_overlap=0.6,
+                              comm_scale=2.0)
     new = evaluate(job, parse_strategy("dp=8,zero=3"))["step_s"][0]
     base = evaluate(job, parse_strategy("tp=2,dp=4,zero=1"))["step_s"][0]
     assert rec["what_if"]["predicted_step_time_s"] == pytest.approx(0.1 * new / base)

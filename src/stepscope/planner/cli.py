@@ -114,7 +114,8 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         from .from_trace import read
 
         te = read(ns.from_analysis, ns.rank)
-        changes: dict[str, Any] = {k: v for k, v in (("gemm_eff", te.gemm_eff), ("attn_eff", te.attn_eff), ("dp_overlap", te.dp_overlap)) if v is not None}
+        changes: dict[str, Any] = {k: v for k, v in (("gemm_eff", te.gemm_eff), ("attn_eff", te.attn_eff), ("dp_overlap", te.dp_overlap),
+                                                     ("comm_scale", te.comm_scale)) if v is not None}
         job = dataclasses.replace(job, **changes)
         info.update({"trace": ns.from_analysis, "trace_rank": te.rank, "trace_step_time_s": te.step_s,
                      "trace_hardware": te.hardware, **{f"measured_{k}": v for k, v in changes.items()}})

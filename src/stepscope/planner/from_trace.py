@@ -7,7 +7,10 @@ From an ``stepscope analyze --json`` report (first rank, or the rank given):
   this ratio (the ``gemm``, ``conv``, ``elementwise``, ``normalization``, ``reduction``,
   ``optimizer`` and ``other`` categories; communication and memcpy are excluded);
 - ``dp_overlap`` = overlapped / total collective time (the share the run hid behind compute);
-- ``step_s`` = the median step time.
+- ``step_s`` = the median step time;
+- ``comm_scale`` (multi-rank reports) = 1 / median(bus bandwidth / link peak) over the matched
+  collectives of >= 1 MiB that have both (the cluster view's transfer time, not the wait), so
+  communication is modeled at the bandwidth the run achieved.
 The peak is the one the analysis used (its detected or given hardware and dtype). A ratio whose
 FLOPs are unknown (the trace has no shapes) is ``None`` and the planner keeps its prior.
 """
@@ -32,6 +35,7 @@ class TraceEfficiency:
     dp_overlap: float | None
     hardware: str | None
     rank: int
+    comm_scale: float | None = None
 
 
 def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
@@ -64,7 +68,21 @@ def from_report(doc: dict[str, Any], rank: int | None = None, where: str = "repo
     return TraceEfficiency(
         step_s=float(med) * 1e-9, gemm_eff=_ratio(oth_f, oth_d, peak), attn_eff=_ratio(att_f, att_d, peak),
         dp_overlap=(hidden / comm) if comm > 0 else None, hardware=hw.get("name"), rank=int(r.get("rank") or 0),
+        comm_scale=_comm_scale(doc.get("cluster")),
     )
+
+
+def _comm_scale(cluster: Any) -> float | None:
+    if not isinstance(cluster, dict):
+        return None
+    ratios = [float(c["busbw_gbps"]) / float(c["peak_gbps"]) for c in cluster.get("collectives") or []
+              if isinstance(c, dict) and c.get("busbw_gbps") and c.get("peak_gbps") and (c.get("bytes") or 0) >= 1 << 20]
+    if not ratios:
+        return None
+    ratios.sort()
+    mid = len(ratios) // 2
+    med = ratios[mid] if len(ratios) % 2 else 0.5 * (ratios[mid - 1] + ratios[mid])
+    return 1.0 / med if med > 0 else None
 
 
 def read(path: str, rank: int | None = None) -> TraceEfficiency:
