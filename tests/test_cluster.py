@@ -195,3 +195,20 @@ def test_slow_link_found_from_pair_groups() -> None:
     assert c is not None
     link = {s.rank for s in c.stragglers if s.cause == "link" and s.is_straggler}
     assert link == {2, 3}
+
+
+def test_comm_matrix_for_all_to_all_by_hand() -> None:
+    """3 ranks, one all-to-all of 3 MB: each rank sends 3 MB / 2 peers = 1.5 MB to each other rank."""
+    ranks = []
+    for r in range(3):
+        ev = CommEvents(np.array(["ep"], dtype=object), np.array(["all_to_all"], dtype=object), np.zeros(1, np.int64),
+                        np.array([1000 + r], np.int64), np.array([500], np.int64), np.array([3_000_000], np.int64),
+                        np.array([3], np.int64), np.zeros(1, np.int64))
+        import dataclasses
+
+        ranks.append(dataclasses.replace(_rank(r, [0], [1], 1, [_step(10_000, 5_000)]), comm_events=ev))
+    c = build(tuple(ranks))
+    assert c is not None
+    m = c.comm_matrix["all_to_all"]
+    assert m["ranks"] == [0, 1, 2]
+    assert m["bytes"] == [[0, 1_500_000, 1_500_000], [1_500_000, 0, 1_500_000], [1_500_000, 1_500_000, 0]]

@@ -119,6 +119,7 @@ class ClusterView:
     threshold: float
     unmatched_instances: int
     critical_paths: tuple[StepPath, ...] = ()
+    comm_matrix: dict[str, dict[str, object]] = field(default_factory=dict)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -209,7 +210,33 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
     hist = _histogram(insts)
     findings = _findings(insts, strag, top_k)
     paths = critical_paths(insts, evs, offsets)
-    return ClusterView(len(ranks), offsets, tuple(insts), tuple(strag), tuple(matrix), hist, findings, threshold, unmatched, paths)
+    return ClusterView(len(ranks), offsets, tuple(insts), tuple(strag), tuple(matrix), hist, findings, threshold, unmatched, paths,
+                       _comm_matrix(insts))
+
+
+def _comm_matrix(insts: list[Instance]) -> dict[str, dict[str, object]]:
+    """Bytes exchanged between rank pairs, for point-to-point (``send_recv``) and all-to-all
+    instances. The recorded args carry no peer ranks or split sizes, so the peers are the ranks
+    the instance was matched across, and an all-to-all's bytes are spread evenly over its peers
+    (the uniform split is an assumption, stated in the output)."""
+    out: dict[str, dict[str, object]] = {}
+    for ctype in ("send_recv", "all_to_all"):
+        sel = [x for x in insts if x.type == ctype and x.bytes > 0]
+        if not sel:
+            continue
+        ranks = sorted({r for x in sel for r in x.ranks})
+        pos = {r: i for i, r in enumerate(ranks)}
+        m = np.zeros((len(ranks), len(ranks)), np.int64)
+        for x in sel:
+            members = sorted(x.ranks)
+            share = x.bytes // max(len(members) - 1, 1) if ctype == "all_to_all" else x.bytes
+            for a in members:
+                for b in members:
+                    if a != b:
+                        m[pos[a], pos[b]] += share
+        out[ctype] = {"ranks": ranks, "bytes": m.tolist(), "instances": len(sel),
+                      "assumption": "peers = ranks matched in the instance" + ("; even split over peers" if ctype == "all_to_all" else "")}
+    return out
 
 
 def _slow_link_ranks(insts: list[Instance]) -> set[int]:

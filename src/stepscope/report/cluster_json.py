@@ -26,6 +26,7 @@ def to_dict(c: ClusterView | None) -> dict[str, Any] | None:
         "message_sizes": [dataclasses.asdict(b) for b in c.size_histogram],
         "findings": list(c.findings),
         "unmatched_instances": c.unmatched_instances,
+        "comm_matrix": c.comm_matrix,
         "critical_path": [
             {"step": p.step, "length_ns": p.length_ns, "by_kind_ns": p.by_kind_ns, "by_rank_ns": {str(r): v for r, v in p.by_rank_ns.items()},
              "segments": [dataclasses.asdict(s) for s in p.segments]}
