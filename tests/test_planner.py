@@ -308,3 +308,15 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
     assert rec["step_time_s"] == pytest.approx(evaluate(truth, parse_strategy("tp=2,dp=4"))["step_s"][0])
     csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s\nllama3-8b,h100,8,16,4096,dp=8,abc\n")
     assert main(args + ["--calibrate", str(csv_path)]) == 2
+
+
+def test_pipeline_p2p_by_hand() -> None:
+    """pp=4, dp=2, mb=1, 16 sequences -> 8 micro-batches; hop = s*b*h*2/tp bytes over NVLink
+    (tp*pp = 4 <= 8 ranks per node) + 10 us; exposed = 2 * (3 fill/drain + 8 * 0.2) hops."""
+    job = _job(devices=8, batch=16)
+    r = evaluate(job, parse_strategy("pp=4,dp=2,mb=1"))
+    hop = 2048 * 1 * 1024 * 2 / 450e9 + 10e-6
+    assert r["pp_p2p_s"][0] == pytest.approx(2 * (3 + 8 * 0.2) * hop)
+    assert evaluate(job, parse_strategy("dp=8"))["pp_p2p_s"][0] == 0.0
+    assert r["hfu"][0] == pytest.approx(r["mfu"][0])  # no recompute
+    assert r["headroom_gb"][0] == pytest.approx(80 - r["total_gb"][0])

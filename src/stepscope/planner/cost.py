@@ -38,6 +38,8 @@ Time per step (seconds):
 - EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer,
   on the link of the ep*etp group;
 - CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes, 50% hidden;
+- PP p2p: ``s*b*h*2/(tp*cp)`` bytes per hop, each way; the 2(pp-1) fill/drain hops are exposed and
+  20% of the 2m steady-state hops (prior ``PP_P2P_HIDDEN`` = 0.8), on the link of tp*pp ranks;
 - PP: bubble ``(pp-1)/(m*vpp)`` of the per-micro-batch work (m micro-batches per replica) for 1F1B
   and interleaved; zero-bubble ZB-H1 (Qi et al. 2023) cuts it to 1/3 (with F = B = W),
   ZB-V (vpp = 2) to a prior 1/10 (ideal 0; margin for unequal F, B, W);
@@ -72,6 +74,7 @@ GEMM_EFF = 0.5  # prior: achieved / peak for the non-attention work
 ATTN_EFF = 0.3  # prior: achieved / peak for attention kernels
 DP_OVERLAP = 0.7  # prior: share of DP/FSDP traffic hidden behind the backward pass
 OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
+PP_P2P_HIDDEN = 0.8  # prior: share of steady-state pipeline p2p hidden behind compute
 HOST_GBPS = 25.0  # device <-> host when the catalog has no figure (PCIe Gen4 x16, effective)
 BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "memory")
 
@@ -201,22 +204,31 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
     per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * _BUBBLE_FACTOR[sched], 0.0)
+    # PP point-to-point: activations (and their gradients) cross every stage boundary once per
+    # micro-batch each way; the fill and drain hops are on the critical path, steady-state ones are
+    # PP_P2P_HIDDEN hidden behind compute (prior)
+    p2p_msg = seq * mb * h * 2 / (tp * cp)
+    pp_span = tp * pp  # consecutive stages sit tp ranks apart
+    hop = p2p_msg / link(pp_span) + np.where(pp_span <= node, 10e-6, 20e-6)
+    pp_p2p_s = np.where(pp > 1, 2 * ((pp - 1) + n_micro * (1 - PP_P2P_HIDDEN)) * hop, 0.0) * job.comm_scale
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * (L / pp) * n_micro / host
     offload_s = np.where(offload, np.maximum(offload_raw - OFFLOAD_HIDDEN * np.minimum(offload_raw, compute_s), 0.0), 0.0)
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
-    step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + opt_s + offload_s
+    step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
     fits = total_b <= (hw.hbm_gb or 80) * 1e9
-    parts = np.stack([tp_s, dp_s, ep_s, cp_s, bubble_s, opt_s, offload_s])
+    parts = np.stack([tp_s, dp_s, ep_s, cp_s, bubble_s + pp_p2p_s, opt_s, offload_s])
     bott = (np.argmax(parts, axis=0) + 1).astype(np.int8)  # index into BOTTLENECKS
     bott[parts.max(axis=0) < 0.25 * compute_s] = 0
     bott[~fits] = len(BOTTLENECKS) - 1
     return {
         "weights_gb": w_b / 1e9, "grads_gb": g_b / 1e9, "optimizer_gb": o_b / 1e9, "activations_gb": act_b / 1e9,
         "buffers_gb": buf_b / 1e9, "reserve_gb": reserve_b / 1e9, "total_gb": total_b / 1e9, "fits": fits,
-        "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s,
+        "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s, "pp_p2p_s": pp_p2p_s,
         "optimizer_s": opt_s, "offload_s": offload_s, "step_s": step_s,
         "mfu": model_flops / (step_s * job.devices * hw.peak_flops("bf16" if job.precision == "fp8" else job.precision)),
+        "hfu": model_flops * _RECOMPUTE_FACTOR[rc] / (step_s * job.devices * hw.peak_flops("bf16" if job.precision == "fp8" else job.precision)),
+        "headroom_gb": (hw.hbm_gb or 80) - total_b / 1e9,
         "hfu_tflops_per_device": model_flops * _RECOMPUTE_FACTOR[rc] / step_s / job.devices / 1e12,
         "tokens_per_s_per_device": tokens / step_s / job.devices,
         "tflops_per_device": model_flops / step_s / job.devices / 1e12,

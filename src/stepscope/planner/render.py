@@ -10,7 +10,7 @@ from .cost import BOTTLENECKS, RECOMPUTE, SCHEDULES
 from .search import FIELDS
 
 _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
-_TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "optimizer_s", "offload_s")
+_TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "pp_p2p_s", "optimizer_s", "offload_s")
 
 
 def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -> list[dict[str, Any]]:
@@ -28,9 +28,11 @@ def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -
             "step_time_s": float(results["step_s"][i]),
             "tokens_per_s_per_device": float(results["tokens_per_s_per_device"][i]),
             "mfu": float(results["mfu"][i]),
+            "hfu": float(results["hfu"][i]),
             "tflops_per_device": float(results["tflops_per_device"][i]),
             "memory_gb": {**{k[:-3]: float(results[k][i]) for k in _MEM}, "total": float(results["total_gb"][i])},
             "fits": bool(results["fits"][i]),
+            "headroom_gb": float(results["headroom_gb"][i]),
             "bottleneck": BOTTLENECKS[int(results["bottleneck"][i])],
             "grad_accum": float(results["grad_accum"][i]),
             "time_s": {k[:-2]: float(results[k][i]) for k in _TIME},
@@ -43,7 +45,7 @@ def table(recs: list[dict[str, Any]]) -> Any:
 
     t = Table(title="Strategies, fastest that fit first")
     cols = ["TP", "PP", "VPP", "DP", "CP", "EP", "ETP", "ZeRO", "shard", "sched", "MB", "GA", "remat", "offl", "W", "G", "O", "act",
-            "buf+res", "total GB", "compute", "TP s", "EP s", "DP s", "CP s", "bubble", "offl s", "step s", "MFU", "bottleneck"]
+            "buf+res", "total GB", "compute", "TP s", "EP s", "DP s", "CP s", "PP+bubble", "offl s", "step s", "MFU", "bottleneck"]
     for c in cols:
         t.add_column(c, justify="right")
     for r in recs:
@@ -52,6 +54,6 @@ def table(recs: list[dict[str, Any]]) -> Any:
                   f"{r['grad_accum']:g}", s["recompute"], "yes" if s["offload"] else "",
                   *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")),
                   f"{m['buffers'] + m['reserve']:.1f}", f"{m['total']:.1f}",
-                  *(f"{ts[k]:.2f}" for k in ("compute", "tp", "ep", "dp", "cp", "bubble", "offload")),
+                  *(f"{ts[k]:.2f}" for k in ("compute", "tp", "ep", "dp", "cp")), f"{ts['bubble'] + ts['pp_p2p']:.2f}", f"{ts['offload']:.2f}",
                   f"{r['step_time_s']:.2f}", f"{r['mfu']:.1%}", r["bottleneck"] + ("" if r["fits"] else " (OOM)"))
     return t
