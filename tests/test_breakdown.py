@@ -105,6 +105,23 @@ def test_cpu_only_gloo_trace(tmp_path: Path) -> None:
     assert [c.type for c in s.collectives] == ["all_reduce"]
 
 
+def test_cpu_comm_nested_in_a_compute_op_is_communication(tmp_path: Path) -> None:
+    """DDP's all-reduce hook runs inside autograd: evaluate_function [100, 500) holds
+    c10d::allreduce_ [300, 450). Compute = 400 - 150 = 250 us, exposed comm = 150 us."""
+    ev = [
+        synth.step("ProfilerStep#1", 0, 1000),
+        synth.cpu("autograd::engine::evaluate_function: AddmmBackward0", 100, 400),
+        synth.cpu("c10d::allreduce_", 300, 150),
+    ]
+    (s,) = _one(tmp_path, ev, rank=None).steps
+    assert s.compute_ns == 250 * US
+    assert s.comm_ns == 150 * US and s.exposed_comm_ns == 150 * US and s.overlapped_comm_ns == 0
+    assert s.idle_ns == 600 * US
+    assert s.compute_ns + s.exposed_comm_ns + s.exposed_memcpy_ns + s.idle_ns == s.step_time_ns
+    (c,) = s.collectives
+    assert c.type == "all_reduce" and c.exposed_ns == 150 * US and c.overlapped_ns == 0
+
+
 def test_fluctuation_flags_what_grew(tmp_path: Path) -> None:
     ev = []
     for i in range(4):

@@ -13,7 +13,9 @@ so ``compute + exposed_comm + exposed_memcpy + idle == |W|`` exactly, in integer
 
 Ranks with no device work (CPU-only, gloo) are accounted on the host: the top-level ops of each
 thread (ops not nested in another op of the same thread) are the "work"; communication ops
-(``gloo:*``, ``c10d::*``...) are M and the rest C.
+(``gloo:*``, ``c10d::*``...) are M and the rest C. A communication op nested inside a compute op
+(DDP's all-reduce hook runs inside autograd) is N: compute = |C \\ N| and exposed communication
+= |M \\ C| + |C n N|, so the partition still sums to the step.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ class StepAccountant:
         self.rules = rules
         h = rd.host
         self.cpu_mode = rd.dev.size == 0
-        # device-idle gaps of every step: (starts, ends, cause 0 host-bound / 1 sync wait / 2 other)
+        # device-idle gaps of every step: (starts, ends, cause 0 host-bound before the launch call /
+        # 1 sync wait / 2 other / 3 host-bound after the launch call: launch overhead)
         self.gap_log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.dl_mask = _name_mask(h.names, _DATALOADER)[h.name_idx] & (h.kind != KIND["runtime"])
         self.opt_mask = _name_mask(h.names, _OPTIMIZER)[h.name_idx] & (h.kind != KIND["runtime"])
@@ -98,9 +101,13 @@ class StepAccountant:
             is_op = ((h.kind == KIND["cpu_op"]) | ((h.kind == KIND["user_annotation"]) & comm_name)) & ~step_name
             idx = np.flatnonzero(is_op)
             top = top_level(h.tid[idx], h.ts[idx], h.end[idx])
-            sel = idx[top]
+            # communication called from inside a compute op (DDP's all-reduce hook inside autograd)
+            # is communication, not compute: kept as its own rows and carved out of the parent
+            nested = idx[~top & comm_name[idx]]
+            sel = np.concatenate([idx[top], nested])
             self.cpu_sel = sel
             self.cpu_is_comm = comm_name[sel]
+            self.cpu_nested = np.r_[np.zeros(int(top.sum()), bool), np.ones(nested.size, bool)]
             self.cpu_ctype = np.array(
                 [COMM_PREFIX + rules.collective_of(h.names[i]) if c else "cpu" for i, c in zip(h.name_idx[sel], self.cpu_is_comm)],
                 dtype=object,
@@ -137,6 +144,7 @@ class StepAccountant:
             cat = self.cpu_code[inside]
             w0, w1, source = c0, c1, "cpu"
             launch = np.full(s.size, -1, np.int64)
+            nested = self.cpu_nested[inside]
             n_dev = 0
         else:
             d = self.rd.dev
@@ -148,9 +156,11 @@ class StepAccountant:
                 w0, w1, source = int(s.min()), int(e.max()), "device"
             else:
                 w0, w1, source = c0, c1, "cpu"
+            nested = np.zeros(s.size, bool)
         s_c, e_c = np.maximum(s, w0), np.minimum(e, w1)
         keep = e_c > s_c
         s_c, e_c, group_k, cat_k, launch_k = s_c[keep], e_c[keep], group[keep], cat[keep], launch[keep]
+        nested_k = nested[keep]
         window = w1 - w0
         # sets: 0 compute, 1 comm, 2 memory, 3.. one per collective type present
         labels = self.labels
@@ -165,12 +175,19 @@ class StepAccountant:
             starts.append(s_c[m])
             ends.append(e_c[m])
             ids.append(np.full(int(m.sum()), 3 + j, np.int64))
-        L = iv.mask_lengths(np.concatenate(starts), np.concatenate(ends), np.concatenate(ids), 3 + len(ctypes))
-        C, M, Y = 1, 2, 4
-        compute = iv.masked_sum(L, all_of=C)
+        # N: communication nested inside a compute op on the same thread (CPU ranks): time in N is
+        # communication even though its parent op covers it, so compute = |C \ N|, and
+        # exposed comm = |M \ C| + |C n N| (N is part of M); the partition still sums to the window
+        n_bit = 3 + len(ctypes)
+        starts.append(s_c[nested_k])
+        ends.append(e_c[nested_k])
+        ids.append(np.full(int(nested_k.sum()), n_bit, np.int64))
+        L = iv.mask_lengths(np.concatenate(starts), np.concatenate(ends), np.concatenate(ids), n_bit + 1)
+        C, M, Y, N = 1, 2, 4, 1 << n_bit
+        compute = iv.masked_sum(L, all_of=C, none_of=N)
         comm = iv.masked_sum(L, all_of=M)
-        overlapped = iv.masked_sum(L, all_of=C | M)
-        exposed_comm = iv.masked_sum(L, all_of=M, none_of=C)
+        overlapped = iv.masked_sum(L, all_of=C | M, none_of=N)
+        exposed_comm = iv.masked_sum(L, all_of=M, none_of=C) + iv.masked_sum(L, all_of=C | N)
         memcpy = iv.masked_sum(L, all_of=Y)
         exposed_memcpy = iv.masked_sum(L, all_of=Y, none_of=C | M)
         busy = iv.masked_sum(L)
@@ -182,8 +199,8 @@ class StepAccountant:
                 CollectiveTime(
                     type=ct,
                     comm_ns=iv.masked_sum(L, all_of=b),
-                    overlapped_ns=iv.masked_sum(L, all_of=b | C),
-                    exposed_ns=iv.masked_sum(L, all_of=b, none_of=C),
+                    overlapped_ns=iv.masked_sum(L, all_of=b | C, none_of=N),
+                    exposed_ns=iv.masked_sum(L, all_of=b, none_of=C) + iv.masked_sum(L, all_of=b | C | N),
                     count=int((cat_k == comm_codes[j]).sum()),
                 )
             )
@@ -240,7 +257,13 @@ class StepAccountant:
         wait = ~host & (sync_overlap > 0)
         other = ~host & ~wait
         length = ge - gs
-        self.gap_log.append((gs, ge, np.where(host, 0, np.where(wait, 1, 2)).astype(np.int8)))
+        # host-bound gaps split at the launch call: before it the host was busy (CPU), after it
+        # the launch itself was in flight (launch overhead, code 3)
+        cut = np.where(host, np.clip(nxt_launch, gs, ge), ge)
+        code = np.where(host, 0, np.where(wait, 1, 2)).astype(np.int8)
+        launch_part = host & (cut < ge)
+        self.gap_log.append((np.concatenate([gs, cut[launch_part]]), np.concatenate([np.where(host, cut, ge), ge[launch_part]]),
+                             np.concatenate([code, np.full(int(launch_part.sum()), 3, np.int8)])))
         return IdleCauses(
             host_bound_ns=int(length[host].sum()),
             wait_ns=int(length[wait].sum()),

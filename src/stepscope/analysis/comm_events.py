@@ -50,6 +50,7 @@ class CommEvents:
     step_windows: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
     host_bound_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))  # device idle, host late
     sync_wait_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))  # device idle, host in a sync
+    launch_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))  # device idle, launch in flight
 
     @property
     def size(self) -> int:
@@ -91,7 +92,7 @@ def _seq(group: np.ndarray, ctype: np.ndarray, start: np.ndarray) -> np.ndarray:
 
 def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules,
             step_windows: tuple[np.ndarray, np.ndarray], loader_mask: np.ndarray | None = None,
-            idle: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None) -> CommEvents:
+            idle: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None) -> CommEvents:
     ev = _device(rd, events, dev_step) if rd.dev.size else _host(rd, step_cpu, rules)
     if rd.dev.size:
         comp = rd.dev.group == 0
@@ -104,7 +105,7 @@ def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tupl
     ls, le = (iv.union(rd.host.ts[loader_mask], rd.host.end[loader_mask]) if loader_mask is not None and loader_mask.any()
               else (np.empty(0, np.int64), np.empty(0, np.int64)))
     ev = dataclasses.replace(ev, compute_iv=(cs, ce), loader_iv=(ls, le), step_windows=step_windows)
-    return dataclasses.replace(ev, host_bound_iv=idle[0], sync_wait_iv=idle[1]) if idle else ev
+    return dataclasses.replace(ev, host_bound_iv=idle[0], sync_wait_iv=idle[1], launch_iv=idle[2]) if idle else ev
 
 
 def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:

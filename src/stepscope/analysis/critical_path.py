@@ -13,8 +13,9 @@ collective (aligned clocks, see ``cluster.py``):
 Collectives whose end lies before the path's current time were overlapped with work on the path
 and are not on it. Local work is split by that rank's own intervals, in this precedence:
 ``compute`` (its device compute kernels, or top-level CPU ops on CPU-only ranks), ``data loading``
-(its data-loader ranges), ``CPU / launch`` (device idle because the next kernel was launched
-late: host-bound, see the idle causes of the step breakdown), ``sync wait`` (device idle while
+(its data-loader ranges), ``CPU`` (device idle before the host called the launch of the next
+work: host-bound), ``launch overhead`` (device idle after that call, before the work started),
+``sync wait`` (device idle while
 the host sat in a synchronizing call) and ``other idle``. Every ns of the path is in exactly one
 bound type.
 """
@@ -28,7 +29,7 @@ import numpy as np
 from . import intervals as iv
 from .comm_events import CommEvents
 
-KINDS = ("compute", "communication", "data loading", "CPU / launch", "sync wait", "other idle")
+KINDS = ("compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle")
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,8 @@ class Segment:
     kind: str  # "local" (split below) | "communication"
     compute_ns: int
     loader_ns: int
-    host_ns: int  # CPU / launch: device idle, next work launched late
+    host_ns: int  # CPU: device idle, the host had not yet called the launch of the next work
+    launch_ns: int  # launch overhead: device idle, the launch call made but the work not started
     wait_ns: int  # device idle while the host synchronized
     other_ns: int
     label: str  # the collective, for communication segments
@@ -68,13 +70,13 @@ def _local(rank: int, ev: CommEvents, offset: int, lo: int, hi: int) -> Segment:
     a, b = lo + offset, hi + offset
     covered, parts = 0, []
     acc_s, acc_e = np.empty(0, np.int64), np.empty(0, np.int64)
-    for ivs in (ev.compute_iv, ev.loader_iv, ev.host_bound_iv, ev.sync_wait_iv):
+    for ivs in (ev.compute_iv, ev.loader_iv, ev.host_bound_iv, ev.launch_iv, ev.sync_wait_iv):
         s, e = _overlap(ivs, a, b)
         acc_s, acc_e = np.concatenate([acc_s, s]), np.concatenate([acc_e, e])
         total = iv.union_length(acc_s, acc_e)
         parts.append(total - covered)
         covered = total
-    return Segment(rank, lo, hi, "local", parts[0], parts[1], parts[2], parts[3], (hi - lo) - covered, "")
+    return Segment(rank, lo, hi, "local", parts[0], parts[1], parts[2], parts[3], parts[4], (hi - lo) - covered, "")
 
 
 def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]) -> tuple[StepPath, ...]:
@@ -98,7 +100,7 @@ def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]
             if arrive > t:
                 segs.append(_local(r, evs[r], offsets.get(r, 0), t, arrive))
                 t = arrive
-            segs.append(Segment(r, t, end, "communication", 0, 0, 0, 0, 0, f"{x.type} {x.group}#{x.seq}"))
+            segs.append(Segment(r, t, end, "communication", 0, 0, 0, 0, 0, 0, f"{x.type} {x.group}#{x.seq}"))
             t = end
         last_rank = max(windows, key=lambda r: windows[r][1])
         if windows[last_rank][1] > t:
@@ -111,7 +113,8 @@ def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]
             else:
                 by_kind["compute"] += s.compute_ns
                 by_kind["data loading"] += s.loader_ns
-                by_kind["CPU / launch"] += s.host_ns
+                by_kind["CPU"] += s.host_ns
+                by_kind["launch overhead"] += s.launch_ns
                 by_kind["sync wait"] += s.wait_ns
                 by_kind["other idle"] += s.other_ns
                 by_rank[s.rank] = by_rank.get(s.rank, 0) + s.end_ns - s.start_ns
@@ -142,8 +145,8 @@ def perfetto(paths: tuple[StepPath, ...], instances: list, ranks: list[int]) -> 
         prev = None
         for s in p.segments:
             name = s.label if s.kind == "communication" else f"rank {s.rank} local"
-            args = {"step": p.step, "rank": s.rank, "compute_ns": s.compute_ns, "loader_ns": s.loader_ns, "host_ns": s.host_ns,
-                    "wait_ns": s.wait_ns, "other_ns": s.other_ns}
+            args = {"step": p.step, "rank": s.rank, "compute_ns": s.compute_ns, "loader_ns": s.loader_ns, "cpu_ns": s.host_ns,
+                    "launch_ns": s.launch_ns, "wait_ns": s.wait_ns, "other_ns": s.other_ns}
             for pid, tid in ((cp_pid, 0), (s.rank, 2)):
                 ev.append({"ph": "X", "pid": pid, "tid": tid, "ts": s.start_ns / 1e3, "dur": (s.end_ns - s.start_ns) / 1e3,
                            "name": name, "cat": "critical_path", "args": args})

@@ -343,5 +343,5 @@ def analyze_rank(
         extras=extras,
         comm_events=comm_events.extract(rd, events, dev_step, (spans.cpu_start, spans.cpu_end), rules,
                                         (np.array([s.window_start_ns for s in steps], np.int64), np.array([s.window_end_ns for s in steps], np.int64)),
-                                        acct.dl_mask, (acct.gaps(0), acct.gaps(1))),
+                                        acct.dl_mask, (acct.gaps(0), acct.gaps(1), acct.gaps(3))),
     )
