@@ -22,6 +22,15 @@ from stepscope.analysis.results import (
 )
 from stepscope.cli import main
 
+def _free_port() -> int:
+    """A port nobody listens on now (two test runs on one machine must not share a rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = ROOT.parent / "shared" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
 
@@ -105,7 +114,7 @@ def test_gloo_slow_compute_and_slow_loader_found_and_told_apart(tmp_path: Path) 
     pytest.importorskip("torch")
     out_dir = tmp_path / "g"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_gloo_traces.py"), str(out_dir), "--ranks", "3", "--slow-loader-rank", "1",
-                    "--loader-sleep-ms", "20", "--slow-compute-rank", "2", "--compute-sleep-ms", "30", "--port", "29673"],
+                    "--loader-sleep-ms", "20", "--slow-compute-rank", "2", "--compute-sleep-ms", "30", "--port", str(_free_port())],
                    check=True, timeout=600, capture_output=True)
     out = tmp_path / "r.json"
     assert main(["analyze", str(out_dir), "--json", str(out), "--html", str(tmp_path / "r.html"), "-q"]) == 0
