@@ -22,6 +22,7 @@ from stepscope.analysis.results import (
 )
 from stepscope.cli import main
 
+
 def _free_port() -> int:
     """A port nobody listens on now (two test runs on one machine must not share a rendezvous)."""
     import socket

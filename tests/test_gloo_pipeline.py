@@ -11,6 +11,7 @@ import pytest
 
 from stepscope.cli import main
 
+
 def _free_port() -> int:
     """A port nobody listens on now (two test runs on one machine must not share a rendezvous)."""
     import socket
