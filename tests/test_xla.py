@@ -316,6 +316,7 @@ def test_generated_jax_profile_with_hlo(jax_profile: Path, tmp_path: Path) -> No
     assert {"gemm", "comm:all_reduce"} <= cats
     phases = {p["label"]: p["time_ns"] for p in x["phases"]}
     assert phases["recompute"] > 0 and phases["forward"] > 0 and phases["backward"] > 0
+    assert any(lp["label"].startswith("while") and lp["time_ns"] > 0 for lp in x["loops"])  # the scan over layers
     leaves = {c["label"] for c in x["by_scope_leaf"]}
     assert {"attention", "mlp", "head", "embed"} <= leaves
     # forward MLP matmuls: per device 4 sequences x 32 tokens = 128 rows; [128,64] x [64,256]

@@ -323,7 +323,7 @@ def analyze_rank(
     extras = {name: fn(prepared, cfg) for name, fn in RANK_ANALYSES.items()}
     if rd.dev.xla is not None:
         hbm = roof.hardware.hbm_gbps * 1e9 if roof.hardware else None
-        extras["xla"] = xla.summarize(prepared, cfg, peak, hbm)
+        extras["xla"] = xla.summarize(prepared, cfg, peak, hbm, events)
     return RankAnalysis(
         rank=info.rank,
         device=info.device_name,

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .xla_ops import fusion_kind, is_async_done
 
@@ -72,6 +74,7 @@ class XlaSummary:
     phases: tuple[Share, ...]  # forward / backward / recompute / outside autodiff
     recompute_share_of_backward: float | None
     custom_calls: tuple[Share, ...]
+    loops: tuple[Share, ...]  # while / conditional / call ops (containers: their ops are counted above)
     scope_coverage_ratio: float  # share of op time with a name stack
     flops_coverage_ratio: float  # share of op time with known FLOPs
     top_ops: tuple[XlaOp, ...]
@@ -122,7 +125,8 @@ def _shares(labels: np.ndarray, dur: np.ndarray, total: float, top: int | None =
     return tuple(Share(str(uniq[i]), int(t[i]), float(t[i] / total) if total else 0.0, int(c[i])) for i in order)
 
 
-def summarize(prepared: object, cfg: object, peak_flops: float | None = None, hbm_bytes_per_s: float | None = None) -> XlaSummary | None:
+def summarize(prepared: object, cfg: object, peak_flops: float | None = None, hbm_bytes_per_s: float | None = None,
+              events: pa.Table | None = None) -> XlaSummary | None:
     rd = prepared.data  # type: ignore[attr-defined]
     dev_step = prepared.dev_step  # type: ignore[attr-defined]
     x = rd.dev.xla
@@ -163,10 +167,24 @@ def summarize(prepared: object, cfg: object, peak_flops: float | None = None, hb
         phases=ph,
         recompute_share_of_backward=(rec / bwd) if bwd else None,
         custom_calls=_shares(np.array([f"{c}: {o}" for c, o in zip(cat[custom], ops[custom])], dtype=object), dur[custom], total, 20),
+        loops=_loops(events, total),
         scope_coverage_ratio=float(dur[has_scope].sum() / total) if total else 0.0,
         flops_coverage_ratio=float(dur[flops >= 0].sum() / total) if total else 0.0,
         top_ops=_top_ops(ops, cat, fk, scopes, dur, flops, nbytes, peak_flops, hbm_bytes_per_s, top=int(getattr(cfg, "top_k", 20))),
     )
+
+
+def _loops(events: pa.Table | None, total: float) -> tuple[Share, ...]:
+    """Time inside control-flow ops (while loops from scans, conditionals, calls), by instruction;
+    shares are of the op time (a loop's body ops are already in the other tables)."""
+    if events is None or "op" not in events.column_names or events["op"].null_count == events.num_rows:
+        return ()
+    ann = events.filter(pc.equal(events["kind"].cast(pa.string()), "gpu_annotation"))
+    ann = ann.filter(pc.fill_null(pc.match_substring_regex(ann["op"], r"^(while|conditional|call)(\.\d+)?$"), False))
+    if ann.num_rows == 0:
+        return ()
+    labels = np.asarray(ann["op"].to_pylist(), dtype=object)
+    return _shares(labels, ann["dur_ns"].to_numpy().astype(np.float64), total, 20)
 
 
 def _top_ops(ops: np.ndarray, cat: np.ndarray, fk: np.ndarray, scopes: np.ndarray, dur: np.ndarray, flops: np.ndarray,

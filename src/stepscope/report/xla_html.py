@@ -23,7 +23,8 @@ def section(x: XlaSummary | None, top: int) -> str:
         o.append(f" Recompute is <b class='xla-remat'>{x.recompute_share_of_backward:.1%}</b> of backward time.")
     o.append("</p>")
     for title, rows in (("By category", x.by_category), ("By autodiff phase", x.phases), ("By named scope", x.by_scope),
-                        ("By fusion kind", x.by_fusion_kind), ("Custom calls", x.custom_calls)):
+                        ("By fusion kind", x.by_fusion_kind), ("Custom calls", x.custom_calls),
+                        ("Loops and calls (containers)", x.loops)):
         if rows:
             o.append(_table(title, rows, top))
     head = "".join(f"<th>{h}</th>" for h in ("count", "ms", "GFLOP/exec", "TFLOP/s", "FLOP/B", "bound", "roofline eff"))

@@ -31,6 +31,8 @@ def render(x: XlaSummary | None, con: Console, top: int) -> None:
         con.print(f"recompute (remat) is {x.recompute_share_of_backward:.1%} of backward time", highlight=False)
     con.print(_shares("By named scope", x.by_scope, top))
     con.print(_shares("By fusion kind", x.by_fusion_kind, top))
+    if x.loops:
+        con.print(_shares("Loops and calls (containers; their ops are counted above)", x.loops, top))
     if x.custom_calls:
         con.print(_shares("Custom calls (Pallas / Mosaic / FFI kernels)", x.custom_calls, top))
     t = Table(title="Top XLA ops")
