@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .comm_events import CommEvents
+from .comm_events import CommEvents, finalize
 from .critical_path import StepPath
 from .critical_path import compute as critical_paths
 from .results import RankAnalysis
@@ -56,6 +56,7 @@ class RankTiming:
     dur_ns: int
     wait_ns: int
     transfer_ns: int
+    index: int = -1  # the instance's position in this rank's CommEvents
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ def _robust_z(x: np.ndarray) -> np.ndarray:
 
 def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_node: int = 8, peak_intra_gbps: float | None = None,
           peak_inter_gbps: float | None = None, top_k: int = 5) -> ClusterView | None:
-    evs = {r.rank: r.comm_events for r in ranks if isinstance(r.comm_events, CommEvents)}
+    evs = {r.rank: (r.comm_events if r.comm_events.before is not None else finalize(r.comm_events))
+           for r in ranks if isinstance(r.comm_events, CommEvents)}
     if len(ranks) < 2:
         return None
     # ---- match instances ---------------------------------------------------------------------
@@ -164,7 +166,7 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
         for r, s in starts.items():
             late[r].append(int(s - med_start))
         last = max(starts, key=lambda r: (starts[r], -r))
-        timing = {r: RankTiming(starts[r], durs[r], durs[r] - transfer, transfer) for r in v}
+        timing = {r: RankTiming(starts[r], durs[r], durs[r] - transfer, transfer, int(v[r])) for r in v}
         step = int(np.median([evs[r].step[i] for r, i in v.items()]))
         for r, i in v.items():
             key = (r, int(evs[r].step[i]))

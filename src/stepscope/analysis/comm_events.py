@@ -51,10 +51,58 @@ class CommEvents:
     host_bound_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))  # device idle, host late
     sync_wait_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))  # device idle, host in a sync
     launch_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))  # device idle, launch in flight
+    # per instance: this rank's local time from its previous collective's end (or its step start)
+    # to the instance's start, split as BOUND_KINDS; per step: from the last collective's end to
+    # the step end. Computed from the intervals above by ``finalize``, which then drops them, so
+    # what travels to the parent is O(instances), not O(kernels).
+    before: np.ndarray | None = None
+    tail: np.ndarray | None = None
 
     @property
     def size(self) -> int:
         return int(self.start_ns.size)
+
+
+BOUND_KINDS = ("compute", "data loading", "CPU", "launch overhead", "sync wait", "other idle")
+_EMPTY_IV = (np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def _split(ev: CommEvents, lo: int, hi: int) -> list[int]:
+    """[lo, hi) on this rank's clock split by bound type, in BOUND_KINDS order and precedence."""
+    if hi <= lo:
+        return [0] * len(BOUND_KINDS)
+    covered, parts = 0, []
+    acc_s, acc_e = np.empty(0, np.int64), np.empty(0, np.int64)
+    for ivs in (ev.compute_iv, ev.loader_iv, ev.host_bound_iv, ev.launch_iv, ev.sync_wait_iv):
+        s, e = ivs
+        if s.size:
+            a = int(np.searchsorted(e, lo, side="right"))
+            b = int(np.searchsorted(s, hi, side="left"))
+            s, e = iv.clip(s[a:b], e[a:b], lo, hi)
+        acc_s, acc_e = np.concatenate([acc_s, s]), np.concatenate([acc_e, e])
+        total = iv.union_length(acc_s, acc_e)
+        parts.append(total - covered)
+        covered = total
+    return parts + [(hi - lo) - covered]
+
+
+def finalize(ev: CommEvents) -> CommEvents:
+    """Per-instance and per-step-tail breakdowns from the intervals; the intervals are dropped."""
+    n, k = ev.size, len(BOUND_KINDS)
+    ws, we = ev.step_windows
+    before = np.zeros((n, k), np.int64)
+    tail = np.zeros((ws.size, k), np.int64)
+    order = np.argsort(ev.start_ns, kind="stable")
+    last_end: dict[int, int] = {}
+    for i in order:
+        st = int(ev.step[i])
+        lo = last_end.get(st, int(ws[st]) if 0 <= st < ws.size else int(ev.start_ns[i]))
+        before[i] = _split(ev, lo, int(ev.start_ns[i]))
+        last_end[st] = max(last_end.get(st, lo), int(ev.start_ns[i] + ev.dur_ns[i]))
+    for st in range(ws.size):
+        tail[st] = _split(ev, last_end.get(st, int(ws[st])), int(we[st]))
+    return dataclasses.replace(ev, before=before, tail=tail, compute_iv=_EMPTY_IV, loader_iv=_EMPTY_IV, host_bound_iv=_EMPTY_IV,
+                               launch_iv=_EMPTY_IV, sync_wait_iv=_EMPTY_IV)
 
 
 def _empty() -> CommEvents:
@@ -105,7 +153,9 @@ def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tupl
     ls, le = (iv.union(rd.host.ts[loader_mask], rd.host.end[loader_mask]) if loader_mask is not None and loader_mask.any()
               else (np.empty(0, np.int64), np.empty(0, np.int64)))
     ev = dataclasses.replace(ev, compute_iv=(cs, ce), loader_iv=(ls, le), step_windows=step_windows)
-    return dataclasses.replace(ev, host_bound_iv=idle[0], sync_wait_iv=idle[1], launch_iv=idle[2]) if idle else ev
+    if idle:
+        ev = dataclasses.replace(ev, host_bound_iv=idle[0], sync_wait_iv=idle[1], launch_iv=idle[2])
+    return finalize(ev)
 
 
 def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:

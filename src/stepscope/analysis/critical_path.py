@@ -11,7 +11,9 @@ collective (aligned clocks, see ``cluster.py``):
     [end of the last collective, latest step end]           local work on the rank that ends last
 
 Collectives whose end lies before the path's current time were overlapped with work on the path
-and are not on it. Local work is split by that rank's own intervals, in this precedence:
+and are not on it. Local work is split by that rank's own intervals (evaluated in the worker over
+the rank's own local segment before the same collective, then scaled to the path segment's
+length, so only O(collectives) numbers per rank reach the parent), in this precedence:
 ``compute`` (its device compute kernels, or top-level CPU ops on CPU-only ranks), ``data loading``
 (its data-loader ranges), ``CPU`` (device idle before the host called the launch of the next
 work: host-bound), ``launch overhead`` (device idle after that call, before the work started),
@@ -26,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import intervals as iv
 from .comm_events import CommEvents
 
 KINDS = ("compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle")
@@ -56,27 +57,17 @@ class StepPath:
     segments: tuple[Segment, ...]
 
 
-def _overlap(ivs: tuple[np.ndarray, np.ndarray], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    s, e = ivs
-    if s.size == 0 or hi <= lo:
-        return s[:0], e[:0]
-    a = int(np.searchsorted(e, lo, side="right"))
-    b = int(np.searchsorted(s, hi, side="left"))
-    return iv.clip(s[a:b], e[a:b], lo, hi)
-
-
-def _local(rank: int, ev: CommEvents, offset: int, lo: int, hi: int) -> Segment:
-    """Split aligned [lo, hi) on ``rank`` by bound type (intervals on its own clock)."""
-    a, b = lo + offset, hi + offset
-    covered, parts = 0, []
-    acc_s, acc_e = np.empty(0, np.int64), np.empty(0, np.int64)
-    for ivs in (ev.compute_iv, ev.loader_iv, ev.host_bound_iv, ev.launch_iv, ev.sync_wait_iv):
-        s, e = _overlap(ivs, a, b)
-        acc_s, acc_e = np.concatenate([acc_s, s]), np.concatenate([acc_e, e])
-        total = iv.union_length(acc_s, acc_e)
-        parts.append(total - covered)
-        covered = total
-    return Segment(rank, lo, hi, "local", parts[0], parts[1], parts[2], parts[3], parts[4], (hi - lo) - covered, "")
+def _local(rank: int, parts: np.ndarray | None, lo: int, hi: int) -> Segment:
+    """Local segment [lo, hi) (aligned) on ``rank``, split like the rank's own local time before the
+    same point (``CommEvents.before`` / ``tail``: computed in the worker from its intervals),
+    scaled to the segment's length when the path's segment and the rank's own differ."""
+    length = hi - lo
+    if parts is None or parts.sum() <= 0 or length <= 0:
+        return Segment(rank, lo, hi, "local", 0, 0, 0, 0, 0, max(length, 0), "")
+    scaled = (parts.astype(np.float64) * (length / float(parts.sum()))).astype(np.int64)
+    scaled[-1] += length - int(scaled.sum())
+    c, ld, cpu, launch, wait, other = (int(x) for x in scaled)
+    return Segment(rank, lo, hi, "local", c, ld, cpu, launch, wait, other, "")
 
 
 def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]) -> tuple[StepPath, ...]:
@@ -98,13 +89,16 @@ def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]
             if end <= t:
                 continue  # overlapped with work already on the path
             if arrive > t:
-                segs.append(_local(r, evs[r], offsets.get(r, 0), t, arrive))
+                before = evs[r].before
+                idx = x.ranks[r].index
+                segs.append(_local(r, before[idx] if before is not None and 0 <= idx < len(before) else None, t, arrive))
                 t = arrive
             segs.append(Segment(r, t, end, "communication", 0, 0, 0, 0, 0, 0, f"{x.type} {x.group}#{x.seq}"))
             t = end
         last_rank = max(windows, key=lambda r: windows[r][1])
         if windows[last_rank][1] > t:
-            segs.append(_local(last_rank, evs[last_rank], offsets.get(last_rank, 0), t, windows[last_rank][1]))
+            tails = evs[last_rank].tail
+            segs.append(_local(last_rank, tails[k] if tails is not None and k < len(tails) else None, t, windows[last_rank][1]))
         by_kind = dict.fromkeys(KINDS, 0)
         by_rank: dict[int, int] = {}
         for s in segs:
