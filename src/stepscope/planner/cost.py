@@ -14,7 +14,9 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   flash attention): ``s*b*h*c/(tp*cp)`` bytes with c = 34 (no recompute), 30 (selective), 2 (full:
   only the layer input is kept); MoE layers add the routed copies ``(k-1)*s*b*h*4/(tp*cp)``;
   1F1B (also ZB-H1 and ZB-V, which keep 1F1B's peak) holds ``min(pp, micro-batches)`` micro-batches
-  in flight on the first stage; activation offload keeps two layers' worth on the device;
+  in flight on the first stage; activation offload keeps two layers' worth on the device; the
+  output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the loss) on the last
+  stage, which holds one micro-batch; the peak is the larger stage;
 - communication buffers 1 GB and a framework reserve (default 3 GB).
 
 Time per step (seconds):
@@ -145,7 +147,13 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if m.n_experts and m.experts_per_token > 1:
         act_layer = act_layer + (m.experts_per_token - 1) * seq * mb * h * 4 / (tp * cp)
     inflight = np.minimum(pp, np.maximum(n_micro, 1))
-    act_b = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp) * inflight)
+    act_stage = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp) * inflight)
+    # the output layer: bf16 logits kept for backward plus their fp32 copy for the loss,
+    # s*b*V*(2+4)/(tp*cp) bytes on the last stage (vocab-parallel under TP), which holds one
+    # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
+    logits = seq * mb * m.vocab * 6.0 / (tp * cp)
+    act_last = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp)) + logits
+    act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
     buf_b = np.full(tp.shape, 1e9)
     reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
