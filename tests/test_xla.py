@@ -102,6 +102,8 @@ def test_real_gpu_xplane_through_analyze(tmp_path: Path) -> None:
     assert all(o["category"] == "attention" for n, o in top.items() if n.startswith("te_fused_attn"))
     phases = {p["label"]: p["time_ns"] for p in x["phases"]}
     assert phases.get("backward", 0) > 0 and phases.get("forward", 0) > 0  # transpose(jvp()) vs jvp()
+    # the device plane's own stats: AMD, compute capability 9.5 (gfx950), 256 CUs, 288 GiB -> MI355X
+    assert r["hardware"]["name"] == "MI355X" and r["hardware"]["detected_from"] == "trace"
 
 
 def test_truncated_and_garbage_xplane(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -384,7 +386,7 @@ def test_c_scanner_and_protobuf_runtime_give_the_same_table(tmp_path: Path) -> N
             a = read_xplane(f, include_python=include_python)
             b = read_xplane(f, include_python=include_python, force_portable=True)
             assert a.table.num_rows == b.table.num_rows > 0
-            assert a.truncated == b.truncated
+            assert a.truncated == b.truncated and a.header["deviceProperties"] == b.header["deviceProperties"]
             for col in a.table.column_names:
                 assert a.table[col].to_pylist() == b.table[col].to_pylist(), (f.name, col)
     bad = tmp_path / "bad.xplane.pb"

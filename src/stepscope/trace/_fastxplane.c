@@ -7,7 +7,8 @@
  *   planes:  pl_name (off, len pairs)
  *   lines:   ln_plane, ln_id, ln_name, ln_dname (off,len), ln_ts (timestamp_ns)
  *   events:  ev_line, ev_mid, ev_off (offset_ps), ev_dur (duration_ps)
- *   stats:   st_owner (event index, or -1-k for event-metadata entry k), st_plane, st_mid,
+ *   stats:   st_owner (event index, or -1-k for event-metadata entry k, or -2^40 - p for plane p's
+ *            own stats), st_plane, st_mid,
  *            st_kind (1 double, 2 uint64, 3 int64, 4 str, 5 bytes, 6 ref), st_ival, st_dval,
  *            st_str (off,len for kinds 4/5)
  *   event metadata: em_plane, em_id, em_name, em_dname (off,len)
@@ -53,6 +54,9 @@ typedef struct {
 } Out;
 
 typedef struct { const uint8_t *p, *end; } Rd;
+
+/* owner of a plane-level stat (device properties): PLANE_OWNER - plane index */
+#define PLANE_OWNER (-(((int64_t)1) << 40))
 
 static int rd_varint(Rd *r, uint64_t *out) {
     uint64_t v = 0; int shift = 0;
@@ -188,6 +192,7 @@ static int parse_plane(Out *o, Rd *r, int64_t plane) {
         if (f == 2 && w == 2) name = s;
         else if (f == 3 && w == 2) { if (parse_line(o, &s, plane)) return -1; }
         else if ((f == 4 || f == 5) && w == 2) { if (parse_map_entry(o, &s, plane, f == 5)) return -1; }
+        else if (f == 6 && w == 2) { if (parse_stat(o, &s, PLANE_OWNER - plane, plane)) return -1; }
     }
     return name.p ? put_str(o, PL_NAME, &name) : put_nostr(o, PL_NAME);
 }

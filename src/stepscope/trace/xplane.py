@@ -353,7 +353,10 @@ def _read_fast(p: Path, data: bytes, rank: int, include_python: bool) -> FileRea
     hn = np.frombuffer(raw["hn"], np.int64).reshape(-1, 2)
     pl = np.frombuffer(raw["pl_name"], np.int64).reshape(-1, 2)
     text = [data[o:o + n].decode("utf-8", "replace") if o >= 0 else "" for o, n in pl]
-    header: dict[str, Any] = {"format": "xplane", "hostnames": [data[o:o + n].decode("utf-8", "replace") for o, n in hn], "planes": text}
+    from .xplane_scan import device_properties
+
+    header: dict[str, Any] = {"format": "xplane", "hostnames": [data[o:o + n].decode("utf-8", "replace") for o, n in hn], "planes": text,
+                              "deviceProperties": device_properties(data, raw)}
     note = f"the file does not parse whole: kept {raw['complete_planes']} complete plane(s)" if raw["truncated"] else ""
     return FileRead(path=str(p), table=assemble(columns(data, raw, include_python), rank), header=header,
                     truncated=bool(raw["truncated"]), note=note, skipped_events=0, bytes_read=len(data))
@@ -391,7 +394,17 @@ def _read_portable(p: Path, data: bytes, rank: int, include_python: bool) -> Fil
     for plane in planes:
         if _plane_rows(plane, include_python, out) == 0 and len(plane.lines):
             skipped += 1
-    state.header = {"format": "xplane", "hostnames": hosts, "planes": [_text(pl.name) for pl in planes]}
+    from .xplane_scan import plane_properties
+
+    props = []
+    for pl in planes:
+        names = {k: _text(v.name) for k, v in pl.stat_metadata.items()}
+        stats = {names.get(st.metadata_id, ""): (_text(st.str_value) if st.WhichOneof("value") == "str_value" else (st.int64_value or st.uint64_value))
+                 for st in pl.stats}
+        pp = plane_properties(_text(pl.name), {k: v for k, v in stats.items() if k})
+        if pp:
+            props.append(pp)
+    state.header = {"format": "xplane", "hostnames": hosts, "planes": [_text(pl.name) for pl in planes], "deviceProperties": props}
     if skipped:
         state.header["skipped_planes"] = skipped
     return FileRead(path=str(p), table=_table(out, rank), header=state.header, truncated=state.truncated,

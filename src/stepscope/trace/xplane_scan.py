@@ -30,6 +30,7 @@ _K = schema.Kind
 _STR_KEYS = ("op", "module", "tf_op", "name_stack", "long_name", "op_class")
 _INT_KEYS = ("flops", "bytes_accessed", "correlation", "device_ordinal", "step_num")
 _NA = np.iinfo(np.int64).min
+PLANE_OWNER = -(1 << 40)  # stats with owner <= this are the plane's own (device properties)
 
 
 def _arr(raw: dict[str, Any], key: str, dtype: Any = np.int64) -> np.ndarray:
@@ -72,6 +73,32 @@ def _lookup(keys_sorted: np.ndarray, order: np.ndarray, q: np.ndarray) -> np.nda
 
 def _combine(plane: np.ndarray, ident: np.ndarray) -> np.ndarray:
     return plane.astype(np.int64) * (1 << 40) + (ident.astype(np.int64) & ((1 << 40) - 1))
+
+
+def device_properties(data: bytes, raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Kineto-style ``deviceProperties`` of the device planes, from their own stats."""
+    owner, plane, mid = _arr(raw, "st_owner"), _arr(raw, "st_plane"), _arr(raw, "st_mid")
+    kind, ival, sstr = _arr(raw, "st_kind"), _arr(raw, "st_ival"), _arr(raw, "st_str").reshape(-1, 2)
+    sm_plane, sm_id, sm_name = _arr(raw, "sm_plane"), _arr(raw, "sm_id"), _arr(raw, "sm_name").reshape(-1, 2)
+    names = {(int(pp), int(i)): data[o:o + n].decode("utf-8", "replace") for pp, i, (o, n) in zip(sm_plane, sm_id, sm_name) if o >= 0}
+    stats: dict[int, dict[str, Any]] = {}
+    for j in np.flatnonzero(owner <= PLANE_OWNER):
+        key = names.get((int(plane[j]), int(mid[j])))
+        if key:
+            o, n = sstr[j]
+            stats.setdefault(int(plane[j]), {})[key] = data[o:o + n].decode("utf-8", "replace") if kind[j] == 4 else int(ival[j])
+    pl = _arr(raw, "pl_name").reshape(-1, 2)
+    return [props for p_i, (o, n) in enumerate(pl) if (props := plane_properties(data[o:o + n].decode("utf-8", "replace") if o >= 0 else "", stats.get(p_i, {})))]
+
+
+def plane_properties(plane_name: str, stats: dict[str, Any]) -> dict[str, Any] | None:
+    """A device plane's stats as Kineto-style device properties (None for other planes)."""
+    m = _DEVICE_PLANE.match(plane_name)
+    if m is None or m.group(1) == "CUSTOM" or not stats:
+        return None
+    return {"id": int(m.group(2)), "name": "", "vendor": stats.get("device_vendor"), "computeMajor": stats.get("compute_cap_major"),
+            "computeMinor": stats.get("compute_cap_minor"), "numSms": stats.get("core_count"), "totalGlobalMem": stats.get("memory_size"),
+            "clockRateKHz": stats.get("clock_rate"), "memoryBandwidthBytesPerS": stats.get("memory_bandwidth")}
 
 
 def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str, Any]:
@@ -128,7 +155,7 @@ def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str,
         return present, val
 
     ev_present, ev_val = by_owner(s_owner, n_events, s_owner >= 0)
-    md_present, md_val = by_owner(-1 - s_owner, n_em, s_owner < 0)
+    md_present, md_val = by_owner(-1 - s_owner, n_em, (s_owner < 0) & (s_owner > PLANE_OWNER))
     # ---- events -> metadata, line, plane -------------------------------------------------------
     ev_line, ev_mid = _arr(raw, "ev_line"), _arr(raw, "ev_mid")
     ev_off, ev_dur = _arr(raw, "ev_off"), _arr(raw, "ev_dur")
