@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from stepscope.analysis.cluster import build
-from stepscope.analysis.comm_events import CommEvents
+from stepscope.analysis.comm_events import CommEvents, object_array
 from stepscope.analysis.results import (
     CpuStep,
     IdleCauses,
@@ -221,7 +221,8 @@ def test_slow_link_found_from_pair_groups() -> None:
 
 
 def test_comm_matrix_for_all_to_all_by_hand() -> None:
-    """3 ranks, one all-to-all of 3 MB: each rank sends 3 MB / 2 peers = 1.5 MB to each other rank."""
+    """3 ranks, one all-to-all of 3 MB each, no split recorded: 1/3 to each member (the third that
+    stays on the rank crosses no link), so 1 MB to each other rank."""
     ranks = []
     for r in range(3):
         ev = CommEvents(np.array(["ep"], dtype=object), np.array(["all_to_all"], dtype=object), np.zeros(1, np.int64),
@@ -234,4 +235,46 @@ def test_comm_matrix_for_all_to_all_by_hand() -> None:
     assert c is not None
     m = c.comm_matrix["all_to_all"]
     assert m["ranks"] == [0, 1, 2]
-    assert m["bytes"] == [[0, 1_500_000, 1_500_000], [1_500_000, 0, 1_500_000], [1_500_000, 1_500_000, 0]]
+    assert m["bytes"] == [[0, 1_000_000, 1_000_000], [1_000_000, 0, 1_000_000], [1_000_000, 1_000_000, 0]]
+    # recorded group ranks and splits: rank r sends its 3 MB as splits (1, 2, 3) x 0.5 MB over members 0, 1, 2
+    import dataclasses
+
+    rec = []
+    for r, ra in enumerate(ranks):
+        ev = dataclasses.replace(ra.comm_events, members=object_array([(0, 1, 2)]), in_split=object_array([(1, 2, 3)]))
+        rec.append(dataclasses.replace(ra, comm_events=ev))
+    c2 = build(tuple(rec))
+    assert c2 is not None
+    m2 = c2.comm_matrix["all_to_all"]
+    assert m2["bytes"] == [[0, 1_000_000, 1_500_000], [500_000, 0, 1_500_000], [500_000, 1_000_000, 0]]
+    assert "recorded In split size" in str(m2["assumption"]) and c2.collectives[0].members == (0, 1, 2)
+
+
+@pytest.mark.parametrize("portable", [False, True])
+def test_recorded_group_ranks_and_splits_from_kineto_args(tmp_path: Path, portable: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two NCCL ranks (global ranks 4 and 9 of a larger job), one all-to-all each with its recorded
+    args: 1,000 float32 elements, in splits [1, 3] -> rank 4 sends 750 * 4 B to rank 9; rank 9
+    splits [2, 2] -> 500 * 4 B to rank 4. Both readers keep the args beside the table."""
+    from tests import synth
+
+    if portable:
+        from stepscope.trace import kineto
+
+        monkeypatch.setattr(kineto, "_fast", None)
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for rank, split in ((4, "[1, 3]"), (9, "[2, 2]")):
+        args = {"Collective name": "all_to_all", "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 2, "dtype": "Float",
+                "Process Group Name": "ep", "Process Group Ranks": "[4, 9]", "In split size": split, "Out split size": "[]"}
+        ev = [synth.step("ProfilerStep#1", 0, 1000)]
+        ev += synth.launch("sm90_xmma_gemm", 1, 10, 100)
+        ev += synth.launch("ncclDevKernel_SendRecv", 120, 130 + (rank == 9) * 20, 200, stream=20, **args)
+        synth.write(d / f"rank{rank}.json", ev, rank=rank)
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(d), "--json", str(out), "-q"]) == 0
+    c = json.loads(out.read_text())["cluster"]
+    (x,) = c["collectives"]
+    assert x["type"] == "all_to_all" and x["bytes"] == 4000 and set(x["ranks"]) == {"4", "9"}
+    m = c["comm_matrix"]["all_to_all"]
+    assert m["ranks"] == [4, 9] and m["bytes"] == [[0, 3000], [2000, 0]]
+    assert "recorded Process Group Ranks" in m["assumption"] and "recorded In split size" in m["assumption"]

@@ -181,3 +181,20 @@ def test_events_usable_as_polars(tmp_path: Path) -> None:
     df = t.to_polars()
     assert isinstance(df, pl.DataFrame) and df.height == t.num_events
     assert np.issubdtype(df["ts_ns"].to_numpy().dtype, np.integer)
+
+
+def test_collective_side_args_survive_parquet(tmp_path: Path) -> None:
+    """Process-group ranks and split sizes travel beside the table, through Parquet too."""
+    from stepscope.trace.kineto import read_kineto
+    from stepscope.trace.parquet import read_parquet, write_parquet
+
+    src = Path(__file__).resolve().parents[1] / "examples" / "traces" / "a100_nccl_rank0.json.gz"
+    fr = read_kineto(src)
+    assert fr.comm_args is not None and fr.comm_args.num_rows > 0
+    rows = fr.comm_args["row"].to_pylist()
+    assert all(fr.table["collective"][r].as_py() for r in rows)  # each side row points at a collective row
+    assert "[0, 1]" in set(fr.comm_args["pg_ranks"].to_pylist())  # rank 0 of 2 in the default group
+    out = tmp_path / "t.parquet"
+    write_parquet(fr, out)
+    back = read_parquet(out)
+    assert back.comm_args is not None and back.comm_args.to_pylist() == fr.comm_args.to_pylist()

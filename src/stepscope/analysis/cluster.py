@@ -74,6 +74,7 @@ class Instance:
     busbw_gbps: float | None
     peak_gbps: float | None
     link: str  # intra | inter | unknown
+    members: tuple[int, ...] | None = None  # the group's global ranks, when recorded
 
 
 @dataclass(frozen=True)
@@ -173,14 +174,15 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
             wait_by_rank_step[key] = wait_by_rank_step.get(key, 0) + durs[r] - transfer
         nbytes = max(int(evs[r].bytes[i]) for r, i in v.items())
         gsize = max(int(evs[r].group_size[i]) for r, i in v.items())
-        n = gsize if gsize > 1 else len(v)
-        nodes = {r // max(gpus_per_node, 1) for r in v}
+        members = next((m_i for r, i in v.items() if (m_i := _member(evs[r], i))), None)
+        n = gsize if gsize > 1 else (len(members) if members else len(v))
+        nodes = {r // max(gpus_per_node, 1) for r in (members or v)}
         link = "intra" if len(nodes) == 1 else "inter"
         peak = peak_intra_gbps if link == "intra" else peak_inter_gbps
         algbw = nbytes / transfer if (nbytes > 0 and transfer > 0) else None  # bytes/ns = GB/s
         busbw = algbw * _BUS.get(ctype, lambda _n: 1.0)(n) if algbw is not None else None
         insts.append(Instance(grp, seq, ctype, nbytes, step, max(starts.values()) - min(starts.values()), transfer, last, timing,
-                              algbw, busbw, peak, link))
+                              algbw, busbw, peak, link, tuple(members) if members else None))
     # ---- per rank x step matrix ----------------------------------------------------------------
     matrix = [
         RankStepRow(ra.rank, k, s.step_time_ns, s.compute_ns, s.exposed_comm_ns, wait_by_rank_step.get((ra.rank, k), 0), s.cpu.dataloader_ns, s.idle_ns)
@@ -213,32 +215,65 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
     findings = _findings(insts, strag, top_k)
     paths = critical_paths(insts, evs, offsets)
     return ClusterView(len(ranks), offsets, tuple(insts), tuple(strag), tuple(matrix), hist, findings, threshold, unmatched, paths,
-                       _comm_matrix(insts))
+                       _comm_matrix(insts, evs))
 
 
-def _comm_matrix(insts: list[Instance]) -> dict[str, dict[str, object]]:
-    """Bytes exchanged between rank pairs, for point-to-point (``send_recv``) and all-to-all
-    instances. The recorded args carry no peer ranks or split sizes, so the peers are the ranks
-    the instance was matched across, and an all-to-all's bytes are spread evenly over its peers
-    (the uniform split is an assumption, stated in the output)."""
+def _comm_matrix(insts: list[Instance], evs: dict[int, CommEvents]) -> dict[str, dict[str, object]]:
+    """Bytes each rank sends to each other rank, for point-to-point (``send_recv``) and all-to-all
+    instances with recorded sizes. Peers: the recorded ``Process Group Ranks`` (global ranks),
+    else the ranks the instance was matched across. All-to-all: this rank's input bytes split by
+    its recorded ``In split size``, else evenly over the group (1/n to each member; the part to
+    itself does not cross a link). Send/recv: the whole message to the other member of a 2-rank
+    group, else to each other matched rank."""
     out: dict[str, dict[str, object]] = {}
     for ctype in ("send_recv", "all_to_all"):
-        sel = [x for x in insts if x.type == ctype and x.bytes > 0]
-        if not sel:
+        flows: dict[tuple[int, int], int] = {}
+        used_split = used_members = 0
+        n_inst = 0
+        for x in insts:
+            if x.type != ctype or x.bytes <= 0:
+                continue
+            n_inst += 1
+            peers = list(x.members) if x.members else sorted(x.ranks)
+            used_members += x.members is not None
+            for r, tm in x.ranks.items():
+                ev = evs[r]
+                own = int(ev.bytes[tm.index]) if 0 <= tm.index < ev.size else x.bytes
+                if own <= 0:
+                    continue
+                if ctype == "all_to_all":
+                    split = ev.in_split[tm.index] if ev.in_split is not None and 0 <= tm.index < ev.size else None
+                    if split and len(split) == len(peers) and sum(split) > 0:
+                        used_split += 1
+                        shares = [own * s // sum(split) for s in split]
+                    else:
+                        shares = [own // len(peers)] * len(peers)
+                    for peer, b in zip(peers, shares):
+                        if peer != r and b:
+                            flows[(r, peer)] = flows.get((r, peer), 0) + b
+                else:
+                    others = [q for q in peers if q != r]
+                    for peer in (others if len(peers) != 2 else others[:1]):
+                        flows[(r, peer)] = flows.get((r, peer), 0) + own
+        if not flows:
             continue
-        ranks = sorted({r for x in sel for r in x.ranks})
+        ranks = sorted({a for a, _ in flows} | {b for _, b in flows})
         pos = {r: i for i, r in enumerate(ranks)}
         m = np.zeros((len(ranks), len(ranks)), np.int64)
-        for x in sel:
-            members = sorted(x.ranks)
-            share = x.bytes // max(len(members) - 1, 1) if ctype == "all_to_all" else x.bytes
-            for a in members:
-                for b in members:
-                    if a != b:
-                        m[pos[a], pos[b]] += share
-        out[ctype] = {"ranks": ranks, "bytes": m.tolist(), "instances": len(sel),
-                      "assumption": "peers = ranks matched in the instance" + ("; even split over peers" if ctype == "all_to_all" else "")}
+        for (a, b), v in flows.items():
+            m[pos[a], pos[b]] += v
+        how = ["peers: " + ("recorded Process Group Ranks" if used_members else "the ranks matched in each instance")]
+        if ctype == "all_to_all":
+            how.append("splits: " + ("recorded In split size" if used_split else "even (no split recorded)"))
+        out[ctype] = {"ranks": ranks, "bytes": m.tolist(), "instances": n_inst, "assumption": "; ".join(how)}
     return out
+
+
+def _member(ev: CommEvents, i: int) -> tuple[int, ...] | None:
+    if ev.members is None or not 0 <= i < ev.members.size:
+        return None
+    m = ev.members[i]
+    return tuple(m) if m else None
 
 
 def _slow_link_ranks(insts: list[Instance]) -> set[int]:

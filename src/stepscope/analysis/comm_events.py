@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +58,10 @@ class CommEvents:
     # what travels to the parent is O(instances), not O(kernels).
     before: np.ndarray | None = None
     tail: np.ndarray | None = None
+    # from the recorded ``Process Group Ranks`` / ``In split size`` args when the reader kept them:
+    # the group's global ranks and this rank's input split (None when not recorded)
+    members: np.ndarray | None = None  # object: tuple[int, ...] | None per instance
+    in_split: np.ndarray | None = None  # object: tuple[int, ...] | None per instance
 
     @property
     def size(self) -> int:
@@ -140,8 +145,8 @@ def _seq(group: np.ndarray, ctype: np.ndarray, start: np.ndarray) -> np.ndarray:
 
 def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules,
             step_windows: tuple[np.ndarray, np.ndarray], loader_mask: np.ndarray | None = None,
-            idle: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None) -> CommEvents:
-    ev = _device(rd, events, dev_step) if rd.dev.size else _host(rd, step_cpu, rules)
+            idle: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None, comm_args: pa.Table | None = None) -> CommEvents:
+    ev = _device(rd, events, dev_step, comm_args) if rd.dev.size else _host(rd, step_cpu, rules)
     if rd.dev.size:
         comp = rd.dev.group == 0
         cs, ce = iv.union(rd.dev.ts[comp], rd.dev.end[comp])
@@ -158,7 +163,27 @@ def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tupl
     return finalize(ev)
 
 
-def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:
+def object_array(values: list[Any]) -> np.ndarray:
+    """A 1-D object array of the values as they are (``np.array`` would make equal-length tuples
+    a 2-D array)."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
+def _int_list(text: str | None) -> tuple[int, ...] | None:
+    """``"[0, 1, 2]"`` -> (0, 1, 2); ``"[]"``, null or anything else -> None."""
+    if not text:
+        return None
+    try:
+        vals = tuple(int(x) for x in text.strip().strip("[]").split(",") if x.strip())
+    except ValueError:
+        return None
+    return vals or None
+
+
+def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.Table | None = None) -> CommEvents:
     d = rd.dev
     cat = d.category.astype(str)
     sel = np.flatnonzero(np.char.startswith(cat, COMM_PREFIX))
@@ -177,6 +202,7 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:
         kinds = events["kind"].take(pa.array(host_rows))
         host_rows = host_rows[dict_mask(kinds, lambda k: k in ("cpu_op", "user_annotation"))]
     ext = args["external_id"].to_numpy()
+    arg_row = d.rows[sel].astype(np.int64).copy()  # the row whose side args describe each instance
     if host_rows.size:
         h = events.select(["in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]).take(pa.array(host_rows))
         hext = h["external_id"].to_numpy()
@@ -193,6 +219,7 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:
             hd, hp = h["msg_dtype"].to_pylist(), h["pg_name"].to_pylist()
             for k, j in zip(np.flatnonzero(hit), src):
                 dtype[k], pg[k] = hd[j], pg[k] or hp[j]
+            arg_row[hit] = host_rows[src]
     # no recorded process group: the stream stands in (each NCCL communicator runs on its own stream);
     # XLA collectives are one HLO instruction run by every device: the instruction is the group
     xla_op = d.xla.op[sel] if d.xla is not None else np.full(sel.size, None, dtype=object)
@@ -200,7 +227,16 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray) -> CommEvents:
     group = np.array([f"xla:{m}/{o}" if o else (g or f"stream:{s}") for g, s, o, m in zip(pg, d.stream[sel], xla_op, xla_mod)], dtype=object)
     ctype = np.array([c[len(COMM_PREFIX):] for c in cat[sel]], dtype=object)
     start = d.ts[sel]
-    return CommEvents(group, ctype, _seq(group, ctype, start), start, (d.end - d.ts)[sel], _bytes(in_n, out_n, dtype), gsize, dev_step[sel].astype(np.int64))
+    members = in_split = None
+    if comm_args is not None and comm_args.num_rows:
+        side = {int(r): (g, s) for r, g, s in zip(comm_args["row"].to_pylist(), comm_args["pg_ranks"].to_pylist(), comm_args["in_split"].to_pylist())}
+        # a kernel without its own args falls back to its launching op's (arg_row), as above
+        own = [side.get(int(r)) for r in d.rows[sel]]
+        got = [o if o is not None else side.get(int(a)) for o, a in zip(own, arg_row)]
+        members = object_array([_int_list(x[0]) if x else None for x in got])
+        in_split = object_array([_int_list(x[1]) if x else None for x in got])
+    return CommEvents(group, ctype, _seq(group, ctype, start), start, (d.end - d.ts)[sel], _bytes(in_n, out_n, dtype), gsize,
+                      dev_step[sel].astype(np.int64), members=members, in_split=in_split)
 
 
 def _host(rd: RankData, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules) -> CommEvents:

@@ -92,7 +92,7 @@ def analyze(trace: Trace, config: AnalyzeConfig | None = None) -> Analysis:
     ranks = []
     for info in trace.ranks:
         events = trace.events.filter(pc.equal(trace.events["rank"], info.rank)) if len(trace.ranks) > 1 else trace.events
-        ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings, events))
+        ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings, events, trace.comm_args.get(info.rank)))
     return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in trace.ranks),
                     cluster=_cluster(tuple(ranks), cfg))
 
@@ -300,7 +300,8 @@ def _roofline(
 
 
 def analyze_rank(
-    info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules, warnings: list[str], events: pa.Table
+    info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules, warnings: list[str], events: pa.Table,
+    comm_args: pa.Table | None = None,
 ) -> RankAnalysis:
     spans = find_steps(rd, cfg.step_marker)
     if cfg.step_marker and spans.source != f"marker:{cfg.step_marker}":
@@ -343,5 +344,5 @@ def analyze_rank(
         extras=extras,
         comm_events=comm_events.extract(rd, events, dev_step, (spans.cpu_start, spans.cpu_end), rules,
                                         (np.array([s.window_start_ns for s in steps], np.int64), np.array([s.window_end_ns for s in steps], np.int64)),
-                                        acct.dl_mask, (acct.gaps(0), acct.gaps(1), acct.gaps(3))),
+                                        acct.dl_mask, (acct.gaps(0), acct.gaps(1), acct.gaps(3)), comm_args),
     )

@@ -16,6 +16,7 @@ def to_dict(c: ClusterView | None) -> dict[str, Any] | None:
         "collectives": [
             {"group": x.group, "seq": x.seq, "type": x.type, "bytes": x.bytes, "step": x.step, "skew_ns": x.skew_ns,
              "transfer_ns": x.transfer_ns, "last_rank": x.last_rank, "link": x.link, "peak_gbps": x.peak_gbps,
+             "members": list(x.members) if x.members else None,
              "ranks": {str(r): dataclasses.asdict(t) for r, t in x.ranks.items()},
              "algbw_gbps": x.algbw_gbps, "busbw_gbps": x.busbw_gbps}
             for x in c.collectives

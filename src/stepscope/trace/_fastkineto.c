@@ -48,11 +48,12 @@ typedef struct { Buf data, offs, valid; } StrCol;
 static int str_init(StrCol *c) { int32_t z = 0; return buf_put(&c->offs, &z, 4); }
 
 enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_EXT_OLD, I_CORR, I_DEV, I_STREAM, I_BYTES, I_IN_N, I_OUT_N, I_GROUP, I_SEQ, N_INT };
-enum { S_PH, S_CAT, S_NAME, S_COLL, S_DTYPE, S_PG, S_PGDESC, S_DIMS, S_TYPES, N_STR };
+enum { S_PH, S_CAT, S_NAME, S_COLL, S_DTYPE, S_PG, S_PGDESC, S_DIMS, S_TYPES, S_PGRANKS, S_INSPLIT, S_OUTSPLIT, N_STR };
 static const char *INT_NAMES[N_INT] = {"pid", "tid", "ts", "dur", "id", "external_id", "external_id_old", "correlation",
                                        "device", "stream", "bytes", "in_msg_nelems", "out_msg_nelems", "group_size",
                                        "sequence_number"};
-static const char *STR_NAMES[N_STR] = {"ph", "cat", "name", "collective", "dtype", "pg_name", "pg_desc", "input_dims", "input_types"};
+static const char *STR_NAMES[N_STR] = {"ph", "cat", "name", "collective", "dtype", "pg_name", "pg_desc", "input_dims", "input_types",
+                                       "pg_ranks", "in_split", "out_split"};
 
 typedef struct {
     Buf ints[N_INT];
@@ -290,6 +291,9 @@ static int parse_args(Cur *cur, Cols *c) {
         else if (KEY("dtype")) sk = S_DTYPE;
         else if (KEY("Process Group Name")) sk = S_PG;
         else if (KEY("Process Group Description")) sk = S_PGDESC;
+        else if (KEY("Process Group Ranks")) sk = S_PGRANKS;
+        else if (KEY("In split size")) sk = S_INSPLIT;
+        else if (KEY("Out split size")) sk = S_OUTSPLIT;
         else if (KEY("Input Dims")) { sk = S_DIMS; raw = 1; }
         else if (KEY("Input type")) { sk = S_TYPES; raw = 1; }
         if (ik >= 0) c->ival[ik] = parse_int_value(p, vend);

@@ -30,6 +30,9 @@ class FileRead:
     note: str
     skipped_events: int
     bytes_read: int
+    # collective args kept beside the table (rows with a collective): row index into ``table``,
+    # process-group ranks and split sizes as recorded (text); None when the reader has none
+    comm_args: pa.Table | None = None
 
 
 _KINDS = [k.value for k in schema.Kind]
@@ -77,9 +80,28 @@ def _drop_rows(cols: dict[str, Any], include_python: bool) -> dict[str, Any]:
     return {k: (v.take(ia) if isinstance(v, pa.Array) else v[idx]) for k, v in cols.items()}
 
 
-def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False) -> pa.Table:
+COMM_ARG_COLUMNS = ("pg_ranks", "in_split", "out_split")
+
+
+def columns_to_tables(cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False) -> tuple[pa.Table, pa.Table | None]:
     """Shared last step of both paths: drop metadata rows (unless the C scanner already did:
-    ``prefiltered``), derive kind/device/stream/flow."""
+    ``prefiltered``), derive kind/device/stream/flow; the collective args that are not table
+    columns (process-group ranks, split sizes) come back as a small side table for the rows
+    that carry a collective."""
+    if not prefiltered:
+        cols = _drop_rows(cols, include_python)
+    side = None
+    if all(c in cols for c in COMM_ARG_COLUMNS):
+        has = pc.is_valid(cols["collective"]).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(has)
+        if rows.size:
+            take = pa.array(rows)
+            side = pa.table({"row": pa.array(rows.astype(np.int64)), **{c: cols[c].take(take) for c in COMM_ARG_COLUMNS}})
+    return columns_to_table(cols, rank, include_python, prefiltered=True), side
+
+
+def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False) -> pa.Table:
+    """See :func:`columns_to_tables` (this one drops the side args)."""
     ph, cat = cols["ph"], cols["cat"]
     if not prefiltered:
         cols = _drop_rows(cols, include_python)
@@ -139,8 +161,15 @@ def concat_tables(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables).unify_dictionaries()
 
 
-def file_read(path: str, tables: list[pa.Table], state: StreamState, skipped_events: int = 0) -> FileRead:
-    """The result of reading one file; a file truncated before its first complete event is an error."""
+def file_read(path: str, parts: list[tuple[pa.Table, pa.Table | None]], state: StreamState, skipped_events: int = 0) -> FileRead:
+    """The result of reading one file (chunk tables with their side args); a file truncated before
+    its first complete event is an error."""
+    tables = [t for t, _ in parts]
+    sides, base = [], 0
+    for tab, side in parts:
+        if side is not None and side.num_rows:
+            sides.append(side.set_column(0, "row", pc.add(side["row"], pa.scalar(base, pa.int64()))))
+        base += tab.num_rows
     if not tables and state.truncated:
         raise TraceFormatError(
             "truncated before the first complete event; nothing to recover",
@@ -155,4 +184,5 @@ def file_read(path: str, tables: list[pa.Table], state: StreamState, skipped_eve
         note=state.note,
         skipped_events=skipped_events,
         bytes_read=state.bytes_read,
+        comm_args=pa.concat_tables(sides) if sides else None,
     )

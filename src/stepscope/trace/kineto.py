@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .columns import FileRead, columns_to_table, file_read
+from .columns import FileRead, columns_to_tables, file_read
 from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks, parse_trailer
 from .kineto_portable import read_portable
 
@@ -79,7 +79,7 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
     block`` (a small copy), after which the rest of the block is scanned without copying it.
     """
     assert _fast is not None
-    tables: list[pa.Table] = []
+    tables: list[tuple[pa.Table, pa.Table | None]] = []
     state = StreamState()
     closed = False
     tail = b""
@@ -91,7 +91,7 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
         if status < 0:
             raise _FastPathFailed
         if n:
-            tables.append(columns_to_table(_columns_from_c(raw), rank, include_python, prefiltered=True))
+            tables.append(columns_to_tables(_columns_from_c(raw), rank, include_python, prefiltered=True))
         return consumed, status
 
     for data, state in event_text_blocks(p, block=block):

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .columns import FileRead, columns_to_table, file_read
+from .columns import FileRead, columns_to_tables, file_read
 from .jsonstream import StreamState, iter_event_chunks
 from .numparse import raw_lines_to_ns
 
@@ -42,6 +42,9 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     pg_name: str | int | None = msgspec.field(name="Process Group Name", default=None)
     pg_desc: str | None = msgspec.field(name="Process Group Description", default=None)
     nbytes: int | str | None = msgspec.field(name="bytes", default=None)
+    pg_ranks: msgspec.Raw = msgspec.field(name="Process Group Ranks", default=_NORAW)
+    in_split: msgspec.Raw = msgspec.field(name="In split size", default=_NORAW)
+    out_split: msgspec.Raw = msgspec.field(name="Out split size", default=_NORAW)
 
 
 _EMPTY_ARGS = _Args()
@@ -154,6 +157,20 @@ def _raw_text(values: list[msgspec.Raw]) -> pa.Array:
     return pa.array([bytes(v) or None for v in values], type=pa.binary()).cast(pa.string())
 
 
+def _str_or_raw(values: list[msgspec.Raw]) -> pa.Array:
+    """As the C scanner keeps such args: a JSON string's content, null for null, else the raw text."""
+    out: list[str | None] = []
+    for v in values:
+        b = bytes(v)
+        if not b or b == b"null":
+            out.append(None)
+        elif b[:1] == b'"':
+            out.append(msgspec.json.decode(b, type=str))
+        else:
+            out.append(b.decode("utf-8", "replace"))
+    return pa.array(out, type=pa.string())
+
+
 _STRUCT_INT_FIELDS = {
     "external_id": "external_id",
     "external_id_old": "external_id_old",
@@ -187,14 +204,17 @@ def _columns_from_structs(events: list[_Event]) -> dict[str, Any]:
         "pg_desc": pa.array([a.pg_desc for a in args], type=pa.string()),
         "input_dims": _raw_text([a.input_dims for a in args]),
         "input_types": _raw_text([a.input_type for a in args]),
+        "pg_ranks": _str_or_raw([a.pg_ranks for a in args]),
+        "in_split": _str_or_raw([a.in_split for a in args]),
+        "out_split": _str_or_raw([a.out_split for a in args]),
     }
     for col, attr in _STRUCT_INT_FIELDS.items():
         cols[col] = _int_col([getattr(a, attr) for a in args])
     return cols
 
 
-def chunk_to_table(events: list[_Event], rank: int, include_python: bool) -> pa.Table:
-    return columns_to_table(_columns_from_structs(events), rank, include_python)
+def chunk_to_table(events: list[_Event], rank: int, include_python: bool) -> tuple[pa.Table, pa.Table | None]:
+    return columns_to_tables(_columns_from_structs(events), rank, include_python)
 
 
 
@@ -202,7 +222,7 @@ def chunk_to_table(events: list[_Event], rank: int, include_python: bool) -> pa.
 def read_portable(p: Path, rank: int, include_python: bool, block: int) -> FileRead:
     skipped = _Skipped()
     decode = _make_decoder(skipped)
-    tables: list[pa.Table] = []
+    tables: list[tuple[pa.Table, pa.Table | None]] = []
     state = StreamState()
     # the decoded Structs are GC-free and dropped per chunk; collection passes only cost time here
     was_enabled = gc.isenabled()

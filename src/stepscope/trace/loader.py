@@ -45,6 +45,8 @@ class Trace:
     events: pa.Table
     ranks: tuple[RankInfo, ...]
     warnings: list[str] = field(default_factory=list)
+    # per rank: collective side args (row = index among that rank's rows, in table order)
+    comm_args: dict[int, pa.Table] = field(default_factory=dict)
 
     def to_polars(self) -> Any:
         """The events as a polars DataFrame (needs the ``polars`` extra)."""
@@ -257,4 +259,5 @@ def assemble(reads: list[FileRead]) -> Trace:
         events = tables[0]
     else:
         events = pa.concat_tables(tables).unify_dictionaries()
-    return Trace(events=events, ranks=tuple(ranks), warnings=warnings)
+    comm = {rank: fr.comm_args for fr, (rank, _) in zip(reads, resolved) if fr.comm_args is not None}
+    return Trace(events=events, ranks=tuple(ranks), warnings=warnings, comm_args=comm)

@@ -20,6 +20,7 @@ from . import schema
 from .kineto import FileRead
 
 _HEADER_KEY = b"stepscope.header"
+_COMM_KEY = b"stepscope.comm_args"  # the collective side args (small: rows with a collective), as JSON columns
 _KEEP_HEADER = ("schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit", "baseTimeNanoseconds", "traceName")
 
 
@@ -28,6 +29,8 @@ def write_parquet(fr: FileRead, out: str | os.PathLike[str]) -> None:
     header["_source"] = fr.path
     meta = dict(fr.table.schema.metadata or {})
     meta[_HEADER_KEY] = msgspec.json.encode(header)
+    if fr.comm_args is not None and fr.comm_args.num_rows:
+        meta[_COMM_KEY] = msgspec.json.encode(fr.comm_args.to_pydict())
     table = fr.table.replace_schema_metadata(meta)
     tmp = Path(str(out) + ".tmp")
     pq.write_table(table, tmp, compression="zstd")
@@ -49,6 +52,13 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
     header: dict[str, Any] = {}
     if _HEADER_KEY in meta:
         header = msgspec.json.decode(meta[_HEADER_KEY])
+    comm = None
+    if _COMM_KEY in meta:
+        try:
+            d = msgspec.json.decode(meta[_COMM_KEY])
+            comm = pa.table({"row": pa.array(d["row"], pa.int64()), **{k: pa.array(d[k], pa.string()) for k in ("pg_ranks", "in_split", "out_split")}})
+        except (msgspec.DecodeError, KeyError, TypeError, pa.ArrowInvalid):
+            comm = None  # an unreadable side table only loses the process-group details
     return FileRead(
         path=str(path),
         table=table.replace_schema_metadata(schema.EVENT_SCHEMA.metadata),
@@ -57,6 +67,7 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
         note="",
         skipped_events=0,
         bytes_read=0,
+        comm_args=comm,
     )
 
 
@@ -87,7 +98,8 @@ def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | 
         fr = read_parquet(cp)
     except TraceFormatError:
         return None
-    return FileRead(path=path, table=fr.table, header=fr.header, truncated=False, note="", skipped_events=0, bytes_read=0)
+    return FileRead(path=path, table=fr.table, header=fr.header, truncated=False, note="", skipped_events=0, bytes_read=0,
+                    comm_args=fr.comm_args)
 
 
 def cache_store(fr: FileRead, cache_dir: str, include_python: bool) -> None:
