@@ -190,7 +190,8 @@ def test_critical_path_by_hand_and_perfetto_export(tmp_path: Path) -> None:
     assert c is not None and c.clock_offsets_ns == {0: 0, 1: 0}
     (p,) = c.critical_paths
     assert p.length_ns == 100
-    assert p.by_kind_ns == {"compute": 50, "communication": 30, "data loading": 20, "CPU": 0, "launch overhead": 0, "sync wait": 0, "other idle": 0}
+    assert p.by_kind_ns == {"compute": 50, "communication": 30, "data loading": 20, "CPU": 0, "launch overhead": 0, "sync wait": 0, "other idle": 0,
+                            "memcpy": 0}
     assert p.by_rank_ns == {1: 70}
     trace = perfetto(c.critical_paths, list(c.collectives), [0, 1])
     marked = [e for e in trace["traceEvents"] if e.get("cat") == "critical_path" and e["ph"] == "X"]
@@ -278,3 +279,31 @@ def test_recorded_group_ranks_and_splits_from_kineto_args(tmp_path: Path, portab
     m = c["comm_matrix"]["all_to_all"]
     assert m["ranks"] == [4, 9] and m["bytes"] == [[0, 3000], [2000, 0]]
     assert "recorded Process Group Ranks" in m["assumption"] and "recorded In split size" in m["assumption"]
+
+
+def test_local_critical_path_walks_the_dependency_graph(tmp_path: Path) -> None:
+    """One rank, times in us. A launched at 10 runs [20, 120); B launched at 30 waits for A on the
+    stream, runs [120, 220); the host syncs [40, 225) (returns 5 us after B ends), works until it
+    launches C at 300, C runs [310, 410); the all-reduce K launched at 305 waits for C on the
+    stream, runs [410, 500). Walk back from K to the step start (20): K waits for C (compute
+    100), C for its launch (launch overhead 10), the host from the sync's return (CPU 75), the sync
+    for B (sync wait 5), B for A on the stream (compute 100), A is at the start (compute 100)."""
+    from stepscope.analysis.critical_walk import KINDS
+    from stepscope.analysis.pipeline import analyze_files
+    from tests import synth
+
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    ev += synth.launch("gemm_a", 10, 20, 100)
+    ev += synth.launch("gemm_b", 30, 120, 100)
+    ev.append(synth.cpu("cudaStreamSynchronize", 40, 185, cat="cuda_runtime"))
+    ev += synth.launch("gemm_c", 300, 310, 100)
+    ev += synth.launch("ncclDevKernel_AllReduce_Sum_f32", 305, 410, 90)
+    f = synth.write(tmp_path / "rank0.json", ev, rank=0)
+    (r,) = analyze_files([str(f)], workers=1).ranks
+    ce = r.comm_events
+    assert ce is not None and ce.size == 1 and ce.before is not None
+    got = dict(zip(KINDS, (int(x) // 1000 for x in ce.before[0])))
+    assert got == {"compute": 300, "data loading": 0, "CPU": 75, "launch overhead": 10, "sync wait": 5, "other idle": 0,
+                   "communication": 0, "memcpy": 0}
+    # the step's tail: from the all-reduce's end (500) to the step end (500): nothing
+    assert int(ce.tail[0].sum()) == 0

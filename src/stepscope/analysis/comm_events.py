@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..trace.schema import KIND_CODE as KIND
+from . import critical_walk
 from . import intervals as iv
 from .classify import COMM_PREFIX, Rules
 from .rankdata import RankData, dict_mask
@@ -62,13 +63,14 @@ class CommEvents:
     # the group's global ranks and this rank's input split (None when not recorded)
     members: np.ndarray | None = None  # object: tuple[int, ...] | None per instance
     in_split: np.ndarray | None = None  # object: tuple[int, ...] | None per instance
+    dev_index: np.ndarray | None = None  # the instance's row in RankData.dev (device ranks)
 
     @property
     def size(self) -> int:
         return int(self.start_ns.size)
 
 
-BOUND_KINDS = ("compute", "data loading", "CPU", "launch overhead", "sync wait", "other idle")
+BOUND_KINDS = critical_walk.KINDS
 _EMPTY_IV = (np.empty(0, np.int64), np.empty(0, np.int64))
 
 
@@ -88,11 +90,15 @@ def _split(ev: CommEvents, lo: int, hi: int) -> list[int]:
         total = iv.union_length(acc_s, acc_e)
         parts.append(total - covered)
         covered = total
-    return parts + [(hi - lo) - covered]
+    return parts + [(hi - lo) - covered, 0, 0]  # no device ops on a CPU rank: communication, memcpy 0
 
 
-def finalize(ev: CommEvents) -> CommEvents:
-    """Per-instance and per-step-tail breakdowns from the intervals; the intervals are dropped."""
+def finalize(ev: CommEvents, walker: critical_walk.Walker | None = None, tail_ops: np.ndarray | None = None) -> CommEvents:
+    """Per-instance and per-step-tail breakdowns; the intervals are dropped. With a ``walker``
+    (device ranks) each local stretch is the backward walk over the rank's dependency graph
+    (``critical_walk``), ending at the collective's kernel (or, for a step's tail, at
+    ``tail_ops[step]``, the op that ends the step); else (CPU ranks, tests) the rank's intervals
+    split the stretch."""
     n, k = ev.size, len(BOUND_KINDS)
     ws, we = ev.step_windows
     before = np.zeros((n, k), np.int64)
@@ -102,10 +108,17 @@ def finalize(ev: CommEvents) -> CommEvents:
     for i in order:
         st = int(ev.step[i])
         lo = last_end.get(st, int(ws[st]) if 0 <= st < ws.size else int(ev.start_ns[i]))
-        before[i] = _split(ev, lo, int(ev.start_ns[i]))
+        if walker is not None and ev.dev_index is not None:
+            before[i] = walker.walk(int(ev.dev_index[i]), lo)
+        else:
+            before[i] = _split(ev, lo, int(ev.start_ns[i]))
         last_end[st] = max(last_end.get(st, lo), int(ev.start_ns[i] + ev.dur_ns[i]))
     for st in range(ws.size):
-        tail[st] = _split(ev, last_end.get(st, int(ws[st])), int(we[st]))
+        lo = last_end.get(st, int(ws[st]))
+        if walker is not None and tail_ops is not None and st < tail_ops.size and tail_ops[st] >= 0:
+            tail[st] = walker.walk(int(tail_ops[st]), lo, until=int(we[st]))
+        else:
+            tail[st] = _split(ev, lo, int(we[st]))
     return dataclasses.replace(ev, before=before, tail=tail, compute_iv=_EMPTY_IV, loader_iv=_EMPTY_IV, host_bound_iv=_EMPTY_IV,
                                launch_iv=_EMPTY_IV, sync_wait_iv=_EMPTY_IV)
 
@@ -160,6 +173,17 @@ def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tupl
     ev = dataclasses.replace(ev, compute_iv=(cs, ce), loader_iv=(ls, le), step_windows=step_windows)
     if idle:
         ev = dataclasses.replace(ev, host_bound_iv=idle[0], sync_wait_iv=idle[1], launch_iv=idle[2])
+    if rd.dev.size and ev.dev_index is not None:
+        # the op that ends each step: the step's tail walks back from it
+        n_steps = step_windows[0].size
+        tail_ops = np.full(n_steps, -1, np.int64)
+        ok = (dev_step >= 0) & (dev_step < n_steps)
+        if ok.any():
+            idx = np.flatnonzero(ok)
+            o = np.lexsort((rd.dev.end[idx], dev_step[idx]))
+            last = np.r_[dev_step[idx][o][1:] != dev_step[idx][o][:-1], True]
+            tail_ops[dev_step[idx][o][last]] = idx[o][last]
+        return finalize(ev, critical_walk.Walker(rd, (ls, le)), tail_ops)
     return finalize(ev)
 
 
@@ -236,7 +260,7 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
         members = object_array([_int_list(x[0]) if x else None for x in got])
         in_split = object_array([_int_list(x[1]) if x else None for x in got])
     return CommEvents(group, ctype, _seq(group, ctype, start), start, (d.end - d.ts)[sel], _bytes(in_n, out_n, dtype), gsize,
-                      dev_step[sel].astype(np.int64), members=members, in_split=in_split)
+                      dev_step[sel].astype(np.int64), members=members, in_split=in_split, dev_index=sel.astype(np.int64))
 
 
 def _host(rd: RankData, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules) -> CommEvents:

@@ -30,7 +30,7 @@ import numpy as np
 
 from .comm_events import CommEvents
 
-KINDS = ("compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle")
+KINDS = ("compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle", "memcpy")
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ class Segment:
     wait_ns: int  # device idle while the host synchronized
     other_ns: int
     label: str  # the collective, for communication segments
+    comm_ns: int = 0  # other collectives' kernels on the rank's local path
+    memcpy_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,11 @@ def _local(rank: int, parts: np.ndarray | None, lo: int, hi: int) -> Segment:
     scaled to the segment's length when the path's segment and the rank's own differ."""
     length = hi - lo
     if parts is None or parts.sum() <= 0 or length <= 0:
-        return Segment(rank, lo, hi, "local", 0, 0, 0, 0, 0, max(length, 0), "")
+        return Segment(rank, lo, hi, "local", 0, 0, 0, 0, 0, max(length, 0), "", 0, 0)
     scaled = (parts.astype(np.float64) * (length / float(parts.sum()))).astype(np.int64)
-    scaled[-1] += length - int(scaled.sum())
-    c, ld, cpu, launch, wait, other = (int(x) for x in scaled)
-    return Segment(rank, lo, hi, "local", c, ld, cpu, launch, wait, other, "")
+    scaled[5] += length - int(scaled.sum())  # rounding goes to "other idle"
+    c, ld, cpu, launch, wait, other, comm, mem = (int(x) for x in scaled)
+    return Segment(rank, lo, hi, "local", c, ld, cpu, launch, wait, other, "", comm, mem)
 
 
 def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]) -> tuple[StepPath, ...]:
@@ -111,6 +113,8 @@ def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]
                 by_kind["launch overhead"] += s.launch_ns
                 by_kind["sync wait"] += s.wait_ns
                 by_kind["other idle"] += s.other_ns
+                by_kind["communication"] += s.comm_ns
+                by_kind["memcpy"] += s.memcpy_ns
                 by_rank[s.rank] = by_rank.get(s.rank, 0) + s.end_ns - s.start_ns
         length = sum(s.end_ns - s.start_ns for s in segs)
         out.append(StepPath(k, length, by_kind, by_rank, tuple(segs)))
@@ -139,8 +143,8 @@ def perfetto(paths: tuple[StepPath, ...], instances: list, ranks: list[int]) -> 
         prev = None
         for s in p.segments:
             name = s.label if s.kind == "communication" else f"rank {s.rank} local"
-            args = {"step": p.step, "rank": s.rank, "compute_ns": s.compute_ns, "loader_ns": s.loader_ns, "cpu_ns": s.host_ns,
-                    "launch_ns": s.launch_ns, "wait_ns": s.wait_ns, "other_ns": s.other_ns}
+            args = {"step": p.step, "rank": s.rank, "compute_ns": s.compute_ns, "comm_ns": s.comm_ns, "memcpy_ns": s.memcpy_ns,
+                    "loader_ns": s.loader_ns, "cpu_ns": s.host_ns, "launch_ns": s.launch_ns, "wait_ns": s.wait_ns, "other_ns": s.other_ns}
             for pid, tid in ((cp_pid, 0), (s.rank, 2)):
                 ev.append({"ph": "X", "pid": pid, "tid": tid, "ts": s.start_ns / 1e3, "dur": (s.end_ns - s.start_ns) / 1e3,
                            "name": name, "cat": "critical_path", "args": args})

@@ -32,11 +32,11 @@ def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
     con.print(h)
     if c.critical_paths:
         p = Table(title="Critical path per step (through the last arriver of each collective; ms)")
-        for col in ("step", "length", "compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle", "ranks on the path (ms)"):
+        for col in ("step", "length", "compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle", "memcpy", "ranks on the path (ms)"):
             p.add_column(col, justify="right")
         for cp in c.critical_paths:
             on = ", ".join(f"{r}: {v / 1e6:.1f}" for r, v in sorted(cp.by_rank_ns.items(), key=lambda kv: -kv[1])[:4])
-            p.add_row(str(cp.step), ms(cp.length_ns), *(ms(cp.by_kind_ns[k]) for k in ("compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle")), on)
+            p.add_row(str(cp.step), ms(cp.length_ns), *(ms(cp.by_kind_ns[k]) for k in ("compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle", "memcpy")), on)
         con.print(p)
     for f in c.findings:
         con.print(f"- {f}", highlight=False)
