@@ -307,3 +307,24 @@ def test_local_critical_path_walks_the_dependency_graph(tmp_path: Path) -> None:
                    "communication": 0, "memcpy": 0}
     # the step's tail: from the all-reduce's end (500) to the step end (500): nothing
     assert int(ce.tail[0].sum()) == 0
+
+
+@pytest.mark.skipif(not PAIR.is_dir(), reason="needs ../shared/traces")
+def test_local_walks_on_real_traces_partition_their_stretch() -> None:
+    """On real NCCL traces every walk's parts are >= 0 and add up to its stretch: from the
+    previous collective's end (or the step start) to the collective's start."""
+    from stepscope.analysis.pipeline import analyze_files
+
+    files = sorted(str(p) for p in PAIR.glob("*.json.gz")) + [str(ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz")]
+    for f in files:
+        (r,) = analyze_files([f], workers=1).ranks
+        ce = r.comm_events
+        assert ce is not None and ce.before is not None and ce.size > 0
+        assert (ce.before >= 0).all() and (ce.tail >= 0).all()
+        last_end: dict[int, int] = {}
+        for i in np.argsort(ce.start_ns, kind="stable"):
+            st = int(ce.step[i])
+            ws = int(ce.step_windows[0][st]) if st >= 0 else int(ce.start_ns[i])
+            lo = last_end.get(st, ws)
+            assert int(ce.before[i].sum()) == max(int(ce.start_ns[i]) - lo, 0), (f, i)
+            last_end[st] = max(last_end.get(st, lo), int(ce.start_ns[i] + ce.dur_ns[i]))

@@ -56,7 +56,7 @@ class Walker:
         self.cum = [np.concatenate([[0], np.cumsum(np.where(grp == g, dur, 0))]) for g in (0, 1, 2)]
         gap = np.where(same & ~self.launch_bound, np.maximum(self.ts - prev_end, 0), 0)
         self.cum_gap = np.concatenate([[0], np.cumsum(gap)])
-        # device ops by end time, for "the op a sync waited for"
+        # device ops by end time (positions in the stream-sorted arrays), for "the op a sync waited for"
         self.by_end = np.argsort(self.end, kind="stable")
         self.end_sorted = self.end[self.by_end]
         # synchronizing host calls per thread, by end time
@@ -126,6 +126,7 @@ class Walker:
             if lt < 0:  # launch unknown (first op of its stream without a launch): nothing links further back
                 out[_OTHER] += t - lo
                 break
+            lt = min(lt, t)  # a launch stamped after its kernel started (host/device clock skew): no overhead
             out[_LAUNCH] += t - max(lt, lo)
             t = lt
             if t <= lo:
@@ -135,14 +136,14 @@ class Walker:
             if j < 0 or syncs is None or syncs[1][j] <= lo:
                 self._host(out, lo, t)
                 break
-            s_end = int(syncs[1][j])
+            s_end = min(int(syncs[1][j]), t)
             self._host(out, s_end, t)
             # the device op the sync waited for: the last one to end before the sync returned
             k = int(np.searchsorted(self.end_sorted, s_end, side="right")) - 1
             if k < 0:
                 self._host(out, lo, s_end)
                 break
-            p = int(self.pos[self.by_end[k]])
+            p = int(self.by_end[k])  # by_end holds positions in the stream-sorted arrays
             d_end = int(self.end[p])
             out[_SYNC] += s_end - max(d_end, lo)
             if d_end <= lo:
