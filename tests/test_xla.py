@@ -106,6 +106,15 @@ def test_real_gpu_xplane_through_analyze(tmp_path: Path) -> None:
     assert r["hardware"]["name"] == "MI355X" and r["hardware"]["detected_from"] == "trace"
 
 
+def test_jitted_call_as_step_marker_on_the_real_gpu_xplane(tmp_path: Path) -> None:
+    """No Steps line here: the jitted call is the step. JAX records PjitFunction(loss_fn) twice per
+    call, one inside the other; each call is one step (5 executions, as PJRT_LoadedExecutable_Execute)."""
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(GPU_XPLANE), "--step-marker", "PjitFunction(loss_fn)", "--json", str(out), "-q"]) == 0
+    steps = json.loads(out.read_text())["ranks"][0]["steps"]
+    assert len(steps) == 5 and all(s["compute_ns"] > 0 for s in steps)
+
+
 def test_truncated_and_garbage_xplane(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = GPU_XPLANE.read_bytes()
     cut = tmp_path / "cut.xplane.pb"

@@ -48,6 +48,12 @@ def find_steps(rd: RankData, marker: str | None) -> StepSpans:
             sel = sel[np.sort(first)]
             o = np.argsort(h.ts[sel], kind="stable")
             sel = sel[o]
+            # a marker nested inside another of the same kind (JAX records PjitFunction(f) twice per
+            # call, one inside the other) is the same step: keep the outermost
+            if sel.size > 1:
+                ends = h.end[sel]
+                prev_max = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends[:-1]])
+                sel = sel[ends > prev_max]
             return StepSpans(
                 names=tuple(h.names[i] for i in h.name_idx[sel]),
                 cpu_start=h.ts[sel],
