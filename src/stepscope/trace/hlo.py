@@ -16,6 +16,7 @@ know (file/stack tables of newer dumps, comments) are skipped.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,50 +101,38 @@ _COMP_HEAD = re.compile(r"^\s*(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*\))?\s*->\s*.*\{\s*
 _INSTR = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 
 
-def _split_top(s: str, sep: str = ",") -> list[str]:
-    """Split at ``sep`` outside (), [], {} and quotes."""
-    out, depth, cur, quote = [], 0, [], False
-    i = 0
+def _depths(s: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """(index, char, bracket depth after it) for every char from ``start`` outside quoted
+    strings (backslash escapes inside quotes honoured); quoted text is skipped."""
+    depth, quote, i = 0, False, start
     while i < len(s):
         ch = s[i]
-        if ch == "\\" and quote:
-            cur.append(s[i:i + 2])
-            i += 2
-            continue
-        if ch == '"':
-            quote = not quote
-        elif not quote:
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quote = False
+        elif ch == '"':
+            quote = True
+        else:
             if ch in "([{":
                 depth += 1
             elif ch in ")]}":
                 depth -= 1
-            elif ch == sep and depth == 0:
-                out.append("".join(cur).strip())
-                cur = []
-                i += 1
-                continue
-        cur.append(ch)
+            yield i, ch, depth
         i += 1
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
+
+
+def _split_top(s: str, sep: str = ",") -> list[str]:
+    """Split at ``sep`` outside (), [], {} and quotes."""
+    cuts = [i for i, ch, depth in _depths(s) if ch == sep and depth == 0]
+    parts = [s[a + 1:b].strip() for a, b in zip([-1, *cuts], [*cuts, len(s)])]
+    return parts if parts[-1] else parts[:-1]  # a trailing separator leaves no empty last item
 
 
 def _matching(s: str, start: int) -> int:
     """Index just past the bracket closing the one at ``start``."""
-    depth, quote = 0, False
-    for i in range(start, len(s)):
-        ch = s[i]
-        if ch == '"':
-            quote = not quote
-        elif not quote:
-            if ch in "([{":
-                depth += 1
-            elif ch in ")]}":
-                depth -= 1
-                if depth == 0:
-                    return i + 1
-    return -1
+    return next((i + 1 for i, ch, depth in _depths(s, start) if ch in ")]}" and depth == 0), -1)
 
 
 def parse_layout(text: str | None) -> tuple[tuple[int, ...] | None, tuple[tuple[int, ...], ...], int | None]:
