@@ -246,8 +246,8 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
             arg_row[hit] = host_rows[src]
     # no recorded process group: the stream stands in (each NCCL communicator runs on its own stream);
     # XLA collectives are one HLO instruction run by every device: the instruction is the group
-    xla_op = d.xla.op[sel] if d.xla is not None else np.full(sel.size, None, dtype=object)
-    xla_mod = d.xla.module[sel] if d.xla is not None else xla_op
+    xla_op = d.xla.op.rows(sel) if d.xla is not None else np.full(sel.size, None, dtype=object)
+    xla_mod = d.xla.module.rows(sel) if d.xla is not None else xla_op
     group = np.array([f"xla:{m}/{o}" if o else (g or f"stream:{s}") for g, s, o, m in zip(pg, d.stream[sel], xla_op, xla_mod)], dtype=object)
     ctype = np.array([c[len(COMM_PREFIX):] for c in cat[sel]], dtype=object)
     start = d.ts[sel]

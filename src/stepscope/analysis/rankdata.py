@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,14 +29,56 @@ _XLA_COLS = ["op", "module", "scope", "op_class", "flops", "bytes_accessed"]
 
 
 @dataclass
-class XlaArrays:
-    """Per device row, for JAX/XLA traces: HLO op, module, name stack, XLA op class (object arrays,
-    None when absent) and XLA's cost analysis (int64, -1 when absent)."""
+class DictColumn:
+    """A string column as codes into its distinct values (the last value is None, for nulls):
+    per-row work is done once per distinct value and broadcast back."""
 
-    op: np.ndarray
-    module: np.ndarray
-    scope: np.ndarray
-    op_class: np.ndarray
+    codes: np.ndarray  # int per row
+    values: np.ndarray  # object: distinct strings, then None
+
+    @classmethod
+    def of(cls, col: pa.ChunkedArray | pa.Array) -> DictColumn:
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if not pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_encode()
+        values = np.empty(len(arr.dictionary) + 1, dtype=object)
+        values[:-1] = arr.dictionary.to_pylist()
+        return cls(pc.fill_null(arr.indices, len(values) - 1).to_numpy().astype(np.int64), values)
+
+    def rows(self, sel: np.ndarray | None = None) -> np.ndarray:
+        """Object array of the values per row (None where null)."""
+        return self.values[self.codes if sel is None else self.codes[sel]]
+
+    def map(self, fn: Callable[[str | None], Any], sel: np.ndarray | None = None) -> np.ndarray:
+        """``fn`` per row, evaluated once per distinct value."""
+        lut = np.empty(self.values.size, dtype=object)
+        lut[:] = [fn(v) for v in self.values]
+        return lut[self.codes if sel is None else self.codes[sel]]
+
+    def remap(self, fn: Callable[[str | None], str | None]) -> DictColumn:
+        """The column with ``fn`` applied to its values (values that become equal merge)."""
+        mapped = [fn(v) for v in self.values[:-1]]
+        distinct = sorted({m for m in mapped if m is not None})
+        index = {m: i for i, m in enumerate(distinct)}
+        lut = np.array([index[m] if m is not None else len(distinct) for m in mapped] + [len(distinct)], dtype=np.int64)
+        values = np.empty(len(distinct) + 1, dtype=object)
+        values[:-1] = distinct
+        return DictColumn(lut[self.codes], values)
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.codes != self.values.size - 1
+
+
+@dataclass
+class XlaArrays:
+    """Per device row, for JAX/XLA traces: HLO op, module, name stack, XLA op class (dictionary
+    columns, None when absent) and XLA's cost analysis (int64, -1 when absent)."""
+
+    op: DictColumn
+    module: DictColumn
+    scope: DictColumn
+    op_class: DictColumn
     flops: np.ndarray
     bytes_accessed: np.ndarray
 
@@ -114,20 +157,21 @@ def _kind_np(t: pa.Table) -> np.ndarray:
 
 
 def xla_categories(x: XlaArrays, names: pa.ChunkedArray, category: np.ndarray) -> np.ndarray:
-    """Rows with an HLO op get their category from the XLA rules (once per distinct op text)."""
+    """Rows with an HLO op get their category from the XLA rules, once per distinct
+    (op class, op, name, scope); the instruction number (".N") does not change the category."""
     from .xla_ops import category as xla_category
 
-    name_arr = np.asarray(names.to_pylist(), dtype=object)
-    has_op = np.array([o is not None for o in x.op], dtype=bool)
+    has_op = x.op.valid
     if not has_op.any():
         return category
-    # the instruction number does not change the category: key on the name without ".N"
-    key = np.array([f"{c}|{_strip_num(o)}|{_strip_num(n)}|{s}" if h else "" for c, o, n, s, h in
-                    zip(x.op_class, x.op, name_arr, x.scope, has_op)], dtype=object)
-    uniq, inv = np.unique(key.astype(str), return_inverse=True)
-    lut = np.array([xla_category(*(None if v in ("None", "") else v for v in u.split("|", 3))) if u else "" for u in uniq], dtype=object)
+    op_s, name_s = x.op.remap(_strip_num), DictColumn.of(names).remap(_strip_num)
+    # distinct (op class, stripped op, stripped name, scope) rows among the rows with an op
+    cols = [c.codes[has_op] for c in (x.op_class, op_s, name_s, x.scope)]
+    _, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+    rows = np.flatnonzero(has_op)[first]
+    lut = np.array([xla_category(*args) for args in zip(*(c.rows(rows) for c in (x.op_class, op_s, name_s, x.scope)))], dtype=object)
     out = category.copy()
-    out[has_op] = lut[inv][has_op]
+    out[has_op] = lut[inv.ravel()]
     return out
 
 
@@ -180,9 +224,9 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     category = classify_device_events(dev_t, dkind, comm_t, rules)
     xla = None
     if has_xla:
-        obj = {c: np.asarray(dev_t[c].to_pylist(), dtype=object) for c in _XLA_COLS[:4]}
-        xla = XlaArrays(op=obj["op"], module=obj["module"], scope=obj["scope"], op_class=obj["op_class"],
-                        flops=dev_t["flops"].to_numpy(), bytes_accessed=dev_t["bytes_accessed"].to_numpy())
+        xla = XlaArrays(op=DictColumn.of(dev_t["op"]), module=DictColumn.of(dev_t["module"]), scope=DictColumn.of(dev_t["scope"]),
+                        op_class=DictColumn.of(dev_t["op_class"]), flops=dev_t["flops"].to_numpy(),
+                        bytes_accessed=dev_t["bytes_accessed"].to_numpy())
         category = xla_categories(xla, dev_t["name"], category)
     didx, dnames = _names(dev_t["name"])
     dts = dev_t["ts_ns"].to_numpy()

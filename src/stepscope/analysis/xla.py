@@ -132,26 +132,29 @@ def summarize(prepared: object, cfg: object, peak_flops: float | None = None, hb
     x = rd.dev.xla
     if x is None:
         return None
-    sel = np.flatnonzero((dev_step >= 0) & np.array([o is not None for o in x.op], dtype=bool))
+    sel = np.flatnonzero((dev_step >= 0) & x.op.valid)
     if sel.size == 0:
         return None
     dur = (rd.dev.end - rd.dev.ts)[sel].astype(np.float64)
     total = float(dur.sum())
     cat = rd.dev.category[sel].astype(str)
-    ops = x.op[sel]
-    scopes = x.scope[sel]
-    op_class = x.op_class[sel]
-    fk = np.array([fusion_kind(c, o) or "not a fusion" for c, o in zip(op_class, ops)], dtype=object)
-    done = np.array([is_async_done(o) for o in ops], dtype=bool)
+    ops = x.op.rows(sel)
+    scopes = x.scope.rows(sel)
+    # per-row labels, each computed once per distinct value (or pair of values)
+    pair = np.stack([x.op_class.codes[sel], x.op.codes[sel]], axis=1)
+    _, first, inv = np.unique(pair, axis=0, return_index=True, return_inverse=True)
+    fk_lut = np.array([fusion_kind(c, o) or "not a fusion" for c, o in zip(x.op_class.rows(sel[first]), ops[first])], dtype=object)
+    fk = fk_lut[inv.ravel()]
+    done = x.op.map(is_async_done, sel).astype(bool)
     is_comm = np.char.startswith(cat, "comm:")
-    paths = np.array([scope_path(s) or "(no scope)" for s in scopes], dtype=object)
-    leaves = np.array([p.rsplit("/", 1)[-1] for p in paths], dtype=object)
-    phase = np.array([phase_of(s) for s in scopes], dtype=object)
+    paths = x.scope.map(lambda s: scope_path(s) or "(no scope)", sel)
+    leaves = x.scope.map(lambda s: (scope_path(s) or "(no scope)").rsplit("/", 1)[-1], sel)
+    phase = x.scope.map(phase_of, sel)
     ph = _shares(phase, dur, total)
     bwd = sum(s.time_ns for s in ph if s.label in ("backward", "recompute"))
     rec = sum(s.time_ns for s in ph if s.label == "recompute")
     custom = np.isin(cat, ["custom_call", "attention", "linear_attention", "grouped_gemm"])
-    has_scope = np.array([s is not None for s in scopes], dtype=bool)
+    has_scope = x.scope.valid[sel]
     flops = x.flops[sel].astype(np.float64)
     nbytes = x.bytes_accessed[sel].astype(np.float64)
     devices = int(np.unique(rd.dev.device[sel]).size)
@@ -166,7 +169,7 @@ def summarize(prepared: object, cfg: object, peak_flops: float | None = None, hb
         by_scope_leaf=_shares(leaves, dur, total, 30),
         phases=ph,
         recompute_share_of_backward=(rec / bwd) if bwd else None,
-        custom_calls=_shares(np.array([f"{c}: {o}" for c, o in zip(cat[custom], ops[custom])], dtype=object), dur[custom], total, 20),
+        custom_calls=_shares(np.char.add(np.char.add(cat[custom], ": "), ops[custom].astype(str)), dur[custom], total, 20),
         loops=_loops(events, total),
         scope_coverage_ratio=float(dur[has_scope].sum() / total) if total else 0.0,
         flops_coverage_ratio=float(dur[flops >= 0].sum() / total) if total else 0.0,
