@@ -186,3 +186,50 @@ def file_read(path: str, parts: list[tuple[pa.Table, pa.Table | None]], state: S
         bytes_read=state.bytes_read,
         comm_args=pa.concat_tables(sides) if sides else None,
     )
+
+
+def _dict(a: pa.Array) -> pa.Array:
+    return a if pa.types.is_dictionary(a.type) else a.dictionary_encode()
+
+
+def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
+    """Readers that build whole columns (XPlane, nsys-jax): their columns (strings as Arrow arrays,
+    ints as numpy) plus the columns they do not have (-1 / null) -> the event table, sorted by time."""
+    n = len(c["ts"])
+    neg = pa.array(np.full(n, -1, dtype=np.int64))
+    null_dict = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
+    cols = {
+        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
+        "kind": _dict(c["kind"]),
+        "name": _dict(c["name"]),
+        "cat": _dict(c["cat"]),
+        "pid": pa.array(np.asarray(c["pid"], np.int64)),
+        "tid": pa.array(np.asarray(c["tid"], np.int64)),
+        "device": pa.array(np.asarray(c["device"]).astype(np.int32)),
+        "stream": pa.array(np.asarray(c["stream"], np.int64)),
+        "ts_ns": pa.array(np.asarray(c["ts"], np.int64)),
+        "dur_ns": pa.array(np.asarray(c["dur"], np.int64)),
+        "correlation": pa.array(np.asarray(c["correlation"], np.int64)),
+        "external_id": neg,
+        "sequence_number": neg,
+        "flow_id": neg,
+        "flow_phase": null_dict,
+        "input_dims": pa.nulls(n, pa.string()),
+        "input_types": pa.nulls(n, pa.string()),
+        "collective": null_dict,
+        "in_msg_nelems": neg,
+        "out_msg_nelems": neg,
+        "msg_dtype": null_dict,
+        "group_size": pa.array(np.full(n, -1, dtype=np.int32)),
+        "pg_name": null_dict,
+        "pg_desc": null_dict,
+        "bytes": neg,
+        "op": c["op"],
+        "module": c["module"],
+        "scope": c["scope"],
+        "op_class": c["op_class"],
+        "flops": pa.array(np.asarray(c["flops"], np.int64)),
+        "bytes_accessed": pa.array(np.asarray(c["bytes_accessed"], np.int64)),
+    }
+    t = pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)
+    return t.sort_by([("ts_ns", "ascending")]) if n else t

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
 from . import schema
-from .columns import FileRead
+from .columns import FileRead, assemble_table
 
 MEMBER = "nvtx_gpu_proj_trace/trace.parquet"
 _FIELD = re.compile(r"(\w+)=((?:[^,#(]|\([^)]*\))*)")
@@ -60,80 +60,82 @@ def read_nsys_jax(path: str | Path, *, rank: int = 0) -> FileRead:
     if not need <= set(raw.column_names):
         raise TraceFormatError(f"{MEMBER} lacks columns {sorted(need - set(raw.column_names))}", path=str(p), fix="use a newer nsys-jax")
     raw = raw.filter(pc.is_valid(raw["Name"]))
-    names = raw["Name"].to_pylist()
-    rid = np.nan_to_num(raw["RangeId"].to_numpy(zero_copy_only=False).astype(np.float64), nan=-1).astype(np.int64)
-    parent = np.nan_to_num(raw["ParentId"].to_numpy(zero_copy_only=False).astype(np.float64), nan=-1).astype(np.int64)
-    kind_of = {i: ("thunk" if n.startswith("TSL:Thunk:") else "module" if n.startswith("TSL:XlaModule:") else "") for i, n in zip(rid, names)}
-    fields = [_fields(n) if kind_of[i] else {} for i, n in zip(rid, names)]
-    module_of = {i: f.get("hlo_module", "") for i, f in zip(rid, fields) if kind_of.get(i) == "module"}
-    ts = raw["Projected Start"].to_numpy(zero_copy_only=False).astype(np.int64)
-    dur = raw["Projected Duration"].to_numpy(zero_copy_only=False).astype(np.int64)
-    tid = raw["TID"].to_numpy(zero_copy_only=False).astype(np.int64)
-    rows: dict[str, list[object]] = {k: [] for k in ("kind", "name", "op", "scope", "module", "i")}
-    for j, (i, par) in enumerate(zip(rid, parent)):
-        k = kind_of.get(i)
-        if k == "thunk" and kind_of.get(par) != "thunk":
-            f = fields[j]
-            rows["kind"].append(schema.Kind.KERNEL.value)
-            rows["name"].append(f.get("hlo_op") or names[j])
-            rows["op"].append(f.get("hlo_op"))
-            rows["scope"].append(f.get("name"))
-            rows["module"].append(module_of.get(par))
-            rows["i"].append(j)
-        elif k == "module":
-            rows["kind"].append(schema.Kind.GPU_ANNOTATION.value)
-            rows["name"].append(f"XlaModule:{module_of[i]}")
-            rows["op"].append(None)
-            rows["scope"].append(None)
-            rows["module"].append(module_of[i])
-            rows["i"].append(j)
-    _add_steps(rows, module_of, rid, dur)
-    idx = np.asarray(rows["i"], dtype=np.int64)
-    n = idx.size
-    is_step = np.array([str(k) == schema.Kind.USER_ANNOTATION.value for k in rows["kind"]], dtype=bool)
-    neg = pa.array(np.full(n, -1, dtype=np.int64))
-    null_dict = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
+    n_raw = raw.num_rows
+    names = raw["Name"].combine_chunks().dictionary_encode()
+    code = names.indices.to_numpy()
+    # per distinct range name: its kind (1 thunk, 2 module) and its #key=value# fields
+    distinct = names.dictionary.to_pylist()
+    kind_lut = np.array([1 if n.startswith("TSL:Thunk:") else 2 if n.startswith("TSL:XlaModule:") else 0 for n in distinct] + [0], np.int8)
+    fields = [_fields(n) if kind_lut[i] else {} for i, n in enumerate(distinct)]
+
+    def field(key: str) -> np.ndarray:
+        lut = np.empty(len(fields) + 1, dtype=object)
+        lut[:-1] = [f.get(key) for f in fields]
+        return lut[code]
+
+    def ids(col: str) -> np.ndarray:
+        return np.nan_to_num(raw[col].to_numpy(zero_copy_only=False).astype(np.float64), nan=-1).astype(np.int64)
+
+    rid, parent = ids("RangeId"), ids("ParentId")
+    kind = kind_lut[code]
+    o = np.argsort(rid, kind="stable")
+    pos = np.clip(np.searchsorted(rid[o], parent), 0, max(n_raw - 1, 0))
+    prow = np.where((parent >= 0) & (rid[o][pos] == parent), o[pos], -1) if n_raw else np.empty(0, np.int64)
+    parent_kind = np.where(prow >= 0, kind[np.clip(prow, 0, None)], 0)
+    module = field("hlo_module")
+    dur_all = raw["Projected Duration"].to_numpy(zero_copy_only=False).astype(np.int64)
+    thunk = np.flatnonzero((kind == 1) & (parent_kind != 1))
+    mods = np.flatnonzero(kind == 2)
+    steps = _steps(module[mods], mods, dur_all)
+    rows = np.concatenate([thunk, mods, steps]).astype(np.int64)
+    n_t, n_m, n_s = thunk.size, mods.size, steps.size
+    hlo_op = field("hlo_op")
+    raw_name = np.asarray(distinct + [None], dtype=object)[code]
+    top = module[steps[0]] if n_s else None
+    none = np.full(n_m + n_s, None, dtype=object)
+    name = np.concatenate([np.where(hlo_op[thunk] == None, raw_name[thunk], hlo_op[thunk]),  # noqa: E711
+                           np.char.add("XlaModule:", module[mods].astype(str)).astype(object),
+                           np.char.add("XLAStep#", np.arange(n_s).astype(str)).astype(object)])
+    kc = schema.KIND_CODE
+    kinds = np.repeat(np.array([kc["kernel"], kc["gpu_annotation"], kc["user_annotation"]], np.int32), [n_t, n_m, n_s])
+    on_dev = np.r_[np.ones(n_t + n_m, bool), np.zeros(n_s, bool)]
+    tid = raw["TID"].to_numpy(zero_copy_only=False).astype(np.int64)[rows]
+
+    def strings(values: np.ndarray) -> pa.Array:
+        return pa.array(values.tolist(), pa.string())
+
     cols = {
-        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
-        "kind": pa.array(rows["kind"], pa.string()).dictionary_encode(),
-        "name": pa.array(rows["name"], pa.string()).dictionary_encode(),
-        "cat": pa.array(["nsys-jax"] * n, pa.string()).dictionary_encode(),
-        "pid": pa.array(np.zeros(n, np.int64)),
-        "tid": pa.array(np.where(is_step, -1, tid[idx] if n else np.empty(0, np.int64))),
-        "device": pa.array(np.where(is_step, -1, 0).astype(np.int32)),
-        "stream": pa.array(np.where(is_step, -1, tid[idx] if n else np.empty(0, np.int64))),
-        "ts_ns": pa.array(ts[idx] if n else np.empty(0, np.int64)),
-        "dur_ns": pa.array(dur[idx] if n else np.empty(0, np.int64)),
-        "correlation": neg, "external_id": neg, "sequence_number": neg, "flow_id": neg, "flow_phase": null_dict,
-        "input_dims": pa.nulls(n, pa.string()), "input_types": pa.nulls(n, pa.string()), "collective": null_dict,
-        "in_msg_nelems": neg, "out_msg_nelems": neg, "msg_dtype": null_dict,
-        "group_size": pa.array(np.full(n, -1, dtype=np.int32)), "pg_name": null_dict, "pg_desc": null_dict, "bytes": neg,
-        "op": pa.array(rows["op"], pa.string()), "module": pa.array(rows["module"], pa.string()),
-        "scope": pa.array(rows["scope"], pa.string()), "op_class": pa.nulls(n, pa.string()),
-        "flops": neg, "bytes_accessed": neg,
+        "kind": pa.DictionaryArray.from_arrays(pa.array(kinds), pa.array(list(kc), pa.string())),
+        "name": strings(name),
+        "cat": pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows.size, np.int32)), pa.array(["nsys-jax"])),
+        "pid": np.zeros(rows.size, np.int64),
+        "tid": np.where(on_dev, tid, -1),
+        "device": np.where(on_dev, 0, -1),
+        "stream": np.where(on_dev, tid, -1),
+        "ts": raw["Projected Start"].to_numpy(zero_copy_only=False).astype(np.int64)[rows],
+        "dur": dur_all[rows],
+        "correlation": np.full(rows.size, -1, np.int64),
+        "op": strings(np.concatenate([hlo_op[thunk], none])),
+        "module": strings(np.concatenate([np.where(prow[thunk] >= 0, module[np.clip(prow[thunk], 0, None)], None), module[mods],
+                                          np.full(n_s, top, dtype=object)])),
+        "scope": strings(np.concatenate([field("name")[thunk], np.full(n_m, None, dtype=object), np.full(n_s, f"XlaModule:{top}", dtype=object)])),
+        "op_class": pa.nulls(rows.size, pa.string()),
+        "flops": np.full(rows.size, -1, np.int64),
+        "bytes_accessed": np.full(rows.size, -1, np.int64),
     }
-    table = pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA).sort_by([("ts_ns", "ascending")])
-    return FileRead(path=str(p), table=table, header={"format": "nsys-jax"}, truncated=False, note="", skipped_events=0,
-                    bytes_read=p.stat().st_size)
+    # rows in file order (steps after), so ranges that start together keep the archive's order
+    order = np.argsort(np.r_[thunk, mods, n_raw + np.arange(n_s)], kind="stable")
+    cols = {k: (v.take(pa.array(order)) if isinstance(v, pa.Array) else v[order]) for k, v in cols.items()}
+    return FileRead(path=str(p), table=assemble_table(cols, rank), header={"format": "nsys-jax"}, truncated=False, note="",
+                    skipped_events=0, bytes_read=p.stat().st_size)
 
 
-def _add_steps(rows: dict[str, list[object]], module_of: dict[int, str], rid: np.ndarray, dur: np.ndarray) -> None:
-    """The executions of the module with the most projected GPU time are the steps (>= 2 runs)."""
-    pos = {int(i): j for j, i in enumerate(rid)}
-    total: dict[str, int] = {}
-    runs: dict[str, list[int]] = {}
-    for i, m in module_of.items():
-        total[m] = total.get(m, 0) + int(dur[pos[int(i)]])
-        runs.setdefault(m, []).append(pos[int(i)])
-    if not total:
-        return
-    top = max(total, key=lambda m: total[m])
-    if len(runs[top]) < 2:
-        return
-    for k, j in enumerate(sorted(runs[top])):
-        rows["kind"].append(schema.Kind.USER_ANNOTATION.value)
-        rows["name"].append(f"XLAStep#{k}")
-        rows["op"].append(None)
-        rows["scope"].append(f"XlaModule:{top}")
-        rows["module"].append(top)
-        rows["i"].append(j)
+def _steps(module: np.ndarray, rows: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Rows of the executions of the module with the most projected GPU time, in time order
+    (the steps), when it ran at least twice."""
+    if rows.size == 0:
+        return np.empty(0, np.int64)
+    _, inv = np.unique(module.astype(str), return_inverse=True)
+    total = np.bincount(inv.ravel(), weights=dur[rows].astype(np.float64))
+    mine = rows[inv.ravel() == int(np.argmax(total))]
+    return np.sort(mine) if mine.size >= 2 else np.empty(0, np.int64)

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from ..errors import TraceFormatError
 from . import schema
-from .columns import FileRead
+from .columns import FileRead, assemble_table
 from .jsonstream import StreamState
 from .xspace_pb import xspace_class
 
@@ -241,53 +241,7 @@ def _table(out: dict[str, list[Any]], rank: int) -> pa.Table:
             return pa.concat_arrays(out[c]) if out[c] else pa.array([], pa.string())
         return np.concatenate(out[c]) if out[c] else np.empty(0, np.int64)
 
-    return assemble({c: cat(c, c in ("kind", "name", "cat", "op", "module", "scope", "op_class")) for c in _OUT_COLS}, rank)
-
-
-def _dict(a: pa.Array) -> pa.Array:
-    return a if pa.types.is_dictionary(a.type) else a.dictionary_encode()
-
-
-def assemble(c: dict[str, Any], rank: int) -> pa.Table:
-    """Columns (strings as Arrow arrays, ints as numpy) -> the event table, sorted by time."""
-    n = len(c["ts"])
-    neg = pa.array(np.full(n, -1, dtype=np.int64))
-    null_dict = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
-    cols = {
-        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
-        "kind": _dict(c["kind"]),
-        "name": _dict(c["name"]),
-        "cat": _dict(c["cat"]),
-        "pid": pa.array(np.asarray(c["pid"], np.int64)),
-        "tid": pa.array(np.asarray(c["tid"], np.int64)),
-        "device": pa.array(np.asarray(c["device"]).astype(np.int32)),
-        "stream": pa.array(np.asarray(c["stream"], np.int64)),
-        "ts_ns": pa.array(np.asarray(c["ts"], np.int64)),
-        "dur_ns": pa.array(np.asarray(c["dur"], np.int64)),
-        "correlation": pa.array(np.asarray(c["correlation"], np.int64)),
-        "external_id": neg,
-        "sequence_number": neg,
-        "flow_id": neg,
-        "flow_phase": null_dict,
-        "input_dims": pa.nulls(n, pa.string()),
-        "input_types": pa.nulls(n, pa.string()),
-        "collective": null_dict,
-        "in_msg_nelems": neg,
-        "out_msg_nelems": neg,
-        "msg_dtype": null_dict,
-        "group_size": pa.array(np.full(n, -1, dtype=np.int32)),
-        "pg_name": null_dict,
-        "pg_desc": null_dict,
-        "bytes": neg,
-        "op": c["op"],
-        "module": c["module"],
-        "scope": c["scope"],
-        "op_class": c["op_class"],
-        "flops": pa.array(np.asarray(c["flops"], np.int64)),
-        "bytes_accessed": pa.array(np.asarray(c["bytes_accessed"], np.int64)),
-    }
-    t = pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)
-    return t.sort_by([("ts_ns", "ascending")]) if n else t
+    return assemble_table({c: cat(c, c in ("kind", "name", "cat", "op", "module", "scope", "op_class")) for c in _OUT_COLS}, rank)
 
 
 def _planes_until_cut(data: bytes) -> tuple[list[bytes], bool]:
@@ -358,7 +312,7 @@ def _read_fast(p: Path, data: bytes, rank: int, include_python: bool) -> FileRea
     header: dict[str, Any] = {"format": "xplane", "hostnames": [data[o:o + n].decode("utf-8", "replace") for o, n in hn], "planes": text,
                               "deviceProperties": device_properties(data, raw)}
     note = f"the file does not parse whole: kept {raw['complete_planes']} complete plane(s)" if raw["truncated"] else ""
-    return FileRead(path=str(p), table=assemble(columns(data, raw, include_python), rank), header=header,
+    return FileRead(path=str(p), table=assemble_table(columns(data, raw, include_python), rank), header=header,
                     truncated=bool(raw["truncated"]), note=note, skipped_events=0, bytes_read=len(data))
 
 
