@@ -57,3 +57,12 @@ def basic_events() -> list[dict[str, Any]]:
     ev += launch("Memcpy HtoD (Pinned -> Device)", 30, 400, 100, stream=7, cat="gpu_memcpy")
     ev += launch("void at::native::vectorized_elementwise_kernel<4>", 550, 600, 100, stream=7)
     return ev
+
+
+def free_port() -> int:
+    """A port nobody listens on now (two test runs on one machine must not share a rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -21,16 +21,7 @@ from stepscope.analysis.results import (
     StepStats,
 )
 from stepscope.cli import main
-
-
-def _free_port() -> int:
-    """A port nobody listens on now (two test runs on one machine must not share a rendezvous)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
+from tests import synth
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = ROOT.parent / "shared" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
@@ -115,7 +106,7 @@ def test_gloo_slow_compute_and_slow_loader_found_and_told_apart(tmp_path: Path) 
     pytest.importorskip("torch")
     out_dir = tmp_path / "g"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_gloo_traces.py"), str(out_dir), "--ranks", "3", "--slow-loader-rank", "1",
-                    "--loader-sleep-ms", "20", "--slow-compute-rank", "2", "--compute-sleep-ms", "30", "--port", str(_free_port())],
+                    "--loader-sleep-ms", "20", "--slow-compute-rank", "2", "--compute-sleep-ms", "30", "--port", str(synth.free_port())],
                    check=True, timeout=600, capture_output=True)
     out = tmp_path / "r.json"
     assert main(["analyze", str(out_dir), "--json", str(out), "--html", str(tmp_path / "r.html"), "-q"]) == 0
@@ -256,7 +247,6 @@ def test_recorded_group_ranks_and_splits_from_kineto_args(tmp_path: Path, portab
     """Two NCCL ranks (global ranks 4 and 9 of a larger job), one all-to-all each with its recorded
     args: 1,000 float32 elements, in splits [1, 3] -> rank 4 sends 750 * 4 B to rank 9; rank 9
     splits [2, 2] -> 500 * 4 B to rank 4. Both readers keep the args beside the table."""
-    from tests import synth
 
     if portable:
         from stepscope.trace import kineto
@@ -290,7 +280,6 @@ def test_local_critical_path_walks_the_dependency_graph(tmp_path: Path) -> None:
     for B (sync wait 5), B for A on the stream (compute 100), A is at the start (compute 100)."""
     from stepscope.analysis.critical_walk import KINDS
     from stepscope.analysis.pipeline import analyze_files
-    from tests import synth
 
     ev = [synth.step("ProfilerStep#1", 0, 1000)]
     ev += synth.launch("gemm_a", 10, 20, 100)

@@ -10,16 +10,7 @@ from pathlib import Path
 import pytest
 
 from stepscope.cli import main
-
-
-def _free_port() -> int:
-    """A port nobody listens on now (two test runs on one machine must not share a rendezvous)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
+from tests import synth
 
 pytestmark = pytest.mark.torch
 SLEEP_MS = 20.0
@@ -31,7 +22,7 @@ def gloo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gloo")
     script = Path(__file__).resolve().parents[1] / "scripts" / "gen_gloo_traces.py"
     subprocess.run(
-        [sys.executable, str(script), str(out), "--ranks", "2", "--slow-loader-rank", "1", "--loader-sleep-ms", str(SLEEP_MS), "--port", str(_free_port())],
+        [sys.executable, str(script), str(out), "--ranks", "2", "--slow-loader-rank", "1", "--loader-sleep-ms", str(SLEEP_MS), "--port", str(synth.free_port())],
         check=True,
         timeout=600,
     )

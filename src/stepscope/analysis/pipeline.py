@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,11 +157,16 @@ def _read_and_analyze(job: tuple[str, bool, str | None, AnalyzeConfig]) -> list[
             for d, table in parts:
                 result = analyze(assemble([dataclasses.replace(fr, table=table)]), cfg)
                 r0 = result.ranks[0]
-                warns = [w.replace(f"rank {r0.rank}:", f"rank {d}:", 1) if w.startswith(f"rank {r0.rank}:") else w for w in result.warnings]
-                out.append((dataclasses.replace(r0, rank=d), found, warns))
+                out.append((dataclasses.replace(r0, rank=d), found, _renumbered(result.warnings, r0.rank, d)))
             return out
     result = analyze(assemble([fr]), cfg)
     return [(result.ranks[0], found, list(result.warnings))]
+
+
+def _renumbered(warnings: Iterable[str], old: int, new: int) -> list[str]:
+    """Per-rank warnings ("rank N: ...") under the rank's final number."""
+    prefix = f"rank {old}:"
+    return [w.replace(prefix, f"rank {new}:", 1) if w.startswith(prefix) else w for w in warnings]
 
 
 def _remote(job: tuple[str, bool, str | None, AnalyzeConfig]) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
@@ -251,8 +256,7 @@ def analyze_files(
     for i, parts in enumerate(outs):
         for j, (ra, _, w) in enumerate(parts):
             rank = new_rank[(i, j)]
-            prefix = f"rank {ra.rank}:"
-            warnings.extend(x.replace(prefix, f"rank {rank}:", 1) if x.startswith(prefix) else x for x in w)
+            warnings.extend(_renumbered(w, ra.rank, rank))
             device = f"{ra.device or ''} (device {ra.rank} of {Path(ra.path).name})".strip() if len(parts) > 1 else ra.device
             ranks.append(dataclasses.replace(ra, rank=rank, device=device))
     ranks.sort(key=lambda r: r.rank)
