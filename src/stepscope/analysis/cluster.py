@@ -133,7 +133,7 @@ def _robust_z(x: np.ndarray) -> np.ndarray:
 
 
 def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_node: int = 8, peak_intra_gbps: float | None = None,
-          peak_inter_gbps: float | None = None, top_k: int = 5) -> ClusterView | None:
+          peak_inter_gbps: float | None = None) -> ClusterView | None:
     evs = {r.rank: (r.comm_events if r.comm_events.before is not None else finalize(r.comm_events))
            for r in ranks if isinstance(r.comm_events, CommEvents)}
     if len(ranks) < 2:
@@ -212,7 +212,7 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
     strag.sort(key=lambda s: -s.score)
     # ---- sizes and findings -----------------------------------------------------------------------
     hist = _histogram(insts)
-    findings = _findings(insts, strag, top_k)
+    findings = _findings(insts, strag)
     paths = critical_paths(insts, evs, offsets)
     return ClusterView(len(ranks), offsets, tuple(insts), tuple(strag), tuple(matrix), hist, findings, threshold, unmatched, paths,
                        _comm_matrix(insts, evs))
@@ -322,7 +322,7 @@ def _histogram(insts: list[Instance]) -> tuple[SizeBin, ...]:
     return tuple(bins)
 
 
-def _findings(insts: list[Instance], strag: list[Straggler], top_k: int) -> tuple[str, ...]:
+def _findings(insts: list[Instance], strag: list[Straggler]) -> tuple[str, ...]:
     out = []
     for s in strag:
         if s.is_straggler:

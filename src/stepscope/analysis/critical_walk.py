@@ -43,6 +43,7 @@ class Walker:
         self.ts, self.end = d.ts[o].astype(np.int64), d.end[o].astype(np.int64)
         self.launch, self.launch_tid = d.launch_ts[o].astype(np.int64), d.launch_tid[o].astype(np.int64)
         grp = d.group[o]
+        self.kind_of = np.array([_COMP, _COMM, _MEM], np.int64)[np.clip(grp, 0, 2)]  # breakdown column per op
         n = o.size
         same = np.zeros(n, bool)
         if n > 1:
@@ -95,8 +96,7 @@ class Walker:
             out[k] += int(self.cum[g][b + 1] - self.cum[g][first])
         out[_OTHER] += int(self.cum_gap[b + 1] - self.cum_gap[first + 1]) if b > first else 0
         if self.ts[first] < lo:  # the first op only counts from lo
-            grp_k = _COMP if self.cum[0][first + 1] > self.cum[0][first] else (_COMM if self.cum[1][first + 1] > self.cum[1][first] else _MEM)
-            out[grp_k] -= lo - int(self.ts[first])
+            out[self.kind_of[first]] -= lo - int(self.ts[first])
 
     def walk(self, dev_index: int, lo: int, until: int | None = None) -> np.ndarray:
         """Breakdown (KINDS) of [lo, start of device op ``dev_index``) — or of [lo, ``until``)

@@ -24,7 +24,6 @@ import yaml
 from .classify import COMM_PREFIX
 
 _ASYNC_DONE = re.compile(r"-done(\.\d+)?$")
-_ASYNC_START = re.compile(r"-start(\.\d+)?$")
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,3 @@ def fusion_kind(op_class: str | None, op: str | None) -> str | None:
 
 def is_async_done(op: str | None) -> bool:
     return bool(op and _ASYNC_DONE.search(op))
-
-
-def is_async_start(op: str | None) -> bool:
-    return bool(op and _ASYNC_START.search(op))
