@@ -97,15 +97,12 @@ def columns_to_tables(cols: dict[str, Any], rank: int, include_python: bool, *, 
         if rows.size:
             take = pa.array(rows)
             side = pa.table({"row": pa.array(rows.astype(np.int64)), **{c: cols[c].take(take) for c in COMM_ARG_COLUMNS}})
-    return columns_to_table(cols, rank, include_python, prefiltered=True), side
+    return _event_table(cols, rank), side
 
 
-def columns_to_table(cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False) -> pa.Table:
-    """See :func:`columns_to_tables` (this one drops the side args)."""
+def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
+    """Kept rows -> the event table: kind, device/stream for device work, flows."""
     ph, cat = cols["ph"], cols["cat"]
-    if not prefiltered:
-        cols = _drop_rows(cols, include_python)
-        ph, cat = cols["ph"], cols["cat"]
     n = len(ph)
     ph = pc.fill_null(ph, "")
     cat = cat.dictionary_encode()
