@@ -116,7 +116,7 @@ def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
                                       ("tp=4,dp=4,recompute=full", 32768), ("tp=8,dp=2", 32768), ("dp=16", 1024)]):
         job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
         st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
-        truth = dataclasses.replace(job, gemm_eff=truth_fit.gemm_eff, attn_eff=truth_fit.attn_eff, comm_scale=truth_fit.comm_scale)
+        truth = dataclasses.replace(job, gemm_scale=truth_fit.gemm_scale, attn_scale=truth_fit.attn_scale, comm_scale=truth_fit.comm_scale)
         measured = float(predict_tokens(truth, {k: np.array([v]) for k, v in st.items()})[0])
         runs.append(Run(job, st, measured, predict_tokens, group=f"g{i % 2}"))
     assert fit(runs) == truth_fit
@@ -306,7 +306,7 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
     lines = ["model,hardware,devices,global_batch,seq_len,strategy,step_time_s"]
     for strat, seq in [("tp=8", 2048), ("tp=2;dp=4;zero=1", 16384), ("dp=8;zero=3", 4096), ("tp=4;dp=2;recompute=full", 32768), ("dp=8", 1024)]:
         st = strat.replace(";", ",")
-        job = dataclasses.replace(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, seq), gemm_eff=g, attn_eff=a, comm_scale=c)
+        job = dataclasses.replace(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, seq), gemm_scale=g, attn_scale=a, comm_scale=c)
         lines.append(f'llama3-8b,h100,8,16,{seq},"{st}",{float(evaluate(job, parse_strategy(st))["step_s"][0])!r}')
     csv_path = tmp_path / "runs.csv"
     csv_path.write_text("\n".join(lines) + "\n")
@@ -314,9 +314,9 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
     assert main(args + ["--evaluate", "tp=2,dp=4", "--calibrate", str(csv_path), "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     cal = rec["calibration"]
-    assert (cal["gemm_eff"], cal["attn_eff"], cal["comm_scale"]) == (g, a, c)
+    assert (cal["gemm_scale"], cal["attn_scale"], cal["comm_scale"]) == (g, a, c)
     assert cal["mape_after_leave_one_out"] < 0.02 < cal["mape_before"]
-    truth = dataclasses.replace(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096), gemm_eff=g, attn_eff=a, comm_scale=c)
+    truth = dataclasses.replace(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096), gemm_scale=g, attn_scale=a, comm_scale=c)
     assert rec["step_time_s"] == pytest.approx(evaluate(truth, parse_strategy("tp=2,dp=4"))["step_s"][0])
     csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s\nllama3-8b,h100,8,16,4096,dp=8,abc\n")
     assert main(args + ["--calibrate", str(csv_path)]) == 2
@@ -332,3 +332,53 @@ def test_pipeline_p2p_by_hand() -> None:
     assert evaluate(job, parse_strategy("dp=8"))["pp_p2p_s"][0] == 0.0
     assert r["hfu"][0] == pytest.approx(r["mfu"][0])  # no recompute
     assert r["headroom_gb"][0] == pytest.approx(80 - r["total_gb"][0])
+
+
+def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gemms() -> None:
+    """compute = (dense FLOPs x fp8 factor / gemm_eff + attention FLOPs / attn_eff) / (devices x
+    bf16 peak), with gemm_eff = 0.75 x matmul_eff and attn_eff = 0.6 x that (priors); dp-only on a
+    model whose h = 2048 keeps the shape factor at 1."""
+    from stepscope.planner.cost import efficiencies
+
+    cfg = {**TINY, "hidden_size": 2048, "num_attention_heads": 16}
+    m = from_config_dict(cfg)
+    seq, batch = 4096, 8
+    tokens = batch * seq
+    n = m.matmul_params_per_token()
+    attn_flops = (m.flops_per_token(seq) - 6 * n) * tokens
+    dense_flops = 6 * n * tokens
+    assert attn_flops > 0
+    h100 = hardware("h100")
+    g, a = 0.75 * 0.803, 0.6 * 0.75 * 0.803  # MAMF 794.5 / 989.4 TFLOP/s (catalog source)
+    bf16 = evaluate(Job(m, h100, 8, 8, batch, seq), parse_strategy("dp=8"))
+    assert bf16["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12))
+    # fp8: the GEMM 75% of the dense work speeds up by the ratio of achievable rates; attention and
+    # the elementwise rest stay at the bf16 rate
+    speedup = (1978.9 * 0.709) / (989.4 * 0.803)
+    fp8 = evaluate(Job(m, h100, 8, 8, batch, seq, precision="fp8"), parse_strategy("dp=8"))
+    assert fp8["compute_s"][0] == pytest.approx((dense_flops * (0.75 / speedup + 0.25) / g + attn_flops / a) / (8 * 989.4e12))
+    # a device without a measured ceiling takes 0.7; explicit efficiencies (from a trace) win
+    assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
+    assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)
+
+
+def test_tp_overlap_hides_all_but_one_chunk() -> None:
+    job = _job(seq=4096)
+    off = evaluate(job, parse_strategy("tp=4,dp=2"))
+    on = evaluate(job, parse_strategy("tp=4,dp=2,async_tp=true"))
+    assert off["tp_s"][0] > 0 and off["tp_s"][0] < off["compute_s"][0]
+    assert on["tp_s"][0] == pytest.approx(off["tp_s"][0] / 4)  # (tp-1)/tp of it behind the GEMMs
+    assert on["step_s"][0] == pytest.approx(off["step_s"][0] - off["tp_s"][0] * 3 / 4)
+    s = space(job, tp_overlap=True)
+    assert np.all(s["tp_overlap"] == 1) and np.all(space(job)["tp_overlap"] == 0)
+
+
+def test_tp_overlap_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
+            "--evaluate", "tp=8", "--json"]
+    assert main(args) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert main(args + ["--tp-overlap"]) == 0
+    on = json.loads(capsys.readouterr().out)
+    assert on["strategy"]["tp_overlap"] == 1 and off["strategy"]["tp_overlap"] == 0
+    assert on["time_s"]["tp"] == pytest.approx(off["time_s"]["tp"] / 8)

@@ -43,6 +43,8 @@ class Hardware:
     intra_node_gbps: float | None = None
     inter_node_gbps: float | None = None
     host_gbps: float | None = None  # device <-> host memory, one direction (activation offload)
+    # measured "maximum achievable matmul FLOPS" / peak by dtype (best GEMM shape); empty = unmeasured
+    matmul_eff: dict[str, float] = field(default_factory=dict)
     cores: int = 1
     source: str = ""
     note: str = ""
@@ -77,6 +79,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     intra_node_gbps=d.get("intra_node_gbps"),
                     inter_node_gbps=d.get("inter_node_gbps"),
                     host_gbps=d.get("host_gbps"),
+                    matmul_eff={str(k): float(v) for k, v in dict(d.get("matmul_eff") or {}).items()},
                     cores=int(d.get("cores", 1)),
                     source=str(d.get("source", "")),
                     note=str(d.get("note", "")),
@@ -115,6 +118,7 @@ def _with_per_core(devices: list[Hardware]) -> list[Hardware]:
                     hbm_gbps=hw.hbm_gbps / hw.cores,
                     intra_node_gbps=hw.intra_node_gbps,
                     inter_node_gbps=hw.inter_node_gbps,
+                    matmul_eff=hw.matmul_eff,
                     cores=1,
                     source=hw.source + f" (per TensorCore: chip / {hw.cores})",
                     note=hw.note,

@@ -56,6 +56,9 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = _job({k: getattr(ns, k) for k in ("model", "hardware", "devices", "global_batch", "seq_len", "devices_per_node", "precision")})
     job, calib = _calibrated(job, ns)
+    if getattr(ns, "tp_overlap", False):  # a framework property: applies to every strategy given
+        ns.evaluate = ns.evaluate and ns.evaluate + ",tp_overlap=1"
+        ns.baseline = ns.baseline and ns.baseline + ",tp_overlap=1"
     if ns.evaluate:
         rec = _one(job, ns.evaluate)
         measured = ns.measured_step_s or calib.get("trace_step_time_s")
@@ -81,7 +84,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     if calib and not ns.json:
         print(f"calibration: {json.dumps(calib)}", file=sys.stderr)
-    plan = search(job, ns.top)
+    plan = search(job, ns.top, tp_overlap=bool(getattr(ns, "tp_overlap", False)))
     recs = records(plan.strategies, plan.results)
     if ns.html:
         from .html import render

@@ -2,7 +2,7 @@
 
 Every input strategy field is a numpy array of equal length (one entry per configuration); all
 arithmetic is elementwise, so a million configurations cost a few numpy passes. Optional fields
-(``etp``, ``hsdp``, ``sched``, ``offload``) default to "off" when absent.
+(``etp``, ``hsdp``, ``sched``, ``offload``, ``tp_overlap``) default to "off" when absent.
 
 Memory per device (bytes), for the pipeline stage that holds the most:
 - parameters ``P_dev = layers/pp * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or head);
@@ -20,19 +20,24 @@ Memory per device (bytes), for the pipeline stage that holds the most:
 - communication buffers 1 GB and a framework reserve (default 3 GB).
 
 Time per step (seconds):
-- fp8: the GEMM share of the work (prior 0.75) runs at the fp8 peak, the rest at the bf16 peak;
-  MFU is always against the bf16 peak (as fp8 runs report it);
 - pipelines split a replica's batch into at least pp micro-batches;
-- compute = (dense FLOPs / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3,
-  selective 1.05) / (devices * peak * shape), shape = clip(h/tp / 2048, 0.25, 1)^0.3 (small
-  per-device GEMMs run slower). Priors: gemm_eff 0.5 (~0.7 of peak in large GEMMs x ~0.75 of the
-  time in GEMMs; norms and elementwise ops make up the rest), attn_eff 0.3 (flash attention at
-  ~0.6 of the GEMM rate: FlashAttention-2 reports 50-70% of peak forward, less backward); routed
-  expert GEMMs use the same shape factor on their width ``d_ff_expert / etp``;
+- compute = (dense FLOPs * fp8 factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor
+  (full 4/3, selective 1.05) / (devices * bf16 peak * shape), shape = clip(h/tp / 2048, 0.25, 1)^0.3
+  (small per-device GEMMs run slower); routed expert GEMMs use the same shape factor on their width
+  ``d_ff_expert / etp``. Priors: gemm_eff = 0.75 x the device's measured maximum achievable matmul
+  efficiency (``matmul_eff`` in the hardware catalog, 0.7 where unmeasured): GEMMs at their ceiling
+  for ~0.75 of the time, norms and elementwise ops the rest; attn_eff = 0.6 x gemm_eff (flash
+  attention: FlashAttention-2 reports 50-70% of peak forward, less backward);
+- fp8 (and any precision with a faster GEMM peak): only the GEMM share (0.75) of the dense work
+  speeds up, by (fp8 peak x fp8 matmul_eff) / (bf16 peak x bf16 matmul_eff); attention and the
+  elementwise rest stay at bf16; MFU is always against the bf16 peak (as fp8 runs report it);
 - TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd: with
   sequence parallelism 4 all-gathers + 4 reduce-scatters), each ``2(tp-1)/tp * bytes / link``, on
-  the intra-node link (inter-node when tp > devices per node), not overlapped; in MoE layers the
-  MLP's two are replaced by the same over the expert-TP group with k routed copies of the tokens;
+  the intra-node link (inter-node when tp > devices per node); in MoE layers the MLP's two are
+  replaced by the same over the expert-TP group with k routed copies of the tokens. Exposed unless
+  the framework overlaps TP communication with the GEMMs (``tp_overlap`` = 1: Megatron
+  ``--tp-comm-overlap``, PyTorch async TP): the collective is split into tp chunks, each hidden
+  behind the GEMM on the previous one, so (tp-1)/tp of it is hidden (never more than compute);
 - DP / FSDP: gradient all-reduce 2(dp-1)/dp * grads (ZeRO-0/1/2), or all-gather x2 + reduce-scatter
   3(dp-1)/dp * weights (ZeRO-3); HSDP: the 3(g-1)/g term within the shard group g plus an all-reduce
   2(r-1)/r of the sharded gradients across the r = dp/g replicas. A group's link is inter-node when
@@ -71,9 +76,9 @@ _ACT_C = np.array([34.0, 30.0, 2.0, 20.0, 12.0, 8.0, 4.0])
 _RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, 1.10, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30])
 SCHEDULES = ("1f1b", "zb-h1", "zb-v")  # 1f1b is interleaved when vpp > 1
 _BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1])
-GEMM_SHARE = 0.75  # prior: share of training FLOP time spent in GEMMs (fp8 runs)
-GEMM_EFF = 0.5  # prior: achieved / peak for the non-attention work
-ATTN_EFF = 0.3  # prior: achieved / peak for attention kernels
+GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
+MATMUL_EFF = 0.7  # prior: GEMM ceiling / peak for devices without a measured matmul_eff
+ATTN_REL = 0.6  # prior: attention kernels' efficiency relative to the dense work's
 DP_OVERLAP = 0.7  # prior: share of DP/FSDP traffic hidden behind the backward pass
 OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
 PP_P2P_HIDDEN = 0.8  # prior: share of steady-state pipeline p2p hidden behind compute
@@ -91,9 +96,13 @@ class Job:
     seq_len: int
     precision: str = "bf16"
     reserve_gb: float = 3.0
-    # efficiencies: priors unless calibrated (arrays allowed: one value per configuration)
-    gemm_eff: float | np.ndarray = GEMM_EFF
-    attn_eff: float | np.ndarray = ATTN_EFF
+    # efficiencies achieved / bf16 peak; None = the priors above from the device's matmul_eff (set
+    # them when measured, e.g. from a trace); arrays allowed: one value per configuration
+    gemm_eff: float | np.ndarray | None = None
+    attn_eff: float | np.ndarray | None = None
+    # calibration multiplies the efficiencies and the communication times
+    gemm_scale: float | np.ndarray = 1.0
+    attn_scale: float | np.ndarray = 1.0
     comm_scale: float | np.ndarray = 1.0  # multiplies every communication time
     dp_overlap: float | np.ndarray = DP_OVERLAP
 
@@ -121,6 +130,22 @@ def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
 
 def _ring(n: np.ndarray, factor: float = 1.0) -> np.ndarray:
     return factor * (n - 1) / np.maximum(n, 1)
+
+
+def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, float]:
+    """(gemm_eff, attn_eff, dense-work time factor of the precision), before calibration scales.
+    Efficiencies are achieved / bf16 (fp16) peak; the factor is < 1 when the precision has a faster
+    GEMM peak (fp8): GEMM_SHARE of the dense work runs faster by the ratio of achievable rates."""
+    hw = job.hw
+    base = "fp16" if job.precision == "fp16" else "bf16"
+    mm = hw.matmul_eff.get(base, MATMUL_EFF)
+    gemm = GEMM_SHARE * mm if job.gemm_eff is None else job.gemm_eff
+    attn = ATTN_REL * GEMM_SHARE * mm if job.attn_eff is None else job.attn_eff
+    factor = 1.0
+    if job.precision not in ("bf16", "fp16") and hw.peak_flops(job.precision) > hw.peak_flops(base):
+        speedup = hw.peak_flops(job.precision) * hw.matmul_eff.get(job.precision, mm) / (hw.peak_flops(base) * mm)
+        factor = GEMM_SHARE / speedup + (1 - GEMM_SHARE)
+    return gemm, attn, factor
 
 
 def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -158,10 +183,9 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
     # ---- time ---------------------------------------------------------------------------------
-    peak = hw.peak_flops(job.precision)
-    if job.precision == "fp8":
-        # only the linear layers run in fp8 (prior: 75% of the FLOP time), the rest at bf16 rate
-        peak = 1.0 / (GEMM_SHARE / hw.peak_flops("fp8") + (1 - GEMM_SHARE) / hw.peak_flops("bf16"))
+    peak = hw.peak_flops("fp16" if job.precision == "fp16" else "bf16")
+    gemm_eff, attn_eff, prec_factor = efficiencies(job)
+    gemm_eff, attn_eff = gemm_eff * job.gemm_scale, attn_eff * job.attn_scale
     tokens = job.global_batch * seq
     model_flops = m.flops_per_token(job.seq_len) * tokens  # per step, all devices
     shape = np.clip((h / tp) / 2048.0, 0.25, 1.0) ** 0.3
@@ -171,7 +195,7 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # routed-expert GEMMs are as narrow as d_ff_expert / etp: their own shape factor
     expert_flops = 6.0 * moe_layers * m.experts_per_token * (3 if m.gated_mlp else 2) * h * m.d_ff_expert * tokens
     etp_shape = np.clip((m.d_ff_expert / np.maximum(etp, 1)) / 2048.0, 0.25, 1.0) ** 0.3 if m.n_experts else shape
-    work = ((dense_flops - expert_flops) / shape + expert_flops / etp_shape) / job.gemm_eff + attn_flops / (job.attn_eff * shape)
+    work = ((dense_flops - expert_flops) / shape + expert_flops / etp_shape) * prec_factor / gemm_eff + attn_flops / (attn_eff * shape)
     compute_s = work * _RECOMPUTE_FACTOR[rc] / (job.devices * peak)
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
@@ -193,6 +217,9 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     tp_attn = 2 * all_reduce(tp, msg)
     tp_mlp = 2 * all_reduce(tp, msg) * (L - moe_layers) + 2 * all_reduce(etp, msg * max(m.experts_per_token, 1)) * moe_layers
     tp_s = (tp_attn * L + tp_mlp) / pp * n_micro
+    # TP/compute overlap (collective matmul): all but one of tp chunks hide behind GEMMs
+    tp_hidden = np.where(_opt(s, "tp_overlap", tp) > 0, np.minimum(_ring(tp) * tp_s, compute_s), 0.0)
+    tp_s = tp_s - tp_hidden
     grad_bytes = 2 * p_dev
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * cp * dp, tp * pp * cp * shard
@@ -234,8 +261,8 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "buffers_gb": buf_b / 1e9, "reserve_gb": reserve_b / 1e9, "total_gb": total_b / 1e9, "fits": fits,
         "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s, "pp_p2p_s": pp_p2p_s,
         "optimizer_s": opt_s, "offload_s": offload_s, "step_s": step_s,
-        "mfu": model_flops / (step_s * job.devices * hw.peak_flops("bf16" if job.precision == "fp8" else job.precision)),
-        "hfu": model_flops * _RECOMPUTE_FACTOR[rc] / (step_s * job.devices * hw.peak_flops("bf16" if job.precision == "fp8" else job.precision)),
+        "mfu": model_flops / (step_s * job.devices * peak),
+        "hfu": model_flops * _RECOMPUTE_FACTOR[rc] / (step_s * job.devices * peak),
         "headroom_gb": (hw.hbm_gb or 80) - total_b / 1e9,
         "hfu_tflops_per_device": model_flops * _RECOMPUTE_FACTOR[rc] / step_s / job.devices / 1e12,
         "tokens_per_s_per_device": tokens / step_s / job.devices,
