@@ -350,16 +350,21 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     assert attn_flops > 0
     h100 = hardware("h100")
     g, a = 0.75 * 0.803, 0.6 * 0.75 * 0.803  # MAMF 794.5 / 989.4 TFLOP/s (catalog source)
+    # elementwise bytes: 6 B x (10 h + 3 f) per token and layer (2 norms, 2 residual adds, SwiGLU)
+    elem_s = 6 * (10 * 2048 + 3 * 4096) * 8 * tokens / 3350e9 / 8
     bf16 = evaluate(Job(m, h100, 8, 8, batch, seq), parse_strategy("dp=8"))
-    assert bf16["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12))
+    assert bf16["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12) + elem_s)
     # fp8: the GEMM 75% of the dense work speeds up by the ratio of achievable rates; attention and
     # the elementwise rest stay at the bf16 rate
     speedup = (1978.9 * 0.709) / (989.4 * 0.803)
     fp8 = evaluate(Job(m, h100, 8, 8, batch, seq, precision="fp8"), parse_strategy("dp=8"))
-    assert fp8["compute_s"][0] == pytest.approx((dense_flops * (0.75 / speedup + 0.25) / g + attn_flops / a) / (8 * 989.4e12))
+    assert fp8["compute_s"][0] == pytest.approx((dense_flops * (0.75 / speedup + 0.25) / g + attn_flops / a) / (8 * 989.4e12) + elem_s)
     # a device without a measured ceiling takes 0.7; explicit efficiencies (from a trace) win
     assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
     assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)
+    # a measured (trace) efficiency already includes the elementwise kernels: no separate term
+    measured = evaluate(Job(m, h100, 8, 8, batch, seq, gemm_eff=g, attn_eff=a), parse_strategy("dp=8"))
+    assert measured["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12))
 
 
 def test_tp_overlap_hides_all_but_one_chunk() -> None:

@@ -28,6 +28,13 @@ Time per step (seconds):
   efficiency (``matmul_eff`` in the hardware catalog, 0.7 where unmeasured): GEMMs at their ceiling
   for ~0.75 of the time, norms and elementwise ops the rest; attn_eff = 0.6 x gemm_eff (flash
   attention: FlashAttention-2 reports 50-70% of peak forward, less backward);
+- plus memory-bound elementwise work at HBM bandwidth, per token and layer
+  ``3 * 2 B * (10 h + 3 f)`` (2 f for a plain MLP; f = the active MLP width): two norms (read and
+  write an h-vector each), two residual adds (two reads, one write), the MLP activation (two reads
+  and one write of an f-vector), forward, and about twice that in backward. It is what makes small
+  hidden sizes and high FLOP/byte devices less efficient (the ratio to GEMM time is ~(peak/HBM
+  bandwidth)/h). Recompute multiplies it like the FLOPs. Left out when gemm_eff is given (measured
+  in a trace: that efficiency already includes the elementwise kernels' time);
 - fp8 (and any precision with a faster GEMM peak): only the GEMM share (0.75) of the dense work
   speeds up, by (fp8 peak x fp8 matmul_eff) / (bf16 peak x bf16 matmul_eff); attention and the
   elementwise rest stay at bf16; MFU is always against the bf16 peak (as fp8 runs report it);
@@ -196,7 +203,14 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     expert_flops = 6.0 * moe_layers * m.experts_per_token * (3 if m.gated_mlp else 2) * h * m.d_ff_expert * tokens
     etp_shape = np.clip((m.d_ff_expert / np.maximum(etp, 1)) / 2048.0, 0.25, 1.0) ** 0.3 if m.n_experts else shape
     work = ((dense_flops - expert_flops) / shape + expert_flops / etp_shape) * prec_factor / gemm_eff + attn_flops / (attn_eff * shape)
-    compute_s = work * _RECOMPUTE_FACTOR[rc] / (job.devices * peak)
+    # memory-bound elementwise work, per token and layer: 2 norms (read + write an h-vector), 2
+    # residual adds (2 reads, 1 write), the MLP activation (gated: 2 reads + 1 write of an
+    # f-vector; else 1 + 1) in bf16; backward moves about twice the forward's bytes
+    f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
+    elem_bytes = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens
+    if job.gemm_eff is not None:
+        elem_bytes = 0.0  # a measured efficiency (from a trace) already includes the elementwise time
+    compute_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) * _RECOMPUTE_FACTOR[rc] / job.devices
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
 
