@@ -8,8 +8,9 @@ Memory per device (bytes), for the pipeline stage that holds the most:
 - parameters ``P_dev = layers/pp * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or head);
   expert-TP ``etp`` shards each expert's weights (default: etp = tp);
 - weights 2 B/param (bf16), gradients 2 B/param, optimizer 12 B/param (fp32 master + Adam m, v);
-  ZeRO-1 shards the optimizer over dp, ZeRO-2 also gradients, ZeRO-3/FSDP also weights; HSDP
-  (``hsdp`` = shard-group size < dp) shards all three over the shard group only;
+  ZeRO-1 shards the optimizer over dp x cp (context-parallel ranks hold the same weights), ZeRO-2
+  also gradients, ZeRO-3/FSDP also weights; HSDP (``hsdp`` = shard-group size < dp) shards all
+  three over the shard group (x cp) only;
 - activations per layer and micro-batch (Korthikanti et al. 2022, with sequence parallelism and
   flash attention): ``s*b*h*c/(tp*cp)`` bytes with c = 34 (no recompute), 30 (selective), 2 (full:
   only the layer input is kept); MoE layers add the routed copies ``(k-1)*s*b*h*4/(tp*cp)``;
@@ -45,7 +46,8 @@ Time per step (seconds):
   the framework overlaps TP communication with the GEMMs (``tp_overlap`` = 1: Megatron
   ``--tp-comm-overlap``, PyTorch async TP): the collective is split into tp chunks, each hidden
   behind the GEMM on the previous one, so (tp-1)/tp of it is hidden (never more than compute);
-- DP / FSDP: gradient all-reduce 2(dp-1)/dp * grads (ZeRO-0/1/2), or all-gather x2 + reduce-scatter
+- DP / FSDP (over the dp x cp ranks that share weights, written dp here): gradient all-reduce
+  2(dp-1)/dp * grads (ZeRO-0/1/2), or all-gather x2 + reduce-scatter
   3(dp-1)/dp * weights (ZeRO-3); HSDP: the 3(g-1)/g term within the shard group g plus an all-reduce
   2(r-1)/r of the sharded gradients across the r = dp/g replicas. A group's link is inter-node when
   it spans nodes; ``dp_overlap`` (prior 0.7) of it hides behind compute (never more than compute);
@@ -163,7 +165,11 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     etp = _opt(s, "etp", tp)
     etp = np.where(etp > 0, etp, tp)
     hsdp = _opt(s, "hsdp", tp)
-    shard = np.where((zero >= 3) & (hsdp > 0) & (hsdp < dp), hsdp, dp)  # the group ZeRO shards over
+    # context-parallel ranks hold the same weights and compute gradients on other tokens: gradient
+    # reduction and ZeRO sharding run over dp x cp ranks (Megatron's data-parallel group "with
+    # context parallel", torchtitan's dp_shard x cp FSDP mesh)
+    dpc = dp * cp
+    shard = np.where((zero >= 3) & (hsdp > 0) & (hsdp < dp), hsdp * cp, dpc)  # the group ZeRO shards over
     sched = _opt(s, "sched", tp).astype(np.int64)
     offload = _opt(s, "offload", tp) > 0
     L, h, seq = float(m.n_layers), float(m.d_model), float(job.seq_len)
@@ -236,13 +242,13 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     tp_s = tp_s - tp_hidden
     grad_bytes = 2 * p_dev
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
-    span_dp, span_shard = tp * pp * cp * dp, tp * pp * cp * shard
-    replicas = dp / shard
+    span_dp, span_shard = tp * pp * dpc, tp * pp * shard
+    replicas = dpc / shard
     dp_raw = np.where(
         zero >= 3,
         _ring(shard, 3) * grad_bytes / link(span_shard) + 2 * alpha(shard, span_shard)
         + _ring(replicas, 2) * grad_bytes / shard / link(span_dp) + 2 * alpha(replicas, span_dp),
-        _ring(dp, 2) * grad_bytes / link(span_dp) + 2 * alpha(dp, span_dp),
+        _ring(dpc, 2) * grad_bytes / link(span_dp) + 2 * alpha(dpc, span_dp),
     )
     dp_s = np.maximum(dp_raw - job.dp_overlap * np.minimum(dp_raw, compute_s), 0.0)
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
