@@ -55,7 +55,7 @@ def _num(x: str, default: float | None = None) -> float | None:
         return default
 
 
-_HW = [(r"H200", "h200"), (r"H100", "h100"), (r"A100", "a100"), (r"910B", "ascend-910b"), (r"v5e", "tpu-v5e"),
+_HW = [(r"H200", "h200"), (r"H100-96GB", "h100-96gb"), (r"H100", "h100"), (r"A100", "a100"), (r"910B", "ascend-910b"), (r"v5e", "tpu-v5e"),
        (r"v5p", "tpu-v5p"), (r"TPU v4", "tpu-v4")]
 
 

@@ -401,3 +401,9 @@ def test_context_parallel_ranks_share_the_zero_shards_and_the_gradient_reduction
     r0 = evaluate(job, parse_strategy("dp=4,cp=2"))
     raw = 2 * 7 / 8 * 2 * p_dev / 450e9 + 2 * 7 * 10e-6
     assert r0["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r0["compute_s"][0]))
+
+
+def test_the_torchtitan_h100_variant_is_its_own_catalog_device() -> None:
+    hw = hardware("h100-96gb")
+    assert (hw.name, hw.hbm_gb, hw.hbm_gbps) == ("H100-SXM-96GB-500W", 96, 2400)
+    assert hw.matmul_eff == {}  # its 500 W ceiling is unmeasured: the planner's 0.7 applies

@@ -21,7 +21,7 @@ from .cost import RECOMPUTE, SCHEDULES, Job, evaluate
 FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "recompute", "offload", "tp_overlap")
 _ALIASES = {
     "a100": "A100-SXM-80GB", "a100-80gb": "A100-SXM-80GB", "a100-40gb": "A100-SXM-40GB", "h100": "H100-SXM",
-    "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h200": "H200", "b200": "B200", "gb200": "GB200",
+    "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h100-96gb": "H100-SXM-96GB-500W", "h200": "H200", "b200": "B200", "gb200": "GB200",
     "mi300x": "MI300X", "mi250x": "MI250X", "mi355x": "MI355X", "tpu-v4": "TPU-v4", "tpu-v5e": "TPU-v5e",
     "tpu-v5p": "TPU-v5p", "tpu-v6e": "TPU-v6e", "tpu-v7x": "TPU-v7x", "ascend-910b": "Ascend-910B",
     "ascend-910c": "Ascend-910C", "c500": "MetaX-C500", "v100": "V100-SXM2", "l40s": "L40S",
