@@ -47,7 +47,14 @@ def test_memory_by_hand() -> None:
     assert full["activations_gb"][0] == pytest.approx(act(2))
     single = evaluate(job, parse_strategy("tp=2,dp=4,mb=2"))  # no pipeline: one stage holds both
     assert single["activations_gb"][0] == pytest.approx((2048 * 2 * h * 34 / 2 * 8 + logits) / 1e9)
-    assert full["compute_s"][0] == pytest.approx(r["compute_s"][0] * 4 / 3)
+    # full recompute repeats the layers' forward (x 4/3), not the output layer: logits GEMM at
+    # 0.75 x 0.803 of the H100 peak with the tp=2 shape factor (512 / 2048)^0.3, and the loss's
+    # 24 B per token and vocabulary entry at HBM bandwidth, all on the last of pp = 2 stages
+    tokens = 16 * 2048
+    out = (6 * 32000 * h * tokens / 0.25 ** 0.3 / (0.75 * 0.803) / 989.4e12 + 24 * 32000 * tokens / 3350e9) / 8
+    assert full["compute_s"][0] - 2 * out == pytest.approx((r["compute_s"][0] - 2 * out) * 4 / 3)
+    # the last stage's extra: the same strategy without the pipeline's imbalance is out shorter
+    assert r["compute_s"][0] - out == pytest.approx(evaluate(job, parse_strategy("tp=2,pp=1,dp=4,zero=1,mb=2"))["compute_s"][0])
     z3 = evaluate(job, parse_strategy("tp=2,pp=2,dp=2,zero=3,mb=2"))
     assert z3["weights_gb"][0] == pytest.approx(r["weights_gb"][0] / 2)
 
@@ -352,13 +359,15 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     g, a = 0.75 * 0.803, 0.6 * 0.75 * 0.803  # MAMF 794.5 / 989.4 TFLOP/s (catalog source)
     # elementwise bytes: 6 B x (10 h + 3 f) per token and layer (2 norms, 2 residual adds, SwiGLU)
     elem_s = 6 * (10 * 2048 + 3 * 4096) * 8 * tokens / 3350e9 / 8
+    # and the loss: 24 B per token and vocabulary entry at HBM bandwidth
+    loss_s = 24 * 32000 * tokens / 3350e9 / 8
     bf16 = evaluate(Job(m, h100, 8, 8, batch, seq), parse_strategy("dp=8"))
-    assert bf16["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12) + elem_s)
+    assert bf16["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12) + elem_s + loss_s)
     # fp8: the GEMM 75% of the dense work speeds up by the ratio of achievable rates; attention and
     # the elementwise rest stay at the bf16 rate
     speedup = (1978.9 * 0.709) / (989.4 * 0.803)
     fp8 = evaluate(Job(m, h100, 8, 8, batch, seq, precision="fp8"), parse_strategy("dp=8"))
-    assert fp8["compute_s"][0] == pytest.approx((dense_flops * (0.75 / speedup + 0.25) / g + attn_flops / a) / (8 * 989.4e12) + elem_s)
+    assert fp8["compute_s"][0] == pytest.approx((dense_flops * (0.75 / speedup + 0.25) / g + attn_flops / a) / (8 * 989.4e12) + elem_s + loss_s)
     # a device without a measured ceiling takes 0.7; explicit efficiencies (from a trace) win
     assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
     assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)

@@ -36,6 +36,10 @@ Time per step (seconds):
   hidden sizes and high FLOP/byte devices less efficient (the ratio to GEMM time is ~(peak/HBM
   bandwidth)/h). Recompute multiplies it like the FLOPs. Left out when gemm_eff is given (measured
   in a trace: that efficiency already includes the elementwise kernels' time);
+- the loss over the vocabulary: 24 B per token and vocabulary entry (about six fp32 passes over the
+  logits), memory-bound; with pipelines the output layer (logits GEMM and loss) sits on the last
+  stage, which then runs (pp - 1) x its evenly spread share slower than the average stage: the
+  pipeline goes at its pace;
 - fp8 (and any precision with a faster GEMM peak): only the GEMM share (0.75) of the dense work
   speeds up, by (fp8 peak x fp8 matmul_eff) / (bf16 peak x bf16 matmul_eff); attention and the
   elementwise rest stay at bf16; MFU is always against the bf16 peak (as fp8 runs report it);
@@ -214,9 +218,17 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # f-vector; else 1 + 1) in bf16; backward moves about twice the forward's bytes
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
     elem_bytes = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens
+    # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
+    # gradient, downcast), memory-bound
+    loss_bytes = 24.0 * m.vocab * tokens
     if job.gemm_eff is not None:
-        elem_bytes = 0.0  # a measured efficiency (from a trace) already includes the elementwise time
-    compute_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) * _RECOMPUTE_FACTOR[rc] / job.devices
+        elem_bytes = loss_bytes = 0.0  # a measured efficiency (from a trace) includes elementwise time
+    # the output layer (logits GEMM, part of `work`, and the loss) is not recomputed and runs on the
+    # last pipeline stage only: that stage does pp x its evenly spread share, and the pipeline
+    # runs at the pace of its slowest stage
+    out_s = (6.0 * m.vocab * h * tokens / shape * prec_factor / gemm_eff / peak + loss_bytes / hw.hbm_bytes_per_s) / job.devices
+    layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - (out_s - loss_bytes / hw.hbm_bytes_per_s / job.devices)
+    compute_s = layers_s * _RECOMPUTE_FACTOR[rc] + out_s * pp
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
 
