@@ -11,7 +11,7 @@ import pytest
 
 from stepscope.analysis.model_flops import from_config_dict
 from stepscope.cli import main
-from stepscope.planner.cost import Job, evaluate, params
+from stepscope.planner.cost import Job, evaluate, gemm_shape, params
 from stepscope.planner.search import hardware, model, parse_strategy, space
 
 TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
@@ -20,6 +20,15 @@ TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, 
 
 def _job(devices: int = 8, batch: int = 16, seq: int = 2048) -> Job:
     return Job(from_config_dict(TINY), hardware("h100"), devices, 8, batch, seq)
+
+
+def test_gemm_shape_follows_the_measured_h100_points() -> None:
+    """XLA's sm_90 matmul table (openxla matmul_interpolator_data.h), rates relative to 4096^3
+    (783.3 TFLOP/s) with the other dimensions >= 4096, mean of the narrow dimension as N and as K:
+    256: (503.9 + 588.7) / 2 / 783.3, 512: (619.9 + 729.7) / 2, 1024: (678.7 + 750.6) / 2,
+    2048: (763.0 + 783.2) / 2."""
+    for d, pair in ((256, (503.9, 588.7)), (512, (619.9, 729.7)), (1024, (678.7, 750.6)), (2048, (763.0, 783.2))):
+        assert float(gemm_shape(d)) == pytest.approx(sum(pair) / 2 / 783.3, abs=0.05)
 
 
 def test_memory_by_hand() -> None:
@@ -48,10 +57,10 @@ def test_memory_by_hand() -> None:
     single = evaluate(job, parse_strategy("tp=2,dp=4,mb=2"))  # no pipeline: one stage holds both
     assert single["activations_gb"][0] == pytest.approx((2048 * 2 * h * 34 / 2 * 8 + logits) / 1e9)
     # full recompute repeats the layers' forward (x 4/3), not the output layer: logits GEMM at
-    # 0.75 x 0.803 of the H100 peak with the tp=2 shape factor (512 / 2048)^0.3, and the loss's
+    # 0.75 x 0.803 of the H100 peak, 16000 wide with M = 2 x 2048 tokens, and the loss's
     # 24 B per token and vocabulary entry at HBM bandwidth, all on the last of pp = 2 stages
     tokens = 16 * 2048
-    out = (6 * 32000 * h * tokens / 0.25 ** 0.3 / (0.75 * 0.803) / 989.4e12 + 24 * 32000 * tokens / 3350e9) / 8
+    out = (6 * 32000 * h * tokens / gemm_shape(4096) / (0.75 * 0.803) / 989.4e12 + 24 * 32000 * tokens / 3350e9) / 8
     assert full["compute_s"][0] - 2 * out == pytest.approx((r["compute_s"][0] - 2 * out) * 4 / 3)
     # the last stage's extra: the same strategy without the pipeline's imbalance is out shorter
     assert r["compute_s"][0] - out == pytest.approx(evaluate(job, parse_strategy("tp=2,pp=1,dp=4,zero=1,mb=2"))["compute_s"][0])
@@ -342,9 +351,10 @@ def test_pipeline_p2p_by_hand() -> None:
 
 
 def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gemms() -> None:
-    """compute = (dense FLOPs x fp8 factor / gemm_eff + attention FLOPs / attn_eff) / (devices x
-    bf16 peak), with gemm_eff = 0.75 x matmul_eff and attn_eff = 0.6 x that (priors); dp-only on a
-    model whose h = 2048 keeps the shape factor at 1."""
+    """compute = (GEMM FLOPs / shape x fp8 factor / gemm_eff + attention FLOPs / attn_eff) /
+    (devices x bf16 peak), with gemm_eff = 0.75 x matmul_eff and attn_eff = 0.6 x that (priors).
+    dp-only, 8 sequences of 4096 on 8 devices: one sequence (M = 4096 tokens) per micro-batch; the
+    attention projections are 2048 wide, the MLP 4096, the output layer min(32000, M) = 4096."""
     from stepscope.planner.cost import efficiencies
 
     cfg = {**TINY, "hidden_size": 2048, "num_attention_heads": 16}
@@ -353,8 +363,10 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     tokens = batch * seq
     n = m.matmul_params_per_token()
     attn_flops = (m.flops_per_token(seq) - 6 * n) * tokens
-    dense_flops = 6 * n * tokens
-    assert attn_flops > 0
+    mixer, logits = 6 * 4 * 2048 * 2048 * 8 * tokens, 6 * 32000 * 2048 * tokens
+    mlp = 6 * n * tokens - mixer - logits
+    assert mlp == 6 * 3 * 2048 * 4096 * 8 * tokens and attn_flops > 0
+    dense_flops = mixer / gemm_shape(2048) + mlp / gemm_shape(4096) + logits / gemm_shape(4096)  # shape-weighted
     h100 = hardware("h100")
     g, a = 0.75 * 0.803, 0.6 * 0.75 * 0.803  # MAMF 794.5 / 989.4 TFLOP/s (catalog source)
     # elementwise bytes: 6 B x (10 h + 3 f) per token and layer (2 norms, 2 residual adds, SwiGLU)
@@ -372,7 +384,7 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
     assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)
     # a measured (trace) efficiency already includes the elementwise kernels: no separate term
-    measured = evaluate(Job(m, h100, 8, 8, batch, seq, gemm_eff=g, attn_eff=a), parse_strategy("dp=8"))
+    measured = evaluate(Job(m, h100, 8, 8, batch, seq, gemm_eff=g, attn_eff=a), parse_strategy("dp=8"))  # shape still applies
     assert measured["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12))
 
 
@@ -416,3 +428,27 @@ def test_the_torchtitan_h100_variant_is_its_own_catalog_device() -> None:
     hw = hardware("h100-96gb")
     assert (hw.name, hw.hbm_gb, hw.hbm_gbps) == ("H100-SXM-96GB-500W", 96, 2400)
     assert hw.matmul_eff == {}  # its 500 W ceiling is unmeasured: the planner's 0.7 applies
+
+
+def test_recompute_replays_the_forward_collectives() -> None:
+    job = _job(seq=4096)
+    none = evaluate(job, parse_strategy("tp=4,dp=2"))
+    full = evaluate(job, parse_strategy("tp=4,dp=2,recompute=full"))
+    assert full["tp_s"][0] == pytest.approx(none["tp_s"][0] * 1.5)  # forward half of fwd + bwd, replayed
+
+
+def test_attention_without_flash_kernels_by_hand() -> None:
+    """Materialized scores: attention FLOPs without causal skipping, and 32 B per score element
+    at HBM bandwidth (recomputed like the rest under full recompute)."""
+    m = from_config_dict(TINY)
+    seq, batch = 2048, 8
+    tokens = batch * seq
+    flash = evaluate(Job(m, hardware("a100"), 8, 8, batch, seq), parse_strategy("dp=8"))
+    plain = evaluate(Job(m, hardware("a100"), 8, 8, batch, seq, flash_attention=False), parse_strategy("dp=8"))
+    attn_causal = m.flops_per_token(seq) - 6 * m.matmul_params_per_token()
+    attn = 0.6 * 0.75 * 0.869 * 312e12  # achieved attention rate on an A100
+    extra_flops_s = attn_causal * tokens / attn / 8  # the masked half is computed too
+    scores_s = 32 * 16 * seq * tokens * 8 / 2039e9 / 8  # 16 heads x seq scores per token, 8 layers
+    assert plain["compute_s"][0] - flash["compute_s"][0] == pytest.approx(extra_flops_s + scores_s)
+    assert plain["mfu"][0] < flash["mfu"][0] and plain["tflops_per_device"][0] * plain["step_s"][0] == pytest.approx(
+        flash["tflops_per_device"][0] * flash["step_s"][0])  # model FLOPs are the same

@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--precision", default="bf16")
     pl.add_argument("--evaluate", metavar="STRATEGY", help='one configuration, e.g. "tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"')
     pl.add_argument("--top", type=int, default=20)
+    pl.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",
+                    help="attention materializes the scores (no FlashAttention-style kernels)")
     pl.add_argument("--tp-overlap", action="store_true",
                     help="the framework overlaps TP communication with GEMMs (Megatron --tp-comm-overlap, async TP)")
     pl.add_argument("--json", action="store_true", help="print JSON instead of the table")

@@ -31,6 +31,7 @@ class Run:
     measured: float
     predict: Callable[[Job, dict[str, np.ndarray]], np.ndarray]  # -> the run's metric, per config
     group: str
+    family: str = ""  # e.g. the framework: with by_family, a held-out group is fitted on its family
 
 
 @dataclass(frozen=True)
@@ -74,16 +75,19 @@ def predict_one(run: Run, f: Fit) -> float:
     return float(run.predict(f.apply(run.job), s)[0])
 
 
-def cross_validate(runs: Sequence[Run]) -> dict[str, dict[str, float]]:
-    """Leave-one-group-out: for each group, fit on the others and report its MAPE."""
+def cross_validate(runs: Sequence[Run], by_family: bool = False) -> dict[str, dict[str, float | str]]:
+    """Leave-one-group-out: for each group, fit on the others and report its MAPE. ``by_family``:
+    fit on the other groups of the held-out group's family (e.g. other publications of the same
+    framework) when there are any, else on all other groups; ``fit_on`` says which."""
     errs = {id(r): _errors(r) for r in runs}
-    out = {}
+    out: dict[str, dict[str, float | str]] = {}
     for grp in sorted({r.group for r in runs}):
-        train = [r for r in runs if r.group != grp]
         test = [r for r in runs if r.group == grp]
-        f = _best(np.sum(np.stack([errs[id(r)] for r in train]), axis=0))
+        train = [r for r in runs if r.group != grp]
+        fam = [r for r in train if r.family == test[0].family] if by_family and test[0].family else []
+        f = _best(np.sum(np.stack([errs[id(r)] for r in (fam or train)]), axis=0))
         ape = [abs(predict_one(r, f) - r.measured) / r.measured for r in test]
-        out[grp] = {"rows": len(test), "mape": float(np.mean(ape)), **dataclasses.asdict(f)}
+        out[grp] = {"rows": len(test), "mape": float(np.mean(ape)), "fit_on": "family" if fam else "all", **dataclasses.asdict(f)}
     return out
 
 

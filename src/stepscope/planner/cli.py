@@ -26,6 +26,7 @@ def _job(d: dict[str, Any]) -> Job:
         global_batch=int(d["global_batch"]),
         seq_len=int(d["seq_len"]),
         precision=str(d.get("precision") or "bf16"),
+        flash_attention=bool(d.get("flash_attention", True)),
     )
 
 
@@ -54,7 +55,8 @@ def run(ns: argparse.Namespace) -> int:
                 out = {"error": f"line {n}: {exc}"}
             print(json.dumps(out))
         return 0
-    job = _job({k: getattr(ns, k) for k in ("model", "hardware", "devices", "global_batch", "seq_len", "devices_per_node", "precision")})
+    job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "seq_len", "devices_per_node", "precision")}
+               | {"flash_attention": getattr(ns, "flash_attention", True)})
     job, calib = _calibrated(job, ns)
     if getattr(ns, "tp_overlap", False):  # a framework property: applies to every strategy given
         ns.evaluate = ns.evaluate and ns.evaluate + ",tp_overlap=1"

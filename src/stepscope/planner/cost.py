@@ -22,10 +22,11 @@ Memory per device (bytes), for the pipeline stage that holds the most:
 
 Time per step (seconds):
 - pipelines split a replica's batch into at least pp micro-batches;
-- compute = (dense FLOPs * fp8 factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor
-  (full 4/3, selective 1.05) / (devices * bf16 peak * shape), shape = clip(h/tp / 2048, 0.25, 1)^0.3
-  (small per-device GEMMs run slower); routed expert GEMMs use the same shape factor on their width
-  ``d_ff_expert / etp``. Priors: gemm_eff = 0.75 x the device's measured maximum achievable matmul
+- compute = (sum over GEMM classes of FLOPs / gemm_shape(narrowest per-device dimension) * fp8
+  factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3, selective 1.05) /
+  (devices * bf16 peak); gemm_shape is fitted to measured H100 GEMM rates by shape (see there):
+  attention projections are h/tp wide, MLPs f/tp, routed experts d_ff_expert/etp with the tokens
+  one local expert receives, the output layer V/tp, all at most the micro-batch's tokens. Priors: gemm_eff = 0.75 x the device's measured maximum achievable matmul
   efficiency (``matmul_eff`` in the hardware catalog, 0.7 where unmeasured): GEMMs at their ceiling
   for ~0.75 of the time, norms and elementwise ops the rest; attn_eff = 0.6 x gemm_eff (flash
   attention: FlashAttention-2 reports 50-70% of peak forward, less backward);
@@ -36,6 +37,9 @@ Time per step (seconds):
   hidden sizes and high FLOP/byte devices less efficient (the ratio to GEMM time is ~(peak/HBM
   bandwidth)/h). Recompute multiplies it like the FLOPs. Left out when gemm_eff is given (measured
   in a trace: that efficiency already includes the elementwise kernels' time);
+- without flash attention (``Job.flash_attention`` False) the full s x s scores are computed (no
+  causal skipping) and each score element moves 32 B through HBM (QK^T write, fused softmax and
+  dropout read/write with a 1-byte mask, AV read; about 19 B in backward);
 - the loss over the vocabulary: 24 B per token and vocabulary entry (about six fp32 passes over the
   logits), memory-bound; with pipelines the output layer (logits GEMM and loss) sits on the last
   stage, which then runs (pp - 1) x its evenly spread share slower than the average stage: the
@@ -55,6 +59,8 @@ Time per step (seconds):
   3(dp-1)/dp * weights (ZeRO-3); HSDP: the 3(g-1)/g term within the shard group g plus an all-reduce
   2(r-1)/r of the sharded gradients across the r = dp/g replicas. A group's link is inter-node when
   it spans nodes; ``dp_overlap`` (prior 0.7) of it hides behind compute (never more than compute);
+- recompute replays the forward's TP, EP and CP collectives: they are multiplied by
+  1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5);
 - EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer,
   on the link of the ep*etp group;
 - CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes, 50% hidden;
@@ -109,6 +115,9 @@ class Job:
     seq_len: int
     precision: str = "bf16"
     reserve_gb: float = 3.0
+    # False: attention materializes the s x s scores (no FlashAttention-style kernel, e.g. 2021
+    # Megatron): every score is computed (no causal skipping) and moved through HBM
+    flash_attention: bool = True
     # efficiencies achieved / bf16 peak; None = the priors above from the device's matmul_eff (set
     # them when measured, e.g. from a trace); arrays allowed: one value per configuration
     gemm_eff: float | np.ndarray | None = None
@@ -161,6 +170,19 @@ def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, floa
     return gemm, attn, factor
 
 
+GEMM_D0, GEMM_P = 137.0, 1.5  # gemm_shape's fit (see there)
+
+
+def gemm_shape(d: np.ndarray | float) -> np.ndarray:
+    """GEMM throughput relative to the device's large-GEMM ceiling when its narrowest dimension is
+    ``d`` (the others large): ``1 / (1 + (137 / d)^1.5)``. Fitted to measured H100 bf16 GEMM rates
+    in XLA's matmul performance table (openxla ``xla/service/gpu/model/matmul_interpolator_data.h``,
+    ``sm_90``), where with the other dimensions >= 4096 the rate relative to 4096^3 (783 TFLOP/s)
+    is ~0.72 at d = 256, ~0.88 at 512, ~0.93 at 1024, ~0.99 at 2048 (mean of d as N and as K).
+    Assumed to carry over to other devices as a shape effect (tile and wave quantization)."""
+    return 1.0 / (1.0 + (GEMM_D0 / np.maximum(np.asarray(d, dtype=np.float64), 1.0)) ** GEMM_P)
+
+
 def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Memory parts (GB), time parts (s), step time, MFU, fits and bottleneck per configuration."""
     m, hw = job.model, job.hw
@@ -205,19 +227,37 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     gemm_eff, attn_eff = gemm_eff * job.gemm_scale, attn_eff * job.attn_scale
     tokens = job.global_batch * seq
     model_flops = m.flops_per_token(job.seq_len) * tokens  # per step, all devices
-    shape = np.clip((h / tp) / 2048.0, 0.25, 1.0) ** 0.3
     attn_flops = (m.flops_per_token(job.seq_len) - 6.0 * m.matmul_params_per_token()) * tokens
     dense_flops = model_flops - attn_flops
+    attn_layers = L - m.linear_layers  # softmax-attention layers (linear attention has no scores)
+    score_bytes = 0.0
+    if not job.flash_attention:
+        attn_flops = (m.flops_per_token(job.seq_len, causal=False) - 6.0 * m.matmul_params_per_token()) * tokens
+        # per score element: QK^T writes it, fused softmax and dropout read and write it (+ a 1-byte
+        # mask), AV reads it (13 B forward); backward about 19 B: 32 B at fp16
+        score_bytes = 32.0 * m.n_heads * seq * tokens * attn_layers
     moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
-    # routed-expert GEMMs are as narrow as d_ff_expert / etp: their own shape factor
+    # GEMM classes by their narrowest per-device dimension (see gemm_shape): attention projections
+    # h/tp, MLPs f/tp, routed experts d_ff_expert/etp with the tokens one local expert receives,
+    # the output layer V/tp; M = the micro-batch's tokens on a device
+    m_tok = seq * mb / cp
+    mixer_flops = 6.0 * m.mixer_params_total() * tokens
+    logits_flops = 6.0 * m.vocab * h * tokens
     expert_flops = 6.0 * moe_layers * m.experts_per_token * (3 if m.gated_mlp else 2) * h * m.d_ff_expert * tokens
-    etp_shape = np.clip((m.d_ff_expert / np.maximum(etp, 1)) / 2048.0, 0.25, 1.0) ** 0.3 if m.n_experts else shape
-    work = ((dense_flops - expert_flops) / shape + expert_flops / etp_shape) * prec_factor / gemm_eff + attn_flops / (attn_eff * shape)
+    mlp_flops = dense_flops - mixer_flops - logits_flops - expert_flops
+    attn_w = min(h, m.n_heads * m.head_dim) / tp
+    mlp_w = (m.d_ff if not m.n_experts or m.first_dense_layers else max(m.n_shared_experts, 1) * m.d_ff_expert) / tp
+    gemm_time = (mixer_flops / gemm_shape(np.minimum(attn_w, m_tok)) + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok))
+                 + logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok)))
+    if m.n_experts:
+        m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
+        gemm_time = gemm_time + expert_flops / gemm_shape(np.minimum(m.d_ff_expert / np.maximum(etp, 1), m_expert))
+    work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
     # memory-bound elementwise work, per token and layer: 2 norms (read + write an h-vector), 2
     # residual adds (2 reads, 1 write), the MLP activation (gated: 2 reads + 1 write of an
     # f-vector; else 1 + 1) in bf16; backward moves about twice the forward's bytes
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
-    elem_bytes = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens
+    elem_bytes = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens + score_bytes
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
     # gradient, downcast), memory-bound
     loss_bytes = 24.0 * m.vocab * tokens
@@ -226,7 +266,7 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # the output layer (logits GEMM, part of `work`, and the loss) is not recomputed and runs on the
     # last pipeline stage only: that stage does pp x its evenly spread share, and the pipeline
     # runs at the pace of its slowest stage
-    out_s = (6.0 * m.vocab * h * tokens / shape * prec_factor / gemm_eff / peak + loss_bytes / hw.hbm_bytes_per_s) / job.devices
+    out_s = (logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok)) * prec_factor / gemm_eff / peak + loss_bytes / hw.hbm_bytes_per_s) / job.devices
     layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - (out_s - loss_bytes / hw.hbm_bytes_per_s / job.devices)
     compute_s = layers_s * _RECOMPUTE_FACTOR[rc] + out_s * pp
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
@@ -248,7 +288,10 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # MoE layers move the k routed copies over the expert-TP group instead of the MLP's two
     tp_attn = 2 * all_reduce(tp, msg)
     tp_mlp = 2 * all_reduce(tp, msg) * (L - moe_layers) + 2 * all_reduce(etp, msg * max(m.experts_per_token, 1)) * moe_layers
-    tp_s = (tp_attn * L + tp_mlp) / pp * n_micro
+    # recomputing the forward replays its collectives: forward traffic is half of fwd + bwd, and a
+    # policy recomputes 3 x (factor - 1) of the forward (full: all of it, x 1.5 in total)
+    replay = 1.0 + 1.5 * (_RECOMPUTE_FACTOR[rc] - 1.0)
+    tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * replay
     # TP/compute overlap (collective matmul): all but one of tp chunks hide behind GEMMs
     tp_hidden = np.where(_opt(s, "tp_overlap", tp) > 0, np.minimum(_ring(tp) * tp_s, compute_s), 0.0)
     tp_s = tp_s - tp_hidden
@@ -264,10 +307,9 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     )
     dp_s = np.maximum(dp_raw - job.dp_overlap * np.minimum(dp_raw, compute_s), 0.0)
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
-    ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro
+    ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro * replay
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
-    attn_layers = L - m.linear_layers  # linear-attention layers need no K/V ring
-    cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp) * (attn_layers / pp) * n_micro * 2, 0.0)
+    cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay
     tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
     per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * _BUBBLE_FACTOR[sched], 0.0)
