@@ -213,27 +213,23 @@ def _framework(source: str) -> str:
 
 
 def _predictor(r: dict, job: Job):  # noqa: ANN202
-    """The row's metric as the model predicts it, under the row's source's definition
-    (SOURCES.md caveats): Megatron TFLOP/s count the recomputed forward (hardware FLOPs); older
-    MaxText TFLOP/s count attention without the causal halving."""
+    """The row's metric as the model predicts it, under the row's source's FLOP definition. Every
+    FLOP-based metric here counts attention without causal halving: Megatron (SC21 eq. 3 and
+    training.py num_floating_point_operations of 2024, which also count the recomputed forward),
+    nanotron (models/llama.py get_flops), PaLM (6N + 12LHQT, appendix B) and MaxText before its
+    2025-07 change (SOURCES.md); MFU (PaLM, nanotron, Megatron's strong scaling) excludes recompute."""
     metric = r["measured_metric"]
-    n_active = 6 * job.model.matmul_params_per_token()
 
     def predict(j: Job, s: dict) -> np.ndarray:
         res = evaluate(j, s)
         if metric == "tokens_per_s_per_device":
             return res["tokens_per_s_per_device"]
+        noncausal = j.model.flops_per_token(j.seq_len, causal=False) / j.model.flops_per_token(j.seq_len)
         if metric == "mfu":
-            return res["mfu"]
+            return res["mfu"] * noncausal
         if "Megatron" in r["source"] or "Narayanan" in r["source"]:
-            # Megatron's FLOP formula (SC21 eq. 3; training.py num_floating_point_operations of
-            # 2024) counts the recomputed forward and attention without causal halving
-            return res["hfu_tflops_per_device"] * j.model.flops_per_token(j.seq_len, causal=False) / j.model.flops_per_token(j.seq_len)
-        if "maxtext" in r["source"]:
-            attn_full = 12.0 * j.model.n_layers * j.seq_len * j.model.n_heads * j.model.head_dim
-            return res["tflops_per_device"] * (n_active + attn_full) / j.model.flops_per_token(j.seq_len)
-        return res["tflops_per_device"]
-
+            return res["hfu_tflops_per_device"] * noncausal
+        return res["tflops_per_device"] * noncausal
     return predict
 
 

@@ -379,7 +379,11 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     # the elementwise rest stay at the bf16 rate
     speedup = (1978.9 * 0.709) / (989.4 * 0.803)
     fp8 = evaluate(Job(m, h100, 8, 8, batch, seq, precision="fp8"), parse_strategy("dp=8"))
-    assert fp8["compute_s"][0] == pytest.approx((dense_flops * (0.75 / speedup + 0.25) / g + attn_flops / a) / (8 * 989.4e12) + elem_s + loss_s)
+    # plus the dynamic-scaling casts: 8 B x (qkv 2048 + 6144, o 2048 + 2048, gate/up 2048 + 8192,
+    # down 4096 + 2048) per token and layer
+    cast_s = 8 * (8192 + 4096 + 10240 + 6144) * 8 * tokens / 3350e9 / 8
+    assert fp8["compute_s"][0] == pytest.approx((dense_flops * (0.75 / speedup + 0.25) / g + attn_flops / a) / (8 * 989.4e12)
+                                                 + elem_s + loss_s + cast_s)
     # a device without a measured ceiling takes 0.7; explicit efficiencies (from a trace) win
     assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
     assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)

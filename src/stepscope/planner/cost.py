@@ -46,7 +46,9 @@ Time per step (seconds):
   pipeline goes at its pace;
 - fp8 (and any precision with a faster GEMM peak): only the GEMM share (0.75) of the dense work
   speeds up, by (fp8 peak x fp8 matmul_eff) / (bf16 peak x bf16 matmul_eff); attention and the
-  elementwise rest stay at bf16; MFU is always against the bf16 peak (as fp8 runs report it);
+  elementwise rest stay at bf16; dynamic scaling adds ~8 B per element of every linear layer's
+  input and output widths (amax scan, cast, transposed cast for the weight gradient) per token;
+  MFU is always against the bf16 peak (as fp8 runs report it);
 - TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd: with
   sequence parallelism 4 all-gathers + 4 reduce-scatters), each ``2(tp-1)/tp * bytes / link``, on
   the intra-node link (inter-node when tp > devices per node); in MoE layers the MLP's two are
@@ -258,6 +260,13 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # f-vector; else 1 + 1) in bf16; backward moves about twice the forward's bytes
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
     elem_bytes = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens + score_bytes
+    if job.precision == "fp8":
+        # dynamic scaling: every linear layer's input (forward) and output gradient (backward) is
+        # scanned for its absolute max, cast to fp8 and cast again transposed for the weight
+        # gradient, ~8 B per element of each linear's input and output widths
+        q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
+        lin_w = (h + q_w + 2 * kv_w) + (q_w + h) + (h + (2 if m.gated_mlp else 1) * f_act) + (f_act + h)
+        elem_bytes = elem_bytes + 8.0 * lin_w * (L - m.linear_layers) * tokens
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
     # gradient, downcast), memory-bound
     loss_bytes = 24.0 * m.vocab * tokens
