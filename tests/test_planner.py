@@ -40,7 +40,7 @@ def test_memory_by_hand() -> None:
     p_dev = (L / 2) * dense / 2 + 32000 * h / 2  # layers per stage / tp + embedding / tp
     assert params(job.model)[0] == dense
     assert r["weights_gb"][0] == pytest.approx(2 * p_dev / 1e9)
-    assert r["grads_gb"][0] == pytest.approx(2 * p_dev / 1e9)
+    assert r["grads_gb"][0] == pytest.approx(4 * p_dev / 1e9)  # fp32 gradients (the default)
     assert r["optimizer_gb"][0] == pytest.approx(12 * p_dev / 2 / 1e9)  # ZeRO-1 over dp=2
     # activations: s*b*h*c/tp per layer (c = 34, none), 4 layers per stage; the first stage holds
     # min(pp=2, micro-batches=16/(2*2)=4) = 2 in flight, the last one 1 plus the output layer's
@@ -48,8 +48,9 @@ def test_memory_by_hand() -> None:
     logits = 2048 * 2 * 32000 * 6 / 2
 
     def act(c: int) -> float:
-        layer = 2048 * 2 * h * c / 2
-        return max(layer * 4 * 2, layer * 4 + logits) / 1e9
+        # with recompute, the layer being regenerated holds its full (34) activations on top
+        layer, work = 2048 * 2 * h * c / 2, 2048 * 2 * h * (34 - c) / 2
+        return max(layer * 4 * 2 + work, layer * 4 + work + logits) / 1e9
 
     assert r["activations_gb"][0] == pytest.approx(act(34))
     full = evaluate(job, parse_strategy("tp=2,pp=2,dp=2,zero=1,mb=2,recompute=full"))
@@ -164,7 +165,8 @@ def test_named_recompute_policies_order_memory_and_time() -> None:
     assert acts == sorted(acts, reverse=True)  # each keeps less than the one before
     assert res["minimal"][1] < res["save_dot_except_mlp"][1] < res["full"][1]
     layer, logits = 2048 * 2 * 1024 / 2 * 4, 2048 * 2 * 32000 * 6 / 2  # per unit of c, 4 layers; output layer
-    assert res["none"][0] / res["save_out_proj"][0] == pytest.approx((34 * layer + logits) / (4 * layer + logits))
+    work = 2048 * 2 * 1024 / 2 * (34 - 4)  # one layer regenerated in full during backward
+    assert res["none"][0] / res["save_out_proj"][0] == pytest.approx((34 * layer + logits) / (4 * layer + work + logits))
 
 
 def test_hsdp_memory_and_traffic_by_hand() -> None:
@@ -180,8 +182,10 @@ def test_hsdp_memory_and_traffic_by_hand() -> None:
     assert hsdp["optimizer_gb"][0] == pytest.approx(12 * p_dev / 8 / 1e9)
     hw = job.hw
     intra, inter = hw.intra_node_gbps * 1e9, hw.inter_node_gbps * 1e9
-    raw_h = 3 * 7 / 8 * 2 * p_dev / intra + 2 * 7 * 10e-6 + 2 * 1 / 2 * 2 * p_dev / 8 / inter + 2 * 1 * 20e-6
-    raw_f = 3 * 15 / 16 * 2 * p_dev / inter + 2 * 15 * 20e-6
+    # two all-gathers of bf16 weights (2 B) and a reduce-scatter of fp32 gradients (4 B) in the
+    # shard group; the replicas all-reduce the sharded fp32 gradients
+    raw_h = 7 / 8 * (2 + 2 + 4) * p_dev / intra + 2 * 7 * 10e-6 + 2 * 1 / 2 * 4 * p_dev / 8 / inter + 2 * 1 * 20e-6
+    raw_f = 15 / 16 * (2 + 2 + 4) * p_dev / inter + 2 * 15 * 20e-6
     for raw, r in ((raw_h, hsdp), (raw_f, fsdp)):
         assert r["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r["compute_s"][0]))
     assert hsdp["dp_s"][0] < fsdp["dp_s"][0]
@@ -422,9 +426,10 @@ def test_context_parallel_ranks_share_the_zero_shards_and_the_gradient_reduction
     r = evaluate(job, parse_strategy("dp=4,cp=2,zero=3"))
     assert r["weights_gb"][0] == pytest.approx(2 * p_dev / 8 / 1e9)
     assert r["optimizer_gb"][0] == pytest.approx(12 * p_dev / 8 / 1e9)
-    # plain DP: ring all-reduce over the 8 ranks (one node, 450 GB/s, 10 us per step), 70% hidden
+    # plain DP: ring all-reduce of the fp32 gradients over the 8 ranks (one node, 450 GB/s, 10 us
+    # per step), 70% hidden
     r0 = evaluate(job, parse_strategy("dp=4,cp=2"))
-    raw = 2 * 7 / 8 * 2 * p_dev / 450e9 + 2 * 7 * 10e-6
+    raw = 2 * 7 / 8 * 4 * p_dev / 450e9 + 2 * 7 * 10e-6
     assert r0["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r0["compute_s"][0]))
 
 

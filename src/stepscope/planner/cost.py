@@ -7,13 +7,16 @@ arithmetic is elementwise, so a million configurations cost a few numpy passes. 
 Memory per device (bytes), for the pipeline stage that holds the most:
 - parameters ``P_dev = layers/pp * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or head);
   expert-TP ``etp`` shards each expert's weights (default: etp = tp);
-- weights 2 B/param (bf16), gradients 2 B/param, optimizer 12 B/param (fp32 master + Adam m, v);
+- weights 2 B/param (bf16), gradients ``grad_bytes`` (default 4: fp32 accumulation and reduction,
+  the default of Megatron with bf16, torchtitan's FSDP2 and nanotron), optimizer 12 B/param (fp32
+  master + Adam m, v);
   ZeRO-1 shards the optimizer over dp x cp (context-parallel ranks hold the same weights), ZeRO-2
   also gradients, ZeRO-3/FSDP also weights; HSDP (``hsdp`` = shard-group size < dp) shards all
   three over the shard group (x cp) only;
 - activations per layer and micro-batch (Korthikanti et al. 2022, with sequence parallelism and
   flash attention): ``s*b*h*c/(tp*cp)`` bytes with c = 34 (no recompute), 30 (selective), 2 (full:
   only the layer input is kept); MoE layers add the routed copies ``(k-1)*s*b*h*4/(tp*cp)``;
+  with recompute, one layer's full (34) activations are live while backward regenerates it;
   1F1B (also ZB-H1 and ZB-V, which keep 1F1B's peak) holds ``min(pp, micro-batches)`` micro-batches
   in flight on the first stage; activation offload keeps two layers' worth on the device; the
   output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the loss) on the last
@@ -57,8 +60,8 @@ Time per step (seconds):
   ``--tp-comm-overlap``, PyTorch async TP): the collective is split into tp chunks, each hidden
   behind the GEMM on the previous one, so (tp-1)/tp of it is hidden (never more than compute);
 - DP / FSDP (over the dp x cp ranks that share weights, written dp here): gradient all-reduce
-  2(dp-1)/dp * grads (ZeRO-0/1/2), or all-gather x2 + reduce-scatter
-  3(dp-1)/dp * weights (ZeRO-3); HSDP: the 3(g-1)/g term within the shard group g plus an all-reduce
+  2(dp-1)/dp * gradient bytes (ZeRO-0/1/2), or (dp-1)/dp * (2 all-gathers of the bf16 weights +
+  a reduce-scatter of the gradients) (ZeRO-3); HSDP: the 3(g-1)/g term within the shard group g plus an all-reduce
   2(r-1)/r of the sharded gradients across the r = dp/g replicas. A group's link is inter-node when
   it spans nodes; ``dp_overlap`` (prior 0.7) of it hides behind compute (never more than compute);
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
@@ -120,6 +123,9 @@ class Job:
     # False: attention materializes the s x s scores (no FlashAttention-style kernel, e.g. 2021
     # Megatron): every score is computed (no causal skipping) and moved through HBM
     flash_attention: bool = True
+    # gradients kept and reduced in fp32 (4 B): Megatron's default with bf16, torchtitan's FSDP2
+    # reduce dtype, nanotron's fp32 accumulator; 2 for bf16 gradients
+    grad_bytes: int = 4
     # efficiencies achieved / bf16 peak; None = the priors above from the device's matmul_eff (set
     # them when measured, e.g. from a trace); arrays allowed: one value per configuration
     gemm_eff: float | np.ndarray | None = None
@@ -204,7 +210,7 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     dense, experts, emb = params(m)
     p_dev = (L / pp) * (dense / tp + experts / (ep * etp)) + emb / tp
     w_b = 2 * p_dev / np.where(zero >= 3, shard, 1)
-    g_b = 2 * p_dev / np.where(zero >= 2, shard, 1)
+    g_b = job.grad_bytes * p_dev / np.where(zero >= 2, shard, 1)
     o_b = 12 * p_dev / np.where(zero >= 1, shard, 1)
     # pipeline schedules split a replica's batch into at least pp micro-batches
     n_micro = np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb))
@@ -213,12 +219,15 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if m.n_experts and m.experts_per_token > 1:
         act_layer = act_layer + (m.experts_per_token - 1) * seq * mb * h * 4 / (tp * cp)
     inflight = np.minimum(pp, np.maximum(n_micro, 1))
-    act_stage = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp) * inflight)
+    # with recompute, backward regenerates one layer at a time: that layer's full activations
+    # (the no-recompute size) are live on top of what the policy stores
+    work_layer = seq * mb * h * (_ACT_C[0] - _ACT_C[rc]) / (tp * cp)
+    act_stage = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp) * inflight) + work_layer
     # the output layer: bf16 logits kept for backward plus their fp32 copy for the loss,
     # s*b*V*(2+4)/(tp*cp) bytes on the last stage (vocab-parallel under TP), which holds one
     # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
     logits = seq * mb * m.vocab * 6.0 / (tp * cp)
-    act_last = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp)) + logits
+    act_last = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp)) + work_layer + logits
     act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
     buf_b = np.full(tp.shape, 1e9)
     reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
@@ -304,13 +313,13 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # TP/compute overlap (collective matmul): all but one of tp chunks hide behind GEMMs
     tp_hidden = np.where(_opt(s, "tp_overlap", tp) > 0, np.minimum(_ring(tp) * tp_s, compute_s), 0.0)
     tp_s = tp_s - tp_hidden
-    grad_bytes = 2 * p_dev
+    grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard
     replicas = dpc / shard
     dp_raw = np.where(
-        zero >= 3,
-        _ring(shard, 3) * grad_bytes / link(span_shard) + 2 * alpha(shard, span_shard)
+        zero >= 3,  # 2 all-gathers of the bf16 weights (forward, backward) + a reduce-scatter
+        _ring(shard) * (2 * 2 * p_dev + grad_bytes) / link(span_shard) + 2 * alpha(shard, span_shard)
         + _ring(replicas, 2) * grad_bytes / shard / link(span_dp) + 2 * alpha(replicas, span_dp),
         _ring(dpc, 2) * grad_bytes / link(span_dp) + 2 * alpha(dpc, span_dp),
     )
