@@ -461,3 +461,18 @@ def test_attention_without_flash_kernels_by_hand() -> None:
     assert plain["compute_s"][0] - flash["compute_s"][0] == pytest.approx(extra_flops_s + scores_s)
     assert plain["mfu"][0] < flash["mfu"][0] and plain["tflops_per_device"][0] * plain["step_s"][0] == pytest.approx(
         flash["tflops_per_device"][0] * flash["step_s"][0])  # model FLOPs are the same
+
+
+def test_plan_inputs_batch_in_tokens_reserve_and_gradient_dtype(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--seq-len", "4096", "--evaluate", "dp=8,zero=1", "--json"]
+    assert main(base + ["--global-batch", "16"]) == 0
+    ref = json.loads(capsys.readouterr().out)
+    assert main(base + ["--global-batch-tokens", str(16 * 4096)]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time_s"] == ref["step_time_s"]
+    assert main(base + ["--global-batch", "16", "--reserve-gb", "5", "--grad-dtype", "bf16"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["memory_gb"]["reserve"] == pytest.approx(5.0)
+    assert rec["memory_gb"]["grads"] == pytest.approx(ref["memory_gb"]["grads"] / 2)  # 2 B instead of 4
+    assert main(base + ["--global-batch-tokens", "1000"]) == 2  # not whole sequences
+    assert main(base + ["--global-batch", "16", "--precision", "fp4"]) == 2
+    capsys.readouterr()

@@ -51,9 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--hardware", help="device name or alias (h100, a100, mi300x, tpu-v5p, ...)")
     pl.add_argument("--devices", type=int, help="number of devices")
     pl.add_argument("--global-batch", type=int, help="sequences per step")
+    pl.add_argument("--global-batch-tokens", type=int, metavar="T", help="or the batch in tokens per step (a multiple of --seq-len)")
     pl.add_argument("--seq-len", type=int, help="tokens per sequence")
     pl.add_argument("--devices-per-node", type=int, default=8)
-    pl.add_argument("--precision", default="bf16")
+    pl.add_argument("--precision", default="bf16", help="bf16, fp16 or fp8 (fp8 GEMMs, the rest bf16)")
+    pl.add_argument("--reserve-gb", type=float, default=3.0, help="framework reserve per device: CUDA context, allocator slack (default 3)")
+    pl.add_argument("--grad-dtype", choices=("fp32", "bf16"), default="fp32",
+                    help="gradients kept and reduced in (default fp32: Megatron with bf16, FSDP2, nanotron)")
     pl.add_argument("--evaluate", metavar="STRATEGY", help='one configuration, e.g. "tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"')
     pl.add_argument("--top", type=int, default=20)
     pl.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",

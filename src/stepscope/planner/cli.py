@@ -15,9 +15,20 @@ from .search import hardware, model, parse_strategy, search
 
 
 def _job(d: dict[str, Any]) -> Job:
+    if d.get("global_batch") in (None, "") and d.get("global_batch_tokens") not in (None, "") and d.get("seq_len") not in (None, ""):
+        tokens, seq = int(d["global_batch_tokens"]), int(d["seq_len"])
+        if tokens % seq:
+            raise ConfigError(f"--global-batch-tokens {tokens} is not a multiple of --seq-len {seq}", fix="pass whole sequences")
+        d = {**d, "global_batch": tokens // seq}
     missing = [k for k in ("model", "hardware", "devices", "global_batch", "seq_len") if d.get(k) in (None, "")]
     if missing:
         raise ConfigError(f"plan needs {', '.join('--' + m.replace('_', '-') for m in missing)}", fix="see stepscope plan --help")
+    prec = str(d.get("precision") or "bf16").lower()
+    if prec not in ("bf16", "fp16", "fp8"):
+        raise ConfigError(f"precision must be bf16, fp16 or fp8, not {prec!r}", fix="e.g. --precision fp8")
+    grad = str(d.get("grad_dtype") or "fp32")
+    if grad not in ("fp32", "bf16"):
+        raise ConfigError(f"grad_dtype must be fp32 or bf16, not {grad!r}", fix="e.g. --grad-dtype bf16")
     return Job(
         model=model(str(d["model"])),
         hw=hardware(str(d["hardware"])),
@@ -25,8 +36,10 @@ def _job(d: dict[str, Any]) -> Job:
         devices_per_node=int(d.get("devices_per_node") or 8),
         global_batch=int(d["global_batch"]),
         seq_len=int(d["seq_len"]),
-        precision=str(d.get("precision") or "bf16"),
+        precision=prec,
         flash_attention=bool(d.get("flash_attention", True)),
+        reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
+        grad_bytes=4 if grad == "fp32" else 2,
     )
 
 
@@ -55,7 +68,8 @@ def run(ns: argparse.Namespace) -> int:
                 out = {"error": f"line {n}: {exc}"}
             print(json.dumps(out))
         return 0
-    job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "seq_len", "devices_per_node", "precision")}
+    job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
+                                                  "devices_per_node", "precision", "reserve_gb", "grad_dtype")}
                | {"flash_attention": getattr(ns, "flash_attention", True)})
     job, calib = _calibrated(job, ns)
     if getattr(ns, "tp_overlap", False):  # a framework property: applies to every strategy given
