@@ -476,3 +476,18 @@ def test_plan_inputs_batch_in_tokens_reserve_and_gradient_dtype(capsys: pytest.C
     assert main(base + ["--global-batch-tokens", "1000"]) == 2  # not whole sequences
     assert main(base + ["--global-batch", "16", "--precision", "fp4"]) == 2
     capsys.readouterr()
+
+
+def test_evaluation_in_blocks_equals_one_pass() -> None:
+    from stepscope.planner.cost import CHUNK, _evaluate
+
+    job = _job(devices=64, batch=256)
+    s = space(job)
+    reps = CHUNK // len(s["tp"]) + 2
+    big = {k: np.tile(v, reps) for k, v in s.items()}
+    n = len(big["tp"])
+    assert n > CHUNK
+    scaled = dataclasses.replace(job, gemm_scale=np.linspace(0.5, 1.5, n))  # a per-configuration field is sliced too
+    blocks, one = evaluate(scaled, big), _evaluate(scaled, big)
+    for k in one:
+        np.testing.assert_array_equal(blocks[k], one[k])
