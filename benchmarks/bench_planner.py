@@ -8,12 +8,18 @@
    of the row's metric (tokens/s/device, TFLOP/s/device or MFU) against the measured one: MAPE per
    source and overall, and Spearman rank correlation within each source; beside the naive baseline
    "6 x active params x tokens at 40% MFU". No constant is fitted on these rows.
+3. Calibrated: leave-one-source-out (each source predicted by multipliers fitted on the others),
+   the same restricted to other sources of the held-out source's framework, and leave-one-row-out
+   within each source (what calibrating on one's own runs gives). A row is never in its own fit.
+4. Choosing (predicted-best vs measured-best among rows that differ only in strategy) and memory
+   against the peaks recorded in the rows' notes.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import re
 import time
@@ -182,6 +188,17 @@ def accuracy(csv_path: Path) -> dict:
         out[src]["framework_fit_on"] = v["fit_on"]
         fam_ape += [float(v["mape"])] * int(v["rows"])
     out["ALL"]["calibrated_mape_loso_framework"] = round(float(np.mean(fam_ape)), 3)
+    # what `--calibrate runs.csv` on one's own runs gives: within each source of 3+ rows, each row
+    # predicted by a fit on the source's other rows (leave-one-row-out; never the row itself)
+    own_ape = []
+    for src in out:
+        mine = [dataclasses.replace(r, group=str(i)) for i, r in enumerate(runs) if r.group == src]
+        if len(mine) >= 3:
+            v = cross_validate(mine)
+            out[src]["calibrated_mape_own_runs"] = round(float(np.mean([float(x["mape"]) for x in v.values()])), 3)
+            own_ape += [float(x["mape"]) for x in v.values()]
+    out["ALL"]["calibrated_mape_own_runs"] = round(float(np.mean(own_ape)), 3)
+    out["ALL"]["rows_own_runs"] = len(own_ape)
     # choosing: runs of one model, device count, batch and precision that differ only in strategy
     groups = [v for v in same_job.values() if len({m for _, m in v}) > 1]
     rhos = [x for x in (_spearman([p for p, _ in v], [m for _, m in v]) for v in groups if len(v) >= 3) if x is not None]
