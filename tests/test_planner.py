@@ -491,3 +491,23 @@ def test_evaluation_in_blocks_equals_one_pass() -> None:
     blocks, one = evaluate(scaled, big), _evaluate(scaled, big)
     for k in one:
         np.testing.assert_array_equal(blocks[k], one[k])
+
+
+def test_terminal_table_leaves_out_columns_that_are_off_in_every_row() -> None:
+    from rich.console import Console
+
+    from stepscope.planner.render import records, table
+    from stepscope.planner.search import search
+
+    job = _job(devices=16, batch=32)
+    plan = search(job, 5)
+    con = Console(record=True, width=250)
+    con.print(table(records(plan.strategies, plan.results)))
+    text = con.export_text()
+    header = next(line for line in text.splitlines() if "TP" in line and "step s" in line)
+    assert "EP s" not in header and "offl s" not in header  # a dense model, no offload in the top 5
+    assert f"{plan.results['step_s'][0]:.2f}" in text  # the step time is printed whole
+    off = evaluate(job, parse_strategy("dp=16,offload=1"))
+    con = Console(record=True, width=250)
+    con.print(table(records(parse_strategy("dp=16,offload=1"), off)))
+    assert "offl s" in con.export_text()
