@@ -511,3 +511,29 @@ def test_terminal_table_leaves_out_columns_that_are_off_in_every_row() -> None:
     con = Console(record=True, width=250)
     con.print(table(records(parse_strategy("dp=16,offload=1"), off)))
     assert "offl s" in con.export_text()
+
+
+def test_gpt_oss_config_with_sliding_window_layers_by_hand() -> None:
+    """openai/gpt-oss-120b config.json (the keys that matter): 36 layers alternating sliding (window
+    128) and full attention, 128 experts of width 2880, 4 per token, GQA 64/8 heads of 64."""
+    cfg = {"hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36, "num_attention_heads": 64,
+           "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 128, "num_experts_per_tok": 4,
+           "experts_per_token": 4, "vocab_size": 201088, "hidden_act": "silu", "model_type": "gpt_oss",
+           "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 18}
+    m = from_config_dict(cfg)
+    d = 2880
+    attn = 2 * d * 64 * 64 + 2 * d * 8 * 64
+    expert = 3 * d * 2880
+    dense, experts, emb = params(m)
+    total = 36 * (attn + 128 * expert + d * 128) + 2 * 201088 * d  # untied embedding and head
+    assert (dense + experts) * 36 + 2 * emb == pytest.approx(total)
+    assert total == pytest.approx(116.8e9, rel=0.01)  # published: 116.8B total
+    active = 36 * (attn + 4 * expert + d * 128) + 201088 * d
+    assert m.matmul_params_per_token() == pytest.approx(active) and active == pytest.approx(5.13e9, rel=0.01)  # 5.1B active
+    seq = 8192
+    full = 6 * 18 * (seq / 2) * 64 * 128  # 18 full layers: s/2 keys per query on average
+    window = 6 * 18 * ((128 * 129 / 2 + (seq - 128) * 128) / seq) * 64 * 128  # 18 sliding layers
+    assert m.flops_per_token(seq) == pytest.approx(6 * active + full + window)
+    # Qwen2-style configs carry a window they do not use; Mistral-style: every layer slides
+    assert from_config_dict({**TINY, "sliding_window": 4096, "use_sliding_window": False}).sliding_layers == 0
+    assert from_config_dict({**TINY, "sliding_window": 4096}).sliding_layers == 8

@@ -20,6 +20,8 @@ stacks): a linear-attention layer has projections q, k (d x Hk*dk each), v and t
 grow with the context: chunked form with chunk C = 64, per value head and token, the state update
 and readout (2 x 2*dk*dv) plus the intra-chunk products (2*C*(dk+dv)), x3 for forward + backward:
 ``6 * Hv * (2*dk*dv + C*(dk+dv))`` per layer per token. Short convolutions and gates are ignored.
+Sliding-window layers (GPT-OSS, Gemma, Mistral): a query attends to at most ``w`` keys, on average
+``(w(w+1)/2 + (s-w)w)/s`` under the causal mask instead of ``s/2``.
 Dense layers inside MoE models: the first ``first_k_dense_replace`` layers, or the ones listed in
 ``mlp_only_layers``, or all but every ``decoder_sparse_step``-th.
 """
@@ -53,6 +55,8 @@ class ModelShape:
     mtp_layers: int = 0  # multi-token-prediction modules (DeepSeek-V3 num_nextn_predict_layers)
     linear_layers: int = 0  # of n_layers, how many use linear attention (hybrid models)
     linear_attn: tuple[int, int, int, int] | None = None  # (key heads, key dim, value heads, value dim)
+    sliding_layers: int = 0  # of the softmax-attention layers, how many attend to a sliding window
+    sliding_window: int = 0
 
     LINEAR_CHUNK = 64
 
@@ -104,7 +108,13 @@ class ModelShape:
 
     def flops_per_token(self, seq_len: int, causal: bool = True) -> float:
         layers = self.n_layers - self.linear_layers + self.mtp_layers
-        attn = 6.0 * layers * seq_len * self.n_heads * (self.qk_dim + self.v_dim) * (0.5 if causal else 1.0)
+        keys = seq_len * (0.5 if causal else 1.0)  # keys per query, averaged over the sequence
+        attn = 6.0 * (layers - self.sliding_layers) * keys * self.n_heads * (self.qk_dim + self.v_dim)
+        if self.sliding_layers:
+            w = min(self.sliding_window, seq_len)
+            # causal window: query t sees min(t + 1, w) keys
+            keys_sw = (w * (w + 1) / 2 + (seq_len - w) * w) / seq_len if causal else float(w)
+            attn += 6.0 * self.sliding_layers * keys_sw * self.n_heads * (self.qk_dim + self.v_dim)
         if self.linear_attn and self.linear_layers:
             _, dk, hv, dv = self.linear_attn
             attn += 6.0 * self.linear_layers * hv * (2 * dk * dv + self.LINEAR_CHUNK * (dk + dv))
@@ -163,7 +173,30 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
         mtp_layers=int(_get(cfg, "num_nextn_predict_layers", "num_mtp_layers", default=0) or 0),
         linear_layers=linear_layers,
         linear_attn=linear_attn,
+        **_sliding(cfg, layers - linear_layers, path),
     )
+
+
+def _sliding(cfg: dict[str, Any], softmax_layers: int, path: str) -> dict[str, int]:
+    """Sliding-window attention layers: those named ``sliding_attention`` in ``layer_types``
+    (GPT-OSS, Gemma 2/3), or every layer when ``sliding_window`` is set without ``layer_types``
+    and not switched off by ``use_sliding_window: false`` (Mistral; Qwen2 configs carry a window
+    they do not use)."""
+    window = cfg.get("sliding_window")
+    if not window:
+        return {}
+    try:
+        w = int(window)
+    except (TypeError, ValueError):
+        raise ConfigError(f"sliding_window {window!r} is not an integer", path=path, fix="fix the config") from None
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        n = sum(1 for t in types if "sliding" in str(t))
+    elif cfg.get("use_sliding_window", True) is False:
+        return {}
+    else:
+        n = softmax_layers
+    return {"sliding_layers": min(n, softmax_layers), "sliding_window": w} if n else {}
 
 
 def _linear_layers(cfg: dict[str, Any], layers: int, heads: int, path: str) -> tuple[int, tuple[int, int, int, int] | None]:
