@@ -537,3 +537,12 @@ def test_gpt_oss_config_with_sliding_window_layers_by_hand() -> None:
     # Qwen2-style configs carry a window they do not use; Mistral-style: every layer slides
     assert from_config_dict({**TINY, "sliding_window": 4096, "use_sliding_window": False}).sliding_layers == 0
     assert from_config_dict({**TINY, "sliding_window": 4096}).sliding_layers == 8
+
+
+def test_tp_stays_in_a_node_unless_allowed() -> None:
+    job = _job(devices=16, batch=32)  # 16 heads, 8 devices per node
+    assert space(job)["tp"].max() == 8
+    wide = space(job, tp_across_nodes=True)
+    assert wide["tp"].max() == 16
+    r = evaluate(job, {k: v[wide["tp"] == 16][:1] for k, v in wide.items()})
+    assert r["tp_s"][0] > evaluate(job, parse_strategy("tp=8,dp=2"))["tp_s"][0]  # inter-node link

@@ -100,7 +100,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     if calib and not ns.json:
         print(f"calibration: {json.dumps(calib)}", file=sys.stderr)
-    plan = search(job, ns.top, tp_overlap=bool(getattr(ns, "tp_overlap", False)))
+    plan = search(job, ns.top, tp_overlap=bool(getattr(ns, "tp_overlap", False)), tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)))
     recs = records(plan.strategies, plan.results)
     if ns.html:
         from .html import render

@@ -55,16 +55,18 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
-def space(job: Job, tp_overlap: bool = False) -> dict[str, np.ndarray]:
+def space(job: Job, tp_overlap: bool = False, tp_across_nodes: bool = False) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node;
     layers % (pp*vpp) == 0; dp = devices/(tp*pp*cp) integer; ep | experts and ep | dp;
     expert-TP etp in {1, tp} (MoE only); global batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and
     micro-batches % pp == 0; zero-bubble schedules only with pp > 1, ZB-V only with vpp = 2;
     seq % cp == 0; ZeRO > 0 only with dp > 1; HSDP shard groups (powers of 2 < dp) only with ZeRO-3;
     activation offload on or off. ``tp_overlap``: the framework overlaps TP communication with
-    GEMMs (a property of the framework, not searched)."""
+    GEMMs (a property of the framework, not searched); ``tp_across_nodes`` lifts the default limit
+    of TP to one node."""
     m = job.model
-    tps = [t for t in _pow2_upto(min(job.devices_per_node, job.devices)) if m.n_heads % t == 0]
+    tp_max = job.devices if tp_across_nodes else min(job.devices_per_node, job.devices)
+    tps = [t for t in _pow2_upto(tp_max) if m.n_heads % t == 0]
     pps = [p for p in _pow2_upto(min(job.devices, m.n_layers)) if m.n_layers % p == 0]
     cps = [c for c in (1, 2, 4, 8) if job.seq_len % c == 0 and c <= job.devices]
     eps = [e for e in _pow2_upto(max(m.n_experts, 1)) if (m.n_experts % e == 0 if m.n_experts else e == 1)]
@@ -156,8 +158,8 @@ class Plan:
     evaluated: int
 
 
-def search(job: Job, top: int = 20, tp_overlap: bool = False) -> Plan:
-    s = space(job, tp_overlap)
+def search(job: Job, top: int = 20, tp_overlap: bool = False, tp_across_nodes: bool = False) -> Plan:
+    s = space(job, tp_overlap, tp_across_nodes)
     if not s["tp"].size:
         raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
     r = evaluate(job, s)
