@@ -29,10 +29,11 @@ Time per step (seconds):
   factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3, selective 1.05) /
   (devices * bf16 peak); gemm_shape is fitted to measured H100 GEMM rates by shape (see there):
   attention projections are h/tp wide, MLPs f/tp, routed experts d_ff_expert/etp with the tokens
-  one local expert receives, the output layer V/tp, all at most the micro-batch's tokens. Priors: gemm_eff = 0.75 x the device's measured maximum achievable matmul
-  efficiency (``matmul_eff`` in the hardware catalog, 0.7 where unmeasured): GEMMs at their ceiling
-  for ~0.75 of the time, norms and elementwise ops the rest; attn_eff = 0.6 x gemm_eff (flash
-  attention: FlashAttention-2 reports 50-70% of peak forward, less backward);
+  one local expert receives, the output layer V/tp, all at most the micro-batch's tokens.
+  Priors: gemm_eff = 0.75 x the device's measured maximum achievable matmul efficiency
+  (``matmul_eff`` in the hardware catalog, 0.7 where unmeasured): GEMMs at their ceiling for ~0.75
+  of the time, norms and elementwise ops the rest; attn_eff = 0.6 x gemm_eff (flash attention:
+  FlashAttention-2 reports 50-70% of peak forward, less backward);
 - plus memory-bound elementwise work at HBM bandwidth, per token and layer
   ``3 * 2 B * (10 h + 3 f)`` (2 f for a plain MLP; f = the active MLP width): two norms (read and
   write an h-vector each), two residual adds (two reads, one write), the MLP activation (two reads
@@ -61,9 +62,9 @@ Time per step (seconds):
   behind the GEMM on the previous one, so (tp-1)/tp of it is hidden (never more than compute);
 - DP / FSDP (over the dp x cp ranks that share weights, written dp here): gradient all-reduce
   2(dp-1)/dp * gradient bytes (ZeRO-0/1/2), or (dp-1)/dp * (2 all-gathers of the bf16 weights +
-  a reduce-scatter of the gradients) (ZeRO-3); HSDP: the 3(g-1)/g term within the shard group g plus an all-reduce
-  2(r-1)/r of the sharded gradients across the r = dp/g replicas. A group's link is inter-node when
-  it spans nodes; ``dp_overlap`` (prior 0.7) of it hides behind compute (never more than compute);
+  a reduce-scatter of the gradients) (ZeRO-3); HSDP: the same within the shard group g plus an
+  all-reduce 2(r-1)/r of the sharded gradients across the r = dp/g replicas. A group's link is
+  inter-node when it spans nodes; ``dp_overlap`` (prior 0.7) of it hides behind compute (never more than compute);
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
   1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5);
 - EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer,
