@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import yaml
 
 from ..errors import ConfigError
+from .dictcol import per_value
 
 COMM_PREFIX = "comm:"
 MEMORY_CATEGORIES = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memcpy_p2p", "memcpy_other", "memset")
@@ -97,12 +98,10 @@ def memcpy_category(name: str) -> str:
 
 
 def _per_dictionary(arr: pa.Array, fn: Any) -> np.ndarray:
-    """Apply ``fn`` to each distinct string of a dictionary array, broadcast back (object array)."""
-    if not pa.types.is_dictionary(arr.type):
-        arr = pc.fill_null(arr.cast(pa.string()), "").dictionary_encode()
-    values = np.array([fn(v or "") for v in arr.dictionary.to_pylist()] + [fn("")], dtype=object)
-    idx = pc.fill_null(arr.indices, len(values) - 1).to_numpy()
-    return values[idx]
+    """``fn`` of each row's string ("" for nulls), once per distinct value (object array)."""
+    if not pa.types.is_dictionary(arr.type) and not pa.types.is_string(arr.type):
+        arr = arr.cast(pa.string())
+    return per_value(arr, lambda v: fn(v or ""), null=fn(""))
 
 
 def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table, rules: Rules) -> np.ndarray:

@@ -28,7 +28,8 @@ from ..trace.schema import KIND_CODE as KIND
 from . import critical_walk
 from . import intervals as iv
 from .classify import COMM_PREFIX, Rules
-from .rankdata import RankData, dict_mask
+from .dictcol import dict_mask
+from .rankdata import RankData
 
 DTYPE_BYTES = {"float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "double": 8, "float64": 8, "int": 4,
                "int32": 4, "int64": 8, "long": 8, "int8": 1, "uint8": 1, "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1,

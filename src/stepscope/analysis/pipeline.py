@@ -25,7 +25,8 @@ from . import cluster, comm_events, hardware, mfu_diagnosis, phases, roofline, s
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
 from .hardware import Hardware
-from .rankdata import RankData, build, dict_mask
+from .dictcol import dict_mask
+from .rankdata import RankData, build
 from .results import Analysis, RankAnalysis, StepBreakdown
 from .roofline import HardwareInfo, Roofline
 from .stats import (

@@ -6,9 +6,7 @@ Built once per rank and shared by every analysis, so each join/classification ha
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -17,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .classify import Rules, classify_device_events, group_of
+from .dictcol import DictColumn, per_value
 
 HOST_KINDS = ("cpu_op", "user_annotation", "runtime")
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
@@ -26,48 +25,6 @@ _SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense)$")
 
 _DEV_COLS = ["kind", "name", "device", "stream", "ts_ns", "dur_ns", "correlation", "external_id", "collective"]
 _XLA_COLS = ["op", "module", "scope", "op_class", "flops", "bytes_accessed"]
-
-
-@dataclass
-class DictColumn:
-    """A string column as codes into its distinct values (the last value is None, for nulls):
-    per-row work is done once per distinct value and broadcast back."""
-
-    codes: np.ndarray  # int per row
-    values: np.ndarray  # object: distinct strings, then None
-
-    @classmethod
-    def of(cls, col: pa.ChunkedArray | pa.Array) -> DictColumn:
-        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        if not pa.types.is_dictionary(arr.type):
-            arr = arr.dictionary_encode()
-        values = np.empty(len(arr.dictionary) + 1, dtype=object)
-        values[:-1] = arr.dictionary.to_pylist()
-        return cls(pc.fill_null(arr.indices, len(values) - 1).to_numpy().astype(np.int64), values)
-
-    def rows(self, sel: np.ndarray | None = None) -> np.ndarray:
-        """Object array of the values per row (None where null)."""
-        return self.values[self.codes if sel is None else self.codes[sel]]
-
-    def map(self, fn: Callable[[str | None], Any], sel: np.ndarray | None = None) -> np.ndarray:
-        """``fn`` per row, evaluated once per distinct value."""
-        lut = np.empty(self.values.size, dtype=object)
-        lut[:] = [fn(v) for v in self.values]
-        return lut[self.codes if sel is None else self.codes[sel]]
-
-    def remap(self, fn: Callable[[str | None], str | None]) -> DictColumn:
-        """The column with ``fn`` applied to its values (values that become equal merge)."""
-        mapped = [fn(v) for v in self.values[:-1]]
-        distinct = sorted({m for m in mapped if m is not None})
-        index = {m: i for i, m in enumerate(distinct)}
-        lut = np.array([index[m] if m is not None else len(distinct) for m in mapped] + [len(distinct)], dtype=np.int64)
-        values = np.empty(len(distinct) + 1, dtype=object)
-        values[:-1] = distinct
-        return DictColumn(lut[self.codes], values)
-
-    @property
-    def valid(self) -> np.ndarray:
-        return self.codes != self.values.size - 1
 
 
 @dataclass
@@ -137,23 +94,9 @@ def _names(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     return idx, names
 
 
-def dict_mask(col: pa.ChunkedArray | pa.Array, predicate: Callable[[str], bool]) -> np.ndarray:
-    """Row mask of ``predicate(value)`` for a dictionary column, evaluated once per distinct value
-    (no string per row is built)."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if not pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_encode()
-    lut = np.array([bool(predicate(v)) if v is not None else False for v in arr.dictionary.to_pylist()] + [False])
-    return lut[pc.fill_null(arr.indices, len(lut) - 1).to_numpy()]
-
-
 def _kind_np(t: pa.Table) -> np.ndarray:
     """Kind codes (``schema.KIND_CODE``) as int8, without a Python object per event."""
-    arr = t["kind"].combine_chunks()
-    if not pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_encode()
-    lut = np.array([KIND.get(v, KIND["other"]) for v in arr.dictionary.to_pylist()] + [KIND["other"]], dtype=np.int8)
-    return lut[pc.fill_null(arr.indices, len(lut) - 1).to_numpy()]
+    return per_value(t["kind"], lambda v: KIND.get(v, KIND["other"]), null=KIND["other"], dtype=np.int8)
 
 
 def xla_categories(x: XlaArrays, names: pa.ChunkedArray, category: np.ndarray) -> np.ndarray:

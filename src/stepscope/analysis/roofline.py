@@ -25,7 +25,7 @@ from ..trace.schema import KIND_CODE as KIND
 from ..trace.counters import CounterRange
 from .flops import op_cost
 from .hardware import Hardware
-from .rankdata import dict_mask
+from .dictcol import dict_mask
 from .results import StepBreakdown
 
 

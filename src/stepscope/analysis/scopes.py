@@ -21,7 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .phases import ThreadRanges
-from .rankdata import RankData, dict_mask
+from .dictcol import dict_mask
+from .rankdata import RankData
 
 _INSTANCE = re.compile(r"_\d+$")
 _SKIP = re.compile(r"^ProfilerStep#|^XLAStep#|^nccl:|^gloo:|^enumerate\(DataLoader\)|^Optimizer\.|^## ")

@@ -1,0 +1,81 @@
+"""Per-row work on string columns done once per distinct value.
+
+Event tables hold their strings dictionary-encoded (a few thousand distinct names for millions of
+rows), so a function of the string is evaluated once per dictionary entry and broadcast back to
+the rows through the integer codes: no Python string per row, no Python call per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[list[Any], np.ndarray]:
+    """(distinct values, code per row) with nulls coded as ``len(values)``."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    values = arr.dictionary.to_pylist()
+    return values, pc.fill_null(arr.indices, len(values)).to_numpy().astype(np.int64, copy=False)
+
+
+def per_value(col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], Any], *, null: Any = None,
+              dtype: npt.DTypeLike = object) -> np.ndarray:
+    """``fn(value)`` per row, evaluated once per distinct value; ``null`` for null rows."""
+    values, codes = _codes(col)
+    lut = np.empty(len(values) + 1, dtype=dtype)
+    lut[:-1] = [fn(v) for v in values]
+    lut[-1] = null
+    return lut[codes]
+
+
+def dict_mask(col: pa.ChunkedArray | pa.Array, predicate: Callable[[str], bool]) -> np.ndarray:
+    """Row mask of ``predicate(value)`` (False for nulls)."""
+    return per_value(col, lambda v: v is not None and bool(predicate(v)), null=False, dtype=bool)
+
+
+@dataclass
+class DictColumn:
+    """A string column as codes into its distinct values (the last value is None, for nulls):
+    per-row work is done once per distinct value and broadcast back."""
+
+    codes: np.ndarray  # int per row
+    values: np.ndarray  # object: distinct strings, then None
+
+    @classmethod
+    def of(cls, col: pa.ChunkedArray | pa.Array) -> DictColumn:
+        distinct, codes = _codes(col)
+        values = np.empty(len(distinct) + 1, dtype=object)
+        values[:-1] = distinct
+        return cls(codes, values)
+
+    def rows(self, sel: np.ndarray | None = None) -> np.ndarray:
+        """Object array of the values per row (None where null)."""
+        return self.values[self.codes if sel is None else self.codes[sel]]
+
+    def map(self, fn: Callable[[str | None], Any], sel: np.ndarray | None = None) -> np.ndarray:
+        """``fn`` per row, evaluated once per distinct value."""
+        lut = np.empty(self.values.size, dtype=object)
+        lut[:] = [fn(v) for v in self.values]
+        return lut[self.codes if sel is None else self.codes[sel]]
+
+    def remap(self, fn: Callable[[str | None], str | None]) -> DictColumn:
+        """The column with ``fn`` applied to its values (values that become equal merge)."""
+        mapped = [fn(v) for v in self.values[:-1]]
+        distinct = sorted({m for m in mapped if m is not None})
+        index = {m: i for i, m in enumerate(distinct)}
+        lut = np.array([index[m] if m is not None else len(distinct) for m in mapped] + [len(distinct)], dtype=np.int64)
+        values = np.empty(len(distinct) + 1, dtype=object)
+        values[:-1] = distinct
+        return DictColumn(lut[self.codes], values)
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.codes != self.values.size - 1
