@@ -23,7 +23,7 @@ def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[list[Any], np.ndarray]:
     if not pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_encode()
     values = arr.dictionary.to_pylist()
-    return values, pc.fill_null(arr.indices, len(values)).to_numpy().astype(np.int64, copy=False)
+    return values, pc.fill_null(arr.indices, len(values)).to_numpy()  # the indices' own int type: no copy
 
 
 def per_value(col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], Any], *, null: Any = None,
@@ -54,7 +54,7 @@ class DictColumn:
         distinct, codes = _codes(col)
         values = np.empty(len(distinct) + 1, dtype=object)
         values[:-1] = distinct
-        return cls(codes, values)
+        return cls(codes.astype(np.int64), values)
 
     def rows(self, sel: np.ndarray | None = None) -> np.ndarray:
         """Object array of the values per row (None where null)."""
