@@ -84,8 +84,13 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     if not (n and gb and seq):
         return None
     prec = "fp8" if re.search(r"fp8|float8", r["precision"], re.I) else ("fp16" if "fp16" in r["precision"] else "bf16")
-    # SC21 (2021) predates FlashAttention: Megatron materialized the attention scores
-    job = Job(m, hardware(hw), n, 8, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"])
+    # SC21 (2021) predates FlashAttention: Megatron materialized the attention scores.
+    # TPU multislice rows: FSDP within each slice (ICI), data parallel across slices (DCN)
+    dev = hardware(hw)
+    ms = re.search(r"fsdp(\d+) within slice x DCN DP (\d+) slice", r["zero_or_fsdp"])
+    slices = int(ms.group(2)) if ms else 1
+    per_node = n // slices if ms else (dev.node_devices or 8)
+    job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"])
     # TP communication overlapped with GEMMs where the row says so (Megatron --tp-comm-overlap,
     # torchtitan "AsyncTP"/"async TP", nanotron "async TP comm"); "vanilla TP" rows are not
     notes = r["notes"]
@@ -110,8 +115,9 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
                 return job, {k: int(v[int(ok[0])]) for k, v in plan.items()}
         except ConfigError:
             pass
+    hsdp = int(ms.group(1)) if ms and slices > 1 and zero == 3 else 0
     strat = {"tp": tp, "pp": pp, "vpp": int(_num(r["vpp"], 1) or 1), "dp": dp, "cp": cp, "ep": int(_num(r["ep"], 1) or 1),
-             "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci, "tp_overlap": tp_overlap}
+             "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci, "tp_overlap": tp_overlap, "hsdp": hsdp}
     return job, strat
 
 

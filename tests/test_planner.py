@@ -546,3 +546,23 @@ def test_tp_stays_in_a_node_unless_allowed() -> None:
     assert wide["tp"].max() == 16
     r = evaluate(job, {k: v[wide["tp"] == 16][:1] for k, v in wide.items()})
     assert r["tp_s"][0] > evaluate(job, parse_strategy("tp=8,dp=2"))["tp_s"][0]  # inter-node link
+
+
+def test_tpu_slices_share_ici_and_talk_over_dcn(capsys: pytest.CaptureFixture[str]) -> None:
+    """TPU v5e (catalog: 256-chip ICI slice at 200 GB/s, DCN 6.4 Tbps per pod = 3.125 GB/s per
+    chip): plans default to one slice per 'node', so FSDP inside a slice prices ICI and the
+    cross-slice replicas of HSDP price DCN."""
+    hw = hardware("tpu-v5e")
+    assert (hw.node_devices, hw.intra_node_gbps, hw.inter_node_gbps) == (256, 200, 3.125)
+    args = ["plan", "--model", "llama3-8b", "--hardware", "tpu-v5e", "--devices", "512", "--global-batch", "512", "--seq-len", "2048",
+            "--evaluate", "dp=512,zero=3,hsdp=256", "--json"]
+    assert main(args) == 0
+    rec = json.loads(capsys.readouterr().out)
+    job = Job(model("llama3-8b"), hw, 512, 256, 512, 2048)
+    assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("dp=512,zero=3,hsdp=256"))["step_s"][0])
+    dense, _, emb = params(job.model)
+    p_dev = 32 * dense + emb
+    raw = 255 / 256 * (2 + 2 + 4) * p_dev / 200e9 + 2 * 255 * 10e-6 + 2 * 1 / 2 * 4 * p_dev / 256 / 3.125e9 + 2 * 1 * 20e-6
+    r = evaluate(job, parse_strategy("dp=512,zero=3,hsdp=256"))
+    assert r["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r["compute_s"][0]))
+    assert hardware("h100").node_devices is None  # GPUs: 8 per node unless told

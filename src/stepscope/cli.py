@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
                     "(tcp://host:8786) or scheduler file; trace paths may be fsspec URLs (s3://...) the workers can read")
     cl.add_argument("--critical-path-trace", metavar="OUT.json", help="write a Perfetto/Chrome trace with the collectives of every "
                     "rank and the cross-rank critical path marked")
-    cl.add_argument("--gpus-per-node", type=int, default=8, metavar="N", help="ranks per node, for intra- vs inter-node links (default 8)")
+    cl.add_argument("--gpus-per-node", type=int, metavar="N", help="ranks per node, for intra- vs inter-node links (default: the device's catalog figure, 8 for GPUs, the ICI slice for TPUs)")
     a.add_argument("--hlo", nargs="+", metavar="HLO.txt", default=(), help="JAX/XLA: HLO text of the profiled program(s) "
                    "(compiled.as_text() or an XLA dump), joined to the profiled ops by name for name scopes, FLOPs and bytes")
 
@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--global-batch", type=int, help="sequences per step")
     pl.add_argument("--global-batch-tokens", type=int, metavar="T", help="or the batch in tokens per step (a multiple of --seq-len)")
     pl.add_argument("--seq-len", type=int, help="tokens per sequence")
-    pl.add_argument("--devices-per-node", type=int, default=8)
+    pl.add_argument("--devices-per-node", type=int, help="devices sharing the intra-node link (default: the catalog's, 8 for GPUs, the ICI slice for TPUs)")
     pl.add_argument("--precision", default="bf16", help="bf16, fp16 or fp8 (fp8 GEMMs, the rest bf16)")
     pl.add_argument("--reserve-gb", type=float, default=3.0, help="framework reserve per device: CUDA context, allocator slack (default 3)")
     pl.add_argument("--grad-dtype", choices=("fp32", "bf16"), default="fp32",

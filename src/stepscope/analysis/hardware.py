@@ -43,6 +43,8 @@ class Hardware:
     intra_node_gbps: float | None = None
     inter_node_gbps: float | None = None
     host_gbps: float | None = None  # device <-> host memory, one direction (activation offload)
+    # devices that share the intra-node link (TPU: the largest ICI slice; DCN beyond); None = 8
+    node_devices: int | None = None
     # measured "maximum achievable matmul FLOPS" / peak by dtype (best GEMM shape); empty = unmeasured
     matmul_eff: dict[str, float] = field(default_factory=dict)
     cores: int = 1
@@ -79,6 +81,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     intra_node_gbps=d.get("intra_node_gbps"),
                     inter_node_gbps=d.get("inter_node_gbps"),
                     host_gbps=d.get("host_gbps"),
+                    node_devices=int(d["node_devices"]) if d.get("node_devices") else None,
                     matmul_eff={str(k): float(v) for k, v in dict(d.get("matmul_eff") or {}).items()},
                     cores=int(d.get("cores", 1)),
                     source=str(d.get("source", "")),
@@ -118,6 +121,7 @@ def _with_per_core(devices: list[Hardware]) -> list[Hardware]:
                     hbm_gbps=hw.hbm_gbps / hw.cores,
                     intra_node_gbps=hw.intra_node_gbps,
                     inter_node_gbps=hw.inter_node_gbps,
+                    node_devices=hw.node_devices * hw.cores if hw.node_devices else None,
                     matmul_eff=hw.matmul_eff,
                     cores=1,
                     source=hw.source + f" (per TensorCore: chip / {hw.cores})",

@@ -56,7 +56,7 @@ class AnalyzeConfig:
     hlo_files: tuple[str, ...] = ()  # HLO text joined to XLA ops by name (name stacks, FLOPs, bytes)
     straggler_threshold: float = 3.0  # robust z-score over which a rank is called a straggler
     split_devices: bool = True  # a JAX/XLA host file with several devices gives one rank per device
-    gpus_per_node: int = 8  # ranks per node, for intra- vs inter-node links in the cluster view
+    gpus_per_node: int | None = None  # ranks per node in the cluster view; None: the device's, else 8
 
     def __post_init__(self) -> None:
         if self.model_flops_per_step is not None and self.model_flops_per_step <= 0:
@@ -69,7 +69,7 @@ class AnalyzeConfig:
             raise ConfigError("short kernel threshold must be >= 0")
         if not self.straggler_threshold > 0:
             raise ConfigError("straggler threshold must be > 0", fix="e.g. --straggler-z 3")
-        if self.gpus_per_node < 1:
+        if self.gpus_per_node is not None and self.gpus_per_node < 1:
             raise ConfigError("gpus per node must be >= 1", fix="e.g. --gpus-per-node 8")
 
 
@@ -268,14 +268,16 @@ def analyze_files(
 def _cluster(ranks: tuple[RankAnalysis, ...], cfg: AnalyzeConfig) -> object | None:
     """The cross-rank view (2+ ranks), with link peaks of the ranks' device when it is known."""
     intra = inter = None
+    per_node = cfg.gpus_per_node
     name = next((r.roofline.hardware.name for r in ranks if r.roofline and r.roofline.hardware), None)
     if name:
         try:
             hw = hardware.by_name(name, cfg.hardware_file)
             intra, inter = hw.intra_node_gbps, hw.inter_node_gbps
+            per_node = per_node or hw.node_devices
         except ConfigError:
             pass
-    return cluster.build(ranks, threshold=cfg.straggler_threshold, gpus_per_node=cfg.gpus_per_node, peak_intra_gbps=intra, peak_inter_gbps=inter)
+    return cluster.build(ranks, threshold=cfg.straggler_threshold, gpus_per_node=per_node or 8, peak_intra_gbps=intra, peak_inter_gbps=inter)
 
 
 def _roofline(

@@ -29,11 +29,12 @@ def _job(d: dict[str, Any]) -> Job:
     grad = str(d.get("grad_dtype") or "fp32")
     if grad not in ("fp32", "bf16"):
         raise ConfigError(f"grad_dtype must be fp32 or bf16, not {grad!r}", fix="e.g. --grad-dtype bf16")
+    hw = hardware(str(d["hardware"]))
     return Job(
         model=model(str(d["model"])),
-        hw=hardware(str(d["hardware"])),
+        hw=hw,
         devices=int(d["devices"]),
-        devices_per_node=int(d.get("devices_per_node") or 8),
+        devices_per_node=int(d.get("devices_per_node") or hw.node_devices or 8),
         global_batch=int(d["global_batch"]),
         seq_len=int(d["seq_len"]),
         precision=prec,
