@@ -566,3 +566,20 @@ def test_tpu_slices_share_ici_and_talk_over_dcn(capsys: pytest.CaptureFixture[st
     r = evaluate(job, parse_strategy("dp=512,zero=3,hsdp=256"))
     assert r["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r["compute_s"][0]))
     assert hardware("h100").node_devices is None  # GPUs: 8 per node unless told
+
+
+def test_uneven_pipeline_stages_by_hand() -> None:
+    """8 layers on 3 stages: the most loaded stage holds ceil(8/3) = 3 layers; it sets the memory
+    peak and paces the pipeline (its layers take 3 / (8/3) = 1.125 x the even share)."""
+    job = _job(devices=6, batch=12)
+    s = space(job)
+    assert 3 in set(s["pp"].tolist()) and 6 in set(s["pp"].tolist())  # divisors, not only powers of two
+    assert not np.any((s["pp"] == 3) & (s["vpp"] > 1))  # interleaving needs even stages
+    r = evaluate(job, parse_strategy("pp=3,dp=2"))
+    dense, _, emb = params(job.model)
+    assert r["weights_gb"][0] == pytest.approx(2 * (3 * dense + emb) / 1e9)
+    even = evaluate(dataclasses.replace(job, model=dataclasses.replace(job.model, n_layers=9)), parse_strategy("pp=3,dp=2"))
+    assert even["weights_gb"][0] == pytest.approx(r["weights_gb"][0])  # 9 layers: the same 3 per stage
+    # the pipeline goes at its slowest stage: 8 layers on 3 stages take as long as 9
+    assert r["step_s"][0] == pytest.approx(even["step_s"][0])
+    assert r["compute_s"][0] == pytest.approx(even["compute_s"][0])

@@ -5,7 +5,8 @@ arithmetic is elementwise, so a million configurations cost a few numpy passes. 
 (``etp``, ``hsdp``, ``sched``, ``offload``, ``tp_overlap``) default to "off" when absent.
 
 Memory per device (bytes), for the pipeline stage that holds the most:
-- parameters ``P_dev = layers/pp * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or head);
+- parameters ``P_dev = ceil(layers/pp) * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or
+  head) on the most loaded stage (stages may be uneven; that stage also sets the pipeline's pace);
   expert-TP ``etp`` shards each expert's weights (default: etp = tp);
 - weights 2 B/param (bf16), gradients ``grad_bytes`` (default 4: fp32 accumulation and reduction,
   the default of Megatron with bf16, torchtitan's FSDP2 and nanotron), optimizer 12 B/param (fp32
@@ -226,7 +227,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     offload = _opt(s, "offload", tp) > 0
     L, h, seq = float(m.n_layers), float(m.d_model), float(job.seq_len)
     dense, experts, emb = params(m)
-    p_dev = (L / pp) * (dense / tp + experts / (ep * etp)) + emb / tp
+    # uneven stages: the most loaded stage has ceil(L/pp) layers; it sets the memory peak and the
+    # pipeline's pace (its layers' compute and communication are x `uneven` the even share)
+    stage_L = np.ceil(L / pp)
+    uneven = stage_L / (L / pp)
+    p_dev = stage_L * (dense / tp + experts / (ep * etp)) + emb / tp
     w_b = 2 * p_dev / np.where(zero >= 3, shard, 1)
     g_b = job.grad_bytes * p_dev / np.where(zero >= 2, shard, 1)
     o_b = 12 * p_dev / np.where(zero >= 1, shard, 1)
@@ -240,12 +245,12 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
     work_layer = seq * mb * h * (_ACT_C[0] - _ACT_C[rc]) / (tp * cp)
-    act_stage = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp) * inflight) + work_layer
+    act_stage = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L * inflight) + work_layer
     # the output layer: bf16 logits kept for backward plus their fp32 copy for the loss,
     # s*b*V*(2+4)/(tp*cp) bytes on the last stage (vocab-parallel under TP), which holds one
     # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
     logits = seq * mb * m.vocab * 6.0 / (tp * cp)
-    act_last = np.where(offload, act_layer * np.minimum(2.0, L / pp), act_layer * (L / pp)) + work_layer + logits
+    act_last = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L) + work_layer + logits
     act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
     buf_b = np.full(tp.shape, 1e9)
     reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
@@ -304,7 +309,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # runs at the pace of its slowest stage
     out_s = (logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok)) * prec_factor / gemm_eff / peak + loss_bytes / hw.hbm_bytes_per_s) / job.devices
     layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - (out_s - loss_bytes / hw.hbm_bytes_per_s / job.devices)
-    compute_s = layers_s * _RECOMPUTE_FACTOR[rc] + out_s * pp
+    compute_s = layers_s * _RECOMPUTE_FACTOR[rc] * uneven + out_s * pp
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
 
@@ -329,7 +334,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # recomputing the forward replays its collectives: forward traffic is half of fwd + bwd, and a
     # policy recomputes 3 x (factor - 1) of the forward (full: all of it, x 1.5 in total)
     replay = 1.0 + 1.5 * (_RECOMPUTE_FACTOR[rc] - 1.0)
-    tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * replay
+    tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * replay * uneven
     # TP/compute overlap (collective matmul): all but one of tp chunks hide behind GEMMs
     tp_hidden = np.where(_opt(s, "tp_overlap", tp) > 0, np.minimum(_ring(tp) * tp_s, compute_s), 0.0)
     tp_s = tp_s - tp_hidden
@@ -345,9 +350,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     )
     dp_s = np.maximum(dp_raw - job.dp_overlap * np.minimum(dp_raw, compute_s), 0.0)
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
-    ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro * replay
+    ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
-    cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay
+    cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
     tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
     per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * _BUBBLE_FACTOR[sched], 0.0)
@@ -359,7 +364,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     hop = p2p_msg / link(pp_span) + np.where(pp_span <= node, 10e-6, 20e-6)
     pp_p2p_s = np.where(pp > 1, 2 * ((pp - 1) + n_micro * (1 - PP_P2P_HIDDEN)) * hop, 0.0) * job.comm_scale
     host = (hw.host_gbps or HOST_GBPS) * 1e9
-    offload_raw = 2 * act_layer * (L / pp) * n_micro / host
+    offload_raw = 2 * act_layer * stage_L * n_micro / host
     offload_s = np.where(offload, np.maximum(offload_raw - OFFLOAD_HIDDEN * np.minimum(offload_raw, compute_s), 0.0), 0.0)
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
     step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s

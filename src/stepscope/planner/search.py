@@ -56,8 +56,8 @@ def _pow2_upto(n: int) -> list[int]:
 
 
 def space(job: Job, tp_overlap: bool = False, tp_across_nodes: bool = False) -> dict[str, np.ndarray]:
-    """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node;
-    layers % (pp*vpp) == 0; dp = devices/(tp*pp*cp) integer; ep | experts and ep | dp;
+    """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node; pp <=
+    layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; dp = devices/(tp*pp*cp) integer; ep | experts and ep | dp;
     expert-TP etp in {1, tp} (MoE only); global batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and
     micro-batches % pp == 0; zero-bubble schedules only with pp > 1, ZB-V only with vpp = 2;
     seq % cp == 0; ZeRO > 0 only with dp > 1; HSDP shard groups (powers of 2 < dp) only with ZeRO-3;
@@ -66,8 +66,10 @@ def space(job: Job, tp_overlap: bool = False, tp_across_nodes: bool = False) -> 
     of TP to one node."""
     m = job.model
     tp_max = job.devices if tp_across_nodes else min(job.devices_per_node, job.devices)
-    tps = [t for t in _pow2_upto(tp_max) if m.n_heads % t == 0]
-    pps = [p for p in _pow2_upto(min(job.devices, m.n_layers)) if m.n_layers % p == 0]
+    # any divisor, not only powers of two (TP 12, PP 6 or 35 are real configurations); pipeline
+    # stages may be uneven (the cost model paces the pipeline by the most loaded stage)
+    tps = [t for t in _divisors(m.n_heads) if t <= tp_max and job.devices % t == 0]
+    pps = [p for p in _divisors(job.devices) if p <= m.n_layers]
     cps = [c for c in (1, 2, 4, 8) if job.seq_len % c == 0 and c <= job.devices]
     eps = [e for e in _pow2_upto(max(m.n_experts, 1)) if (m.n_experts % e == 0 if m.n_experts else e == 1)]
     # the product is built one field at a time and filtered as soon as a constraint can be checked,
@@ -79,7 +81,7 @@ def space(job: Job, tp_overlap: bool = False, tp_across_nodes: bool = False) -> 
     g = _keep(g, job.devices % model_par == 0)
     g["dp"] = job.devices // (g["tp"] * g["pp"] * g["cp"])
     g = _cross(g, "vpp", [1, 2, 4])
-    g = _keep(g, m.n_layers % (g["pp"] * g["vpp"]) == 0)
+    g = _keep(g, (g["vpp"] == 1) | (m.n_layers % (g["pp"] * g["vpp"]) == 0))
     g = _cross(g, "ep", eps)
     g = _keep(g, (g["dp"] % g["ep"] == 0) & (g["ep"] <= g["dp"]))
     g = _cross(g, "etp", [0, 1] if m.n_experts else [0])  # 0 = same as tp
@@ -98,6 +100,10 @@ def space(job: Job, tp_overlap: bool = False, tp_across_nodes: bool = False) -> 
     g = _cross(g, "offload", [0, 1])
     g["tp_overlap"] = np.full(g["tp"].shape, int(tp_overlap), dtype=np.int64)
     return {k: g[k] for k in FIELDS}
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def _cross(g: dict[str, np.ndarray], key: str, values: list[int]) -> dict[str, np.ndarray]:
