@@ -116,8 +116,10 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
         except ConfigError:
             pass
     hsdp = int(ms.group(1)) if ms and slices > 1 and zero == 3 else 0
+    # torchtitan's default FSDP policy does not reshard after forward under pipeline parallelism
+    keep = int("torchtitan" in r["source"] and zero == 3 and pp > 1)
     strat = {"tp": tp, "pp": pp, "vpp": int(_num(r["vpp"], 1) or 1), "dp": dp, "cp": cp, "ep": int(_num(r["ep"], 1) or 1),
-             "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci, "tp_overlap": tp_overlap, "hsdp": hsdp}
+             "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci, "tp_overlap": tp_overlap, "hsdp": hsdp, "keep_params": keep}
     return job, strat
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from stepscope.analysis.model_flops import from_config_dict
 from stepscope.cli import main
+from stepscope.errors import ConfigError
 from stepscope.planner.cost import Job, evaluate, gemm_shape, params
 from stepscope.planner.search import hardware, model, parse_strategy, space
 
@@ -583,3 +584,23 @@ def test_uneven_pipeline_stages_by_hand() -> None:
     # the pipeline goes at its slowest stage: 8 layers on 3 stages take as long as 9
     assert r["step_s"][0] == pytest.approx(even["step_s"][0])
     assert r["compute_s"][0] == pytest.approx(even["compute_s"][0])
+
+
+def test_fsdp_keeping_gathered_weights_trades_memory_for_one_all_gather() -> None:
+    job = _job(devices=16, batch=32)
+    dense, _, emb = params(job.model)
+    p_dev = 8 * dense + emb
+    base = evaluate(job, parse_strategy("dp=16,zero=3"))
+    kept = evaluate(job, parse_strategy("dp=16,zero=3,reshard_after_forward=false"))
+    assert parse_strategy("dp=16,zero=3,keep_params=1")["keep_params"][0] == 1
+    assert kept["weights_gb"][0] == pytest.approx(2 * p_dev / 1e9)  # gathered bf16 weights stay
+    assert base["weights_gb"][0] == pytest.approx(2 * p_dev / 16 / 1e9)
+    hw = job.hw
+    raw_base = 15 / 16 * (2 + 2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 2 * 15 * 20e-6
+    raw_kept = 15 / 16 * (2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 2 * 15 * 20e-6  # one all-gather
+    for raw, r in ((raw_base, base), (raw_kept, kept)):
+        assert r["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r["compute_s"][0]))
+    with pytest.raises(ConfigError):
+        parse_strategy("dp=16,zero=1,keep_params=1")
+    s = space(job)
+    assert np.all((s["keep_params"] == 0) | (s["zero"] == 3)) and np.any(s["keep_params"] == 1)

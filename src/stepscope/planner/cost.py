@@ -2,7 +2,7 @@
 
 Every input strategy field is a numpy array of equal length (one entry per configuration); all
 arithmetic is elementwise, so a million configurations cost a few numpy passes. Optional fields
-(``etp``, ``hsdp``, ``sched``, ``offload``, ``tp_overlap``) default to "off" when absent.
+(``etp``, ``hsdp``, ``sched``, ``offload``, ``tp_overlap``, ``keep_params``) default to "off" when absent.
 
 Memory per device (bytes), for the pipeline stage that holds the most:
 - parameters ``P_dev = ceil(layers/pp) * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or
@@ -63,7 +63,8 @@ Time per step (seconds):
   behind the GEMM on the previous one, so (tp-1)/tp of it is hidden (never more than compute);
 - DP / FSDP (over the dp x cp ranks that share weights, written dp here): gradient all-reduce
   2(dp-1)/dp * gradient bytes (ZeRO-0/1/2), or (dp-1)/dp * (2 all-gathers of the bf16 weights +
-  a reduce-scatter of the gradients) (ZeRO-3); HSDP: the same within the shard group g plus an
+  a reduce-scatter of the gradients) (ZeRO-3; one all-gather with ``keep_params``, whose gathered
+  bf16 weights then stay in memory from forward to backward); HSDP: the same within the shard group g plus an
   all-reduce 2(r-1)/r of the sharded gradients across the r = dp/g replicas. A group's link is
   inter-node when it spans nodes; ``dp_overlap`` (prior 0.7) of it hides behind compute (never more than compute);
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
@@ -232,7 +233,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     stage_L = np.ceil(L / pp)
     uneven = stage_L / (L / pp)
     p_dev = stage_L * (dense / tp + experts / (ep * etp)) + emb / tp
-    w_b = 2 * p_dev / np.where(zero >= 3, shard, 1)
+    # FSDP without resharding after forward (``keep_params``, FSDP2 reshard_after_forward=False,
+    # torchtitan's default under pipeline parallelism): the stage's bf16 weights stay gathered from
+    # forward to backward, which saves the backward all-gather
+    keep = (_opt(s, "keep_params", tp) > 0) & (zero >= 3)
+    w_b = np.where(keep, 2 * p_dev, 2 * p_dev / np.where(zero >= 3, shard, 1))
     g_b = job.grad_bytes * p_dev / np.where(zero >= 2, shard, 1)
     o_b = 12 * p_dev / np.where(zero >= 1, shard, 1)
     # pipeline schedules split a replica's batch into at least pp micro-batches
@@ -343,8 +348,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard
     replicas = dpc / shard
     dp_raw = np.where(
-        zero >= 3,  # 2 all-gathers of the bf16 weights (forward, backward) + a reduce-scatter
-        _ring(shard) * (2 * 2 * p_dev + grad_bytes) / link(span_shard) + 2 * alpha(shard, span_shard)
+        zero >= 3,  # 2 all-gathers of the bf16 weights (forward, backward; 1 if kept) + a reduce-scatter
+        _ring(shard) * (np.where(keep, 1, 2) * 2 * p_dev + grad_bytes) / link(span_shard) + 2 * alpha(shard, span_shard)
         + _ring(replicas, 2) * grad_bytes / shard / link(span_dp) + 2 * alpha(replicas, span_dp),
         _ring(dpc, 2) * grad_bytes / link(span_dp) + 2 * alpha(dpc, span_dp),
     )

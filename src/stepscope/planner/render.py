@@ -44,12 +44,13 @@ def table(recs: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     t = Table(title="Strategies, fastest that fit first")
-    cols = ["TP", "PP", "VPP", "DP", "CP", "EP", "ETP", "ZeRO", "shard", "sched", "MB", "GA", "remat", "offl", "W", "G", "O", "act",
+    cols = ["TP", "PP", "VPP", "DP", "CP", "EP", "ETP", "ZeRO", "shard", "kept W", "sched", "MB", "GA", "remat", "offl", "W", "G", "O", "act",
             "buf+res", "total GB", "compute", "TP s", "EP s", "DP s", "CP s", "PP+bubble", "offl s", "step s", "MFU", "bottleneck"]
     rows = []
     for r in recs:
         s, m, ts = r["strategy"], r["memory_gb"], r["time_s"]
-        rows.append([*(str(s[k]) for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb")),
+        rows.append([*(str(s[k]) for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp")),
+                     "yes" if s["keep_params"] else "", *(str(s[k]) for k in ("sched", "mb")),
                      f"{r['grad_accum']:g}", s["recompute"], "yes" if s["offload"] else "",
                      *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")),
                      f"{m['buffers'] + m['reserve']:.1f}", f"{m['total']:.1f}",
@@ -58,7 +59,7 @@ def table(recs: list[dict[str, Any]]) -> Any:
                      r["bottleneck"] + ("" if r["fits"] else " (OOM)")])
     # columns that say nothing for these rows (off in every one: no CP, no experts, no offload, no
     # HSDP, plain 1F1B) are left out so the rest fits a terminal
-    trivial = {"VPP": "1", "CP": "1", "EP": "1", "ETP": None, "shard": "0", "sched": "1f1b", "offl": "", "EP s": "0.00",
+    trivial = {"VPP": "1", "CP": "1", "EP": "1", "ETP": None, "shard": "0", "kept W": "", "sched": "1f1b", "offl": "", "EP s": "0.00",
                "CP s": "0.00", "offl s": "0.00"}
     keep = [i for i, c in enumerate(cols)
             if c not in trivial or (c == "ETP" and any(row[i] != row[0] for row in rows))

@@ -18,7 +18,7 @@ from ..analysis.model_flops import ModelShape, from_config_dict, from_hf_config
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, Job, evaluate
 
-FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "recompute", "offload", "tp_overlap")
+FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "recompute", "offload", "tp_overlap", "keep_params")
 _ALIASES = {
     "a100": "A100-SXM-80GB", "a100-80gb": "A100-SXM-80GB", "a100-40gb": "A100-SXM-40GB", "h100": "H100-SXM",
     "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h100-96gb": "H100-SXM-96GB-500W", "h200": "H200", "b200": "B200", "gb200": "GB200",
@@ -57,13 +57,14 @@ def _pow2_upto(n: int) -> list[int]:
 
 def space(job: Job, tp_overlap: bool = False, tp_across_nodes: bool = False) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node; pp <=
-    layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; dp = devices/(tp*pp*cp) integer; ep | experts and ep | dp;
-    expert-TP etp in {1, tp} (MoE only); global batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and
-    micro-batches % pp == 0; zero-bubble schedules only with pp > 1, ZB-V only with vpp = 2;
-    seq % cp == 0; ZeRO > 0 only with dp > 1; HSDP shard groups (powers of 2 < dp) only with ZeRO-3;
-    activation offload on or off. ``tp_overlap``: the framework overlaps TP communication with
-    GEMMs (a property of the framework, not searched); ``tp_across_nodes`` lifts the default limit
-    of TP to one node."""
+    layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; dp = devices /
+    (tp*pp*cp) integer; ep | experts and ep | dp; expert-TP etp in {1, tp} (MoE only); global
+    batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
+    schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1;
+    HSDP shard groups (powers of 2 < dp) only with ZeRO-3; activation offload on or off; with
+    ZeRO-3, weights resharded after forward or kept. ``tp_overlap``: the framework overlaps TP
+    communication with GEMMs (a property of the framework, not searched); ``tp_across_nodes``
+    lifts the default limit of TP to one node."""
     m = job.model
     tp_max = job.devices if tp_across_nodes else min(job.devices_per_node, job.devices)
     # any divisor, not only powers of two (TP 12, PP 6 or 35 are real configurations); pipeline
@@ -98,6 +99,8 @@ def space(job: Job, tp_overlap: bool = False, tp_across_nodes: bool = False) -> 
     g = _keep(g, (g["hsdp"] == 0) | ((g["zero"] == 3) & (g["hsdp"] < g["dp"]) & (g["dp"] % np.maximum(g["hsdp"], 1) == 0)))
     g = _cross(g, "recompute", list(range(len(RECOMPUTE))))
     g = _cross(g, "offload", [0, 1])
+    g = _cross(g, "keep_params", [0, 1])
+    g = _keep(g, (g["keep_params"] == 0) | (g["zero"] == 3))
     g["tp_overlap"] = np.full(g["tp"].shape, int(tp_overlap), dtype=np.int64)
     return {k: g[k] for k in FIELDS}
 
@@ -122,17 +125,19 @@ def _keep(g: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, np.ndarray]:
 
 def parse_strategy(text: str) -> dict[str, np.ndarray]:
     """``"tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"`` -> one-element arrays. Missing keys: 1,
-    recompute none, zero 0, etp = tp, hsdp off (0), sched 1f1b, offload 0, tp_overlap 0. ``sched``
-    takes a name (1f1b, zb-h1, zb-v); ``offload`` and ``tp_overlap`` 0/1 or true/false."""
+    recompute none, zero 0, etp = tp, hsdp off (0), sched 1f1b, offload 0, tp_overlap 0,
+    keep_params 0 (``reshard_after_forward=false`` is the same as keep_params=1). ``sched`` takes a
+    name (1f1b, zb-h1, zb-v); ``offload``, ``tp_overlap``, ``keep_params`` 0/1 or true/false."""
     vals: dict[str, Any] = {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
-                            "sched": 0, "mb": 1, "recompute": 0, "offload": 0, "tp_overlap": 0}
+                            "sched": 0, "mb": 1, "recompute": 0, "offload": 0, "tp_overlap": 0, "keep_params": 0}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
             raise ConfigError(f"bad strategy item {part!r}", fix="use key=value pairs, e.g. tp=8,pp=2,dp=4")
         k, v = (x.strip().lower() for x in part.split("=", 1))
         k = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "remat": "recompute", "schedule": "sched",
-             "expert_tp": "etp", "shard_group": "hsdp", "async_tp": "tp_overlap", "tp_comm_overlap": "tp_overlap"}.get(k, k)
-        if k not in vals:
+             "expert_tp": "etp", "shard_group": "hsdp", "async_tp": "tp_overlap", "tp_comm_overlap": "tp_overlap",
+             "reshard_after_forward": "reshard"}.get(k, k)
+        if k not in vals and k != "reshard":
             raise ConfigError(f"unknown strategy key {k!r}", fix=f"keys: {', '.join(FIELDS)}")
         if k == "recompute":
             if v not in RECOMPUTE:
@@ -143,7 +148,9 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
             if v not in SCHEDULES:
                 raise ConfigError(f"sched must be one of {SCHEDULES}", fix="e.g. sched=zb-h1")
             vals[k] = SCHEDULES.index(v)
-        elif k in ("offload", "tp_overlap") and v in ("true", "false", "yes", "no", "on", "off"):
+        elif k == "reshard":  # FSDP2's name, the opposite of keep_params
+            vals["keep_params"] = int(v in ("0", "false", "no", "off"))
+        elif k in ("offload", "tp_overlap", "keep_params") and v in ("true", "false", "yes", "no", "on", "off"):
             vals[k] = int(v in ("true", "yes", "on"))
         else:
             try:
@@ -152,6 +159,8 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
                 raise ConfigError(f"strategy value {part!r} is not an integer", fix="e.g. tp=8") from None
     if vals["sched"] == 2 and vals["vpp"] != 2:
         raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
+    if vals["keep_params"] and vals["zero"] != 3:
+        raise ConfigError("keeping gathered weights (reshard_after_forward=false) applies to ZeRO-3 / FSDP", fix="add zero=3")
     if vals["hsdp"] and vals["zero"] != 3:
         raise ConfigError("hsdp (shard group size) applies to ZeRO-3 / FSDP", fix="add zero=3")
     return {k: np.array([v]) for k, v in vals.items()}
