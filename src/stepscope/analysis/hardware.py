@@ -154,15 +154,14 @@ def detect(device_name: str | None, user_file: str | None = None) -> Hardware | 
 #: (computeMajor, computeMinor, numSms) -> catalog name, for traces whose device name is empty
 _BY_PROPERTIES: dict[tuple[int, int, int], str] = {
     (9, 0, 132): "H100-SXM",
-    (9, 5, 256): "MI355X",  # gfx950, 256 CUs (as the ROCm XLA backend reports it)
+    # ROCm reports gfx9xx as major 9 / minor x and CUs as SMs (e.g. vLLM traces with an empty name)
+    (9, 5, 256): "MI355X",  # gfx950, 256 CUs
     (9, 4, 304): "MI300X",  # gfx942, 304 CUs
     (9, 0, 114): "H100-PCIe",
     (10, 0, 148): "B200",
     (8, 0, 108): "A100-SXM-40GB",
     (7, 0, 80): "V100-SXM2",
     (8, 9, 142): "L40S",
-    (9, 4, 304): "MI300X",  # ROCm reports gfx942 as 9.4 and CUs as SMs (e.g. vLLM traces with an empty name)
-    (9, 5, 256): "MI355X",
     (9, 0, 110): "MI250X",
 }
 
