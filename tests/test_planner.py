@@ -604,3 +604,18 @@ def test_fsdp_keeping_gathered_weights_trades_memory_for_one_all_gather() -> Non
         parse_strategy("dp=16,zero=1,keep_params=1")
     s = space(job)
     assert np.all((s["keep_params"] == 0) | (s["zero"] == 3)) and np.any(s["keep_params"] == 1)
+
+
+def test_batch_records_carry_the_framework_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = {"model": "llama3-8b", "hardware": "a100", "devices": 8, "seq_len": 2048, "strategy": "dp=8,zero=1"}
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("\n".join(json.dumps(r) for r in (
+        {**base, "global_batch": 16},
+        {**base, "global_batch_tokens": 16 * 2048, "flash_attention": False, "grad_dtype": "bf16", "reserve_gb": 6},
+        {**base, "global_batch": 16, "grad_dtype": "fp64"},
+    )) + "\n")
+    assert main(["plan", "--batch", str(batch)]) == 0
+    ref, other, bad = (json.loads(x) for x in capsys.readouterr().out.splitlines())
+    assert other["step_time_s"] > ref["step_time_s"]  # materialized attention scores cost time
+    assert other["memory_gb"]["grads"] == pytest.approx(ref["memory_gb"]["grads"] / 2) and other["memory_gb"]["reserve"] == 6
+    assert "grad_dtype" in bad["error"]
