@@ -619,3 +619,16 @@ def test_batch_records_carry_the_framework_options(tmp_path: Path, capsys: pytes
     assert other["step_time_s"] > ref["step_time_s"]  # materialized attention scores cost time
     assert other["memory_gb"]["grads"] == pytest.approx(ref["memory_gb"]["grads"] / 2) and other["memory_gb"]["reserve"] == 6
     assert "grad_dtype" in bad["error"]
+
+
+def test_ep_overlap_hides_the_all_to_all_behind_another_micro_batch() -> None:
+    m = model("mixtral-8x7b")
+    job = Job(m, hardware("h100"), 16, 8, 64, 4096)
+    off = evaluate(job, parse_strategy("dp=16,ep=8,zero=1,mb=1"))  # 4 micro-batches per replica
+    on = evaluate(job, parse_strategy("dp=16,ep=8,zero=1,mb=1,ep_overlap=1"))
+    assert off["ep_s"][0] > 0
+    assert on["ep_s"][0] == pytest.approx(max(off["ep_s"][0] - off["compute_s"][0], 0.0))
+    one = Job(m, hardware("h100"), 16, 8, 16, 4096)  # a single micro-batch: nothing to overlap with
+    assert evaluate(one, parse_strategy("dp=16,ep=8,zero=1,mb=1,ep_overlap=1"))["ep_s"][0] == pytest.approx(
+        evaluate(one, parse_strategy("dp=16,ep=8,zero=1,mb=1"))["ep_s"][0])
+    assert np.all(space(job, ep_overlap=True)["ep_overlap"] == 1)

@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",
                     help="attention materializes the scores (no FlashAttention-style kernels)")
     pl.add_argument("--tp-across-nodes", action="store_true", help="let the search put a TP group across nodes (default: TP within a node)")
+    pl.add_argument("--ep-overlap", action="store_true",
+                    help="the framework overlaps the MoE all-to-all with another micro-batch (DualPipe-style, Megatron EP overlap)")
     pl.add_argument("--tp-overlap", action="store_true",
                     help="the framework overlaps TP communication with GEMMs (Megatron --tp-comm-overlap, async TP)")
     pl.add_argument("--json", action="store_true", help="print JSON instead of the table")

@@ -73,9 +73,10 @@ def run(ns: argparse.Namespace) -> int:
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype")}
                | {"flash_attention": getattr(ns, "flash_attention", True)})
     job, calib = _calibrated(job, ns)
-    if getattr(ns, "tp_overlap", False):  # a framework property: applies to every strategy given
-        ns.evaluate = ns.evaluate and ns.evaluate + ",tp_overlap=1"
-        ns.baseline = ns.baseline and ns.baseline + ",tp_overlap=1"
+    for flag in ("tp_overlap", "ep_overlap"):  # framework properties: apply to every strategy given
+        if getattr(ns, flag, False):
+            ns.evaluate = ns.evaluate and ns.evaluate + f",{flag}=1"
+            ns.baseline = ns.baseline and ns.baseline + f",{flag}=1"
     if ns.evaluate:
         rec = _one(job, ns.evaluate)
         measured = ns.measured_step_s or calib.get("trace_step_time_s")
@@ -101,7 +102,8 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     if calib and not ns.json:
         print(f"calibration: {json.dumps(calib)}", file=sys.stderr)
-    plan = search(job, ns.top, tp_overlap=bool(getattr(ns, "tp_overlap", False)), tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)))
+    plan = search(job, ns.top, tp_overlap=bool(getattr(ns, "tp_overlap", False)), tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)),
+                  ep_overlap=bool(getattr(ns, "ep_overlap", False)))
     recs = records(plan.strategies, plan.results)
     if ns.html:
         from .html import render

@@ -2,7 +2,8 @@
 
 Every input strategy field is a numpy array of equal length (one entry per configuration); all
 arithmetic is elementwise, so a million configurations cost a few numpy passes. Optional fields
-(``etp``, ``hsdp``, ``sched``, ``offload``, ``tp_overlap``, ``keep_params``) default to "off" when absent.
+(``etp``, ``hsdp``, ``sched``, ``offload``, ``tp_overlap``, ``ep_overlap``, ``keep_params``) default to "off"
+when absent.
 
 Memory per device (bytes), for the pipeline stage that holds the most:
 - parameters ``P_dev = ceil(layers/pp) * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or
@@ -70,7 +71,9 @@ Time per step (seconds):
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
   1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5);
 - EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer,
-  on the link of the ep*etp group;
+  on the link of the ep*etp group; exposed unless the framework overlaps it (``ep_overlap`` = 1:
+  DualPipe-style schedules, Megatron's EP-communication overlap), which hides it behind another
+  micro-batch's compute, up to the compute time, with 2+ micro-batches;
 - CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes, 50% hidden;
 - PP p2p: ``s*b*h*2/(tp*cp)`` bytes per hop, each way; the 2(pp-1) fill/drain hops are exposed and
   20% of the 2m steady-state hops (prior ``PP_P2P_HIDDEN`` = 0.8), on the link of tp*pp ranks;
@@ -356,6 +359,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     dp_s = np.maximum(dp_raw - job.dp_overlap * np.minimum(dp_raw, compute_s), 0.0)
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
     ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
+    # EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
+    # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
+    ep_on = (_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)
+    ep_s = ep_s - np.where(ep_on, np.minimum(ep_s, compute_s), 0.0)
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
     cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
     tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
