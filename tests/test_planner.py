@@ -476,7 +476,12 @@ def test_plan_inputs_batch_in_tokens_reserve_and_gradient_dtype(capsys: pytest.C
     assert rec["memory_gb"]["grads"] == pytest.approx(ref["memory_gb"]["grads"] / 2)  # 2 B instead of 4
     assert main(base + ["--global-batch-tokens", "1000"]) == 2  # not whole sequences
     assert main(base + ["--global-batch", "16", "--precision", "fp4"]) == 2
-    capsys.readouterr()
+    assert main(base + ["--global-batch", "16", "--global-batch-tokens", str(16 * 4096)]) == 2  # one or the other
+    for bad in (["--global-batch", "0"], ["--global-batch", "16", "--reserve-gb", "-1"]):
+        assert main(base + bad) == 2
+    assert main([*base[:6], "0", *base[7:], "--global-batch", "16"]) == 2  # --devices 0
+    err = capsys.readouterr().err
+    assert "devices must be >= 1" in err and "Traceback" not in err
 
 
 def test_evaluation_in_blocks_equals_one_pass() -> None:

@@ -15,6 +15,8 @@ from .search import hardware, model, parse_strategy, search
 
 
 def _job(d: dict[str, Any]) -> Job:
+    if d.get("global_batch") not in (None, "") and d.get("global_batch_tokens") not in (None, ""):
+        raise ConfigError("give the batch in sequences or in tokens, not both", fix="drop --global-batch or --global-batch-tokens")
     if d.get("global_batch") in (None, "") and d.get("global_batch_tokens") not in (None, "") and d.get("seq_len") not in (None, ""):
         tokens, seq = int(d["global_batch_tokens"]), int(d["seq_len"])
         if tokens % seq:

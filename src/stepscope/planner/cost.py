@@ -94,6 +94,7 @@ import numpy as np
 
 from ..analysis.hardware import Hardware
 from ..analysis.model_flops import ModelShape
+from ..errors import ConfigError
 
 # Recompute policies: activation bytes per layer = c * s*b*h/(tp*cp), compute x factor.
 # none/selective/full follow Korthikanti et al.; the named policies are priors from which tensors
@@ -141,6 +142,16 @@ class Job:
     attn_scale: float | np.ndarray = 1.0
     comm_scale: float | np.ndarray = 1.0  # multiplies every communication time
     dp_overlap: float | np.ndarray = DP_OVERLAP
+
+    def __post_init__(self) -> None:
+        for name in ("devices", "devices_per_node", "global_batch", "seq_len"):
+            if int(getattr(self, name)) < 1:
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(f"{name.replace('_', ' ')} must be >= 1, not {getattr(self, name)}", fix=f"pass a positive {flag}")
+        if self.reserve_gb < 0:
+            raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
+        if self.grad_bytes not in (2, 4):
+            raise ConfigError(f"gradient bytes must be 2 or 4, not {self.grad_bytes}", fix="--grad-dtype bf16 or fp32")
 
 
 def params(m: ModelShape) -> tuple[float, float, float]:
