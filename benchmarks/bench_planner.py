@@ -118,7 +118,11 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     hsdp = int(ms.group(1)) if ms and slices > 1 and zero == 3 else 0
     # torchtitan's default FSDP policy does not reshard after forward under pipeline parallelism
     keep = int("torchtitan" in r["source"] and zero == 3 and pp > 1)
-    strat = {"tp": tp, "pp": pp, "vpp": int(_num(r["vpp"], 1) or 1), "dp": dp, "cp": cp, "ep": int(_num(r["ep"], 1) or 1),
+    # "Interleaved 1F1B" in the notes means 2+ model chunks per stage even when no vpp is given
+    vpp = int(_num(r["vpp"], 1) or 1)
+    if vpp == 1 and pp > 1 and re.search(r"interleaved", notes, re.IGNORECASE):
+        vpp = 2
+    strat = {"tp": tp, "pp": pp, "vpp": vpp, "dp": dp, "cp": cp, "ep": int(_num(r["ep"], 1) or 1),
              "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci, "tp_overlap": tp_overlap, "hsdp": hsdp, "keep_params": keep}
     return job, strat
 
