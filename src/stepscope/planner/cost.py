@@ -88,7 +88,8 @@ Each link has a latency (alpha) of 10 us per collective step on intra-node, 20 u
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -179,6 +180,12 @@ def _ring(n: np.ndarray, factor: float = 1.0) -> np.ndarray:
     return factor * (n - 1) / np.maximum(n, 1)
 
 
+def _hide(raw: np.ndarray, share: float | np.ndarray, under: np.ndarray) -> np.ndarray:
+    """What stays exposed of ``raw`` when ``share`` of it can run under ``under`` (never more
+    than ``under`` itself)."""
+    return np.maximum(raw - share * np.minimum(raw, under), 0.0)
+
+
 def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, float]:
     """(gemm_eff, attn_eff, dense-work time factor of the precision), before calibration scales.
     Efficiencies are achieved / bf16 (fp16) peak; the factor is < 1 when the precision has a faster
@@ -209,7 +216,6 @@ def gemm_shape(d: np.ndarray | float) -> np.ndarray:
 
 
 CHUNK = 32768  # configurations per block: the block's temporaries stay in cache (1.4x faster at 1M)
-_ARRAY_FIELDS = ("gemm_eff", "attn_eff", "gemm_scale", "attn_scale", "comm_scale", "dp_overlap")
 
 
 def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -220,8 +226,8 @@ def evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return _evaluate(job, s)
     outs = []
     for i in range(0, n, CHUNK):
-        part = {f: getattr(job, f)[i:i + CHUNK] for f in _ARRAY_FIELDS
-                if isinstance(getattr(job, f), np.ndarray) and getattr(job, f).shape == (n,)}
+        part: dict[str, Any] = {f.name: v[i:i + CHUNK] for f in fields(job)
+                                if isinstance(v := getattr(job, f.name), np.ndarray) and v.shape == (n,)}
         outs.append(_evaluate(replace(job, **part) if part else job, {k: v[i:i + CHUNK] for k, v in s.items()}))
     return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
 
@@ -300,8 +306,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     mlp_flops = dense_flops - mixer_flops - logits_flops - expert_flops
     attn_w = min(h, m.n_heads * m.head_dim) / tp
     mlp_w = (m.d_ff if not m.n_experts or m.first_dense_layers else max(m.n_shared_experts, 1) * m.d_ff_expert) / tp
-    gemm_time = (mixer_flops / gemm_shape(np.minimum(attn_w, m_tok)) + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok))
-                 + logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok)))
+    logits_gemm = logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok))
+    gemm_time = mixer_flops / gemm_shape(np.minimum(attn_w, m_tok)) + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok)) + logits_gemm
     if m.n_experts:
         m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
         gemm_time = gemm_time + expert_flops / gemm_shape(np.minimum(m.d_ff_expert / np.maximum(etp, 1), m_expert))
@@ -326,9 +332,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # the output layer (logits GEMM, part of `work`, and the loss) is not recomputed and runs on the
     # last pipeline stage only: that stage does pp x its evenly spread share, and the pipeline
     # runs at the pace of its slowest stage
-    out_s = (logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok)) * prec_factor / gemm_eff / peak + loss_bytes / hw.hbm_bytes_per_s) / job.devices
-    layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - (out_s - loss_bytes / hw.hbm_bytes_per_s / job.devices)
-    compute_s = layers_s * _RECOMPUTE_FACTOR[rc] * uneven + out_s * pp
+    logits_s = logits_gemm * prec_factor / gemm_eff / peak / job.devices
+    loss_s = loss_bytes / hw.hbm_bytes_per_s / job.devices
+    layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - logits_s
+    compute_s = layers_s * _RECOMPUTE_FACTOR[rc] * uneven + (logits_s + loss_s) * pp
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
 
@@ -367,13 +374,12 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         + _ring(replicas, 2) * grad_bytes / shard / link(span_dp) + 2 * alpha(replicas, span_dp),
         _ring(dpc, 2) * grad_bytes / link(span_dp) + 2 * alpha(dpc, span_dp),
     )
-    dp_s = np.maximum(dp_raw - job.dp_overlap * np.minimum(dp_raw, compute_s), 0.0)
+    dp_s = _hide(dp_raw, job.dp_overlap, compute_s)
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
     ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
     # EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
-    ep_on = (_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)
-    ep_s = ep_s - np.where(ep_on, np.minimum(ep_s, compute_s), 0.0)
+    ep_s = _hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), compute_s)
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
     cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
     tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
@@ -388,7 +394,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     pp_p2p_s = np.where(pp > 1, 2 * ((pp - 1) + n_micro * (1 - PP_P2P_HIDDEN)) * hop, 0.0) * job.comm_scale
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
-    offload_s = np.where(offload, np.maximum(offload_raw - OFFLOAD_HIDDEN * np.minimum(offload_raw, compute_s), 0.0), 0.0)
+    offload_s = np.where(offload, _hide(offload_raw, OFFLOAD_HIDDEN, compute_s), 0.0)
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
     step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
     fits = total_b <= (hw.hbm_gb or 80) * 1e9
