@@ -637,3 +637,10 @@ def test_ep_overlap_hides_the_all_to_all_behind_another_micro_batch() -> None:
     assert evaluate(one, parse_strategy("dp=16,ep=8,zero=1,mb=1,ep_overlap=1"))["ep_s"][0] == pytest.approx(
         evaluate(one, parse_strategy("dp=16,ep=8,zero=1,mb=1"))["ep_s"][0])
     assert np.all(space(job, ep_overlap=True)["ep_overlap"] == 1)
+
+
+def test_strategy_on_off_values() -> None:
+    assert parse_strategy("dp=8,offload=on,tp_overlap=1")["offload"][0] == 1
+    assert parse_strategy("dp=8,zero=3,reshard_after_forward=true")["keep_params"][0] == 0
+    with pytest.raises(ConfigError):
+        parse_strategy("dp=8,offload=maybe")

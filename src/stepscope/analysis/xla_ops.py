@@ -54,7 +54,7 @@ def category(op_class: str | None, op: str | None, name: str | None, scope: str 
     if custom or not op_class:
         full = f"{text}|{scope or ''}" if custom else text
         for cat, pat in r.custom_calls:
-            if pat.search(full if custom else text):
+            if pat.search(full):
                 return cat
     for cat, pat in r.categories:
         if pat.search(text):

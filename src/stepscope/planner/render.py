@@ -58,12 +58,17 @@ def table(recs: list[dict[str, Any]]) -> Any:
                      f"{ts['offload']:.2f}", f"{r['step_time_s']:.2f}", f"{r['mfu']:.1%}",
                      r["bottleneck"] + ("" if r["fits"] else " (OOM)")])
     # columns that say nothing for these rows (off in every one: no CP, no experts, no offload, no
-    # HSDP, plain 1F1B) are left out so the rest fits a terminal
-    trivial = {"VPP": "1", "CP": "1", "EP": "1", "ETP": None, "shard": "0", "kept W": "", "sched": "1f1b", "offl": "", "EP s": "0.00",
+    # HSDP, plain 1F1B; expert-TP equal to TP) are left out so the rest fits a terminal
+    trivial = {"VPP": "1", "CP": "1", "EP": "1", "shard": "0", "kept W": "", "sched": "1f1b", "offl": "", "EP s": "0.00",
                "CP s": "0.00", "offl s": "0.00"}
-    keep = [i for i, c in enumerate(cols)
-            if c not in trivial or (c == "ETP" and any(row[i] != row[0] for row in rows))
-            or (trivial[c] is not None and any(row[i] != trivial[c] for row in rows))]
+    tp_col = cols.index("TP")
+
+    def says_something(i: int) -> bool:
+        if cols[i] == "ETP":
+            return any(row[i] != row[tp_col] for row in rows)
+        return cols[i] not in trivial or any(row[i] != trivial[cols[i]] for row in rows)
+
+    keep = [i for i in range(len(cols)) if says_something(i)]
     for i in keep:
         t.add_column(cols[i], justify="right", no_wrap=True)
     for row in rows:

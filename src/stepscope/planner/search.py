@@ -124,6 +124,14 @@ def _keep(g: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, np.ndarray]:
     return {k: v[ok] for k, v in g.items()}
 
 
+def _flag(v: str, part: str) -> int:
+    if v in ("1", "true", "yes", "on"):
+        return 1
+    if v in ("0", "false", "no", "off"):
+        return 0
+    raise ConfigError(f"strategy value {part!r} is not on/off", fix="use 0/1 or true/false")
+
+
 def parse_strategy(text: str) -> dict[str, np.ndarray]:
     """``"tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"`` -> one-element arrays. Missing keys: 1,
     recompute none, zero 0, etp = tp, hsdp off (0), sched 1f1b, offload 0, tp_overlap 0, ep_overlap 0,
@@ -151,9 +159,9 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
                 raise ConfigError(f"sched must be one of {SCHEDULES}", fix="e.g. sched=zb-h1")
             vals[k] = SCHEDULES.index(v)
         elif k == "reshard":  # FSDP2's name, the opposite of keep_params
-            vals["keep_params"] = int(v in ("0", "false", "no", "off"))
-        elif k in ("offload", "tp_overlap", "ep_overlap", "keep_params") and v in ("true", "false", "yes", "no", "on", "off"):
-            vals[k] = int(v in ("true", "yes", "on"))
+            vals["keep_params"] = 1 - _flag(v, part)
+        elif k in ("offload", "tp_overlap", "ep_overlap", "keep_params"):
+            vals[k] = _flag(v, part)
         else:
             try:
                 vals[k] = int(v)
