@@ -105,9 +105,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     if not (r["tp"] or r["dp"]):
         # the source gives no (or only a partial) parallel configuration: the run was tuned, so
         # predict the planner's own best strategy for it, keeping what the source does state (pp)
-        # and the framework's overlap flags from the notes
-        # (PaLM's 12-way model parallelism is outside the power-of-two space: no valid strategy,
-        # so it keeps the stated fields with defaults below)
+        # and the framework's overlap flags from the notes (when the space has no valid strategy,
+        # the row keeps its stated fields with the defaults below)
         try:
             plan = search(job, 500, tp_overlap=bool(tp_overlap)).strategies
             ok = np.nonzero(plan["pp"] == pp)[0] if r["pp"] else np.arange(len(plan["pp"]))
@@ -259,6 +258,7 @@ def _predictor(r: dict, job: Job):  # noqa: ANN202
         if "Megatron" in r["source"] or "Narayanan" in r["source"]:
             return res["hfu_tflops_per_device"] * noncausal
         return res["tflops_per_device"] * noncausal
+
     return predict
 
 

@@ -109,12 +109,10 @@ class ModelShape:
     def flops_per_token(self, seq_len: int, causal: bool = True) -> float:
         layers = self.n_layers - self.linear_layers + self.mtp_layers
         keys = seq_len * (0.5 if causal else 1.0)  # keys per query, averaged over the sequence
-        attn = 6.0 * (layers - self.sliding_layers) * keys * self.n_heads * (self.qk_dim + self.v_dim)
-        if self.sliding_layers:
-            w = min(self.sliding_window, seq_len)
-            # causal window: query t sees min(t + 1, w) keys
-            keys_sw = (w * (w + 1) / 2 + (seq_len - w) * w) / seq_len if causal else float(w)
-            attn += 6.0 * self.sliding_layers * keys_sw * self.n_heads * (self.qk_dim + self.v_dim)
+        w = min(self.sliding_window, seq_len)
+        # a causal window: query t sees min(t + 1, w) keys
+        keys_sw = (w * (w + 1) / 2 + (seq_len - w) * w) / seq_len if causal else float(w)
+        attn = 6.0 * self.n_heads * (self.qk_dim + self.v_dim) * ((layers - self.sliding_layers) * keys + self.sliding_layers * keys_sw)
         if self.linear_attn and self.linear_layers:
             _, dk, hv, dv = self.linear_attn
             attn += 6.0 * self.linear_layers * hv * (2 * dk * dv + self.LINEAR_CHUNK * (dk + dv))
