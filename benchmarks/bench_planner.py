@@ -91,10 +91,20 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     slices = int(ms.group(2)) if ms else 1
     per_node = n // slices if ms else (dev.node_devices or 8)
     job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"])
-    # TP communication overlapped with GEMMs where the row says so (Megatron --tp-comm-overlap,
-    # torchtitan "AsyncTP"/"async TP", nanotron "async TP comm"); "vanilla TP" rows are not
+    # TP/GEMM overlap by the framework's mechanism (cost.TP_OVERLAP): full chunked overlap where the
+    # row says so (Megatron --tp-comm-overlap, torchtitan "AsyncTP"/"async TP"; not "vanilla TP");
+    # nanotron's "async TP comm" is its own scheme (bwd+shard, from nanotron's
+    # tensor_parallel/functional.py); Megatron-core otherwise (the README's runs, MindSpeed) overlaps
+    # the backward reduce-scatter with the weight-gradient GEMM (bwd); SC21's 2021 Megatron did not
     notes = r["notes"]
-    tp_overlap = int(bool(re.search(r"tp-comm-overlap|async ?TP", notes, re.IGNORECASE)) and not re.search(r"vanilla TP", notes, re.IGNORECASE))
+    if "nanotron" in r["source"] and re.search(r"async TP", notes, re.IGNORECASE):
+        tp_overlap = 3
+    elif re.search(r"tp-comm-overlap|async ?TP", notes, re.IGNORECASE) and not re.search(r"vanilla TP", notes, re.IGNORECASE):
+        tp_overlap = 1
+    elif re.match(r"\W*(NVIDIA/Megatron-LM|Ascend/MindSpeed)", r["source"]):
+        tp_overlap = 2
+    else:
+        tp_overlap = 0
     tp, pp, cp = (int(_num(r[k], 1) or 1) for k in ("tp", "pp", "cp"))
     dp = int(_num(r["dp"], 0) or 0) or max(n // (tp * pp * cp), 1)
     z = r["zero_or_fsdp"].lower()
@@ -108,7 +118,7 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
         # and the framework's overlap flags from the notes (when the space has no valid strategy,
         # the row keeps its stated fields with the defaults below)
         try:
-            plan = search(job, 500, tp_overlap=bool(tp_overlap)).strategies
+            plan = search(job, 500, tp_overlap=tp_overlap).strategies
             ok = np.nonzero(plan["pp"] == pp)[0] if r["pp"] else np.arange(len(plan["pp"]))
             if ok.size:
                 return job, {k: int(v[int(ok[0])]) for k, v in plan.items()}

@@ -408,6 +408,21 @@ def test_tp_overlap_hides_all_but_one_chunk() -> None:
     assert np.all(s["tp_overlap"] == 1) and np.all(space(job)["tp_overlap"] == 0)
 
 
+@pytest.mark.parametrize("mode,tp,hidden", [
+    ("bwd", 4, 0.25),  # 2 of 8 collectives: the column-parallel backward reduce-scatters
+    ("bwd+shard", 4, 0.25 + 2 / 8 * 2 / 4),  # + 2 all-gathers each under a 1/tp shard's GEMM
+    ("bwd+shard", 2, 0.5),  # at tp=2 the same as full overlap, (tp-1)/tp
+    ("full", 8, 7 / 8),
+    ("none", 8, 0.0),
+])
+def test_tp_overlap_mechanisms_hide_their_share(mode: str, tp: int, hidden: float) -> None:
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
+    off = evaluate(job, parse_strategy(f"tp={tp}"))
+    on = evaluate(job, parse_strategy(f"tp={tp},tp_overlap={mode}"))
+    assert off["tp_s"][0] < off["compute_s"][0]  # nothing capped by the compute time
+    assert on["tp_s"][0] == pytest.approx(off["tp_s"][0] * (1 - hidden))
+
+
 def test_tp_overlap_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
             "--evaluate", "tp=8", "--json"]
@@ -417,6 +432,9 @@ def test_tp_overlap_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     on = json.loads(capsys.readouterr().out)
     assert on["strategy"]["tp_overlap"] == 1 and off["strategy"]["tp_overlap"] == 0
     assert on["time_s"]["tp"] == pytest.approx(off["time_s"]["tp"] / 8)
+    assert main(args + ["--tp-overlap", "bwd"]) == 0
+    bwd = json.loads(capsys.readouterr().out)
+    assert bwd["strategy"]["tp_overlap"] == 2 and bwd["time_s"]["tp"] == pytest.approx(off["time_s"]["tp"] * 0.75)
 
 
 def test_context_parallel_ranks_share_the_zero_shards_and_the_gradient_reduction() -> None:

@@ -65,8 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--tp-across-nodes", action="store_true", help="let the search put a TP group across nodes (default: TP within a node)")
     pl.add_argument("--ep-overlap", action="store_true",
                     help="the framework overlaps the MoE all-to-all with another micro-batch (DualPipe-style, Megatron EP overlap)")
-    pl.add_argument("--tp-overlap", action="store_true",
-                    help="the framework overlaps TP communication with GEMMs (Megatron --tp-comm-overlap, async TP)")
+    pl.add_argument("--tp-overlap", nargs="?", const="full", default="none", choices=("none", "full", "bwd", "bwd+shard"),
+                    help="how the framework overlaps TP communication with GEMMs: full (the default when the flag is "
+                    "given: Megatron --tp-comm-overlap, PyTorch async TP), bwd (Megatron with sequence parallelism: "
+                    "backward reduce-scatter under the weight-gradient GEMM), bwd+shard (nanotron async TP), none")
     pl.add_argument("--json", action="store_true", help="print JSON instead of the table")
     pl.add_argument("--html", metavar="OUT", help="write stacked memory/time bars of the top-k as HTML")
     pl.add_argument("--baseline", metavar="STRATEGY", help="what-if: the strategy of a measured run (with --measured-step-s)")

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, InputError
-from .cost import Job, evaluate
+from .cost import TP_OVERLAP, Job, evaluate
 from .render import records, table
 from .search import hardware, model, parse_strategy, search
 
@@ -75,10 +75,12 @@ def run(ns: argparse.Namespace) -> int:
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype")}
                | {"flash_attention": getattr(ns, "flash_attention", True)})
     job, calib = _calibrated(job, ns)
-    for flag in ("tp_overlap", "ep_overlap"):  # framework properties: apply to every strategy given
-        if getattr(ns, flag, False):
-            ns.evaluate = ns.evaluate and ns.evaluate + f",{flag}=1"
-            ns.baseline = ns.baseline and ns.baseline + f",{flag}=1"
+    # framework properties: apply to every strategy given
+    tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))
+    extra = ([f"tp_overlap={TP_OVERLAP[tp_mode]}"] if tp_mode else []) + (["ep_overlap=1"] if getattr(ns, "ep_overlap", False) else [])
+    for part in extra:
+        ns.evaluate = ns.evaluate and f"{ns.evaluate},{part}"
+        ns.baseline = ns.baseline and f"{ns.baseline},{part}"
     if ns.evaluate:
         rec = _one(job, ns.evaluate)
         measured = ns.measured_step_s or calib.get("trace_step_time_s")
@@ -104,7 +106,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     if calib and not ns.json:
         print(f"calibration: {json.dumps(calib)}", file=sys.stderr)
-    plan = search(job, ns.top, tp_overlap=bool(getattr(ns, "tp_overlap", False)), tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)),
+    plan = search(job, ns.top, tp_overlap=tp_mode, tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)),
                   ep_overlap=bool(getattr(ns, "ep_overlap", False)))
     recs = records(plan.strategies, plan.results)
     if ns.html:
@@ -144,3 +146,10 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         info.update({"trace": ns.from_analysis, "trace_rank": te.rank, "trace_step_time_s": te.step_s,
                      "trace_hardware": te.hardware, **{f"measured_{k}": v for k, v in changes.items()}})
     return job, info
+
+
+def _tp_mode(value: object) -> int:
+    """--tp-overlap's value as a TP_OVERLAP code (True, from callers of the old on/off flag: full)."""
+    if value is True:
+        return 1
+    return TP_OVERLAP.index(value) if value in TP_OVERLAP else 0

@@ -58,10 +58,16 @@ Time per step (seconds):
 - TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd: with
   sequence parallelism 4 all-gathers + 4 reduce-scatters), each ``2(tp-1)/tp * bytes / link``, on
   the intra-node link (inter-node when tp > devices per node); in MoE layers the MLP's two are
-  replaced by the same over the expert-TP group with k routed copies of the tokens. Exposed unless
-  the framework overlaps TP communication with the GEMMs (``tp_overlap`` = 1: Megatron
-  ``--tp-comm-overlap``, PyTorch async TP): the collective is split into tp chunks, each hidden
-  behind the GEMM on the previous one, so (tp-1)/tp of it is hidden (never more than compute);
+  replaced by the same over the expert-TP group with k routed copies of the tokens. How much hides
+  behind GEMMs depends on the framework's mechanism (``tp_overlap``, a TP_OVERLAP code; never more
+  than the compute time): ``none`` (0); ``full`` (1: Megatron ``--tp-comm-overlap``, PyTorch async
+  TP), every collective split into tp chunks each hidden behind the GEMM on the previous one, so
+  (tp-1)/tp hides; ``bwd`` (2: Megatron with sequence parallelism and
+  CUDA_DEVICE_MAX_CONNECTIONS=1), the column-parallel layers' backward reduce-scatter of the input
+  gradient runs under their weight-gradient GEMM: 2 of the 8 collectives (4 all-gathers + 4
+  reduce-scatters) per layer, 1/4; ``bwd+shard`` (3: nanotron's async TP), that plus the forward
+  all-gather of a column-parallel layer and the backward all-gather of a row-parallel one each
+  running under the GEMM on the rank's own 1/tp shard: 1/4 + 2/8 x 2/tp = 1/4 + 1/(2 tp);
 - DP / FSDP (over the dp x cp ranks that share weights, written dp here): gradient all-reduce
   2(dp-1)/dp * gradient bytes (ZeRO-0/1/2), or (dp-1)/dp * (2 all-gathers of the bf16 weights +
   a reduce-scatter of the gradients) (ZeRO-3; one all-gather with ``keep_params``, whose gathered
@@ -115,6 +121,7 @@ DP_OVERLAP = 0.7  # prior: share of DP/FSDP traffic hidden behind the backward p
 OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
 PP_P2P_HIDDEN = 0.8  # prior: share of steady-state pipeline p2p hidden behind compute
 HOST_GBPS = 25.0  # device <-> host when the catalog has no figure (PCIe Gen4 x16, effective)
+TP_OVERLAP = ("none", "full", "bwd", "bwd+shard")  # TP/GEMM overlap mechanisms (see the module docstring)
 BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "memory")
 
 
@@ -361,9 +368,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # policy recomputes 3 x (factor - 1) of the forward (full: all of it, x 1.5 in total)
     replay = 1.0 + 1.5 * (_RECOMPUTE_FACTOR[rc] - 1.0)
     tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * replay * uneven
-    # TP/compute overlap (collective matmul): all but one of tp chunks hide behind GEMMs
-    tp_hidden = np.where(_opt(s, "tp_overlap", tp) > 0, np.minimum(_ring(tp) * tp_s, compute_s), 0.0)
-    tp_s = tp_s - tp_hidden
+    # TP/GEMM overlap: the share each mechanism hides (TP_OVERLAP, module docstring)
+    mode = _opt(s, "tp_overlap", tp).astype(np.int64)
+    share = np.choose(np.clip(mode, 0, 3), [np.zeros_like(tp), _ring(tp), np.full_like(tp, 0.25), 0.25 + 0.5 / tp])
+    tp_s = tp_s - np.minimum(share * tp_s, compute_s)
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard

@@ -16,7 +16,7 @@ import yaml
 from ..analysis.hardware import Hardware, by_name
 from ..analysis.model_flops import ModelShape, from_config_dict, from_hf_config
 from ..errors import ConfigError
-from .cost import RECOMPUTE, SCHEDULES, Job, evaluate
+from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
 
 FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "recompute", "offload", "tp_overlap", "ep_overlap", "keep_params")
 _ALIASES = {
@@ -55,16 +55,16 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
-def space(job: Job, tp_overlap: bool = False, tp_across_nodes: bool = False, ep_overlap: bool = False) -> dict[str, np.ndarray]:
+def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node; pp <=
     layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; dp = devices /
     (tp*pp*cp) integer; ep | experts and ep | dp; expert-TP etp in {1, tp} (MoE only); global
     batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
     schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1;
     HSDP shard groups (powers of 2 < dp) only with ZeRO-3; activation offload on or off; with
-    ZeRO-3, weights resharded after forward or kept. ``tp_overlap`` / ``ep_overlap``: the framework
-    overlaps TP communication with GEMMs / the EP all-to-all with another micro-batch (properties
-    of the framework, not searched); ``tp_across_nodes`` lifts the default limit of TP to one node."""
+    ZeRO-3, weights resharded after forward or kept. ``tp_overlap`` (a ``cost.TP_OVERLAP`` code;
+    True = full) / ``ep_overlap``: how the framework overlaps TP communication with GEMMs / the EP
+    all-to-all with another micro-batch (properties of the framework, not searched); ``tp_across_nodes`` lifts the default limit of TP to one node."""
     m = job.model
     tp_max = job.devices if tp_across_nodes else min(job.devices_per_node, job.devices)
     # any divisor, not only powers of two (TP 12, PP 6 or 35 are real configurations); pipeline
@@ -136,8 +136,8 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     """``"tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"`` -> one-element arrays. Missing keys: 1,
     recompute none, zero 0, etp = tp, hsdp off (0), sched 1f1b, offload 0, tp_overlap 0, ep_overlap 0,
     keep_params 0 (``reshard_after_forward=false`` is the same as keep_params=1). ``sched`` takes a
-    name (1f1b, zb-h1, zb-v); ``offload``, ``tp_overlap``, ``ep_overlap``, ``keep_params`` 0/1 or
-    true/false."""
+    name (1f1b, zb-h1, zb-v); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
+    (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false."""
     vals: dict[str, Any] = {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
                             "sched": 0, "mb": 1, "recompute": 0, "offload": 0, "tp_overlap": 0, "ep_overlap": 0, "keep_params": 0}
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -160,6 +160,8 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
             vals[k] = SCHEDULES.index(v)
         elif k == "reshard":  # FSDP2's name, the opposite of keep_params
             vals["keep_params"] = 1 - _flag(v, part)
+        elif k == "tp_overlap" and v in TP_OVERLAP:
+            vals[k] = TP_OVERLAP.index(v)
         elif k in ("offload", "tp_overlap", "ep_overlap", "keep_params"):
             vals[k] = _flag(v, part)
         else:
@@ -183,7 +185,7 @@ class Plan:
     evaluated: int
 
 
-def search(job: Job, top: int = 20, tp_overlap: bool = False, tp_across_nodes: bool = False, ep_overlap: bool = False) -> Plan:
+def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False) -> Plan:
     s = space(job, tp_overlap, tp_across_nodes, ep_overlap)
     if not s["tp"].size:
         raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
