@@ -133,6 +133,17 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
         vpp = 2
     strat = {"tp": tp, "pp": pp, "vpp": vpp, "dp": dp, "cp": cp, "ep": int(_num(r["ep"], 1) or 1),
              "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci, "tp_overlap": tp_overlap, "hsdp": hsdp, "keep_params": keep}
+    if "maxtext" in r["source"]:
+        # MaxText's per_device_batch_size counts every device, the tensor-parallel ones too, and
+        # there is no gradient accumulation: one micro-batch of gb/dp sequences per replica
+        strat["mb"] = max(gb // dp, 1)
+    elif not r["micro_batch"].strip():
+        # the source states the parallel layout but not the micro-batch: like an unconfigured row,
+        # take the planner's best micro-batch (that fits) for the stated layout
+        mbs = [b for b in (1, 2, 4, 8) if (gb // dp) % b == 0] or [1]
+        res = evaluate(job, {k: np.array([v if k != "mb" else b for b in mbs]) for k, v in strat.items()})
+        step = np.where(res["fits"], res["step_s"], np.inf)
+        strat["mb"] = mbs[int(np.argmin(step))]
     return job, strat
 
 

@@ -183,12 +183,16 @@ def test_hsdp_memory_and_traffic_by_hand() -> None:
     assert hsdp["optimizer_gb"][0] == pytest.approx(12 * p_dev / 8 / 1e9)
     hw = job.hw
     intra, inter = hw.intra_node_gbps * 1e9, hw.inter_node_gbps * 1e9
-    # two all-gathers of bf16 weights (2 B) and a reduce-scatter of fp32 gradients (4 B) in the
-    # shard group; the replicas all-reduce the sharded fp32 gradients
-    raw_h = 7 / 8 * (2 + 2 + 4) * p_dev / intra + 2 * 7 * 10e-6 + 2 * 1 / 2 * 4 * p_dev / 8 / inter + 2 * 1 * 20e-6
-    raw_f = 15 / 16 * (2 + 2 + 4) * p_dev / inter + 2 * 15 * 20e-6
-    for raw, r in ((raw_h, hsdp), (raw_f, fsdp)):
-        assert r["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r["compute_s"][0]))
+    # per micro-batch (2 here: 32 sequences over 16 replicas, mb 1) two all-gathers of bf16 weights
+    # (2 B) and a reduce-scatter of fp32 gradients (4 B) in the shard group, under all the compute;
+    # the replicas all-reduce the sharded fp32 gradients once, under the last micro-batch's
+    # backward (2/3 of one micro-batch's compute)
+    shard_h = 2 * (7 / 8 * (2 + 2 + 4) * p_dev / intra + 3 * 7 * 10e-6)
+    repl_h = 2 * 1 / 2 * 4 * p_dev / 8 / inter + 2 * 1 * 20e-6
+    c = hsdp["compute_s"][0]
+    assert hsdp["dp_s"][0] == pytest.approx(shard_h - 0.7 * min(shard_h, c) + repl_h - 0.7 * min(repl_h, c / 2 * 2 / 3))
+    raw_f = 2 * (15 / 16 * (2 + 2 + 4) * p_dev / inter + 3 * 15 * 20e-6)
+    assert fsdp["dp_s"][0] == pytest.approx(raw_f - 0.7 * min(raw_f, fsdp["compute_s"][0]))
     assert hsdp["dp_s"][0] < fsdp["dp_s"][0]
 
 
@@ -449,7 +453,14 @@ def test_context_parallel_ranks_share_the_zero_shards_and_the_gradient_reduction
     # per step), 70% hidden
     r0 = evaluate(job, parse_strategy("dp=4,cp=2"))
     raw = 2 * 7 / 8 * 4 * p_dev / 450e9 + 2 * 7 * 10e-6
-    assert r0["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r0["compute_s"][0]))
+    # 16 sequences over 4 replicas, mb 1: 4 micro-batches; the all-reduce waits for the last one's
+    # backward (2/3 of a quarter of the compute)
+    assert r0["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r0["compute_s"][0] / 4 * 2 / 3))
+    # ZeRO-1 (distributed optimizer): reduce-scatter of the fp32 gradients + all-gather of the
+    # updated bf16 weights, under one micro-batch (the last backward, the next first forward)
+    r1 = evaluate(job, parse_strategy("dp=4,cp=2,zero=1"))
+    raw1 = 7 / 8 * (4 + 2) * p_dev / 450e9 + 2 * 7 * 10e-6
+    assert r1["dp_s"][0] == pytest.approx(raw1 - 0.7 * min(raw1, r1["compute_s"][0] / 4))
 
 
 def test_the_torchtitan_h100_variant_is_its_own_catalog_device() -> None:
@@ -586,9 +597,11 @@ def test_tpu_slices_share_ici_and_talk_over_dcn(capsys: pytest.CaptureFixture[st
     assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("dp=512,zero=3,hsdp=256"))["step_s"][0])
     dense, _, emb = params(job.model)
     p_dev = 32 * dense + emb
-    raw = 255 / 256 * (2 + 2 + 4) * p_dev / 200e9 + 2 * 255 * 10e-6 + 2 * 1 / 2 * 4 * p_dev / 256 / 3.125e9 + 2 * 1 * 20e-6
+    ici = 255 / 256 * (2 + 2 + 4) * p_dev / 200e9 + 3 * 255 * 10e-6  # one micro-batch: under all the compute
+    dcn = 2 * 1 / 2 * 4 * p_dev / 256 / 3.125e9 + 2 * 1 * 20e-6  # under the backward, 2/3 of it
     r = evaluate(job, parse_strategy("dp=512,zero=3,hsdp=256"))
-    assert r["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r["compute_s"][0]))
+    c = r["compute_s"][0]
+    assert r["dp_s"][0] == pytest.approx(ici - 0.7 * min(ici, c) + dcn - 0.7 * min(dcn, c * 2 / 3))
     assert hardware("h100").node_devices is None  # GPUs: 8 per node unless told
 
 
@@ -619,10 +632,13 @@ def test_fsdp_keeping_gathered_weights_trades_memory_for_one_all_gather() -> Non
     assert kept["weights_gb"][0] == pytest.approx(2 * p_dev / 1e9)  # gathered bf16 weights stay
     assert base["weights_gb"][0] == pytest.approx(2 * p_dev / 16 / 1e9)
     hw = job.hw
-    raw_base = 15 / 16 * (2 + 2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 2 * 15 * 20e-6
-    raw_kept = 15 / 16 * (2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 2 * 15 * 20e-6  # one all-gather
-    for raw, r in ((raw_base, base), (raw_kept, kept)):
-        assert r["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r["compute_s"][0]))
+    # 2 micro-batches: resharding gathers twice per micro-batch and reduce-scatters each one's
+    # gradients, under all the compute; kept weights are gathered once per step and the gradients
+    # reduce-scattered once, each under one micro-batch (half the compute here)
+    raw_base = 2 * (15 / 16 * (2 + 2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 3 * 15 * 20e-6)
+    raw_kept = 15 / 16 * (2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 2 * 15 * 20e-6
+    assert base["dp_s"][0] == pytest.approx(raw_base - 0.7 * min(raw_base, base["compute_s"][0]))
+    assert kept["dp_s"][0] == pytest.approx(raw_kept - 0.7 * min(raw_kept, kept["compute_s"][0] / 2))
     with pytest.raises(ConfigError):
         parse_strategy("dp=16,zero=1,keep_params=1")
     s = space(job)

@@ -68,12 +68,20 @@ Time per step (seconds):
   reduce-scatters) per layer, 1/4; ``bwd+shard`` (3: nanotron's async TP), that plus the forward
   all-gather of a column-parallel layer and the backward all-gather of a row-parallel one each
   running under the GEMM on the rank's own 1/tp shard: 1/4 + 2/8 x 2/tp = 1/4 + 1/(2 tp);
-- DP / FSDP (over the dp x cp ranks that share weights, written dp here): gradient all-reduce
-  2(dp-1)/dp * gradient bytes (ZeRO-0/1/2), or (dp-1)/dp * (2 all-gathers of the bf16 weights +
-  a reduce-scatter of the gradients) (ZeRO-3; one all-gather with ``keep_params``, whose gathered
-  bf16 weights then stay in memory from forward to backward); HSDP: the same within the shard group g plus an
-  all-reduce 2(r-1)/r of the sharded gradients across the r = dp/g replicas. A group's link is
-  inter-node when it spans nodes; ``dp_overlap`` (prior 0.7) of it hides behind compute (never more than compute);
+- DP / FSDP (over the dp x cp ranks that share weights, written dp here), with when each
+  collective can run (a gradient is final only after the last micro-batch's backward):
+  ZeRO-0: all-reduce 2(dp-1)/dp x gradient bytes, under the last micro-batch's backward;
+  ZeRO-1/2 (distributed optimizer): reduce-scatter of the gradients + all-gather of the updated bf16
+  weights, (dp-1)/dp x (gradient bytes + 2 B/param), under one micro-batch (the reduce-scatter in
+  the last backward, the all-gather in the next step's first forward, Megatron's
+  --overlap-grad-reduce / --overlap-param-gather); ZeRO-3: per micro-batch, 2 all-gathers of the
+  bf16 weights (forward, backward) + a reduce-scatter of its gradients (FSDP2's and DeepSpeed's
+  default under gradient accumulation), each under that micro-batch's compute; with
+  ``keep_params`` (weights stay gathered for the whole step: FSDP2 under torchtitan's pipelines)
+  one all-gather + one reduce-scatter per step, under one micro-batch. HSDP: the ZeRO-3 traffic
+  within the shard group g plus an all-reduce 2(r-1)/r of the sharded gradients across the r =
+  dp/g replicas, under the last backward. A group's link is inter-node when it spans nodes;
+  ``dp_overlap`` (prior 0.7) of each part hides, never more than its window;
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
   1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5);
 - EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer,
@@ -376,13 +384,21 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard
     replicas = dpc / shard
-    dp_raw = np.where(
-        zero >= 3,  # 2 all-gathers of the bf16 weights (forward, backward; 1 if kept) + a reduce-scatter
-        _ring(shard) * (np.where(keep, 1, 2) * 2 * p_dev + grad_bytes) / link(span_shard) + 2 * alpha(shard, span_shard)
-        + _ring(replicas, 2) * grad_bytes / shard / link(span_dp) + 2 * alpha(replicas, span_dp),
-        _ring(dpc, 2) * grad_bytes / link(span_dp) + 2 * alpha(dpc, span_dp),
+    # windows a DP collective can hide in: the last micro-batch's backward (recompute included), one
+    # micro-batch, or every micro-batch (module docstring)
+    micro_s = compute_s / np.maximum(n_micro, 1)
+    last_bwd_s = micro_s * (1 - 1 / (3 * _RECOMPUTE_FACTOR[rc]))
+    zero3_once = _ring(shard) * (2 * p_dev + grad_bytes) / link(span_shard) + 2 * alpha(shard, span_shard)
+    zero3_each = _ring(shard) * (4 * p_dev + grad_bytes) / link(span_shard) + 3 * alpha(shard, span_shard)
+    replica_ar = _ring(replicas, 2) * grad_bytes / shard / link(span_dp) + 2 * alpha(replicas, span_dp)
+    dp_s = np.where(
+        zero >= 3,
+        np.where(keep, _hide(zero3_once, job.dp_overlap, micro_s), _hide(zero3_each * n_micro, job.dp_overlap, compute_s))
+        + _hide(replica_ar, job.dp_overlap, last_bwd_s),
+        np.where(zero >= 1,
+                 _hide(_ring(dpc) * (grad_bytes + 2 * p_dev) / link(span_dp) + 2 * alpha(dpc, span_dp), job.dp_overlap, micro_s),
+                 _hide(_ring(dpc, 2) * grad_bytes / link(span_dp) + 2 * alpha(dpc, span_dp), job.dp_overlap, last_bwd_s)),
     )
-    dp_s = _hide(dp_raw, job.dp_overlap, compute_s)
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
     ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
     # EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
