@@ -110,7 +110,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     z = r["zero_or_fsdp"].lower()
     zero = 3 if ("fsdp" in z or "zero3" in z) else 2 if "zero2" in z else 1 if ("zero1" in z or "distributed" in z) else 0
     rc = r["recompute"].lower()
-    rci = (2 if "full" in rc else 3 if "minimal" in rc else 5 if "qkv" in rc
+    # torchtitan's "selective (op)" / "per-op SAC" is its op-level policy (cost.RECOMPUTE "op")
+    rci = (2 if "full" in rc else 3 if "minimal" in rc else 5 if "qkv" in rc else 7 if re.search(r"\(op\)|per-op", rc)
            else 1 if any(x in rc for x in ("selective", "sac")) else 0)
     if not (r["tp"] or r["dp"]):
         # the source gives no (or only a partial) parallel configuration: the run was tuned, so

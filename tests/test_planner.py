@@ -678,3 +678,19 @@ def test_strategy_on_off_values() -> None:
     assert parse_strategy("dp=8,zero=3,reshard_after_forward=true")["keep_params"][0] == 0
     with pytest.raises(ConfigError):
         parse_strategy("dp=8,offload=maybe")
+
+
+def test_torchtitan_op_level_selective_ac_by_hand() -> None:
+    """Llama-3-8B (h 4096, 32 query heads and 8 KV heads of 128, MLP 14336), seq 8192. Kept per
+    token and layer in bf16: wq 4096 + wv 1024 + w1 14336 + w2 4096 outputs, the attention output
+    4096 and the block input 4096 = 31744 values = 2 * 31744 / 4096 = 15.5 h-bytes. Recomputed
+    matmuls wk, wo, w3: (1024 + 4096 + 14336) * 4096 MACs per token, of a forward of (2*4096 +
+    2*1024 + 3*14336) * 4096 + 8192 * 4096 (causal QK^T + AV): factor 1 + 19456 / (3 * 61440)."""
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    op = evaluate(job, parse_strategy("dp=8,mb=2,recompute=op"))
+    none = evaluate(job, parse_strategy("dp=8,mb=2"))
+    act = 8192 * 2 * 4096 * 32  # s * mb * h * layers (mb = 16 / 8)
+    logits = 8192 * 2 * 128256 * 6.0
+    assert op["activations_gb"][0] * 1e9 == pytest.approx(act * 15.5 + act / 32 * (34 - 15.5) + logits)
+    assert none["activations_gb"][0] * 1e9 == pytest.approx(act * 34 + logits)
+    assert op["hfu"][0] / op["mfu"][0] == pytest.approx(1 + 19456 / (3 * 61440))

@@ -78,7 +78,9 @@ Time per step (seconds):
   bf16 weights (forward, backward) + a reduce-scatter of its gradients (FSDP2's and DeepSpeed's
   default under gradient accumulation), each under that micro-batch's compute; with
   ``keep_params`` (weights stay gathered for the whole step: FSDP2 under torchtitan's pipelines)
-  one all-gather + one reduce-scatter per step, under one micro-batch. HSDP: the ZeRO-3 traffic
+  one all-gather + one reduce-scatter per step, under one micro-batch (with pp > 1 the stage's
+  gradients then accumulate unsharded until that reduce-scatter: PyTorch's pipelining turns
+  FSDP2's gradient sync off for all but the last micro-batch; memory holds them whole). HSDP: the ZeRO-3 traffic
   within the shard group g plus an all-reduce 2(r-1)/r of the sharded gradients across the r =
   dp/g replicas, under the last backward. A group's link is inter-node when it spans nodes;
   ``dp_overlap`` (prior 0.7) of each part hides, never more than its window;
@@ -116,10 +118,11 @@ from ..errors import ConfigError
 # they keep (MaxText/torchtitan names): "minimal" keeps every matmul output (recomputes the cheap
 # pointwise work), "save_dot_except_mlp" keeps attention matmul outputs and recomputes the MLP
 # (~2/3 of the forward FLOPs), "save_qkv_proj" keeps only the QKV projections, "save_out_proj" only
-# the attention output projection (both recompute nearly the whole forward).
-RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj")
-_ACT_C = np.array([34.0, 30.0, 2.0, 20.0, 12.0, 8.0, 4.0])
-_RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, 1.10, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30])
+# the attention output projection (both recompute nearly the whole forward); "op" is torchtitan's
+# op-level selective AC, computed from the model's shape (see _op_sac).
+RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "op")
+_ACT_C = np.array([34.0, 30.0, 2.0, 20.0, 12.0, 8.0, 4.0, np.nan])
+_RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, 1.10, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan])
 SCHEDULES = ("1f1b", "zb-h1", "zb-v")  # 1f1b is interleaved when vpp > 1
 _BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1])
 GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
@@ -189,6 +192,24 @@ def params(m: ModelShape) -> tuple[float, float, float]:
 def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
     v = s.get(key)
     return np.zeros(like.shape) if v is None else v.astype(np.float64)
+
+
+def _op_sac(m: ModelShape, seq: int) -> tuple[float, float]:
+    """(activation bytes per token and layer / h, recompute factor) of torchtitan's op-level
+    selective AC (``selective_ac_option = "op"``, torchtitan ``activation_checkpoint.py``): it saves
+    the output of every op in its save list, the matmuls except every second one counted in forward
+    order, and the attention kernel's, and recomputes the rest. A Llama block runs wq, wk, wv, wo,
+    w1, w3, w2: wq, wv, w1, w2 are kept, wk, wo, w3 recomputed (GPT blocks: wq, wv, fc1 kept; wk,
+    wo, fc2 recomputed). Saved, in bf16: wq, wv, w1 (and w2) outputs, the attention output (as wide
+    as wq's) and the block's input. The recompute replays wk, wo, w3 (fc2) and the elementwise
+    ops, not attention: factor = 1 + their FLOPs / (3 x the layer's forward FLOPs, causal attention
+    included). Multiply-accumulates per token below."""
+    h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
+    f = float((m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff)
+    kept = q_w + kv_w + f + (h if m.gated_mlp else 0.0) + q_w + h
+    redone = (kv_w + q_w + f) * h
+    layer = (2 * q_w + 2 * kv_w) * h + (3 if m.gated_mlp else 2) * f * h + seq * q_w  # QK^T + AV, causal half
+    return 2 * kept / h, 1.0 + redone / (3 * layer)
 
 
 def _ring(n: np.ndarray, factor: float = 1.0) -> np.ndarray:
@@ -273,18 +294,23 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # forward to backward, which saves the backward all-gather
     keep = (_opt(s, "keep_params", tp) > 0) & (zero >= 3)
     w_b = np.where(keep, 2 * p_dev, 2 * p_dev / np.where(zero >= 3, shard, 1))
-    g_b = job.grad_bytes * p_dev / np.where(zero >= 2, shard, 1)
+    # under a pipeline schedule, kept FSDP weights also mean gradients accumulate unsharded (in the
+    # reduction dtype) until the last micro-batch's backward reduce-scatters them: PyTorch's
+    # pipelining turns FSDP2's gradient sync and post-backward resharding off for the others
+    g_b = job.grad_bytes * p_dev / np.where((zero >= 2) & ~(keep & (pp > 1)), shard, 1)
     o_b = 12 * p_dev / np.where(zero >= 1, shard, 1)
     # pipeline schedules split a replica's batch into at least pp micro-batches
     n_micro = np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb))
     mb = np.where(pp > 1, job.global_batch / (dp * n_micro), mb)
-    act_layer = seq * mb * h * _ACT_C[rc] / (tp * cp)
+    act_c, rfactor = _ACT_C.copy(), _RECOMPUTE_FACTOR.copy()
+    act_c[-1], rfactor[-1] = _op_sac(m, job.seq_len)
+    act_layer = seq * mb * h * act_c[rc] / (tp * cp)
     if m.n_experts and m.experts_per_token > 1:
         act_layer = act_layer + (m.experts_per_token - 1) * seq * mb * h * 4 / (tp * cp)
     inflight = np.minimum(pp, np.maximum(n_micro, 1))
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
-    work_layer = seq * mb * h * (_ACT_C[0] - _ACT_C[rc]) / (tp * cp)
+    work_layer = seq * mb * h * (act_c[0] - act_c[rc]) / (tp * cp)
     act_stage = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L * inflight) + work_layer
     # the output layer: bf16 logits kept for backward plus their fp32 copy for the loss,
     # s*b*V*(2+4)/(tp*cp) bytes on the last stage (vocab-parallel under TP), which holds one
@@ -350,7 +376,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     logits_s = logits_gemm * prec_factor / gemm_eff / peak / job.devices
     loss_s = loss_bytes / hw.hbm_bytes_per_s / job.devices
     layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - logits_s
-    compute_s = layers_s * _RECOMPUTE_FACTOR[rc] * uneven + (logits_s + loss_s) * pp
+    compute_s = layers_s * rfactor[rc] * uneven + (logits_s + loss_s) * pp
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
 
@@ -374,7 +400,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         tp_mlp = tp_mlp + 2 * all_reduce(etp, msg * max(m.experts_per_token, 1)) * moe_layers
     # recomputing the forward replays its collectives: forward traffic is half of fwd + bwd, and a
     # policy recomputes 3 x (factor - 1) of the forward (full: all of it, x 1.5 in total)
-    replay = 1.0 + 1.5 * (_RECOMPUTE_FACTOR[rc] - 1.0)
+    replay = 1.0 + 1.5 * (rfactor[rc] - 1.0)
     tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * replay * uneven
     # TP/GEMM overlap: the share each mechanism hides (TP_OVERLAP, module docstring)
     mode = _opt(s, "tp_overlap", tp).astype(np.int64)
@@ -387,7 +413,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # windows a DP collective can hide in: the last micro-batch's backward (recompute included), one
     # micro-batch, or every micro-batch (module docstring)
     micro_s = compute_s / np.maximum(n_micro, 1)
-    last_bwd_s = micro_s * (1 - 1 / (3 * _RECOMPUTE_FACTOR[rc]))
+    last_bwd_s = micro_s * (1 - 1 / (3 * rfactor[rc]))
     zero3_once = _ring(shard) * (2 * p_dev + grad_bytes) / link(span_shard) + 2 * alpha(shard, span_shard)
     zero3_each = _ring(shard) * (4 * p_dev + grad_bytes) / link(span_shard) + 3 * alpha(shard, span_shard)
     replica_ar = _ring(replicas, 2) * grad_bytes / shard / link(span_dp) + 2 * alpha(replicas, span_dp)
@@ -438,9 +464,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s, "pp_p2p_s": pp_p2p_s,
         "optimizer_s": opt_s, "offload_s": offload_s, "step_s": step_s,
         "mfu": model_flops / (step_s * job.devices * peak),
-        "hfu": model_flops * _RECOMPUTE_FACTOR[rc] / (step_s * job.devices * peak),
+        "hfu": model_flops * rfactor[rc] / (step_s * job.devices * peak),
         "headroom_gb": (hw.hbm_gb or 80) - total_b / 1e9,
-        "hfu_tflops_per_device": model_flops * _RECOMPUTE_FACTOR[rc] / step_s / job.devices / 1e12,
+        "hfu_tflops_per_device": model_flops * rfactor[rc] / step_s / job.devices / 1e12,
         "tokens_per_s_per_device": tokens / step_s / job.devices,
         "tflops_per_device": model_flops / step_s / job.devices / 1e12,
         "bottleneck": bott,  # codes: BOTTLENECKS[code]
