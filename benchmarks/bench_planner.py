@@ -90,7 +90,9 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     ms = re.search(r"fsdp(\d+) within slice x DCN DP (\d+) slice", r["zero_or_fsdp"])
     slices = int(ms.group(2)) if ms else 1
     per_node = n // slices if ms else (dev.node_devices or 8)
-    job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"])
+    # torchtitan rows without torch.compile run the block's elementwise ops eagerly
+    eager = "torchtitan" in r["source"] and not re.search(r"compile", r["notes"], re.IGNORECASE)
+    job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager)
     # TP/GEMM overlap by the framework's mechanism (cost.TP_OVERLAP): full chunked overlap where the
     # row says so (Megatron --tp-comm-overlap, torchtitan "AsyncTP"/"async TP"; not "vanilla TP");
     # nanotron's "async TP comm" is its own scheme (bwd+shard, from nanotron's

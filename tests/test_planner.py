@@ -694,3 +694,25 @@ def test_torchtitan_op_level_selective_ac_by_hand() -> None:
     assert op["activations_gb"][0] * 1e9 == pytest.approx(act * 15.5 + act / 32 * (34 - 15.5) + logits)
     assert none["activations_gb"][0] * 1e9 == pytest.approx(act * 34 + logits)
     assert op["hfu"][0] / op["mfu"][0] == pytest.approx(1 + 19456 / (3 * 61440))
+
+
+def test_eager_elementwise_ops_cost_their_counted_bytes() -> None:
+    """TINY (h 1024, 16 heads of 64, no GQA, MLP 4096, 8 layers): eager ops move per token and layer
+    64 h (two RMSNorms at 36 B instead of 4 per element) + 20 (q + kv) (rotary embeddings in fp32
+    complex) + 4 f (SiLU and product as two kernels) more bytes forward, x 3 with backward."""
+    job = _job()
+    fused = evaluate(job, parse_strategy("dp=8,mb=2"))
+    eager = evaluate(dataclasses.replace(job, fused_elementwise=False), parse_strategy("dp=8,mb=2"))
+    per_token = 8 * (64 * 1024 + 20 * (1024 + 1024) + 4 * 4096)
+    tokens = 16 * 2048
+    assert eager["compute_s"][0] - fused["compute_s"][0] == pytest.approx(3 * per_token * tokens / job.hw.hbm_bytes_per_s / 8)
+
+
+def test_eager_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
+            "--evaluate", "dp=8", "--json"]
+    assert main(args) == 0
+    fused = json.loads(capsys.readouterr().out)
+    assert main(args + ["--eager"]) == 0
+    eager = json.loads(capsys.readouterr().out)
+    assert eager["step_time_s"] > fused["step_time_s"]

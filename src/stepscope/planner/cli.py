@@ -41,6 +41,7 @@ def _job(d: dict[str, Any]) -> Job:
         seq_len=int(d["seq_len"]),
         precision=prec,
         flash_attention=bool(d.get("flash_attention", True)),
+        fused_elementwise=bool(d.get("fused_elementwise", True)),
         reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
         grad_bytes=4 if grad == "fp32" else 2,
     )
@@ -73,7 +74,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype")}
-               | {"flash_attention": getattr(ns, "flash_attention", True)})
+               | {"flash_attention": getattr(ns, "flash_attention", True), "fused_elementwise": getattr(ns, "fused_elementwise", True)})
     job, calib = _calibrated(job, ns)
     # framework properties: apply to every strategy given
     tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))

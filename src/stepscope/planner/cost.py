@@ -42,7 +42,13 @@ Time per step (seconds):
   and one write of an f-vector), forward, and about twice that in backward. It is what makes small
   hidden sizes and high FLOP/byte devices less efficient (the ratio to GEMM time is ~(peak/HBM
   bandwidth)/h). Recompute multiplies it like the FLOPs. Left out when gemm_eff is given (measured
-  in a trace: that efficiency already includes the elementwise kernels' time);
+  in a trace: that efficiency already includes the elementwise kernels' time). Those are fused
+  kernels (torch.compile, Transformer Engine / Apex, XLA). Run as separate eager PyTorch ops
+  (``Job.fused_elementwise`` False; counted from torchtitan's eager Llama block) the forward moves
+  ``64 h + 20 (q + kv) + 4 f`` bytes more per token and layer: an RMSNorm upcasts to fp32, squares,
+  averages, scales, casts back and multiplies by its weight, 36 B per element instead of 4; rotary
+  embeddings go through fp32 complex numbers, ~20 B per element of q and k; SwiGLU's SiLU and
+  product are two kernels, 10 B instead of 6;
 - without flash attention (``Job.flash_attention`` False) the full s x s scores are computed (no
   causal skipping) and each score element moves 32 B through HBM (QK^T write, fused softmax and
   dropout read/write with a 1-byte mask, AV read; about 19 B in backward);
@@ -149,6 +155,9 @@ class Job:
     # False: attention materializes the s x s scores (no FlashAttention-style kernel, e.g. 2021
     # Megatron): every score is computed (no causal skipping) and moved through HBM
     flash_attention: bool = True
+    # False: norms, rotary embeddings and the MLP activation run as separate eager PyTorch ops (no
+    # torch.compile or fused kernels), which moves ~3.5x the elementwise bytes of a Llama block
+    fused_elementwise: bool = True
     # gradients kept and reduced in fp32 (4 B): Megatron's default with bf16, torchtitan's FSDP2
     # reduce dtype, nanotron's fp32 accumulator; 2 for bf16 gradients
     grad_bytes: int = 4
@@ -358,6 +367,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # f-vector; else 1 + 1) in bf16; backward moves about twice the forward's bytes
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
     elem_bytes = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens + score_bytes
+    if not job.fused_elementwise:  # eager ops (module docstring): norms, rotary embeddings, SwiGLU
+        q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
+        eager = 64 * h * L + 20 * (q_w + kv_w) * attn_layers + (4 * f_act if m.gated_mlp else 0) * L
+        elem_bytes = elem_bytes + 3 * eager * tokens
     if job.precision == "fp8":
         # dynamic scaling: every linear layer's input (forward) and output gradient (backward) is
         # scanned for its absolute max, cast to fp8 and cast again transposed for the weight
