@@ -427,17 +427,17 @@ def test_tp_overlap_mechanisms_hide_their_share(mode: str, tp: int, hidden: floa
     assert on["tp_s"][0] == pytest.approx(off["tp_s"][0] * (1 - hidden))
 
 
-def test_tp_overlap_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+def _plan_8b(capsys: pytest.CaptureFixture[str], strategy: str, *flags: str) -> dict:
     args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-            "--evaluate", "tp=8", "--json"]
+            "--evaluate", strategy, "--json", *flags]
     assert main(args) == 0
-    off = json.loads(capsys.readouterr().out)
-    assert main(args + ["--tp-overlap"]) == 0
-    on = json.loads(capsys.readouterr().out)
+    return json.loads(capsys.readouterr().out)
+
+
+def test_tp_overlap_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    off, on, bwd = (_plan_8b(capsys, "tp=8", *f) for f in ((), ("--tp-overlap",), ("--tp-overlap", "bwd")))
     assert on["strategy"]["tp_overlap"] == 1 and off["strategy"]["tp_overlap"] == 0
     assert on["time_s"]["tp"] == pytest.approx(off["time_s"]["tp"] / 8)
-    assert main(args + ["--tp-overlap", "bwd"]) == 0
-    bwd = json.loads(capsys.readouterr().out)
     assert bwd["strategy"]["tp_overlap"] == 2 and bwd["time_s"]["tp"] == pytest.approx(off["time_s"]["tp"] * 0.75)
 
 
@@ -709,10 +709,4 @@ def test_eager_elementwise_ops_cost_their_counted_bytes() -> None:
 
 
 def test_eager_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-            "--evaluate", "dp=8", "--json"]
-    assert main(args) == 0
-    fused = json.loads(capsys.readouterr().out)
-    assert main(args + ["--eager"]) == 0
-    eager = json.loads(capsys.readouterr().out)
-    assert eager["step_time_s"] > fused["step_time_s"]
+    assert _plan_8b(capsys, "dp=8", "--eager")["step_time_s"] > _plan_8b(capsys, "dp=8")["step_time_s"]
