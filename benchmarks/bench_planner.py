@@ -92,7 +92,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     per_node = n // slices if ms else (dev.node_devices or 8)
     # torchtitan rows without torch.compile run the block's elementwise ops eagerly
     eager = "torchtitan" in r["source"] and not re.search(r"compile", r["notes"], re.IGNORECASE)
-    job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager)
+    job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
+              param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])))
     # TP/GEMM overlap by the framework's mechanism (cost.TP_OVERLAP): full chunked overlap where the
     # row says so (Megatron --tp-comm-overlap, torchtitan "AsyncTP"/"async TP"; not "vanilla TP");
     # nanotron's "async TP comm" is its own scheme (bwd+shard, from nanotron's

@@ -456,11 +456,15 @@ def test_context_parallel_ranks_share_the_zero_shards_and_the_gradient_reduction
     # 16 sequences over 4 replicas, mb 1: 4 micro-batches; the all-reduce waits for the last one's
     # backward (2/3 of a quarter of the compute)
     assert r0["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r0["compute_s"][0] / 4 * 2 / 3))
-    # ZeRO-1 (distributed optimizer): reduce-scatter of the fp32 gradients + all-gather of the
-    # updated bf16 weights, under one micro-batch (the last backward, the next first forward)
+    # ZeRO-1 (distributed optimizer): reduce-scatter of the fp32 gradients under the last backward,
+    # then the all-gather of the updated bf16 weights: exposed, or under the next step's first
+    # forward (1/3 of a micro-batch) when the framework overlaps it
     r1 = evaluate(job, parse_strategy("dp=4,cp=2,zero=1"))
-    raw1 = 7 / 8 * (4 + 2) * p_dev / 450e9 + 2 * 7 * 10e-6
-    assert r1["dp_s"][0] == pytest.approx(raw1 - 0.7 * min(raw1, r1["compute_s"][0] / 4))
+    rs, ag = 7 / 8 * 4 * p_dev / 450e9 + 7 * 10e-6, 7 / 8 * 2 * p_dev / 450e9 + 7 * 10e-6
+    micro = r1["compute_s"][0] / 4
+    assert r1["dp_s"][0] == pytest.approx(rs - 0.7 * min(rs, micro * 2 / 3) + ag)
+    r2 = evaluate(dataclasses.replace(job, param_gather_overlap=True), parse_strategy("dp=4,cp=2,zero=1"))
+    assert r2["dp_s"][0] == pytest.approx(rs - 0.7 * min(rs, micro * 2 / 3) + ag - 0.7 * min(ag, micro / 3))
 
 
 def test_the_torchtitan_h100_variant_is_its_own_catalog_device() -> None:

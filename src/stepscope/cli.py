@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="attention materializes the scores (no FlashAttention-style kernels)")
     pl.add_argument("--eager", dest="fused_elementwise", action="store_false",
                     help="norms, rotary embeddings and activations run as eager PyTorch ops (no torch.compile or fused kernels)")
+    pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
+                    help="ZeRO-1/2: the updated weights' all-gather runs under the next forward (Megatron --overlap-param-gather)")
     pl.add_argument("--tp-across-nodes", action="store_true", help="let the search put a TP group across nodes (default: TP within a node)")
     pl.add_argument("--ep-overlap", action="store_true",
                     help="the framework overlaps the MoE all-to-all with another micro-batch (DualPipe-style, Megatron EP overlap)")

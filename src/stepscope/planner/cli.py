@@ -42,6 +42,7 @@ def _job(d: dict[str, Any]) -> Job:
         precision=prec,
         flash_attention=bool(d.get("flash_attention", True)),
         fused_elementwise=bool(d.get("fused_elementwise", True)),
+        param_gather_overlap=bool(d.get("param_gather_overlap", False)),
         reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
         grad_bytes=4 if grad == "fp32" else 2,
     )
@@ -74,7 +75,8 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype")}
-               | {"flash_attention": getattr(ns, "flash_attention", True), "fused_elementwise": getattr(ns, "fused_elementwise", True)})
+               | {k: getattr(ns, k, default) for k, default in
+                  (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False))})
     job, calib = _calibrated(job, ns)
     # framework properties: apply to every strategy given
     tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))

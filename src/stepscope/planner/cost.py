@@ -77,10 +77,11 @@ Time per step (seconds):
 - DP / FSDP (over the dp x cp ranks that share weights, written dp here), with when each
   collective can run (a gradient is final only after the last micro-batch's backward):
   ZeRO-0: all-reduce 2(dp-1)/dp x gradient bytes, under the last micro-batch's backward;
-  ZeRO-1/2 (distributed optimizer): reduce-scatter of the gradients + all-gather of the updated bf16
-  weights, (dp-1)/dp x (gradient bytes + 2 B/param), under one micro-batch (the reduce-scatter in
-  the last backward, the all-gather in the next step's first forward, Megatron's
-  --overlap-grad-reduce / --overlap-param-gather); ZeRO-3: per micro-batch, 2 all-gathers of the
+  ZeRO-1/2 (distributed optimizer): reduce-scatter of the gradients, (dp-1)/dp x gradient bytes,
+  under the last backward, then all-gather of the updated bf16 weights, (dp-1)/dp x 2 B/param,
+  after the optimizer step: exposed (DeepSpeed, nanotron's ZeRO-1) unless the framework overlaps
+  it with the next step's first forward (``Job.param_gather_overlap``, Megatron's
+  --overlap-param-gather); ZeRO-3: per micro-batch, 2 all-gathers of the
   bf16 weights (forward, backward) + a reduce-scatter of its gradients (FSDP2's and DeepSpeed's
   default under gradient accumulation), each under that micro-batch's compute; with
   ``keep_params`` (weights stay gathered for the whole step: FSDP2 under torchtitan's pipelines)
@@ -158,6 +159,9 @@ class Job:
     # False: norms, rotary embeddings and the MLP activation run as separate eager PyTorch ops (no
     # torch.compile or fused kernels), which moves ~3.5x the elementwise bytes of a Llama block
     fused_elementwise: bool = True
+    # ZeRO-1/2: the updated weights' all-gather runs under the next step's first forward (Megatron
+    # --overlap-param-gather) instead of after the optimizer step, exposed
+    param_gather_overlap: bool = False
     # gradients kept and reduced in fp32 (4 B): Megatron's default with bf16, torchtitan's FSDP2
     # reduce dtype, nanotron's fp32 accumulator; 2 for bf16 gradients
     grad_bytes: int = 4
@@ -435,7 +439,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         np.where(keep, _hide(zero3_once, job.dp_overlap, micro_s), _hide(zero3_each * n_micro, job.dp_overlap, compute_s))
         + _hide(replica_ar, job.dp_overlap, last_bwd_s),
         np.where(zero >= 1,
-                 _hide(_ring(dpc) * (grad_bytes + 2 * p_dev) / link(span_dp) + 2 * alpha(dpc, span_dp), job.dp_overlap, micro_s),
+                 _hide(_ring(dpc) * grad_bytes / link(span_dp) + alpha(dpc, span_dp), job.dp_overlap, last_bwd_s)
+                 + _hide(_ring(dpc) * 2 * p_dev / link(span_dp) + alpha(dpc, span_dp),
+                         job.dp_overlap if job.param_gather_overlap else 0.0, micro_s - last_bwd_s),
                  _hide(_ring(dpc, 2) * grad_bytes / link(span_dp) + 2 * alpha(dpc, span_dp), job.dp_overlap, last_bwd_s)),
     )
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
