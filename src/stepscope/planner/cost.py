@@ -111,118 +111,34 @@ Each link has a latency (alpha) of 10 us per collective step on intra-node, 20 u
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
 
-from ..analysis.hardware import Hardware
-from ..analysis.model_flops import ModelShape
-from ..errors import ConfigError
+# the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
+from .job import (
+    ACT_BYTES,
+    BOTTLENECKS,
+    BUBBLE_FACTOR,
+    DP_OVERLAP,
+    HOST_GBPS,
+    OFFLOAD_HIDDEN,
+    PP_P2P_HIDDEN,
+    RECOMPUTE,
+    RECOMPUTE_FACTOR,
+    SCHEDULES,
+    TP_OVERLAP,
+    Job,
+)
+from .rates import efficiencies, gemm_shape, op_sac, params
 
-# Recompute policies: activation bytes per layer = c * s*b*h/(tp*cp), compute x factor.
-# none/selective/full follow Korthikanti et al.; the named policies are priors from which tensors
-# they keep (MaxText/torchtitan names): "minimal" keeps every matmul output (recomputes the cheap
-# pointwise work), "save_dot_except_mlp" keeps attention matmul outputs and recomputes the MLP
-# (~2/3 of the forward FLOPs), "save_qkv_proj" keeps only the QKV projections, "save_out_proj" only
-# the attention output projection (both recompute nearly the whole forward); "op" is torchtitan's
-# op-level selective AC, computed from the model's shape (see _op_sac).
-RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "op")
-_ACT_C = np.array([34.0, 30.0, 2.0, 20.0, 12.0, 8.0, 4.0, np.nan])
-_RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, 1.10, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan])
-SCHEDULES = ("1f1b", "zb-h1", "zb-v")  # 1f1b is interleaved when vpp > 1
-_BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1])
-GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
-MATMUL_EFF = 0.7  # prior: GEMM ceiling / peak for devices without a measured matmul_eff
-ATTN_REL = 0.6  # prior: attention kernels' efficiency relative to the dense work's
-DP_OVERLAP = 0.7  # prior: share of DP/FSDP traffic hidden behind the backward pass
-OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
-PP_P2P_HIDDEN = 0.8  # prior: share of steady-state pipeline p2p hidden behind compute
-HOST_GBPS = 25.0  # device <-> host when the catalog has no figure (PCIe Gen4 x16, effective)
-TP_OVERLAP = ("none", "full", "bwd", "bwd+shard")  # TP/GEMM overlap mechanisms (see the module docstring)
-BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "memory")
-
-
-@dataclass(frozen=True)
-class Job:
-    model: ModelShape
-    hw: Hardware
-    devices: int
-    devices_per_node: int
-    global_batch: int  # sequences per step
-    seq_len: int
-    precision: str = "bf16"
-    reserve_gb: float = 3.0
-    # False: attention materializes the s x s scores (no FlashAttention-style kernel, e.g. 2021
-    # Megatron): every score is computed (no causal skipping) and moved through HBM
-    flash_attention: bool = True
-    # False: norms, rotary embeddings and the MLP activation run as separate eager PyTorch ops (no
-    # torch.compile or fused kernels), which moves ~3.5x the elementwise bytes of a Llama block
-    fused_elementwise: bool = True
-    # ZeRO-1/2: the updated weights' all-gather runs under the next step's first forward (Megatron
-    # --overlap-param-gather) instead of after the optimizer step, exposed
-    param_gather_overlap: bool = False
-    # gradients kept and reduced in fp32 (4 B): Megatron's default with bf16, torchtitan's FSDP2
-    # reduce dtype, nanotron's fp32 accumulator; 2 for bf16 gradients
-    grad_bytes: int = 4
-    # efficiencies achieved / bf16 peak; None = the priors above from the device's matmul_eff (set
-    # them when measured, e.g. from a trace); arrays allowed: one value per configuration
-    gemm_eff: float | np.ndarray | None = None
-    attn_eff: float | np.ndarray | None = None
-    # calibration multiplies the efficiencies and the communication times
-    gemm_scale: float | np.ndarray = 1.0
-    attn_scale: float | np.ndarray = 1.0
-    comm_scale: float | np.ndarray = 1.0  # multiplies every communication time
-    dp_overlap: float | np.ndarray = DP_OVERLAP
-
-    def __post_init__(self) -> None:
-        for name in ("devices", "devices_per_node", "global_batch", "seq_len"):
-            if int(getattr(self, name)) < 1:
-                flag = "--" + name.replace("_", "-")
-                raise ConfigError(f"{name.replace('_', ' ')} must be >= 1, not {getattr(self, name)}", fix=f"pass a positive {flag}")
-        if self.reserve_gb < 0:
-            raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
-        if self.grad_bytes not in (2, 4):
-            raise ConfigError(f"gradient bytes must be 2 or 4, not {self.grad_bytes}", fix="--grad-dtype bf16 or fp32")
-
-
-def params(m: ModelShape) -> tuple[float, float, float]:
-    """(dense params per layer, expert params per layer, embedding params) — matmul weights,
-    averaged over the layers (hybrid models mix attention kinds; MoE models have dense layers)."""
-    L = m.n_layers
-    mixer = m.mixer_params_total() / L
-    if m.n_experts:
-        mult = 3 if m.gated_mlp else 2
-        moe_frac = (L - m.first_dense_layers) / L
-        dense = mixer + moe_frac * (mult * m.d_model * m.d_ff_expert * m.n_shared_experts + m.d_model * m.n_experts)
-        dense += (1 - moe_frac) * m.dense_mlp_params()
-        experts = moe_frac * float(mult * m.d_model * m.d_ff_expert * m.n_experts)
-    else:
-        dense, experts = mixer + m.dense_mlp_params(), 0.0
-    return float(dense), experts, float(m.vocab * m.d_model)
+__all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
 
 
 def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
     v = s.get(key)
     return np.zeros(like.shape) if v is None else v.astype(np.float64)
-
-
-def _op_sac(m: ModelShape, seq: int) -> tuple[float, float]:
-    """(activation bytes per token and layer / h, recompute factor) of torchtitan's op-level
-    selective AC (``selective_ac_option = "op"``, torchtitan ``activation_checkpoint.py``): it saves
-    the output of every op in its save list, the matmuls except every second one counted in forward
-    order, and the attention kernel's, and recomputes the rest. A Llama block runs wq, wk, wv, wo,
-    w1, w3, w2: wq, wv, w1, w2 are kept, wk, wo, w3 recomputed (GPT blocks: wq, wv, fc1 kept; wk,
-    wo, fc2 recomputed). Saved, in bf16: wq, wv, w1 (and w2) outputs, the attention output (as wide
-    as wq's) and the block's input. The recompute replays wk, wo, w3 (fc2) and the elementwise
-    ops, not attention: factor = 1 + their FLOPs / (3 x the layer's forward FLOPs, causal attention
-    included). Multiply-accumulates per token below."""
-    h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
-    f = float((m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff)
-    kept = q_w + kv_w + f + (h if m.gated_mlp else 0.0) + q_w + h
-    redone = (kv_w + q_w + f) * h
-    layer = (2 * q_w + 2 * kv_w) * h + (3 if m.gated_mlp else 2) * f * h + seq * q_w  # QK^T + AV, causal half
-    return 2 * kept / h, 1.0 + redone / (3 * layer)
 
 
 def _ring(n: np.ndarray, factor: float = 1.0) -> np.ndarray:
@@ -233,35 +149,6 @@ def _hide(raw: np.ndarray, share: float | np.ndarray, under: np.ndarray) -> np.n
     """What stays exposed of ``raw`` when ``share`` of it can run under ``under`` (never more
     than ``under`` itself)."""
     return np.maximum(raw - share * np.minimum(raw, under), 0.0)
-
-
-def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, float]:
-    """(gemm_eff, attn_eff, dense-work time factor of the precision), before calibration scales.
-    Efficiencies are achieved / bf16 (fp16) peak; the factor is < 1 when the precision has a faster
-    GEMM peak (fp8): GEMM_SHARE of the dense work runs faster by the ratio of achievable rates."""
-    hw = job.hw
-    base = "fp16" if job.precision == "fp16" else "bf16"
-    mm = hw.matmul_eff.get(base, MATMUL_EFF)
-    gemm = GEMM_SHARE * mm if job.gemm_eff is None else job.gemm_eff
-    attn = ATTN_REL * GEMM_SHARE * mm if job.attn_eff is None else job.attn_eff
-    factor = 1.0
-    if job.precision not in ("bf16", "fp16") and hw.peak_flops(job.precision) > hw.peak_flops(base):
-        speedup = hw.peak_flops(job.precision) * hw.matmul_eff.get(job.precision, mm) / (hw.peak_flops(base) * mm)
-        factor = GEMM_SHARE / speedup + (1 - GEMM_SHARE)
-    return gemm, attn, factor
-
-
-GEMM_D0, GEMM_P = 137.0, 1.5  # gemm_shape's fit (see there)
-
-
-def gemm_shape(d: np.ndarray | float) -> np.ndarray:
-    """GEMM throughput relative to the device's large-GEMM ceiling when its narrowest dimension is
-    ``d`` (the others large): ``1 / (1 + (137 / d)^1.5)``. Fitted to measured H100 bf16 GEMM rates
-    in XLA's matmul performance table (openxla ``xla/service/gpu/model/matmul_interpolator_data.h``,
-    ``sm_90``), where with the other dimensions >= 4096 the rate relative to 4096^3 (783 TFLOP/s)
-    is ~0.72 at d = 256, ~0.88 at 512, ~0.93 at 1024, ~0.99 at 2048 (mean of d as N and as K).
-    Assumed to carry over to other devices as a shape effect (tile and wave quantization)."""
-    return 1.0 / (1.0 + (GEMM_D0 / np.maximum(np.asarray(d, dtype=np.float64), 1.0)) ** GEMM_P)
 
 
 CHUNK = 32768  # configurations per block: the block's temporaries stay in cache (1.4x faster at 1M)
@@ -315,8 +202,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # pipeline schedules split a replica's batch into at least pp micro-batches
     n_micro = np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb))
     mb = np.where(pp > 1, job.global_batch / (dp * n_micro), mb)
-    act_c, rfactor = _ACT_C.copy(), _RECOMPUTE_FACTOR.copy()
-    act_c[-1], rfactor[-1] = _op_sac(m, job.seq_len)
+    act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()
+    act_c[-1], rfactor[-1] = op_sac(m, job.seq_len)
     act_layer = seq * mb * h * act_c[rc] / (tp * cp)
     if m.n_experts and m.experts_per_token > 1:
         act_layer = act_layer + (m.experts_per_token - 1) * seq * mb * h * 4 / (tp * cp)
@@ -453,7 +340,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
     tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
     per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
-    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * _BUBBLE_FACTOR[sched], 0.0)
+    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
     # PP point-to-point: activations (and their gradients) cross every stage boundary once per
     # micro-batch each way; the fill and drain hops are on the critical path, steady-state ones are
     # PP_P2P_HIDDEN hidden behind compute (prior)

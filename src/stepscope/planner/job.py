@@ -1,0 +1,77 @@
+"""The job a plan is for (model, devices, batch, framework properties) and the vocabularies of
+strategy fields (recompute policies, pipeline schedules, TP-overlap mechanisms, bottlenecks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analysis.hardware import Hardware
+from ..analysis.model_flops import ModelShape
+from ..errors import ConfigError
+
+# Recompute policies: activation bytes per layer = c * s*b*h/(tp*cp), compute x factor.
+# none/selective/full follow Korthikanti et al.; the named policies are priors from which tensors
+# they keep (MaxText/torchtitan names): "minimal" keeps every matmul output (recomputes the cheap
+# pointwise work), "save_dot_except_mlp" keeps attention matmul outputs and recomputes the MLP
+# (~2/3 of the forward FLOPs), "save_qkv_proj" keeps only the QKV projections, "save_out_proj" only
+# the attention output projection (both recompute nearly the whole forward); "op" is torchtitan's
+# op-level selective AC, computed from the model's shape (see op_sac).
+RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "op")
+ACT_BYTES = np.array([34.0, 30.0, 2.0, 20.0, 12.0, 8.0, 4.0, np.nan])
+RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, 1.10, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan])
+SCHEDULES = ("1f1b", "zb-h1", "zb-v")  # 1f1b is interleaved when vpp > 1
+BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1])
+GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
+MATMUL_EFF = 0.7  # prior: GEMM ceiling / peak for devices without a measured matmul_eff
+ATTN_REL = 0.6  # prior: attention kernels' efficiency relative to the dense work's
+DP_OVERLAP = 0.7  # prior: share of DP/FSDP traffic hidden behind the backward pass
+OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
+PP_P2P_HIDDEN = 0.8  # prior: share of steady-state pipeline p2p hidden behind compute
+HOST_GBPS = 25.0  # device <-> host when the catalog has no figure (PCIe Gen4 x16, effective)
+TP_OVERLAP = ("none", "full", "bwd", "bwd+shard")  # TP/GEMM overlap mechanisms (see the module docstring)
+BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "memory")
+
+
+@dataclass(frozen=True)
+class Job:
+    model: ModelShape
+    hw: Hardware
+    devices: int
+    devices_per_node: int
+    global_batch: int  # sequences per step
+    seq_len: int
+    precision: str = "bf16"
+    reserve_gb: float = 3.0
+    # False: attention materializes the s x s scores (no FlashAttention-style kernel, e.g. 2021
+    # Megatron): every score is computed (no causal skipping) and moved through HBM
+    flash_attention: bool = True
+    # False: norms, rotary embeddings and the MLP activation run as separate eager PyTorch ops (no
+    # torch.compile or fused kernels), which moves ~3.5x the elementwise bytes of a Llama block
+    fused_elementwise: bool = True
+    # ZeRO-1/2: the updated weights' all-gather runs under the next step's first forward (Megatron
+    # --overlap-param-gather) instead of after the optimizer step, exposed
+    param_gather_overlap: bool = False
+    # gradients kept and reduced in fp32 (4 B): Megatron's default with bf16, torchtitan's FSDP2
+    # reduce dtype, nanotron's fp32 accumulator; 2 for bf16 gradients
+    grad_bytes: int = 4
+    # efficiencies achieved / bf16 peak; None = the priors above from the device's matmul_eff (set
+    # them when measured, e.g. from a trace); arrays allowed: one value per configuration
+    gemm_eff: float | np.ndarray | None = None
+    attn_eff: float | np.ndarray | None = None
+    # calibration multiplies the efficiencies and the communication times
+    gemm_scale: float | np.ndarray = 1.0
+    attn_scale: float | np.ndarray = 1.0
+    comm_scale: float | np.ndarray = 1.0  # multiplies every communication time
+    dp_overlap: float | np.ndarray = DP_OVERLAP
+
+    def __post_init__(self) -> None:
+        for name in ("devices", "devices_per_node", "global_batch", "seq_len"):
+            if int(getattr(self, name)) < 1:
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(f"{name.replace('_', ' ')} must be >= 1, not {getattr(self, name)}", fix=f"pass a positive {flag}")
+        if self.reserve_gb < 0:
+            raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
+        if self.grad_bytes not in (2, 4):
+            raise ConfigError(f"gradient bytes must be 2 or 4, not {self.grad_bytes}", fix="--grad-dtype bf16 or fp32")

@@ -1,0 +1,72 @@
+"""Compute-rate helpers of the cost model: matmul weights per layer, the efficiency priors, GEMM
+shape efficiency and torchtitan's op-level selective AC (see planner/cost.py for the model)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..analysis.model_flops import ModelShape
+from .job import ATTN_REL, GEMM_SHARE, MATMUL_EFF, Job
+
+
+def params(m: ModelShape) -> tuple[float, float, float]:
+    """(dense params per layer, expert params per layer, embedding params) — matmul weights,
+    averaged over the layers (hybrid models mix attention kinds; MoE models have dense layers)."""
+    L = m.n_layers
+    mixer = m.mixer_params_total() / L
+    if m.n_experts:
+        mult = 3 if m.gated_mlp else 2
+        moe_frac = (L - m.first_dense_layers) / L
+        dense = mixer + moe_frac * (mult * m.d_model * m.d_ff_expert * m.n_shared_experts + m.d_model * m.n_experts)
+        dense += (1 - moe_frac) * m.dense_mlp_params()
+        experts = moe_frac * float(mult * m.d_model * m.d_ff_expert * m.n_experts)
+    else:
+        dense, experts = mixer + m.dense_mlp_params(), 0.0
+    return float(dense), experts, float(m.vocab * m.d_model)
+
+
+def op_sac(m: ModelShape, seq: int) -> tuple[float, float]:
+    """(activation bytes per token and layer / h, recompute factor) of torchtitan's op-level
+    selective AC (``selective_ac_option = "op"``, torchtitan ``activation_checkpoint.py``): it saves
+    the output of every op in its save list, the matmuls except every second one counted in forward
+    order, and the attention kernel's, and recomputes the rest. A Llama block runs wq, wk, wv, wo,
+    w1, w3, w2: wq, wv, w1, w2 are kept, wk, wo, w3 recomputed (GPT blocks: wq, wv, fc1 kept; wk,
+    wo, fc2 recomputed). Saved, in bf16: wq, wv, w1 (and w2) outputs, the attention output (as wide
+    as wq's) and the block's input. The recompute replays wk, wo, w3 (fc2) and the elementwise
+    ops, not attention: factor = 1 + their FLOPs / (3 x the layer's forward FLOPs, causal attention
+    included). Multiply-accumulates per token below."""
+    h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
+    f = float((m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff)
+    kept = q_w + kv_w + f + (h if m.gated_mlp else 0.0) + q_w + h
+    redone = (kv_w + q_w + f) * h
+    layer = (2 * q_w + 2 * kv_w) * h + (3 if m.gated_mlp else 2) * f * h + seq * q_w  # QK^T + AV, causal half
+    return 2 * kept / h, 1.0 + redone / (3 * layer)
+
+
+def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, float]:
+    """(gemm_eff, attn_eff, dense-work time factor of the precision), before calibration scales.
+    Efficiencies are achieved / bf16 (fp16) peak; the factor is < 1 when the precision has a faster
+    GEMM peak (fp8): GEMM_SHARE of the dense work runs faster by the ratio of achievable rates."""
+    hw = job.hw
+    base = "fp16" if job.precision == "fp16" else "bf16"
+    mm = hw.matmul_eff.get(base, MATMUL_EFF)
+    gemm = GEMM_SHARE * mm if job.gemm_eff is None else job.gemm_eff
+    attn = ATTN_REL * GEMM_SHARE * mm if job.attn_eff is None else job.attn_eff
+    factor = 1.0
+    if job.precision not in ("bf16", "fp16") and hw.peak_flops(job.precision) > hw.peak_flops(base):
+        speedup = hw.peak_flops(job.precision) * hw.matmul_eff.get(job.precision, mm) / (hw.peak_flops(base) * mm)
+        factor = GEMM_SHARE / speedup + (1 - GEMM_SHARE)
+    return gemm, attn, factor
+
+
+GEMM_D0, GEMM_P = 137.0, 1.5  # gemm_shape's fit (see there)
+
+
+def gemm_shape(d: np.ndarray | float) -> np.ndarray:
+    """GEMM throughput relative to the device's large-GEMM ceiling when its narrowest dimension is
+    ``d`` (the others large): ``1 / (1 + (137 / d)^1.5)``. Fitted to measured H100 bf16 GEMM rates
+    in XLA's matmul performance table (openxla ``xla/service/gpu/model/matmul_interpolator_data.h``,
+    ``sm_90``), where with the other dimensions >= 4096 the rate relative to 4096^3 (783 TFLOP/s)
+    is ~0.72 at d = 256, ~0.88 at 512, ~0.93 at 1024, ~0.99 at 2048 (mean of d as N and as K).
+    Assumed to carry over to other devices as a shape effect (tile and wave quantization)."""
+    return 1.0 / (1.0 + (GEMM_D0 / np.maximum(np.asarray(d, dtype=np.float64), 1.0)) ** GEMM_P)
