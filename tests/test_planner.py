@@ -714,3 +714,16 @@ def test_eager_elementwise_ops_cost_their_counted_bytes() -> None:
 
 def test_eager_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert _plan_8b(capsys, "dp=8", "--eager")["step_time_s"] > _plan_8b(capsys, "dp=8")["step_time_s"]
+
+
+def test_gradient_bytes_follow_the_precision_unless_given() -> None:
+    """fp16 training reduces fp16 gradients (Megatron without fp32 accumulation, DeepSpeed); bf16
+    and fp8 keep and reduce them in fp32."""
+    m = from_config_dict(TINY)
+    assert Job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16").grad_bytes == 2
+    assert Job(m, hardware("a100"), 8, 8, 16, 2048).grad_bytes == 4
+    assert Job(m, hardware("h100"), 8, 8, 16, 2048, precision="fp8").grad_bytes == 4
+    assert Job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16", grad_bytes=4).grad_bytes == 4
+    fp16 = evaluate(Job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16"), parse_strategy("dp=8,zero=2"))
+    dense, _, emb = params(m)
+    assert fp16["grads_gb"][0] == pytest.approx(2 * (8 * dense + emb) / 8 / 1e9)

@@ -56,8 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--devices-per-node", type=int, help="devices sharing the intra-node link (default: the catalog's, 8 for GPUs, the ICI slice for TPUs)")
     pl.add_argument("--precision", default="bf16", help="bf16, fp16 or fp8 (fp8 GEMMs, the rest bf16)")
     pl.add_argument("--reserve-gb", type=float, default=3.0, help="framework reserve per device: CUDA context, allocator slack (default 3)")
-    pl.add_argument("--grad-dtype", choices=("fp32", "bf16"), default="fp32",
-                    help="gradients kept and reduced in (default fp32: Megatron with bf16, FSDP2, nanotron)")
+    pl.add_argument("--grad-dtype", choices=("fp32", "bf16", "fp16"),
+                    help="gradients kept and reduced in (default fp32 with bf16/fp8: Megatron, FSDP2, nanotron; "
+                    "fp16 with fp16: Megatron, DeepSpeed)")
     pl.add_argument("--evaluate", metavar="STRATEGY", help='one configuration, e.g. "tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"')
     pl.add_argument("--top", type=int, default=20)
     pl.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",

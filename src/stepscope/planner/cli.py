@@ -28,9 +28,9 @@ def _job(d: dict[str, Any]) -> Job:
     prec = str(d.get("precision") or "bf16").lower()
     if prec not in ("bf16", "fp16", "fp8"):
         raise ConfigError(f"precision must be bf16, fp16 or fp8, not {prec!r}", fix="e.g. --precision fp8")
-    grad = str(d.get("grad_dtype") or "fp32")
-    if grad not in ("fp32", "bf16"):
-        raise ConfigError(f"grad_dtype must be fp32 or bf16, not {grad!r}", fix="e.g. --grad-dtype bf16")
+    grad = str(d.get("grad_dtype") or "")
+    if grad not in ("", "fp32", "bf16", "fp16"):
+        raise ConfigError(f"grad_dtype must be fp32, bf16 or fp16, not {grad!r}", fix="e.g. --grad-dtype bf16")
     hw = hardware(str(d["hardware"]))
     return Job(
         model=model(str(d["model"])),
@@ -44,7 +44,7 @@ def _job(d: dict[str, Any]) -> Job:
         fused_elementwise=bool(d.get("fused_elementwise", True)),
         param_gather_overlap=bool(d.get("param_gather_overlap", False)),
         reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
-        grad_bytes=4 if grad == "fp32" else 2,
+        grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
     )
 
 

@@ -9,9 +9,10 @@ Memory per device (bytes), for the pipeline stage that holds the most:
 - parameters ``P_dev = ceil(layers/pp) * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or
   head) on the most loaded stage (stages may be uneven; that stage also sets the pipeline's pace);
   expert-TP ``etp`` shards each expert's weights (default: etp = tp);
-- weights 2 B/param (bf16), gradients ``grad_bytes`` (default 4: fp32 accumulation and reduction,
-  the default of Megatron with bf16, torchtitan's FSDP2 and nanotron), optimizer 12 B/param (fp32
-  master + Adam m, v);
+- weights 2 B/param (bf16), gradients ``grad_bytes`` (default by precision: 4 with bf16/fp8, fp32
+  accumulation and reduction as Megatron with bf16, torchtitan's FSDP2 and nanotron do; 2 with
+  fp16, as Megatron and DeepSpeed reduce fp16 gradients), optimizer 12 B/param (fp32 master +
+  Adam m, v);
   ZeRO-1 shards the optimizer over dp x cp (context-parallel ranks hold the same weights), ZeRO-2
   also gradients, ZeRO-3/FSDP also weights; HSDP (``hsdp`` = shard-group size < dp) shards all
   three over the shard group (x cp) only;

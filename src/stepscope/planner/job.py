@@ -53,9 +53,11 @@ class Job:
     # ZeRO-1/2: the updated weights' all-gather runs under the next step's first forward (Megatron
     # --overlap-param-gather) instead of after the optimizer step, exposed
     param_gather_overlap: bool = False
-    # gradients kept and reduced in fp32 (4 B): Megatron's default with bf16, torchtitan's FSDP2
-    # reduce dtype, nanotron's fp32 accumulator; 2 for bf16 gradients
-    grad_bytes: int = 4
+    # bytes per gradient kept and reduced; 0 = by precision: fp32 (4 B) with bf16 and fp8 (Megatron
+    # forces fp32 accumulation and reduction with bf16; torchtitan's FSDP2 reduce dtype; nanotron's
+    # fp32 accumulator), 2 B with fp16 (Megatron without --accumulate-allreduce-grads-in-fp32 and
+    # DeepSpeed reduce fp16 gradients in fp16)
+    grad_bytes: int = 0
     # efficiencies achieved / bf16 peak; None = the priors above from the device's matmul_eff (set
     # them when measured, e.g. from a trace); arrays allowed: one value per configuration
     gemm_eff: float | np.ndarray | None = None
@@ -73,5 +75,7 @@ class Job:
                 raise ConfigError(f"{name.replace('_', ' ')} must be >= 1, not {getattr(self, name)}", fix=f"pass a positive {flag}")
         if self.reserve_gb < 0:
             raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
+        if self.grad_bytes == 0:
+            object.__setattr__(self, "grad_bytes", 2 if self.precision == "fp16" else 4)
         if self.grad_bytes not in (2, 4):
             raise ConfigError(f"gradient bytes must be 2 or 4, not {self.grad_bytes}", fix="--grad-dtype bf16 or fp32")
