@@ -58,7 +58,8 @@ def _one(job: Job, strategy: str) -> dict[str, Any]:
 def run(ns: argparse.Namespace) -> int:
     if ns.batch:
         try:
-            lines = open(ns.batch, encoding="utf-8").read().splitlines()
+            with open(ns.batch, encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
         except OSError as exc:
             raise InputError(f"cannot read ({exc.strerror})", path=ns.batch, fix="pass a JSONL file") from None
         for n, line in enumerate(lines, 1):
