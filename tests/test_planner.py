@@ -656,12 +656,18 @@ def test_batch_records_carry_the_framework_options(tmp_path: Path, capsys: pytes
         {**base, "global_batch": 16},
         {**base, "global_batch_tokens": 16 * 2048, "flash_attention": False, "grad_dtype": "bf16", "reserve_gb": 6},
         {**base, "global_batch": 16, "grad_dtype": "fp64"},
+        {**base, "global_batch": 16, "fused_elementwise": "false", "param_gather_overlap": True},
+        {**base, "global_batch": 16, "fused_elementwise": "no"},
     )) + "\n")
     assert main(["plan", "--batch", str(batch)]) == 0
-    ref, other, bad = (json.loads(x) for x in capsys.readouterr().out.splitlines())
+    ref, other, bad, eager, bad_flag = (json.loads(x) for x in capsys.readouterr().out.splitlines())
     assert other["step_time_s"] > ref["step_time_s"]  # materialized attention scores cost time
     assert other["memory_gb"]["grads"] == pytest.approx(ref["memory_gb"]["grads"] / 2) and other["memory_gb"]["reserve"] == 6
     assert "grad_dtype" in bad["error"]
+    # the string "false" is false (not Python-truthy); eager ops cost time, the overlapped weight
+    # all-gather saves some
+    assert eager["time_s"]["compute"] > ref["time_s"]["compute"] and eager["time_s"]["dp"] < ref["time_s"]["dp"]
+    assert "fused_elementwise" in bad_flag["error"]
 
 
 def test_ep_overlap_hides_the_all_to_all_behind_another_micro_batch() -> None:

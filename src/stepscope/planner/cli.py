@@ -40,12 +40,23 @@ def _job(d: dict[str, Any]) -> Job:
         global_batch=int(d["global_batch"]),
         seq_len=int(d["seq_len"]),
         precision=prec,
-        flash_attention=bool(d.get("flash_attention", True)),
-        fused_elementwise=bool(d.get("fused_elementwise", True)),
-        param_gather_overlap=bool(d.get("param_gather_overlap", False)),
+        flash_attention=_bool(d, "flash_attention", True),
+        fused_elementwise=_bool(d, "fused_elementwise", True),
+        param_gather_overlap=_bool(d, "param_gather_overlap", False),
         reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
     )
+
+
+def _bool(d: dict[str, Any], key: str, default: bool) -> bool:
+    """A framework flag of a --batch record (JSON true/false, 0/1 or the strings); anything else is
+    an error rather than Python's truthiness (the string "false" is true)."""
+    v = d.get(key, default)
+    if isinstance(v, bool) or v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0"):
+        return v.strip().lower() in ("true", "1")
+    raise ConfigError(f"{key} must be true or false, not {v!r}", fix=f'e.g. "{key}": false')
 
 
 def _one(job: Job, strategy: str) -> dict[str, Any]:
