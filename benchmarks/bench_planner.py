@@ -213,7 +213,7 @@ def accuracy(csv_path: Path) -> dict:
     cal_ape = []
     for src, v in cv.items():
         out[src]["calibrated_mape"] = round(float(v["mape"]), 3)
-        out[src]["fit_on_others"] = {k: round(float(v[k]), 3) for k in ("gemm_scale", "attn_scale", "comm_scale")}
+        out[src]["fit_on_others"] = {k: round(float(v[k]), 3) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale")}
         cal_ape += [float(v["mape"])] * int(v["rows"])
     out["ALL"]["calibrated_mape_loso"] = round(float(np.mean(cal_ape)), 3)
     # the same, fitted only on other publications of the held-out source's framework where there

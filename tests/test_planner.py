@@ -120,6 +120,7 @@ def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
         ATTN_GRID,
         COMM_GRID,
         GEMM_GRID,
+        INTER_GRID,
         Fit,
         Run,
         cross_validate,
@@ -127,14 +128,15 @@ def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
         predict_tokens,
     )
 
-    truth_fit = Fit(float(GEMM_GRID[20]), float(ATTN_GRID[5]), float(COMM_GRID[9]))  # grid points: recoverable exactly
+    # grid points: recoverable exactly; 16 devices on 2 nodes, so the inter-node tier is informed
+    truth_fit = Fit(float(GEMM_GRID[20]), float(ATTN_GRID[5]), float(COMM_GRID[9]), float(INTER_GRID[6]))
     runs = []
     # short and long sequences separate attention from GEMM work; TP/FSDP runs expose the links
     for i, (strat, seq) in enumerate([("tp=8,dp=2", 2048), ("tp=2,pp=2,dp=4", 16384), ("dp=16,zero=3", 4096),
                                       ("tp=4,dp=4,recompute=full", 32768), ("tp=8,dp=2", 32768), ("dp=16", 1024)]):
         job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
         st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
-        truth = dataclasses.replace(job, gemm_scale=truth_fit.gemm_scale, attn_scale=truth_fit.attn_scale, comm_scale=truth_fit.comm_scale)
+        truth = truth_fit.apply(job)
         measured = float(predict_tokens(truth, {k: np.array([v]) for k, v in st.items()})[0])
         runs.append(Run(job, st, measured, predict_tokens, group=f"g{i % 2}"))
     assert fit(runs) == truth_fit
@@ -340,6 +342,7 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
     rec = json.loads(capsys.readouterr().out)
     cal = rec["calibration"]
     assert (cal["gemm_scale"], cal["attn_scale"], cal["comm_scale"]) == (g, a, c)
+    assert cal["inter_scale"] == 1.0  # one node: nothing informs the inter-node tier, it keeps the prior
     assert cal["mape_after_leave_one_out"] < 0.02 < cal["mape_before"]
     truth = dataclasses.replace(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096), gemm_scale=g, attn_scale=a, comm_scale=c)
     assert rec["step_time_s"] == pytest.approx(evaluate(truth, parse_strategy("tp=2,dp=4"))["step_s"][0])

@@ -1,8 +1,11 @@
 """Calibration: fit efficiencies by op class and the communication scale to measured runs.
 
-Three factors are fitted, each a multiplier on the model's prior: ``gemm_scale`` (efficiency of
-the non-attention work), ``attn_scale`` (attention kernels) and ``comm_scale`` (every modeled
-communication time, i.e. 1 / the fraction of the catalog link bandwidth achieved). Scales rather
+Four factors are fitted, each a multiplier on the model's prior: ``gemm_scale`` (efficiency of
+the non-attention work), ``attn_scale`` (attention kernels), ``comm_scale`` (every modeled
+communication time, i.e. 1 / the fraction of the catalog link bandwidth achieved) and
+``inter_scale`` (transfers over inter-node links on top of that: the network tier). Among equally
+good grid points the one closest to the priors (all scales 1) wins, so a factor the runs cannot
+inform (no inter-node traffic, say) stays at 1. Scales rather
 than absolute efficiencies keep what the priors know per device (the measured matmul ceiling). The fit minimizes the mean absolute
 log error ``|log(predicted / measured)|`` over a grid (vectorized: every grid point for a run in
 one evaluation). Accuracy must be reported on runs the fit did not see: :func:`cross_validate`
@@ -22,6 +25,7 @@ from .cost import Job, evaluate
 GEMM_GRID = np.geomspace(0.4, 2.0, 25)
 ATTN_GRID = np.geomspace(0.25, 3.0, 15)
 COMM_GRID = np.geomspace(0.25, 4.0, 13)
+INTER_GRID = np.geomspace(0.5, 8.0, 9)
 
 
 @dataclass(frozen=True)
@@ -39,34 +43,38 @@ class Fit:
     gemm_scale: float
     attn_scale: float
     comm_scale: float
+    inter_scale: float = 1.0
 
     def apply(self, job: Job) -> Job:
-        return dataclasses.replace(job, gemm_scale=self.gemm_scale, attn_scale=self.attn_scale, comm_scale=self.comm_scale)
+        return dataclasses.replace(job, gemm_scale=self.gemm_scale, attn_scale=self.attn_scale, comm_scale=self.comm_scale,
+                                   inter_scale=self.inter_scale)
 
 
-def _grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    g, a, c = np.meshgrid(GEMM_GRID, ATTN_GRID, COMM_GRID, indexing="ij")
-    return g.ravel(), a.ravel(), c.ravel()
+def _grid() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    g, a, c, i = np.meshgrid(GEMM_GRID, ATTN_GRID, COMM_GRID, INTER_GRID, indexing="ij")
+    return g.ravel(), a.ravel(), c.ravel(), i.ravel()
 
 
 def _errors(run: Run) -> np.ndarray:
     """|log error| for every grid point (flattened)."""
-    g, a, c = _grid()
+    g, a, c, i = _grid()
     s = {k: np.full(g.size, v) for k, v in run.strategy.items()}
-    job = dataclasses.replace(run.job, gemm_scale=g, attn_scale=a, comm_scale=c)
+    job = dataclasses.replace(run.job, gemm_scale=g, attn_scale=a, comm_scale=c, inter_scale=i)
     pred = np.maximum(run.predict(job, s), 1e-12)
     return np.abs(np.log(pred / run.measured))
 
 
 def _best(total: np.ndarray) -> Fit:
-    g, a, c = _grid()
-    i = int(np.argmin(total))
-    return Fit(float(g[i]), float(a[i]), float(c[i]))
+    g, a, c, i = _grid()
+    # ties (factors the runs do not inform) go to the point nearest the priors
+    prior_dist = np.abs(np.log(g)) + np.abs(np.log(a)) + np.abs(np.log(c)) + np.abs(np.log(i))
+    k = int(np.lexsort((prior_dist, np.round(total, 9)))[0])
+    return Fit(float(g[k]), float(a[k]), float(c[k]), float(i[k]))
 
 
 def fit(runs: Sequence[Run]) -> Fit:
     if not runs:
-        return Fit(1.0, 1.0, 1.0)
+        return Fit(1.0, 1.0, 1.0, 1.0)
     return _best(np.sum(np.stack([_errors(r) for r in runs]), axis=0))
 
 

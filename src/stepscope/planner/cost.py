@@ -288,7 +288,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     node = float(job.devices_per_node)
 
     def link(span: np.ndarray) -> np.ndarray:
-        return np.where(span <= node, intra, inter)
+        return np.where(span <= node, intra, inter / job.inter_scale)
 
     def alpha(n: np.ndarray, span: np.ndarray) -> np.ndarray:
         return np.where(n > 1, (n - 1) * np.where(span <= node, 10e-6, 20e-6), 0.0)

@@ -66,6 +66,9 @@ class Job:
     gemm_scale: float | np.ndarray = 1.0
     attn_scale: float | np.ndarray = 1.0
     comm_scale: float | np.ndarray = 1.0  # multiplies every communication time
+    # multiplies transfer time over inter-node links only (1 / the achieved fraction of the catalog's
+    # inter-node bandwidth, on top of comm_scale): the network tier a cluster may fall short on
+    inter_scale: float | np.ndarray = 1.0
     dp_overlap: float | np.ndarray = DP_OVERLAP
 
     def __post_init__(self) -> None:
