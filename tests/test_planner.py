@@ -736,3 +736,16 @@ def test_gradient_bytes_follow_the_precision_unless_given() -> None:
     fp16 = evaluate(Job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16"), parse_strategy("dp=8,zero=2"))
     dense, _, emb = params(m)
     assert fp16["grads_gb"][0] == pytest.approx(2 * (8 * dense + emb) / 8 / 1e9)
+
+
+def test_maxtext_minimal_remat_by_hand() -> None:
+    """MaxText's remat_policy "minimal" is JAX's checkpoint_dots_with_no_batch_dims: Llama-3-8B at
+    seq 8192 keeps q 4096 + k, v 2 x 1024 + o 4096 + gate, up 2 x 14336 + down 4096 + the block
+    input 4096 = 47104 values per token and layer = 23.0 h-bytes; it recomputes attention, 8192 x
+    4096 of the layer's (2*4096 + 2*1024 + 3*14336 + 8192) * 4096 forward MACs."""
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    r = evaluate(job, parse_strategy("dp=8,mb=2,recompute=minimal"))
+    act = 8192 * 2 * 4096 * 32
+    logits = 8192 * 2 * 128256 * 6.0
+    assert r["activations_gb"][0] * 1e9 == pytest.approx(act * 23.0 + act / 32 * (34 - 23.0) + logits)
+    assert r["hfu"][0] / r["mfu"][0] == pytest.approx(1 + 8192 / (3 * 61440))

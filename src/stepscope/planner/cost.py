@@ -132,9 +132,9 @@ from .job import (
     TP_OVERLAP,
     Job,
 )
-from .rates import efficiencies, gemm_shape, op_sac, params
+from .rates import dots_saveable, efficiencies, gemm_shape, op_sac, params
 
-OP_SAC = RECOMPUTE.index("op")
+OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
 
 __all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
 
@@ -205,8 +205,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # pipeline schedules split a replica's batch into at least pp micro-batches
     n_micro = np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb))
     mb = np.where(pp > 1, job.global_batch / (dp * n_micro), mb)
-    act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # "op" depends on the model's shape
+    act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # "op" and "minimal" follow the model's shape
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
+    act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
     act_layer = seq * mb * h * act_c[rc] / (tp * cp)
     if m.n_experts and m.experts_per_token > 1:
         act_layer = act_layer + (m.experts_per_token - 1) * seq * mb * h * 4 / (tp * cp)

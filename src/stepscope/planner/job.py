@@ -13,14 +13,15 @@ from ..errors import ConfigError
 
 # Recompute policies: activation bytes per layer = c * s*b*h/(tp*cp), compute x factor.
 # none/selective/full follow Korthikanti et al.; the named policies are priors from which tensors
-# they keep (MaxText/torchtitan names): "minimal" keeps every matmul output (recomputes the cheap
-# pointwise work), "save_dot_except_mlp" keeps attention matmul outputs and recomputes the MLP
+# they keep (MaxText/torchtitan names): "minimal" keeps every projection's output (recomputes
+# attention and the pointwise work; computed from the model's shape, see rates.dots_saveable),
+# "save_dot_except_mlp" keeps attention matmul outputs and recomputes the MLP
 # (~2/3 of the forward FLOPs), "save_qkv_proj" keeps only the QKV projections, "save_out_proj" only
 # the attention output projection (both recompute nearly the whole forward); "op" is torchtitan's
 # op-level selective AC, computed from the model's shape (see op_sac).
 RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "op")
-ACT_BYTES = np.array([34.0, 30.0, 2.0, 20.0, 12.0, 8.0, 4.0, np.nan])
-RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, 1.10, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan])
+ACT_BYTES = np.array([34.0, 30.0, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan])
+RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan])
 SCHEDULES = ("1f1b", "zb-h1", "zb-v")  # 1f1b is interleaved when vpp > 1
 BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1])
 GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs

@@ -35,12 +35,30 @@ def op_sac(m: ModelShape, seq: int) -> tuple[float, float]:
     as wq's) and the block's input. The recompute replays wk, wo, w3 (fc2) and the elementwise
     ops, not attention: factor = 1 + their FLOPs / (3 x the layer's forward FLOPs, causal attention
     included). Multiply-accumulates per token below."""
-    h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
-    f = float((m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff)
+    h, q_w, kv_w, f, layer = _block(m, seq)
     kept = q_w + kv_w + f + (h if m.gated_mlp else 0.0) + q_w + h
     redone = (kv_w + q_w + f) * h
-    layer = (2 * q_w + 2 * kv_w) * h + (3 if m.gated_mlp else 2) * f * h + seq * q_w  # QK^T + AV, causal half
     return 2 * kept / h, 1.0 + redone / (3 * layer)
+
+
+def dots_saveable(m: ModelShape, seq: int) -> tuple[float, float]:
+    """The same for MaxText's ``remat_policy: minimal``, which is JAX's
+    ``checkpoint_dots_with_no_batch_dims``: every projection's output is saved (q, k, v, o, the MLP's
+    up/gate and down), the block's input too; attention (its dots carry batch dimensions, or it is
+    a kernel) and the elementwise ops are recomputed: factor = 1 + attention's forward FLOPs / (3 x
+    the layer's forward FLOPs)."""
+    h, q_w, kv_w, f, layer = _block(m, seq)
+    kept = q_w + 2 * kv_w + h + (2 if m.gated_mlp else 1) * f + h + h
+    return 2 * kept / h, 1.0 + seq * q_w / (3 * layer)
+
+
+def _block(m: ModelShape, seq: int) -> tuple[float, float, float, float, float]:
+    """(h, query width, key/value width, active MLP width, the layer's forward multiply-accumulates
+    per token with causal attention: projections + MLP + QK^T and AV over half the sequence)."""
+    h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
+    f = float((m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff)
+    layer = (2 * q_w + 2 * kv_w) * h + (3 if m.gated_mlp else 2) * f * h + seq * q_w
+    return h, q_w, kv_w, f, layer
 
 
 def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, float]:
