@@ -314,6 +314,32 @@ def test_efficiencies_from_an_analysis_report(tmp_path: Path, capsys: pytest.Cap
     assert main(args + ["--evaluate", "dp=8", "--baseline", "dp=8", "--from-analysis", str(tmp_path / "bad.json")]) == 2
 
 
+def test_trace_link_tiers_give_the_intra_and_inter_node_scales() -> None:
+    from stepscope.planner.from_trace import from_report
+
+    def doc(collectives: list[dict]) -> dict:
+        return {"ranks": [{"rank": 0, "step_stats": {"median_ns": 1e8}, "hardware": {"peak_tflops": 312}}],
+                "cluster": {"collectives": collectives}}
+
+    big = 64 << 20
+    intra = [{"bytes": big, "busbw_gbps": 200.0, "peak_gbps": 300.0, "link": "intra"}]  # 2/3 of NVLink: scale 1.5
+    inter = [{"bytes": big, "busbw_gbps": 5.0, "peak_gbps": 25.0, "link": "inter"},  # 1/5 and 3/5 of the NIC:
+             {"bytes": big, "busbw_gbps": 15.0, "peak_gbps": 25.0, "link": "inter"}]  # median 2/5, scale 2.5
+    both = from_report(doc(intra + inter))
+    assert both.comm_scale == pytest.approx(1.5) and both.inter_scale == pytest.approx(2.5 / 1.5)
+    only_inter = from_report(doc(inter))
+    assert only_inter.comm_scale is None and only_inter.inter_scale == pytest.approx(2.5)  # NVLink keeps its prior
+    # the planner multiplies inter-node transfers by both: 1 / (2/5) of the catalog's bandwidth
+    job = dataclasses.replace(Job(from_config_dict(TINY), hardware("a100"), 16, 8, 32, 2048), comm_scale=both.comm_scale,
+                              inter_scale=both.inter_scale)
+    r = evaluate(job, parse_strategy("dp=16"))
+    dense, _, emb = params(job.model)
+    inter_bw = hardware("a100").inter_node_gbps * 1e9 / (2.5 / 1.5)
+    raw = 2 * 15 / 16 * 4 * (8 * dense + emb) / inter_bw + 2 * 15 * 20e-6  # fp32 all-reduce over 2 nodes
+    window = r["compute_s"][0] / 2 * 2 / 3  # 2 micro-batches: the last one's backward
+    assert r["dp_s"][0] == pytest.approx((raw - 0.7 * min(raw, window)) * 1.5)
+
+
 def test_real_report_without_shapes_keeps_priors(tmp_path: Path) -> None:
     """The bundled A100 trace has no input shapes: no FLOPs, so no efficiency, but its step time."""
     from stepscope.planner.from_trace import read

@@ -156,7 +156,7 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
 
         te = read(ns.from_analysis, ns.rank)
         changes: dict[str, Any] = {k: v for k, v in (("gemm_eff", te.gemm_eff), ("attn_eff", te.attn_eff), ("dp_overlap", te.dp_overlap),
-                                                     ("comm_scale", te.comm_scale)) if v is not None}
+                                                     ("comm_scale", te.comm_scale), ("inter_scale", te.inter_scale)) if v is not None}
         job = dataclasses.replace(job, **changes)
         info.update({"trace": ns.from_analysis, "trace_rank": te.rank, "trace_step_time_s": te.step_s,
                      "trace_hardware": te.hardware, **{f"measured_{k}": v for k, v in changes.items()}})

@@ -9,8 +9,10 @@ From an ``stepscope analyze --json`` report (first rank, or the rank given):
 - ``dp_overlap`` = overlapped / total collective time (the share the run hid behind compute);
 - ``step_s`` = the median step time;
 - ``comm_scale`` (multi-rank reports) = 1 / median(bus bandwidth / link peak) over the matched
-  collectives of >= 1 MiB that have both (the cluster view's transfer time, not the wait), so
-  communication is modeled at the bandwidth the run achieved.
+  collectives of >= 1 MiB that have both (the cluster view's transfer time, not the wait) and do
+  not cross nodes (or whose link is not known), so communication is modeled at the bandwidth the
+  run achieved; ``inter_scale`` the same over those that cross nodes, relative to ``comm_scale``
+  (the planner multiplies inter-node transfers by both).
 The peak is the one the analysis used (its detected or given hardware and dtype). A ratio whose
 FLOPs are unknown (the trace has no shapes) is ``None`` and the planner keeps its prior.
 """
@@ -36,6 +38,7 @@ class TraceEfficiency:
     hardware: str | None
     rank: int
     comm_scale: float | None = None
+    inter_scale: float | None = None
 
 
 def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
@@ -68,18 +71,26 @@ def from_report(doc: dict[str, Any], rank: int | None = None, where: str = "repo
     return TraceEfficiency(
         step_s=float(med) * 1e-9, gemm_eff=_ratio(oth_f, oth_d, peak), attn_eff=_ratio(att_f, att_d, peak),
         dp_overlap=(hidden / comm) if comm > 0 else None, hardware=hw.get("name"), rank=int(r.get("rank") or 0),
-        comm_scale=_comm_scale(doc.get("cluster")),
+        **_comm_scales(doc.get("cluster")),
     )
 
 
-def _comm_scale(cluster: Any) -> float | None:
-    if not isinstance(cluster, dict):
-        return None
-    ratios = [float(c["busbw_gbps"]) / float(c["peak_gbps"]) for c in cluster.get("collectives") or []
-              if isinstance(c, dict) and c.get("busbw_gbps") and c.get("peak_gbps") and (c.get("bytes") or 0) >= 1 << 20]
+def _comm_scales(cluster: Any) -> dict[str, float | None]:
+    """comm_scale from the collectives within a node (or of unknown link), inter_scale from those
+    across nodes relative to it."""
+    within: list[float] = []
+    across: list[float] = []
+    for c in (cluster.get("collectives") or []) if isinstance(cluster, dict) else []:
+        if isinstance(c, dict) and c.get("busbw_gbps") and c.get("peak_gbps") and (c.get("bytes") or 0) >= 1 << 20:
+            (across if c.get("link") == "inter" else within).append(float(c["busbw_gbps"]) / float(c["peak_gbps"]))
+    comm, inter = _inverse_median(within), _inverse_median(across)
+    return {"comm_scale": comm, "inter_scale": inter / (comm or 1.0) if inter else None}
+
+
+def _inverse_median(ratios: list[float]) -> float | None:
     if not ratios:
         return None
-    ratios.sort()
+    ratios = sorted(ratios)
     mid = len(ratios) // 2
     med = ratios[mid] if len(ratios) % 2 else 0.5 * (ratios[mid - 1] + ratios[mid])
     return 1.0 / med if med > 0 else None
