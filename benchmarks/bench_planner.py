@@ -31,7 +31,7 @@ import numpy as np
 from stepscope.analysis.model_flops import ModelShape
 from stepscope.errors import ConfigError
 from stepscope.planner.calibrate import Run, cross_validate
-from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
 from stepscope.planner.search import hardware, model, search, space
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,21 +101,23 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     # the backward reduce-scatter with the weight-gradient GEMM (bwd); SC21's 2021 Megatron did not
     notes = r["notes"]
     if "nanotron" in r["source"] and re.search(r"async TP", notes, re.IGNORECASE):
-        tp_overlap = 3
+        mode = "bwd+shard"
     elif re.search(r"tp-comm-overlap|async ?TP", notes, re.IGNORECASE) and not re.search(r"vanilla TP", notes, re.IGNORECASE):
-        tp_overlap = 1
+        mode = "full"
     elif re.match(r"\W*(NVIDIA/Megatron-LM|Ascend/MindSpeed)", r["source"]):
-        tp_overlap = 2
+        mode = "bwd"
     else:
-        tp_overlap = 0
+        mode = "none"
+    tp_overlap = TP_OVERLAP.index(mode)
     tp, pp, cp = (int(_num(r[k], 1) or 1) for k in ("tp", "pp", "cp"))
     dp = int(_num(r["dp"], 0) or 0) or max(n // (tp * pp * cp), 1)
     z = r["zero_or_fsdp"].lower()
     zero = 3 if ("fsdp" in z or "zero3" in z) else 2 if "zero2" in z else 1 if ("zero1" in z or "distributed" in z) else 0
     rc = r["recompute"].lower()
     # torchtitan's "selective (op)" / "per-op SAC" is its op-level policy (cost.RECOMPUTE "op")
-    rci = (2 if "full" in rc else 3 if "minimal" in rc else 5 if "qkv" in rc else 7 if re.search(r"\(op\)|per-op", rc)
-           else 1 if any(x in rc for x in ("selective", "sac")) else 0)
+    policy = ("full" if "full" in rc else "minimal" if "minimal" in rc else "save_qkv_proj" if "qkv" in rc
+              else "op" if re.search(r"\(op\)|per-op", rc) else "selective" if any(x in rc for x in ("selective", "sac")) else "none")
+    rci = RECOMPUTE.index(policy)
     if not (r["tp"] or r["dp"]):
         # the source gives no (or only a partial) parallel configuration: the run was tuned, so
         # predict the planner's own best strategy for it, keeping what the source does state (pp)
