@@ -719,20 +719,28 @@ def test_strategy_on_off_values() -> None:
         parse_strategy("dp=8,offload=maybe")
 
 
-def test_torchtitan_op_level_selective_ac_by_hand() -> None:
-    """Llama-3-8B (h 4096, 32 query heads and 8 KV heads of 128, MLP 14336), seq 8192. Kept per
-    token and layer in bf16: wq 4096 + wv 1024 + w1 14336 + w2 4096 outputs, the attention output
-    4096 and the block input 4096 = 31744 values = 2 * 31744 / 4096 = 15.5 h-bytes. Recomputed
-    matmuls wk, wo, w3: (1024 + 4096 + 14336) * 4096 MACs per token, of a forward of (2*4096 +
-    2*1024 + 3*14336) * 4096 + 8192 * 4096 (causal QK^T + AV): factor 1 + 19456 / (3 * 61440)."""
+@pytest.mark.parametrize("policy,kept_h_bytes,factor", [
+    # torchtitan's op-level SAC: wq 4096 + wv 1024 + w1 14336 + w2 4096 outputs, the attention
+    # output 4096 and the block input 4096 = 31744 values = 2 * 31744 / 4096 = 15.5 h-bytes; it
+    # recomputes wk, wo, w3: (1024 + 4096 + 14336) * 4096 MACs per token
+    ("op", 15.5, 1 + 19456 / (3 * 61440)),
+    # MaxText's "minimal" (JAX checkpoint_dots_with_no_batch_dims): q 4096 + k, v 2 x 1024 + o 4096
+    # + gate, up 2 x 14336 + down 4096 + the block input 4096 = 47104 values = 23.0 h-bytes; it
+    # recomputes attention, 8192 * 4096 MACs per token
+    ("minimal", 23.0, 1 + 8192 / (3 * 61440)),
+])
+def test_shape_counted_recompute_policies_by_hand(policy: str, kept_h_bytes: float, factor: float) -> None:
+    """Llama-3-8B (h 4096, 32 query heads and 8 KV heads of 128, MLP 14336), seq 8192: a layer's
+    forward is (2*4096 + 2*1024 + 3*14336) * 4096 + 8192 * 4096 (causal QK^T + AV) = 61440 * 4096
+    MACs per token."""
     job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
-    op = evaluate(job, parse_strategy("dp=8,mb=2,recompute=op"))
+    r = evaluate(job, parse_strategy(f"dp=8,mb=2,recompute={policy}"))
     none = evaluate(job, parse_strategy("dp=8,mb=2"))
     act = 8192 * 2 * 4096 * 32  # s * mb * h * layers (mb = 16 / 8)
     logits = 8192 * 2 * 128256 * 6.0
-    assert op["activations_gb"][0] * 1e9 == pytest.approx(act * 15.5 + act / 32 * (34 - 15.5) + logits)
+    assert r["activations_gb"][0] * 1e9 == pytest.approx(act * kept_h_bytes + act / 32 * (34 - kept_h_bytes) + logits)
     assert none["activations_gb"][0] * 1e9 == pytest.approx(act * 34 + logits)
-    assert op["hfu"][0] / op["mfu"][0] == pytest.approx(1 + 19456 / (3 * 61440))
+    assert r["hfu"][0] / r["mfu"][0] == pytest.approx(factor)
 
 
 def test_eager_elementwise_ops_cost_their_counted_bytes() -> None:
@@ -762,16 +770,3 @@ def test_gradient_bytes_follow_the_precision_unless_given() -> None:
     fp16 = evaluate(Job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16"), parse_strategy("dp=8,zero=2"))
     dense, _, emb = params(m)
     assert fp16["grads_gb"][0] == pytest.approx(2 * (8 * dense + emb) / 8 / 1e9)
-
-
-def test_maxtext_minimal_remat_by_hand() -> None:
-    """MaxText's remat_policy "minimal" is JAX's checkpoint_dots_with_no_batch_dims: Llama-3-8B at
-    seq 8192 keeps q 4096 + k, v 2 x 1024 + o 4096 + gate, up 2 x 14336 + down 4096 + the block
-    input 4096 = 47104 values per token and layer = 23.0 h-bytes; it recomputes attention, 8192 x
-    4096 of the layer's (2*4096 + 2*1024 + 3*14336 + 8192) * 4096 forward MACs."""
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
-    r = evaluate(job, parse_strategy("dp=8,mb=2,recompute=minimal"))
-    act = 8192 * 2 * 4096 * 32
-    logits = 8192 * 2 * 128256 * 6.0
-    assert r["activations_gb"][0] * 1e9 == pytest.approx(act * 23.0 + act / 32 * (34 - 23.0) + logits)
-    assert r["hfu"][0] / r["mfu"][0] == pytest.approx(1 + 8192 / (3 * 61440))

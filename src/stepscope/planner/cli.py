@@ -164,7 +164,5 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
 
 
 def _tp_mode(value: object) -> int:
-    """--tp-overlap's value as a TP_OVERLAP code (True, from callers of the old on/off flag: full)."""
-    if value is True:
-        return 1
+    """--tp-overlap's mechanism name as a TP_OVERLAP code (absent: none)."""
     return TP_OVERLAP.index(value) if value in TP_OVERLAP else 0

@@ -261,16 +261,15 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # residual adds (2 reads, 1 write), the MLP activation (gated: 2 reads + 1 write of an
     # f-vector; else 1 + 1) in bf16; backward moves about twice the forward's bytes
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
+    q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     elem_bytes = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens + score_bytes
     if not job.fused_elementwise:  # eager ops (module docstring): norms, rotary embeddings, SwiGLU
-        q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
         eager = 64 * h * L + 20 * (q_w + kv_w) * attn_layers + (4 * f_act if m.gated_mlp else 0) * L
         elem_bytes = elem_bytes + 3 * eager * tokens
     if job.precision == "fp8":
         # dynamic scaling: every linear layer's input (forward) and output gradient (backward) is
         # scanned for its absolute max, cast to fp8 and cast again transposed for the weight
         # gradient, ~8 B per element of each linear's input and output widths
-        q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
         lin_w = (h + q_w + 2 * kv_w) + (q_w + h) + (h + (2 if m.gated_mlp else 1) * f_act) + (f_act + h)
         elem_bytes = elem_bytes + 8.0 * lin_w * (L - m.linear_layers) * tokens
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
@@ -296,9 +295,14 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
     msg = seq * mb * h * 2 / cp
 
+    def ring(n: np.ndarray, nbytes: np.ndarray | float, span: np.ndarray, calls: int = 1) -> np.ndarray:
+        """``calls`` ring collectives over n ranks whose group spans ``span`` ranks, moving
+        (n-1)/n x nbytes per rank in all (an all-reduce is 2 calls of its bytes)."""
+        return _ring(n) * nbytes / link(span) + calls * alpha(n, span)
+
     def all_reduce(n: np.ndarray, nbytes: np.ndarray | float) -> np.ndarray:
         """Ring all-reduce (or all-gather + reduce-scatter) of nbytes over n ranks in one node group."""
-        return np.where(n > 1, _ring(n, 2) * nbytes / link(n) + 2 * alpha(n, n), 0.0)
+        return np.where(n > 1, ring(n, 2 * nbytes, n, 2), 0.0)
 
     # per layer and micro-batch, fwd + bwd: 2 all-reduce-equivalents for attention, 2 for the MLP;
     # MoE layers move the k routed copies over the expert-TP group instead of the MLP's two
@@ -322,18 +326,17 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # micro-batch, or every micro-batch (module docstring)
     micro_s = compute_s / np.maximum(n_micro, 1)
     last_bwd_s = micro_s * (1 - 1 / (3 * rfactor[rc]))
-    zero3_once = _ring(shard) * (2 * p_dev + grad_bytes) / link(span_shard) + 2 * alpha(shard, span_shard)
-    zero3_each = _ring(shard) * (4 * p_dev + grad_bytes) / link(span_shard) + 3 * alpha(shard, span_shard)
-    replica_ar = _ring(replicas, 2) * grad_bytes / shard / link(span_dp) + 2 * alpha(replicas, span_dp)
+    zero3_once = ring(shard, 2 * p_dev + grad_bytes, span_shard, 2)  # one all-gather + one reduce-scatter
+    zero3_each = ring(shard, 4 * p_dev + grad_bytes, span_shard, 3)  # two all-gathers + one reduce-scatter
+    replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2)
     dp_s = np.where(
         zero >= 3,
         np.where(keep, _hide(zero3_once, job.dp_overlap, micro_s), _hide(zero3_each * n_micro, job.dp_overlap, compute_s))
         + _hide(replica_ar, job.dp_overlap, last_bwd_s),
         np.where(zero >= 1,
-                 _hide(_ring(dpc) * grad_bytes / link(span_dp) + alpha(dpc, span_dp), job.dp_overlap, last_bwd_s)
-                 + _hide(_ring(dpc) * 2 * p_dev / link(span_dp) + alpha(dpc, span_dp),
-                         job.dp_overlap if job.param_gather_overlap else 0.0, micro_s - last_bwd_s),
-                 _hide(_ring(dpc, 2) * grad_bytes / link(span_dp) + 2 * alpha(dpc, span_dp), job.dp_overlap, last_bwd_s)),
+                 _hide(ring(dpc, grad_bytes, span_dp), job.dp_overlap, last_bwd_s)
+                 + _hide(ring(dpc, 2 * p_dev, span_dp), job.dp_overlap if job.param_gather_overlap else 0.0, micro_s - last_bwd_s),
+                 _hide(ring(dpc, 2 * grad_bytes, span_dp, 2), job.dp_overlap, last_bwd_s)),
     )
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
     ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro * replay * uneven

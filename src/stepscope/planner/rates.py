@@ -1,5 +1,6 @@
 """Compute-rate helpers of the cost model: matmul weights per layer, the efficiency priors, GEMM
-shape efficiency and torchtitan's op-level selective AC (see planner/cost.py for the model)."""
+shape efficiency, and the recompute policies counted from the model's shape (torchtitan's op-level
+selective AC, MaxText's "minimal"); see planner/cost.py for the model."""
 
 from __future__ import annotations
 

@@ -62,8 +62,8 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
     schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1;
     HSDP shard groups (powers of 2 < dp) only with ZeRO-3; activation offload on or off; with
-    ZeRO-3, weights resharded after forward or kept. ``tp_overlap`` (a ``cost.TP_OVERLAP`` code;
-    True = full) / ``ep_overlap``: how the framework overlaps TP communication with GEMMs / the EP
+    ZeRO-3, weights resharded after forward or kept. ``tp_overlap`` (a ``cost.TP_OVERLAP`` code)
+    / ``ep_overlap``: how the framework overlaps TP communication with GEMMs / the EP
     all-to-all with another micro-batch (properties of the framework, not searched); ``tp_across_nodes`` lifts the default limit of TP to one node."""
     m = job.model
     tp_max = job.devices if tp_across_nodes else min(job.devices_per_node, job.devices)
