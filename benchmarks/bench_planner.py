@@ -92,8 +92,12 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     per_node = n // slices if ms else (dev.node_devices or 8)
     # torchtitan rows without torch.compile run the block's elementwise ops eagerly
     eager = "torchtitan" in r["source"] and not re.search(r"compile", r["notes"], re.IGNORECASE)
+    # torchtitan's Llama and MaxText (fused_qkv/fused_mlp false by default) run separate q, k, v
+    # (and gate, up) GEMMs; Megatron, MindSpeed and nanotron fuse them. "rowwise" names torchao's recipe
+    separate = bool(re.search(r"torchtitan|maxtext", r["source"], re.IGNORECASE))
     job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
-              param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])))
+              param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate,
+              fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise")
     # TP/GEMM overlap by the framework's mechanism (cost.TP_OVERLAP): full chunked overlap where the
     # row says so (Megatron --tp-comm-overlap, torchtitan "AsyncTP"/"async TP"; not "vanilla TP");
     # nanotron's "async TP comm" is its own scheme (bwd+shard, from nanotron's

@@ -417,11 +417,14 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     # the elementwise rest stay at the bf16 rate
     speedup = (1978.9 * 0.709) / (989.4 * 0.803)
     fp8 = evaluate(Job(m, h100, 8, 8, batch, seq, precision="fp8"), parse_strategy("dp=8"))
-    # plus the dynamic-scaling casts: 8 B x (qkv 2048 + 6144, o 2048 + 2048, gate/up 2048 + 8192,
-    # down 4096 + 2048) per token and layer
-    cast_s = 8 * (8192 + 4096 + 10240 + 6144) * 8 * tokens / 3350e9 / 8
+    # plus the tensorwise dynamic-scaling casts (torchao's roofline, casts fused with the producer):
+    # 4 B x (inputs: 2 normed h + attention output 2048 + MLP activation 4096; output gradients:
+    # q, k, v 3 x 2048, gate and up 2 x 4096, o and down 2 x 2048) per token and layer, and 8 B
+    # per weight element each micro-batch (one here: a sequence per device)
+    cast_s = 4 * ((2 * 2048 + 2048 + 4096) + (3 * 2048 + 2 * 4096 + 2 * 2048)) * 8 * tokens / 3350e9 / 8
+    weights_s = 8 * (4 * 2048 * 2048 + 3 * 2048 * 4096) * 8 / 3350e9
     assert fp8["compute_s"][0] == pytest.approx((dense_flops * (0.75 / speedup + 0.25) / g + attn_flops / a) / (8 * 989.4e12)
-                                                 + elem_s + loss_s + cast_s)
+                                                 + elem_s + loss_s + cast_s + weights_s)
     # a device without a measured ceiling takes 0.7; explicit efficiencies (from a trace) win
     assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
     assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)
@@ -770,3 +773,67 @@ def test_gradient_bytes_follow_the_precision_unless_given() -> None:
     fp16 = evaluate(Job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16"), parse_strategy("dp=8,zero=2"))
     dense, _, emb = params(m)
     assert fp16["grads_gb"][0] == pytest.approx(2 * (8 * dense + emb) / 8 / 1e9)
+
+
+def test_fp8_recipes_cast_bytes_by_hand() -> None:
+    """torchao's float8 roofline byte counts for a toy shape (h 4, q 4, kv 2, gated MLP 8), tp 2.
+    tensorwise: 4 B x (inputs 2*4 + 4 + 8 = 20, output gradients 4 + 2*2 + 2*8 + 2*4 = 32), on
+    1/tp shards; rowwise: the h-wide inputs and gradients are whole on each TP rank (x 2): inputs
+    28, gradients 40, 6 B each, plus 4 B per input-gradient element for the rescale: 6*68 + 4*28."""
+    from stepscope.analysis.model_flops import ModelShape
+    from stepscope.planner.rates import fp8_cast_bytes
+
+    m = ModelShape(d_model=4, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=2, d_ff=8, vocab=16, gated_mlp=True)
+    tensorwise, w_t = fp8_cast_bytes(m, "tensorwise", np.array([2.0]))
+    rowwise, w_r = fp8_cast_bytes(m, "rowwise", np.array([2.0]))
+    assert tensorwise[0] == 4 * 52 and w_t == 8
+    assert rowwise[0] == 6 * 68 + 4 * 28 and w_r == 14
+    assert fp8_cast_bytes(m, "rowwise", np.array([1.0]))[0][0] == 6 * 52 + 4 * 20
+
+
+def test_tensorwise_fp8_gathers_tp_activations_in_fp8() -> None:
+    """The 4 all-gathers of a layer's 8 TP collectives move 1 B instead of 2 with tensorwise
+    scaling (torchao's float8 TP plan); rowwise keeps the bf16 plan. Compute differs, TP bytes
+    do not otherwise depend on the recipe."""
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, precision="fp8")
+    tw = evaluate(job, parse_strategy("tp=8"))
+    rw = evaluate(dataclasses.replace(job, fp8_recipe="rowwise"), parse_strategy("tp=8"))
+    assert tw["tp_s"][0] == pytest.approx(0.75 * rw["tp_s"][0])
+    assert rw["compute_s"][0] > tw["compute_s"][0]
+    with pytest.raises(ConfigError):
+        dataclasses.replace(job, fp8_recipe="blockwise")
+
+
+def test_separate_projections_run_narrow_key_value_gemms() -> None:
+    """Llama-3-8B (h 4096, q 4096, kv 1024) at tp 8 with a fixed GEMM efficiency (no elementwise
+    terms): fused, q/k/v is one (4096 + 2048)/8 = 768-wide GEMM; separate, q is 512 wide and k, v
+    128 wide. Only those GEMMs' time changes: per token, q and o have 2 x 4096^2 multiply-adds,
+    k and v 2 x 4096 x 1024; g(d) = 1 / (1 + (137/d)^1.5)."""
+    def g(d: float) -> float:
+        return 1 / (1 + (137 / d) ** 1.5)
+
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, gemm_eff=0.5, attn_eff=0.3)
+    fused = evaluate(job, parse_strategy("tp=8,mb=16"))
+    separate = evaluate(dataclasses.replace(job, fused_projections=False), parse_strategy("tp=8,mb=16"))
+    tokens, layers = 16 * 4096, 32
+    q_flops, kv_flops = 6 * 4096 * 4096 * layers * tokens, 6 * 2 * 4096 * 1024 * layers * tokens
+    fused_t = (q_flops + kv_flops) / g(768) + q_flops / g(512)
+    separate_t = 2 * q_flops / g(512) + kv_flops / g(128)
+    expected = (separate_t - fused_t) / 0.5 / (8 * 989.4e12)
+    assert separate["compute_s"][0] - fused["compute_s"][0] == pytest.approx(expected)
+
+
+def test_fp8_recipe_and_projection_flags_on_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tensorwise = _plan_8b(capsys, "tp=8", "--precision", "fp8")
+    rowwise = _plan_8b(capsys, "tp=8", "--precision", "fp8", "--fp8-recipe", "rowwise")
+    assert rowwise["step_time_s"] > tensorwise["step_time_s"]
+    assert _plan_8b(capsys, "tp=8", "--separate-projections")["step_time_s"] > _plan_8b(capsys, "tp=8")["step_time_s"]
+    rec = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 4096, "precision": "fp8",
+           "strategy": "tp=8"}
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (rec, {**rec, "fp8_recipe": "rowwise"}, {**rec, "fp8_recipe": "blockwise"})))
+    assert main(["plan", "--batch", str(path), "--json"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert out[0]["step_time_s"] == pytest.approx(tensorwise["step_time_s"])
+    assert out[1]["step_time_s"] == pytest.approx(rowwise["step_time_s"])
+    assert "fp8 recipe" in out[2]["error"]

@@ -65,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="attention materializes the scores (no FlashAttention-style kernels)")
     pl.add_argument("--eager", dest="fused_elementwise", action="store_false",
                     help="norms, rotary embeddings and activations run as eager PyTorch ops (no torch.compile or fused kernels)")
+    pl.add_argument("--separate-projections", dest="fused_projections", action="store_false",
+                    help="q, k, v (and gate, up) are separate GEMMs, narrow for k and v under GQA and TP (torchtitan, "
+                    "Hugging Face, MaxText); default: fused (Megatron, nanotron)")
+    pl.add_argument("--fp8-recipe", choices=("tensorwise", "rowwise"),
+                    help="with --precision fp8: scaling per tensor (default: Transformer Engine, torchao tensorwise) or per row "
+                    "(torchao rowwise: more cast traffic, bf16 TP all-gathers)")
     pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
                     help="ZeRO-1/2: the updated weights' all-gather runs under the next forward (Megatron --overlap-param-gather)")
     pl.add_argument("--tp-across-nodes", action="store_true", help="let the search put a TP group across nodes (default: TP within a node)")

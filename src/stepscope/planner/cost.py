@@ -31,8 +31,10 @@ Time per step (seconds):
 - compute = (sum over GEMM classes of FLOPs / gemm_shape(narrowest per-device dimension) * fp8
   factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3, selective 1.05) /
   (devices * bf16 peak); gemm_shape is fitted to measured H100 GEMM rates by shape (see there):
-  attention projections are h/tp wide, MLPs f/tp, routed experts d_ff_expert/etp with the tokens
-  one local expert receives, the output layer V/tp, all at most the micro-batch's tokens.
+  attention projections are q/tp wide (q = heads x head_dim; with ``Job.fused_projections`` q, k
+  and v form one (q + 2 kv)/tp GEMM, else k and v are separate kv/tp-wide GEMMs, narrow under
+  GQA), MLPs f/tp, routed experts d_ff_expert/etp with the tokens one local expert receives, the
+  output layer V/tp, all at most the micro-batch's tokens.
   Priors: gemm_eff = 0.75 x the device's measured maximum achievable matmul efficiency
   (``matmul_eff`` in the hardware catalog, 0.7 where unmeasured): GEMMs at their ceiling for ~0.75
   of the time, norms and elementwise ops the rest; attn_eff = 0.6 x gemm_eff (flash attention:
@@ -59,9 +61,12 @@ Time per step (seconds):
   pipeline goes at its pace;
 - fp8 (and any precision with a faster GEMM peak): only the GEMM share (0.75) of the dense work
   speeds up, by (fp8 peak x fp8 matmul_eff) / (bf16 peak x bf16 matmul_eff); attention and the
-  elementwise rest stay at bf16; dynamic scaling adds ~8 B per element of every linear layer's
-  input and output widths (amax scan, cast, transposed cast for the weight gradient) per token;
-  MFU is always against the bf16 peak (as fp8 runs report it);
+  elementwise rest stay at bf16; dynamic scaling's casts move the bytes torchao's float8 roofline
+  counts per recipe (rates.fp8_cast_bytes: tensorwise 4 B, rowwise 6 B + 4 B of backward rescale
+  per element of each GEMM input and output gradient; 8 / 14 B per weight element per
+  micro-batch); with tensorwise scaling under TP the activations are cast before they are
+  all-gathered, so half of a layer's TP collectives (the all-gathers) move fp8; MFU is always
+  against the bf16 peak (as fp8 runs report it);
 - TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd: with
   sequence parallelism 4 all-gathers + 4 reduce-scatters), each ``2(tp-1)/tp * bytes / link``, on
   the intra-node link (inter-node when tp > devices per node); in MoE layers the MLP's two are
@@ -132,7 +137,7 @@ from .job import (
     TP_OVERLAP,
     Job,
 )
-from .rates import dots_saveable, efficiencies, gemm_shape, op_sac, params
+from .rates import dots_saveable, efficiencies, fp8_cast_bytes, gemm_shape, op_sac, params
 
 OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
 
@@ -249,10 +254,23 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     logits_flops = 6.0 * m.vocab * h * tokens
     expert_flops = 6.0 * moe_layers * m.experts_per_token * (3 if m.gated_mlp else 2) * h * m.d_ff_expert * tokens
     mlp_flops = dense_flops - mixer_flops - logits_flops - expert_flops
-    attn_w = min(h, m.n_heads * m.head_dim) / tp
+    q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     mlp_w = (m.d_ff if not m.n_experts or m.first_dense_layers else max(m.n_shared_experts, 1) * m.d_ff_expert) / tp
     logits_gemm = logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok))
-    gemm_time = mixer_flops / gemm_shape(np.minimum(attn_w, m_tok)) + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok)) + logits_gemm
+    if m.mla or not attn_layers:
+        mixer_time = mixer_flops / gemm_shape(np.minimum(min(h, q_w) / tp, m_tok))
+    else:
+        # softmax attention by projection: q and o are q_w/tp wide, k and v kv_w/tp as separate
+        # GEMMs or (q_w + 2 kv_w)/tp with q in one fused GEMM; linear-attention mixers as q
+        qo_flops, kv_flops = 12.0 * q_w * h * attn_layers * tokens, 12.0 * kv_w * h * attn_layers * tokens
+        q_shape = gemm_shape(np.minimum(np.minimum(h, q_w / tp), m_tok))
+        if job.fused_projections:
+            qkv_shape = gemm_shape(np.minimum(np.minimum(h, (q_w + 2 * kv_w) / tp), m_tok))
+            proj_time = (qo_flops / 2 + kv_flops) / qkv_shape + qo_flops / 2 / q_shape
+        else:
+            proj_time = qo_flops / q_shape + kv_flops / gemm_shape(np.minimum(np.minimum(h, kv_w / tp), m_tok))
+        mixer_time = proj_time + (mixer_flops - qo_flops - kv_flops) / q_shape
+    gemm_time = mixer_time + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok)) + logits_gemm
     if m.n_experts:
         m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
         gemm_time = gemm_time + expert_flops / gemm_shape(np.minimum(m.d_ff_expert / np.maximum(etp, 1), m_expert))
@@ -261,17 +279,17 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # residual adds (2 reads, 1 write), the MLP activation (gated: 2 reads + 1 write of an
     # f-vector; else 1 + 1) in bf16; backward moves about twice the forward's bytes
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
-    q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
-    elem_bytes = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens + score_bytes
+    elem_bytes: float | np.ndarray = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens + score_bytes
     if not job.fused_elementwise:  # eager ops (module docstring): norms, rotary embeddings, SwiGLU
         eager = 64 * h * L + 20 * (q_w + kv_w) * attn_layers + (4 * f_act if m.gated_mlp else 0) * L
         elem_bytes = elem_bytes + 3 * eager * tokens
+    fp8_weight_s: float | np.ndarray = 0.0
     if job.precision == "fp8":
-        # dynamic scaling: every linear layer's input (forward) and output gradient (backward) is
-        # scanned for its absolute max, cast to fp8 and cast again transposed for the weight
-        # gradient, ~8 B per element of each linear's input and output widths
-        lin_w = (h + q_w + 2 * kv_w) + (q_w + h) + (h + (2 if m.gated_mlp else 1) * f_act) + (f_act + h)
-        elem_bytes = elem_bytes + 8.0 * lin_w * (L - m.linear_layers) * tokens
+        # dynamic scaling: casts of the GEMM inputs and output gradients, by recipe (rates.fp8_cast_bytes),
+        # and of each micro-batch's linear weights on the device
+        cast_b, weight_b = fp8_cast_bytes(m, job.fp8_recipe, tp)
+        elem_bytes = elem_bytes + cast_b * (L - m.linear_layers) * tokens
+        fp8_weight_s = weight_b * L / pp * (dense / tp + experts / (ep * etp)) * n_micro / hw.hbm_bytes_per_s
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
     # gradient, downcast), memory-bound
     loss_bytes = 24.0 * m.vocab * tokens
@@ -282,7 +300,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # runs at the pace of its slowest stage
     logits_s = logits_gemm * prec_factor / gemm_eff / peak / job.devices
     loss_s = loss_bytes / hw.hbm_bytes_per_s / job.devices
-    layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - logits_s
+    layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - logits_s + fp8_weight_s
     compute_s = layers_s * rfactor[rc] * uneven + (logits_s + loss_s) * pp
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
@@ -314,6 +332,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # policy recomputes 3 x (factor - 1) of the forward (full: all of it, x 1.5 in total)
     replay = 1.0 + 1.5 * (rfactor[rc] - 1.0)
     tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * replay * uneven
+    if job.precision == "fp8" and job.fp8_recipe == "tensorwise":
+        tp_s = tp_s * 0.75  # the 4 all-gathers of 8 collectives move fp8 (rates.fp8_cast_bytes)
     # TP/GEMM overlap: the share each mechanism hides (TP_OVERLAP, module docstring)
     mode = _opt(s, "tp_overlap", tp).astype(np.int64)
     share = np.choose(np.clip(mode, 0, 3), [np.zeros_like(tp), _ring(tp), np.full_like(tp, 0.25), 0.25 + 0.5 / tp])

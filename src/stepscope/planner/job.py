@@ -32,6 +32,7 @@ OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
 PP_P2P_HIDDEN = 0.8  # prior: share of steady-state pipeline p2p hidden behind compute
 HOST_GBPS = 25.0  # device <-> host when the catalog has no figure (PCIe Gen4 x16, effective)
 TP_OVERLAP = ("none", "full", "bwd", "bwd+shard")  # TP/GEMM overlap mechanisms (see the module docstring)
+FP8_RECIPES = ("tensorwise", "rowwise")
 BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "memory")
 
 
@@ -54,6 +55,14 @@ class Job:
     # ZeRO-1/2: the updated weights' all-gather runs under the next step's first forward (Megatron
     # --overlap-param-gather) instead of after the optimizer step, exposed
     param_gather_overlap: bool = False
+    # False: the attention's query, key and value projections (and a gated MLP's gate and up
+    # projections) are separate GEMMs (torchtitan, Hugging Face, MaxText's default), so with GQA the
+    # key/value GEMMs are only kv_heads*head_dim/tp wide; True: one fused GEMM each (Megatron's
+    # linear_qkv and linear_fc1, nanotron's qkv_proj and gate_up_proj)
+    fused_projections: bool = True
+    # fp8 scaling recipe (with precision fp8): "tensorwise" (one scale per tensor: Transformer
+    # Engine, torchao's tensorwise) or "rowwise" (one per row: torchao's rowwise); see rates.fp8_cast_bytes
+    fp8_recipe: str = "tensorwise"
     # bytes per gradient kept and reduced; 0 = by precision: fp32 (4 B) with bf16 and fp8 (Megatron
     # forces fp32 accumulation and reduction with bf16; torchtitan's FSDP2 reduce dtype; nanotron's
     # fp32 accumulator), 2 B with fp16 (Megatron without --accumulate-allreduce-grads-in-fp32 and
@@ -79,6 +88,8 @@ class Job:
                 raise ConfigError(f"{name.replace('_', ' ')} must be >= 1, not {getattr(self, name)}", fix=f"pass a positive {flag}")
         if self.reserve_gb < 0:
             raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
+        if self.fp8_recipe not in FP8_RECIPES:
+            raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}", fix="e.g. --fp8-recipe rowwise")
         if self.grad_bytes == 0:
             object.__setattr__(self, "grad_bytes", 2 if self.precision == "fp16" else 4)
         if self.grad_bytes not in (2, 4):

@@ -89,3 +89,33 @@ def gemm_shape(d: np.ndarray | float) -> np.ndarray:
     is ~0.72 at d = 256, ~0.88 at 512, ~0.93 at 1024, ~0.99 at 2048 (mean of d as N and as K).
     Assumed to carry over to other devices as a shape effect (tile and wave quantization)."""
     return 1.0 / (1.0 + (GEMM_D0 / np.maximum(np.asarray(d, dtype=np.float64), 1.0)) ** GEMM_P)
+
+
+def fp8_cast_bytes(m: ModelShape, recipe: str, tp: np.ndarray) -> tuple[np.ndarray, float]:
+    """(bytes per token and softmax-attention layer, summed over the devices; bytes per linear
+    weight element and micro-batch) that dynamic fp8 scaling moves through HBM besides the GEMMs.
+
+    Counted as torchao's float8 roofline does (``torchao/testing/float8/roofline_utils.py``, with its
+    fusion modeling: an activation's first read fuses into the op that produced it), per element
+    of each distinct GEMM input (a layer's two normed inputs, h wide, the attention output and the
+    MLP activation) and of each output gradient (q, k, v, MLP gate/up; the two row-parallel
+    outputs, h wide); a tensor several linears read is cast once (the compiled graph computes the
+    same cast once):
+    - tensorwise: 4 B (read bf16, write fp8 row- and column-major; the amax scan fuses), weights 8 B
+      (amax scan, two casts);
+    - rowwise: 6 B (fp8 row-major + a bf16 transposed copy, then its column-wise fp8 cast), weights
+      10 B; plus 4 B per element of every input gradient (and weight gradient): without fast
+      accumulation torchao runs the backward GEMMs as tensorwise cuBLAS GEMMs and rescales their
+      bf16 outputs in an extra kernel (pytorch/ao issue 2184);
+    - under TP, tensorwise casts before the all-gather (torchao's Float8ColwiseParallel and
+      PrepareFloat8ModuleInput, which then gather fp8), so every cast is on a 1/tp shard; rowwise
+      runs the plain TP plan (torchtitan enables the float8 TP plan for tensorwise only), which
+      gathers bf16, so the h-wide inputs, output gradients and input gradients are whole on every
+      TP rank: tp x the bytes."""
+    h, q_w, kv_w, f, _ = _block(m, 0)
+    rep = tp if recipe == "rowwise" else np.ones_like(tp)
+    inputs = 2 * h * rep + q_w + f
+    grads = q_w + 2 * kv_w + (2 if m.gated_mlp else 1) * f + 2 * h * rep
+    if recipe == "rowwise":
+        return 6.0 * (inputs + grads) + 4.0 * inputs, 14.0
+    return 4.0 * (inputs + grads), 8.0
