@@ -837,3 +837,23 @@ def test_fp8_recipe_and_projection_flags_on_the_cli(tmp_path: Path, capsys: pyte
     assert out[0]["step_time_s"] == pytest.approx(tensorwise["step_time_s"])
     assert out[1]["step_time_s"] == pytest.approx(rowwise["step_time_s"])
     assert "fp8 recipe" in out[2]["error"]
+
+
+@pytest.mark.parametrize("policy,replayed", [
+    ("selective", 1.0),  # Korthikanti's selective: only the attention core, between the collectives
+    ("op", 1.25),  # torchtitan's op SAC saves reduce-scatter outputs: the 2 forward all-gathers of 8 again
+    ("full", 1.5),  # the whole forward: its 4 collectives of 8
+])
+def test_recompute_policies_replay_the_tp_collectives_they_do_not_keep(policy: str, replayed: float) -> None:
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
+    none = evaluate(job, parse_strategy("tp=8"))
+    r = evaluate(job, parse_strategy(f"tp=8,recompute={policy}"))
+    assert r["tp_s"][0] == pytest.approx(none["tp_s"][0] * replayed)
+
+
+def test_pytorch_async_tp_leaves_the_summed_input_gradient_reduce_scatters_exposed() -> None:
+    """With separate projections, 6 of a layer's 8 collectives fuse with their matmul: 6/8 x 7/8."""
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, fused_projections=False)
+    off = evaluate(job, parse_strategy("tp=8"))
+    on = evaluate(job, parse_strategy("tp=8,tp_overlap=full"))
+    assert on["tp_s"][0] == pytest.approx(off["tp_s"][0] * (1 - 0.75 * 7 / 8))

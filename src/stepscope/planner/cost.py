@@ -74,7 +74,10 @@ Time per step (seconds):
   behind GEMMs depends on the framework's mechanism (``tp_overlap``, a TP_OVERLAP code; never more
   than the compute time): ``none`` (0); ``full`` (1: Megatron ``--tp-comm-overlap``, PyTorch async
   TP), every collective split into tp chunks each hidden behind the GEMM on the previous one, so
-  (tp-1)/tp hides; ``bwd`` (2: Megatron with sequence parallelism and
+  (tp-1)/tp hides; PyTorch's async TP (torch/_inductor/fx_passes/micro_pipeline_tp.py) fuses a
+  reduce-scatter only with the single matmul producing its input, so with separate q/k/v and
+  gate/up projections (``Job.fused_projections`` False) the two backward reduce-scatters of the
+  input gradient (a sum of matmuls) stay exposed: 6/8 x (tp-1)/tp; ``bwd`` (2: Megatron with sequence parallelism and
   CUDA_DEVICE_MAX_CONNECTIONS=1), the column-parallel layers' backward reduce-scatter of the input
   gradient runs under their weight-gradient GEMM: 2 of the 8 collectives (4 all-gathers + 4
   reduce-scatters) per layer, 1/4; ``bwd+shard`` (3: nanotron's async TP), that plus the forward
@@ -98,7 +101,11 @@ Time per step (seconds):
   dp/g replicas, under the last backward. A group's link is inter-node when it spans nodes;
   ``dp_overlap`` (prior 0.7) of each part hides, never more than its window;
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
-  1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5);
+  1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5),
+  except TP under policies that say which collectives they keep (``TP_REPLAY``): selective
+  (Korthikanti's: only the attention core, between collectives) replays none, torchtitan's op
+  policy (it saves reduce-scatter outputs, not all-gather outputs) the forward's two all-gathers
+  of the layer's eight collectives (x 1.25);
 - EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer,
   on the link of the ep*etp group; exposed unless the framework overlaps it (``ep_overlap`` = 1:
   DualPipe-style schedules, Megatron's EP-communication overlap), which hides it behind another
@@ -135,6 +142,7 @@ from .job import (
     RECOMPUTE_FACTOR,
     SCHEDULES,
     TP_OVERLAP,
+    TP_REPLAY,
     Job,
 )
 from .rates import dots_saveable, efficiencies, fp8_cast_bytes, gemm_shape, op_sac, params
@@ -331,12 +339,20 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # recomputing the forward replays its collectives: forward traffic is half of fwd + bwd, and a
     # policy recomputes 3 x (factor - 1) of the forward (full: all of it, x 1.5 in total)
     replay = 1.0 + 1.5 * (rfactor[rc] - 1.0)
-    tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * replay * uneven
+    # TP's own replay where a policy says which collectives it keeps (job.TP_REPLAY): selective
+    # recomputes only the attention core, between the collectives (none replayed); torchtitan's op
+    # policy saves the reduce-scatter outputs and regathers: the forward's 2 all-gathers of 8 again
+    tp_replay = np.where(np.isnan(TP_REPLAY[rc]), replay, TP_REPLAY[rc])
+    tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * tp_replay * uneven
     if job.precision == "fp8" and job.fp8_recipe == "tensorwise":
         tp_s = tp_s * 0.75  # the 4 all-gathers of 8 collectives move fp8 (rates.fp8_cast_bytes)
     # TP/GEMM overlap: the share each mechanism hides (TP_OVERLAP, module docstring)
     mode = _opt(s, "tp_overlap", tp).astype(np.int64)
-    share = np.choose(np.clip(mode, 0, 3), [np.zeros_like(tp), _ring(tp), np.full_like(tp, 0.25), 0.25 + 0.5 / tp])
+    # PyTorch's async TP (the "full" mechanism without fused projections) fuses a reduce-scatter
+    # only with the one matmul that produces its input; the backward input gradient of separate
+    # q/k/v (gate/up) projections is a sum of matmuls, so those 2 reduce-scatters of 8 stay exposed
+    full = _ring(tp) * (1.0 if job.fused_projections else 0.75)
+    share = np.choose(np.clip(mode, 0, 3), [np.zeros_like(tp), full, np.full_like(tp, 0.25), 0.25 + 0.5 / tp])
     tp_s = tp_s - np.minimum(share * tp_s, compute_s)
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it

@@ -22,6 +22,9 @@ from ..errors import ConfigError
 RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "op")
 ACT_BYTES = np.array([34.0, 30.0, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan])
 RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan])
+# TP collectives replayed by a policy's recompute, where the policy says (nan: in proportion to
+# the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
+TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25])
 SCHEDULES = ("1f1b", "zb-h1", "zb-v")  # 1f1b is interleaved when vpp > 1
 BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1])
 GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
