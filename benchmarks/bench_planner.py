@@ -143,6 +143,10 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
         vpp = 2
     strat = {"tp": tp, "pp": pp, "vpp": vpp, "dp": dp, "cp": cp, "ep": int(_num(r["ep"], 1) or 1),
              "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci, "tp_overlap": tp_overlap, "hsdp": hsdp, "keep_params": keep}
+    # a stated gradient accumulation (nanotron's "GAS=N") is run as stated, even below pp
+    gas = re.search(r"\bGAS=(\d+)", notes)
+    if gas:
+        strat["ga"] = int(gas.group(1))
     if "maxtext" in r["source"]:
         # MaxText's per_device_batch_size counts every device, the tensor-parallel ones too, and
         # there is no gradient accumulation: one micro-batch of gb/dp sequences per replica

@@ -857,3 +857,18 @@ def test_pytorch_async_tp_leaves_the_summed_input_gradient_reduce_scatters_expos
     off = evaluate(job, parse_strategy("tp=8"))
     on = evaluate(job, parse_strategy("tp=8,tp_overlap=full"))
     assert on["tp_s"][0] == pytest.approx(off["tp_s"][0] * (1 - 0.75 * 7 / 8))
+
+
+def test_stated_gradient_accumulation_is_run_as_stated_even_below_the_pipeline_depth() -> None:
+    """pp=2, one replica, 2 sequences per step. Derived: at least pp micro-batches, 2 of one
+    sequence, bubble = (pp-1) x one micro-batch = compute / 2. Stated ga=1 (nanotron's GAS=1 with
+    micro-batch 2): one micro-batch of 2, bubble = the whole compute time; same total compute."""
+    job = Job(model("llama3-8b"), hardware("h100"), 2, 8, 2, 4096)
+    derived = evaluate(job, parse_strategy("pp=2,mb=2"))
+    stated = evaluate(job, parse_strategy("pp=2,ga=1"))
+    assert derived["grad_accum"][0] == 2 and stated["grad_accum"][0] == 1
+    # the same work; only the output layer's GEMM is 8192 tokens tall instead of 4096 (shape effect)
+    assert stated["compute_s"][0] == pytest.approx(derived["compute_s"][0], rel=0.01)
+    assert derived["bubble_s"][0] == pytest.approx(derived["compute_s"][0] / 2)
+    assert stated["bubble_s"][0] == pytest.approx(stated["compute_s"][0])
+    assert parse_strategy("gas=4")["ga"][0] == 4

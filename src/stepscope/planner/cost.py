@@ -2,8 +2,8 @@
 
 Every input strategy field is a numpy array of equal length (one entry per configuration); all
 arithmetic is elementwise, so a million configurations cost a few numpy passes. Optional fields
-(``etp``, ``hsdp``, ``sched``, ``offload``, ``tp_overlap``, ``ep_overlap``, ``keep_params``) default to "off"
-when absent.
+(``etp``, ``hsdp``, ``sched``, ``offload``, ``tp_overlap``, ``ep_overlap``, ``keep_params``, ``ga``) default to
+"off" when absent.
 
 Memory per device (bytes), for the pipeline stage that holds the most:
 - parameters ``P_dev = ceil(layers/pp) * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or
@@ -27,7 +27,10 @@ Memory per device (bytes), for the pipeline stage that holds the most:
 - communication buffers 1 GB and a framework reserve (default 3 GB).
 
 Time per step (seconds):
-- pipelines split a replica's batch into at least pp micro-batches;
+- pipelines split a replica's batch into at least pp micro-batches, unless the strategy states
+  its gradient accumulation ``ga`` (then exactly ga micro-batches of global batch / (dp x ga)
+  sequences: with fewer than pp the pipeline's bubble, (pp - 1) micro-batch times, is a larger
+  share of the step);
 - compute = (sum over GEMM classes of FLOPs / gemm_shape(narrowest per-device dimension) * fp8
   factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3, selective 1.05) /
   (devices * bf16 peak); gemm_shape is fitted to measured H100 GEMM rates by shape (see there):
@@ -215,9 +218,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # pipelining turns FSDP2's gradient sync and post-backward resharding off for the others
     g_b = job.grad_bytes * p_dev / np.where((zero >= 2) & ~(keep & (pp > 1)), shard, 1)
     o_b = 12 * p_dev / np.where(zero >= 1, shard, 1)
-    # pipeline schedules split a replica's batch into at least pp micro-batches
-    n_micro = np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb))
-    mb = np.where(pp > 1, job.global_batch / (dp * n_micro), mb)
+    # pipeline schedules split a replica's batch into at least pp micro-batches, unless the
+    # strategy states its gradient accumulation (ga > 0): then exactly that many
+    ga = _opt(s, "ga", tp)
+    n_micro = np.where(ga > 0, ga, np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb)))
+    mb = np.where((pp > 1) | (ga > 0), job.global_batch / (dp * n_micro), mb)
     act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # "op" and "minimal" follow the model's shape
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)

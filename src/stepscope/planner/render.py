@@ -19,6 +19,8 @@ def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -
         strat: dict[str, int | str] = {k: int(strategies[k][i]) for k in FIELDS if k not in ("recompute", "sched")}
         strat["recompute"] = RECOMPUTE[int(strategies["recompute"][i])]
         strat["sched"] = SCHEDULES[int(strategies["sched"][i])]
+        if not strat["ga"]:
+            strat["ga"] = round(float(results["grad_accum"][i]))  # derived from the batch
         if not strat["etp"]:
             strat["etp"] = strat["tp"]  # the default: experts sharded like the dense layers
         if not strat["hsdp"] and strat["zero"] == 3:

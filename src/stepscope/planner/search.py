@@ -18,7 +18,8 @@ from ..analysis.model_flops import ModelShape, from_config_dict, from_hf_config
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
 
-FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "recompute", "offload", "tp_overlap", "ep_overlap", "keep_params")
+FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap", "ep_overlap",
+          "keep_params")
 _ALIASES = {
     "a100": "A100-SXM-80GB", "a100-80gb": "A100-SXM-80GB", "a100-40gb": "A100-SXM-40GB", "h100": "H100-SXM",
     "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h100-96gb": "H100-SXM-96GB-500W", "h200": "H200", "b200": "B200", "gb200": "GB200",
@@ -101,6 +102,7 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     g = _cross(g, "offload", [0, 1])
     g = _cross(g, "keep_params", [0, 1])
     g = _keep(g, (g["keep_params"] == 0) | (g["zero"] == 3))
+    g["ga"] = np.zeros(g["tp"].shape, dtype=np.int64)  # derived from the batch (cost.evaluate)
     g["tp_overlap"] = np.full(g["tp"].shape, int(tp_overlap), dtype=np.int64)
     g["ep_overlap"] = np.full(g["tp"].shape, int(ep_overlap), dtype=np.int64)
     return {k: g[k] for k in FIELDS}
@@ -135,16 +137,19 @@ def _flag(v: str, part: str) -> int:
 def parse_strategy(text: str) -> dict[str, np.ndarray]:
     """``"tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"`` -> one-element arrays. Missing keys: 1,
     recompute none, zero 0, etp = tp, hsdp off (0), sched 1f1b, offload 0, tp_overlap 0, ep_overlap 0,
-    keep_params 0 (``reshard_after_forward=false`` is the same as keep_params=1). ``sched`` takes a
+    keep_params 0 (``reshard_after_forward=false`` is the same as keep_params=1), ga 0 (gradient
+    accumulation derived from the batch: global batch / (dp x mb), at least pp micro-batches under
+    a pipeline; ga=N runs exactly N micro-batches of global batch / (dp x N) sequences, fewer than
+    pp too, as a framework does when told so). ``sched`` takes a
     name (1f1b, zb-h1, zb-v); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
     (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false."""
     vals: dict[str, Any] = {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
-                            "sched": 0, "mb": 1, "recompute": 0, "offload": 0, "tp_overlap": 0, "ep_overlap": 0, "keep_params": 0}
+                            "sched": 0, "mb": 1, "ga": 0, "recompute": 0, "offload": 0, "tp_overlap": 0, "ep_overlap": 0, "keep_params": 0}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
             raise ConfigError(f"bad strategy item {part!r}", fix="use key=value pairs, e.g. tp=8,pp=2,dp=4")
         k, v = (x.strip().lower() for x in part.split("=", 1))
-        k = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "remat": "recompute", "schedule": "sched",
+        k = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "grad_accum": "ga", "gas": "ga", "remat": "recompute", "schedule": "sched",
              "expert_tp": "etp", "shard_group": "hsdp", "async_tp": "tp_overlap", "tp_comm_overlap": "tp_overlap",
              "reshard_after_forward": "reshard"}.get(k, k)
         if k not in vals and k != "reshard":
