@@ -114,8 +114,6 @@ def test_plan_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
-    import dataclasses
-
     from stepscope.planner.calibrate import (
         ATTN_GRID,
         COMM_GRID,
