@@ -899,3 +899,15 @@ def test_published_sc21_step_times(row: dict[str, str]) -> None:
     strategy = f"tp={tp},pp={pp},vpp={vpp},dp={n // (tp * pp)},mb={row['micro_batch']},recompute=full"
     predicted_s = float(evaluate(job, parse_strategy(strategy))["step_s"][0])
     assert predicted_s == pytest.approx(measured_s, rel=0.15)
+
+
+def test_fp8_needs_a_device_with_an_fp8_peak(capsys: pytest.CaptureFixture[str]) -> None:
+    """An A100 or a TPU v5e has no fp8 matrix units: fp8 there is a user error (one line, exit 2),
+    not a silent bf16 run with cast costs (or, via the peak fallback, the int8 peak)."""
+    with pytest.raises(ConfigError, match="no fp8 peak"):
+        Job(model("llama3-8b"), hardware("tpu-v5e"), 8, 8, 16, 4096, precision="fp8")
+    args = ["plan", "--model", "llama3-8b", "--hardware", "a100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
+            "--precision", "fp8", "--evaluate", "dp=8"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "A100" in err[0] and "--precision bf16" in err[0]

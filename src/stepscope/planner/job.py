@@ -91,6 +91,9 @@ class Job:
                 raise ConfigError(f"{name.replace('_', ' ')} must be >= 1, not {getattr(self, name)}", fix=f"pass a positive {flag}")
         if self.reserve_gb < 0:
             raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
+        if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):
+            raise ConfigError(f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
+                              fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}", fix="e.g. --fp8-recipe rowwise")
         if self.grad_bytes == 0:
