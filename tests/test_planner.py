@@ -911,3 +911,25 @@ def test_fp8_needs_a_device_with_an_fp8_peak(capsys: pytest.CaptureFixture[str])
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "A100" in err[0] and "--precision bf16" in err[0]
+
+
+@pytest.mark.parametrize("strategy,message", [
+    ("dp=8,mb=0", "mb=0 must be at least 1"),
+    ("dp=8,ga=-1", "ga=-1 must be 0"),
+    ("dp=8,zero=5", "not a ZeRO stage"),
+    ("dp=8,mb=3", "not a multiple of dp x mb = 8 x 3"),  # 16 sequences do not fill 8 x 3
+    ("tp=8,ga=3", "not a multiple of dp x ga = 1 x 3"),
+])
+def test_evaluate_rejects_impossible_strategies(strategy: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
+            "--evaluate", strategy]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_records_report_the_micro_batch_as_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """16 sequences, one replica: ga=4 runs micro-batches of 4; pp=8 with mb=16 splits into 8 of 2."""
+    stated = _plan_8b(capsys, "tp=8,ga=4")
+    assert (stated["strategy"]["mb"], stated["strategy"]["ga"]) == (4, 4)
+    split = _plan_8b(capsys, "pp=8,mb=16")
+    assert (split["strategy"]["mb"], split["strategy"]["ga"]) == (2, 8)

@@ -65,6 +65,12 @@ def _one(job: Job, strategy: str) -> dict[str, Any]:
     s = parse_strategy(strategy)
     if (s["tp"] * s["pp"] * s["cp"] * s["dp"])[0] != job.devices:
         raise ConfigError(f"tp*pp*cp*dp must equal --devices ({job.devices})", fix="adjust the strategy")
+    dp, ga, mb = int(s["dp"][0]), int(s["ga"][0]), int(s["mb"][0])
+    per = dp * (ga or mb)  # sequences per micro-batch step over the replicas
+    if job.global_batch % per:
+        what = f"dp x ga = {dp} x {ga}" if ga else f"dp x mb = {dp} x {mb}"
+        raise ConfigError(f"the global batch ({job.global_batch}) is not a multiple of {what}",
+                          fix="choose mb (or ga) so that whole sequences fill every micro-batch")
     return records(s, evaluate(job, s))[0]
 
 

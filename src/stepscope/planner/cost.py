@@ -425,4 +425,5 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "tflops_per_device": model_flops / step_s / job.devices / 1e12,
         "bottleneck": bott,  # codes: BOTTLENECKS[code]
         "grad_accum": n_micro,  # micro-batches per replica per step
+        "micro_batch": mb,  # sequences per micro-batch as run (a pipeline may split the given mb)
     }

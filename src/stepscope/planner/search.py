@@ -174,6 +174,14 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
                 vals[k] = int(v)
             except ValueError:
                 raise ConfigError(f"strategy value {part!r} is not an integer", fix="e.g. tp=8") from None
+    for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "mb"):
+        if vals[k] < 1:
+            raise ConfigError(f"strategy {k}={vals[k]} must be at least 1", fix=f"e.g. {k}=1")
+    for k in ("etp", "hsdp", "ga"):
+        if vals[k] < 0:
+            raise ConfigError(f"strategy {k}={vals[k]} must be 0 (derived) or positive", fix=f"drop {k} or give a positive value")
+    if vals["zero"] not in (0, 1, 2, 3):
+        raise ConfigError(f"zero={vals['zero']} is not a ZeRO stage", fix="zero=0, 1, 2 or 3 (3 = FSDP)")
     if vals["sched"] == 2 and vals["vpp"] != 2:
         raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
     if vals["keep_params"] and vals["zero"] != 3:
