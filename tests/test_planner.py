@@ -933,3 +933,18 @@ def test_records_report_the_micro_batch_as_run(capsys: pytest.CaptureFixture[str
     assert (stated["strategy"]["mb"], stated["strategy"]["ga"]) == (4, 4)
     split = _plan_8b(capsys, "pp=8,mb=16")
     assert (split["strategy"]["mb"], split["strategy"]["ga"]) == (2, 8)
+
+
+def test_pipelines_never_run_fractional_micro_batches() -> None:
+    """Search: a (dp, pp, mb) whose replica batch gives fewer micro-batches than stages is run as
+    stated (ga = those micro-batches), so every configuration's micro-batch is whole sequences.
+    --evaluate: a pipeline that would have to split 12 sequences into 8 is an error."""
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 12, 4096)
+    s = space(job)
+    res = evaluate(job, s)
+    assert np.all(res["micro_batch"] == np.round(res["micro_batch"]))
+    few = (s["pp"] > 1) & (12 // (s["dp"] * s["mb"]) < s["pp"])
+    assert few.any() and np.all(s["ga"][few] == 12 // (s["dp"][few] * s["mb"][few]))
+    with pytest.raises(ConfigError, match="cannot fill evenly"):
+        from stepscope.planner.cli import _one
+        _one(job, "pp=8,mb=2")

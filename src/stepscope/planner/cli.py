@@ -71,6 +71,11 @@ def _one(job: Job, strategy: str) -> dict[str, Any]:
         what = f"dp x ga = {dp} x {ga}" if ga else f"dp x mb = {dp} x {mb}"
         raise ConfigError(f"the global batch ({job.global_batch}) is not a multiple of {what}",
                           fix="choose mb (or ga) so that whole sequences fill every micro-batch")
+    pp, replica = int(s["pp"][0]), job.global_batch // dp
+    if pp > 1 and not ga and replica // mb < pp and replica % pp:
+        raise ConfigError(f"a pipeline of {pp} stages splits each replica's {replica} sequences into at least {pp} micro-batches, "
+                          f"which {replica} sequences cannot fill evenly",
+                          fix=f"state ga={replica // mb} to run fewer micro-batches than stages, or change dp/pp")
     return records(s, evaluate(job, s))[0]
 
 

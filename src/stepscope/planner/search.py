@@ -102,7 +102,10 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     g = _cross(g, "offload", [0, 1])
     g = _cross(g, "keep_params", [0, 1])
     g = _keep(g, (g["keep_params"] == 0) | (g["zero"] == 3))
-    g["ga"] = np.zeros(g["tp"].shape, dtype=np.int64)  # derived from the batch (cost.evaluate)
+    # gradient accumulation as the batch gives it; a pipeline with fewer micro-batches than stages
+    # runs them as they are (stated ga: larger bubble) rather than being re-split into fractions
+    n_micro = job.global_batch // (g["dp"] * g["mb"])
+    g["ga"] = np.where((g["pp"] > 1) & (n_micro < g["pp"]), n_micro, 0).astype(np.int64)
     g["tp_overlap"] = np.full(g["tp"].shape, int(tp_overlap), dtype=np.int64)
     g["ep_overlap"] = np.full(g["tp"].shape, int(ep_overlap), dtype=np.int64)
     return {k: g[k] for k in FIELDS}
