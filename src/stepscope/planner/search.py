@@ -60,7 +60,8 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node; pp <=
     layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; dp = devices /
     (tp*pp*cp) integer; ep | experts and ep | dp; expert-TP etp in {1, tp} (MoE only); global
-    batch % (dp*mb) == 0; vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
+    batch % (dp*mb) == 0 (with pp > 1 and fewer micro-batches than stages, ga states them: run as
+    they are); vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
     schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1;
     HSDP shard groups (powers of 2 < dp) only with ZeRO-3; activation offload on or off; with
     ZeRO-3, weights resharded after forward or kept. ``tp_overlap`` (a ``cost.TP_OVERLAP`` code)
