@@ -149,6 +149,7 @@ from .job import (
     Job,
 )
 from .rates import dots_saveable, efficiencies, fp8_cast_bytes, gemm_shape, op_sac, params
+from .work import gemm_seconds_at_peak, memory_bound_bytes
 
 OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
 
@@ -259,50 +260,12 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         # mask), AV reads it (13 B forward); backward about 19 B: 32 B at fp16
         score_bytes = 32.0 * m.n_heads * seq * tokens * attn_layers
     moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
-    # GEMM classes by their narrowest per-device dimension (see gemm_shape): attention projections
-    # h/tp, MLPs f/tp, routed experts d_ff_expert/etp with the tokens one local expert receives,
-    # the output layer V/tp; M = the micro-batch's tokens on a device
-    m_tok = seq * mb / cp
-    mixer_flops = 6.0 * m.mixer_params_total() * tokens
-    logits_flops = 6.0 * m.vocab * h * tokens
-    expert_flops = 6.0 * moe_layers * m.experts_per_token * (3 if m.gated_mlp else 2) * h * m.d_ff_expert * tokens
-    mlp_flops = dense_flops - mixer_flops - logits_flops - expert_flops
-    q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
-    mlp_w = (m.d_ff if not m.n_experts or m.first_dense_layers else max(m.n_shared_experts, 1) * m.d_ff_expert) / tp
-    logits_gemm = logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok))
-    if m.mla or not attn_layers:
-        mixer_time = mixer_flops / gemm_shape(np.minimum(min(h, q_w) / tp, m_tok))
-    else:
-        # softmax attention by projection: q and o are q_w/tp wide, k and v kv_w/tp as separate
-        # GEMMs or (q_w + 2 kv_w)/tp with q in one fused GEMM; linear-attention mixers as q
-        qo_flops, kv_flops = 12.0 * q_w * h * attn_layers * tokens, 12.0 * kv_w * h * attn_layers * tokens
-        q_shape = gemm_shape(np.minimum(np.minimum(h, q_w / tp), m_tok))
-        if job.fused_projections:
-            qkv_shape = gemm_shape(np.minimum(np.minimum(h, (q_w + 2 * kv_w) / tp), m_tok))
-            proj_time = (qo_flops / 2 + kv_flops) / qkv_shape + qo_flops / 2 / q_shape
-        else:
-            proj_time = qo_flops / q_shape + kv_flops / gemm_shape(np.minimum(np.minimum(h, kv_w / tp), m_tok))
-        mixer_time = proj_time + (mixer_flops - qo_flops - kv_flops) / q_shape
-    gemm_time = mixer_time + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok)) + logits_gemm
-    if m.n_experts:
-        m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
-        gemm_time = gemm_time + expert_flops / gemm_shape(np.minimum(m.d_ff_expert / np.maximum(etp, 1), m_expert))
+    gemm_time, logits_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
     work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
-    # memory-bound elementwise work, per token and layer: 2 norms (read + write an h-vector), 2
-    # residual adds (2 reads, 1 write), the MLP activation (gated: 2 reads + 1 write of an
-    # f-vector; else 1 + 1) in bf16; backward moves about twice the forward's bytes
-    f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
-    elem_bytes: float | np.ndarray = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens + score_bytes
-    if not job.fused_elementwise:  # eager ops (module docstring): norms, rotary embeddings, SwiGLU
-        eager = 64 * h * L + 20 * (q_w + kv_w) * attn_layers + (4 * f_act if m.gated_mlp else 0) * L
-        elem_bytes = elem_bytes + 3 * eager * tokens
-    fp8_weight_s: float | np.ndarray = 0.0
-    if job.precision == "fp8":
-        # dynamic scaling: casts of the GEMM inputs and output gradients, by recipe (rates.fp8_cast_bytes),
-        # and of each micro-batch's linear weights on the device
-        cast_b, weight_b = fp8_cast_bytes(m, job.fp8_recipe, tp)
-        elem_bytes = elem_bytes + cast_b * (L - m.linear_layers) * tokens
-        fp8_weight_s = weight_b * L / pp * (dense / tp + experts / (ep * etp)) * n_micro / hw.hbm_bytes_per_s
+    elem_bytes = memory_bound_bytes(job, tokens, tp, score_bytes)
+    # fp8: each micro-batch's linear weights on the device are cast too (rates.fp8_cast_bytes)
+    fp8_weight_s = 0.0 if job.precision != "fp8" else (
+        fp8_cast_bytes(m, job.fp8_recipe, tp)[1] * L / pp * (dense / tp + experts / (ep * etp)) * n_micro / hw.hbm_bytes_per_s)
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
     # gradient, downcast), memory-bound
     loss_bytes = 24.0 * m.vocab * tokens

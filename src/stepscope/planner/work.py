@@ -1,0 +1,66 @@
+"""The compute work of a training step, before efficiencies: GEMM FLOPs weighted by their shape
+class, and the memory-bound bytes (elementwise ops, fp8 casts). Formulas and sources are in the
+docstring of planner/cost.py; the byte counts of the recipes and policies in planner/rates.py."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .job import Job
+from .rates import fp8_cast_bytes, gemm_shape
+
+
+def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.ndarray, tp: np.ndarray, ep: np.ndarray,
+                         etp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the step's GEMM FLOPs divided by each class's shape efficiency, the output layer's part of
+    it). Classes by their narrowest per-device dimension, at most ``m_tok`` (the micro-batch's
+    tokens on a device): attention projections (q/o q_w/tp; k/v fused with q into one
+    (q_w + 2 kv_w)/tp GEMM, or separate kv_w/tp ones), MLPs f/tp, routed experts d_ff_expert/etp
+    with the tokens one local expert receives, the output layer V/tp."""
+    m = job.model
+    h, L = float(m.d_model), float(m.n_layers)
+    attn_layers = L - m.linear_layers
+    moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
+    mixer_flops = 6.0 * m.mixer_params_total() * tokens
+    logits_flops = 6.0 * m.vocab * h * tokens
+    expert_flops = 6.0 * moe_layers * m.experts_per_token * (3 if m.gated_mlp else 2) * h * m.d_ff_expert * tokens
+    mlp_flops = dense_flops - mixer_flops - logits_flops - expert_flops
+    q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
+    mlp_w = (m.d_ff if not m.n_experts or m.first_dense_layers else max(m.n_shared_experts, 1) * m.d_ff_expert) / tp
+    logits_gemm = logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok))
+    if m.mla or not attn_layers:
+        mixer_time = mixer_flops / gemm_shape(np.minimum(min(h, q_w) / tp, m_tok))
+    else:
+        # softmax attention by projection; linear-attention mixers (hybrid models) as q
+        qo_flops, kv_flops = 12.0 * q_w * h * attn_layers * tokens, 12.0 * kv_w * h * attn_layers * tokens
+        q_shape = gemm_shape(np.minimum(np.minimum(h, q_w / tp), m_tok))
+        if job.fused_projections:
+            qkv_shape = gemm_shape(np.minimum(np.minimum(h, (q_w + 2 * kv_w) / tp), m_tok))
+            proj_time = (qo_flops / 2 + kv_flops) / qkv_shape + qo_flops / 2 / q_shape
+        else:
+            proj_time = qo_flops / q_shape + kv_flops / gemm_shape(np.minimum(np.minimum(h, kv_w / tp), m_tok))
+        mixer_time = proj_time + (mixer_flops - qo_flops - kv_flops) / q_shape
+    gemm_time = mixer_time + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok)) + logits_gemm
+    if m.n_experts:
+        m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
+        gemm_time = gemm_time + expert_flops / gemm_shape(np.minimum(m.d_ff_expert / np.maximum(etp, 1), m_expert))
+    return gemm_time, logits_gemm
+
+
+def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, score_bytes: float) -> float | np.ndarray:
+    """HBM bytes of the step's elementwise work, summed over the devices: per token and layer 2
+    norms (read + write an h-vector), 2 residual adds (2 reads, 1 write), the MLP activation
+    (gated: 2 reads + 1 write of an f-vector; else 1 + 1) in bf16, backward about twice the
+    forward; eager ops add their counted bytes; fp8 adds its recipe's casts; plus the attention
+    scores without flash attention (``score_bytes``)."""
+    m = job.model
+    h, L = float(m.d_model), float(m.n_layers)
+    q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
+    f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
+    elem_bytes: float | np.ndarray = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens + score_bytes
+    if not job.fused_elementwise:  # eager ops (cost.py docstring): norms, rotary embeddings, SwiGLU
+        eager = 64 * h * L + 20 * (q_w + kv_w) * (L - m.linear_layers) + (4 * f_act if m.gated_mlp else 0) * L
+        elem_bytes = elem_bytes + 3 * eager * tokens
+    if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
+        elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp)[0] * (L - m.linear_layers) * tokens
+    return elem_bytes
