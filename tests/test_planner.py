@@ -948,3 +948,23 @@ def test_pipelines_never_run_fractional_micro_batches() -> None:
     with pytest.raises(ConfigError, match="cannot fill evenly"):
         from stepscope.planner.cli import _one
         _one(job, "pp=8,mb=2")
+
+
+def test_calibration_rows_carry_framework_properties(tmp_path: Path) -> None:
+    """A CSV row's framework columns build its job like a --batch record; a blank cell is the default."""
+    from stepscope.planner.calib_csv import from_csv
+    from stepscope.planner.cli import _job
+
+    csv_path = tmp_path / "runs.csv"
+    csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s,precision,fp8_recipe,fused_projections\n"
+                        "llama3-8b,h100,8,16,4096,tp=8,3.0,fp8,rowwise,false\n"
+                        "llama3-8b,h100,8,16,4096,dp=8,2.0,bf16,,\n")
+    built: list[Job] = []
+
+    def make_job(r: dict) -> Job:
+        built.append(_job(r))
+        return built[-1]
+
+    assert from_csv(str(csv_path), make_job).rows == 2
+    assert (built[0].fp8_recipe, built[0].fused_projections) == ("rowwise", False)
+    assert (built[1].fp8_recipe, built[1].fused_projections, built[1].precision) == ("tensorwise", True, "bf16")

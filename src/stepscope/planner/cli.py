@@ -54,6 +54,8 @@ def _bool(d: dict[str, Any], key: str, default: bool) -> bool:
     """A framework flag of a --batch record (JSON true/false, 0/1 or the strings); anything else is
     an error rather than Python's truthiness (the string "false" is true)."""
     v = d.get(key, default)
+    if v is None or v == "":  # absent, or a blank optional CSV cell
+        return default
     if isinstance(v, bool) or v in (0, 1):
         return bool(v)
     if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0"):
