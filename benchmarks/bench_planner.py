@@ -170,8 +170,14 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def accuracy(csv_path: Path) -> dict:
-    rows = list(csv.DictReader(open(csv_path)))
+def _name(key: str, value: int) -> str | int:
+    return RECOMPUTE[value] if key == "recompute" else TP_OVERLAP[value] if key == "tp_overlap" else value
+
+
+def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
+    with open(csv_path, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    per_row: list[dict] = []
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     runs: list[Run] = []
     same_job: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
@@ -197,6 +203,10 @@ def accuracy(csv_path: Path) -> dict:
             naive = 0.4
         pred = predict(job, {k: np.array([v]) for k, v in st.items()})[0]
         src = r["source"].split(" (")[0][:60]
+        per_row.append({"row": rows.index(r) + 1, "source": src, "model": r["model_name"], "devices": job.devices,
+                        "strategy": ",".join(f"{k}={_name(k, v)}" for k, v in st.items()), "metric": metric,
+                        "measured": float(measured), "predicted": round(float(pred), 4),
+                        "error": round(float(pred) / float(measured) - 1, 4)})
         runs.append(Run(job, st, float(measured), predict, src, family=_framework(r["source"])))
         mem = re.search(r"peak[ _]mem(?:ory)?(?:_gib)?\s*=\s*([0-9.]+)\s*(GiB|GB)?", r["notes"], re.I)
         if mem:
@@ -208,6 +218,11 @@ def accuracy(csv_path: Path) -> dict:
         per[src]["pred"].append(float(pred))
         per[src]["naive"].append(float(naive))
         per[src]["meas"].append(float(measured))
+    if rows_out is not None:  # per-row predictions, for inspection (signed error: + = predicted faster/higher)
+        with open(rows_out, "w", encoding="utf-8", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(per_row[0]))
+            w.writeheader()
+            w.writerows(per_row)
     out = {}
     allp, alln = [], []
     for src, d in per.items():
@@ -300,9 +315,10 @@ def _predictor(r: dict, job: Job):  # noqa: ANN202
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
+    ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted value and signed error")
     a = ap.parse_args()
     print(json.dumps({"throughput": throughput()}))
-    for src, v in accuracy(Path(a.csv)).items():
+    for src, v in accuracy(Path(a.csv), Path(a.rows) if a.rows else None).items():
         print(json.dumps({"source": src, **v}))
 
 
