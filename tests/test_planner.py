@@ -968,3 +968,14 @@ def test_calibration_rows_carry_framework_properties(tmp_path: Path) -> None:
     assert from_csv(str(csv_path), make_job).rows == 2
     assert (built[0].fp8_recipe, built[0].fused_projections) == ("rowwise", False)
     assert (built[1].fp8_recipe, built[1].fused_projections, built[1].precision) == ("tensorwise", True, "bf16")
+
+
+def test_html_labels_tell_the_top_strategies_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    out = tmp_path / "plan.html"
+    assert main(["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "256",
+                 "--seq-len", "8192", "--top", "8", "--html", str(out)]) == 0
+    capsys.readouterr()
+    labels = re.findall(r"<tr><td>([^<]+)</td>", out.read_text(encoding="utf-8"))
+    assert len(labels) == 8 and len(set(labels)) == 8

@@ -12,8 +12,14 @@ _TIME = (("compute", "#3b82f6"), ("tp", "#ef4444"), ("ep", "#ec4899"), ("dp", "#
 
 
 def _label(r: dict[str, Any]) -> str:
+    """Every field the search varies, so no two rows read alike (schedule only with a pipeline,
+    HSDP, kept weights and offload only when on)."""
     s = r["strategy"]
-    return f"tp{s['tp']} pp{s['pp']}x{s['vpp']} dp{s['dp']} cp{s['cp']} ep{s['ep']} z{s['zero']} mb{s['mb']}x{s['ga']} {s['recompute']}"
+    extra = [s["sched"]] if s["pp"] > 1 else []
+    extra += [f"hsdp{s['hsdp']}"] if s["zero"] == 3 and s["hsdp"] != s["dp"] else []
+    extra += ["kept-W"] * bool(s["keep_params"]) + ["offload"] * bool(s["offload"])
+    return " ".join([f"tp{s['tp']} pp{s['pp']}x{s['vpp']} dp{s['dp']} cp{s['cp']} ep{s['ep']} z{s['zero']} mb{s['mb']}x{s['ga']}",
+                     s["recompute"], *extra])
 
 
 def _bars(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ...], unit: str, limit: float | None) -> str:
