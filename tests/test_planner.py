@@ -979,3 +979,13 @@ def test_html_labels_tell_the_top_strategies_apart(tmp_path: Path, capsys: pytes
     capsys.readouterr()
     labels = re.findall(r"<tr><td>([^<]+)</td>", out.read_text(encoding="utf-8"))
     assert len(labels) == 8 and len(set(labels)) == 8
+
+
+def test_terminal_table_is_never_cut_to_ellipses(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An 80-column terminal gets the table at its natural width (lines may wrap) rather than
+    cells cut to "…"."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16",
+                 "--seq-len", "4096", "--evaluate", "tp=8"]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and "bottleneck" in out and "total GB" in out

@@ -131,9 +131,7 @@ def run(ns: argparse.Namespace) -> int:
         if ns.json:
             print(json.dumps(rec))
         else:
-            from rich.console import Console
-
-            Console().print(table([rec]))
+            _print_wide(table([rec]))
         return 0
     if calib and not ns.json:
         print(f"calibration: {json.dumps(calib)}", file=sys.stderr)
@@ -149,12 +147,22 @@ def run(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps(recs))
     else:
-        from rich.console import Console
-
-        con = Console(width=max(Console().width, 200)) if not sys.stdout.isatty() else Console()
-        con.print(table(recs))
-        con.print(f"{plan.evaluated:,} valid configurations evaluated")
+        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated")
     return 0
+
+
+def _print_wide(t: Any, *lines: str) -> None:
+    """Print the table at its natural width even when the terminal is narrower: a cell cut to
+    "…" says nothing, a wrapped line still does."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    probe = Console()
+    need = Measurement.get(probe, probe.options.update(width=10_000), t).maximum
+    con = Console(width=max(probe.width, need))
+    con.print(t)
+    for line in lines:
+        con.print(line)
 
 
 def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
