@@ -989,3 +989,12 @@ def test_terminal_table_is_never_cut_to_ellipses(capsys: pytest.CaptureFixture[s
                  "--seq-len", "4096", "--evaluate", "tp=8"]) == 0
     out = capsys.readouterr().out
     assert "…" not in out and "bottleneck" in out and "total GB" in out
+
+
+def test_a_config_missing_dimensions_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"hidden_size": 4096}))
+    assert main(["plan", "--model", str(cfg), "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
+                 "--evaluate", "dp=8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "lacks num_hidden_layers / num_attention_heads" in err and "hidden_size" not in err.split("lacks")[1].split("(")[0]

@@ -145,7 +145,10 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
         layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers"))
         heads = int(_get(cfg, "num_attention_heads", "n_head"))
     except (TypeError, ValueError):
-        raise ConfigError("config lacks hidden_size / num_hidden_layers / num_attention_heads", path=str(path), fix="pass --model-flops N") from None
+        names = (("hidden_size", "d_model", "n_embd"), ("num_hidden_layers", "n_layer", "num_layers"), ("num_attention_heads", "n_head"))
+        missing = [keys[0] for keys in names if not isinstance(_get(cfg, *keys), (int, float))]
+        raise ConfigError(f"config lacks {' / '.join(missing) or 'numeric model dimensions'}", path=str(path),
+                          fix="add them under their Hugging Face names, or for analyze pass --model-flops N") from None
     n_experts = int(_get(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0)
     act = str(_get(cfg, "hidden_act", "activation_function", default="silu"))
     linear_layers, linear_attn = _linear_layers(cfg, layers, heads, path)
