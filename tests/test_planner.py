@@ -779,14 +779,14 @@ def test_fp8_recipes_cast_bytes_by_hand() -> None:
     1/tp shards; rowwise: the h-wide inputs and gradients are whole on each TP rank (x 2): inputs
     28, gradients 40, 6 B each, plus 4 B per input-gradient element for the rescale: 6*68 + 4*28."""
     from stepscope.analysis.model_flops import ModelShape
-    from stepscope.planner.rates import fp8_cast_bytes
+    from stepscope.planner.rates import FP8_WEIGHT_BYTES, fp8_cast_bytes
 
     m = ModelShape(d_model=4, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=2, d_ff=8, vocab=16, gated_mlp=True)
-    tensorwise, w_t = fp8_cast_bytes(m, "tensorwise", np.array([2.0]))
-    rowwise, w_r = fp8_cast_bytes(m, "rowwise", np.array([2.0]))
+    tensorwise, w_t = fp8_cast_bytes(m, "tensorwise", np.array([2.0])), FP8_WEIGHT_BYTES["tensorwise"]
+    rowwise, w_r = fp8_cast_bytes(m, "rowwise", np.array([2.0])), FP8_WEIGHT_BYTES["rowwise"]
     assert tensorwise[0] == 4 * 52 and w_t == 8
     assert rowwise[0] == 6 * 68 + 4 * 28 and w_r == 14
-    assert fp8_cast_bytes(m, "rowwise", np.array([1.0]))[0][0] == 6 * 52 + 4 * 20
+    assert fp8_cast_bytes(m, "rowwise", np.array([1.0]))[0] == 6 * 52 + 4 * 20
 
 
 def test_tensorwise_fp8_gathers_tp_activations_in_fp8() -> None:

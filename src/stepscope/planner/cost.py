@@ -148,7 +148,7 @@ from .job import (
     TP_REPLAY,
     Job,
 )
-from .rates import dots_saveable, efficiencies, fp8_cast_bytes, gemm_shape, op_sac, params
+from .rates import FP8_WEIGHT_BYTES, dots_saveable, efficiencies, gemm_shape, op_sac, params
 from .work import gemm_seconds_at_peak, memory_bound_bytes
 
 OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
@@ -263,9 +263,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     gemm_time, logits_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
     work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
     elem_bytes = memory_bound_bytes(job, tokens, tp, score_bytes)
-    # fp8: each micro-batch's linear weights on the device are cast too (rates.fp8_cast_bytes)
+    # fp8: each micro-batch's linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES)
     fp8_weight_s = 0.0 if job.precision != "fp8" else (
-        fp8_cast_bytes(m, job.fp8_recipe, tp)[1] * L / pp * (dense / tp + experts / (ep * etp)) * n_micro / hw.hbm_bytes_per_s)
+        FP8_WEIGHT_BYTES[job.fp8_recipe] * L / pp * (dense / tp + experts / (ep * etp)) * n_micro / hw.hbm_bytes_per_s)
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
     # gradient, downcast), memory-bound
     loss_bytes = 24.0 * m.vocab * tokens

@@ -92,9 +92,14 @@ def gemm_shape(d: np.ndarray | float) -> np.ndarray:
     return 1.0 / (1.0 + r * np.sqrt(r))  # r ** GEMM_P with GEMM_P = 1.5, without the slow pow
 
 
-def fp8_cast_bytes(m: ModelShape, recipe: str, tp: np.ndarray) -> tuple[np.ndarray, float]:
-    """(bytes per token and softmax-attention layer, summed over the devices; bytes per linear
-    weight element and micro-batch) that dynamic fp8 scaling moves through HBM besides the GEMMs.
+# bytes per linear weight element and micro-batch that dynamic fp8 scaling moves: tensorwise an
+# amax scan and two casts, rowwise three kernels plus the weight gradient's rescale (fp8_cast_bytes)
+FP8_WEIGHT_BYTES = {"tensorwise": 8.0, "rowwise": 14.0}
+
+
+def fp8_cast_bytes(m: ModelShape, recipe: str, tp: np.ndarray) -> np.ndarray:
+    """Bytes per token and softmax-attention layer, summed over the devices, that dynamic fp8
+    scaling moves through HBM besides the GEMMs (weights: ``FP8_WEIGHT_BYTES``).
 
     Counted as torchao's float8 roofline does (``torchao/testing/float8/roofline_utils.py``, with its
     fusion modeling: an activation's first read fuses into the op that produced it), per element
@@ -118,5 +123,5 @@ def fp8_cast_bytes(m: ModelShape, recipe: str, tp: np.ndarray) -> tuple[np.ndarr
     inputs = 2 * h * rep + q_w + f
     grads = q_w + 2 * kv_w + (2 if m.gated_mlp else 1) * f + 2 * h * rep
     if recipe == "rowwise":
-        return 6.0 * (inputs + grads) + 4.0 * inputs, 14.0
-    return 4.0 * (inputs + grads), 8.0
+        return 6.0 * (inputs + grads) + 4.0 * inputs
+    return 4.0 * (inputs + grads)

@@ -22,8 +22,7 @@ def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -
         # as run: a stated ga sets mb, a pipeline splits the batch into at least pp micro-batches
         mb = float(results["micro_batch"][i])
         strat["mb"] = int(mb) if mb.is_integer() else round(mb, 3)
-        if not strat["ga"]:
-            strat["ga"] = round(float(results["grad_accum"][i]))  # derived from the batch
+        strat["ga"] = round(float(results["grad_accum"][i]))  # the stated ga, or derived from the batch
         if not strat["etp"]:
             strat["etp"] = strat["tp"]  # the default: experts sharded like the dense layers
         if not strat["hsdp"] and strat["zero"] == 3:

@@ -62,5 +62,5 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, score_bytes: flo
         eager = 64 * h * L + 20 * (q_w + kv_w) * (L - m.linear_layers) + (4 * f_act if m.gated_mlp else 0) * L
         elem_bytes = elem_bytes + 3 * eager * tokens
     if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
-        elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp)[0] * (L - m.linear_layers) * tokens
+        elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp) * (L - m.linear_layers) * tokens
     return elem_bytes
