@@ -32,6 +32,7 @@ from stepscope.analysis.model_flops import ModelShape
 from stepscope.errors import ConfigError
 from stepscope.planner.calibrate import Run, cross_validate
 from stepscope.planner.cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
+from stepscope.planner.network import by_name as network_by_name
 from stepscope.planner.search import hardware, model, search, space
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +98,11 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     separate = bool(re.search(r"torchtitan|maxtext", r["source"], re.IGNORECASE))
     job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
               param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate,
-              fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise")
+              zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],
+              fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise",
+              # the cluster's measured collective bandwidth where published (data/networks.yaml)
+              network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
+              dp_bucket_mb=25.0 if "nanotron" in r["source"] else 0.0)
     # TP/GEMM overlap by the framework's mechanism (cost.TP_OVERLAP): full chunked overlap where the
     # row says so (Megatron --tp-comm-overlap, torchtitan "AsyncTP"/"async TP"; not "vanilla TP");
     # nanotron's "async TP comm" is its own scheme (bwd+shard, from nanotron's

@@ -73,6 +73,14 @@ def _parser() -> argparse.ArgumentParser:
                     "(torchao rowwise: more cast traffic, bf16 TP all-gathers)")
     pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
                     help="ZeRO-1/2: the updated weights' all-gather runs under the next forward (Megatron --overlap-param-gather)")
+    pl.add_argument("--zero-sync-after-backward", dest="zero_sync_after_backward", action="store_true",
+                    help="ZeRO-1/2: gradients are all-reduced after the backward, exposed (nanotron with fp32 gradient accumulation)")
+    pl.add_argument("--dp-bucket-mb", type=float, metavar="MB",
+                    help="gradients reduced under the backward in buckets of this many MB, each paying its own latency "
+                    "(PyTorch DDP and nanotron: 25); default: one collective")
+    pl.add_argument("--network", metavar="NAME",
+                    help="a measured cluster network from data/networks.yaml (e.g. hf-h100): collective bandwidth and "
+                    "latency by the nodes a group spans, instead of the catalog's nominal links")
     pl.add_argument("--tp-across-nodes", action="store_true", help="let the search put a TP group across nodes (default: TP within a node)")
     pl.add_argument("--ep-overlap", action="store_true",
                     help="the framework overlaps the MoE all-to-all with another micro-batch (DualPipe-style, Megatron EP overlap)")

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError, InputError
 from .cost import TP_OVERLAP, Job, evaluate
+from .network import by_name as network_by_name
 from .render import records, table
 from .search import hardware, model, parse_strategy, search
 
@@ -43,10 +44,13 @@ def _job(d: dict[str, Any]) -> Job:
         flash_attention=_bool(d, "flash_attention", True),
         fused_elementwise=_bool(d, "fused_elementwise", True),
         param_gather_overlap=_bool(d, "param_gather_overlap", False),
+        zero_sync_after_backward=_bool(d, "zero_sync_after_backward", False),
         fused_projections=_bool(d, "fused_projections", True),
         fp8_recipe=str(d.get("fp8_recipe") or "tensorwise").lower(),
         reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
+        dp_bucket_mb=float(d["dp_bucket_mb"]) if d.get("dp_bucket_mb") not in (None, "") else 0.0,
+        network=network_by_name(str(d["network"])) if d.get("network") not in (None, "") else None,
     )
 
 
@@ -101,10 +105,11 @@ def run(ns: argparse.Namespace) -> int:
             print(json.dumps(out))
         return 0
     job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
-                                                  "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe")}
+                                                  "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
+                                                  "dp_bucket_mb", "network")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
-                   ("fused_projections", True))})
+                   ("zero_sync_after_backward", False), ("fused_projections", True))})
     job, calib = _calibrated(job, ns)
     # framework properties: apply to every strategy given
     tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))

@@ -93,7 +93,8 @@ Time per step (seconds):
   under the last backward, then all-gather of the updated bf16 weights, (dp-1)/dp x 2 B/param,
   after the optimizer step: exposed (DeepSpeed, nanotron's ZeRO-1) unless the framework overlaps
   it with the next step's first forward (``Job.param_gather_overlap``, Megatron's
-  --overlap-param-gather); ZeRO-3: per micro-batch, 2 all-gathers of the
+  --overlap-param-gather); ``Job.zero_sync_after_backward`` (nanotron with fp32 gradient
+  accumulation) all-reduces the gradients after the backward instead, exposed; ZeRO-3: per micro-batch, 2 all-gathers of the
   bf16 weights (forward, backward) + a reduce-scatter of its gradients (FSDP2's and DeepSpeed's
   default under gradient accumulation), each under that micro-batch's compute; with
   ``keep_params`` (weights stay gathered for the whole step: FSDP2 under torchtitan's pipelines)
@@ -281,21 +282,37 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
     node = float(job.devices_per_node)
 
-    def link(span: np.ndarray) -> np.ndarray:
-        return np.where(span <= node, intra, inter / job.inter_scale)
+    prof = job.network
+    node_bps = node * inter
 
-    def alpha(n: np.ndarray, span: np.ndarray) -> np.ndarray:
-        return np.where(n > 1, (n - 1) * np.where(span <= node, 10e-6, 20e-6), 0.0)
+    def link(span: np.ndarray, ranks: np.ndarray | None = None, kind: str = "all_gather") -> np.ndarray:
+        """Bytes/s of a group's collective: the catalog's nominal link (the per-device network
+        rate once the group spans nodes), or with a measured network profile the one-node figure
+        inside a node and the node's nominal rate shared by its concurrent groups across nodes
+        (planner/network.py); point-to-point (ranks None) keeps the nominal link."""
+        if prof is None or ranks is None:
+            return np.where(span <= node, intra, inter / job.inter_scale)
+        _, per_node = prof.group_nodes(ranks, span)
+        return np.where(span <= node, prof.busbw(kind, 1.0), node_bps * per_node / node / job.inter_scale)
+
+    def alpha(n: np.ndarray, span: np.ndarray, kind: str = "all_gather") -> np.ndarray:
+        """Latency of one ring pass: (n-1) steps of 10 us inside a node, 20 us across nodes, or
+        with a network profile its measured step latency for the nodes the group spans."""
+        step = np.where(span <= node, 10e-6, 20e-6)
+        if prof is not None:
+            nodes, _ = prof.group_nodes(n, span)
+            step = np.where(span <= node, step, prof.step_latency_s(kind, nodes, node_bps))
+        return np.where(n > 1, (n - 1) * step, 0.0)
 
     msg = seq * mb * h * 2 / cp
 
-    def ring(n: np.ndarray, nbytes: np.ndarray | float, span: np.ndarray, calls: int = 1) -> np.ndarray:
+    def ring(n: np.ndarray, nbytes: np.ndarray | float, span: np.ndarray, calls: float | np.ndarray = 1, kind: str = "all_gather") -> np.ndarray:
         """``calls`` ring collectives over n ranks whose group spans ``span`` ranks, moving
         (n-1)/n x nbytes per rank in all (an all-reduce is 2 calls of its bytes)."""
-        return _ring(n) * nbytes / link(span) + calls * alpha(n, span)
+        return _ring(n) * nbytes / link(span, n, kind) + calls * alpha(n, span, kind)
 
     def all_reduce(n: np.ndarray, nbytes: np.ndarray | float) -> np.ndarray:
-        """Ring all-reduce (or all-gather + reduce-scatter) of nbytes over n ranks in one node group."""
+        """All-gather + reduce-scatter (sequence parallelism) of nbytes over n consecutive ranks."""
         return np.where(n > 1, ring(n, 2 * nbytes, n, 2), 0.0)
 
     # per layer and micro-batch, fwd + bwd: 2 all-reduce-equivalents for attention, 2 for the MLP;
@@ -330,25 +347,28 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # micro-batch, or every micro-batch (module docstring)
     micro_s = compute_s / np.maximum(n_micro, 1)
     last_bwd_s = micro_s * (1 - 1 / (3 * rfactor[rc]))
+    # gradient buckets (Job.dp_bucket_mb): each one a collective of its own, with its own latency
+    buckets = np.maximum(np.ceil(2 * p_dev / (job.dp_bucket_mb * 1e6)), 1.0) if job.dp_bucket_mb > 0 else 1.0
     zero3_once = ring(shard, 2 * p_dev + grad_bytes, span_shard, 2)  # one all-gather + one reduce-scatter
     zero3_each = ring(shard, 4 * p_dev + grad_bytes, span_shard, 3)  # two all-gathers + one reduce-scatter
-    replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2)
+    replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2, "all_reduce")
     dp_s = np.where(
         zero >= 3,
         np.where(keep, _hide(zero3_once, job.dp_overlap, micro_s), _hide(zero3_each * n_micro, job.dp_overlap, compute_s))
         + _hide(replica_ar, job.dp_overlap, last_bwd_s),
         np.where(zero >= 1,
-                 _hide(ring(dpc, grad_bytes, span_dp), job.dp_overlap, last_bwd_s)
+                 (ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
+                  else _hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap, last_bwd_s))
                  + _hide(ring(dpc, 2 * p_dev, span_dp), job.dp_overlap if job.param_gather_overlap else 0.0, micro_s - last_bwd_s),
-                 _hide(ring(dpc, 2 * grad_bytes, span_dp, 2), job.dp_overlap, last_bwd_s)),
+                 _hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap, last_bwd_s)),
     )
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
-    ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
+    ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
     # EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
     ep_s = _hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), compute_s)
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
-    cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
+    cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
     tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
     per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)

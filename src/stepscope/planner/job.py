@@ -10,6 +10,7 @@ import numpy as np
 from ..analysis.hardware import Hardware
 from ..analysis.model_flops import ModelShape
 from ..errors import ConfigError
+from .network import NetworkProfile
 
 # Recompute policies: activation bytes per layer = c * s*b*h/(tp*cp), compute x factor.
 # none/selective/full follow Korthikanti et al.; the named policies are priors from which tensors
@@ -58,6 +59,15 @@ class Job:
     # ZeRO-1/2: the updated weights' all-gather runs under the next step's first forward (Megatron
     # --overlap-param-gather) instead of after the optimizer step, exposed
     param_gather_overlap: bool = False
+    # ZeRO-1/2: the gradients are all-reduced (not reduce-scattered) after the whole backward pass,
+    # exposed: nanotron with fp32 gradient accumulation (trainer.py builds no DDP wrapper when
+    # accumulate_grad_in_fp32 and zero_stage > 0, then calls sync_gradients_across_dp with
+    # reduce_scatter=False after train_batch_iter, "too memory hungry, instead we run all_reduce")
+    zero_sync_after_backward: bool = False
+    # ZeRO-0/1/2 gradients reduced under the backward in buckets of this many MB of gradients in the
+    # parameters' dtype (PyTorch DDP's bucket_cap_mb, 25 by default; nanotron's ddp_bucket_cap_mb,
+    # 25): each bucket is its own collective and pays its own ring latency; 0 = one collective
+    dp_bucket_mb: float = 0.0
     # False: the attention's query, key and value projections (and a gated MLP's gate and up
     # projections) are separate GEMMs (torchtitan, Hugging Face, MaxText's default), so with GQA the
     # key/value GEMMs are only kv_heads*head_dim/tp wide; True: one fused GEMM each (Megatron's
@@ -83,6 +93,9 @@ class Job:
     # inter-node bandwidth, on top of comm_scale): the network tier a cluster may fall short on
     inter_scale: float | np.ndarray = 1.0
     dp_overlap: float | np.ndarray = DP_OVERLAP
+    # a measured cluster network (planner/network.py): collectives get its bus bandwidth by the
+    # nodes they span instead of the catalog's nominal link rates
+    network: NetworkProfile | None = None
 
     def __post_init__(self) -> None:
         for name in ("devices", "devices_per_node", "global_batch", "seq_len"):
@@ -96,6 +109,11 @@ class Job:
                               fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}", fix="e.g. --fp8-recipe rowwise")
+        if self.network is not None and self.network.devices_per_node != self.devices_per_node:
+            raise ConfigError(f"network {self.network.name} was measured with {self.network.devices_per_node} devices per node, "
+                              f"not {self.devices_per_node}", fix=f"pass --devices-per-node {self.network.devices_per_node}, or leave --network out")
+        if not self.dp_bucket_mb >= 0:
+            raise ConfigError(f"DP bucket size must be >= 0 MB, not {self.dp_bucket_mb}", fix="e.g. --dp-bucket-mb 25 (PyTorch DDP's default)")
         if self.grad_bytes == 0:
             object.__setattr__(self, "grad_bytes", 2 if self.precision == "fp16" else 4)
         if self.grad_bytes not in (2, 4):
