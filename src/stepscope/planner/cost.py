@@ -123,7 +123,8 @@ Time per step (seconds):
 - activation offload: saved activations go to host and back (2x bytes) over ``host_gbps``
   (default 25 GB/s), 80% hidden behind compute (prior);
 - optimizer: read/write 16 B per local parameter at HBM bandwidth.
-Each link has a latency (alpha) of 10 us per collective step on intra-node, 20 us inter-node.
+Each link has a latency (alpha) of 10 us per collective step on intra-node, 20 us inter-node; a
+measured network profile replaces both tiers (planner/links.py, planner/network.py).
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ from .job import (
     Job,
 )
 from .rates import FP8_WEIGHT_BYTES, dots_saveable, efficiencies, gemm_shape, op_sac, params
+from .links import Links, ring_share
 from .work import gemm_seconds_at_peak, memory_bound_bytes
 
 OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
@@ -160,10 +162,6 @@ __all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", 
 def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
     v = s.get(key)
     return np.zeros(like.shape) if v is None else v.astype(np.float64)
-
-
-def _ring(n: np.ndarray, factor: float = 1.0) -> np.ndarray:
-    return factor * (n - 1) / np.maximum(n, 1)
 
 
 def _hide(raw: np.ndarray, share: float | np.ndarray, under: np.ndarray) -> np.ndarray:
@@ -279,37 +277,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     loss_s = loss_bytes / hw.hbm_bytes_per_s / job.devices
     layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - logits_s + fp8_weight_s
     compute_s = layers_s * rfactor[rc] * uneven + (logits_s + loss_s) * pp
-    intra, inter = (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9
-    node = float(job.devices_per_node)
-
-    prof = job.network
-    node_bps = node * inter
-
-    def link(span: np.ndarray, ranks: np.ndarray | None = None, kind: str = "all_gather") -> np.ndarray:
-        """Bytes/s of a group's collective: the catalog's nominal link (the per-device network
-        rate once the group spans nodes), or with a measured network profile the one-node figure
-        inside a node and the node's nominal rate shared by its concurrent groups across nodes
-        (planner/network.py); point-to-point (ranks None) keeps the nominal link."""
-        if prof is None or ranks is None:
-            return np.where(span <= node, intra, inter / job.inter_scale)
-        _, per_node = prof.group_nodes(ranks, span)
-        return np.where(span <= node, prof.busbw(kind, 1.0), node_bps * per_node / node / job.inter_scale)
-
-    def alpha(n: np.ndarray, span: np.ndarray, kind: str = "all_gather") -> np.ndarray:
-        """Latency of one ring pass: (n-1) steps of 10 us inside a node, 20 us across nodes, or
-        with a network profile its measured step latency for the nodes the group spans."""
-        step = np.where(span <= node, 10e-6, 20e-6)
-        if prof is not None:
-            nodes, _ = prof.group_nodes(n, span)
-            step = np.where(span <= node, step, prof.step_latency_s(kind, nodes, node_bps))
-        return np.where(n > 1, (n - 1) * step, 0.0)
-
+    net = Links.of(job)  # planner/links.py: bandwidth and latency by where a group sits
+    link, ring = net.bandwidth, net.ring
     msg = seq * mb * h * 2 / cp
-
-    def ring(n: np.ndarray, nbytes: np.ndarray | float, span: np.ndarray, calls: float | np.ndarray = 1, kind: str = "all_gather") -> np.ndarray:
-        """``calls`` ring collectives over n ranks whose group spans ``span`` ranks, moving
-        (n-1)/n x nbytes per rank in all (an all-reduce is 2 calls of its bytes)."""
-        return _ring(n) * nbytes / link(span, n, kind) + calls * alpha(n, span, kind)
 
     def all_reduce(n: np.ndarray, nbytes: np.ndarray | float) -> np.ndarray:
         """All-gather + reduce-scatter (sequence parallelism) of nbytes over n consecutive ranks."""
@@ -336,7 +306,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # PyTorch's async TP (the "full" mechanism without fused projections) fuses a reduce-scatter
     # only with the one matmul that produces its input; the backward input gradient of separate
     # q/k/v (gate/up) projections is a sum of matmuls, so those 2 reduce-scatters of 8 stay exposed
-    full = _ring(tp) * (1.0 if job.fused_projections else 0.75)
+    full = ring_share(tp) * (1.0 if job.fused_projections else 0.75)
     share = np.choose(np.clip(mode, 0, 3), [np.zeros_like(tp), full, np.full_like(tp, 0.25), 0.25 + 0.5 / tp])
     tp_s = tp_s - np.minimum(share * tp_s, compute_s)
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
@@ -363,12 +333,12 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                  _hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap, last_bwd_s)),
     )
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
-    ep_s = np.where(ep > 1, 4 * ep_bytes * _ring(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
+    ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
     # EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
     ep_s = _hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), compute_s)
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
-    cp_s = np.where(cp > 1, 0.5 * _ring(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
+    cp_s = np.where(cp > 1, 0.5 * ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
     tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
     per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
@@ -377,7 +347,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # PP_P2P_HIDDEN hidden behind compute (prior)
     p2p_msg = seq * mb * h * 2 / (tp * cp)
     pp_span = tp * pp  # consecutive stages sit tp ranks apart
-    hop = p2p_msg / link(pp_span) + np.where(pp_span <= node, 10e-6, 20e-6)
+    hop = p2p_msg / link(pp_span) + net.step_s(pp_span)
     pp_p2p_s = np.where(pp > 1, 2 * ((pp - 1) + n_micro * (1 - PP_P2P_HIDDEN)) * hop, 0.0) * job.comm_scale
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
