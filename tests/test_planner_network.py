@@ -172,3 +172,38 @@ def test_cli_flags_and_batch_keys_reach_the_model(tmp_path: Path, capsys: pytest
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines[0]["time_s"]["dp"] == pytest.approx(flagged["time_s"]["dp"])
     assert "unknown network" in lines[1]["error"]
+
+
+def test_a_cluster_measures_its_own_network_in_a_yaml_file(tmp_path: Path) -> None:
+    """A user's file (the bundled layout) is read by path; with several networks, FILE#NAME picks
+    one. Two-node numbers of the toy profile: 4 devices, 2 per node, the 2-node all-gather 50 GB/s."""
+    entry = {"name": "mine", "devices_per_node": 2, "message_bytes": 10**9, "nodes": [1, 2],
+             "busbw_gbps": {"all_reduce": [100, 50], "all_gather": [80, 50], "reduce_scatter": [80, 50]}}
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump({"networks": [entry]}))
+    prof = network.by_name(str(one))
+    assert prof.name == "mine" and prof.busbw("all_gather", np.array([2.0]))[0] == pytest.approx(50e9)
+    assert prof.step_latency_s("all_gather", np.array([2.0]), 100e9)[0] == pytest.approx(2.5e-3)  # as TOY's
+    two = tmp_path / "two.yaml"
+    two.write_text(yaml.safe_dump({"networks": [entry, dict(entry, name="other")]}))
+    assert network.by_name(f"{two}#other").name == "other"
+    with pytest.raises(ConfigError, match="holds 2 networks"):
+        network.by_name(str(two))
+    with pytest.raises(ConfigError, match="no network 'x'"):
+        network.by_name(f"{two}#x")
+    with pytest.raises(ConfigError, match="cannot read"):
+        network.by_name(str(tmp_path / "missing.yaml"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("networks: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        network.by_name(str(bad))
+
+
+def test_cli_reads_a_network_file_and_reports_a_bad_one_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "net.yaml"
+    f.write_text("networks:\n  - name: x\n    nodes: [1]\n")
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "32", "--seq-len", "4096",
+            "--evaluate", "dp=16", "--network", str(f)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(f) in err and "malformed" in err

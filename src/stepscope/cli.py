@@ -79,8 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="gradients reduced under the backward in buckets of this many MB, each paying its own latency "
                     "(PyTorch DDP and nanotron: 25); default: one collective")
     pl.add_argument("--network", metavar="NAME",
-                    help="a measured cluster network from data/networks.yaml (e.g. hf-h100): collective bandwidth and "
-                    "latency by the nodes a group spans, instead of the catalog's nominal links")
+                    help="a measured cluster network: a name from data/networks.yaml (e.g. hf-h100) or your own YAML file "
+                    "of that layout (FILE.yaml, FILE.yaml#NAME): collective bandwidth and latency by the nodes a group spans, "
+                    "instead of the catalog's nominal links")
     pl.add_argument("--tp-across-nodes", action="store_true", help="let the search put a TP group across nodes (default: TP within a node)")
     pl.add_argument("--ep-overlap", action="store_true",
                     help="the framework overlaps the MoE all-to-all with another micro-batch (DualPipe-style, Megatron EP overlap)")

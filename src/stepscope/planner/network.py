@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -106,7 +107,26 @@ def catalog() -> dict[str, NetworkProfile]:
 
 
 def by_name(name: str) -> NetworkProfile:
+    """A bundled network by name, or ``FILE.yaml`` (``FILE.yaml#NAME`` when it holds several): a
+    cluster's own measurement, in the layout of ``data/networks.yaml``."""
+    path, _, pick = name.strip().partition("#")
+    if path.lower().endswith((".yaml", ".yml")):
+        try:
+            doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ConfigError(f"cannot read the network file ({e.strerror})", path=path, fix="pass an existing YAML file") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"the network file is not valid YAML ({str(e).splitlines()[0]})", path=path,
+                              fix="see src/stepscope/data/networks.yaml for the layout") from None
+        found = _parse(doc, path)
+        if pick:
+            if pick.lower() not in found:
+                raise ConfigError(f"no network {pick!r} in the file", path=path, fix=f"use one of: {', '.join(sorted(found))}")
+            return found[pick.lower()]
+        if len(found) != 1:
+            raise ConfigError(f"the file holds {len(found)} networks", path=path, fix=f"pick one: {path}#NAME ({', '.join(sorted(found))})")
+        return next(iter(found.values()))
     prof = catalog().get(name.strip().lower())
     if prof is None:
-        raise ConfigError(f"unknown network {name!r}", fix=f"use one of: {', '.join(sorted(catalog()))}")
+        raise ConfigError(f"unknown network {name!r}", fix=f"use one of: {', '.join(sorted(catalog()))}, or a YAML file of your cluster's")
     return prof
