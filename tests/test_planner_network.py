@@ -207,3 +207,8 @@ def test_cli_reads_a_network_file_and_reports_a_bad_one_in_one_line(tmp_path: Pa
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(f) in err and "malformed" in err
+
+
+def test_a_profile_measured_on_one_device_is_refused_for_another() -> None:
+    with pytest.raises(ConfigError, match="measured on H100-SXM nodes, not A100"):
+        Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 2048, network=network.by_name("hf-h100"))

@@ -109,6 +109,9 @@ class Job:
                               fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}", fix="e.g. --fp8-recipe rowwise")
+        if self.network is not None and self.network.device and self.network.device.lower() != self.hw.name.lower():
+            raise ConfigError(f"network {self.network.name} was measured on {self.network.device} nodes, not {self.hw.name}",
+                              fix=f"pass --hardware {self.network.device}, or leave --network out")
         if self.network is not None and self.network.devices_per_node != self.devices_per_node:
             raise ConfigError(f"network {self.network.name} was measured with {self.network.devices_per_node} devices per node, "
                               f"not {self.devices_per_node}", fix=f"pass --devices-per-node {self.network.devices_per_node}, or leave --network out")

@@ -46,6 +46,7 @@ class NetworkProfile:
     nodes: tuple[float, ...]
     busbw_gbps: dict[str, tuple[float, ...]]
     message_bytes: int = 0
+    device: str = ""  # the catalog device the nodes hold ("" = not stated)
     source: str = ""
     note: str = ""
 
@@ -87,7 +88,8 @@ def _parse(doc: Any, where: str) -> dict[str, NetworkProfile]:
             nodes = tuple(float(x) for x in d["nodes"])
             bw = {k: tuple(float(x) for x in d["busbw_gbps"][k]) for k in KINDS}
             prof = NetworkProfile(name=str(d["name"]), devices_per_node=int(d["devices_per_node"]), nodes=nodes, busbw_gbps=bw,
-                                  message_bytes=int(d.get("message_bytes") or 0), source=str(d.get("source", "")), note=str(d.get("note", "")))
+                                  message_bytes=int(d.get("message_bytes") or 0), device=str(d.get("device") or ""),
+                                  source=str(d.get("source", "")), note=str(d.get("note", "")))
         except (KeyError, TypeError, ValueError) as e:
             raise ConfigError(f"network entry {d.get('name', '?') if isinstance(d, dict) else d!r} is malformed ({e})", path=where,
                               fix="give name, devices_per_node, nodes and busbw_gbps with all_reduce, all_gather, reduce_scatter") from None
