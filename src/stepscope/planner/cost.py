@@ -150,8 +150,15 @@ from .job import (
     TP_REPLAY,
     Job,
 )
-from .rates import FP8_WEIGHT_BYTES, dots_saveable, efficiencies, gemm_shape, op_sac, params
 from .links import Links, ring_share
+from .rates import (
+    FP8_WEIGHT_BYTES,
+    dots_saveable,
+    efficiencies,
+    gemm_shape,
+    op_sac,
+    params,
+)
 from .work import gemm_seconds_at_peak, memory_bound_bytes
 
 OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
