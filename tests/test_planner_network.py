@@ -122,12 +122,13 @@ def test_gradient_buckets_each_pay_the_ring_latency() -> None:
 def test_zero1_synced_after_the_backward_is_an_exposed_all_reduce() -> None:
     """nanotron's ZeRO-1 with fp32 accumulation: the gradients are all-reduced (2 x (n-1)/n x 4 B
     per parameter, 2 x 7 steps) after the backward, nothing hidden; the bf16 weights' all-gather
-    after the optimizer step stays as it was (exposed). One node of 8, 450 GB/s, 10 us steps."""
+    after the optimizer step stays as it was (exposed). One node of 8: the H100 node's measured
+    all-reduce and all-gather bus bandwidths (436 and 249.8 GB/s), 10 us steps."""
     s = parse_strategy("dp=8,zero=1,mb=1")
     base = Job(from_config_dict(TINY), hardware("h100"), 8, 8, 64, 2048)
     r = evaluate(dataclasses.replace(base, zero_sync_after_backward=True), s)
-    ar = 2 * 7 / 8 * 4 * P_DEV / 450e9 + 2 * 7 * 10e-6
-    ag = 7 / 8 * 2 * P_DEV / 450e9 + 7 * 10e-6
+    ar = 2 * 7 / 8 * 4 * P_DEV / 436e9 + 2 * 7 * 10e-6
+    ag = 7 / 8 * 2 * P_DEV / 249.8e9 + 7 * 10e-6
     assert r["dp_s"][0] == pytest.approx(ar + ag)
     # the default (reduce-scatter under the last backward) is cheaper
     assert evaluate(base, s)["dp_s"][0] < r["dp_s"][0]
@@ -212,3 +213,20 @@ def test_cli_reads_a_network_file_and_reports_a_bad_one_in_one_line(tmp_path: Pa
 def test_a_profile_measured_on_one_device_is_refused_for_another() -> None:
     with pytest.raises(ConfigError, match="measured on H100-SXM nodes, not A100"):
         Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 2048, network=network.by_name("hf-h100"))
+
+
+def test_a_node_with_measured_collective_bandwidth_uses_it_by_kind() -> None:
+    """H100 nodes carry the measured one-node bus bandwidths (all-reduce 436, all-gather 249.8,
+    reduce-scatter 249.7 GB/s); point-to-point keeps the 450 GB/s link; an A100 (unmeasured) the
+    nominal 300 GB/s for everything; across nodes the per-device 50 GB/s either way."""
+    from stepscope.planner.links import Links
+
+    h100 = Links.of(_job(16))
+    inside, eight = np.array([8.0]), np.array([8.0])
+    assert h100.bandwidth(inside, eight, "all_reduce")[0] == pytest.approx(436e9)
+    assert h100.bandwidth(inside, eight, "all_gather")[0] == pytest.approx(249.8e9)
+    assert h100.bandwidth(inside, eight, "reduce_scatter")[0] == pytest.approx(249.7e9)
+    assert h100.bandwidth(inside)[0] == pytest.approx(450e9)
+    assert h100.bandwidth(np.array([16.0]), np.array([16.0]), "all_reduce")[0] == pytest.approx(50e9)
+    a100 = Links.of(Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 2048))
+    assert a100.bandwidth(inside, eight, "all_gather")[0] == pytest.approx(300e9)

@@ -41,6 +41,9 @@ class Hardware:
     hbm_gb: float | None
     hbm_gbps: float
     intra_node_gbps: float | None = None
+    # measured bus bandwidth of collectives inside one node, by kind (all_reduce, all_gather,
+    # reduce_scatter); empty = unmeasured (the planner then uses intra_node_gbps)
+    intra_node_busbw_gbps: dict[str, float] = field(default_factory=dict)
     inter_node_gbps: float | None = None
     host_gbps: float | None = None  # device <-> host memory, one direction (activation offload)
     # devices that share the intra-node link (TPU: the largest ICI slice; DCN beyond); None = 8
@@ -79,6 +82,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     hbm_gb=d.get("hbm_gb"),
                     hbm_gbps=float(d["hbm_gbps"]),
                     intra_node_gbps=d.get("intra_node_gbps"),
+                    intra_node_busbw_gbps={str(k): float(v) for k, v in dict(d.get("intra_node_busbw_gbps") or {}).items()},
                     inter_node_gbps=d.get("inter_node_gbps"),
                     host_gbps=d.get("host_gbps"),
                     node_devices=int(d["node_devices"]) if d.get("node_devices") else None,
@@ -120,6 +124,7 @@ def _with_per_core(devices: list[Hardware]) -> list[Hardware]:
                     hbm_gb=hw.hbm_gb / hw.cores if hw.hbm_gb else None,
                     hbm_gbps=hw.hbm_gbps / hw.cores,
                     intra_node_gbps=hw.intra_node_gbps,
+                    intra_node_busbw_gbps=hw.intra_node_busbw_gbps,
                     inter_node_gbps=hw.inter_node_gbps,
                     node_devices=hw.node_devices * hw.cores if hw.node_devices else None,
                     matmul_eff=hw.matmul_eff,

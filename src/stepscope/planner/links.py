@@ -1,8 +1,9 @@
 """Communication time of the cost model's groups: bandwidth and latency by where a group sits.
 
 A group of n ranks laid out over ``span`` consecutive ranks is inside a node when span <= the
-devices per node. By default a group inside a node gets the catalog's intra-node link rate and
-10 us per ring step, a group across nodes the catalog's per-device network rate (divided by the
+devices per node. By default a group inside a node gets the catalog's measured intra-node bus
+bandwidth for its collective kind (``intra_node_busbw_gbps``; else the nominal link rate) and 10 us
+per ring step, a group across nodes the catalog's per-device network rate (divided by the
 calibration's ``inter_scale``) and 20 us per step. With a measured network profile
 (planner/network.py) a group inside a node gets the profile's one-node bus bandwidth and 10 us
 steps, a group across nodes the node's nominal network rate shared by the node's concurrent
@@ -12,7 +13,7 @@ and pays (n-1) step latencies per call (an all-reduce: two calls of its bytes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,19 +35,22 @@ class Links:
     inter_bps: float  # per device
     inter_scale: float | np.ndarray
     network: NetworkProfile | None
+    intra_busbw: dict[str, float] = field(default_factory=dict)  # measured, bytes/s by kind
 
     @classmethod
     def of(cls, job: Job) -> Links:
         hw = job.hw
         return cls(float(job.devices_per_node), (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9,
-                   job.inter_scale, job.network)
+                   job.inter_scale, job.network, {k: v * 1e9 for k, v in hw.intra_node_busbw_gbps.items()})
 
     def bandwidth(self, span: np.ndarray, ranks: np.ndarray | None = None, kind: str = "all_gather") -> np.ndarray:
         """Bytes/s of a group's collective (module docstring); point-to-point (ranks None) keeps
         the nominal link."""
         prof = self.network
-        if prof is None or ranks is None:
+        if ranks is None:
             return np.where(span <= self.node, self.intra_bps, self.inter_bps / self.inter_scale)
+        if prof is None:
+            return np.where(span <= self.node, self.intra_busbw.get(kind, self.intra_bps), self.inter_bps / self.inter_scale)
         _, per_node = prof.group_nodes(ranks, span)
         return np.where(span <= self.node, prof.busbw(kind, 1.0), self.inter_bps * per_node / self.inter_scale)
 
