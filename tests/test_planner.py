@@ -1007,3 +1007,20 @@ def test_a_config_missing_dimensions_names_what_is_missing(tmp_path: Path, capsy
                  "--evaluate", "dp=8"]) == 2
     err = capsys.readouterr().err.strip()
     assert "lacks num_hidden_layers / num_attention_heads" in err and "hidden_size" not in err.split("lacks")[1].split("(")[0]
+
+
+def test_trace_bandwidth_is_compared_with_the_rate_the_planner_assumes() -> None:
+    """On an H100 (measured in-node all-gather 249.8 GB/s), an all-gather that achieved 200 GB/s is
+    249.8 / 200 = 1.249 x the planner's time, not 450 / 200 = 2.25 x: the measured shortfall is
+    not charged twice. A type without a measurement (send_recv) keeps the link peak: 450 / 225 = 2."""
+    from stepscope.planner.from_trace import from_report
+
+    def doc(collectives: list[dict]) -> dict:
+        return {"ranks": [{"rank": 0, "step_stats": {"median_ns": 1e8}, "hardware": {"name": "H100-SXM", "peak_tflops": 989}}],
+                "cluster": {"collectives": collectives}}
+
+    big = 64 << 20
+    ag = {"bytes": big, "busbw_gbps": 200.0, "peak_gbps": 450.0, "link": "intra", "type": "all_gather"}
+    assert from_report(doc([ag])).comm_scale == pytest.approx(249.8 / 200.0)
+    p2p = dict(ag, type="send_recv", busbw_gbps=225.0)
+    assert from_report(doc([p2p])).comm_scale == pytest.approx(2.0)

@@ -12,7 +12,9 @@ From an ``stepscope analyze --json`` report (first rank, or the rank given):
   collectives of >= 1 MiB that have both (the cluster view's transfer time, not the wait) and do
   not cross nodes (or whose link is not known), so communication is modeled at the bandwidth the
   run achieved; ``inter_scale`` the same over those that cross nodes, relative to ``comm_scale``
-  (the planner multiplies inter-node transfers by both).
+  (the planner multiplies inter-node transfers by both). Within a node the reference is the
+  device's measured collective bus bandwidth where the catalog has one (the rate the planner
+  assumes), else the link peak.
 The peak is the one the analysis used (its detected or given hardware and dtype). A ratio whose
 FLOPs are unknown (the trace has no shapes) is ``None`` and the planner keeps its prior.
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..analysis import hardware
 from ..errors import ConfigError
 
 _NOT_COMPUTE = ("comm:", "memcpy", "memset", "idle")
@@ -71,18 +74,35 @@ def from_report(doc: dict[str, Any], rank: int | None = None, where: str = "repo
     return TraceEfficiency(
         step_s=float(med) * 1e-9, gemm_eff=_ratio(oth_f, oth_d, peak), attn_eff=_ratio(att_f, att_d, peak),
         dp_overlap=(hidden / comm) if comm > 0 else None, hardware=hw.get("name"), rank=int(r.get("rank") or 0),
-        **_comm_scales(doc.get("cluster")),
+        **_comm_scales(doc.get("cluster"), _measured_intra(hw.get("name"))),
     )
 
 
-def _comm_scales(cluster: Any) -> dict[str, float | None]:
+def _measured_intra(name: Any) -> dict[str, float]:
+    """The catalog device's measured intra-node bus bandwidth by collective kind (GB/s), which the
+    planner uses in place of the link peak; empty when unknown."""
+    if not name:
+        return {}
+    try:
+        return dict(hardware.by_name(str(name)).intra_node_busbw_gbps)
+    except ConfigError:
+        return {}
+
+
+def _comm_scales(cluster: Any, intra_ref: dict[str, float] | None = None) -> dict[str, float | None]:
     """comm_scale from the collectives within a node (or of unknown link), inter_scale from those
-    across nodes relative to it."""
+    across nodes relative to it. A collective within a node is compared with the rate the planner
+    assumes for it: the device's measured bus bandwidth for its type where the catalog has one
+    (``intra_ref``), else the link peak, so a what-if does not charge the measured shortfall twice."""
     within: list[float] = []
     across: list[float] = []
+    ref = intra_ref or {}
     for c in (cluster.get("collectives") or []) if isinstance(cluster, dict) else []:
         if isinstance(c, dict) and c.get("busbw_gbps") and c.get("peak_gbps") and (c.get("bytes") or 0) >= 1 << 20:
-            (across if c.get("link") == "inter" else within).append(float(c["busbw_gbps"]) / float(c["peak_gbps"]))
+            if c.get("link") == "inter":
+                across.append(float(c["busbw_gbps"]) / float(c["peak_gbps"]))
+            else:
+                within.append(float(c["busbw_gbps"]) / (ref.get(str(c.get("type"))) or float(c["peak_gbps"])))
     comm, inter = _inverse_median(within), _inverse_median(across)
     return {"comm_scale": comm, "inter_scale": inter / (comm or 1.0) if inter else None}
 
