@@ -85,7 +85,9 @@ Time per step (seconds):
   gradient runs under their weight-gradient GEMM: 2 of the 8 collectives (4 all-gathers + 4
   reduce-scatters) per layer, 1/4; ``bwd+shard`` (3: nanotron's async TP), that plus the forward
   all-gather of a column-parallel layer and the backward all-gather of a row-parallel one each
-  running under the GEMM on the rank's own 1/tp shard: 1/4 + 2/8 x 2/tp = 1/4 + 1/(2 tp);
+  running under the GEMM on the rank's own 1/tp shard: 1/4 + 2/8 x 2/tp = 1/4 + 1/(2 tp). These
+  shares hold when every GEMM outlasts the collective fused with it; each collective hides no
+  longer than its GEMM runs (planner/tp_overlap.py), which binds for narrow GEMMs at high tp;
 - DP / FSDP (over the dp x cp ranks that share weights, written dp here), with when each
   collective can run (a gradient is final only after the last micro-batch's backward):
   ZeRO-0: all-reduce 2(dp-1)/dp x gradient bytes, under the last micro-batch's backward;
@@ -159,7 +161,8 @@ from .rates import (
     op_sac,
     params,
 )
-from .work import gemm_seconds_at_peak, memory_bound_bytes
+from .tp_overlap import hidden_per_layer, share_of_all
+from .work import gemm_seconds_at_peak, memory_bound_bytes, tp_gemm_seconds_at_peak
 
 OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
 
@@ -296,8 +299,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # MoE layers move the k routed copies over the expert-TP group instead of the MLP's two
     tp_attn = 2 * all_reduce(tp, msg)
     tp_mlp = tp_attn * (L - moe_layers)
-    if moe_layers:
-        tp_mlp = tp_mlp + 2 * all_reduce(etp, msg * max(m.experts_per_token, 1)) * moe_layers
+    tp_moe = 2 * all_reduce(etp, msg * max(m.experts_per_token, 1)) * moe_layers if moe_layers else np.zeros_like(tp)
+    tp_mlp = tp_mlp + tp_moe
     # recomputing the forward replays its collectives: forward traffic is half of fwd + bwd, and a
     # policy recomputes 3 x (factor - 1) of the forward (full: all of it, x 1.5 in total)
     replay = 1.0 + 1.5 * (rfactor[rc] - 1.0)
@@ -306,16 +309,15 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # policy saves the reduce-scatter outputs and regathers: the forward's 2 all-gathers of 8 again
     tp_replay = np.where(np.isnan(TP_REPLAY[rc]), replay, TP_REPLAY[rc])
     tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * tp_replay * uneven
-    if job.precision == "fp8" and job.fp8_recipe == "tensorwise":
-        tp_s = tp_s * 0.75  # the 4 all-gathers of 8 collectives move fp8 (rates.fp8_cast_bytes)
-    # TP/GEMM overlap: the share each mechanism hides (TP_OVERLAP, module docstring)
+    fp8_tp = 0.75 if job.precision == "fp8" and job.fp8_recipe == "tensorwise" else 1.0
+    tp_s = tp_s * fp8_tp  # tensorwise: the 4 all-gathers of 8 collectives move fp8 (rates.fp8_cast_bytes)
+    # TP/GEMM overlap per mechanism, each collective capped by the GEMM it is fused with
+    # (planner/tp_overlap.py); MoE layers' expert-TP collectives by the mechanism's share
     mode = _opt(s, "tp_overlap", tp).astype(np.int64)
-    # PyTorch's async TP (the "full" mechanism without fused projections) fuses a reduce-scatter
-    # only with the one matmul that produces its input; the backward input gradient of separate
-    # q/k/v (gate/up) projections is a sum of matmuls, so those 2 reduce-scatters of 8 stay exposed
-    full = ring_share(tp) * (1.0 if job.fused_projections else 0.75)
-    share = np.choose(np.clip(mode, 0, 3), [np.zeros_like(tp), full, np.full_like(tp, 0.25), 0.25 + 0.5 / tp])
-    tp_s = tp_s - np.minimum(share * tp_s, compute_s)
+    qkv_s, o_s, up_s, down_s = (g * prec_factor / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp))
+    hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections)
+    hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections) * tp_moe
+    tp_s = tp_s - np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s)
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard

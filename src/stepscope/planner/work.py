@@ -64,3 +64,27 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, score_bytes: flo
     if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
         elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp) * (L - m.linear_layers) * tokens
     return elem_bytes
+
+
+def tp_gemm_seconds_at_peak(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Forward FLOPs / shape efficiency (seconds at peak) of the four GEMM groups next to a
+    layer's TP collectives, on one rank for one micro-batch of ``m_tok`` tokens: the q/k/v
+    projections (one fused GEMM or separate ones, as in gemm_seconds_at_peak; MLA and linear
+    attention mixers: the mixer's weights other than the output projection), the output
+    projection, the dense MLP's up (and gate) projections and its down projection."""
+    m = job.model
+    h = float(m.d_model)
+    q_w, kv_w = float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
+    q_shape = gemm_shape(np.minimum(np.minimum(h, q_w / tp), m_tok))
+    o = 2.0 * m_tok * q_w * h / tp / q_shape
+    if m.mla or m.linear_layers:
+        qkv = np.maximum(2.0 * m_tok * m.mixer_params_total() / m.n_layers / tp - o * q_shape, 0.0) / q_shape
+    elif job.fused_projections:
+        qkv = 2.0 * m_tok * h * (q_w + 2 * kv_w) / tp / gemm_shape(np.minimum(np.minimum(h, (q_w + 2 * kv_w) / tp), m_tok))
+    else:
+        qkv = 2.0 * m_tok * h * q_w / tp / q_shape + 4.0 * m_tok * h * kv_w / tp / gemm_shape(np.minimum(np.minimum(h, kv_w / tp), m_tok))
+    f = float(m.d_ff)
+    f_shape = gemm_shape(np.minimum(np.minimum(h, f / tp), m_tok))
+    up = 2.0 * m_tok * h * (2 if m.gated_mlp else 1) * f / tp / f_shape
+    down = 2.0 * m_tok * f * h / tp / f_shape
+    return qkv, o, up, down

@@ -1,0 +1,55 @@
+"""How much of a layer's TP communication hides behind the GEMMs it is fused with, per mechanism.
+
+A layer (sequence parallelism) runs 8 TP collectives per micro-batch, each of time ``c``: forward,
+an all-gather before the q/k/v projections and one before the MLP's up projections, a
+reduce-scatter after the output projection and one after the down projection; backward, the
+mirror images (the all-gathers become reduce-scatters of the input gradients, the
+reduce-scatters all-gathers of the output gradients). A collective overlapped with a GEMM can hide
+no longer than that GEMM runs; chunked into tp pieces (the local one first), the pipeline hides
+(tp-1)/tp of the collective when the GEMM is longer and (tp-1)/tp of the GEMM when it is shorter:
+hidden = min(share x c, (tp-1)/tp x GEMM). Per mechanism (TP_OVERLAP), with GEMM forward times
+qkv, o, up, down (backward: input and weight gradients, each as long as the forward):
+- ``full`` (Megatron --tp-comm-overlap, PyTorch async TP): the forward all-gathers with the
+  projections they feed (qkv, up), the forward reduce-scatters with the GEMMs producing their
+  input (o, down), the backward all-gathers with both backward GEMMs of the row-parallel layer
+  (2 o, 2 down), the backward reduce-scatters with the input-gradient GEMM (qkv, up), unless the
+  projections are separate GEMMs (a sum of matmuls: PyTorch fuses none, those 2 stay exposed);
+- ``bwd`` (Megatron with sequence parallelism): the backward reduce-scatters of the column-parallel
+  layers' input gradients under their weight-gradient GEMMs (qkv, up), whole;
+- ``bwd+shard`` (nanotron's async TP): that, plus two all-gathers each hiding 2/tp of their time
+  under the GEMM on the rank's own 1/tp shard (qkv/tp, up/tp).
+With GEMMs longer than their collectives this is the share rule the model used before: full
+(tp-1)/tp of all 8 (6 of 8 with separate projections), bwd 2 of 8, bwd+shard 2/8 + 2/8 x 2/tp.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FULL, BWD, BWD_SHARD = 1, 2, 3  # TP_OVERLAP codes
+
+
+def hidden_per_layer(mode: np.ndarray, tp: np.ndarray, c: np.ndarray, qkv: np.ndarray, o: np.ndarray, up: np.ndarray,
+                     down: np.ndarray, fused: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds hidden of the attention's 4 collectives, of the dense MLP's 4) per layer and
+    micro-batch; GEMM times in seconds, forward."""
+    s = (tp - 1) / np.maximum(tp, 1)
+
+    def fused_with(gemm: np.ndarray) -> np.ndarray:
+        return np.minimum(s * c, s * gemm)
+
+    full_a = fused_with(qkv) + fused_with(o) + fused_with(2 * o) + (fused_with(qkv) if fused else 0.0)
+    full_m = fused_with(up) + fused_with(down) + fused_with(2 * down) + (fused_with(up) if fused else 0.0)
+    bwd_a, bwd_m = np.minimum(c, qkv), np.minimum(c, up)
+    shard_a = bwd_a + np.minimum(2 / tp * c, qkv / tp)
+    shard_m = bwd_m + np.minimum(2 / tp * c, up / tp)
+    zero = np.zeros_like(c)
+    pick = np.clip(mode, 0, 3)
+    return np.choose(pick, [zero, full_a, bwd_a, shard_a]), np.choose(pick, [zero, full_m, bwd_m, shard_m])
+
+
+def share_of_all(mode: np.ndarray, tp: np.ndarray, fused: bool) -> np.ndarray:
+    """The share of all TP time each mechanism hides when every GEMM outlasts its collective (used
+    for MoE layers' expert-TP collectives, whose grouped GEMMs the model does not split)."""
+    full = (tp - 1) / np.maximum(tp, 1) * (1.0 if fused else 0.75)
+    return np.choose(np.clip(mode, 0, 3), [np.zeros_like(tp), full, np.full_like(tp, 0.25), 0.25 + 0.5 / tp])

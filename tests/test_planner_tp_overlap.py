@@ -1,0 +1,61 @@
+"""Planner: TP communication hides no longer than the GEMM it is fused with (planner/tp_overlap.py),
+against values computed by hand on a small model."""
+
+from __future__ import annotations
+
+import pytest
+
+from stepscope.analysis.model_flops import from_config_dict
+from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.search import hardware, parse_strategy
+
+TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
+        "vocab_size": 32000, "hidden_act": "silu"}
+
+
+def _shape(d: float) -> float:
+    return 1.0 / (1.0 + (137.0 / d) ** 1.5)  # the GEMM-shape curve (rates.gemm_shape)
+
+
+def _by_hand() -> tuple[float, float, float, float, float]:
+    """One TP collective and the four GEMM groups' forward times, tp = 4, one sequence of 2048
+    tokens per micro-batch, GEMMs at 50% of the H100's 989.4 TFLOP/s times their shape factor."""
+    m_tok, h, f, tp = 2048, 1024, 4096, 4
+    rate = 0.5 * 989.4e12
+    # an all-gather or reduce-scatter of s*b*h*2 B over 4 ranks in a node: 3/4 of it at the H100
+    # node's measured 249.8 GB/s, plus 3 steps of 10 us
+    c = 3 / 4 * (m_tok * h * 2) / 249.8e9 + 3 * 10e-6
+    qkv = 2 * m_tok * h * (3 * h) / tp / _shape(3 * h / tp) / rate  # fused q, k, v (MHA): 768 wide
+    o = 2 * m_tok * h * h / tp / _shape(h / tp) / rate  # K = 256
+    up = 2 * m_tok * h * 2 * f / tp / _shape(f / tp) / rate  # gate + up, 1024 wide
+    down = 2 * m_tok * f * h / tp / _shape(f / tp) / rate
+    return c, qkv, o, up, down
+
+
+def _job() -> Job:
+    return Job(from_config_dict(TINY), hardware("h100"), 4, 8, 4, 2048, gemm_eff=0.5)
+
+
+def test_full_overlap_is_capped_by_each_fused_gemm() -> None:
+    """Here the output projection (3 us) is far shorter than a collective (43 us), so its two
+    collectives hide only (tp-1)/tp of it; 8 layers, 4 micro-batches (4 sequences, mb 1)."""
+    c, qkv, o, up, down = _by_hand()
+    s = 3 / 4
+    attn = min(s * c, s * qkv) + min(s * c, s * o) + min(s * c, s * 2 * o) + min(s * c, s * qkv)
+    mlp = min(s * c, s * up) + min(s * c, s * down) + min(s * c, s * 2 * down) + min(s * c, s * up)
+    assert s * o < s * c  # the capped regime
+    off = evaluate(_job(), parse_strategy("tp=4,mb=1"))
+    on = evaluate(_job(), parse_strategy("tp=4,mb=1,tp_overlap=full"))
+    assert off["tp_s"][0] == pytest.approx(8 * c * 8 * 4)  # 8 collectives, 8 layers, 4 micro-batches
+    hidden = (attn + mlp) * 8 * 4
+    assert hidden < off["compute_s"][0]
+    assert off["tp_s"][0] - on["tp_s"][0] == pytest.approx(hidden)
+    assert hidden < 3 / 4 * off["tp_s"][0]  # less than the uncapped (tp-1)/tp
+
+
+def test_megatron_backward_overlap_is_capped_by_the_weight_gradient_gemms() -> None:
+    """bwd: the two input-gradient reduce-scatters under the q/k/v and up weight-gradient GEMMs."""
+    c, qkv, _, up, _ = _by_hand()
+    off = evaluate(_job(), parse_strategy("tp=4,mb=1"))
+    bwd = evaluate(_job(), parse_strategy("tp=4,mb=1,tp_overlap=bwd"))
+    assert off["tp_s"][0] - bwd["tp_s"][0] == pytest.approx((min(c, qkv) + min(c, up)) * 8 * 4)
