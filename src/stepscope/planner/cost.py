@@ -314,10 +314,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # TP/GEMM overlap per mechanism, each collective capped by the GEMM it is fused with
     # (planner/tp_overlap.py); MoE layers' expert-TP collectives by the mechanism's share
     mode = _opt(s, "tp_overlap", tp).astype(np.int64)
-    qkv_s, o_s, up_s, down_s = (g * prec_factor / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp))
-    hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections)
-    hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections) * tp_moe
-    tp_s = tp_s - np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s)
+    if np.any(mode > 0):  # (a search without an overlap mechanism skips the GEMM-by-GEMM terms)
+        qkv_s, o_s, up_s, down_s = (g * prec_factor / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp))
+        hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections)
+        hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections) * tp_moe
+        tp_s = tp_s - np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s)
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard
