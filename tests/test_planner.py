@@ -374,6 +374,13 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
     assert rec["step_time_s"] == pytest.approx(evaluate(truth, parse_strategy("tp=2,dp=4"))["step_s"][0])
     csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s\nllama3-8b,h100,8,16,4096,dp=8,abc\n")
     assert main(args + ["--calibrate", str(csv_path)]) == 2
+    assert "numeric step_time_s" in capsys.readouterr().err
+    # a framework column of the wrong type names itself, not the step time
+    csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s,dp_bucket_mb\n"
+                        "llama3-8b,h100,8,16,4096,dp=8,2.0,abc\nllama3-8b,h100,8,16,4096,dp=8,2.0,\n")
+    assert main(args + ["--calibrate", str(csv_path)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2: a value of the wrong type" in err and "'abc'" in err and len(err.strip().splitlines()) == 1
 
 
 def test_pipeline_p2p_by_hand() -> None:

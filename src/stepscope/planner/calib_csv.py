@@ -47,9 +47,13 @@ def from_csv(path: str, make_job: Any) -> Calibration:
         try:
             job = make_job(r)
             st = {k: int(v[0]) for k, v in parse_strategy(r.get("strategy") or "").items()}
-            measured = float(r["step_time_s"])
         except ConfigError as exc:
             raise ConfigError(f"line {n}: {exc.message}", path=path, fix=exc.fix) from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"line {n}: a value of the wrong type ({exc})", path=path,
+                              fix="numbers in devices, global_batch, seq_len, devices_per_node, reserve_gb, dp_bucket_mb") from None
+        try:
+            measured = float(r["step_time_s"])
         except (KeyError, TypeError, ValueError):
             raise ConfigError(f"line {n}: needs a numeric step_time_s", path=path, fix="columns: model, hardware, devices, global_batch, seq_len, strategy, step_time_s") from None
         if measured <= 0:
