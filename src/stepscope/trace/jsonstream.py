@@ -95,6 +95,19 @@ def _blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool) -> Iterator
         yield data
 
 
+# what a non-JSON file most likely is, by its first bytes, for the error line
+_MAGIC = ((b"SQLite format 3\x00", "an SQLite database (an Nsight Systems export?), which stepscope does not read"),
+          (b"PK\x03\x04", "a zip archive that is not an nsys-jax output (no pfs/ parquet member)"),
+          (b"\x89PNG", "a PNG image"))
+
+
+def _not_json(head: bytes) -> str:
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return f"not JSON: {what}"
+    return "not JSON (does not start with '{' or '[')"
+
+
 def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple[bytes | bytearray, StreamState]]:
     """Yield the text of the event array in blocks: the first block starts right after the
     array's ``[``; later blocks continue the file. The header (keys before ``traceEvents``) is
@@ -115,11 +128,7 @@ def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple
                 start = buf.index(b"[") + 1
                 break
             if head[:1] != b"{":
-                raise TraceFormatError(
-                    "not JSON (does not start with '{' or '[')",
-                    path=str(path),
-                    fix="pass a PyTorch profiler / Kineto .json or .json.gz trace",
-                )
+                raise TraceFormatError(_not_json(head), path=str(path), fix="pass a PyTorch profiler / Kineto .json or .json.gz trace")
             key = buf.find(_KEY)
             if key >= 0:
                 m = re.compile(rb"\s*:\s*\[").match(buf, key + len(_KEY))
