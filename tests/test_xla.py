@@ -322,7 +322,14 @@ def test_generated_jax_profile_with_hlo(jax_profile: Path, tmp_path: Path) -> No
     assert any(c["type"] == "all_reduce" and len(c["ranks"]) == 4 for c in coll)
     r = doc["ranks"][0]
     x = r["extras"]["xla"]
-    assert x["scope_coverage_ratio"] > 0.95 and x["flops_coverage_ratio"] > 0.95
+    # name stacks by op count, which does not depend on timing: the program's unscoped ops (copies,
+    # parameter moves) are under a tenth of its ops. The time-weighted ratios are ~0.997 on an idle
+    # machine, but one preempted tiny op on a loaded CPU moved one to 0.93 in a CI run alongside
+    # another test run, so they only get a sanity bound
+    ops = sum(c["count"] for c in x["by_category"])
+    unscoped = sum(s["count"] for s in x["by_scope"] if s["label"] == "(no scope)")
+    assert ops > 0 and unscoped < 0.1 * ops
+    assert x["scope_coverage_ratio"] > 0.5 and x["flops_coverage_ratio"] > 0.5
     cats = {c["label"] for c in x["by_category"]}
     assert {"gemm", "comm:all_reduce"} <= cats
     phases = {p["label"]: p["time_ns"] for p in x["phases"]}
