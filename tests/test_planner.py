@@ -188,11 +188,12 @@ def test_hsdp_memory_and_traffic_by_hand() -> None:
     # (2 B) and a reduce-scatter of fp32 gradients (4 B) in the shard group, under all the compute;
     # the replicas all-reduce the sharded fp32 gradients once, under the last micro-batch's
     # backward (2/3 of one micro-batch's compute)
-    shard_h = 2 * (7 / 8 * (2 + 2 + 4) * p_dev / intra + 3 * 7 * 10e-6)
-    repl_h = 2 * 1 / 2 * 4 * p_dev / 8 / inter + 2 * 1 * 20e-6
+    # (each collective layer by layer: 8 layers, each paying the ring's step latencies)
+    shard_h = 2 * (7 / 8 * (2 + 2 + 4) * p_dev / intra + 8 * 3 * 7 * 10e-6)
+    repl_h = 2 * 1 / 2 * 4 * p_dev / 8 / inter + 8 * 2 * 1 * 20e-6
     c = hsdp["compute_s"][0]
     assert hsdp["dp_s"][0] == pytest.approx(shard_h - 0.7 * min(shard_h, c) + repl_h - 0.7 * min(repl_h, c / 2 * 2 / 3))
-    raw_f = 2 * (15 / 16 * (2 + 2 + 4) * p_dev / inter + 3 * 15 * 20e-6)
+    raw_f = 2 * (15 / 16 * (2 + 2 + 4) * p_dev / inter + 8 * 3 * 15 * 20e-6)
     assert fsdp["dp_s"][0] == pytest.approx(raw_f - 0.7 * min(raw_f, fsdp["compute_s"][0]))
     assert hsdp["dp_s"][0] < fsdp["dp_s"][0]
 
@@ -651,8 +652,9 @@ def test_tpu_slices_share_ici_and_talk_over_dcn(capsys: pytest.CaptureFixture[st
     assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("dp=512,zero=3,hsdp=256"))["step_s"][0])
     dense, _, emb = params(job.model)
     p_dev = 32 * dense + emb
-    ici = 255 / 256 * (2 + 2 + 4) * p_dev / 200e9 + 3 * 255 * 10e-6  # one micro-batch: under all the compute
-    dcn = 2 * 1 / 2 * 4 * p_dev / 256 / 3.125e9 + 2 * 1 * 20e-6  # under the backward, 2/3 of it
+    # one micro-batch: under all the compute; each collective layer by layer (32 layers)
+    ici = 255 / 256 * (2 + 2 + 4) * p_dev / 200e9 + 32 * 3 * 255 * 10e-6
+    dcn = 2 * 1 / 2 * 4 * p_dev / 256 / 3.125e9 + 32 * 2 * 1 * 20e-6  # under the backward, 2/3 of it
     r = evaluate(job, parse_strategy("dp=512,zero=3,hsdp=256"))
     c = r["compute_s"][0]
     assert r["dp_s"][0] == pytest.approx(ici - 0.7 * min(ici, c) + dcn - 0.7 * min(dcn, c * 2 / 3))
@@ -689,8 +691,9 @@ def test_fsdp_keeping_gathered_weights_trades_memory_for_one_all_gather() -> Non
     # 2 micro-batches: resharding gathers twice per micro-batch and reduce-scatters each one's
     # gradients, under all the compute; kept weights are gathered once per step and the gradients
     # reduce-scattered once, each under one micro-batch (half the compute here)
-    raw_base = 2 * (15 / 16 * (2 + 2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 3 * 15 * 20e-6)
-    raw_kept = 15 / 16 * (2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 2 * 15 * 20e-6
+    # (layer by layer: 8 layers, each collective paying the ring's 15 steps of 20 us)
+    raw_base = 2 * (15 / 16 * (2 + 2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 8 * 3 * 15 * 20e-6)
+    raw_kept = 15 / 16 * (2 + 4) * p_dev / (hw.inter_node_gbps * 1e9) + 8 * 2 * 15 * 20e-6
     assert base["dp_s"][0] == pytest.approx(raw_base - 0.7 * min(raw_base, base["compute_s"][0]))
     assert kept["dp_s"][0] == pytest.approx(raw_kept - 0.7 * min(raw_kept, kept["compute_s"][0] / 2))
     with pytest.raises(ConfigError):

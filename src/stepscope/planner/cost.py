@@ -98,7 +98,8 @@ Time per step (seconds):
   --overlap-param-gather); ``Job.zero_sync_after_backward`` (nanotron with fp32 gradient
   accumulation) all-reduces the gradients after the backward instead, exposed; ZeRO-3: per micro-batch, 2 all-gathers of the
   bf16 weights (forward, backward) + a reduce-scatter of its gradients (FSDP2's and DeepSpeed's
-  default under gradient accumulation), each under that micro-batch's compute; with
+  default under gradient accumulation), each under that micro-batch's compute and run layer by
+  layer (one collective per layer and pass, each paying its ring latency); with
   ``keep_params`` (weights stay gathered for the whole step: FSDP2 under torchtitan's pipelines)
   one all-gather + one reduce-scatter per step, under one micro-batch (with pp > 1 the stage's
   gradients then accumulate unsharded until that reduce-scatter: PyTorch's pipelining turns
@@ -329,9 +330,12 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     last_bwd_s = micro_s * (1 - 1 / (3 * rfactor[rc]))
     # gradient buckets (Job.dp_bucket_mb): each one a collective of its own, with its own latency
     buckets = np.maximum(np.ceil(2 * p_dev / (job.dp_bucket_mb * 1e6)), 1.0) if job.dp_bucket_mb > 0 else 1.0
-    zero3_once = ring(shard, 2 * p_dev + grad_bytes, span_shard, 2)  # one all-gather + one reduce-scatter
-    zero3_each = ring(shard, 4 * p_dev + grad_bytes, span_shard, 3)  # two all-gathers + one reduce-scatter
-    replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2, "all_reduce")
+    # ZeRO-3/FSDP gathers and reduces layer by layer (FSDP2's fully_shard per transformer block,
+    # DeepSpeed's per-module fetch, XLA's per-layer collectives in a scanned stack): one collective
+    # per layer of the stage and pass, each paying its ring latency
+    zero3_once = ring(shard, 2 * p_dev + grad_bytes, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
+    zero3_each = ring(shard, 4 * p_dev + grad_bytes, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
+    replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2 * stage_L, "all_reduce")
     dp_s = np.where(
         zero >= 3,
         np.where(keep, _hide(zero3_once, job.dp_overlap, micro_s), _hide(zero3_each * n_micro, job.dp_overlap, compute_s))
