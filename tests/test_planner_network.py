@@ -230,3 +230,12 @@ def test_a_node_with_measured_collective_bandwidth_uses_it_by_kind() -> None:
     assert h100.bandwidth(np.array([16.0]), np.array([16.0]), "all_reduce")[0] == pytest.approx(50e9)
     a100 = Links.of(Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 2048))
     assert a100.bandwidth(inside, eight, "all_gather")[0] == pytest.approx(300e9)
+
+
+def test_the_search_says_which_network_its_times_assume(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "32", "--seq-len", "4096",
+            "--top", "2"]
+    assert main([*args, "--network", "hf-h100"]) == 0
+    assert "network: hf-h100 (measured" in capsys.readouterr().out
+    assert main(args) == 0
+    assert "network:" not in capsys.readouterr().out

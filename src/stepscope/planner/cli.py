@@ -146,14 +146,20 @@ def run(ns: argparse.Namespace) -> int:
     if ns.html:
         from .html import render
 
-        title = f"{ns.model} on {ns.devices} x {job.hw.name}, global batch {ns.global_batch} x {ns.seq_len} tokens; {plan.evaluated:,} configurations"
+        title = (f"{ns.model} on {ns.devices} x {job.hw.name}, global batch {ns.global_batch} x {ns.seq_len} tokens; "
+                 f"{plan.evaluated:,} configurations{_network_note(job)}")
         with open(ns.html, "w", encoding="utf-8") as fh:
             fh.write(render(recs, title, job.hw.hbm_gb))
     if ns.json:
         print(json.dumps(recs))
     else:
-        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated")
+        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated{_network_note(job)}")
     return 0
+
+
+def _network_note(job: Job) -> str:
+    """Which links the times assume, when not the catalog's (a measured cluster network)."""
+    return f"; network: {job.network.name} (measured, {job.network.source.split(',')[0]})" if job.network else ""
 
 
 def _print_wide(t: Any, *lines: str) -> None:
