@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -104,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("file", help="HLO text file")
     h.add_argument("--json", action="store_true", help="print one JSON object: {modules: [{name, instructions: [...]}]}")
     h.add_argument("--top", type=int, default=25, help="rows in the terminal table (by FLOPs)")
+
+    n = sub.add_parser("network", help="a cluster's network profile for plan --network, from nccl-tests logs")
+    n.add_argument("logs", nargs="+", help="outputs of all_reduce_perf, all_gather_perf and reduce_scatter_perf at 1, 2, 4, ... nodes")
+    n.add_argument("--name", required=True, help="the profile's name")
+    n.add_argument("--size", default="256M", help="message size to read the bus bandwidth at (default 256M; K/M/G = 2^10/2^20/2^30)")
+    n.add_argument("--device", default="", help="the catalog device of the nodes (plan refuses the profile for another)")
+    n.add_argument("-o", "--out", help="write the YAML here (default: print it)")
 
     c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")
     c.add_argument("traces", nargs="+")
@@ -233,6 +241,26 @@ def _hlo(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _network(ns: argparse.Namespace) -> int:
+    import yaml
+
+    from .planner import nccl_tests, network
+
+    m = re.fullmatch(r"(\d+)([KMG]?)", str(ns.size).strip().upper())
+    if not m:
+        raise ConfigError(f"size {ns.size!r} is not a byte count", fix="e.g. --size 256M or --size 268435456")
+    size = int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+    entry = nccl_tests.profile_from_logs(ns.logs, name=ns.name, size=size, device=ns.device)
+    text = yaml.safe_dump({"version": 1, "networks": [entry]}, sort_keys=False)
+    network._parse(yaml.safe_load(text), "the profile")  # the same checks plan --network makes
+    if ns.out:
+        Path(ns.out).write_text(text, encoding="utf-8")
+        print(f"wrote {ns.out}: {entry['name']}, {len(entry['nodes'])} node counts; use plan --network {ns.out}", file=sys.stderr)
+    else:
+        print(text, end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     try:
@@ -246,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             return run(ns)
         if ns.cmd == "hlo":
             return _hlo(ns)
+        if ns.cmd == "network":
+            return _network(ns)
         return 2
     except StepscopeError as exc:
         print(f"stepscope: error: {exc.one_line()}", file=sys.stderr)
