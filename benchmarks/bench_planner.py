@@ -188,7 +188,7 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
     same_job: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     mem_pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
     skipped = 0
-    for r in rows:
+    for row_no, r in enumerate(rows, 1):
         jr = _row_job(r)
         measured = _num(r["measured_value"])
         if jr is None or not measured:
@@ -208,7 +208,7 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
             naive = 0.4
         pred = predict(job, {k: np.array([v]) for k, v in st.items()})[0]
         src = r["source"].split(" (")[0][:60]
-        per_row.append({"row": rows.index(r) + 1, "source": src, "model": r["model_name"], "devices": job.devices,
+        per_row.append({"row": row_no, "source": src, "model": r["model_name"], "devices": job.devices,
                         "strategy": ",".join(f"{k}={_name(k, v)}" for k, v in st.items()), "metric": metric,
                         "measured": float(measured), "predicted": round(float(pred), 4),
                         "error": round(float(pred) / float(measured) - 1, 4)})

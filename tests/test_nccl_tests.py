@@ -59,7 +59,7 @@ def test_profile_from_logs_reads_each_collective_and_node_count_at_the_size_aske
     entry = nccl_tests.profile_from_logs(_write_set(tmp_path, counts), name="mine", device="H100-SXM")
     assert entry["nodes"] == [1, 2] and entry["devices_per_node"] == 8 and entry["message_bytes"] == 256 << 20
     assert entry["busbw_gbps"] == {k: [counts[1][k], counts[2][k]] for k in network.KINDS}
-    prof = network._parse({"networks": [entry]}, "x")["mine"]
+    prof = network.parse_entries({"networks": [entry]}, "x")["mine"]
     assert prof.busbw("all_gather", 2.0) == pytest.approx(184.6e9)
     # 300 MB asked: 256 MiB (268 MB) is the closest size in log terms
     assert nccl_tests.profile_from_logs(_write_set(tmp_path, counts), name="m", size=300_000_000)["busbw_gbps"]["all_reduce"][0] == 436.0

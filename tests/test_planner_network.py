@@ -138,9 +138,9 @@ def test_bad_network_files_and_names_are_one_line_errors(tmp_path: Path) -> None
     good = yaml.safe_load(Path(network.__file__).parent.parent.joinpath("data", "networks.yaml").read_text())
     bad = dict(good["networks"][0], nodes=[1, 2])  # fewer counts than bandwidths
     with pytest.raises(ConfigError, match="one bandwidth per count"):
-        network._parse({"networks": [bad]}, "x.yaml")
+        network.parse_entries({"networks": [bad]}, "x.yaml")
     with pytest.raises(ConfigError, match="malformed"):
-        network._parse({"networks": [{"name": "x"}]}, "x.yaml")
+        network.parse_entries({"networks": [{"name": "x"}]}, "x.yaml")
     with pytest.raises(ConfigError, match="unknown network"):
         network.by_name("nope")
     with pytest.raises(ConfigError, match="devices per node"):

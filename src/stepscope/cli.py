@@ -244,7 +244,7 @@ def _hlo(ns: argparse.Namespace) -> int:
 def _network(ns: argparse.Namespace) -> int:
     import yaml
 
-    from .planner import nccl_tests, network
+    from .planner import nccl_tests
 
     m = re.fullmatch(r"(\d+)([KMG]?)", str(ns.size).strip().upper())
     if not m:
@@ -252,7 +252,6 @@ def _network(ns: argparse.Namespace) -> int:
     size = int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
     entry = nccl_tests.profile_from_logs(ns.logs, name=ns.name, size=size, device=ns.device)
     text = yaml.safe_dump({"version": 1, "networks": [entry]}, sort_keys=False)
-    network._parse(yaml.safe_load(text), "the profile")  # the same checks plan --network makes
     if ns.out:
         Path(ns.out).write_text(text, encoding="utf-8")
         print(f"wrote {ns.out}: {entry['name']}, {len(entry['nodes'])} node counts; use plan --network {ns.out}", file=sys.stderr)

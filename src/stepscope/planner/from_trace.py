@@ -22,6 +22,7 @@ FLOPs are unknown (the trace has no shapes) is ``None`` and the planner keeps it
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,11 +109,7 @@ def _comm_scales(cluster: Any, intra_ref: dict[str, float] | None = None) -> dic
 
 
 def _inverse_median(ratios: list[float]) -> float | None:
-    if not ratios:
-        return None
-    ratios = sorted(ratios)
-    mid = len(ratios) // 2
-    med = ratios[mid] if len(ratios) % 2 else 0.5 * (ratios[mid - 1] + ratios[mid])
+    med = statistics.median(ratios) if ratios else 0.0
     return 1.0 / med if med > 0 else None
 
 

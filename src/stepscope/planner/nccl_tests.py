@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, InputError
+from . import network
 from .network import KINDS
 
 _PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
@@ -86,7 +87,7 @@ def profile_from_logs(paths: Sequence[str], *, name: str, size: int = 256 << 20,
     if missing:
         raise ConfigError(f"missing {', '.join(missing)}", fix="run all_reduce_perf, all_gather_perf and reduce_scatter_perf at every node count")
     sizes = sorted({got for got, _, _ in table.values()})
-    return {
+    entry = {
         "name": name,
         **({"device": device} if device else {}),
         "devices_per_node": per_node.pop(),
@@ -96,3 +97,5 @@ def profile_from_logs(paths: Sequence[str], *, name: str, size: int = 256 << 20,
         "source": "nccl-tests logs: " + ", ".join(Path(p).name for p in paths),
         "note": "out-of-place bus bandwidth at " + ", ".join(f"{s} B" for s in sizes),
     }
+    network.parse_entries({"networks": [entry]}, "the profile")  # the checks plan --network makes
+    return entry

@@ -79,7 +79,7 @@ class NetworkProfile:
         return nodes, r / nodes
 
 
-def _parse(doc: Any, where: str) -> dict[str, NetworkProfile]:
+def parse_entries(doc: Any, where: str) -> dict[str, NetworkProfile]:
     if not isinstance(doc, dict) or not isinstance(doc.get("networks"), list):
         raise ConfigError("network file needs a 'networks' list", path=where, fix="see src/stepscope/data/networks.yaml")
     out = {}
@@ -105,7 +105,7 @@ def _parse(doc: Any, where: str) -> dict[str, NetworkProfile]:
 @lru_cache(maxsize=1)
 def catalog() -> dict[str, NetworkProfile]:
     text = resources.files("stepscope.data").joinpath("networks.yaml").read_text(encoding="utf-8")
-    return _parse(yaml.safe_load(text), "stepscope/data/networks.yaml")
+    return parse_entries(yaml.safe_load(text), "stepscope/data/networks.yaml")
 
 
 def by_name(name: str) -> NetworkProfile:
@@ -120,7 +120,7 @@ def by_name(name: str) -> NetworkProfile:
         except yaml.YAMLError as e:
             raise ConfigError(f"the network file is not valid YAML ({str(e).splitlines()[0]})", path=path,
                               fix="see src/stepscope/data/networks.yaml for the layout") from None
-        found = _parse(doc, path)
+        found = parse_entries(doc, path)
         if pick:
             if pick.lower() not in found:
                 raise ConfigError(f"no network {pick!r} in the file", path=path, fix=f"use one of: {', '.join(sorted(found))}")

@@ -26,9 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-FULL, BWD, BWD_SHARD = 1, 2, 3  # TP_OVERLAP codes
-
-
 def hidden_per_layer(mode: np.ndarray, tp: np.ndarray, c: np.ndarray, qkv: np.ndarray, o: np.ndarray, up: np.ndarray,
                      down: np.ndarray, fused: bool) -> tuple[np.ndarray, np.ndarray]:
     """(seconds hidden of the attention's 4 collectives, of the dense MLP's 4) per layer and
@@ -50,6 +47,8 @@ def hidden_per_layer(mode: np.ndarray, tp: np.ndarray, c: np.ndarray, qkv: np.nd
 
 def share_of_all(mode: np.ndarray, tp: np.ndarray, fused: bool) -> np.ndarray:
     """The share of all TP time each mechanism hides when every GEMM outlasts its collective (used
-    for MoE layers' expert-TP collectives, whose grouped GEMMs the model does not split)."""
-    full = (tp - 1) / np.maximum(tp, 1) * (1.0 if fused else 0.75)
-    return np.choose(np.clip(mode, 0, 3), [np.zeros_like(tp), full, np.full_like(tp, 0.25), 0.25 + 0.5 / tp])
+    for MoE layers' expert-TP collectives, whose grouped GEMMs the model does not split): the
+    long-GEMM limit of :func:`hidden_per_layer` over a layer's 8 collectives."""
+    ones, endless = np.ones_like(tp), np.full_like(tp, 1e300)  # GEMMs longer than any collective (finite: 0 x inf is nan)
+    attn, mlp = hidden_per_layer(mode, tp, ones, endless, endless, endless, endless, fused)
+    return (attn + mlp) / 8

@@ -10,6 +10,15 @@ from .job import Job
 from .rates import fp8_cast_bytes, gemm_shape
 
 
+def _projection_shapes(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(shape efficiency of the q and output projections, q_w/tp wide; of the GEMM k and v run in:
+    fused with q, (q_w + 2 kv_w)/tp wide, or their own kv_w/tp-wide GEMMs), at most m_tok tall."""
+    m = job.model
+    h, q_w, kv_w = float(m.d_model), m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
+    kv_wide = q_w + 2 * kv_w if job.fused_projections else kv_w
+    return (gemm_shape(np.minimum(np.minimum(h, q_w / tp), m_tok)), gemm_shape(np.minimum(np.minimum(h, kv_wide / tp), m_tok)))
+
+
 def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.ndarray, tp: np.ndarray, ep: np.ndarray,
                          etp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the step's GEMM FLOPs divided by each class's shape efficiency, the output layer's part of
@@ -33,12 +42,11 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
     else:
         # softmax attention by projection; linear-attention mixers (hybrid models) as q
         qo_flops, kv_flops = 12.0 * q_w * h * attn_layers * tokens, 12.0 * kv_w * h * attn_layers * tokens
-        q_shape = gemm_shape(np.minimum(np.minimum(h, q_w / tp), m_tok))
+        q_shape, kv_shape = _projection_shapes(job, m_tok, tp)
         if job.fused_projections:
-            qkv_shape = gemm_shape(np.minimum(np.minimum(h, (q_w + 2 * kv_w) / tp), m_tok))
-            proj_time = (qo_flops / 2 + kv_flops) / qkv_shape + qo_flops / 2 / q_shape
+            proj_time = (qo_flops / 2 + kv_flops) / kv_shape + qo_flops / 2 / q_shape
         else:
-            proj_time = qo_flops / q_shape + kv_flops / gemm_shape(np.minimum(np.minimum(h, kv_w / tp), m_tok))
+            proj_time = qo_flops / q_shape + kv_flops / kv_shape
         mixer_time = proj_time + (mixer_flops - qo_flops - kv_flops) / q_shape
     gemm_time = mixer_time + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok)) + logits_gemm
     if m.n_experts:
@@ -75,14 +83,14 @@ def tp_gemm_seconds_at_peak(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tupl
     m = job.model
     h = float(m.d_model)
     q_w, kv_w = float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
-    q_shape = gemm_shape(np.minimum(np.minimum(h, q_w / tp), m_tok))
+    q_shape, kv_shape = _projection_shapes(job, m_tok, tp)
     o = 2.0 * m_tok * q_w * h / tp / q_shape
     if m.mla or m.linear_layers:
         qkv = np.maximum(2.0 * m_tok * m.mixer_params_total() / m.n_layers / tp - o * q_shape, 0.0) / q_shape
     elif job.fused_projections:
-        qkv = 2.0 * m_tok * h * (q_w + 2 * kv_w) / tp / gemm_shape(np.minimum(np.minimum(h, (q_w + 2 * kv_w) / tp), m_tok))
+        qkv = 2.0 * m_tok * h * (q_w + 2 * kv_w) / tp / kv_shape
     else:
-        qkv = 2.0 * m_tok * h * q_w / tp / q_shape + 4.0 * m_tok * h * kv_w / tp / gemm_shape(np.minimum(np.minimum(h, kv_w / tp), m_tok))
+        qkv = 2.0 * m_tok * h * q_w / tp / q_shape + 4.0 * m_tok * h * kv_w / tp / kv_shape
     f = float(m.d_ff)
     f_shape = gemm_shape(np.minimum(np.minimum(h, f / tp), m_tok))
     up = 2.0 * m_tok * h * (2 if m.gated_mlp else 1) * f / tp / f_shape
