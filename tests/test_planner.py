@@ -153,7 +153,23 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
     rec = json.loads(capsys.readouterr().out)
     w = rec["what_if"]
     assert w["predicted_step_time_s"] == pytest.approx(3.0 * rec["step_time_s"] / w["predicted_baseline_step_time_s"])
+    assert w["baseline_model_over_measured"] == pytest.approx(w["predicted_baseline_step_time_s"] / 3.0)
     assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8"]) == 2  # needs the measured time too
+
+
+@pytest.mark.parametrize("factor, warned", [(1.0, False), (1.9, False), (2.1, True), (0.4, True)])
+def test_what_if_in_the_terminal_says_the_anchor_and_warns_on_a_mismatch(factor: float, warned: bool,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The terminal shows the what-if (it used to show only the table): the measured baseline, the
+    model's baseline, the prediction anchored on the measurement; a warning when the model's
+    baseline is more than 2x off the measured step (the job given is not the run measured)."""
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
+    base = evaluate(Job(model("llama3-8b"), hardware("h100"), 8, 8, 32, 4096), parse_strategy("dp=8,zero=3"))["step_s"][0]
+    measured = base * factor
+    assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", str(measured)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich may wrap the long line
+    assert f"what-if: baseline tp=1,pp=1,dp=8,zero=3,mb=1,ga=4 measured {measured:.4g} s/step (model {base:.4g} s)" in out
+    assert ("warning: the model puts the baseline at" in out) is warned
 
 
 def test_named_recompute_policies_order_memory_and_time() -> None:

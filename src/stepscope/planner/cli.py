@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from typing import Any
 
 from ..errors import ConfigError, InputError
 from .cost import TP_OVERLAP, Job, evaluate
 from .network import by_name as network_by_name
-from .render import records, table
+from .render import records, table, what_if_lines
 from .search import hardware, model, parse_strategy, search
 
 
@@ -130,16 +129,18 @@ def run(ns: argparse.Namespace) -> int:
                 "measured_step_time_s": measured,
                 "predicted_baseline_step_time_s": base["step_time_s"],
                 "predicted_step_time_s": measured * rec["step_time_s"] / base["step_time_s"],
+                # far from 1: the job given is probably not the run measured (model, batch, devices)
+                "baseline_model_over_measured": base["step_time_s"] / measured,
             }
+            rec["what_if"]["baseline_far_from_measured"] = not (1 / WHAT_IF_MISMATCH <= rec["what_if"]["baseline_model_over_measured"]
+                                                                <= WHAT_IF_MISMATCH)
         if calib:
             rec["calibration"] = calib
         if ns.json:
             print(json.dumps(rec))
         else:
-            _print_wide(table([rec]))
+            _print_wide(table([rec]), *what_if_lines(rec))
         return 0
-    if calib and not ns.json:
-        print(f"calibration: {json.dumps(calib)}", file=sys.stderr)
     plan = search(job, ns.top, tp_overlap=tp_mode, tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)),
                   ep_overlap=bool(getattr(ns, "ep_overlap", False)))
     recs = records(plan.strategies, plan.results)
@@ -153,7 +154,8 @@ def run(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps(recs))
     else:
-        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated{_network_note(job)}")
+        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated{_network_note(job)}",
+                    *what_if_lines({"calibration": calib}))
     return 0
 
 
@@ -172,8 +174,13 @@ def _print_wide(t: Any, *lines: str) -> None:
     need = Measurement.get(probe, probe.options.update(width=10_000), t).maximum
     con = Console(width=max(probe.width, need))
     con.print(t)
-    for line in lines:
-        con.print(line)
+    for line in lines:  # user-given names and paths: no rich markup
+        con.print(line, markup=False, highlight=False)
+
+
+# the model's baseline more than this factor off the measured step: the job given (model, batch,
+# devices) is probably not the run that was measured, and the what-if says so
+WHAT_IF_MISMATCH = 2.0
 
 
 def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:

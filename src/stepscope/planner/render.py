@@ -78,3 +78,36 @@ def table(recs: list[dict[str, Any]]) -> Any:
     for row in rows:
         t.add_row(*(row[i] for i in keep))
     return t
+
+
+def _strategy_text(s: dict[str, Any]) -> str:
+    """A strategy as --evaluate spells it, without the fields at their defaults."""
+    quiet = {"vpp": 1, "cp": 1, "ep": 1, "etp": s["tp"], "zero": 0, "hsdp": s["dp"] if s["zero"] == 3 else 0, "offload": 0,
+             "tp_overlap": 0, "ep_overlap": 0, "keep_params": 0, "recompute": "none", "sched": "1f1b"}
+    return ",".join(f"{k}={v}" for k, v in s.items() if quiet.get(k, object()) != v)
+
+
+def what_if_lines(rec: dict[str, Any]) -> list[str]:
+    """The lines under an --evaluate table: what the calibration took from a trace or a CSV, and
+    the what-if anchored on the measured baseline (with a warning when the model's baseline is far
+    from the measurement, i.e. the job given is probably not the run measured)."""
+    lines = []
+    cal = rec.get("calibration") or {}
+    if "runs" in cal:
+        lines.append(f"calibrated on {cal['runs']} measured runs: GEMM x{cal['gemm_scale']:.3g}, attention x{cal['attn_scale']:.3g}, "
+                     f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}; error {cal['mape_before']:.1%} "
+                     f"before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)")
+    if "trace" in cal:
+        got = ", ".join(f"{k[len('measured_'):]} {v:.3g}" for k, v in cal.items() if k.startswith("measured_"))
+        lines.append(f"from the trace {cal['trace']} (rank {cal['trace_rank']}, {cal['trace_hardware']}): step "
+                     f"{cal['trace_step_time_s']:.4g} s; " + (got or "no efficiency could be measured, the priors stay"))
+    w = rec.get("what_if")
+    if w:
+        lines.append(f"what-if: baseline {_strategy_text(w['baseline'])} measured {w['measured_step_time_s']:.4g} s/step (model "
+                     f"{w['predicted_baseline_step_time_s']:.4g} s); {_strategy_text(rec['strategy'])} predicted "
+                     f"{w['predicted_step_time_s']:.4g} s/step, {w['measured_step_time_s'] / w['predicted_step_time_s']:.2f}x the "
+                     "baseline's speed")
+        if w["baseline_far_from_measured"]:
+            lines.append(f"warning: the model puts the baseline at {w['baseline_model_over_measured']:.2g}x the measured step; check that "
+                         "--model, --devices, --global-batch and --seq-len describe the measured run")
+    return lines

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 def hidden_per_layer(mode: np.ndarray, tp: np.ndarray, c: np.ndarray, qkv: np.ndarray, o: np.ndarray, up: np.ndarray,
                      down: np.ndarray, fused: bool) -> tuple[np.ndarray, np.ndarray]:
     """(seconds hidden of the attention's 4 collectives, of the dense MLP's 4) per layer and
