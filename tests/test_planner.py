@@ -154,6 +154,16 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
     w = rec["what_if"]
     assert w["predicted_step_time_s"] == pytest.approx(3.0 * rec["step_time_s"] / w["predicted_baseline_step_time_s"])
     assert w["baseline_model_over_measured"] == pytest.approx(w["predicted_baseline_step_time_s"] / 3.0)
+    # --html with --evaluate (it was ignored): the strategy and the what-if's baseline; the batch
+    # given in tokens is named in sequences (131072 / 4096 = 32)
+    tokens = [a if a != "--global-batch" else "--global-batch-tokens" for a in args]
+    tokens[tokens.index("--global-batch-tokens") + 1] = "131072"
+    one = tmp_path / "one.html"
+    assert main(tokens + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", "3.0", "--html", str(one)]) == 0
+    capsys.readouterr()
+    text = one.read_text()
+    assert "global batch 32 x 4096" in text and "tp2 pp1x1 dp4" in text and "tp1 pp1x1 dp8 cp1 ep1 z3" in text
+    assert main(args + ["--evaluate", "tp=2,dp=4", "--html", str(tmp_path / "missing" / "x.html")]) == 2
     assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8"]) == 2  # needs the measured time too
 
 

@@ -136,6 +136,9 @@ def run(ns: argparse.Namespace) -> int:
                                                                 <= WHAT_IF_MISMATCH)
         if calib:
             rec["calibration"] = calib
+        if ns.html:  # the strategy, and beside it the baseline of a what-if
+            _write_html(ns.html, job, ns.model, [rec, base] if "what_if" in rec else [rec],
+                        "what-if against the measured baseline (second row)" if "what_if" in rec else "one configuration")
         if ns.json:
             print(json.dumps(rec))
         else:
@@ -145,18 +148,25 @@ def run(ns: argparse.Namespace) -> int:
                   ep_overlap=bool(getattr(ns, "ep_overlap", False)))
     recs = records(plan.strategies, plan.results)
     if ns.html:
-        from .html import render
-
-        title = (f"{ns.model} on {ns.devices} x {job.hw.name}, global batch {ns.global_batch} x {ns.seq_len} tokens; "
-                 f"{plan.evaluated:,} configurations{_network_note(job)}")
-        with open(ns.html, "w", encoding="utf-8") as fh:
-            fh.write(render(recs, title, job.hw.hbm_gb))
+        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations")
     if ns.json:
         print(json.dumps(recs))
     else:
         _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated{_network_note(job)}",
                     *what_if_lines({"calibration": calib}))
     return 0
+
+
+def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]], what: str) -> None:
+    from .html import render
+
+    title = (f"{model_name} on {job.devices} x {job.hw.name}, global batch {job.global_batch} x {job.seq_len} tokens; "
+             f"{what}{_network_note(job)}")
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(render(recs, title, job.hw.hbm_gb))
+    except OSError as exc:
+        raise ConfigError(f"cannot write the HTML: {exc.strerror}", path=path, fix="give --html a writable path") from None
 
 
 def _network_note(job: Job) -> str:
