@@ -94,3 +94,6 @@ def test_cli_writes_a_profile_plan_reads(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["network", str(tmp_path / "nope.log"), "--name", "x"]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert main(["network", *_write_set(tmp_path, counts), "--name", "x", "--size", "lots"]) == 2
+    capsys.readouterr()
+    assert main(["network", *_write_set(tmp_path, counts), "--name", "x", "-o", str(tmp_path / "no" / "net.yaml")]) == 1
+    assert "cannot write output" in capsys.readouterr().err  # was a traceback

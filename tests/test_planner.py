@@ -163,7 +163,7 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
     capsys.readouterr()
     text = one.read_text()
     assert "global batch 32 x 4096" in text and "tp2 pp1x1 dp4" in text and "tp1 pp1x1 dp8 cp1 ep1 z3" in text
-    assert main(args + ["--evaluate", "tp=2,dp=4", "--html", str(tmp_path / "missing" / "x.html")]) == 2
+    assert main(args + ["--evaluate", "tp=2,dp=4", "--html", str(tmp_path / "missing" / "x.html")]) == 1  # as analyze: an output error
     assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8"]) == 2  # needs the measured time too
 
 

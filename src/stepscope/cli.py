@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import ConfigError, StepscopeError
+from .outfile import write_output
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -122,7 +123,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _analyze(ns: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from .analysis.pipeline import AnalyzeConfig, analyze_files
     from .report import FILE_RENDERERS, terminal
@@ -160,12 +168,12 @@ def _analyze(ns: argparse.Namespace) -> int:
         c = result.cluster
         if c is None:
             raise ConfigError("--critical-path-trace needs 2 or more ranks", fix="pass the trace files of all ranks")
-        _write(ns.critical_path_trace, json.dumps(perfetto(c.critical_paths, list(c.collectives), [r.rank for r in result.ranks])))  # type: ignore[attr-defined]
+        write_output(ns.critical_path_trace, json.dumps(perfetto(c.critical_paths, list(c.collectives), [r.rank for r in result.ranks])))  # type: ignore[attr-defined]
     outputs = {"json": ns.json, "html": ns.html}
     for kind, out in outputs.items():
         if out:
             text = FILE_RENDERERS[kind](result)
-            _write(out, text)
+            write_output(out, text)
     if ns.roofline_png:
         from .report import roofline_png
 
@@ -191,13 +199,6 @@ def _model_flops(ns: argparse.Namespace) -> float | None:
     from .analysis.model_flops import from_hf_config
 
     return from_hf_config(ns.hf_config).flops_per_token(ns.seq_len) * ns.tokens_per_step
-
-
-def _write(path: str, text: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise StepscopeError(f"cannot write output ({exc.strerror})", path=path, fix="check the directory exists and is writable") from None
 
 
 def _convert(ns: argparse.Namespace) -> int:
@@ -253,7 +254,7 @@ def _network(ns: argparse.Namespace) -> int:
     entry = nccl_tests.profile_from_logs(ns.logs, name=ns.name, size=size, device=ns.device)
     text = yaml.safe_dump({"version": 1, "networks": [entry]}, sort_keys=False)
     if ns.out:
-        Path(ns.out).write_text(text, encoding="utf-8")
+        write_output(ns.out, text)
         print(f"wrote {ns.out}: {entry['name']}, {len(entry['nodes'])} node counts; use plan --network {ns.out}", file=sys.stderr)
     else:
         print(text, end="")

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from ..errors import ConfigError, InputError
+from ..outfile import write_output
 from .cost import TP_OVERLAP, Job, evaluate
 from .network import by_name as network_by_name
 from .render import records, table, what_if_lines
@@ -162,11 +163,7 @@ def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]]
 
     title = (f"{model_name} on {job.devices} x {job.hw.name}, global batch {job.global_batch} x {job.seq_len} tokens; "
              f"{what}{_network_note(job)}")
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(render(recs, title, job.hw.hbm_gb))
-    except OSError as exc:
-        raise ConfigError(f"cannot write the HTML: {exc.strerror}", path=path, fix="give --html a writable path") from None
+    write_output(path, render(recs, title, job.hw.hbm_gb))
 
 
 def _network_note(job: Job) -> str:
