@@ -1064,3 +1064,15 @@ def test_trace_bandwidth_is_compared_with_the_rate_the_planner_assumes() -> None
     assert from_report(doc([ag])).comm_scale == pytest.approx(249.8 / 200.0)
     p2p = dict(ag, type="send_recv", busbw_gbps=225.0)
     assert from_report(doc([p2p])).comm_scale == pytest.approx(2.0)
+
+
+def test_a_model_directory_reads_its_config_and_a_missing_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Hugging Face model directory is read through its config.json (the same shape as the file);
+    a path that does not exist is named as a missing file, not as an unknown catalog name."""
+    cfg = {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+           "intermediate_size": 4096, "vocab_size": 32000}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert model(str(tmp_path)) == from_config_dict(cfg, str(tmp_path / "config.json"))
+    assert main(["plan", "--model", str(tmp_path / "gone.json"), "--hardware", "h100", "--devices", "8", "--global-batch", "16",
+                 "--seq-len", "4096"]) == 2
+    assert "no such model config file" in capsys.readouterr().err

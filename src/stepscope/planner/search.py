@@ -45,6 +45,10 @@ def model(name_or_path: str) -> ModelShape:
         return from_config_dict(cat[name_or_path.lower()], name_or_path)
     if Path(name_or_path).is_file():
         return from_hf_config(name_or_path)
+    if (Path(name_or_path) / "config.json").is_file():  # a Hugging Face model directory
+        return from_hf_config(str(Path(name_or_path) / "config.json"))
+    if name_or_path.endswith(".json") or "/" in name_or_path or "\\" in name_or_path:  # meant as a file
+        raise ConfigError("no such model config file", path=name_or_path, fix=f"check the path, or use one of: {', '.join(sorted(cat))}")
     raise ConfigError(f"unknown model {name_or_path!r}", fix=f"use a config.json path or one of: {', '.join(sorted(cat))}")
 
 
