@@ -1076,3 +1076,57 @@ def test_a_model_directory_reads_its_config_and_a_missing_file_says_so(tmp_path:
     assert main(["plan", "--model", str(tmp_path / "gone.json"), "--hardware", "h100", "--devices", "8", "--global-batch", "16",
                  "--seq-len", "4096"]) == 2
     assert "no such model config file" in capsys.readouterr().err
+
+
+NEMOTRON_H_8B_PATTERN = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"  # nvidia/Nemotron-H-8B-Base-8K
+
+
+def test_nemotron_h_block_pattern_with_mamba2_counted_by_hand() -> None:
+    """Nemotron-H-8B (hybrid_override_pattern: 24 Mamba-2, 4 attention, 24 MLP blocks, each its own
+    residual block). By hand from the architecture: a Mamba-2 block is in_proj d x (2 d_inner +
+    2 groups x state + heads) and out_proj d_inner x d, d_inner = 128 heads x 64; attention q, o
+    d x 4096 and k, v d x 1024; the MLP squared-ReLU, two d x 21504 matrices; embedding and
+    untied head 131072 x 4096: 8.0992e9. The planner's count leaves out the dt columns (one per
+    head, 24 x 4096 x 128), so it is that much lower; it used to pair an MLP with every one of the
+    52 blocks (about twice the MLP weights)."""
+    cfg = {"hidden_size": 4096, "num_hidden_layers": 52, "hybrid_override_pattern": NEMOTRON_H_8B_PATTERN,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 21504,
+           "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "expand": 2,
+           "vocab_size": 131072, "mlp_hidden_act": "relu2"}
+    m = from_config_dict(cfg)
+    d, d_inner, gn = 4096, 128 * 64, 8 * 128
+    mamba = d * (2 * d_inner + 2 * gn + 128) + d_inner * d
+    attn = 2 * d * 4096 + 2 * d * 1024
+    mlp = 2 * d * 21504
+    by_hand = 24 * mamba + 4 * attn + 24 * mlp + 2 * 131072 * d
+    assert by_hand == 8_099_201_024
+    total = m.mixer_params_total() + m.n_layers * m.dense_mlp_params() + 2 * m.vocab * m.d_model
+    assert total == by_hand - 24 * d * 128
+    assert not m.gated_mlp and m.linear_layers == 24 and m.n_layers == 28
+    # the state-space-dual sequence term: per Mamba block, head and token 2 x 2 x state x head_dim
+    # plus the chunk products, x3 for forward and backward (no growth with the context)
+    seq = 8192
+    attn_term = 6 * 4 * seq * 32 * (128 + 128) * 0.5
+    ssd = 6 * 24 * 128 * (2 * 128 * 64 + 64 * (128 + 64))
+    assert m.flops_per_token(seq) == pytest.approx(6 * m.matmul_params_per_token() + attn_term + ssd)
+    assert evaluate(Job(m, hardware("h100"), 8, 8, 16, seq), parse_strategy("tp=2,dp=4"))["step_s"][0] > 0
+
+
+def test_block_pattern_moe_and_wide_shared_experts_keep_the_weights() -> None:
+    """A pattern of 2 Mamba, 1 attention, 2 MoE and 1 MLP block: the pairing keeps the total MoE and
+    MLP weights (2 x 8 experts x 3 d f_e, 1 x 2 d f: squared-ReLU MLPs, not gated), and a shared
+    expert twice a routed one's width counts as 2. Qwen2-MoE's shared_expert_intermediate_size
+    (no n_shared_experts key) is counted the same way: 5632 / 1408 = 4 (Qwen1.5-MoE-A2.7B)."""
+    cfg = {"hidden_size": 64, "num_hidden_layers": 6, "hybrid_override_pattern": "ME*E-M", "num_attention_heads": 4,
+           "num_key_value_heads": 4, "head_dim": 16, "intermediate_size": 96, "vocab_size": 100, "mlp_hidden_act": "relu2",
+           "mamba_num_heads": 8, "mamba_head_dim": 16, "ssm_state_size": 16, "n_groups": 1,
+           "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 30, "n_shared_experts": 1,
+           "moe_shared_expert_intermediate_size": 60}
+    m = from_config_dict(cfg)
+    assert m.n_layers == 3 and m.linear_layers == 2 and m.n_shared_experts == 2
+    moe_layers = m.n_layers - m.first_dense_layers
+    assert moe_layers * m.d_ff_expert * m.n_experts == pytest.approx(2 * 30 * 8, rel=0.05)  # rounding of the scaled width
+    assert m.first_dense_layers * m.d_ff == pytest.approx(1 * 96, rel=0.05)
+    qwen = {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 5632, "vocab_size": 151936,
+            "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632}
+    assert from_config_dict(qwen).n_shared_experts == 4

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .hybrid_config import normalize
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
     """A :class:`ModelShape` from Hugging Face config keys (see :func:`from_hf_config`)."""
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
+    cfg = normalize(cfg)  # block patterns, Mamba-2 heads, wide shared experts (hybrid_config.py)
     try:
         d = int(_get(cfg, "hidden_size", "d_model", "n_embd"))
         layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers"))
@@ -150,7 +152,7 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
         raise ConfigError(f"config lacks {' / '.join(missing) or 'numeric model dimensions'}", path=str(path),
                           fix="add them under their Hugging Face names, or for analyze pass --model-flops N") from None
     n_experts = int(_get(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0)
-    act = str(_get(cfg, "hidden_act", "activation_function", default="silu"))
+    act = str(_get(cfg, "mlp_hidden_act", "hidden_act", "activation_function", default="silu"))
     linear_layers, linear_attn = _linear_layers(cfg, layers, heads, path)
     return ModelShape(
         d_model=d,
@@ -203,7 +205,7 @@ def _sliding(cfg: dict[str, Any], softmax_layers: int, path: str) -> dict[str, i
 def _linear_layers(cfg: dict[str, Any], layers: int, heads: int, path: str) -> tuple[int, tuple[int, int, int, int] | None]:
     """(number of linear-attention layers, their head shape) from ``layer_types`` or
     ``full_attention_interval`` (every k-th layer full attention, the rest linear)."""
-    types = cfg.get("layer_types")
+    types = cfg.get("layer_types") or cfg.get("layers_block_type")  # Bamba, Granite-4.0-H: layers_block_type
     if isinstance(types, list) and types:
         n = sum(1 for t in types if "linear" in str(t) or str(t) in ("mamba", "gla", "deltanet"))
     elif cfg.get("full_attention_interval"):

@@ -1,0 +1,82 @@
+"""Config keys of hybrid and MoE-variant models, normalized to what :mod:`model_flops` reads.
+
+Block-pattern models (NVIDIA Nemotron-H: ``hybrid_override_pattern`` such as ``"M-M-M*-"``, or
+``layers_block_type`` / ``layer_types`` naming one block per entry: ``mamba``/``linear_attention``
+(M), ``attention``/``full_attention`` (*), ``mlp`` (-), ``moe`` (E)) stack mixers and MLPs as
+separate residual blocks. :class:`~stepscope.analysis.model_flops.ModelShape` pairs one mixer with
+one MLP per layer, so the pattern becomes ``layers = mixer blocks`` with the MLP widths scaled by
+``MLP blocks / mixer blocks``: the weights and FLOPs are exact, the per-layer activations an
+average (the extra blocks' norms and residuals are not counted).
+
+Mamba-2 mixers are counted as linear attention through state-space duality (Dao & Gu, 2024):
+C and B play the query and key (``n_groups`` heads of ``ssm_state_size``), x the value and z the
+output gate (``mamba_num_heads`` heads of ``mamba_head_dim``), out_proj the output projection;
+the per-head state is ``ssm_state_size x mamba_head_dim``. The dt projection (one value per head),
+the short convolution and the gates are left out, as for the other linear-attention layers.
+
+Shared experts wider than a routed one (Qwen2-MoE ``shared_expert_intermediate_size``,
+Nemotron-H ``moe_shared_expert_intermediate_size``) count as that many routed-expert widths.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+_MIXER = {"linear_attention": "linear_attention", "mamba": "linear_attention", "m": "linear_attention",
+          "full_attention": "full_attention", "attention": "full_attention", "*": "full_attention"}
+
+
+def _get(cfg: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return None
+
+
+def normalize(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The config with block patterns paired into layers, Mamba-2 head keys under the
+    linear-attention names and wide shared experts as a count; other configs unchanged."""
+    out = dict(cfg)
+    blocks = _blocks(cfg)
+    if blocks:
+        mixers = [_MIXER[b] for b in blocks if b in _MIXER]
+        n_mlp, n_moe = blocks.count("mlp"), blocks.count("moe")
+        if mixers:
+            out["num_hidden_layers"] = len(mixers)
+            out["layer_types"] = mixers
+            out.pop("full_attention_interval", None)
+            scale = (n_mlp + n_moe) / len(mixers)
+            if n_moe:
+                out["first_k_dense_replace"] = round(len(mixers) * n_mlp / (n_mlp + n_moe))
+                for k in ("moe_intermediate_size", "moe_shared_expert_intermediate_size"):
+                    if cfg.get(k):
+                        out[k] = round(int(cfg[k]) * scale)
+            if cfg.get("intermediate_size"):
+                out["intermediate_size"] = round(int(cfg["intermediate_size"]) * scale)
+    heads, head_dim = _get(cfg, "mamba_num_heads", "mamba_n_heads"), _get(cfg, "mamba_head_dim", "mamba_d_head")
+    state = _get(cfg, "ssm_state_size", "mamba_d_state", "state_size")
+    if (heads or head_dim) and state:
+        d = int(_get(cfg, "hidden_size", "d_model") or 0)
+        expand = int(_get(cfg, "mamba_expand", "expand") or 2)
+        head_dim = int(head_dim or 64)
+        heads = int(heads or expand * d // head_dim)
+        out.update(linear_num_key_heads=int(_get(cfg, "n_groups", "mamba_n_groups") or 1), linear_key_head_dim=int(state),
+                   linear_num_value_heads=heads, linear_value_head_dim=head_dim)
+    shared = _get(out, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
+    routed = _get(out, "moe_intermediate_size")
+    if shared and routed:
+        out["n_shared_experts"] = max(1, round(int(shared) * int(_get(cfg, "n_shared_experts") or 1) / int(routed)))
+    return out
+
+
+def _blocks(cfg: dict[str, Any]) -> list[str] | None:
+    """One type per residual block when the config lists separate mixer and MLP blocks."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern and set(pattern) <= set(_PATTERN):
+        return [_PATTERN[c] for c in pattern]
+    for key in ("layers_block_type", "layer_types"):
+        types = cfg.get(key)
+        if isinstance(types, list) and any(str(t) in ("mlp", "moe") for t in types):
+            return [str(t) for t in types]
+    return None
