@@ -337,6 +337,10 @@ def test_efficiencies_from_an_analysis_report(tmp_path: Path, capsys: pytest.Cap
     base = evaluate(job, parse_strategy("tp=2,dp=4,zero=1"))["step_s"][0]
     assert rec["what_if"]["predicted_step_time_s"] == pytest.approx(0.1 * new / base)
     assert rec["calibration"]["measured_gemm_eff"] == pytest.approx(0.4)
+    assert "trace_hardware_differs" not in rec["calibration"]  # traced on the A100-40GB planned for
+    other = [a if a != "a100-40gb" else "h100" for a in args]
+    assert main(other + ["--evaluate", "dp=8,zero=3", "--baseline", "tp=2,dp=4,zero=1", "--from-analysis", str(_report(tmp_path))]) == 0
+    assert "warning: the trace ran on A100-SXM-40GB, not on the --hardware given" in " ".join(capsys.readouterr().out.split())
     (tmp_path / "bad.json").write_text("[1, 2]")
     assert main(args + ["--evaluate", "dp=8", "--baseline", "dp=8", "--from-analysis", str(tmp_path / "bad.json")]) == 2
 
