@@ -1134,3 +1134,14 @@ def test_block_pattern_moe_and_wide_shared_experts_keep_the_weights() -> None:
     qwen = {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 5632, "vocab_size": 151936,
             "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632}
     assert from_config_dict(qwen).n_shared_experts == 4
+
+
+def test_a_jamba_config_is_refused_rather_than_read_as_a_transformer(capsys: pytest.CaptureFixture[str]) -> None:
+    """Jamba's Mamba-1 layers have no linear-attention form in the model: without this check its
+    config read as 32 attention layers, each with a 16-expert MoE (it has 4 attention layers and a
+    MoE every other layer)."""
+    jamba = {"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "intermediate_size": 14336,
+             "vocab_size": 65536, "num_experts": 16, "num_experts_per_tok": 2, "attn_layer_period": 8, "attn_layer_offset": 4,
+             "mamba_d_state": 16, "mamba_expand": 2, "mamba_dt_rank": 256}
+    with pytest.raises(ConfigError, match="Mamba-1 layers"):
+        from_config_dict(jamba)

@@ -14,6 +14,9 @@ output gate (``mamba_num_heads`` heads of ``mamba_head_dim``), out_proj the outp
 the per-head state is ``ssm_state_size x mamba_head_dim``. The dt projection (one value per head),
 the short convolution and the gates are left out, as for the other linear-attention layers.
 
+Mamba-1 mixers (Jamba: per-channel state, x_proj and dt_proj) have no such form here: those
+configs are refused with one line instead of being read as a transformer.
+
 Shared experts wider than a routed one (Qwen2-MoE ``shared_expert_intermediate_size``,
 Nemotron-H ``moe_shared_expert_intermediate_size``) count as that many routed-expert widths.
 """
@@ -21,6 +24,8 @@ Nemotron-H ``moe_shared_expert_intermediate_size``) count as that many routed-ex
 from __future__ import annotations
 
 from typing import Any
+
+from ..errors import ConfigError
 
 _PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
 _MIXER = {"linear_attention": "linear_attention", "mamba": "linear_attention", "m": "linear_attention",
@@ -34,9 +39,14 @@ def _get(cfg: dict[str, Any], *keys: str) -> Any:
     return None
 
 
-def normalize(cfg: dict[str, Any]) -> dict[str, Any]:
+def normalize(cfg: dict[str, Any], path: str = "model config") -> dict[str, Any]:
     """The config with block patterns paired into layers, Mamba-2 head keys under the
     linear-attention names and wide shared experts as a count; other configs unchanged."""
+    if cfg.get("model_type") == "jamba" or "attn_layer_period" in cfg or "mamba_dt_rank" in cfg:
+        # Mamba-1 (selective scan, per-channel state, x_proj/dt_proj) has no linear-attention form
+        # here; read as a transformer it would be silently wrong (every layer attention, every one MoE)
+        raise ConfigError("Mamba-1 layers (Jamba) are not modeled", path=path,
+                          fix="for analyze pass --model-flops N; the planner covers Mamba-2 and linear-attention hybrids")
     out = dict(cfg)
     blocks = _blocks(cfg)
     if blocks:

@@ -141,7 +141,7 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
     """A :class:`ModelShape` from Hugging Face config keys (see :func:`from_hf_config`)."""
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
-    cfg = normalize(cfg)  # block patterns, Mamba-2 heads, wide shared experts (hybrid_config.py)
+    cfg = normalize(cfg, path)  # block patterns, Mamba-2 heads, wide shared experts (hybrid_config.py)
     try:
         d = int(_get(cfg, "hidden_size", "d_model", "n_embd"))
         layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers"))
