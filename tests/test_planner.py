@@ -1145,3 +1145,41 @@ def test_a_jamba_config_is_refused_rather_than_read_as_a_transformer(capsys: pyt
              "mamba_d_state": 16, "mamba_expand": 2, "mamba_dt_rank": 256}
     with pytest.raises(ConfigError, match="Mamba-1 layers"):
         from_config_dict(jamba)
+
+
+def test_llama4_maverick_interleaved_moe_and_shared_expert_by_hand() -> None:
+    """Llama 4 Maverick (text config): MoE every 2nd of 48 layers, 128 routed experts 8192 wide plus
+    one shared, dense layers 16384 wide (intermediate_size_mlp). By hand: attention 2 x 5120^2 +
+    2 x 5120 x 1024 per layer; a gated MLP of width f is 3 x 5120 x f; router 5120 x 128; embedding
+    and untied head 202048 x 5120: 400.7e9 in all (Meta: 400B), 16.15e9 multiplied per token (17B
+    active with the embedding). It used to put a MoE in every layer, 8192-wide dense MLPs and no
+    shared expert."""
+    text = {"model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40,
+            "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+            "num_local_experts": 128, "num_experts_per_tok": 1, "vocab_size": 202048, "interleave_moe_layer_step": 2}
+    m = from_config_dict({"model_type": "llama4", "text_config": text})
+    d = 5120
+    attn = 2 * d * d + 2 * d * 1024
+
+    def mlp(f: int) -> int:
+        return 3 * d * f
+
+    moe_total = 128 * mlp(8192) + mlp(8192) + d * 128
+    total = 48 * attn + 24 * moe_total + 24 * mlp(16384) + 2 * 202048 * d
+    active = 48 * attn + 24 * (2 * mlp(8192) + d * 128) + 24 * mlp(16384) + 202048 * d
+    dense, experts, emb = params(m)
+    assert m.n_layers * (dense + experts) + 2 * emb == pytest.approx(total)
+    assert total == pytest.approx(400.7e9, rel=1e-3)
+    assert m.matmul_params_per_token() == pytest.approx(active)
+
+
+def test_falcon_and_chatglm_key_names() -> None:
+    """Falcon-40B names its 8 key/value heads n_head_kv (a multi_query Falcon-7B has one); ChatGLM
+    calls them multi_query_group_num and its MLP width ffn_hidden_size."""
+    falcon = {"hidden_size": 8192, "num_hidden_layers": 60, "n_head": 128, "n_head_kv": 8, "vocab_size": 65024}
+    assert from_config_dict(falcon).n_kv_heads == 8
+    assert from_config_dict({**falcon, "n_head_kv": None, "multi_query": True}).n_kv_heads == 1
+    glm = {"hidden_size": 4096, "num_layers": 28, "num_attention_heads": 32, "multi_query_group_num": 2, "ffn_hidden_size": 13696,
+           "padded_vocab_size": 65024}
+    m = from_config_dict(glm)
+    assert (m.n_kv_heads, m.d_ff, m.vocab) == (2, 13696, 65024)

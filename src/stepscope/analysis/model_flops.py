@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .hybrid_config import normalize
+from .hf_config_keys import normalize
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
     """A :class:`ModelShape` from Hugging Face config keys (see :func:`from_hf_config`)."""
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
-    cfg = normalize(cfg, path)  # block patterns, Mamba-2 heads, wide shared experts (hybrid_config.py)
+    cfg = normalize(cfg, path)  # block patterns, Mamba-2 heads, wide shared experts (hf_config_keys.py)
     try:
         d = int(_get(cfg, "hidden_size", "d_model", "n_embd"))
         layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers"))

@@ -1,4 +1,5 @@
-"""Config keys of hybrid and MoE-variant models, normalized to what :mod:`model_flops` reads.
+"""Hugging Face config keys of model families that name things their own way, normalized to
+what :mod:`model_flops` reads.
 
 Block-pattern models (NVIDIA Nemotron-H: ``hybrid_override_pattern`` such as ``"M-M-M*-"``, or
 ``layers_block_type`` / ``layer_types`` naming one block per entry: ``mamba``/``linear_attention``
@@ -16,6 +17,12 @@ the short convolution and the gates are left out, as for the other linear-attent
 
 Mamba-1 mixers (Jamba: per-channel state, x_proj and dt_proj) have no such form here: those
 configs are refused with one line instead of being read as a transformer.
+
+Llama 4: MoE every ``interleave_moe_layer_step``-th layer (read as ``decoder_sparse_step``),
+experts ``intermediate_size`` wide and the dense layers ``intermediate_size_mlp``, one shared
+expert per MoE layer. Falcon's ``n_head_kv`` / ``num_kv_heads`` (``multi_query``: one) and
+ChatGLM's ``multi_query_group_num`` are the key/value heads; ``ffn_hidden_size`` the MLP width,
+``padded_vocab_size`` the vocabulary.
 
 Shared experts wider than a routed one (Qwen2-MoE ``shared_expert_intermediate_size``,
 Nemotron-H ``moe_shared_expert_intermediate_size``) count as that many routed-expert widths.
@@ -73,6 +80,23 @@ def normalize(cfg: dict[str, Any], path: str = "model config") -> dict[str, Any]
         heads = int(heads or expand * d // head_dim)
         out.update(linear_num_key_heads=int(_get(cfg, "n_groups", "mamba_n_groups") or 1), linear_key_head_dim=int(state),
                    linear_num_value_heads=heads, linear_value_head_dim=head_dim)
+    if str(cfg.get("model_type", "")).startswith("llama4"):
+        if cfg.get("interleave_moe_layer_step") and not cfg.get("decoder_sparse_step"):
+            out["decoder_sparse_step"] = int(cfg["interleave_moe_layer_step"])
+        if cfg.get("intermediate_size_mlp") and cfg.get("intermediate_size"):
+            out["moe_intermediate_size"] = cfg.get("moe_intermediate_size") or cfg["intermediate_size"]
+            out["intermediate_size"] = cfg["intermediate_size_mlp"]
+        out.setdefault("n_shared_experts", 1)
+    if cfg.get("num_key_value_heads") is None:
+        kv = _get(cfg, "num_kv_heads", "n_head_kv", "multi_query_group_num")
+        if kv is None and cfg.get("multi_query") is True:
+            kv = 1
+        if kv is not None:
+            out["num_key_value_heads"] = kv
+    if cfg.get("intermediate_size") is None and cfg.get("ffn_hidden_size"):
+        out["intermediate_size"] = cfg["ffn_hidden_size"]
+    if cfg.get("vocab_size") is None and cfg.get("padded_vocab_size"):
+        out["vocab_size"] = cfg["padded_vocab_size"]
     shared = _get(out, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
     routed = _get(out, "moe_intermediate_size")
     if shared and routed:
