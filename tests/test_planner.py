@@ -1183,3 +1183,14 @@ def test_falcon_and_chatglm_key_names() -> None:
            "padded_vocab_size": 65024}
     m = from_config_dict(glm)
     assert (m.n_kv_heads, m.d_ff, m.vocab) == (2, 13696, 65024)
+
+
+@pytest.mark.parametrize("kind, extra, sliding", [("gemma2", {}, 21), ("gemma3_text", {"sliding_window_pattern": 6}, 35),
+                                                   ("cohere2", {}, 32), ("mistral", {}, 42)])
+def test_local_global_alternation_without_layer_types(kind: str, extra: dict, sliding: int) -> None:
+    """42 layers with a 4096 window and no layer_types: Gemma 2 slides on every other layer (21);
+    Gemma 3 has a global layer at i + 1 = 6, 12, ..., 42 (7 of them: 35 sliding); Cohere 2 at
+    4, 8, ..., 40 (10: 32 sliding); Mistral slides on all 42."""
+    cfg = {"model_type": kind, "hidden_size": 1024, "num_hidden_layers": 42, "num_attention_heads": 8, "intermediate_size": 4096,
+           "vocab_size": 1000, "sliding_window": 4096, **extra}
+    assert from_config_dict(cfg).sliding_layers == sliding

@@ -24,6 +24,9 @@ expert per MoE layer. Falcon's ``n_head_kv`` / ``num_kv_heads`` (``multi_query``
 ChatGLM's ``multi_query_group_num`` are the key/value heads; ``ffn_hidden_size`` the MLP width,
 ``padded_vocab_size`` the vocabulary.
 
+Gemma 2, Gemma 3 and Cohere 2 files without ``layer_types`` get the alternation of their
+architecture (:func:`_local_global`).
+
 Shared experts wider than a routed one (Qwen2-MoE ``shared_expert_intermediate_size``,
 Nemotron-H ``moe_shared_expert_intermediate_size``) count as that many routed-expert widths.
 """
@@ -97,6 +100,7 @@ def normalize(cfg: dict[str, Any], path: str = "model config") -> dict[str, Any]
         out["intermediate_size"] = cfg["ffn_hidden_size"]
     if cfg.get("vocab_size") is None and cfg.get("padded_vocab_size"):
         out["vocab_size"] = cfg["padded_vocab_size"]
+    out.update(_local_global(cfg))
     shared = _get(out, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
     routed = _get(out, "moe_intermediate_size")
     if shared and routed:
@@ -114,3 +118,20 @@ def _blocks(cfg: dict[str, Any]) -> list[str] | None:
         if isinstance(types, list) and any(str(t) in ("mlp", "moe") for t in types):
             return [str(t) for t in types]
     return None
+
+
+def _local_global(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``layer_types`` for configs that alternate sliding-window and global attention without
+    listing them (older Gemma 2/3 and Cohere 2 files): Gemma 2 slides on every other layer starting
+    with the first; Gemma 3 and Cohere 2 have one global layer per ``sliding_window_pattern``
+    (default 6 and 4), the last of each group. Without this every layer counted as sliding."""
+    kind = str(cfg.get("model_type", ""))
+    if cfg.get("layer_types") or not cfg.get("sliding_window") or not cfg.get("num_hidden_layers"):
+        return {}
+    n = int(cfg["num_hidden_layers"])
+    if kind == "gemma2":
+        return {"layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]}
+    if kind.startswith(("gemma3", "cohere2")):
+        p = int(cfg.get("sliding_window_pattern") or (6 if kind.startswith("gemma3") else 4))
+        return {"layer_types": ["full_attention" if (i + 1) % p == 0 else "sliding_attention" for i in range(n)]}
+    return {}
