@@ -1194,3 +1194,10 @@ def test_local_global_alternation_without_layer_types(kind: str, extra: dict, sl
     cfg = {"model_type": kind, "hidden_size": 1024, "num_hidden_layers": 42, "num_attention_heads": 8, "intermediate_size": 4096,
            "vocab_size": 1000, "sliding_window": 4096, **extra}
     assert from_config_dict(cfg).sliding_layers == sliding
+
+
+def test_a_non_numeric_family_key_is_one_line() -> None:
+    cfg = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "hybrid_override_pattern": "M-",
+           "mamba_num_heads": "lots", "ssm_state_size": 16, "intermediate_size": 128, "vocab_size": 100}
+    with pytest.raises(ConfigError, match="not a number"):
+        from_config_dict(cfg)

@@ -50,46 +50,70 @@ def _get(cfg: dict[str, Any], *keys: str) -> Any:
 
 
 def normalize(cfg: dict[str, Any], path: str = "model config") -> dict[str, Any]:
-    """The config with block patterns paired into layers, Mamba-2 head keys under the
-    linear-attention names and wide shared experts as a count; other configs unchanged."""
+    """The config with each family's own keys rewritten to the common ones (module docstring);
+    other configs unchanged. A non-numeric value under one of those keys is a one-line error."""
     if cfg.get("model_type") == "jamba" or "attn_layer_period" in cfg or "mamba_dt_rank" in cfg:
         # Mamba-1 (selective scan, per-channel state, x_proj/dt_proj) has no linear-attention form
         # here; read as a transformer it would be silently wrong (every layer attention, every one MoE)
         raise ConfigError("Mamba-1 layers (Jamba) are not modeled", path=path,
                           fix="for analyze pass --model-flops N; the planner covers Mamba-2 and linear-attention hybrids")
     out = dict(cfg)
+    try:
+        for family in (_paired_blocks, _mamba2_heads, _llama4, _aliases, _local_global):
+            out.update(family(cfg))
+        out.update(_shared_width(out, cfg))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"a model dimension is not a number ({exc})", path=path, fix="fix the config's value") from None
+    return out
+
+
+def _paired_blocks(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Separate mixer and MLP blocks as mixer layers with the MLP widths scaled (module docstring)."""
     blocks = _blocks(cfg)
-    if blocks:
-        mixers = [_MIXER[b] for b in blocks if b in _MIXER]
-        n_mlp, n_moe = blocks.count("mlp"), blocks.count("moe")
-        if mixers:
-            out["num_hidden_layers"] = len(mixers)
-            out["layer_types"] = mixers
-            out.pop("full_attention_interval", None)
-            scale = (n_mlp + n_moe) / len(mixers)
-            if n_moe:
-                out["first_k_dense_replace"] = round(len(mixers) * n_mlp / (n_mlp + n_moe))
-                for k in ("moe_intermediate_size", "moe_shared_expert_intermediate_size"):
-                    if cfg.get(k):
-                        out[k] = round(int(cfg[k]) * scale)
-            if cfg.get("intermediate_size"):
-                out["intermediate_size"] = round(int(cfg["intermediate_size"]) * scale)
+    mixers = [_MIXER[b] for b in blocks or () if b in _MIXER]
+    if not blocks or not mixers:
+        return {}
+    n_mlp, n_moe = blocks.count("mlp"), blocks.count("moe")
+    scale = (n_mlp + n_moe) / len(mixers)
+    out: dict[str, Any] = {"num_hidden_layers": len(mixers), "layer_types": mixers, "full_attention_interval": None}
+    if n_moe:
+        out["first_k_dense_replace"] = round(len(mixers) * n_mlp / (n_mlp + n_moe))
+        for k in ("moe_intermediate_size", "moe_shared_expert_intermediate_size"):
+            if cfg.get(k):
+                out[k] = round(int(cfg[k]) * scale)
+    if cfg.get("intermediate_size"):
+        out["intermediate_size"] = round(int(cfg["intermediate_size"]) * scale)
+    return out
+
+
+def _mamba2_heads(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Mamba-2 heads under the linear-attention names (state-space duality, module docstring)."""
     heads, head_dim = _get(cfg, "mamba_num_heads", "mamba_n_heads"), _get(cfg, "mamba_head_dim", "mamba_d_head")
     state = _get(cfg, "ssm_state_size", "mamba_d_state", "state_size")
-    if (heads or head_dim) and state:
-        d = int(_get(cfg, "hidden_size", "d_model") or 0)
-        expand = int(_get(cfg, "mamba_expand", "expand") or 2)
-        head_dim = int(head_dim or 64)
-        heads = int(heads or expand * d // head_dim)
-        out.update(linear_num_key_heads=int(_get(cfg, "n_groups", "mamba_n_groups") or 1), linear_key_head_dim=int(state),
-                   linear_num_value_heads=heads, linear_value_head_dim=head_dim)
-    if str(cfg.get("model_type", "")).startswith("llama4"):
-        if cfg.get("interleave_moe_layer_step") and not cfg.get("decoder_sparse_step"):
-            out["decoder_sparse_step"] = int(cfg["interleave_moe_layer_step"])
-        if cfg.get("intermediate_size_mlp") and cfg.get("intermediate_size"):
-            out["moe_intermediate_size"] = cfg.get("moe_intermediate_size") or cfg["intermediate_size"]
-            out["intermediate_size"] = cfg["intermediate_size_mlp"]
-        out.setdefault("n_shared_experts", 1)
+    if not (heads or head_dim) or not state:
+        return {}
+    d = int(_get(cfg, "hidden_size", "d_model") or 0)
+    head_dim = int(head_dim or 64)
+    heads = int(heads or int(_get(cfg, "mamba_expand", "expand") or 2) * d // head_dim)
+    return {"linear_num_key_heads": int(_get(cfg, "n_groups", "mamba_n_groups") or 1), "linear_key_head_dim": int(state),
+            "linear_num_value_heads": heads, "linear_value_head_dim": head_dim}
+
+
+def _llama4(cfg: dict[str, Any]) -> dict[str, Any]:
+    if not str(cfg.get("model_type", "")).startswith("llama4"):
+        return {}
+    out: dict[str, Any] = {"n_shared_experts": cfg.get("n_shared_experts", 1)}
+    if cfg.get("interleave_moe_layer_step") and not cfg.get("decoder_sparse_step"):
+        out["decoder_sparse_step"] = int(cfg["interleave_moe_layer_step"])
+    if cfg.get("intermediate_size_mlp") and cfg.get("intermediate_size"):
+        out["moe_intermediate_size"] = cfg.get("moe_intermediate_size") or cfg["intermediate_size"]
+        out["intermediate_size"] = cfg["intermediate_size_mlp"]
+    return out
+
+
+def _aliases(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Falcon's and ChatGLM's names for the key/value heads, MLP width and vocabulary."""
+    out: dict[str, Any] = {}
     if cfg.get("num_key_value_heads") is None:
         kv = _get(cfg, "num_kv_heads", "n_head_kv", "multi_query_group_num")
         if kv is None and cfg.get("multi_query") is True:
@@ -100,12 +124,16 @@ def normalize(cfg: dict[str, Any], path: str = "model config") -> dict[str, Any]
         out["intermediate_size"] = cfg["ffn_hidden_size"]
     if cfg.get("vocab_size") is None and cfg.get("padded_vocab_size"):
         out["vocab_size"] = cfg["padded_vocab_size"]
-    out.update(_local_global(cfg))
+    return out
+
+
+def _shared_width(out: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+    """Shared experts wider than a routed one as that many routed widths (after the rewrites)."""
     shared = _get(out, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
     routed = _get(out, "moe_intermediate_size")
-    if shared and routed:
-        out["n_shared_experts"] = max(1, round(int(shared) * int(_get(cfg, "n_shared_experts") or 1) / int(routed)))
-    return out
+    if not (shared and routed):
+        return {}
+    return {"n_shared_experts": max(1, round(int(shared) * int(_get(cfg, "n_shared_experts") or 1) / int(routed)))}
 
 
 def _blocks(cfg: dict[str, Any]) -> list[str] | None:
