@@ -1201,3 +1201,14 @@ def test_a_non_numeric_family_key_is_one_line() -> None:
            "mamba_num_heads": "lots", "ssm_state_size": 16, "intermediate_size": 128, "vocab_size": 100}
     with pytest.raises(ConfigError, match="not a number"):
         from_config_dict(cfg)
+
+
+def test_bad_dimension_values_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A non-numeric width was a ValueError traceback; a MoE config without experts per token was
+    planned with no active expert."""
+    base = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100}
+    for extra, message in (({"intermediate_size": "big"}, "not a number"), ({"num_local_experts": 8}, "without experts per token")):
+        cfg = tmp_path / "config.json"
+        cfg.write_text(json.dumps({**base, **extra}))
+        assert main(["plan", "--model", str(cfg), "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "2048"]) == 2
+        assert message in capsys.readouterr().err

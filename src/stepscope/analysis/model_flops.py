@@ -151,33 +151,40 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
         missing = [keys[0] for keys in names if not isinstance(_get(cfg, *keys), (int, float))]
         raise ConfigError(f"config lacks {' / '.join(missing) or 'numeric model dimensions'}", path=str(path),
                           fix="add them under their Hugging Face names, or for analyze pass --model-flops N") from None
-    n_experts = int(_get(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0)
     act = str(_get(cfg, "mlp_hidden_act", "hidden_act", "activation_function", default="silu"))
     linear_layers, linear_attn = _linear_layers(cfg, layers, heads, path)
-    return ModelShape(
-        d_model=d,
-        n_layers=layers,
-        n_heads=heads,
-        n_kv_heads=int(_get(cfg, "num_key_value_heads", default=heads)),
-        head_dim=int(_get(cfg, "head_dim", default=d // heads)),
-        d_ff=int(_get(cfg, "intermediate_size", "n_inner", "ffn_dim", default=4 * d)),
-        vocab=int(_get(cfg, "vocab_size", default=0)),
-        gated_mlp=act in ("silu", "swiglu", "geglu", "gelu_pytorch_tanh") and "gpt2" not in str(cfg.get("model_type", "")),
-        n_experts=n_experts,
-        experts_per_token=int(_get(cfg, "num_experts_per_tok", "moe_topk", default=0) or 0),
-        d_ff_expert=int(_get(cfg, "moe_intermediate_size", "expert_intermediate_size", default=_get(cfg, "intermediate_size", default=4 * d))),
-        n_shared_experts=int(_get(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0),
-        first_dense_layers=_dense_layers(cfg, layers) if n_experts else 0,
-        mla=(
-            (int(cfg.get("q_lora_rank") or 0), int(cfg["kv_lora_rank"]), int(cfg.get("qk_nope_head_dim") or 128),
-             int(cfg.get("qk_rope_head_dim") or 64), int(cfg.get("v_head_dim") or 128))
-            if cfg.get("kv_lora_rank") else None
-        ),
-        mtp_layers=int(_get(cfg, "num_nextn_predict_layers", "num_mtp_layers", default=0) or 0),
-        linear_layers=linear_layers,
-        linear_attn=linear_attn,
-        **_sliding(cfg, layers - linear_layers, path),
-    )
+    try:
+        n_experts = int(_get(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0)
+        shape = ModelShape(
+            d_model=d,
+            n_layers=layers,
+            n_heads=heads,
+            n_kv_heads=int(_get(cfg, "num_key_value_heads", default=heads)),
+            head_dim=int(_get(cfg, "head_dim", default=d // heads)),
+            d_ff=int(_get(cfg, "intermediate_size", "n_inner", "ffn_dim", default=4 * d)),
+            vocab=int(_get(cfg, "vocab_size", default=0)),
+            gated_mlp=act in ("silu", "swiglu", "geglu", "gelu_pytorch_tanh") and "gpt2" not in str(cfg.get("model_type", "")),
+            n_experts=n_experts,
+            experts_per_token=int(_get(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk", default=0) or 0),
+            d_ff_expert=int(_get(cfg, "moe_intermediate_size", "expert_intermediate_size", default=_get(cfg, "intermediate_size", default=4 * d))),
+            n_shared_experts=int(_get(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0),
+            first_dense_layers=_dense_layers(cfg, layers) if n_experts else 0,
+            mla=(
+                (int(cfg.get("q_lora_rank") or 0), int(cfg["kv_lora_rank"]), int(cfg.get("qk_nope_head_dim") or 128),
+                 int(cfg.get("qk_rope_head_dim") or 64), int(cfg.get("v_head_dim") or 128))
+                if cfg.get("kv_lora_rank") else None
+            ),
+            mtp_layers=int(_get(cfg, "num_nextn_predict_layers", "num_mtp_layers", default=0) or 0),
+            linear_layers=linear_layers,
+            linear_attn=linear_attn,
+            **_sliding(cfg, layers - linear_layers, path),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"a model dimension is not a number ({exc})", path=str(path), fix="fix the config's value") from None
+    if shape.n_experts and shape.experts_per_token <= 0:
+        raise ConfigError(f"a MoE config ({shape.n_experts} experts) without experts per token", path=str(path),
+                          fix="add num_experts_per_tok")
+    return shape
 
 
 def _sliding(cfg: dict[str, Any], softmax_layers: int, path: str) -> dict[str, int]:
