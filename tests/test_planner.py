@@ -1212,3 +1212,11 @@ def test_bad_dimension_values_are_one_line(tmp_path: Path, capsys: pytest.Captur
         cfg.write_text(json.dumps({**base, **extra}))
         assert main(["plan", "--model", str(cfg), "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "2048"]) == 2
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["plan", "--model", "llama3-8b", "--top", "0"], ["analyze"], ["bogus"], ["analyze", "x.json", "--workers", "-2"]])
+def test_usage_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "error:" in err and "--help" in err

@@ -7,14 +7,33 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from . import __version__
 from .errors import ConfigError, StepscopeError
 from .outfile import write_output
 
 
+def _positive(text: str) -> int:
+    """argparse type for counts: a positive integer (argparse turns the error into one usage line, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line that names the fix (argparse prints the whole usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="stepscope", description="Where every millisecond of a training step goes.")
+    p = _Parser(prog="stepscope", description="Where every millisecond of a training step goes.")
     p.add_argument("--version", action="version", version=f"stepscope {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -24,9 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--html", metavar="OUT", help="write the self-contained HTML report")
     a.add_argument("--step-marker", metavar="NAME", help="annotation that marks a step when there is no ProfilerStep#N")
     a.add_argument("--rules", metavar="YAML", help="extra kernel classification rules (layout of data/kernel_rules.yaml)")
-    a.add_argument("--top", type=int, default=20, help="how many top kernels / CPU ops to keep (default 20)")
+    a.add_argument("--top", type=_positive, default=20, help="how many top kernels / CPU ops to keep (default 20)")
     a.add_argument("--include-python", action="store_true", help="keep python_function events (skipped by default)")
-    a.add_argument("--workers", type=int, default=None, help="processes for reading files (default: one per file, <= CPUs)")
+    a.add_argument("--workers", type=_positive, default=None, help="processes for reading files (default: one per file, <= CPUs)")
     a.add_argument("--cache-dir", metavar="DIR", help="cache parsed traces as Parquet here, keyed by file content")
     a.add_argument("--quiet", "-q", action="store_true", help="no terminal report")
     r = a.add_argument_group("roofline and MFU")
@@ -62,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="gradients kept and reduced in (default fp32 with bf16/fp8: Megatron, FSDP2, nanotron; "
                     "fp16 with fp16: Megatron, DeepSpeed)")
     pl.add_argument("--evaluate", metavar="STRATEGY", help='one configuration, e.g. "tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"')
-    pl.add_argument("--top", type=int, default=20)
+    pl.add_argument("--top", type=_positive, default=20, help="configurations to show (default 20)")
     pl.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",
                     help="attention materializes the scores (no FlashAttention-style kernels)")
     pl.add_argument("--eager", dest="fused_elementwise", action="store_false",
@@ -105,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     h = sub.add_parser("hlo", help="HLO text (compiled.as_text(), XLA dumps): per-instruction FLOPs, bytes, tiling padding, global shapes")
     h.add_argument("file", help="HLO text file")
     h.add_argument("--json", action="store_true", help="print one JSON object: {modules: [{name, instructions: [...]}]}")
-    h.add_argument("--top", type=int, default=25, help="rows in the terminal table (by FLOPs)")
+    h.add_argument("--top", type=_positive, default=25, help="rows in the terminal table (by FLOPs)")
 
     n = sub.add_parser("network", help="a cluster's network profile for plan --network, from nccl-tests logs")
     n.add_argument("logs", nargs="+", help="outputs of all_reduce_perf, all_gather_perf and reduce_scatter_perf at 1, 2, 4, ... nodes")
