@@ -1220,3 +1220,17 @@ def test_usage_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixtur
         main(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "error:" in err and "--help" in err
+
+
+def test_a_trace_without_flops_says_why() -> None:
+    """The analysis's reason (no recorded shapes) is carried to the what-if when no kernel had
+    FLOPs, and dropped when some had."""
+    from stepscope.planner.from_trace import from_report
+
+    rank = {"rank": 0, "step_stats": {"median_ns": 1e8}, "hardware": {"name": "A100-SXM-40GB", "peak_tflops": 312.0},
+            "roofline_note": "the trace has no recorded shapes, so no FLOPs: profile with record_shapes=True",
+            "roofline_by_category": [{"category": "gemm", "dur_ns": 5e7, "flops": 0.0}]}
+    assert "record_shapes" in (from_report({"ranks": [rank]}).why_no_flops or "")
+    rank["roofline_by_category"] = [{"category": "gemm", "dur_ns": 5e7, "flops": 1e13}]
+    te = from_report({"ranks": [rank]})
+    assert te.why_no_flops is None and te.gemm_eff == pytest.approx(1e13 / (0.05 * 312e12))

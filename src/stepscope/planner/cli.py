@@ -209,6 +209,8 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         job = dataclasses.replace(job, **changes)
         info.update({"trace": ns.from_analysis, "trace_rank": te.rank, "trace_step_time_s": te.step_s,
                      "trace_hardware": te.hardware, **{f"measured_{k}": v for k, v in changes.items()}})
+        if te.why_no_flops:
+            info["trace_why_no_flops"] = te.why_no_flops
         if te.hardware and te.hardware.lower() != job.hw.name.lower():
             # efficiencies are ratios to the traced device's peak, and the what-if anchors on its step
             info["trace_hardware_differs"] = True

@@ -43,6 +43,7 @@ class TraceEfficiency:
     rank: int
     comm_scale: float | None = None
     inter_scale: float | None = None
+    why_no_flops: str | None = None  # the analysis's reason when no kernel had FLOPs (e.g. no shapes)
 
 
 def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
@@ -75,6 +76,7 @@ def from_report(doc: dict[str, Any], rank: int | None = None, where: str = "repo
     return TraceEfficiency(
         step_s=float(med) * 1e-9, gemm_eff=_ratio(oth_f, oth_d, peak), attn_eff=_ratio(att_f, att_d, peak),
         dp_overlap=(hidden / comm) if comm > 0 else None, hardware=hw.get("name"), rank=int(r.get("rank") or 0),
+        why_no_flops=(str(r.get("roofline_note")) if r.get("roofline_note") and not (oth_f or att_f) else None),
         **_comm_scales(doc.get("cluster"), _measured_intra(hw.get("name"))),
     )
 

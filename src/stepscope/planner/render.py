@@ -101,6 +101,8 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
         got = ", ".join(f"{k[len('measured_'):]} {v:.3g}" for k, v in cal.items() if k.startswith("measured_"))
         lines.append(f"from the trace {cal['trace']} (rank {cal['trace_rank']}, {cal['trace_hardware']}): step "
                      f"{cal['trace_step_time_s']:.4g} s; " + (got or "no efficiency could be measured, the priors stay"))
+        if "trace_why_no_flops" in cal:
+            lines.append(f"no compute efficiency from this trace: {cal['trace_why_no_flops']}")
         if cal.get("trace_hardware_differs"):
             lines.append(f"warning: the trace ran on {cal['trace_hardware']}, not on the --hardware given; its efficiencies and "
                          "measured step describe that device")
