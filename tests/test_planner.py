@@ -1234,3 +1234,11 @@ def test_a_trace_without_flops_says_why() -> None:
     rank["roofline_by_category"] = [{"category": "gemm", "dur_ns": 5e7, "flops": 1e13}]
     te = from_report({"ranks": [rank]})
     assert te.why_no_flops is None and te.gemm_eff == pytest.approx(1e13 / (0.05 * 312e12))
+
+
+def test_a_fit_at_the_edge_of_its_grid_is_flagged() -> None:
+    from stepscope.planner.calibrate import ATTN_GRID, COMM_GRID, GEMM_GRID, Fit, at_grid_edge
+
+    assert at_grid_edge(Fit(1.0, 1.0, 1.0, 1.0)) == []
+    assert at_grid_edge(Fit(float(GEMM_GRID[0]), 1.0, float(COMM_GRID[-1]), 1.0)) == ["gemm_scale", "comm_scale"]
+    assert at_grid_edge(Fit(1.0, float(ATTN_GRID[-1]), 1.0, 1.0)) == ["attn_scale"]

@@ -72,6 +72,13 @@ def _best(total: np.ndarray) -> Fit:
     return Fit(float(g[k]), float(a[k]), float(c[k]), float(i[k]))
 
 
+def at_grid_edge(f: Fit) -> list[str]:
+    """The factors that landed on the edge of their grid: the runs ask for more than the grid
+    allows, which usually means they do not describe the jobs given (or the model misses a term)."""
+    grids = {"gemm_scale": GEMM_GRID, "attn_scale": ATTN_GRID, "comm_scale": COMM_GRID, "inter_scale": INTER_GRID}
+    return [k for k, g in grids.items() if getattr(f, k) in (float(g[0]), float(g[-1]))]
+
+
 def fit(runs: Sequence[Run]) -> Fit:
     if not runs:
         return Fit(1.0, 1.0, 1.0, 1.0)

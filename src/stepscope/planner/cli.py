@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from typing import Any
 
 from ..errors import ConfigError, InputError
@@ -151,7 +152,9 @@ def run(ns: argparse.Namespace) -> int:
     if ns.html:
         _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations")
     if ns.json:
-        print(json.dumps(recs))
+        print(json.dumps(recs))  # a list (the stable interface): what the calibration used goes to stderr
+        for line in what_if_lines({"calibration": calib}):
+            print(line, file=sys.stderr)
     else:
         _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated{_network_note(job)}",
                     *what_if_lines({"calibration": calib}))
@@ -200,6 +203,10 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         job = cal.fit.apply(job)
         info.update({"runs": cal.rows, **dataclasses.asdict(cal.fit), "mape_before": cal.mape_before,
                      "mape_after_leave_one_out": cal.mape_after_loo})
+        from .calibrate import at_grid_edge
+
+        if edge := at_grid_edge(cal.fit):
+            info["at_grid_edge"] = edge
     if ns.from_analysis:
         from .from_trace import read
 
