@@ -1242,3 +1242,35 @@ def test_a_fit_at_the_edge_of_its_grid_is_flagged() -> None:
     assert at_grid_edge(Fit(1.0, 1.0, 1.0, 1.0)) == []
     assert at_grid_edge(Fit(float(GEMM_GRID[0]), 1.0, float(COMM_GRID[-1]), 1.0)) == ["gemm_scale", "comm_scale"]
     assert at_grid_edge(Fit(1.0, float(ATTN_GRID[-1]), 1.0, 1.0)) == ["attn_scale"]
+
+
+def test_moe_imbalance_scales_the_expert_work_and_the_all_to_all() -> None:
+    """With the most loaded EP rank at f x the mean tokens, the EP all-to-all takes f x as long
+    (the hot rank's bytes) and the compute grows by (f - 1) x the expert GEMMs' time: linear in f,
+    so the step from 1 to 2 is twice the step from 1 to 1.5. A dense model does not change."""
+    s = parse_strategy("tp=1,ep=8,dp=8,mb=1")
+    base = Job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096)
+    r = {f: evaluate(dataclasses.replace(base, moe_imbalance=f), s) for f in (1.0, 1.5, 2.0)}
+    assert r[1.5]["ep_s"][0] == pytest.approx(1.5 * r[1.0]["ep_s"][0])
+    d15, d2 = r[1.5]["compute_s"][0] - r[1.0]["compute_s"][0], r[2.0]["compute_s"][0] - r[1.0]["compute_s"][0]
+    assert d15 > 0 and d2 == pytest.approx(2 * d15)
+    assert r[1.5]["activations_gb"][0] > r[1.0]["activations_gb"][0]
+    dense = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
+    st = parse_strategy("dp=8")
+    assert evaluate(dataclasses.replace(dense, moe_imbalance=1.5), st)["step_s"][0] == evaluate(dense, st)["step_s"][0]
+    with pytest.raises(ConfigError, match="imbalance"):
+        dataclasses.replace(base, moe_imbalance=0.8)
+
+
+def test_moe_imbalance_from_the_cli_and_a_batch_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "mixtral-8x7b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
+            "--evaluate", "ep=8,dp=8", "--json"]
+    assert main(args + ["--moe-imbalance", "1.5"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    job = Job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096, moe_imbalance=1.5)
+    assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("ep=8,dp=8"))["step_s"][0])
+    f = tmp_path / "b.jsonl"
+    f.write_text(json.dumps({"model": "mixtral-8x7b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 4096,
+                             "strategy": "ep=8,dp=8", "moe_imbalance": 1.5}) + "\n")
+    assert main(["plan", "--batch", str(f), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(rec["step_time_s"])

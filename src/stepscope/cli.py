@@ -99,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--dp-bucket-mb", type=float, metavar="MB",
                     help="gradients reduced under the backward in buckets of this many MB, each paying its own latency "
                     "(PyTorch DDP and nanotron: 25); default: one collective")
+    pl.add_argument("--moe-imbalance", type=float, metavar="F",
+                    help="MoE routing imbalance: tokens on the most loaded expert-parallel rank / the mean (default 1, balanced); "
+                    "scales the expert GEMMs, the all-to-all and the dispatched activations")
     pl.add_argument("--network", metavar="NAME",
                     help="a measured cluster network: a name from data/networks.yaml (e.g. hf-h100) or your own YAML file "
                     "of that layout (FILE.yaml, FILE.yaml#NAME): collective bandwidth and latency by the nodes a group spans, "

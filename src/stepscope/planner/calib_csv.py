@@ -3,7 +3,7 @@
 Columns: ``model, hardware, devices, global_batch, seq_len, strategy, step_time_s`` and optionally
 ``devices_per_node, precision`` and the framework's properties as in ``--batch`` records
 (``fp8_recipe``, ``fused_projections``, ``fused_elementwise``, ``flash_attention``,
-``param_gather_overlap``, ``zero_sync_after_backward``, ``dp_bucket_mb``, ``network``, ``grad_dtype``;
+``param_gather_overlap``, ``zero_sync_after_backward``, ``dp_bucket_mb``, ``moe_imbalance``, ``network``, ``grad_dtype``;
 blank = the default). The fit (see :mod:`calibrate`) uses every row; the accuracy it
 reports after calibration is leave-one-out (each row predicted by a fit on the others), never on
 rows it was fitted to.
@@ -51,7 +51,7 @@ def from_csv(path: str, make_job: Any) -> Calibration:
             raise ConfigError(f"line {n}: {exc.message}", path=path, fix=exc.fix) from None
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"line {n}: a value of the wrong type ({exc})", path=path,
-                              fix="numbers in devices, global_batch, seq_len, devices_per_node, reserve_gb, dp_bucket_mb") from None
+                              fix="numbers in devices, global_batch, seq_len, devices_per_node, reserve_gb, dp_bucket_mb, moe_imbalance") from None
         try:
             measured = float(r["step_time_s"])
         except (KeyError, TypeError, ValueError):

@@ -51,6 +51,7 @@ def _job(d: dict[str, Any]) -> Job:
         reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
         dp_bucket_mb=float(d["dp_bucket_mb"]) if d.get("dp_bucket_mb") not in (None, "") else 0.0,
+        moe_imbalance=float(d["moe_imbalance"]) if d.get("moe_imbalance") not in (None, "") else 1.0,
         network=network_by_name(str(d["network"])) if d.get("network") not in (None, "") else None,
     )
 
@@ -107,7 +108,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
-                                                  "dp_bucket_mb", "network")}
+                                                  "dp_bucket_mb", "network", "moe_imbalance")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
                    ("zero_sync_after_backward", False), ("fused_projections", True))})
@@ -170,8 +171,9 @@ def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]]
 
 
 def _network_note(job: Job) -> str:
-    """Which links the times assume, when not the catalog's (a measured cluster network)."""
-    return f"; network: {job.network.name} (measured, {job.network.source.split(',')[0]})" if job.network else ""
+    """What the times assume beyond the catalog: a measured cluster network, MoE routing imbalance."""
+    net = f"; network: {job.network.name} (measured, {job.network.source.split(',')[0]})" if job.network else ""
+    return net + (f"; MoE imbalance {job.moe_imbalance:g} (most loaded expert rank / mean)" if job.moe_imbalance != 1.0 else "")
 
 
 def _print_wide(t: Any, *lines: str) -> None:

@@ -238,8 +238,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
     act_layer = seq * mb * h * act_c[rc] / (tp * cp)
-    if m.n_experts and m.experts_per_token > 1:
-        act_layer = act_layer + (m.experts_per_token - 1) * seq * mb * h * 4 / (tp * cp)
+    if m.n_experts and m.experts_per_token * job.moe_imbalance > 1:
+        act_layer = act_layer + (m.experts_per_token * job.moe_imbalance - 1) * seq * mb * h * 4 / (tp * cp)
     inflight = np.minimum(pp, np.maximum(n_micro, 1))
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
@@ -346,7 +346,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                  + _hide(ring(dpc, 2 * p_dev, span_dp), job.dp_overlap if job.param_gather_overlap else 0.0, micro_s - last_bwd_s),
                  _hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap, last_bwd_s)),
     )
-    ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp)
+    ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp) * job.moe_imbalance  # the most loaded rank's tokens
     ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
     # EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute

@@ -68,6 +68,10 @@ class Job:
     # parameters' dtype (PyTorch DDP's bucket_cap_mb, 25 by default; nanotron's ddp_bucket_cap_mb,
     # 25): each bucket is its own collective and pays its own ring latency; 0 = one collective
     dp_bucket_mb: float = 0.0
+    # MoE routing imbalance: tokens on the most loaded expert-parallel rank / the mean (1 = perfectly
+    # balanced). Each MoE layer waits for that rank at its all-to-all, so its expert GEMMs and its
+    # share of the all-to-all take this factor longer (and hold that much more dispatched activation)
+    moe_imbalance: float = 1.0
     # False: the attention's query, key and value projections (and a gated MLP's gate and up
     # projections) are separate GEMMs (torchtitan, Hugging Face, MaxText's default), so with GQA the
     # key/value GEMMs are only kv_heads*head_dim/tp wide; True: one fused GEMM each (Megatron's
@@ -115,6 +119,9 @@ class Job:
         if self.network is not None and self.network.devices_per_node != self.devices_per_node:
             raise ConfigError(f"network {self.network.name} was measured with {self.network.devices_per_node} devices per node, "
                               f"not {self.devices_per_node}", fix=f"pass --devices-per-node {self.network.devices_per_node}, or leave --network out")
+        if not self.moe_imbalance >= 1.0:
+            raise ConfigError(f"MoE imbalance must be >= 1 (max / mean tokens per expert rank), not {self.moe_imbalance}",
+                              fix="e.g. --moe-imbalance 1.2; 1 is perfectly balanced routing")
         if not self.dp_bucket_mb >= 0:
             raise ConfigError(f"DP bucket size must be >= 0 MB, not {self.dp_bucket_mb}", fix="e.g. --dp-bucket-mb 25 (PyTorch DDP's default)")
         if self.grad_bytes == 0:

@@ -51,7 +51,8 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
     gemm_time = mixer_time + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok)) + logits_gemm
     if m.n_experts:
         m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
-        gemm_time = gemm_time + expert_flops / gemm_shape(np.minimum(m.d_ff_expert / np.maximum(etp, 1), m_expert))
+        # the most loaded expert rank sets the pace (Job.moe_imbalance)
+        gemm_time = gemm_time + expert_flops * job.moe_imbalance / gemm_shape(np.minimum(m.d_ff_expert / np.maximum(etp, 1), m_expert))
     return gemm_time, logits_gemm
 
 
