@@ -96,8 +96,12 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     # torchtitan's Llama and MaxText (fused_qkv/fused_mlp false by default) run separate q, k, v
     # (and gate, up) GEMMs; Megatron, MindSpeed and nanotron fuse them. "rowwise" names torchao's recipe
     separate = bool(re.search(r"torchtitan|maxtext", r["source"], re.IGNORECASE))
+    # torchtitan's loss is F.cross_entropy(pred.flatten(0, 1).float(), labels) (train.py's loss_fn),
+    # not a fused vocab-parallel one
+    unfused_loss = "torchtitan" in r["source"]
     job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
               param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate,
+              fused_loss=not unfused_loss,
               zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],
               fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise",
               # the cluster's measured collective bandwidth where published (data/networks.yaml)

@@ -47,6 +47,7 @@ def _job(d: dict[str, Any]) -> Job:
         param_gather_overlap=_bool(d, "param_gather_overlap", False),
         zero_sync_after_backward=_bool(d, "zero_sync_after_backward", False),
         fused_projections=_bool(d, "fused_projections", True),
+        fused_loss=_bool(d, "fused_loss", True),
         fp8_recipe=str(d.get("fp8_recipe") or "tensorwise").lower(),
         reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
@@ -111,7 +112,7 @@ def run(ns: argparse.Namespace) -> int:
                                                   "dp_bucket_mb", "network", "moe_imbalance")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
-                   ("zero_sync_after_backward", False), ("fused_projections", True))})
+                   ("zero_sync_after_backward", False), ("fused_projections", True), ("fused_loss", True))})
     job, calib = _calibrated(job, ns)
     # framework properties: apply to every strategy given
     tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))

@@ -22,8 +22,8 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   with recompute, one layer's full (34) activations are live while backward regenerates it;
   1F1B (also ZB-H1 and ZB-V, which keep 1F1B's peak) holds ``min(pp, micro-batches)`` micro-batches
   in flight on the first stage; activation offload keeps two layers' worth on the device; the
-  output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the loss) on the last
-  stage, which holds one micro-batch; the peak is the larger stage;
+  output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the loss; 12 with
+  ``Job.fused_loss`` False, see LOSS_BYTES) on the last stage, which holds one micro-batch; the peak is the larger stage;
 - communication buffers 1 GB and a framework reserve (default 3 GB).
 
 Time per step (seconds):
@@ -59,7 +59,7 @@ Time per step (seconds):
   causal skipping) and each score element moves 32 B through HBM (QK^T write, fused softmax and
   dropout read/write with a 1-byte mask, AV read; about 19 B in backward);
 - the loss over the vocabulary: 24 B per token and vocabulary entry (about six fp32 passes over the
-  logits), memory-bound; with pipelines the output layer (logits GEMM and loss) sits on the last
+  logits; 44 B unfused, LOSS_BYTES), memory-bound; with pipelines the output layer (logits GEMM and loss) sits on the last
   stage, which then runs (pp - 1) x its evenly spread share slower than the average stage: the
   pipeline goes at its pace;
 - fp8 (and any precision with a faster GEMM peak): only the GEMM share (0.75) of the dense work
@@ -136,6 +136,14 @@ from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
+
+# (bytes per logit held at the loss's peak, bytes per logit moved by the loss's kernels), by
+# Job.fused_loss. Fused (in place on one fp32 copy): bf16 logits + the fp32 copy; upcast,
+# max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused (PyTorch
+# F.cross_entropy(logits.float())): the forward holds bf16 + fp32 input + log-softmax output (10 B),
+# the backward's first kernels the saved output, its gradient and the input gradient (12 B); moved:
+# upcast 2+4, log-softmax 8+4, NLL backward 4, log-softmax backward 12+4, downcast 4+2 = 44 B
+LOSS_BYTES = {True: (6.0, 24.0), False: (12.0, 44.0)}
 
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
 from .job import (
@@ -248,7 +256,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # the output layer: bf16 logits kept for backward plus their fp32 copy for the loss,
     # s*b*V*(2+4)/(tp*cp) bytes on the last stage (vocab-parallel under TP), which holds one
     # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
-    logits = seq * mb * m.vocab * 6.0 / (tp * cp)
+    logits = seq * mb * m.vocab * LOSS_BYTES[job.fused_loss][0] / (tp * cp)
     act_last = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L) + work_layer + logits
     act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
     buf_b = np.full(tp.shape, 1e9)
@@ -278,7 +286,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         FP8_WEIGHT_BYTES[job.fp8_recipe] * L / pp * (dense / tp + experts / (ep * etp)) * n_micro / hw.hbm_bytes_per_s)
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
     # gradient, downcast), memory-bound
-    loss_bytes = 24.0 * m.vocab * tokens
+    loss_bytes = LOSS_BYTES[job.fused_loss][1] * m.vocab * tokens
     if job.gemm_eff is not None:
         elem_bytes = loss_bytes = 0.0  # a measured efficiency (from a trace) includes elementwise time
     # the output layer (logits GEMM, part of `work`, and the loss) is not recomputed and runs on the

@@ -77,6 +77,12 @@ class Job:
     # key/value GEMMs are only kv_heads*head_dim/tp wide; True: one fused GEMM each (Megatron's
     # linear_qkv and linear_fc1, nanotron's qkv_proj and gate_up_proj)
     fused_projections: bool = True
+    # True: a vocab-parallel cross entropy that works in place on one fp32 copy of the logits
+    # (Megatron's and nanotron's, Transformer Engine's): 6 B per logit held (bf16 + fp32), ~24 B
+    # moved. False: PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face): at the
+    # start of backward the saved log-softmax, its incoming gradient and the input gradient are
+    # all live in fp32, 12 B per logit, and the kernels move ~44 B (LOSS_BYTES in cost.py)
+    fused_loss: bool = True
     # fp8 scaling recipe (with precision fp8): "tensorwise" (one scale per tensor: Transformer
     # Engine, torchao's tensorwise) or "rowwise" (one per row: torchao's rowwise); see rates.fp8_cast_bytes
     fp8_recipe: str = "tensorwise"
