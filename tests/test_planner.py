@@ -1295,3 +1295,39 @@ def test_unfused_loss_holds_12_bytes_per_logit_and_moves_44() -> None:
     with contextlib.redirect_stdout(out):
         assert main(args + ["--unfused-loss"]) == 0
     assert json.loads(out.getvalue())["step_time_s"] == pytest.approx(b["step_s"][0])
+
+
+@pytest.mark.parametrize("recompute, rep_none, rep_policy", [("none", 10, 10), ("full", 10, 2), ("selective", 10, 10)])
+def test_tp_without_sequence_parallelism_by_hand(recompute: str, rep_none: int, rep_policy: int) -> None:
+    """sp=0 at tp=4 (llama3-8b, 32 layers, h 4096, one 4096-token micro-batch): the h-wide tensors
+    outside the TP region (Korthikanti: 10 of the 34 bytes per token and h: norm inputs and outputs,
+    dropout masks; full recompute keeps only the block input, 2) are whole on every rank, so each
+    rank holds (1 - 1/4) of them more per stored layer, plus the same for the one layer
+    regenerated in backward (no-recompute size minus the policy's). Every TP rank also repeats the
+    norms and residual adds, 3 x 2 B x 10 h per token and layer: 3 more copies of that traffic."""
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 4096)
+    on = evaluate(job, parse_strategy(f"tp=4,dp=2,recompute={recompute}"))
+    off = evaluate(job, parse_strategy(f"tp=4,dp=2,sp=0,recompute={recompute}"))
+    sbh = 4096 * 1 * 4096
+    extra = (32 * rep_policy + (rep_none - rep_policy)) * sbh * (1 - 1 / 4)
+    assert off["activations_gb"][0] - on["activations_gb"][0] == pytest.approx(extra / 1e9)
+    rfactor = {"none": 1.0, "selective": 1.05, "full": 4 / 3}[recompute]
+    elem = 3 * 2 * 10 * 4096 * 32 * (8 * 4096) * (4 - 1) / 3350e9 / 8 * rfactor
+    assert off["compute_s"][0] - on["compute_s"][0] == pytest.approx(elem)
+    assert off["tp_s"][0] == pytest.approx(on["tp_s"][0])  # all-reduce = reduce-scatter + all-gather in a ring
+
+
+def test_sequence_parallelism_off_in_the_search_and_its_conflicts(capsys: pytest.CaptureFixture[str]) -> None:
+    from stepscope.planner.search import search
+
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 4096)
+    assert set(search(job, top=5).strategies["sp"]) == {1}
+    assert set(search(job, top=5, sequence_parallel=False).strategies["sp"]) == {0}
+    with pytest.raises(ConfigError, match="sequence parallelism"):
+        parse_strategy("tp=4,dp=2,sp=0,tp_overlap=full")
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "4096"]
+    assert main(args + ["--no-sequence-parallel", "--tp-overlap"]) == 2
+    assert main(args + ["--no-sequence-parallel", "--evaluate", "tp=4,dp=2", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["strategy"]["sp"] == 0
+    assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("tp=4,dp=2,sp=0"))["step_s"][0])

@@ -116,7 +116,11 @@ def run(ns: argparse.Namespace) -> int:
     job, calib = _calibrated(job, ns)
     # framework properties: apply to every strategy given
     tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))
+    no_sp = not getattr(ns, "sequence_parallel", True)
+    if no_sp and tp_mode:
+        raise ConfigError("--tp-overlap needs sequence parallelism", fix="drop --no-sequence-parallel or --tp-overlap")
     extra = ([f"tp_overlap={TP_OVERLAP[tp_mode]}"] if tp_mode else []) + (["ep_overlap=1"] if getattr(ns, "ep_overlap", False) else [])
+    extra += ["sp=0"] if no_sp else []
     for part in extra:
         ns.evaluate = ns.evaluate and f"{ns.evaluate},{part}"
         ns.baseline = ns.baseline and f"{ns.baseline},{part}"
@@ -149,7 +153,7 @@ def run(ns: argparse.Namespace) -> int:
             _print_wide(table([rec]), *what_if_lines(rec))
         return 0
     plan = search(job, ns.top, tp_overlap=tp_mode, tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)),
-                  ep_overlap=bool(getattr(ns, "ep_overlap", False)))
+                  ep_overlap=bool(getattr(ns, "ep_overlap", False)), sequence_parallel=not no_sp)
     recs = records(plan.strategies, plan.results)
     if ns.html:
         _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations")

@@ -18,7 +18,10 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   three over the shard group (x cp) only;
 - activations per layer and micro-batch (Korthikanti et al. 2022, with sequence parallelism and
   flash attention): ``s*b*h*c/(tp*cp)`` bytes with c = 34 (no recompute), 30 (selective), 2 (full:
-  only the layer input is kept); MoE layers add the routed copies ``(k-1)*s*b*h*4/(tp*cp)``;
+  only the layer input is kept); without sequence parallelism (strategy ``sp=0``) the policy's
+  h-wide tensors outside the TP region (job.REPLICATED_BYTES, 10 of the 34) are whole on every TP
+  rank, ``s*b*h*(c/tp + r*(1 - 1/tp))/cp``, and every TP rank repeats the norms' and residual adds'
+  elementwise traffic; MoE layers add the routed copies ``(k*imbalance-1)*s*b*h*4/(tp*cp)``;
   with recompute, one layer's full (34) activations are live while backward regenerates it;
   1F1B (also ZB-H1 and ZB-V, which keep 1F1B's peak) holds ``min(pp, micro-batches)`` micro-batches
   in flight on the first stage; activation offload keeps two layers' worth on the device; the
@@ -137,14 +140,6 @@ from typing import Any
 
 import numpy as np
 
-# (bytes per logit held at the loss's peak, bytes per logit moved by the loss's kernels), by
-# Job.fused_loss. Fused (in place on one fp32 copy): bf16 logits + the fp32 copy; upcast,
-# max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused (PyTorch
-# F.cross_entropy(logits.float())): the forward holds bf16 + fp32 input + log-softmax output (10 B),
-# the backward's first kernels the saved output, its gradient and the input gradient (12 B); moved:
-# upcast 2+4, log-softmax 8+4, NLL backward 4, log-softmax backward 12+4, downcast 4+2 = 44 B
-LOSS_BYTES = {True: (6.0, 24.0), False: (12.0, 44.0)}
-
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
 from .job import (
     ACT_BYTES,
@@ -156,6 +151,7 @@ from .job import (
     PP_P2P_HIDDEN,
     RECOMPUTE,
     RECOMPUTE_FACTOR,
+    REPLICATED_BYTES,
     SCHEDULES,
     TP_OVERLAP,
     TP_REPLAY,
@@ -171,9 +167,22 @@ from .rates import (
     params,
 )
 from .tp_overlap import hidden_per_layer, share_of_all
-from .work import gemm_seconds_at_peak, memory_bound_bytes, tp_gemm_seconds_at_peak
+from .work import (
+    gemm_seconds_at_peak,
+    h_wide_elementwise_bytes,
+    memory_bound_bytes,
+    tp_gemm_seconds_at_peak,
+)
 
 OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
+
+# (bytes per logit held at the loss's peak, bytes per logit moved by the loss's kernels), by
+# Job.fused_loss. Fused (in place on one fp32 copy): bf16 logits + the fp32 copy; upcast,
+# max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused (PyTorch
+# F.cross_entropy(logits.float())): the forward holds bf16 + fp32 input + log-softmax output (10 B),
+# the backward's first kernels the saved output, its gradient and the input gradient (12 B); moved:
+# upcast 2+4, log-softmax 8+4, NLL backward 4, log-softmax backward 12+4, downcast 4+2 = 44 B
+LOSS_BYTES = {True: (6.0, 24.0), False: (12.0, 44.0)}
 
 __all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
 
@@ -245,13 +254,19 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # "op" and "minimal" follow the model's shape
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
-    act_layer = seq * mb * h * act_c[rc] / (tp * cp)
+    # without sequence parallelism (sp=0) the h-wide tensors outside the TP region (REPLICATED_BYTES)
+    # are whole on every TP rank: (1 - 1/tp) of them more per rank
+    sp = s["sp"].astype(np.float64) if "sp" in s else np.ones(tp.shape)
+    no_sp = (1.0 - sp) * (1.0 - 1.0 / tp)
+    rep_c = REPLICATED_BYTES.copy()
+    rep_c[OP_SAC] = 4.0 if m.gated_mlp else 2.0
+    act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
     if m.n_experts and m.experts_per_token * job.moe_imbalance > 1:
         act_layer = act_layer + (m.experts_per_token * job.moe_imbalance - 1) * seq * mb * h * 4 / (tp * cp)
     inflight = np.minimum(pp, np.maximum(n_micro, 1))
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
-    work_layer = seq * mb * h * (act_c[0] - act_c[rc]) / (tp * cp)
+    work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp) / cp
     act_stage = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L * inflight) + work_layer
     # the output layer: bf16 logits kept for backward plus their fp32 copy for the loss,
     # s*b*V*(2+4)/(tp*cp) bytes on the last stage (vocab-parallel under TP), which holds one
@@ -281,6 +296,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     gemm_time, logits_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
     work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
     elem_bytes = memory_bound_bytes(job, tokens, tp, score_bytes)
+    # without SP every TP rank runs the norms and residual adds on all of its replica's tokens
+    elem_bytes = elem_bytes + h_wide_elementwise_bytes(job, tokens) * (tp - 1) * (1.0 - sp)
     # fp8: each micro-batch's linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES)
     fp8_weight_s = 0.0 if job.precision != "fp8" else (
         FP8_WEIGHT_BYTES[job.fp8_recipe] * L / pp * (dense / tp + experts / (ep * etp)) * n_micro / hw.hbm_bytes_per_s)

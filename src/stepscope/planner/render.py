@@ -16,7 +16,8 @@ _TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "pp_p2p_s", "o
 def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     out = []
     for i in range(len(strategies["tp"])):
-        strat: dict[str, int | float | str] = {k: int(strategies[k][i]) for k in FIELDS if k not in ("recompute", "sched")}
+        strat: dict[str, int | float | str] = {k: int(strategies[k][i]) if k in strategies else int(k == "sp")
+                                                for k in FIELDS if k not in ("recompute", "sched")}
         strat["recompute"] = RECOMPUTE[int(strategies["recompute"][i])]
         strat["sched"] = SCHEDULES[int(strategies["sched"][i])]
         # as run: a stated ga sets mb, a pipeline splits the batch into at least pp micro-batches
@@ -48,12 +49,13 @@ def table(recs: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     t = Table(title="Strategies, fastest that fit first")
-    cols = ["TP", "PP", "VPP", "DP", "CP", "EP", "ETP", "ZeRO", "shard", "kept W", "sched", "MB", "GA", "remat", "offl", "W", "G", "O", "act",
+    cols = ["TP", "SP", "PP", "VPP", "DP", "CP", "EP", "ETP", "ZeRO", "shard", "kept W", "sched", "MB", "GA", "remat", "offl", "W", "G", "O", "act",
             "buf+res", "total GB", "compute", "TP s", "EP s", "DP s", "CP s", "PP+bubble", "offl s", "step s", "MFU", "bottleneck"]
     rows = []
     for r in recs:
         s, m, ts = r["strategy"], r["memory_gb"], r["time_s"]
-        rows.append([*(str(s[k]) for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp")),
+        rows.append([str(s["tp"]), "no" if s["tp"] > 1 and not s["sp"] else "",
+                     *(str(s[k]) for k in ("pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp")),
                      "yes" if s["keep_params"] else "", *(str(s[k]) for k in ("sched", "mb")),
                      f"{r['grad_accum']:g}", s["recompute"], "yes" if s["offload"] else "",
                      *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")),
@@ -63,7 +65,7 @@ def table(recs: list[dict[str, Any]]) -> Any:
                      r["bottleneck"] + ("" if r["fits"] else " (OOM)")])
     # columns that say nothing for these rows (off in every one: no CP, no experts, no offload, no
     # HSDP, plain 1F1B; expert-TP equal to TP) are left out so the rest fits a terminal
-    trivial = {"VPP": "1", "CP": "1", "EP": "1", "shard": "0", "kept W": "", "sched": "1f1b", "offl": "", "EP s": "0.00",
+    trivial = {"SP": "", "VPP": "1", "CP": "1", "EP": "1", "shard": "0", "kept W": "", "sched": "1f1b", "offl": "", "EP s": "0.00",
                "CP s": "0.00", "offl s": "0.00"}
     tp_col = cols.index("TP")
 
@@ -82,7 +84,7 @@ def table(recs: list[dict[str, Any]]) -> Any:
 
 def _strategy_text(s: dict[str, Any]) -> str:
     """A strategy as --evaluate spells it, without the fields at their defaults."""
-    quiet = {"vpp": 1, "cp": 1, "ep": 1, "etp": s["tp"], "zero": 0, "hsdp": s["dp"] if s["zero"] == 3 else 0, "offload": 0,
+    quiet = {"sp": 1, "vpp": 1, "cp": 1, "ep": 1, "etp": s["tp"], "zero": 0, "hsdp": s["dp"] if s["zero"] == 3 else 0, "offload": 0,
              "tp_overlap": 0, "ep_overlap": 0, "keep_params": 0, "recompute": "none", "sched": "1f1b"}
     return ",".join(f"{k}={v}" for k, v in s.items() if quiet.get(k, object()) != v)
 

@@ -18,8 +18,8 @@ from ..analysis.model_flops import ModelShape, from_config_dict, from_hf_config
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
 
-FIELDS = ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap", "ep_overlap",
-          "keep_params")
+FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap",
+          "ep_overlap", "keep_params")
 _ALIASES = {
     "a100": "A100-SXM-80GB", "a100-80gb": "A100-SXM-80GB", "a100-40gb": "A100-SXM-40GB", "h100": "H100-SXM",
     "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h100-96gb": "H100-SXM-96GB-500W", "h200": "H200", "b200": "B200", "gb200": "GB200",
@@ -60,7 +60,8 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
-def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False) -> dict[str, np.ndarray]:
+def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
+          sequence_parallel: bool = True) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node; pp <=
     layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; dp = devices /
     (tp*pp*cp) integer; ep | experts and ep | dp; expert-TP etp in {1, tp} (MoE only); global
@@ -70,7 +71,9 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     HSDP shard groups (powers of 2 < dp) only with ZeRO-3; activation offload on or off; with
     ZeRO-3, weights resharded after forward or kept. ``tp_overlap`` (a ``cost.TP_OVERLAP`` code)
     / ``ep_overlap``: how the framework overlaps TP communication with GEMMs / the EP
-    all-to-all with another micro-batch (properties of the framework, not searched); ``tp_across_nodes`` lifts the default limit of TP to one node."""
+    all-to-all with another micro-batch (properties of the framework, not searched); ``tp_across_nodes`` lifts the default limit of TP to one node;
+    ``sequence_parallel`` False: TP without sequence parallelism (the framework has none, or it is
+    off), which only costs memory and elementwise time, so the search does not try both."""
     m = job.model
     tp_max = job.devices if tp_across_nodes else min(job.devices_per_node, job.devices)
     # any divisor, not only powers of two (TP 12, PP 6 or 35 are real configurations); pipeline
@@ -111,6 +114,7 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     # runs them as they are (stated ga: larger bubble) rather than being re-split into fractions
     n_micro = job.global_batch // (g["dp"] * g["mb"])
     g["ga"] = np.where((g["pp"] > 1) & (n_micro < g["pp"]), n_micro, 0).astype(np.int64)
+    g["sp"] = np.full(g["tp"].shape, int(sequence_parallel), dtype=np.int64)
     g["tp_overlap"] = np.full(g["tp"].shape, int(tp_overlap), dtype=np.int64)
     g["ep_overlap"] = np.full(g["tp"].shape, int(ep_overlap), dtype=np.int64)
     return {k: g[k] for k in FIELDS}
@@ -150,8 +154,9 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     a pipeline; ga=N runs exactly N micro-batches of global batch / (dp x N) sequences, fewer than
     pp too, as a framework does when told so). ``sched`` takes a
     name (1f1b, zb-h1, zb-v); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
-    (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false."""
-    vals: dict[str, Any] = {"tp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
+    (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false; ``sp`` (sequence
+    parallelism with TP, default on) 0/1."""
+    vals: dict[str, Any] = {"tp": 1, "sp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
                             "sched": 0, "mb": 1, "ga": 0, "recompute": 0, "offload": 0, "tp_overlap": 0, "ep_overlap": 0, "keep_params": 0}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
@@ -159,7 +164,7 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
         k, v = (x.strip().lower() for x in part.split("=", 1))
         k = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "grad_accum": "ga", "gas": "ga", "remat": "recompute", "schedule": "sched",
              "expert_tp": "etp", "shard_group": "hsdp", "async_tp": "tp_overlap", "tp_comm_overlap": "tp_overlap",
-             "reshard_after_forward": "reshard"}.get(k, k)
+             "reshard_after_forward": "reshard", "sequence_parallel": "sp"}.get(k, k)
         if k not in vals and k != "reshard":
             raise ConfigError(f"unknown strategy key {k!r}", fix=f"keys: {', '.join(FIELDS)}")
         if k == "recompute":
@@ -175,7 +180,7 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
             vals["keep_params"] = 1 - _flag(v, part)
         elif k == "tp_overlap" and v in TP_OVERLAP:
             vals[k] = TP_OVERLAP.index(v)
-        elif k in ("offload", "tp_overlap", "ep_overlap", "keep_params"):
+        elif k in ("offload", "tp_overlap", "ep_overlap", "keep_params", "sp"):
             vals[k] = _flag(v, part)
         else:
             try:
@@ -194,6 +199,9 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
         raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
     if vals["keep_params"] and vals["zero"] != 3:
         raise ConfigError("keeping gathered weights (reshard_after_forward=false) applies to ZeRO-3 / FSDP", fix="add zero=3")
+    if vals["tp_overlap"] and not vals["sp"]:
+        raise ConfigError("TP/GEMM overlap (Megatron's --tp-comm-overlap, PyTorch's async TP) needs sequence parallelism",
+                          fix="drop sp=0 or the TP overlap")
     if vals["hsdp"] and vals["zero"] != 3:
         raise ConfigError("hsdp (shard group size) applies to ZeRO-3 / FSDP", fix="add zero=3")
     return {k: np.array([v]) for k, v in vals.items()}
@@ -206,8 +214,9 @@ class Plan:
     evaluated: int
 
 
-def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False) -> Plan:
-    s = space(job, tp_overlap, tp_across_nodes, ep_overlap)
+def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
+           sequence_parallel: bool = True) -> Plan:
+    s = space(job, tp_overlap, tp_across_nodes, ep_overlap, sequence_parallel)
     if not s["tp"].size:
         raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
     r = evaluate(job, s)

@@ -63,16 +63,26 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, score_bytes: flo
     forward; eager ops add their counted bytes; fp8 adds its recipe's casts; plus the attention
     scores without flash attention (``score_bytes``)."""
     m = job.model
-    h, L = float(m.d_model), float(m.n_layers)
+    L = float(m.n_layers)
     q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
-    elem_bytes: float | np.ndarray = 3 * 2 * (10 * h + (3 if m.gated_mlp else 2) * f_act) * L * tokens + score_bytes
-    if not job.fused_elementwise:  # eager ops (cost.py docstring): norms, rotary embeddings, SwiGLU
-        eager = 64 * h * L + 20 * (q_w + kv_w) * (L - m.linear_layers) + (4 * f_act if m.gated_mlp else 0) * L
+    elem_bytes: float | np.ndarray = 3 * 2 * (3 if m.gated_mlp else 2) * f_act * L * tokens + score_bytes
+    elem_bytes = elem_bytes + h_wide_elementwise_bytes(job, tokens)
+    if not job.fused_elementwise:  # eager ops (cost.py docstring): rotary embeddings, SwiGLU (norms: above)
+        eager = 20 * (q_w + kv_w) * (L - m.linear_layers) + (4 * f_act if m.gated_mlp else 0) * L
         elem_bytes = elem_bytes + 3 * eager * tokens
     if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
         elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp) * (L - m.linear_layers) * tokens
     return elem_bytes
+
+
+def h_wide_elementwise_bytes(job: Job, tokens: float) -> float:
+    """The part of memory_bound_bytes on h-wide tensors (2 norms, 2 residual adds: 10 h per token
+    and layer, x2 B, x3 forward + backward; eager norms 64 h more): the work outside the TP
+    region, which sequence parallelism splits across the TP ranks and which without it every TP
+    rank repeats."""
+    h, L = float(job.model.d_model), float(job.model.n_layers)
+    return 3 * (2 * 10 * h + (0.0 if job.fused_elementwise else 64 * h)) * L * tokens
 
 
 def tp_gemm_seconds_at_peak(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tuple[np.ndarray, ...]:
