@@ -1331,3 +1331,17 @@ def test_sequence_parallelism_off_in_the_search_and_its_conflicts(capsys: pytest
     rec = json.loads(capsys.readouterr().out)
     assert rec["strategy"]["sp"] == 0
     assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("tp=4,dp=2,sp=0"))["step_s"][0])
+
+
+def test_afab_holds_every_micro_batch_and_keeps_1f1b_bubble() -> None:
+    """All-forward-all-backward (GPipe; nanotron's default engine) against 1F1B, llama3-8b on 8
+    H100s, pp=2, dp=4, 64 sequences of 4096 in micro-batches of 2: 8 micro-batches, of which 1F1B
+    holds 2 on the first stage and AFAB all 8. A stored layer is 34 x s x b x h bytes (no
+    recompute), 16 layers per stage: (8 - 2) x 16 x 34 x 4096 x 2 x 4096 bytes more; same bubble."""
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 64, 4096)
+    one = evaluate(job, parse_strategy("pp=2,dp=4,mb=2"))
+    afab = evaluate(job, parse_strategy("pp=2,dp=4,mb=2,sched=gpipe"))
+    assert afab["activations_gb"][0] - one["activations_gb"][0] == pytest.approx(6 * 16 * 34 * 4096 * 2 * 4096 / 1e9)
+    assert afab["step_s"][0] == pytest.approx(one["step_s"][0])
+    with pytest.raises(ConfigError, match="AFAB"):
+        parse_strategy("pp=2,vpp=2,dp=4,sched=afab")

@@ -263,7 +263,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
     if m.n_experts and m.experts_per_token * job.moe_imbalance > 1:
         act_layer = act_layer + (m.experts_per_token * job.moe_imbalance - 1) * seq * mb * h * 4 / (tp * cp)
-    inflight = np.minimum(pp, np.maximum(n_micro, 1))
+    # 1F1B (and the zero-bubble schedules) hold at most pp micro-batches on the first stage, AFAB all
+    inflight = np.where((sched == SCHEDULES.index("afab")) & (pp > 1), np.maximum(n_micro, 1), np.minimum(pp, np.maximum(n_micro, 1)))
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
     work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp) / cp

@@ -32,8 +32,10 @@ RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3
 # TP collectives replayed by a policy's recompute, where the policy says (nan: in proportion to
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
 TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25])
-SCHEDULES = ("1f1b", "zb-h1", "zb-v")  # 1f1b is interleaved when vpp > 1
-BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1])
+# 1f1b is interleaved when vpp > 1; afab (all forwards, then all backwards: GPipe, nanotron's default
+# pipeline engine) has 1F1B's bubble but holds every micro-batch's activations until its backward
+SCHEDULES = ("1f1b", "zb-h1", "zb-v", "afab")
+BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1, 1.0])
 GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
 MATMUL_EFF = 0.7  # prior: GEMM ceiling / peak for devices without a measured matmul_eff
 ATTN_REL = 0.6  # prior: attention kernels' efficiency relative to the dense work's

@@ -153,7 +153,7 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     accumulation derived from the batch: global batch / (dp x mb), at least pp micro-batches under
     a pipeline; ga=N runs exactly N micro-batches of global batch / (dp x N) sequences, fewer than
     pp too, as a framework does when told so). ``sched`` takes a
-    name (1f1b, zb-h1, zb-v); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
+    name (1f1b, zb-h1, zb-v, afab = gpipe: evaluated, not searched, since it only adds memory); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
     (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false; ``sp`` (sequence
     parallelism with TP, default on) 0/1."""
     vals: dict[str, Any] = {"tp": 1, "sp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
@@ -172,7 +172,7 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
                 raise ConfigError(f"recompute must be one of {RECOMPUTE}", fix="e.g. recompute=selective")
             vals[k] = RECOMPUTE.index(v)
         elif k == "sched":
-            v = {"interleaved": "1f1b", "zbh1": "zb-h1", "zbv": "zb-v", "zero-bubble": "zb-h1"}.get(v, v)
+            v = {"interleaved": "1f1b", "zbh1": "zb-h1", "zbv": "zb-v", "zero-bubble": "zb-h1", "gpipe": "afab"}.get(v, v)
             if v not in SCHEDULES:
                 raise ConfigError(f"sched must be one of {SCHEDULES}", fix="e.g. sched=zb-h1")
             vals[k] = SCHEDULES.index(v)
@@ -195,6 +195,8 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
             raise ConfigError(f"strategy {k}={vals[k]} must be 0 (derived) or positive", fix=f"drop {k} or give a positive value")
     if vals["zero"] not in (0, 1, 2, 3):
         raise ConfigError(f"zero={vals['zero']} is not a ZeRO stage", fix="zero=0, 1, 2 or 3 (3 = FSDP)")
+    if vals["sched"] == SCHEDULES.index("afab") and vals["vpp"] != 1:
+        raise ConfigError("AFAB (GPipe) runs one model chunk per stage", fix="drop vpp or use sched=1f1b (interleaved)")
     if vals["sched"] == 2 and vals["vpp"] != 2:
         raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
     if vals["keep_params"] and vals["zero"] != 3:
