@@ -17,12 +17,15 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   also gradients, ZeRO-3/FSDP also weights; HSDP (``hsdp`` = shard-group size < dp) shards all
   three over the shard group (x cp) only;
 - activations per layer and micro-batch (Korthikanti et al. 2022, with sequence parallelism and
-  flash attention): ``s*b*h*c/(tp*cp)`` bytes with c = 34 (no recompute), 30 (selective), 2 (full:
-  only the layer input is kept); without sequence parallelism (strategy ``sp=0``) the policy's
-  h-wide tensors outside the TP region (job.REPLICATED_BYTES, 10 of the 34) are whole on every TP
-  rank, ``s*b*h*(c/tp + r*(1 - 1/tp))/cp``, and every TP rank repeats the norms' and residual adds'
-  elementwise traffic; MoE layers add the routed copies ``(k*imbalance-1)*s*b*h*4/(tp*cp)``;
-  with recompute, one layer's full (34) activations are live while backward regenerates it;
+  flash attention): ``s*b*h*c/(tp*cp)`` bytes, c counted tensor by tensor from the model's widths
+  without recompute and with selective recompute (rates.stored_per_token: norms, q/k/v with GQA or
+  MLA widths, attention output, gated or plain MLP, MoE routed copies and experts; GPT-3: 32 and
+  30, Llama-3-8B 34 and 32, Mixtral 59 and 57), 2 with full recompute (only the layer input is
+  kept); without sequence parallelism (strategy ``sp=0``) the policy's h-wide tensors outside the
+  TP region (job.REPLICATED_BYTES: the norms' inputs and outputs, 8) are whole on every TP rank,
+  ``s*b*h*(c/tp + r*(1 - 1/tp))/cp``, and every TP rank repeats the norms' and residual adds'
+  elementwise traffic; with ``Job.moe_imbalance`` f the routed part is f x on the hot rank;
+  with recompute, one layer's no-recompute activations are live while backward regenerates it;
   1F1B (also ZB-H1 and ZB-V, which keep 1F1B's peak) holds ``min(pp, micro-batches)`` micro-batches
   in flight on the first stage; activation offload keeps two layers' worth on the device; the
   output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the loss; 12 with
@@ -165,6 +168,7 @@ from .rates import (
     gemm_shape,
     op_sac,
     params,
+    stored_per_token,
 )
 from .tp_overlap import hidden_per_layer, share_of_all
 from .work import (
@@ -252,6 +256,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     n_micro = np.where(ga > 0, ga, np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb)))
     mb = np.where((pp > 1) | (ga > 0), job.global_batch / (dp * n_micro), mb)
     act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # "op" and "minimal" follow the model's shape
+    act_c[0], act_c[1], routed_c = stored_per_token(m)  # none and selective from the model's widths
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
     # without sequence parallelism (sp=0) the h-wide tensors outside the TP region (REPLICATED_BYTES)
@@ -261,8 +266,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     rep_c = REPLICATED_BYTES.copy()
     rep_c[OP_SAC] = 4.0 if m.gated_mlp else 2.0
     act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
-    if m.n_experts and m.experts_per_token * job.moe_imbalance > 1:
-        act_layer = act_layer + (m.experts_per_token * job.moe_imbalance - 1) * seq * mb * h * 4 / (tp * cp)
+    # the most loaded expert rank holds moe_imbalance x the routed copies the policy keeps (those
+    # that store the expert MLP's tensors: no recompute and selective)
+    act_layer = act_layer + np.where(rc <= 1, (job.moe_imbalance - 1) * routed_c, 0.0) * seq * mb * h / (tp * cp)
     # 1F1B (and the zero-bubble schedules) hold at most pp micro-batches on the first stage, AFAB all
     inflight = np.where((sched == SCHEDULES.index("afab")) & (pp > 1), np.maximum(n_micro, 1), np.minimum(pp, np.maximum(n_micro, 1)))
     # with recompute, backward regenerates one layer at a time: that layer's full activations

@@ -22,12 +22,15 @@ from .network import NetworkProfile
 # op-level selective AC, computed from the model's shape (see op_sac).
 RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "op")
 ACT_BYTES = np.array([34.0, 30.0, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan])
+# none and selective are counted from the model's widths (rates.stored_per_token; the constants
+# here are GPT-3's, Korthikanti et al.'s 34 and 30 with their dropout masks).
 # Of those, the h-wide tensors outside the TP region, whole on every TP rank without sequence
-# parallelism (Korthikanti et al.: 10 of the 34: both layer norms' inputs and outputs, two dropout
-# masks); a policy that keeps less keeps the block input (2) and any kept h-wide projection output
-# (attention out, MLP down): minimal 2 + 2 + 2, save_dot_except_mlp 2 + 2, save_qkv_proj 2,
-# save_out_proj 2 + 2; "op" 2, + 2 for a gated MLP's kept down projection (cost.py)
-REPLICATED_BYTES = np.array([10.0, 10.0, 2.0, 6.0, 4.0, 2.0, 4.0, np.nan])
+# parallelism: both norms' inputs and outputs, 8 (Korthikanti's 10 less the two dropout masks,
+# which stored_per_token leaves out); a policy that keeps less keeps the block input (2) and any
+# kept h-wide projection output (attention out, MLP down): minimal 2 + 2 + 2,
+# save_dot_except_mlp 2 + 2, save_qkv_proj 2, save_out_proj 2 + 2; "op" 2, + 2 for a gated MLP's
+# kept down projection (cost.py)
+REPLICATED_BYTES = np.array([8.0, 8.0, 2.0, 6.0, 4.0, 2.0, 4.0, np.nan])
 RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan])
 # TP collectives replayed by a policy's recompute, where the policy says (nan: in proportion to
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25

@@ -42,6 +42,43 @@ def op_sac(m: ModelShape, seq: int) -> tuple[float, float]:
     return 2 * kept / h, 1.0 + redone / (3 * layer)
 
 
+def stored_per_token(m: ModelShape) -> tuple[float, float, float]:
+    """(no recompute, selective recompute, routed-expert part) activation bytes per token and layer
+    / h, tensor by tensor: Korthikanti et al.'s accounting (bf16, flash attention so no s x s
+    scores, no dropout masks) with the model's own widths, averaged over the layers:
+    - the two norms' inputs and outputs, 4 h;
+    - attention: q, k, v (GQA: k and v kv_heads wide; MLA: the q and kv latents too, per-head
+      q/k of nope + rope and v of v_head_dim), its output; linear-attention layers: q, k, v, the
+      output gate and the output;
+    - MLP: a gated one's gate, up and product (3 f), a plain one's activation input and output
+      (2 f); MoE layers: each of the k routed copies of the token (h) with its expert's 3 f_e
+      (2 f_e plain), and the shared experts' 3 f_e each.
+    Selective recompute (Megatron's core attention) regenerates the attention output from the kept
+    q, k, v. GPT-3 (MHA, plain 4h MLP) gives 32, Korthikanti's 34 without the two dropout masks."""
+    h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
+    if m.mla:
+        q_lora, kv_lora, nope, rope, v = m.mla
+        qk, v_w = m.n_heads * (nope + rope), m.n_heads * v
+        attn, out = q_lora + kv_lora + rope + 2.0 * qk + v_w, float(v_w)
+    else:
+        attn, out = q_w + 2 * kv_w, q_w
+    if m.linear_layers and m.linear_attn:
+        hk, dk, hv, dv = m.linear_attn
+        share = m.linear_layers / m.n_layers  # linear-attention layers: q, k, v, gate (+ output below)
+        attn = (1 - share) * attn + share * (2 * hk * dk + 2 * hv * dv)
+        out = (1 - share) * out + share * hv * dv
+    per = 3 if m.gated_mlp else 2
+    routed = 0.0
+    if m.n_experts:
+        moe = (m.n_layers - m.first_dense_layers) / m.n_layers
+        routed = moe * m.experts_per_token * (h + per * m.d_ff_expert)
+        mlp = routed + moe * m.n_shared_experts * per * m.d_ff_expert + (1 - moe) * per * m.d_ff
+    else:
+        mlp = per * float(m.d_ff)
+    none = 4 * h + attn + out + mlp
+    return 2 * none / h, 2 * (none - out) / h, 2 * routed / h
+
+
 def dots_saveable(m: ModelShape, seq: int) -> tuple[float, float]:
     """The same for MaxText's ``remat_policy: minimal``, which is JAX's
     ``checkpoint_dots_with_no_batch_dims``: every projection's output is saved (q, k, v, o, the MLP's
