@@ -27,9 +27,10 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   elementwise traffic; with ``Job.moe_imbalance`` f the routed part is f x on the hot rank;
   with recompute, one layer's no-recompute activations are live while backward regenerates it;
   1F1B (also ZB-H1 and ZB-V, which keep 1F1B's peak) holds ``min(pp, micro-batches)`` micro-batches
-  in flight on the first stage; activation offload keeps two layers' worth on the device; the
-  output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the loss; 12 with
-  ``Job.fused_loss`` False, see LOSS_BYTES) on the last stage, which holds one micro-batch; the peak is the larger stage;
+  in flight on the first stage, AFAB all of them; activation offload keeps two layers' worth on
+  the device; the output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the
+  loss; 12 with ``Job.fused_loss`` False, job.LOSS_BYTES) on the last stage, which holds one
+  micro-batch; the peak is the larger stage;
 - communication buffers 1 GB and a framework reserve (default 3 GB).
 
 Time per step (seconds):
@@ -65,8 +66,8 @@ Time per step (seconds):
   causal skipping) and each score element moves 32 B through HBM (QK^T write, fused softmax and
   dropout read/write with a 1-byte mask, AV read; about 19 B in backward);
 - the loss over the vocabulary: 24 B per token and vocabulary entry (about six fp32 passes over the
-  logits; 44 B unfused, LOSS_BYTES), memory-bound; with pipelines the output layer (logits GEMM and loss) sits on the last
-  stage, which then runs (pp - 1) x its evenly spread share slower than the average stage: the
+  logits; 44 B unfused), memory-bound; with pipelines the output layer (logits GEMM and loss) sits
+  on the last stage, which then runs (pp - 1) x its evenly spread share slower than the average stage: the
   pipeline goes at its pace;
 - fp8 (and any precision with a faster GEMM peak): only the GEMM share (0.75) of the dense work
   speeds up, by (fp8 peak x fp8 matmul_eff) / (bf16 peak x bf16 matmul_eff); attention and the
@@ -150,6 +151,7 @@ from .job import (
     BUBBLE_FACTOR,
     DP_OVERLAP,
     HOST_GBPS,
+    LOSS_BYTES,
     OFFLOAD_HIDDEN,
     PP_P2P_HIDDEN,
     RECOMPUTE,
@@ -179,14 +181,6 @@ from .work import (
 )
 
 OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
-
-# (bytes per logit held at the loss's peak, bytes per logit moved by the loss's kernels), by
-# Job.fused_loss. Fused (in place on one fp32 copy): bf16 logits + the fp32 copy; upcast,
-# max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused (PyTorch
-# F.cross_entropy(logits.float())): the forward holds bf16 + fp32 input + log-softmax output (10 B),
-# the backward's first kernels the saved output, its gradient and the input gradient (12 B); moved:
-# upcast 2+4, log-softmax 8+4, NLL backward 4, log-softmax backward 12+4, downcast 4+2 = 44 B
-LOSS_BYTES = {True: (6.0, 24.0), False: (12.0, 44.0)}
 
 __all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
 

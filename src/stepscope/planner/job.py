@@ -35,6 +35,13 @@ RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3
 # TP collectives replayed by a policy's recompute, where the policy says (nan: in proportion to
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
 TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25])
+# (bytes per logit held at the loss's peak, bytes per logit moved by the loss's kernels), by
+# Job.fused_loss. Fused (in place on one fp32 copy): bf16 logits + the fp32 copy; upcast,
+# max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused (PyTorch
+# F.cross_entropy(logits.float())): the forward holds bf16 + fp32 input + log-softmax output (10 B),
+# the backward's first kernels the saved output, its gradient and the input gradient (12 B); moved:
+# upcast 2+4, log-softmax 8+4, NLL backward 4, log-softmax backward 12+4, downcast 4+2 = 44 B
+LOSS_BYTES = {True: (6.0, 24.0), False: (12.0, 44.0)}
 # 1f1b is interleaved when vpp > 1; afab (all forwards, then all backwards: GPipe, nanotron's default
 # pipeline engine) has 1F1B's bubble but holds every micro-batch's activations until its backward
 SCHEDULES = ("1f1b", "zb-h1", "zb-v", "afab")
@@ -92,7 +99,7 @@ class Job:
     # (Megatron's and nanotron's, Transformer Engine's): 6 B per logit held (bf16 + fp32), ~24 B
     # moved. False: PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face): at the
     # start of backward the saved log-softmax, its incoming gradient and the input gradient are
-    # all live in fp32, 12 B per logit, and the kernels move ~44 B (LOSS_BYTES in cost.py)
+    # all live in fp32, 12 B per logit, and the kernels move ~44 B (LOSS_BYTES)
     fused_loss: bool = True
     # fp8 scaling recipe (with precision fp8): "tensorwise" (one scale per tensor: Transformer
     # Engine, torchao's tensorwise) or "rowwise" (one per row: torchao's rowwise); see rates.fp8_cast_bytes
