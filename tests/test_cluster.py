@@ -317,3 +317,20 @@ def test_local_walks_on_real_traces_partition_their_stretch() -> None:
             lo = last_end.get(st, ws)
             assert int(ce.before[i].sum()) == max(int(ce.start_ns[i]) - lo, 0), (f, i)
             last_end[st] = max(last_end.get(st, lo), int(ce.start_ns[i] + ce.dur_ns[i]))
+
+
+def test_an_intra_node_collective_is_judged_against_the_measured_figure_for_its_type() -> None:
+    """Two ranks in one node, all-reduces of 100 MB in 1 ms in groups recorded as 4 ranks (the
+    helper's group size): algbw 100 GB/s, busbw x 2(4-1)/4 = 150 GB/s. Against a nominal 450 GB/s
+    link that is 33% (flagged); against a measured all-reduce figure of 180 GB/s it is 83% (not
+    flagged); a type without a measurement keeps the nominal peak."""
+    ranks = tuple(_rank(r, [0, 5_000_000, 10_000_000, 15_000_000], [1_000_000] * 4, 100_000_000, [_step(20_000_000, 1_000_000)])
+                  for r in range(2))
+    nominal = build(ranks, gpus_per_node=8, peak_intra_gbps=450.0)
+    measured = build(ranks, gpus_per_node=8, peak_intra_gbps=450.0, measured_intra_busbw={"all_reduce": 180.0})
+    other = build(ranks, gpus_per_node=8, peak_intra_gbps=450.0, measured_intra_busbw={"all_gather": 180.0})
+    assert nominal is not None and measured is not None and other is not None
+    assert nominal.collectives[0].busbw_gbps == pytest.approx(150.0)
+    assert measured.collectives[0].peak_gbps == 180.0 and other.collectives[0].peak_gbps == 450.0
+    assert any("< 50% of the link's bus bandwidth" in f for f in nominal.findings)
+    assert not any("< 50% of the link's bus bandwidth" in f for f in measured.findings)

@@ -133,7 +133,7 @@ def _robust_z(x: np.ndarray) -> np.ndarray:
 
 
 def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_node: int = 8, peak_intra_gbps: float | None = None,
-          peak_inter_gbps: float | None = None) -> ClusterView | None:
+          peak_inter_gbps: float | None = None, measured_intra_busbw: dict[str, float] | None = None) -> ClusterView | None:
     evs = {r.rank: (r.comm_events if r.comm_events.before is not None else finalize(r.comm_events))
            for r in ranks if isinstance(r.comm_events, CommEvents)}
     if len(ranks) < 2:
@@ -178,7 +178,10 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
         n = gsize if gsize > 1 else (len(members) if members else len(v))
         nodes = {r // max(gpus_per_node, 1) for r in (members or v)}
         link = "intra" if len(nodes) == 1 else "inter"
-        peak = peak_intra_gbps if link == "intra" else peak_inter_gbps
+        # the reference a collective is judged against: within a node, the node's measured bus
+        # bandwidth for its type where the catalog has one (an HGX H100 all-gather reaches ~250 of
+        # NVLink's 450 GB/s), else the link's nominal peak
+        peak = (measured_intra_busbw or {}).get(ctype, peak_intra_gbps) if link == "intra" else peak_inter_gbps
         algbw = nbytes / transfer if (nbytes > 0 and transfer > 0) else None  # bytes/ns = GB/s
         busbw = algbw * _BUS.get(ctype, lambda _n: 1.0)(n) if algbw is not None else None
         insts.append(Instance(grp, seq, ctype, nbytes, step, max(starts.values()) - min(starts.values()), transfer, last, timing,
@@ -333,7 +336,8 @@ def _findings(insts: list[Instance], strag: list[Straggler]) -> tuple[str, ...]:
         out.append(f"{len(small)} of {len(insts)} collectives move < 1 MiB: latency-bound; bucket them (larger DDP/FSDP buckets, coalescing)")
     low = [x for x in insts if x.busbw_gbps is not None and x.peak_gbps and x.bytes >= SMALL_MESSAGE_BYTES and x.busbw_gbps < 0.5 * x.peak_gbps]
     if low:
-        out.append(f"{len(low)} collectives >= 1 MiB reach < 50% of the link's peak bus bandwidth (median "
+        out.append(f"{len(low)} collectives >= 1 MiB reach < 50% of the link's bus bandwidth (the node's measured figure for "
+                   f"the collective where the catalog has one, else the nominal peak; median "
                    f"{np.median([x.busbw_gbps for x in low]):.1f} GB/s)")
     waits = sum(t.wait_ns for x in insts for t in x.ranks.values())
     if insts:

@@ -268,16 +268,18 @@ def analyze_files(
 def _cluster(ranks: tuple[RankAnalysis, ...], cfg: AnalyzeConfig) -> object | None:
     """The cross-rank view (2+ ranks), with link peaks of the ranks' device when it is known."""
     intra = inter = None
+    measured: dict[str, float] = {}
     per_node = cfg.gpus_per_node
     name = next((r.roofline.hardware.name for r in ranks if r.roofline and r.roofline.hardware), None)
     if name:
         try:
             hw = hardware.by_name(name, cfg.hardware_file)
-            intra, inter = hw.intra_node_gbps, hw.inter_node_gbps
+            intra, inter, measured = hw.intra_node_gbps, hw.inter_node_gbps, dict(hw.intra_node_busbw_gbps)
             per_node = per_node or hw.node_devices
         except ConfigError:
             pass
-    return cluster.build(ranks, threshold=cfg.straggler_threshold, gpus_per_node=per_node or 8, peak_intra_gbps=intra, peak_inter_gbps=inter)
+    return cluster.build(ranks, threshold=cfg.straggler_threshold, gpus_per_node=per_node or 8, peak_intra_gbps=intra, peak_inter_gbps=inter,
+                         measured_intra_busbw=measured)
 
 
 def _roofline(
