@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
                     "(PyTorch DDP and nanotron: 25); default: one collective")
     pl.add_argument("--no-sequence-parallel", dest="sequence_parallel", action="store_false", default=True,
                     help="TP without sequence parallelism (nanotron's tp_mode ALL_REDUCE, Megatron without --sequence-parallel): "
-                    "norms, residuals and dropout masks whole on every TP rank (strategy key sp=0)")
+                    "the norms' inputs and outputs whole on every TP rank, their traffic repeated (strategy key sp=0)")
     pl.add_argument("--unfused-loss", dest="fused_loss", action="store_false", default=True,
                     help="the loss is PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face): 12 B per logit "
                     "at its peak instead of a fused vocab-parallel loss's 6 (Megatron, nanotron)")
