@@ -139,6 +139,7 @@ def run(ns: argparse.Namespace) -> int:
                 "predicted_step_time_s": measured * rec["step_time_s"] / base["step_time_s"],
                 # far from 1: the job given is probably not the run measured (model, batch, devices)
                 "baseline_model_over_measured": base["step_time_s"] / measured,
+                "speedup_vs_baseline": base["step_time_s"] / rec["step_time_s"],  # measured / predicted new
             }
             rec["what_if"]["baseline_far_from_measured"] = not (1 / WHAT_IF_MISMATCH <= rec["what_if"]["baseline_model_over_measured"]
                                                                 <= WHAT_IF_MISMATCH)

@@ -115,7 +115,7 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
     if w:
         lines.append(f"what-if: baseline {_strategy_text(w['baseline'])} measured {w['measured_step_time_s']:.4g} s/step (model "
                      f"{w['predicted_baseline_step_time_s']:.4g} s); {_strategy_text(rec['strategy'])} predicted "
-                     f"{w['predicted_step_time_s']:.4g} s/step, {w['measured_step_time_s'] / w['predicted_step_time_s']:.2f}x the "
+                     f"{w['predicted_step_time_s']:.4g} s/step, {w['speedup_vs_baseline']:.2f}x the "
                      "baseline's speed")
         if w["baseline_far_from_measured"]:
             lines.append(f"warning: the model puts the baseline at {w['baseline_model_over_measured']:.2g}x the measured step; check that "
