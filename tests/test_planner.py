@@ -157,6 +157,7 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
     w = rec["what_if"]
     assert w["predicted_step_time_s"] == pytest.approx(3.0 * rec["step_time_s"] / w["predicted_baseline_step_time_s"])
     assert w["baseline_model_over_measured"] == pytest.approx(w["predicted_baseline_step_time_s"] / 3.0)
+    assert w["speedup_vs_baseline"] == pytest.approx(3.0 / w["predicted_step_time_s"])
     # --html with --evaluate (it was ignored): the strategy and the what-if's baseline; the batch
     # given in tokens is named in sequences (131072 / 4096 = 32)
     tokens = [a if a != "--global-batch" else "--global-batch-tokens" for a in args]
