@@ -1352,3 +1352,25 @@ def test_afab_holds_every_micro_batch_and_keeps_1f1b_bubble() -> None:
     assert afab["step_s"][0] == pytest.approx(one["step_s"][0])
     with pytest.raises(ConfigError, match="AFAB"):
         parse_strategy("pp=2,vpp=2,dp=4,sched=afab")
+
+
+def test_calibration_rows_can_name_analysis_reports(tmp_path: Path) -> None:
+    """A CSV row may give its run's analyze report instead of a step time; its median step (100 ms
+    in the hand-made report) is the measurement, and the fit is the one the same CSV with 0.1 s
+    written in gives. A missing report is one line naming the CSV line."""
+    from stepscope.planner.calib_csv import from_csv
+    from stepscope.planner.cli import _job
+
+    (tmp_path / "runs").mkdir()
+    report = _report(tmp_path / "runs")
+    head = "model,hardware,devices,global_batch,seq_len,strategy,"
+    rows = ['llama3-8b,a100-40gb,8,32,4096,"dp=8,zero=3",', 'llama3-8b,a100-40gb,8,32,4096,"tp=2,dp=4",']
+    by_report = tmp_path / "runs" / "a.csv"
+    by_report.write_text(head + "analysis\n" + "\n".join(r + report.name for r in rows) + "\n")
+    by_time = tmp_path / "b.csv"
+    by_time.write_text(head + "step_time_s\n" + "\n".join(r + "0.1" for r in rows) + "\n")
+    assert from_csv(str(by_report), _job) == from_csv(str(by_time), _job)
+    missing = tmp_path / "c.csv"
+    missing.write_text(head + "analysis\n" + rows[0] + "nope.json\n" + rows[1] + "nope.json\n")
+    with pytest.raises(ConfigError, match="line 2"):
+        from_csv(str(missing), _job)

@@ -1,6 +1,8 @@
 """Calibration from a user's CSV of measured runs (``stepscope plan --calibrate runs.csv``).
 
-Columns: ``model, hardware, devices, global_batch, seq_len, strategy, step_time_s`` and optionally
+Columns: ``model, hardware, devices, global_batch, seq_len, strategy, step_time_s`` (or, instead of
+the time, ``analysis``: a ``stepscope analyze --json`` report of the run, whose median step is
+used) and optionally
 ``devices_per_node, precision`` and the framework's properties as in ``--batch`` records
 (``fp8_recipe``, ``fused_projections``, ``fused_loss``, ``fused_elementwise``, ``flash_attention``,
 ``param_gather_overlap``, ``zero_sync_after_backward``, ``dp_bucket_mb``, ``moe_imbalance``, ``network``, ``grad_dtype``;
@@ -35,6 +37,27 @@ def _step(job: Job, s: dict[str, np.ndarray]) -> np.ndarray:
     return evaluate(job, s)["step_s"]
 
 
+def _measured(r: dict[str, Any], n: int, path: str) -> float:
+    """The row's step time: ``step_time_s``, or the median step of the ``stepscope analyze --json``
+    report named in ``analysis`` (a path relative to the CSV's directory or absolute)."""
+    if r.get("analysis") and not r.get("step_time_s"):
+        from pathlib import Path
+
+        from .from_trace import read
+
+        report = Path(r["analysis"])
+        report = report if report.is_absolute() else Path(path).parent / report
+        try:
+            return read(str(report)).step_s
+        except ConfigError as exc:
+            raise ConfigError(f"line {n}: {exc.one_line()}", path=path, fix="point analysis at a report written by stepscope analyze --json") from None
+    try:
+        return float(r["step_time_s"])
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(f"line {n}: needs a numeric step_time_s (or an analysis report)", path=path,
+                          fix="columns: model, hardware, devices, global_batch, seq_len, strategy, step_time_s or analysis") from None
+
+
 def from_csv(path: str, make_job: Any) -> Calibration:
     """``make_job(record) -> Job`` builds each row's job (the CLI's own parser)."""
     try:
@@ -52,10 +75,7 @@ def from_csv(path: str, make_job: Any) -> Calibration:
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"line {n}: a value of the wrong type ({exc})", path=path,
                               fix="numbers in devices, global_batch, seq_len, devices_per_node, reserve_gb, dp_bucket_mb, moe_imbalance") from None
-        try:
-            measured = float(r["step_time_s"])
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"line {n}: needs a numeric step_time_s", path=path, fix="columns: model, hardware, devices, global_batch, seq_len, strategy, step_time_s") from None
+        measured = _measured(r, n, path)
         if measured <= 0:
             raise ConfigError(f"line {n}: step_time_s must be > 0", path=path, fix="remove the row or fix the time")
         runs.append(Run(job, st, measured, _step, group=str(n)))
