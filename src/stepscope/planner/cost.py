@@ -144,9 +144,10 @@ from typing import Any
 
 import numpy as np
 
+from .activations import activations
+
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
 from .job import (
-    ACT_BYTES,
     BOTTLENECKS,
     BUBBLE_FACTOR,
     DP_OVERLAP,
@@ -155,8 +156,6 @@ from .job import (
     OFFLOAD_HIDDEN,
     PP_P2P_HIDDEN,
     RECOMPUTE,
-    RECOMPUTE_FACTOR,
-    REPLICATED_BYTES,
     SCHEDULES,
     TP_OVERLAP,
     TP_REPLAY,
@@ -165,12 +164,9 @@ from .job import (
 from .links import Links, ring_share
 from .rates import (
     FP8_WEIGHT_BYTES,
-    dots_saveable,
     efficiencies,
     gemm_shape,
-    op_sac,
     params,
-    stored_per_token,
 )
 from .tp_overlap import hidden_per_layer, share_of_all
 from .work import (
@@ -179,8 +175,6 @@ from .work import (
     memory_bound_bytes,
     tp_gemm_seconds_at_peak,
 )
-
-OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
 
 __all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
 
@@ -249,32 +243,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     ga = _opt(s, "ga", tp)
     n_micro = np.where(ga > 0, ga, np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb)))
     mb = np.where((pp > 1) | (ga > 0), job.global_batch / (dp * n_micro), mb)
-    act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # "op" and "minimal" follow the model's shape
-    act_c[0], act_c[1], routed_c = stored_per_token(m)  # none and selective from the model's widths
-    act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
-    act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
-    # without sequence parallelism (sp=0) the h-wide tensors outside the TP region (REPLICATED_BYTES)
-    # are whole on every TP rank: (1 - 1/tp) of them more per rank
-    sp = s["sp"].astype(np.float64) if "sp" in s else np.ones(tp.shape)
-    no_sp = (1.0 - sp) * (1.0 - 1.0 / tp)
-    rep_c = REPLICATED_BYTES.copy()
-    rep_c[OP_SAC] = 4.0 if m.gated_mlp else 2.0
-    act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
-    # the most loaded expert rank holds moe_imbalance x the routed copies the policy keeps (those
-    # that store the expert MLP's tensors: no recompute and selective)
-    act_layer = act_layer + np.where(rc <= 1, (job.moe_imbalance - 1) * routed_c, 0.0) * seq * mb * h / (tp * cp)
-    # 1F1B (and the zero-bubble schedules) hold at most pp micro-batches on the first stage, AFAB all
-    inflight = np.where((sched == SCHEDULES.index("afab")) & (pp > 1), np.maximum(n_micro, 1), np.minimum(pp, np.maximum(n_micro, 1)))
-    # with recompute, backward regenerates one layer at a time: that layer's full activations
-    # (the no-recompute size) are live on top of what the policy stores
-    work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp) / cp
-    act_stage = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L * inflight) + work_layer
-    # the output layer: bf16 logits kept for backward plus their fp32 copy for the loss,
-    # s*b*V*(2+4)/(tp*cp) bytes on the last stage (vocab-parallel under TP), which holds one
-    # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
-    logits = seq * mb * m.vocab * LOSS_BYTES[job.fused_loss][0] / (tp * cp)
-    act_last = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L) + work_layer + logits
-    act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
+    act_b, act_layer, rfactor, sp = activations(job, s, tp=tp, pp=pp, cp=cp, mb=mb, n_micro=n_micro, rc=rc, sched=sched,
+                                                offload=offload, stage_L=stage_L)
     buf_b = np.full(tp.shape, 1e9)
     reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b

@@ -1,0 +1,57 @@
+"""Activation memory per device: what each recompute policy stores per layer (counted from the
+model's widths, rates.py), sequence parallelism, MoE routing imbalance, the micro-batches a
+pipeline schedule holds in flight, the layer regenerated in backward, and the output layer's
+logits; see the cost.py docstring for the formulas and their sources."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .job import (
+    ACT_BYTES,
+    LOSS_BYTES,
+    RECOMPUTE,
+    RECOMPUTE_FACTOR,
+    REPLICATED_BYTES,
+    SCHEDULES,
+    Job,
+)
+from .rates import dots_saveable, op_sac, stored_per_token
+
+OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
+
+
+def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,
+                n_micro: np.ndarray, rc: np.ndarray, sched: np.ndarray, offload: np.ndarray,
+                stage_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(peak activation bytes per device, bytes one stored layer takes, recompute factor by policy,
+    sequence parallelism 0/1) per configuration."""
+    m = job.model
+    h, seq = float(m.d_model), float(job.seq_len)
+    act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # "op" and "minimal" follow the model's shape
+    act_c[0], act_c[1], routed_c = stored_per_token(m)  # none and selective from the model's widths
+    act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
+    act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
+    # without sequence parallelism (sp=0) the h-wide tensors outside the TP region (REPLICATED_BYTES)
+    # are whole on every TP rank: (1 - 1/tp) of them more per rank
+    sp = s["sp"].astype(np.float64) if "sp" in s else np.ones(tp.shape)
+    no_sp = (1.0 - sp) * (1.0 - 1.0 / tp)
+    rep_c = REPLICATED_BYTES.copy()
+    rep_c[OP_SAC] = 4.0 if m.gated_mlp else 2.0
+    act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
+    # the most loaded expert rank holds moe_imbalance x the routed copies the policy keeps (those
+    # that store the expert MLP's tensors: no recompute and selective)
+    act_layer = act_layer + np.where(rc <= 1, (job.moe_imbalance - 1) * routed_c, 0.0) * seq * mb * h / (tp * cp)
+    # 1F1B (and the zero-bubble schedules) hold at most pp micro-batches on the first stage, AFAB all
+    inflight = np.where((sched == SCHEDULES.index("afab")) & (pp > 1), np.maximum(n_micro, 1), np.minimum(pp, np.maximum(n_micro, 1)))
+    # with recompute, backward regenerates one layer at a time: that layer's full activations
+    # (the no-recompute size) are live on top of what the policy stores
+    work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp) / cp
+    act_stage = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L * inflight) + work_layer
+    # the output layer: bf16 logits kept for backward plus their fp32 copy for the loss,
+    # s*b*V*(2+4)/(tp*cp) bytes on the last stage (vocab-parallel under TP), which holds one
+    # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
+    logits = seq * mb * m.vocab * LOSS_BYTES[job.fused_loss][0] / (tp * cp)
+    act_last = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L) + work_layer + logits
+    act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
+    return act_b, act_layer, rfactor, sp
