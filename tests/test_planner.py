@@ -167,6 +167,11 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
     capsys.readouterr()
     text = one.read_text()
     assert "global batch 32 x 4096" in text and "tp2 pp1x1 dp4" in text and "tp1 pp1x1 dp8 cp1 ep1 z3" in text
+    assert "what-if: baseline tp=1,pp=1,dp=8,zero=3" in text  # the anchored prediction, not only the model's times
+    from stepscope.planner.html import render
+
+    page = render([rec], "t", 80.0, ["<script>alert(1)</script> from a trace path"])
+    assert "<script>" not in page and "&lt;script&gt;" in page  # notes carry user paths: escaped
     assert main(args + ["--evaluate", "tp=2,dp=4", "--html", str(tmp_path / "missing" / "x.html")]) == 1  # as analyze: an output error
     assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8"]) == 2  # needs the measured time too
 

@@ -147,7 +147,8 @@ def run(ns: argparse.Namespace) -> int:
             rec["calibration"] = calib
         if ns.html:  # the strategy, and beside it the baseline of a what-if
             _write_html(ns.html, job, ns.model, [rec, base] if "what_if" in rec else [rec],
-                        "what-if against the measured baseline (second row)" if "what_if" in rec else "one configuration")
+                        "what-if against the measured baseline (second row)" if "what_if" in rec else "one configuration",
+                        what_if_lines(rec))
         if ns.json:
             print(json.dumps(rec))
         else:
@@ -157,7 +158,7 @@ def run(ns: argparse.Namespace) -> int:
                   ep_overlap=bool(getattr(ns, "ep_overlap", False)), sequence_parallel=not no_sp)
     recs = records(plan.strategies, plan.results)
     if ns.html:
-        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations")
+        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations", what_if_lines({"calibration": calib}))
     if ns.json:
         print(json.dumps(recs))  # a list (the stable interface): what the calibration used goes to stderr
         for line in what_if_lines({"calibration": calib}):
@@ -168,12 +169,12 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]], what: str) -> None:
+def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]], what: str, notes: list[str]) -> None:
     from .html import render
 
     title = (f"{model_name} on {job.devices} x {job.hw.name}, global batch {job.global_batch} x {job.seq_len} tokens; "
              f"{what}{_network_note(job)}")
-    write_output(path, render(recs, title, job.hw.hbm_gb))
+    write_output(path, render(recs, title, job.hw.hbm_gb, notes))
 
 
 def _network_note(job: Job) -> str:
