@@ -1379,3 +1379,20 @@ def test_calibration_rows_can_name_analysis_reports(tmp_path: Path) -> None:
     missing.write_text(head + "analysis\n" + rows[0] + "nope.json\n" + rows[1] + "nope.json\n")
     with pytest.raises(ConfigError, match="line 2"):
         from_csv(str(missing), _job)
+
+
+def test_when_nothing_fits_the_smallest_are_shown_and_said(capsys: pytest.CaptureFixture[str]) -> None:
+    """llama3-405b on 8 H100s cannot fit (its bf16 weights alone are 810 GB): the rows are the
+    configurations with the least memory per device, in that order, and a line says so."""
+    from stepscope.planner.search import search
+
+    job = Job(model("llama3-405b"), hardware("h100"), 8, 8, 8, 8192)
+    plan = search(job, top=3)
+    assert plan.fitting == 0
+    totals = list(plan.results["total_gb"])
+    assert totals == sorted(totals)
+    everything = evaluate(job, space(job))
+    assert totals[0] == pytest.approx(float(everything["total_gb"].min()))
+    assert main(["plan", "--model", "llama3-405b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "8192",
+                 "--top", "3"]) == 0
+    assert "no configuration fits in 80 GB per device" in " ".join(capsys.readouterr().out.split())

@@ -158,15 +158,26 @@ def run(ns: argparse.Namespace) -> int:
                   ep_overlap=bool(getattr(ns, "ep_overlap", False)), sequence_parallel=not no_sp)
     recs = records(plan.strategies, plan.results)
     if ns.html:
-        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations", what_if_lines({"calibration": calib}))
+        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations",
+                    [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib})])
     if ns.json:
         print(json.dumps(recs))  # a list (the stable interface): what the calibration used goes to stderr
         for line in what_if_lines({"calibration": calib}):
             print(line, file=sys.stderr)
     else:
         _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated{_network_note(job)}",
-                    *what_if_lines({"calibration": calib}))
+                    *_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}))
     return 0
+
+
+def _no_fit_lines(plan: Any, job: Job) -> list[str]:
+    """When no configuration fits: the rows shown are the smallest, and by how much they miss."""
+    if plan.fitting or not len(plan.results["total_gb"]):
+        return []
+    r = plan.results
+    states = float(r["weights_gb"][0] + r["grads_gb"][0] + r["optimizer_gb"][0])
+    return [f"no configuration fits in {job.hw.hbm_gb:g} GB per device: the rows are the smallest, from {float(r['total_gb'][0]):,.1f} GB "
+            f"({states:,.1f} GB of it weights, gradients and optimizer states); add devices"]
 
 
 def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]], what: str, notes: list[str]) -> None:

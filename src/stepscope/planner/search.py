@@ -214,6 +214,7 @@ class Plan:
     strategies: dict[str, np.ndarray]
     results: dict[str, np.ndarray]
     evaluated: int
+    fitting: int = 0  # of the evaluated, how many fit in memory (none: the rows are the smallest)
 
 
 def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
@@ -222,6 +223,8 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
     if not s["tp"].size:
         raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
     r = evaluate(job, s)
-    key = np.where(r["fits"], r["step_s"], np.inf)
+    fitting = int(np.count_nonzero(r["fits"]))
+    # the fastest that fit; when none does, the ones closest to fitting (least memory per device)
+    key = np.where(r["fits"], r["step_s"], np.inf) if fitting else r["total_gb"]
     order = np.argsort(key, kind="stable")[:top]
-    return Plan({k: v[order] for k, v in s.items()}, {k: v[order] for k, v in r.items()}, int(s["tp"].size))
+    return Plan({k: v[order] for k, v in s.items()}, {k: v[order] for k, v in r.items()}, int(s["tp"].size), fitting)
