@@ -176,8 +176,9 @@ def _no_fit_lines(plan: Any, job: Job) -> list[str]:
         return []
     r = plan.results
     states = float(r["weights_gb"][0] + r["grads_gb"][0] + r["optimizer_gb"][0])
-    return [f"no configuration fits in {job.hw.hbm_gb:g} GB per device: the rows are the smallest, from {float(r['total_gb'][0]):,.1f} GB "
-            f"({states:,.1f} GB of it weights, gradients and optimizer states); add devices"]
+    line = (f"no configuration fits in {job.hw.hbm_gb:g} GB per device: the rows are the smallest, from {float(r['total_gb'][0]):,.1f} GB "
+            f"({states:,.1f} GB of it weights, gradients and optimizer states); add devices")
+    return [line]
 
 
 def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]], what: str, notes: list[str]) -> None:
