@@ -42,11 +42,12 @@ _MIXER = {"linear_attention": "linear_attention", "mamba": "linear_attention", "
           "full_attention": "full_attention", "attention": "full_attention", "*": "full_attention"}
 
 
-def _get(cfg: dict[str, Any], *keys: str) -> Any:
+def first_key(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    """The value of the first of ``keys`` the config sets (not None), else ``default``."""
     for k in keys:
         if cfg.get(k) is not None:
             return cfg[k]
-    return None
+    return default
 
 
 def normalize(cfg: dict[str, Any], path: str = "model config") -> dict[str, Any]:
@@ -88,14 +89,14 @@ def _paired_blocks(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _mamba2_heads(cfg: dict[str, Any]) -> dict[str, Any]:
     """Mamba-2 heads under the linear-attention names (state-space duality, module docstring)."""
-    heads, head_dim = _get(cfg, "mamba_num_heads", "mamba_n_heads"), _get(cfg, "mamba_head_dim", "mamba_d_head")
-    state = _get(cfg, "ssm_state_size", "mamba_d_state", "state_size")
+    heads, head_dim = first_key(cfg, "mamba_num_heads", "mamba_n_heads"), first_key(cfg, "mamba_head_dim", "mamba_d_head")
+    state = first_key(cfg, "ssm_state_size", "mamba_d_state", "state_size")
     if not (heads or head_dim) or not state:
         return {}
-    d = int(_get(cfg, "hidden_size", "d_model") or 0)
+    d = int(first_key(cfg, "hidden_size", "d_model") or 0)
     head_dim = int(head_dim or 64)
-    heads = int(heads or int(_get(cfg, "mamba_expand", "expand") or 2) * d // head_dim)
-    return {"linear_num_key_heads": int(_get(cfg, "n_groups", "mamba_n_groups") or 1), "linear_key_head_dim": int(state),
+    heads = int(heads or int(first_key(cfg, "mamba_expand", "expand") or 2) * d // head_dim)
+    return {"linear_num_key_heads": int(first_key(cfg, "n_groups", "mamba_n_groups") or 1), "linear_key_head_dim": int(state),
             "linear_num_value_heads": heads, "linear_value_head_dim": head_dim}
 
 
@@ -115,7 +116,7 @@ def _aliases(cfg: dict[str, Any]) -> dict[str, Any]:
     """Falcon's and ChatGLM's names for the key/value heads, MLP width and vocabulary."""
     out: dict[str, Any] = {}
     if cfg.get("num_key_value_heads") is None:
-        kv = _get(cfg, "num_kv_heads", "n_head_kv", "multi_query_group_num")
+        kv = first_key(cfg, "num_kv_heads", "n_head_kv", "multi_query_group_num")
         if kv is None and cfg.get("multi_query") is True:
             kv = 1
         if kv is not None:
@@ -129,11 +130,11 @@ def _aliases(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _shared_width(out: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
     """Shared experts wider than a routed one as that many routed widths (after the rewrites)."""
-    shared = _get(out, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
-    routed = _get(out, "moe_intermediate_size")
+    shared = first_key(out, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
+    routed = first_key(out, "moe_intermediate_size")
     if not (shared and routed):
         return {}
-    return {"n_shared_experts": max(1, round(int(shared) * int(_get(cfg, "n_shared_experts") or 1) / int(routed)))}
+    return {"n_shared_experts": max(1, round(int(shared) * int(first_key(cfg, "n_shared_experts") or 1) / int(routed)))}
 
 
 def _blocks(cfg: dict[str, Any]) -> list[str] | None:

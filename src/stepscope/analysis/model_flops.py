@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .hf_config_keys import first_key as _get
 from .hf_config_keys import normalize
 
 
@@ -118,13 +119,6 @@ class ModelShape:
             _, dk, hv, dv = self.linear_attn
             attn += 6.0 * self.linear_layers * hv * (2 * dk * dv + self.LINEAR_CHUNK * (dk + dv))
         return 6.0 * self.matmul_params_per_token() + attn
-
-
-def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
-    for k in keys:
-        if k in cfg and cfg[k] is not None:
-            return cfg[k]
-    return default
 
 
 def from_hf_config(path: str | Path) -> ModelShape:
