@@ -21,10 +21,11 @@ from .network import NetworkProfile
 # the attention output projection (both recompute nearly the whole forward); "op" is torchtitan's
 # op-level selective AC, computed from the model's shape (see op_sac).
 RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "op")
-ACT_BYTES = np.array([34.0, 30.0, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan])
-# none and selective are counted from the model's widths (rates.stored_per_token; the constants
-# here are GPT-3's, Korthikanti et al.'s 34 and 30 with their dropout masks).
-# Of those, the h-wide tensors outside the TP region, whole on every TP rank without sequence
+# nan: counted from the model's shape (none and selective: rates.stored_per_token, GPT-3 32 and
+# 30, Korthikanti et al.'s 34 and 30 less the dropout masks; op and minimal: rates.op_sac,
+# rates.dots_saveable)
+ACT_BYTES = np.array([np.nan, np.nan, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan])
+# Of the stored bytes, the h-wide tensors outside the TP region, whole on every TP rank without sequence
 # parallelism: both norms' inputs and outputs, 8 (Korthikanti's 10 less the two dropout masks,
 # which stored_per_token leaves out); a policy that keeps less keeps the block input (2) and any
 # kept h-wide projection output (attention out, MLP down): minimal 2 + 2 + 2,
