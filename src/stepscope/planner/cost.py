@@ -171,7 +171,6 @@ from .rates import (
 from .tp_overlap import hidden_per_layer, share_of_all
 from .work import (
     gemm_seconds_at_peak,
-    h_wide_elementwise_bytes,
     memory_bound_bytes,
     tp_gemm_seconds_at_peak,
 )
@@ -266,9 +265,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
     gemm_time, logits_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
     work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
-    elem_bytes = memory_bound_bytes(job, tokens, tp, score_bytes)
-    # without SP every TP rank runs the norms and residual adds on all of its replica's tokens
-    elem_bytes = elem_bytes + h_wide_elementwise_bytes(job, tokens) * (tp - 1) * (1.0 - sp)
+    elem_bytes = memory_bound_bytes(job, tokens, tp, sp, score_bytes)
     # fp8: each micro-batch's linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES)
     fp8_weight_s = 0.0 if job.precision != "fp8" else (
         FP8_WEIGHT_BYTES[job.fp8_recipe] * L / pp * (dense / tp + experts / (ep * etp)) * n_micro / hw.hbm_bytes_per_s)

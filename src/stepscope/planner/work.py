@@ -56,12 +56,13 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
     return gemm_time, logits_gemm
 
 
-def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, score_bytes: float) -> float | np.ndarray:
+def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, score_bytes: float) -> float | np.ndarray:
     """HBM bytes of the step's elementwise work, summed over the devices: per token and layer 2
     norms (read + write an h-vector), 2 residual adds (2 reads, 1 write), the MLP activation
     (gated: 2 reads + 1 write of an f-vector; else 1 + 1) in bf16, backward about twice the
     forward; eager ops add their counted bytes; fp8 adds its recipe's casts; plus the attention
-    scores without flash attention (``score_bytes``)."""
+    scores without flash attention (``score_bytes``). Without sequence parallelism (``sp`` 0)
+    every TP rank repeats the h-wide part on all of its replica's tokens."""
     m = job.model
     L = float(m.n_layers)
     q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
@@ -73,7 +74,7 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, score_bytes: flo
         elem_bytes = elem_bytes + 3 * eager * tokens
     if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
         elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp) * (L - m.linear_layers) * tokens
-    return elem_bytes
+    return elem_bytes + h_wide_elementwise_bytes(job, tokens) * (tp - 1) * (1.0 - sp)
 
 
 def h_wide_elementwise_bytes(job: Job, tokens: float) -> float:
