@@ -3,7 +3,7 @@
 Every input strategy field is a numpy array of equal length (one entry per configuration); all
 arithmetic is elementwise, so a million configurations cost a few numpy passes. Optional fields
 (``etp``, ``hsdp``, ``sched``, ``offload``, ``tp_overlap``, ``ep_overlap``, ``keep_params``, ``ga``) default to
-"off" when absent.
+"off" when absent, ``sp`` (sequence parallelism) to on.
 
 Memory per device (bytes), for the pipeline stage that holds the most:
 - parameters ``P_dev = ceil(layers/pp) * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or

@@ -16,8 +16,7 @@ _TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "pp_p2p_s", "o
 def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     out = []
     for i in range(len(strategies["tp"])):
-        strat: dict[str, int | float | str] = {k: int(strategies[k][i]) if k in strategies else int(k == "sp")
-                                                for k in FIELDS if k not in ("recompute", "sched")}
+        strat: dict[str, int | float | str] = {k: int(strategies[k][i]) for k in FIELDS if k not in ("recompute", "sched")}
         strat["recompute"] = RECOMPUTE[int(strategies["recompute"][i])]
         strat["sched"] = SCHEDULES[int(strategies["sched"][i])]
         # as run: a stated ga sets mb, a pipeline splits the batch into at least pp micro-batches

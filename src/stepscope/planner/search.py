@@ -197,7 +197,7 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
         raise ConfigError(f"zero={vals['zero']} is not a ZeRO stage", fix="zero=0, 1, 2 or 3 (3 = FSDP)")
     if vals["sched"] == SCHEDULES.index("afab") and vals["vpp"] != 1:
         raise ConfigError("AFAB (GPipe) runs one model chunk per stage", fix="drop vpp or use sched=1f1b (interleaved)")
-    if vals["sched"] == 2 and vals["vpp"] != 2:
+    if vals["sched"] == SCHEDULES.index("zb-v") and vals["vpp"] != 2:
         raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
     if vals["keep_params"] and vals["zero"] != 3:
         raise ConfigError("keeping gathered weights (reshard_after_forward=false) applies to ZeRO-3 / FSDP", fix="add zero=3")
