@@ -1141,8 +1141,9 @@ def test_block_pattern_moe_and_wide_shared_experts_keep_the_weights() -> None:
     m = from_config_dict(cfg)
     assert m.n_layers == 3 and m.linear_layers == 2 and m.n_shared_experts == 2
     moe_layers = m.n_layers - m.first_dense_layers
-    assert moe_layers * m.d_ff_expert * m.n_experts == pytest.approx(2 * 30 * 8, rel=0.05)  # rounding of the scaled width
-    assert m.first_dense_layers * m.d_ff == pytest.approx(1 * 96, rel=0.05)
+    # 3 mixers for 3 MLP blocks: the widths are scaled by 3/3, so the totals are exact
+    assert moe_layers * m.d_ff_expert * m.n_experts == 2 * 30 * 8
+    assert m.first_dense_layers * m.d_ff == 1 * 96
     qwen = {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 5632, "vocab_size": 151936,
             "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632}
     assert from_config_dict(qwen).n_shared_experts == 4
