@@ -88,6 +88,25 @@ def _strategy_text(s: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in s.items() if quiet.get(k, object()) != v)
 
 
+# headroom below this share of the device's memory: fragmentation and allocator caching (not
+# modeled) can take it, so the line under --evaluate says so
+TIGHT_HEADROOM = 0.05
+
+
+def memory_line(rec: dict[str, Any]) -> str:
+    """The line under an --evaluate table: the configuration's memory against the device's, with
+    its headroom, or by how much it misses."""
+    total, free = rec["memory_gb"]["total"], rec["headroom_gb"]
+    capacity_gb = total + free
+    if not rec["fits"]:
+        return f"memory: does not fit, {total:,.1f} GB per device of {capacity_gb:g} GB ({-free:,.1f} GB over)"
+    line = f"memory: fits, {total:,.1f} GB per device of {capacity_gb:g} GB ({free:,.1f} GB headroom)"
+    if free < TIGHT_HEADROOM * capacity_gb:
+        line += (f"; less than {TIGHT_HEADROOM:.0%} of the device is left, and allocator fragmentation (not modeled) "
+                 "can take that: expect out-of-memory risk")
+    return line
+
+
 def what_if_lines(rec: dict[str, Any]) -> list[str]:
     """The lines under an --evaluate table: what the calibration took from a trace or a CSV, and
     the what-if anchored on the measured baseline (with a warning when the model's baseline is far

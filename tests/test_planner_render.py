@@ -1,0 +1,37 @@
+"""The lines `plan --evaluate` prints under its table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stepscope.cli import main
+from stepscope.planner.render import memory_line
+
+
+def _rec(total_gb: float, headroom_gb: float) -> dict[str, object]:
+    return {"memory_gb": {"total": total_gb}, "headroom_gb": headroom_gb, "fits": headroom_gb >= 0}
+
+
+def test_memory_line_gives_headroom_and_flags_a_tight_fit() -> None:
+    roomy = memory_line(_rec(70.0, 10.0))
+    assert roomy == "memory: fits, 70.0 GB per device of 80 GB (10.0 GB headroom)"
+    tight = memory_line(_rec(76.5, 3.5))  # 3.5 GB < 5% of 80 GB = 4 GB
+    assert tight.startswith("memory: fits, 76.5 GB per device of 80 GB (3.5 GB headroom); less than 5%")
+    assert "fragmentation" in tight
+    assert memory_line(_rec(76.0, 4.0)) == "memory: fits, 76.0 GB per device of 80 GB (4.0 GB headroom)"  # exactly 5%: not flagged
+    assert memory_line(_rec(105.9, -25.9)) == "memory: does not fit, 105.9 GB per device of 80 GB (25.9 GB over)"
+
+
+def test_evaluate_prints_the_memory_line_from_the_same_numbers_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
+            "--evaluate", "tp=2,dp=4,mb=2"]
+    assert main([*args, "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    total, free = rec["memory_gb"]["total"], rec["headroom_gb"]
+    assert total + free == pytest.approx(80.0)  # H100: 80 GB
+    word = "fits" if rec["fits"] else "does not fit"
+    assert f"memory: {word}, {total:,.1f} GB per device of 80 GB" in out
