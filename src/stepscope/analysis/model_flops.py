@@ -135,6 +135,8 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
     """A :class:`ModelShape` from Hugging Face config keys (see :func:`from_hf_config`)."""
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
+    _check_whole(cfg, path)
+    explicit_head_dim = cfg.get("head_dim") is not None
     cfg = normalize(cfg, path)  # block patterns, Mamba-2 heads, wide shared experts (hf_config_keys.py)
     try:
         d = int(_get(cfg, "hidden_size", "d_model", "n_embd"))
@@ -178,7 +180,46 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
     if shape.n_experts and shape.experts_per_token <= 0:
         raise ConfigError(f"a MoE config ({shape.n_experts} experts) without experts per token", path=str(path),
                           fix="add num_experts_per_tok")
+    _check_shape(shape, explicit_head_dim, str(path))
     return shape
+
+
+# dimension keys that must hold whole numbers (read before the family rewrites, which may scale widths)
+_WHOLE_KEYS = ("hidden_size", "d_model", "n_embd", "num_hidden_layers", "n_layer", "num_layers", "num_attention_heads", "n_head",
+               "num_key_value_heads", "head_dim", "intermediate_size", "n_inner", "ffn_dim", "vocab_size", "num_local_experts",
+               "num_experts", "n_routed_experts", "num_experts_per_tok", "experts_per_token", "moe_topk", "moe_intermediate_size",
+               "expert_intermediate_size", "n_shared_experts", "num_shared_experts", "q_lora_rank", "kv_lora_rank",
+               "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "first_k_dense_replace")
+
+
+def _check_whole(cfg: dict[str, Any], path: str) -> None:
+    """A dimension that is a fraction, negative or a boolean is refused: ``int()`` would truncate
+    4.5 layers to 4 and read ``true`` as 1 without a word."""
+    for key in _WHOLE_KEYS:
+        v = cfg.get(key)
+        if v is None or isinstance(v, str):  # strings: int() below says whether they are numbers
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or float(v) != int(v):
+            raise ConfigError(f"{key} is {v!r}, not a whole number >= 0", path=path, fix="fix the config's value")
+
+
+def _check_shape(m: ModelShape, explicit_head_dim: bool, path: str) -> None:
+    """Shapes no model has: zero sizes (an MLP width of 0 is a model without MLPs), more key/value heads than query heads (or a count that does
+    not divide them), a hidden size the heads do not divide when ``head_dim`` is not given, more
+    experts per token than experts."""
+    for name, v in (("hidden_size", m.d_model), ("num_hidden_layers", m.n_layers), ("num_attention_heads", m.n_heads),
+                    ("num_key_value_heads", m.n_kv_heads), ("head_dim", m.head_dim)):  # d_ff 0: no MLP (Mamba-2 stacks)
+        if v < 1:
+            raise ConfigError(f"{name} is {v}; it must be at least 1", path=path, fix="fix the config's value")
+    if m.n_kv_heads > m.n_heads or m.n_heads % m.n_kv_heads:
+        raise ConfigError(f"num_key_value_heads {m.n_kv_heads} does not divide num_attention_heads {m.n_heads}", path=path,
+                          fix="grouped-query attention shares each key/value head among a whole number of query heads")
+    if not explicit_head_dim and m.d_model % m.n_heads:
+        raise ConfigError(f"hidden_size {m.d_model} is not a multiple of num_attention_heads {m.n_heads}", path=path,
+                          fix="add head_dim")
+    if m.n_experts and m.experts_per_token > m.n_experts:
+        raise ConfigError(f"{m.experts_per_token} experts per token out of {m.n_experts} experts", path=path,
+                          fix="fix num_experts_per_tok or the number of experts")
 
 
 def _sliding(cfg: dict[str, Any], softmax_layers: int, path: str) -> dict[str, int]:
