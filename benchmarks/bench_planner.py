@@ -91,6 +91,9 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     ms = re.search(r"fsdp(\d+) within slice x DCN DP (\d+) slice", r["zero_or_fsdp"])
     slices = int(ms.group(2)) if ms else 1
     per_node = n // slices if ms else (dev.node_devices or 8)
+    pods = re.search(r"(\d+) pods? x (\d+) chips", r["hardware"])  # PaLM: 2 pods x 3072 chips, the pods over DCN
+    if pods:
+        per_node = int(pods.group(2))
     # torchtitan rows without torch.compile run the block's elementwise ops eagerly
     eager = "torchtitan" in r["source"] and not re.search(r"compile", r["notes"], re.IGNORECASE)
     # torchtitan's Llama and MaxText (fused_qkv/fused_mlp false by default) run separate q, k, v

@@ -35,3 +35,22 @@ def test_evaluate_prints_the_memory_line_from_the_same_numbers_as_json(capsys: p
     assert total + free == pytest.approx(80.0)  # H100: 80 GB
     word = "fits" if rec["fits"] else "does not fit"
     assert f"memory: {word}, {total:,.1f} GB per device of 80 GB" in out
+
+
+def test_devices_must_fill_whole_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--global-batch", "8", "--seq-len", "1024"]
+    assert main([*base, "--devices", "8", "--devices-per-node", "3"]) == 2  # 2 2/3 nodes
+    assert "8 devices do not fill whole nodes of 3" in capsys.readouterr().err
+    assert main([*base, "--devices", "4", "--devices-per-node", "8", "--top", "1"]) == 0  # part of one node: fine
+    assert main([*base, "--devices", "12", "--devices-per-node", "6", "--top", "1"]) == 0
+    capsys.readouterr()
+
+
+def test_a_what_if_needs_a_positive_measured_step(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "1024",
+            "--evaluate", "tp=8", "--baseline", "tp=4,dp=2", "--measured-step-s"]
+    for bad in ("-1", "0", "nan"):
+        with pytest.raises(SystemExit) as exc:
+            main([*args, bad])
+        assert exc.value.code == 2
+        assert "--measured-step-s: must be more than 0" in capsys.readouterr().err

@@ -25,6 +25,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    """argparse type for durations: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line that names the fix (argparse prints the whole usage block)."""
 
@@ -122,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true", help="print JSON instead of the table")
     pl.add_argument("--html", metavar="OUT", help="write stacked memory/time bars of the top-k as HTML")
     pl.add_argument("--baseline", metavar="STRATEGY", help="what-if: the strategy of a measured run (with --measured-step-s)")
-    pl.add_argument("--measured-step-s", type=float, metavar="S", help="what-if: measured step time of --baseline")
+    pl.add_argument("--measured-step-s", type=_positive_float, metavar="S", help="what-if: measured step time of --baseline")
     pl.add_argument("--batch", metavar="FILE.jsonl", help="evaluate many records, one JSON line out per record")
     pl.add_argument("--calibrate", metavar="RUNS.csv", help="fit efficiencies to measured runs first (columns: model, hardware, "
                     "devices, global_batch, seq_len, strategy, step_time_s); accuracy reported leave-one-out")

@@ -131,6 +131,10 @@ class Job:
             if int(getattr(self, name)) < 1:
                 flag = "--" + name.replace("_", "-")
                 raise ConfigError(f"{name.replace('_', ' ')} must be >= 1, not {getattr(self, name)}", fix=f"pass a positive {flag}")
+        if self.devices > self.devices_per_node and self.devices % self.devices_per_node:
+            # the link tiers (intra-node, inter-node) and TP-within-a-node assume whole nodes
+            raise ConfigError(f"{self.devices} devices do not fill whole nodes of {self.devices_per_node}",
+                              fix="pass the devices per node the job really has as --devices-per-node (TPUs: its slice size)")
         if self.reserve_gb < 0:
             raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
         if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):
