@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stepscope.cli import main
-from stepscope.planner.render import memory_line
+from stepscope.planner.render import memory_line, rate_line
 
 
 def _rec(total_gb: float, headroom_gb: float) -> dict[str, object]:
@@ -54,3 +54,8 @@ def test_a_what_if_needs_a_positive_measured_step(capsys: pytest.CaptureFixture[
             main([*args, bad])
         assert exc.value.code == 2
         assert "--measured-step-s: must be more than 0" in capsys.readouterr().err
+
+
+def test_rate_line_states_throughput_and_both_utilizations() -> None:
+    rec = {"step_time_s": 2.5, "tokens_per_s_per_device": 12345.6, "tflops_per_device": 400.4, "mfu": 0.4047, "hfu": 0.5396}
+    assert rate_line(rec) == ("step 2.5 s: 12,346 tokens/s per device, 400 model TFLOP/s per device, MFU 40.5%, HFU 54.0%")

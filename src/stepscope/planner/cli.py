@@ -12,7 +12,7 @@ from ..errors import ConfigError, InputError
 from ..outfile import write_output
 from .cost import TP_OVERLAP, Job, evaluate
 from .network import by_name as network_by_name
-from .render import memory_line, records, table, what_if_lines
+from .render import memory_line, rate_line, records, table, what_if_lines
 from .search import hardware, model, parse_strategy, search
 
 
@@ -145,7 +145,7 @@ def run(ns: argparse.Namespace) -> int:
                                                                 <= WHAT_IF_MISMATCH)
         if calib:
             rec["calibration"] = calib
-        lines = [memory_line(rec), *what_if_lines(rec)]
+        lines = [rate_line(rec), memory_line(rec), *what_if_lines(rec)]
         if ns.html:  # the strategy, and beside it the baseline of a what-if
             _write_html(ns.html, job, ns.model, [rec, base] if "what_if" in rec else [rec],
                         "what-if against the measured baseline (second row)" if "what_if" in rec else "one configuration", lines)

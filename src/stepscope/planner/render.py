@@ -93,6 +93,13 @@ def _strategy_text(s: dict[str, Any]) -> str:
 TIGHT_HEADROOM = 0.05
 
 
+def rate_line(rec: dict[str, Any]) -> str:
+    """The line under an --evaluate table with what the table leaves out: throughput per device and
+    HFU (with recompute's extra forward) beside MFU."""
+    return (f"step {rec['step_time_s']:.4g} s: {rec['tokens_per_s_per_device']:,.0f} tokens/s per device, "
+            f"{rec['tflops_per_device']:,.0f} model TFLOP/s per device, MFU {rec['mfu']:.1%}, HFU {rec['hfu']:.1%}")
+
+
 def memory_line(rec: dict[str, Any]) -> str:
     """The line under an --evaluate table: the configuration's memory against the device's, with
     its headroom, or by how much it misses."""
