@@ -31,7 +31,8 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   the device; the output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the
   loss; 12 with ``Job.fused_loss`` False, job.LOSS_BYTES) on the last stage, which holds one
   micro-batch; the peak is the larger stage;
-- communication buffers 1 GB and a framework reserve (default 3 GB).
+- communication buffers (buffers.py: 1 GB, and under ZeRO-3/FSDP two gathered layers' weights and
+  one layer's whole gradients) and a framework reserve (default 3 GB).
 
 Time per step (seconds):
 - pipelines split a replica's batch into at least pp micro-batches, unless the strategy states
@@ -145,6 +146,7 @@ from typing import Any
 import numpy as np
 
 from .activations import activations
+from .buffers import comm_buffer_bytes
 
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
 from .job import (
@@ -244,7 +246,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     mb = np.where((pp > 1) | (ga > 0), job.global_batch / (dp * n_micro), mb)
     act_b, act_layer, rfactor, sp = activations(job, s, tp=tp, pp=pp, cp=cp, mb=mb, n_micro=n_micro, rc=rc, sched=sched,
                                                 offload=offload, stage_L=stage_L)
-    buf_b = np.full(tp.shape, 1e9)
+    buf_b = comm_buffer_bytes(zero, keep, dense / tp + experts / (ep * etp), job.grad_bytes)
     reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
     # ---- time ---------------------------------------------------------------------------------
