@@ -284,6 +284,10 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
               "mean_signed": round(float(np.mean([(p - m) / m for p, m in v])), 3)}
         for src, v in mem_pairs.items()
     }
+    every = [(p, m) for v in mem_pairs.values() for p, m in v]
+    if every:
+        out["MEMORY"]["ALL"] = {"rows": len(every), "mape": round(float(np.mean([abs(p - m) / m for p, m in every])), 3),
+                                "mean_signed": round(float(np.mean([(p - m) / m for p, m in every])), 3)}
     out["STRATEGY_CHOICE"] = {
         "groups": len(groups), "groups_with_3plus": len(rhos),
         "mean_spearman": round(float(np.mean(rhos)), 3) if rhos else None,
