@@ -145,6 +145,20 @@ def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
     assert set(cv) == {"g0", "g1"} and all(v["mape"] < 1e-9 for v in cv.values())
 
 
+def test_runs_the_model_already_fits_leave_every_factor_at_exactly_one() -> None:
+    """The grids hold the prior 1.0 itself: runs measured at what the model predicts give back
+    Fit(1, 1, 1, 1), not a neighbouring grid point (the GEMM and attention grids once lacked 1)."""
+    from stepscope.planner.calibrate import Fit, Run, fit, predict_tokens
+
+    runs = []
+    for strat, seq in (("tp=8,dp=2", 2048), ("dp=16,zero=3", 4096), ("tp=4,dp=4,recompute=full", 32768)):
+        job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
+        st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
+        measured = float(predict_tokens(job, {k: np.array([v]) for k, v in st.items()})[0])
+        runs.append(Run(job, st, measured, predict_tokens, group="g"))
+    assert fit(runs) == Fit(1.0, 1.0, 1.0, 1.0)
+
+
 def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
     out = tmp_path / "plan.html"

@@ -22,10 +22,11 @@ import numpy as np
 
 from .cost import Job, evaluate
 
-GEMM_GRID = np.geomspace(0.4, 2.0, 25)
-ATTN_GRID = np.geomspace(0.25, 3.0, 15)
-COMM_GRID = np.geomspace(0.25, 4.0, 13)
-INTER_GRID = np.geomspace(0.5, 8.0, 9)
+# log-spaced grids that hold the prior, 1.0, exactly (a factor the runs cannot inform stays there)
+GEMM_GRID = 2.0 ** (np.arange(-16, 13) / 12)  # 0.40 .. 2.0
+ATTN_GRID = 2.0 ** (np.arange(-8, 7) / 4)  # 0.25 .. 2.83
+COMM_GRID = 2.0 ** (np.arange(-6, 7) / 3)  # 0.25 .. 4.0
+INTER_GRID = 2.0 ** (np.arange(-2, 7) / 2)  # 0.5 .. 8.0
 
 
 @dataclass(frozen=True)
