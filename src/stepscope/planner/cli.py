@@ -44,6 +44,7 @@ def _job(d: dict[str, Any]) -> Job:
         precision=prec,
         flash_attention=_bool(d, "flash_attention", True),
         fused_elementwise=_bool(d, "fused_elementwise", True),
+        eager_swiglu=_bool(d, "eager_swiglu", False),
         param_gather_overlap=_bool(d, "param_gather_overlap", False),
         zero_sync_after_backward=_bool(d, "zero_sync_after_backward", False),
         fused_projections=_bool(d, "fused_projections", True),
@@ -111,7 +112,7 @@ def run(ns: argparse.Namespace) -> int:
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
                                                   "dp_bucket_mb", "network", "moe_imbalance")}
                | {k: getattr(ns, k, default) for k, default in
-                  (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
+                  (("flash_attention", True), ("fused_elementwise", True), ("eager_swiglu", False), ("param_gather_overlap", False),
                    ("zero_sync_after_backward", False), ("fused_projections", True), ("fused_loss", True))})
     job, calib = _calibrated(job, ns)
     # framework properties: apply to every strategy given

@@ -75,6 +75,12 @@ class Job:
     # False: norms, rotary embeddings and the MLP activation run as separate eager PyTorch ops (no
     # torch.compile or fused kernels), which moves ~3.5x the elementwise bytes of a Llama block
     fused_elementwise: bool = True
+    # True: a gated MLP's act(gate) * up runs as separate PyTorch ops even where the norms are fused
+    # (nanotron's GLUActivation: torch.split, F.silu, a multiply): act(gate) is stored for the
+    # multiply's backward beside gate, up and the product (4 f per token instead of a fused
+    # kernel's 3) and the two kernels move 10 B per element instead of 6. fused_elementwise False
+    # implies it (see swiglu_eager)
+    eager_swiglu: bool = False
     # ZeRO-1/2: the updated weights' all-gather runs under the next step's first forward (Megatron
     # --overlap-param-gather) instead of after the optimizer step, exposed
     param_gather_overlap: bool = False
@@ -125,6 +131,12 @@ class Job:
     # a measured cluster network (planner/network.py): collectives get its bus bandwidth by the
     # nodes they span instead of the catalog's nominal link rates
     network: NetworkProfile | None = None
+
+    @property
+    def swiglu_eager(self) -> bool:
+        """The gated MLP's activation runs as separate eager ops (eager_swiglu, or every
+        elementwise op eager)."""
+        return self.eager_swiglu or not self.fused_elementwise
 
     def __post_init__(self) -> None:
         for name in ("devices", "devices_per_node", "global_batch", "seq_len"):

@@ -42,7 +42,7 @@ def op_sac(m: ModelShape, seq: int) -> tuple[float, float]:
     return 2 * kept / h, 1.0 + redone / (3 * layer)
 
 
-def stored_per_token(m: ModelShape) -> tuple[float, float, float]:
+def stored_per_token(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, float, float]:
     """(no recompute, selective recompute, routed-expert part) activation bytes per token and layer
     / h, tensor by tensor: Korthikanti et al.'s accounting (bf16, flash attention so no s x s
     scores, no dropout masks) with the model's own widths, averaged over the layers:
@@ -50,7 +50,8 @@ def stored_per_token(m: ModelShape) -> tuple[float, float, float]:
     - attention: q, k, v (GQA: k and v kv_heads wide; MLA: the q and kv latents too, per-head
       q/k of nope + rope and v of v_head_dim), its output; linear-attention layers: q, k, v, the
       output gate and the output;
-    - MLP: a gated one's gate, up and product (3 f), a plain one's activation input and output
+    - MLP: a gated one's gate, up and product (3 f; 4 f with ``eager_swiglu``: separate eager ops
+      also store act(gate) for the multiply's backward), a plain one's activation input and output
       (2 f); MoE layers: each of the k routed copies of the token (h) with its expert's 3 f_e
       (2 f_e plain), and the shared experts' 3 f_e each.
     Selective recompute (Megatron's core attention) regenerates the attention output from the kept
@@ -67,7 +68,7 @@ def stored_per_token(m: ModelShape) -> tuple[float, float, float]:
         share = m.linear_layers / m.n_layers  # linear-attention layers: q, k, v, gate (+ output below)
         attn = (1 - share) * attn + share * (2 * hk * dk + 2 * hv * dv)
         out = (1 - share) * out + share * hv * dv
-    per = 3 if m.gated_mlp else 2
+    per = (4 if eager_swiglu else 3) if m.gated_mlp else 2
     routed = 0.0
     if m.n_experts:
         moe = (m.n_layers - m.first_dense_layers) / m.n_layers
