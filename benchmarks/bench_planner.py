@@ -105,6 +105,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
               param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate,
               fused_loss=not unfused_loss,
+              # nanotron's loss: sharded_cross_entropy(..., dtype=torch.float), max subtracted out of place
+              loss="copy" if "nanotron" in r["source"] else "",
               # nanotron's MLP: down_proj(GLUActivation(gate_up_proj(x))), the activation eager (models/llama.py)
               eager_swiglu="nanotron" in r["source"],
               zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],

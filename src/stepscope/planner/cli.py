@@ -49,6 +49,7 @@ def _job(d: dict[str, Any]) -> Job:
         zero_sync_after_backward=_bool(d, "zero_sync_after_backward", False),
         fused_projections=_bool(d, "fused_projections", True),
         fused_loss=_bool(d, "fused_loss", True),
+        loss=str(d.get("loss") or "").lower(),
         fp8_recipe=str(d.get("fp8_recipe") or "tensorwise").lower(),
         reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
@@ -110,7 +111,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
-                                                  "dp_bucket_mb", "network", "moe_imbalance")}
+                                                  "dp_bucket_mb", "network", "moe_imbalance", "loss")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("eager_swiglu", False), ("param_gather_overlap", False),
                    ("zero_sync_after_backward", False), ("fused_projections", True), ("fused_loss", True))})

@@ -37,12 +37,17 @@ RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
 TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25])
 # (bytes per logit held at the loss's peak, bytes per logit moved by the loss's kernels), by
-# Job.fused_loss. Fused (in place on one fp32 copy): bf16 logits + the fp32 copy; upcast,
-# max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused (PyTorch
-# F.cross_entropy(logits.float())): the forward holds bf16 + fp32 input + log-softmax output (10 B),
-# the backward's first kernels the saved output, its gradient and the input gradient (12 B); moved:
-# upcast 2+4, log-softmax 8+4, NLL backward 4, log-softmax backward 12+4, downcast 4+2 = 44 B
-LOSS_BYTES = {True: (6.0, 24.0), False: (12.0, 44.0)}
+# Job.loss_kind. Fused (in place on one fp32 copy: Megatron, Transformer Engine): bf16 logits + the
+# fp32 copy; upcast, max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused
+# (PyTorch F.cross_entropy(logits.float()): torchtitan, Hugging Face): the forward holds bf16 +
+# fp32 input + log-softmax output (10 B), the backward's first kernels the saved output, its
+# gradient and the input gradient (12 B); moved: upcast 2+4, log-softmax 8+4, NLL backward 4,
+# log-softmax backward 12+4, downcast 4+2 = 44 B. Copy (nanotron's sharded_cross_entropy with
+# dtype=float, tensor_parallel/functional.py): the max is subtracted out of place, so the bf16
+# logits, their fp32 copy and the shifted fp32 logits are live together (10 B); the exp, the
+# normalization and the gradient then work in place on the shifted copy; moved: upcast 2+4, max
+# 4, subtract 4+4, exp 4+4, sum 4, divide 4+4, backward multiply 4+4, downcast 4+2 = 52 B
+LOSS_BYTES = {"fused": (6.0, 24.0), "unfused": (12.0, 44.0), "copy": (10.0, 52.0)}
 # 1f1b is interleaved when vpp > 1; afab (all forwards, then all backwards: GPipe, nanotron's default
 # pipeline engine) has 1F1B's bubble but holds every micro-batch's activations until its backward
 SCHEDULES = ("1f1b", "zb-h1", "zb-v", "afab")
@@ -108,6 +113,8 @@ class Job:
     # start of backward the saved log-softmax, its incoming gradient and the input gradient are
     # all live in fp32, 12 B per logit, and the kernels move ~44 B (LOSS_BYTES)
     fused_loss: bool = True
+    # the loss's kernels by name (LOSS_BYTES: fused, unfused, copy); "" = from fused_loss
+    loss: str = ""
     # fp8 scaling recipe (with precision fp8): "tensorwise" (one scale per tensor: Transformer
     # Engine, torchao's tensorwise) or "rowwise" (one per row: torchao's rowwise); see rates.fp8_cast_bytes
     fp8_recipe: str = "tensorwise"
@@ -133,6 +140,12 @@ class Job:
     network: NetworkProfile | None = None
 
     @property
+    def loss_kind(self) -> str:
+        """The loss's kernels (a LOSS_BYTES key): ``loss`` if given, else fused or unfused by
+        ``fused_loss``."""
+        return self.loss or ("fused" if self.fused_loss else "unfused")
+
+    @property
     def swiglu_eager(self) -> bool:
         """The gated MLP's activation runs as separate eager ops (eager_swiglu, or every
         elementwise op eager)."""
@@ -152,6 +165,8 @@ class Job:
         if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):
             raise ConfigError(f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
                               fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml")
+        if self.loss and self.loss not in LOSS_BYTES:
+            raise ConfigError(f"loss must be one of {', '.join(LOSS_BYTES)}, not {self.loss!r}", fix="e.g. --loss unfused")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}", fix="e.g. --fp8-recipe rowwise")
         if self.network is not None and self.network.device and self.network.device.lower() != self.hw.name.lower():

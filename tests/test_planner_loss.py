@@ -1,0 +1,40 @@
+"""The loss's kernels by name (job.LOSS_BYTES): nanotron's sharded cross entropy on an fp32 copy
+with the max subtracted out of place, against a fused in-place one, by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from stepscope.cli import main
+from stepscope.errors import ConfigError
+from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.search import hardware, model, parse_strategy
+
+
+def test_copy_loss_holds_10_bytes_per_logit_and_moves_52() -> None:
+    """10 - 6 = 4 more bytes per logit live, 52 - 24 = 28 more moved: llama3-8b (vocab 128256) on
+    8 H100s, dp=8, mb=2 of 8192 tokens: 4 x 16384 x 128256 B more on every device; 28 x 128256 x
+    131072 tokens / 3.35 TB/s / 8 devices more time."""
+    s = parse_strategy("dp=8,zero=3,mb=2")
+    fused = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    a, b = evaluate(fused, s), evaluate(dataclasses.replace(fused, loss="copy"), s)
+    assert b["activations_gb"][0] - a["activations_gb"][0] == pytest.approx(4 * 16384 * 128256 / 1e9)
+    assert b["compute_s"][0] - a["compute_s"][0] == pytest.approx(28 * 128256 * 16 * 8192 / 3350e9 / 8)
+
+
+def test_loss_names_and_the_old_flag_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    assert job.loss_kind == "fused" and dataclasses.replace(job, fused_loss=False).loss_kind == "unfused"
+    assert dataclasses.replace(job, fused_loss=False, loss="copy").loss_kind == "copy"  # the name wins
+    with pytest.raises(ConfigError, match="loss must be one of fused, unfused, copy"):
+        dataclasses.replace(job, loss="chunked")
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "8192",
+            "--evaluate", "dp=8,zero=3,mb=2", "--json"]
+    times = []
+    for extra in (["--unfused-loss"], ["--loss", "unfused"], ["--loss", "copy"]):
+        assert main(args + extra) == 0
+        times.append(json.loads(capsys.readouterr().out)["step_time_s"])
+    assert times[0] == times[1] != times[2]
