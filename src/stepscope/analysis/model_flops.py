@@ -204,9 +204,9 @@ def _check_whole(cfg: dict[str, Any], path: str) -> None:
 
 
 def _check_shape(m: ModelShape, explicit_head_dim: bool, path: str) -> None:
-    """Shapes no model has: zero sizes (an MLP width of 0 is a model without MLPs), more key/value heads than query heads (or a count that does
-    not divide them), a hidden size the heads do not divide when ``head_dim`` is not given, more
-    experts per token than experts."""
+    """Shapes no model has: zero sizes (an MLP width of 0 is a model without MLPs), more key/value
+    heads than query heads (or a count that does not divide them), a hidden size the heads do not
+    divide when ``head_dim`` is not given, more experts per token than experts."""
     for name, v in (("hidden_size", m.d_model), ("num_hidden_layers", m.n_layers), ("num_attention_heads", m.n_heads),
                     ("num_key_value_heads", m.n_kv_heads), ("head_dim", m.head_dim)):  # d_ff 0: no MLP (Mamba-2 stacks)
         if v < 1:
