@@ -59,3 +59,22 @@ def test_a_what_if_needs_a_positive_measured_step(capsys: pytest.CaptureFixture[
 def test_rate_line_states_throughput_and_both_utilizations() -> None:
     rec = {"step_time_s": 2.5, "tokens_per_s_per_device": 12345.6, "tflops_per_device": 400.4, "mfu": 0.4047, "hfu": 0.5396}
     assert rate_line(rec) == ("step 2.5 s: 12,346 tokens/s per device, 400 model TFLOP/s per device, MFU 40.5%, HFU 54.0%")
+
+
+def test_caveats_name_the_least_validated_terms() -> None:
+    from stepscope.planner.render import caveat_lines
+
+    plain = [{"strategy": {"cp": 1}}]
+    assert caveat_lines(plain, measured_ceiling=True, device="H100-SXM", fp8_rowwise=False) == []
+    lines = caveat_lines([*plain, {"strategy": {"cp": 4}}], measured_ceiling=False, device="TPU-v5p", fp8_rowwise=True)
+    assert len(lines) == 3
+    assert lines[0].startswith("note: TPU-v5p has no measured matmul ceiling") and "0.7 prior" in lines[0]
+    assert "cp > 1" in lines[1] and "rowwise fp8" in lines[2]
+
+
+def test_a_device_without_a_measured_ceiling_is_said_unless_calibrated(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--model", "llama3-8b", "--devices", "8", "--global-batch", "16", "--seq-len", "4096", "--evaluate", "dp=8,zero=3"]
+    assert main([*base, "--hardware", "tpu-v5p"]) == 0
+    assert "TPU-v5p has no measured matmul ceiling" in capsys.readouterr().out
+    assert main([*base, "--hardware", "h100"]) == 0
+    assert "no measured matmul ceiling" not in capsys.readouterr().out

@@ -12,7 +12,7 @@ from ..errors import ConfigError, InputError
 from ..outfile import write_output
 from .cost import TP_OVERLAP, Job, evaluate
 from .network import by_name as network_by_name
-from .render import memory_line, rate_line, records, table, what_if_lines
+from .render import caveat_lines, memory_line, rate_line, records, table, what_if_lines
 from .search import hardware, model, parse_strategy, search
 
 
@@ -147,7 +147,7 @@ def run(ns: argparse.Namespace) -> int:
                                                                 <= WHAT_IF_MISMATCH)
         if calib:
             rec["calibration"] = calib
-        lines = [rate_line(rec), memory_line(rec), *what_if_lines(rec)]
+        lines = [rate_line(rec), memory_line(rec), *what_if_lines(rec), *_caveats(job, [rec])]
         if ns.html:  # the strategy, and beside it the baseline of a what-if
             _write_html(ns.html, job, ns.model, [rec, base] if "what_if" in rec else [rec],
                         "what-if against the measured baseline (second row)" if "what_if" in rec else "one configuration", lines)
@@ -159,16 +159,15 @@ def run(ns: argparse.Namespace) -> int:
     plan = search(job, ns.top, tp_overlap=tp_mode, tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)),
                   ep_overlap=bool(getattr(ns, "ep_overlap", False)), sequence_parallel=not no_sp)
     recs = records(plan.strategies, plan.results)
+    notes = [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs)]
     if ns.html:
-        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations",
-                    [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib})])
+        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations", notes)
     if ns.json:
         print(json.dumps(recs))  # a list (the stable interface): what the calibration used goes to stderr
         for line in what_if_lines({"calibration": calib}):
             print(line, file=sys.stderr)
     else:
-        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated{_network_note(job)}",
-                    *_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}))
+        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations evaluated{_network_note(job)}", *notes)
     return 0
 
 
@@ -189,6 +188,15 @@ def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]]
     title = (f"{model_name} on {job.devices} x {job.hw.name}, global batch {job.global_batch} x {job.seq_len} tokens; "
              f"{what}{_network_note(job)}")
     write_output(path, render(recs, title, job.hw.hbm_gb, notes))
+
+
+def _caveats(job: Job, recs: list[dict[str, Any]]) -> list[str]:
+    """The caveat lines for these rows: a calibrated or trace-measured GEMM efficiency replaces the
+    prior, so the missing-ceiling note is left out then."""
+    base = "bf16" if job.precision == "fp8" else job.precision
+    measured = base in job.hw.matmul_eff or job.gemm_eff is not None or job.gemm_scale != 1.0
+    return caveat_lines(recs, measured_ceiling=measured, device=job.hw.name,
+                        fp8_rowwise=job.precision == "fp8" and job.fp8_recipe == "rowwise")
 
 
 def _network_note(job: Job) -> str:

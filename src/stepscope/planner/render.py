@@ -93,6 +93,22 @@ def _strategy_text(s: dict[str, Any]) -> str:
 TIGHT_HEADROOM = 0.05
 
 
+def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: str, fp8_rowwise: bool) -> list[str]:
+    """Where the rows shown lean on the model's least validated terms (docs/planner.md, Accuracy):
+    a device without a measured matmul ceiling, context parallelism, torchao's rowwise fp8."""
+    lines = []
+    if not measured_ceiling:
+        lines.append(f"note: {device} has no measured matmul ceiling in the hardware catalog; its GEMMs assume the 0.7 prior "
+                     "(calibrate on measured runs: --calibrate or --from-analysis)")
+    if any(int(r["strategy"]["cp"]) > 1 for r in recs):
+        lines.append("note: rows with cp > 1 lean on ring attention's cost, the least validated term: against torchtitan's "
+                     "published context-parallel runs the model was optimistic, more so at higher cp")
+    if fp8_rowwise:
+        lines.append("note: rowwise fp8 is optimistic against torchtitan's published rowwise runs, most with async TP "
+                     "(the narrow GEMMs' fp8 penalty is not modeled)")
+    return lines
+
+
 def rate_line(rec: dict[str, Any]) -> str:
     """The line under an --evaluate table with what the table leaves out: throughput per device and
     HFU (with recompute's extra forward) beside MFU."""
