@@ -490,7 +490,10 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     assert fp8["compute_s"][0] == pytest.approx((dense_flops * (0.75 / speedup + 0.25) / g + attn_flops / a) / (8 * 989.4e12)
                                                  + elem_s + loss_s + cast_s + weights_s)
     # a device without a measured ceiling takes 0.7; explicit efficiencies (from a trace) win
-    assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
+    # devices without a measured ceiling take the 0.7 prior: a GPU 0.75 of it, a TPU (vector work
+    # issued beside the matrix units) all of it
+    assert efficiencies(Job(m, hardware("H100-SXM-96GB-500W"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
+    assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.7, 0.6 * 0.7))
     assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)
     # a measured (trace) efficiency already includes the elementwise kernels: no separate term
     measured = evaluate(Job(m, h100, 8, 8, batch, seq, gemm_eff=g, attn_eff=a), parse_strategy("dp=8"))  # shape still applies

@@ -50,6 +50,10 @@ class Hardware:
     node_devices: int | None = None
     # measured "maximum achievable matmul FLOPS" / peak by dtype (best GEMM shape); empty = unmeasured
     matmul_eff: dict[str, float] = field(default_factory=dict)
+    # True: the matrix and vector units are issued from the same instruction bundles (TPU VLIW), so
+    # elementwise work fused around the matmuls runs while they do (the planner then takes no
+    # share of compute time outside GEMMs, planner/rates.efficiencies)
+    elementwise_overlaps_matmul: bool = False
     cores: int = 1
     source: str = ""
     note: str = ""
@@ -87,6 +91,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     host_gbps=d.get("host_gbps"),
                     node_devices=int(d["node_devices"]) if d.get("node_devices") else None,
                     matmul_eff={str(k): float(v) for k, v in dict(d.get("matmul_eff") or {}).items()},
+                    elementwise_overlaps_matmul=bool(d.get("elementwise_overlaps_matmul", False)),
                     cores=int(d.get("cores", 1)),
                     source=str(d.get("source", "")),
                     note=str(d.get("note", "")),
@@ -128,6 +133,7 @@ def _with_per_core(devices: list[Hardware]) -> list[Hardware]:
                     inter_node_gbps=hw.inter_node_gbps,
                     node_devices=hw.node_devices * hw.cores if hw.node_devices else None,
                     matmul_eff=hw.matmul_eff,
+                    elementwise_overlaps_matmul=hw.elementwise_overlaps_matmul,
                     cores=1,
                     source=hw.source + f" (per TensorCore: chip / {hw.cores})",
                     note=hw.note,

@@ -48,7 +48,8 @@ Time per step (seconds):
   output layer V/tp, all at most the micro-batch's tokens.
   Priors: gemm_eff = 0.75 x the device's measured maximum achievable matmul efficiency
   (``matmul_eff`` in the hardware catalog, 0.7 where unmeasured): GEMMs at their ceiling for ~0.75
-  of the time, norms and elementwise ops the rest; attn_eff = 0.6 x gemm_eff (flash attention:
+  of the time, norms and elementwise ops the rest (1.0 on TPUs, whose VLIW bundles issue the
+  vector work beside the matrix units: ``elementwise_overlaps_matmul``); attn_eff = 0.6 x gemm_eff (flash attention:
   FlashAttention-2 reports 50-70% of peak forward, less backward);
 - plus memory-bound elementwise work at HBM bandwidth, per token and layer
   ``3 * 2 B * (10 h + 3 f)`` (2 f for a plain MLP; f = the active MLP width): two norms (read and

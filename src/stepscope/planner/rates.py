@@ -103,16 +103,20 @@ def _block(m: ModelShape, seq: int) -> tuple[float, float, float, float, float]:
 def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, float]:
     """(gemm_eff, attn_eff, dense-work time factor of the precision), before calibration scales.
     Efficiencies are achieved / bf16 (fp16) peak; the factor is < 1 when the precision has a faster
-    GEMM peak (fp8): GEMM_SHARE of the dense work runs faster by the ratio of achievable rates."""
+    GEMM peak (fp8): GEMM_SHARE of the dense work runs faster by the ratio of achievable rates. On
+    devices whose vector work overlaps the matrix units (TPUs: ``elementwise_overlaps_matmul``)
+    the share is 1."""
     hw = job.hw
     base = "fp16" if job.precision == "fp16" else "bf16"
     mm = hw.matmul_eff.get(base, MATMUL_EFF)
-    gemm = GEMM_SHARE * mm if job.gemm_eff is None else job.gemm_eff
-    attn = ATTN_REL * GEMM_SHARE * mm if job.attn_eff is None else job.attn_eff
+    # TPUs issue vector and matrix work in the same bundles: no compute time outside the GEMMs
+    share = 1.0 if hw.elementwise_overlaps_matmul else GEMM_SHARE
+    gemm = share * mm if job.gemm_eff is None else job.gemm_eff
+    attn = ATTN_REL * share * mm if job.attn_eff is None else job.attn_eff
     factor = 1.0
     if job.precision not in ("bf16", "fp16") and hw.peak_flops(job.precision) > hw.peak_flops(base):
         speedup = hw.peak_flops(job.precision) * hw.matmul_eff.get(job.precision, mm) / (hw.peak_flops(base) * mm)
-        factor = GEMM_SHARE / speedup + (1 - GEMM_SHARE)
+        factor = share / speedup + (1 - share)
     return gemm, attn, factor
 
 
