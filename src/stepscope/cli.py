@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                     "fp16 with fp16: Megatron, DeepSpeed)")
     pl.add_argument("--evaluate", metavar="STRATEGY", help='one configuration, e.g. "tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"')
     pl.add_argument("--top", type=_positive, default=20, help="configurations to show (default 20)")
+    pl.add_argument("--where", metavar="CONDITIONS", help="search only configurations that meet these, e.g. "
+                    "\"tp=8,pp<=4,recompute=selective|full\" (key=v1|v2, key<=n, key>=n; keys as in --evaluate)")
     pl.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",
                     help="attention materializes the scores (no FlashAttention-style kernels)")
     pl.add_argument("--eager", dest="fused_elementwise", action="store_false",

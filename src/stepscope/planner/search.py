@@ -146,6 +146,42 @@ def _flag(v: str, part: str) -> int:
     raise ConfigError(f"strategy value {part!r} is not on/off", fix="use 0/1 or true/false")
 
 
+STRATEGY_DEFAULTS: dict[str, int] = {"tp": 1, "sp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
+                                     "sched": 0, "mb": 1, "ga": 0, "recompute": 0, "offload": 0, "tp_overlap": 0, "ep_overlap": 0,
+                                     "keep_params": 0}
+KEY_ALIASES = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "grad_accum": "ga", "gas": "ga", "remat": "recompute",
+               "schedule": "sched", "expert_tp": "etp", "shard_group": "hsdp", "async_tp": "tp_overlap", "tp_comm_overlap": "tp_overlap",
+               "reshard_after_forward": "reshard", "sequence_parallel": "sp"}
+
+
+def parse_value(key: str, value: str, part: str) -> tuple[str, int]:
+    """One ``key=value`` item as (strategy field, its code): names for recompute policies,
+    schedules and TP overlap mechanisms, true/false for flags, integers otherwise; aliases
+    (KEY_ALIASES) resolved, FSDP2's ``reshard_after_forward`` as the opposite of keep_params."""
+    k = KEY_ALIASES.get(key, key)
+    if k not in STRATEGY_DEFAULTS and k != "reshard":
+        raise ConfigError(f"unknown strategy key {k!r}", fix=f"keys: {', '.join(FIELDS)}")
+    if k == "recompute":
+        if value not in RECOMPUTE:
+            raise ConfigError(f"recompute must be one of {RECOMPUTE}", fix="e.g. recompute=selective")
+        return k, RECOMPUTE.index(value)
+    if k == "sched":
+        v = {"interleaved": "1f1b", "zbh1": "zb-h1", "zbv": "zb-v", "zero-bubble": "zb-h1", "gpipe": "afab"}.get(value, value)
+        if v not in SCHEDULES:
+            raise ConfigError(f"sched must be one of {SCHEDULES}", fix="e.g. sched=zb-h1")
+        return k, SCHEDULES.index(v)
+    if k == "reshard":  # FSDP2's name, the opposite of keep_params
+        return "keep_params", 1 - _flag(value, part)
+    if k == "tp_overlap" and value in TP_OVERLAP:
+        return k, TP_OVERLAP.index(value)
+    if k in ("offload", "tp_overlap", "ep_overlap", "keep_params", "sp"):
+        return k, _flag(value, part)
+    try:
+        return k, int(value)
+    except ValueError:
+        raise ConfigError(f"strategy value {part!r} is not an integer", fix="e.g. tp=8") from None
+
+
 def parse_strategy(text: str) -> dict[str, np.ndarray]:
     """``"tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"`` -> one-element arrays. Missing keys: 1,
     recompute none, zero 0, etp = tp, hsdp off (0), sched 1f1b, offload 0, tp_overlap 0, ep_overlap 0,
@@ -156,37 +192,13 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     name (1f1b, zb-h1, zb-v, afab = gpipe: evaluated, not searched, since it only adds memory); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
     (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false; ``sp`` (sequence
     parallelism with TP, default on) 0/1."""
-    vals: dict[str, Any] = {"tp": 1, "sp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
-                            "sched": 0, "mb": 1, "ga": 0, "recompute": 0, "offload": 0, "tp_overlap": 0, "ep_overlap": 0, "keep_params": 0}
+    vals: dict[str, Any] = dict(STRATEGY_DEFAULTS)
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
             raise ConfigError(f"bad strategy item {part!r}", fix="use key=value pairs, e.g. tp=8,pp=2,dp=4")
         k, v = (x.strip().lower() for x in part.split("=", 1))
-        k = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "grad_accum": "ga", "gas": "ga", "remat": "recompute", "schedule": "sched",
-             "expert_tp": "etp", "shard_group": "hsdp", "async_tp": "tp_overlap", "tp_comm_overlap": "tp_overlap",
-             "reshard_after_forward": "reshard", "sequence_parallel": "sp"}.get(k, k)
-        if k not in vals and k != "reshard":
-            raise ConfigError(f"unknown strategy key {k!r}", fix=f"keys: {', '.join(FIELDS)}")
-        if k == "recompute":
-            if v not in RECOMPUTE:
-                raise ConfigError(f"recompute must be one of {RECOMPUTE}", fix="e.g. recompute=selective")
-            vals[k] = RECOMPUTE.index(v)
-        elif k == "sched":
-            v = {"interleaved": "1f1b", "zbh1": "zb-h1", "zbv": "zb-v", "zero-bubble": "zb-h1", "gpipe": "afab"}.get(v, v)
-            if v not in SCHEDULES:
-                raise ConfigError(f"sched must be one of {SCHEDULES}", fix="e.g. sched=zb-h1")
-            vals[k] = SCHEDULES.index(v)
-        elif k == "reshard":  # FSDP2's name, the opposite of keep_params
-            vals["keep_params"] = 1 - _flag(v, part)
-        elif k == "tp_overlap" and v in TP_OVERLAP:
-            vals[k] = TP_OVERLAP.index(v)
-        elif k in ("offload", "tp_overlap", "ep_overlap", "keep_params", "sp"):
-            vals[k] = _flag(v, part)
-        else:
-            try:
-                vals[k] = int(v)
-            except ValueError:
-                raise ConfigError(f"strategy value {part!r} is not an integer", fix="e.g. tp=8") from None
+        field, code = parse_value(k, v, part)
+        vals[field] = code
     for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "mb"):
         if vals[k] < 1:
             raise ConfigError(f"strategy {k}={vals[k]} must be at least 1", fix=f"e.g. {k}=1")
@@ -218,10 +230,19 @@ class Plan:
 
 
 def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
-           sequence_parallel: bool = True) -> Plan:
+           sequence_parallel: bool = True, where: str = "") -> Plan:
+    """The ``top`` fastest configurations that fit (``where``: constraints, planner/where.py)."""
     s = space(job, tp_overlap, tp_across_nodes, ep_overlap, sequence_parallel)
     if not s["tp"].size:
         raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
+    if where:
+        from .where import mask, parse_where
+
+        keep = mask(s, parse_where(where))
+        if not keep.any():
+            raise ConfigError(f"no valid configuration meets --where {where!r} (of {s['tp'].size:,} valid)",
+                              fix="loosen --where, or check it against --devices and --global-batch")
+        s = {k: v[keep] for k, v in s.items()}
     r = evaluate(job, s)
     fitting = int(np.count_nonzero(r["fits"]))
     # the fastest that fit; when none does, the ones closest to fitting (least memory per device)

@@ -1,0 +1,53 @@
+"""plan --where: constraints on the search, checked against the unconstrained search's rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stepscope.cli import main
+from stepscope.errors import ConfigError
+from stepscope.planner.cost import RECOMPUTE, Job
+from stepscope.planner.search import hardware, model, search, space
+from stepscope.planner.where import Condition, mask, parse_where
+
+
+def test_conditions_parse_names_aliases_and_bounds() -> None:
+    got = parse_where("tp=8, pp<=4, remat=selective|full, fsdp>=1, reshard_after_forward=false")
+    assert got == [Condition("tp", "in", (8,)), Condition("pp", "<=", (4,)),
+                   Condition("recompute", "in", (RECOMPUTE.index("selective"), RECOMPUTE.index("full"))),
+                   Condition("zero", ">=", (1,)), Condition("keep_params", "in", (1,))]
+
+
+@pytest.mark.parametrize(("text", "says"), [("tp", "bad --where item"), ("foo=1", "unknown strategy key"),
+                                            ("recompute<=2", "only a numeric field"), ("pp<=2|4", "only a numeric field"),
+                                            ("recompute=most", "recompute must be one of")])
+def test_bad_conditions_are_one_line_errors(text: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        parse_where(text)
+
+
+def test_mask_by_hand() -> None:
+    s = {"tp": np.array([1, 2, 4, 8]), "pp": np.array([8, 4, 2, 1]), "etp": np.array([0, 0, 1, 0])}
+    assert mask(s, parse_where("tp>=2,pp<=4")).tolist() == [False, True, True, True]
+    assert mask(s, parse_where("tp=1|8")).tolist() == [True, False, False, True]
+    assert mask(s, parse_where("etp=2")).tolist() == [False, True, False, False]  # etp 0 = tp
+    assert mask(s, parse_where("cp=1")).all()  # a field the strategies lack reads as its default
+
+
+def test_the_constrained_search_is_the_unconstrained_one_filtered() -> None:
+    job = Job(model("llama3-8b"), hardware("h100"), 16, 8, 64, 4096)
+    full = search(job, top=10**9)
+    part = search(job, top=10**9, where="tp=2|4,recompute=full")
+    keep = np.isin(full.strategies["tp"], (2, 4)) & (full.strategies["recompute"] == RECOMPUTE.index("full"))
+    assert part.evaluated == int(np.count_nonzero(mask(space(job), parse_where("tp=2|4,recompute=full"))))
+    # the same rows in the same order as the unconstrained ranking, filtered
+    assert part.results["step_s"].tolist() == full.results["step_s"][keep].tolist()
+
+
+def test_plan_prints_what_it_searched(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096"]
+    assert main([*args, "--top", "2", "--where", "tp=2"]) == 0
+    assert "meeting --where tp=2 evaluated" in capsys.readouterr().out
+    assert main([*args, "--where", "cp=3"]) == 2
+    assert "no valid configuration meets --where 'cp=3'" in capsys.readouterr().err
