@@ -51,3 +51,23 @@ def test_plan_prints_what_it_searched(capsys: pytest.CaptureFixture[str]) -> Non
     assert "meeting --where tp=2 evaluated" in capsys.readouterr().out
     assert main([*args, "--where", "cp=3"]) == 2
     assert "no valid configuration meets --where 'cp=3'" in capsys.readouterr().err
+
+
+def test_distinct_keeps_the_first_row_of_each_layout_in_ranking_order(capsys: pytest.CaptureFixture[str]) -> None:
+    from stepscope.planner.search import LAYOUT
+
+    job = Job(model("llama3-8b"), hardware("h100"), 16, 8, 64, 4096)
+    full = search(job, top=10**9)
+    seen: set[tuple[int, ...]] = set()
+    expected = []  # by hand: walk the full ranking, keep a row when its layout is new
+    for i in range(len(full.strategies["tp"])):
+        lay = tuple(int(full.strategies[k][i]) for k in LAYOUT)
+        if lay not in seen:
+            seen.add(lay)
+            expected.append(float(full.results["step_s"][i]))
+    got = search(job, top=10**9, distinct=True)
+    assert got.results["step_s"].tolist() == expected and len(expected) < len(full.strategies["tp"])
+    assert search(job, top=5, distinct=True).results["step_s"].tolist() == expected[:5]
+    assert main(["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096",
+                 "--top", "3", "--distinct"]) == 0
+    assert "one row per layout" in capsys.readouterr().out

@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                     "fp16 with fp16: Megatron, DeepSpeed)")
     pl.add_argument("--evaluate", metavar="STRATEGY", help='one configuration, e.g. "tp=8,pp=8,dp=16,vpp=2,mb=1,recompute=selective"')
     pl.add_argument("--top", type=_positive, default=20, help="configurations to show (default 20)")
+    pl.add_argument("--distinct", action="store_true", help="one row per layout (TP, PP, DP, CP, EP, ZeRO, recompute): its fastest "
+                    "schedule, virtual stages and micro-batch, so the rows are alternatives rather than variants")
     pl.add_argument("--where", metavar="CONDITIONS", help="search only configurations that meet these, e.g. "
                     "\"tp=8,pp<=4,recompute=selective|full\" (key=v1|v2, key<=n, key>=n; keys as in --evaluate)")
     pl.add_argument("--no-flash-attention", dest="flash_attention", action="store_false",

@@ -157,7 +157,8 @@ def run(ns: argparse.Namespace) -> int:
             _print_wide(table([rec]), *lines)
         return 0
     plan = search(job, ns.top, tp_overlap=tp_mode, tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)),
-                  ep_overlap=bool(getattr(ns, "ep_overlap", False)), sequence_parallel=not no_sp, where=getattr(ns, "where", "") or "")
+                  ep_overlap=bool(getattr(ns, "ep_overlap", False)), sequence_parallel=not no_sp, where=getattr(ns, "where", "") or "",
+                  distinct=bool(getattr(ns, "distinct", False)))
     recs = records(plan.strategies, plan.results)
     notes = [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs)]
     if ns.html:
@@ -168,7 +169,8 @@ def run(ns: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
     else:
         meeting = f" meeting --where {ns.where}" if getattr(ns, "where", None) else ""
-        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations{meeting} evaluated{_network_note(job)}", *notes)
+        distinct = "; one row per layout (the fastest of each)" if getattr(ns, "distinct", False) else ""
+        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations{meeting} evaluated{distinct}{_network_note(job)}", *notes)
     return 0
 
 

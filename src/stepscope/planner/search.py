@@ -229,9 +229,15 @@ class Plan:
     fitting: int = 0  # of the evaluated, how many fit in memory (none: the rows are the smallest)
 
 
+# a layout: what --distinct keeps one row of (schedule, virtual stages, micro-batch size, HSDP,
+# kept weights and offload are tuning within it)
+LAYOUT = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "recompute")
+
+
 def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
-           sequence_parallel: bool = True, where: str = "") -> Plan:
-    """The ``top`` fastest configurations that fit (``where``: constraints, planner/where.py)."""
+           sequence_parallel: bool = True, where: str = "", distinct: bool = False) -> Plan:
+    """The ``top`` fastest configurations that fit (``where``: constraints, planner/where.py;
+    ``distinct``: only the fastest of each LAYOUT, so the rows are alternatives, not variants)."""
     s = space(job, tp_overlap, tp_across_nodes, ep_overlap, sequence_parallel)
     if not s["tp"].size:
         raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
@@ -247,5 +253,10 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
     fitting = int(np.count_nonzero(r["fits"]))
     # the fastest that fit; when none does, the ones closest to fitting (least memory per device)
     key = np.where(r["fits"], r["step_s"], np.inf) if fitting else r["total_gb"]
-    order = np.argsort(key, kind="stable")[:top]
+    order = np.argsort(key, kind="stable")
+    if distinct:  # the first (fastest) row of each layout, in ranking order
+        layout = np.stack([s[k][order] for k in LAYOUT], axis=1)
+        _, first = np.unique(layout, axis=0, return_index=True)
+        order = order[np.sort(first)]
+    order = order[:top]
     return Plan({k: v[order] for k, v in s.items()}, {k: v[order] for k, v in r.items()}, int(s["tp"].size), fitting)
