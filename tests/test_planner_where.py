@@ -71,3 +71,15 @@ def test_distinct_keeps_the_first_row_of_each_layout_in_ranking_order(capsys: py
     assert main(["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096",
                  "--top", "3", "--distinct"]) == 0
     assert "one row per layout" in capsys.readouterr().out
+
+
+def test_layout_keys_are_equal_exactly_when_the_layouts_are() -> None:
+    from stepscope.planner.search import _layout_key
+
+    rows = [(1, 2, 3), (1, 2, 3), (2, 1, 3), (1, 3, 2)]
+    small = {k: np.array([r[i] for r in rows]) for i, k in enumerate(("tp", "pp", "dp"))}
+    # values large enough that a mixed radix over them would overflow int64: dense codes instead
+    big = {k: v * 2**30 for k, v in small.items()}
+    for cols in (small, big):
+        key = _layout_key(cols)
+        assert [key[i] == key[j] for i in range(4) for j in range(4)] == [rows[i] == rows[j] for i in range(4) for j in range(4)]

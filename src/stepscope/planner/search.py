@@ -234,6 +234,19 @@ class Plan:
 LAYOUT = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "recompute")
 
 
+def _layout_key(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """One int64 per row that is equal exactly when the LAYOUT fields are (mixed radix over the
+    columns' small non-negative values; dense codes when the radix product would overflow)."""
+    radices = [int(c.max()) + 1 for c in cols.values()]
+    if int(np.prod(np.array(radices, dtype=object))) >= 2**62:
+        cols = {k: np.unique(c, return_inverse=True)[1].ravel() for k, c in cols.items()}
+        radices = [int(c.max()) + 1 for c in cols.values()]
+    key = np.zeros(len(next(iter(cols.values()))), dtype=np.int64)
+    for c, r in zip(cols.values(), radices, strict=True):
+        key = key * r + c.astype(np.int64)
+    return key
+
+
 def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
            sequence_parallel: bool = True, where: str = "", distinct: bool = False) -> Plan:
     """The ``top`` fastest configurations that fit (``where``: constraints, planner/where.py;
@@ -255,8 +268,7 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
     key = np.where(r["fits"], r["step_s"], np.inf) if fitting else r["total_gb"]
     order = np.argsort(key, kind="stable")
     if distinct:  # the first (fastest) row of each layout, in ranking order
-        layout = np.stack([s[k][order] for k in LAYOUT], axis=1)
-        _, first = np.unique(layout, axis=0, return_index=True)
+        _, first = np.unique(_layout_key({k: s[k][order] for k in LAYOUT}), return_index=True)
         order = order[np.sort(first)]
     order = order[:top]
     return Plan({k: v[order] for k, v in s.items()}, {k: v[order] for k, v in r.items()}, int(s["tp"].size), fitting)
