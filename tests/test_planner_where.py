@@ -83,3 +83,14 @@ def test_layout_keys_are_equal_exactly_when_the_layouts_are() -> None:
     for cols in (small, big):
         key = _layout_key(cols)
         assert [key[i] == key[j] for i in range(4) for j in range(4)] == [rows[i] == rows[j] for i in range(4) for j in range(4)]
+
+
+def test_the_html_title_says_what_was_searched(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    out = Path(str(tmp_path)) / "plan.html"
+    assert main(["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096",
+                 "--top", "3", "--distinct", "--where", "tp=2|4", "--html", str(out)]) == 0
+    capsys.readouterr()
+    html = out.read_text(encoding="utf-8")
+    assert "meeting --where tp=2|4" in html and "one row per layout" in html

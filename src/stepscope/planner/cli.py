@@ -161,15 +161,15 @@ def run(ns: argparse.Namespace) -> int:
                   distinct=bool(getattr(ns, "distinct", False)))
     recs = records(plan.strategies, plan.results)
     notes = [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs)]
+    meeting = f" meeting --where {ns.where}" if getattr(ns, "where", None) else ""
+    distinct = "; one row per layout (the fastest of each)" if getattr(ns, "distinct", False) else ""
     if ns.html:
-        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations", notes)
+        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations{meeting}{distinct}", notes)
     if ns.json:
         print(json.dumps(recs))  # a list (the stable interface): what the calibration used goes to stderr
         for line in what_if_lines({"calibration": calib}):
             print(line, file=sys.stderr)
     else:
-        meeting = f" meeting --where {ns.where}" if getattr(ns, "where", None) else ""
-        distinct = "; one row per layout (the fastest of each)" if getattr(ns, "distinct", False) else ""
         _print_wide(table(recs), f"{plan.evaluated:,} valid configurations{meeting} evaluated{distinct}{_network_note(job)}", *notes)
     return 0
 
