@@ -1,8 +1,9 @@
 """Calibration: fit efficiencies by op class and the communication scale to measured runs.
 
 Four factors are fitted, each a multiplier on the model's prior: ``gemm_scale`` (efficiency of
-the non-attention work), ``attn_scale`` (attention kernels), ``comm_scale`` (every modeled
-communication time, i.e. 1 / the fraction of the catalog link bandwidth achieved) and
+the non-attention work), ``attn_scale`` (attention kernels), ``comm_scale`` (1 / the fraction
+of the catalog link bandwidth achieved: every transfer slower before the overlap rules hide what
+they can of it) and
 ``inter_scale`` (transfers over inter-node links on top of that: the network tier). Among equally
 good grid points the one closest to the priors (all scales 1) wins, so a factor the runs cannot
 inform (no inter-node traffic, say) stays at 1. Scales rather

@@ -349,7 +349,6 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     ep_s = _hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), compute_s)
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
     cp_s = np.where(cp > 1, 0.5 * ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
-    tp_s, dp_s, ep_s, cp_s = (x * job.comm_scale for x in (tp_s, dp_s, ep_s, cp_s))
     per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
     # PP point-to-point: activations (and their gradients) cross every stage boundary once per
@@ -358,7 +357,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     p2p_msg = seq * mb * h * 2 / (tp * cp)
     pp_span = tp * pp  # consecutive stages sit tp ranks apart
     hop = p2p_msg / link(pp_span) + net.step_s(pp_span)
-    pp_p2p_s = np.where(pp > 1, 2 * ((pp - 1) + n_micro * (1 - PP_P2P_HIDDEN)) * hop, 0.0) * job.comm_scale
+    pp_p2p_s = np.where(pp > 1, 2 * ((pp - 1) + n_micro * (1 - PP_P2P_HIDDEN)) * hop, 0.0)
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
     offload_s = np.where(offload, _hide(offload_raw, OFFLOAD_HIDDEN, compute_s), 0.0)

@@ -130,7 +130,9 @@ class Job:
     # calibration multiplies the efficiencies and the communication times
     gemm_scale: float | np.ndarray = 1.0
     attn_scale: float | np.ndarray = 1.0
-    comm_scale: float | np.ndarray = 1.0  # multiplies every communication time
+    # 1 / the fraction of the links' bandwidth achieved: divides every link's bandwidth, so the
+    # transfers are slower before the overlap rules hide what they can (links.Links.bandwidth)
+    comm_scale: float | np.ndarray = 1.0
     # multiplies transfer time over inter-node links only (1 / the achieved fraction of the catalog's
     # inter-node bandwidth, on top of comm_scale): the network tier a cluster may fall short on
     inter_scale: float | np.ndarray = 1.0

@@ -36,23 +36,28 @@ class Links:
     inter_scale: float | np.ndarray
     network: NetworkProfile | None
     intra_busbw: dict[str, float] = field(default_factory=dict)  # measured, bytes/s by kind
+    # 1 / the fraction of these bandwidths achieved (the calibration's or a trace's comm_scale):
+    # it slows the transfers themselves, so the overlap rules then hide what they can of them
+    comm_scale: float | np.ndarray = 1.0
 
     @classmethod
     def of(cls, job: Job) -> Links:
         hw = job.hw
         return cls(float(job.devices_per_node), (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9,
-                   job.inter_scale, job.network, {k: v * 1e9 for k, v in hw.intra_node_busbw_gbps.items()})
+                   job.inter_scale, job.network, {k: v * 1e9 for k, v in hw.intra_node_busbw_gbps.items()}, job.comm_scale)
 
     def bandwidth(self, span: np.ndarray, ranks: np.ndarray | None = None, kind: str = "all_gather") -> np.ndarray:
         """Bytes/s of a group's collective (module docstring); point-to-point (ranks None) keeps
         the nominal link."""
         prof = self.network
         if ranks is None:
-            return np.where(span <= self.node, self.intra_bps, self.inter_bps / self.inter_scale)
-        if prof is None:
-            return np.where(span <= self.node, self.intra_busbw.get(kind, self.intra_bps), self.inter_bps / self.inter_scale)
-        _, per_node = prof.group_nodes(ranks, span)
-        return np.where(span <= self.node, prof.busbw(kind, 1.0), self.inter_bps * per_node / self.inter_scale)
+            bps = np.where(span <= self.node, self.intra_bps, self.inter_bps / self.inter_scale)
+        elif prof is None:
+            bps = np.where(span <= self.node, self.intra_busbw.get(kind, self.intra_bps), self.inter_bps / self.inter_scale)
+        else:
+            _, per_node = prof.group_nodes(ranks, span)
+            bps = np.where(span <= self.node, prof.busbw(kind, 1.0), self.inter_bps * per_node / self.inter_scale)
+        return bps / self.comm_scale
 
     def step_s(self, span: np.ndarray, ranks: np.ndarray | None = None, kind: str = "all_gather") -> np.ndarray:
         """Latency of one ring step (module docstring)."""
