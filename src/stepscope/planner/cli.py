@@ -12,7 +12,7 @@ from ..errors import ConfigError, InputError
 from ..outfile import write_output
 from .cost import TP_OVERLAP, Job, evaluate
 from .network import by_name as network_by_name
-from .render import caveat_lines, memory_line, rate_line, records, table, what_if_lines
+from .render import caveat_lines, memory_line, rate_line, records, sensitivity_line, table, what_if_lines
 from .search import hardware, model, parse_strategy, search
 
 
@@ -147,7 +147,10 @@ def run(ns: argparse.Namespace) -> int:
                                                                 <= WHAT_IF_MISMATCH)
         if calib:
             rec["calibration"] = calib
-        lines = [rate_line(rec), memory_line(rec), *what_if_lines(rec), *_caveats(job, [rec])]
+        from .sensitivity import sensitivity
+
+        rec["sensitivity"] = sensitivity(job, parse_strategy(ns.evaluate))
+        lines = [rate_line(rec), memory_line(rec), sensitivity_line(rec["sensitivity"]), *what_if_lines(rec), *_caveats(job, [rec])]
         if ns.html:  # the strategy, and beside it the baseline of a what-if
             _write_html(ns.html, job, ns.model, [rec, base] if "what_if" in rec else [rec],
                         "what-if against the measured baseline (second row)" if "what_if" in rec else "one configuration", lines)

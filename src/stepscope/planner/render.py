@@ -109,6 +109,12 @@ def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: 
     return lines
 
 
+def sensitivity_line(sens: dict[str, float]) -> str:
+    """The line under an --evaluate table that says which term the prediction leans on."""
+    return (f"10% worse: GEMMs {sens['gemm']:+.1%} step, attention {sens['attention']:+.1%}, "
+            f"communication {sens['communication']:+.1%} (inter-node links alone {sens['inter_node']:+.1%})")
+
+
 def rate_line(rec: dict[str, Any]) -> str:
     """The line under an --evaluate table with what the table leaves out: throughput per device and
     HFU (with recompute's extra forward) beside MFU."""
