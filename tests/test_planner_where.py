@@ -51,6 +51,11 @@ def test_plan_prints_what_it_searched(capsys: pytest.CaptureFixture[str]) -> Non
     assert "meeting --where tp=2 evaluated" in capsys.readouterr().out
     assert main([*args, "--where", "cp=3"]) == 2
     assert "no valid configuration meets --where 'cp=3'" in capsys.readouterr().err
+    # a condition nothing meets on its own is named with the values the search tries
+    assert main([*args, "--where", "tp=16"]) == 2
+    assert "the search tries tp = 1, 2, 4, 8" in capsys.readouterr().err  # 16 devices on nodes of 8: TP stays in a node
+    assert main([*args, "--where", "sched=afab"]) == 2
+    assert "the search tries sched = 1f1b, zb-h1, zb-v" in capsys.readouterr().err
 
 
 def test_distinct_keeps_the_first_row_of_each_layout_in_ranking_order(capsys: pytest.CaptureFixture[str]) -> None:

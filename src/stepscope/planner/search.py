@@ -257,10 +257,18 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
     if where:
         from .where import mask, parse_where
 
-        keep = mask(s, parse_where(where))
+        conditions = parse_where(where)
+        keep = mask(s, conditions)
         if not keep.any():
-            raise ConfigError(f"no valid configuration meets --where {where!r} (of {s['tp'].size:,} valid)",
-                              fix="loosen --where, or check it against --devices and --global-batch")
+            alone = [c for c in conditions if not mask(s, [c]).any()]  # a condition nothing meets on its own
+            tried = ""
+            if alone:
+                f = alone[0].field
+                names = {"sched": SCHEDULES, "recompute": RECOMPUTE, "tp_overlap": TP_OVERLAP}.get(f)
+                values = np.unique(s.get(f, np.array([STRATEGY_DEFAULTS[f]])))
+                tried = f"; the search tries {f} = " + ", ".join(names[int(v)] if names else str(int(v)) for v in values)
+            raise ConfigError(f"no valid configuration meets --where {where!r} (of {s['tp'].size:,} valid{tried})",
+                              fix="loosen --where (sp=0 is searched with --no-sequence-parallel; sched=afab is evaluated, not searched)")
         s = {k: v[keep] for k, v in s.items()}
     r = evaluate(job, s)
     fitting = int(np.count_nonzero(r["fits"]))
