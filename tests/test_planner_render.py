@@ -78,3 +78,17 @@ def test_a_device_without_a_measured_ceiling_is_said_unless_calibrated(tmp_path:
     assert "TPU-v5p has no measured matmul ceiling" in capsys.readouterr().out
     assert main([*base, "--hardware", "h100"]) == 0
     assert "no measured matmul ceiling" not in capsys.readouterr().out
+
+
+def test_a_calibrated_or_measured_gemm_efficiency_drops_the_prior_note() -> None:
+    import dataclasses
+
+    from stepscope.planner.cli import _caveats
+    from stepscope.planner.cost import Job
+    from stepscope.planner.search import hardware, model
+
+    job = Job(model("llama3-8b"), hardware("tpu-v5p"), 64, 64, 64, 2048)
+    rows = [{"strategy": {"cp": 1}}]
+    assert any("no measured matmul ceiling" in line for line in _caveats(job, rows))
+    assert _caveats(dataclasses.replace(job, gemm_scale=1.2), rows) == []  # fitted by --calibrate
+    assert _caveats(dataclasses.replace(job, gemm_eff=0.6), rows) == []  # measured by --from-analysis
