@@ -100,13 +100,11 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     # (and gate, up) GEMMs; Megatron, MindSpeed and nanotron fuse them. "rowwise" names torchao's recipe
     separate = bool(re.search(r"torchtitan|maxtext", r["source"], re.IGNORECASE))
     # torchtitan's loss is F.cross_entropy(pred.flatten(0, 1).float(), labels) (train.py's loss_fn),
-    # not a fused vocab-parallel one
-    unfused_loss = "torchtitan" in r["source"]
+    # not a fused vocab-parallel one; nanotron's is sharded_cross_entropy(..., dtype=torch.float),
+    # the max subtracted out of place
+    loss = "unfused" if "torchtitan" in r["source"] else "copy" if "nanotron" in r["source"] else "fused"
     job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
-              param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate,
-              fused_loss=not unfused_loss,
-              # nanotron's loss: sharded_cross_entropy(..., dtype=torch.float), max subtracted out of place
-              loss="copy" if "nanotron" in r["source"] else "",
+              param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate, loss=loss,
               # nanotron's MLP: down_proj(GLUActivation(gate_up_proj(x))), the activation eager (models/llama.py)
               eager_swiglu="nanotron" in r["source"],
               zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],

@@ -1314,7 +1314,7 @@ def test_unfused_loss_holds_12_bytes_per_logit_and_moves_44() -> None:
     every device; 20 x 128256 x 131072 tokens / 3.35 TB/s / 8 devices more time."""
     s = parse_strategy("dp=8,zero=3,mb=2")
     fused = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
-    a, b = evaluate(fused, s), evaluate(dataclasses.replace(fused, fused_loss=False), s)
+    a, b = evaluate(fused, s), evaluate(dataclasses.replace(fused, loss="unfused"), s)
     assert b["activations_gb"][0] - a["activations_gb"][0] == pytest.approx(6 * 16384 * 128256 / 1e9)
     assert b["compute_s"][0] - a["compute_s"][0] == pytest.approx(20 * 128256 * 16 * 8192 / 3350e9 / 8)
     args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "8192",

@@ -125,8 +125,8 @@ def _parser() -> argparse.ArgumentParser:
                          "unfused (F.cross_entropy on an fp32 upcast: torchtitan, Hugging Face; = --unfused-loss), "
                          "copy (nanotron: the max subtracted out of place, 10 B per logit live)")
     pl.add_argument("--unfused-loss", dest="fused_loss", action="store_false", default=True,
-                    help="the loss is PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face): 12 B per logit "
-                    "at its peak instead of a fused vocab-parallel loss's 6 (Megatron, nanotron)")
+                    help="= --loss unfused: PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face), 12 B per logit "
+                    "at its peak instead of a fused vocab-parallel loss's 6 (Megatron)")
     pl.add_argument("--moe-imbalance", type=float, metavar="F",
                     help="MoE routing imbalance: tokens on the most loaded expert-parallel rank / the mean (default 1, balanced); "
                     "scales the expert GEMMs, the all-to-all and the dispatched activations")

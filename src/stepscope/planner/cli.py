@@ -48,8 +48,8 @@ def _job(d: dict[str, Any]) -> Job:
         param_gather_overlap=_bool(d, "param_gather_overlap", False),
         zero_sync_after_backward=_bool(d, "zero_sync_after_backward", False),
         fused_projections=_bool(d, "fused_projections", True),
-        fused_loss=_bool(d, "fused_loss", True),
-        loss=str(d.get("loss") or "").lower(),
+        # the loss by name, or the older flag: "fused_loss": false is "unfused"
+        loss=str(d.get("loss") or ("fused" if _bool(d, "fused_loss", True) else "unfused")).lower(),
         fp8_recipe=str(d.get("fp8_recipe") or "tensorwise").lower(),
         reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),

@@ -37,7 +37,7 @@ RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
 TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25])
 # (bytes per logit held at the loss's peak, bytes per logit moved by the loss's kernels), by
-# Job.loss_kind. Fused (in place on one fp32 copy: Megatron, Transformer Engine): bf16 logits + the
+# Job.loss. Fused (in place on one fp32 copy: Megatron, Transformer Engine): bf16 logits + the
 # fp32 copy; upcast, max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused
 # (PyTorch F.cross_entropy(logits.float()): torchtitan, Hugging Face): the forward holds bf16 +
 # fp32 input + log-softmax output (10 B), the backward's first kernels the saved output, its
@@ -107,14 +107,12 @@ class Job:
     # key/value GEMMs are only kv_heads*head_dim/tp wide; True: one fused GEMM each (Megatron's
     # linear_qkv and linear_fc1, nanotron's qkv_proj and gate_up_proj)
     fused_projections: bool = True
-    # True: a vocab-parallel cross entropy that works in place on one fp32 copy of the logits
-    # (Megatron's and nanotron's, Transformer Engine's): 6 B per logit held (bf16 + fp32), ~24 B
-    # moved. False: PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face): at the
-    # start of backward the saved log-softmax, its incoming gradient and the input gradient are
-    # all live in fp32, 12 B per logit, and the kernels move ~44 B (LOSS_BYTES)
-    fused_loss: bool = True
-    # the loss's kernels by name (LOSS_BYTES: fused, unfused, copy); "" = from fused_loss
-    loss: str = ""
+    # the loss's kernels (LOSS_BYTES): "fused", a vocab-parallel cross entropy in place on one fp32
+    # copy of the logits (Megatron, Transformer Engine): 6 B per logit held, ~24 B moved;
+    # "unfused", PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face): 12 B held
+    # at the start of backward, ~44 B moved; "copy", nanotron's sharded cross entropy, which
+    # subtracts the max out of place: 10 B held, ~52 B moved
+    loss: str = "fused"
     # fp8 scaling recipe (with precision fp8): "tensorwise" (one scale per tensor: Transformer
     # Engine, torchao's tensorwise) or "rowwise" (one per row: torchao's rowwise); see rates.fp8_cast_bytes
     fp8_recipe: str = "tensorwise"
@@ -142,12 +140,6 @@ class Job:
     network: NetworkProfile | None = None
 
     @property
-    def loss_kind(self) -> str:
-        """The loss's kernels (a LOSS_BYTES key): ``loss`` if given, else fused or unfused by
-        ``fused_loss``."""
-        return self.loss or ("fused" if self.fused_loss else "unfused")
-
-    @property
     def swiglu_eager(self) -> bool:
         """The gated MLP's activation runs as separate eager ops (eager_swiglu, or every
         elementwise op eager)."""
@@ -167,7 +159,7 @@ class Job:
         if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):
             raise ConfigError(f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
                               fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml")
-        if self.loss and self.loss not in LOSS_BYTES:
+        if self.loss not in LOSS_BYTES:
             raise ConfigError(f"loss must be one of {', '.join(LOSS_BYTES)}, not {self.loss!r}", fix="e.g. --loss unfused")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}", fix="e.g. --fp8-recipe rowwise")
