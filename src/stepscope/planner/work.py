@@ -67,15 +67,15 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, 
     L = float(m.n_layers)
     q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
-    elem_bytes: float | np.ndarray = 3 * 2 * (3 if m.gated_mlp else 2) * f_act * L * tokens + score_bytes
-    elem_bytes = elem_bytes + h_wide_elementwise_bytes(job, tokens)
+    h_wide = h_wide_elementwise_bytes(job, tokens)
     # eager ops (cost.py docstring): rotary embeddings, SwiGLU as two kernels (norms: h_wide_elementwise_bytes)
-    eager = (0.0 if job.fused_elementwise else 20 * (q_w + kv_w) * (L - m.linear_layers)) + \
-        (4 * f_act * L if m.gated_mlp and job.swiglu_eager else 0.0)
-    elem_bytes = elem_bytes + 3 * eager * tokens
+    rotary = 0.0 if job.fused_elementwise else 20 * (q_w + kv_w) * (L - m.linear_layers)
+    swiglu = 4 * f_act * L if m.gated_mlp and job.swiglu_eager else 0.0
+    elem_bytes: float | np.ndarray = (3 * 2 * (3 if m.gated_mlp else 2) * f_act * L * tokens + score_bytes + h_wide
+                                      + 3 * (rotary + swiglu) * tokens)
     if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
         elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp) * (L - m.linear_layers) * tokens
-    return elem_bytes + h_wide_elementwise_bytes(job, tokens) * (tp - 1) * (1.0 - sp)
+    return elem_bytes + h_wide * (tp - 1) * (1.0 - sp)
 
 
 def h_wide_elementwise_bytes(job: Job, tokens: float) -> float:
