@@ -12,6 +12,7 @@ from ..errors import ConfigError, InputError
 from ..outfile import write_output
 from .cost import TP_OVERLAP, Job, evaluate
 from .network import by_name as network_by_name
+from .rates import base_dtype
 from .render import caveat_lines, memory_line, rate_line, records, sensitivity_line, table, what_if_lines
 from .search import hardware, model, parse_strategy, search
 
@@ -199,8 +200,7 @@ def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]]
 def _caveats(job: Job, recs: list[dict[str, Any]]) -> list[str]:
     """The caveat lines for these rows: a calibrated or trace-measured GEMM efficiency replaces the
     prior, so the missing-ceiling note is left out then."""
-    base = "bf16" if job.precision == "fp8" else job.precision
-    measured = base in job.hw.matmul_eff or job.gemm_eff is not None or job.gemm_scale != 1.0
+    measured = base_dtype(job.precision) in job.hw.matmul_eff or job.gemm_eff is not None or job.gemm_scale != 1.0
     return caveat_lines(recs, measured_ceiling=measured, device=job.hw.name,
                         fp8_rowwise=job.precision == "fp8" and job.fp8_recipe == "rowwise")
 

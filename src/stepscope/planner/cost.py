@@ -167,6 +167,7 @@ from .job import (
 from .links import Links, ring_share
 from .rates import (
     FP8_WEIGHT_BYTES,
+    base_dtype,
     efficiencies,
     gemm_shape,
     params,
@@ -251,7 +252,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
     # ---- time ---------------------------------------------------------------------------------
-    peak = hw.peak_flops("fp16" if job.precision == "fp16" else "bf16")
+    peak = hw.peak_flops(base_dtype(job.precision))
     gemm_eff, attn_eff, prec_factor = efficiencies(job)
     gemm_eff, attn_eff = gemm_eff * job.gemm_scale, attn_eff * job.attn_scale
     tokens = job.global_batch * seq

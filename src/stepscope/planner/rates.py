@@ -100,6 +100,12 @@ def _block(m: ModelShape, seq: int) -> tuple[float, float, float, float, float]:
     return h, q_w, kv_w, f, layer
 
 
+def base_dtype(precision: str) -> str:
+    """The dtype whose peak MFU and the efficiencies are taken against: fp16 for fp16 runs, else bf16
+    (fp8 runs report MFU against the bf16 peak)."""
+    return "fp16" if precision == "fp16" else "bf16"
+
+
 def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, float]:
     """(gemm_eff, attn_eff, dense-work time factor of the precision), before calibration scales.
     Efficiencies are achieved / bf16 (fp16) peak; the factor is < 1 when the precision has a faster
@@ -107,7 +113,7 @@ def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, floa
     devices whose vector work overlaps the matrix units (TPUs: ``elementwise_overlaps_matmul``)
     the share is 1."""
     hw = job.hw
-    base = "fp16" if job.precision == "fp16" else "bf16"
+    base = base_dtype(job.precision)
     mm = hw.matmul_eff.get(base, MATMUL_EFF)
     # TPUs issue vector and matrix work in the same bundles: no compute time outside the GEMMs
     share = 1.0 if hw.elementwise_overlaps_matmul else GEMM_SHARE
