@@ -4,6 +4,7 @@ offload), built and filtered as numpy arrays (no Python loop per configuration),
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -238,7 +239,7 @@ def _layout_key(cols: dict[str, np.ndarray]) -> np.ndarray:
     """One int64 per row that is equal exactly when the LAYOUT fields are (mixed radix over the
     columns' small non-negative values; dense codes when the radix product would overflow)."""
     radices = [int(c.max()) + 1 for c in cols.values()]
-    if int(np.prod(np.array(radices, dtype=object))) >= 2**62:
+    if math.prod(radices) >= 2**62:
         cols = {k: np.unique(c, return_inverse=True)[1].ravel() for k, c in cols.items()}
         radices = [int(c.max()) + 1 for c in cols.values()]
     key = np.zeros(len(next(iter(cols.values()))), dtype=np.int64)

@@ -15,17 +15,19 @@ import numpy as np
 from .cost import Job, evaluate
 
 WORSE = 1.1
-TERMS = ("gemm", "attention", "communication", "inter_node")
+# each term's calibration factor and which way is worse: efficiencies down, transfer times up
+TERMS = {"gemm": ("gemm_scale", 1 / WORSE), "attention": ("attn_scale", 1 / WORSE), "communication": ("comm_scale", WORSE),
+         "inter_node": ("inter_scale", WORSE)}
 
 
 def sensitivity(job: Job, s: dict[str, np.ndarray]) -> dict[str, float]:
     """Relative step-time increase per term (0.05 = 5% slower) for the single strategy ``s``."""
     n = 1 + len(TERMS)
     tiled = {k: np.repeat(v[:1], n) for k, v in s.items()}
-    factors = np.ones((len(TERMS), n))
-    for i in range(len(TERMS)):
-        factors[i, i + 1] = 1 / WORSE if i < 2 else WORSE  # efficiencies down, times up
-    worse = replace(job, gemm_scale=job.gemm_scale * factors[0], attn_scale=job.attn_scale * factors[1],
-                    comm_scale=job.comm_scale * factors[2], inter_scale=job.inter_scale * factors[3])
-    step = evaluate(worse, tiled)["step_s"]
+    scaled = {}
+    for i, (field, worse) in enumerate(TERMS.values()):  # configuration 0 as given, i + 1 with term i worse
+        factor = np.ones(n)
+        factor[i + 1] = worse
+        scaled[field] = getattr(job, field) * factor
+    step = evaluate(replace(job, **scaled), tiled)["step_s"]
     return {t: float(step[i + 1] / step[0] - 1) for i, t in enumerate(TERMS)}
