@@ -29,6 +29,7 @@ Dense layers inside MoE models: the first ``first_k_dense_replace`` layers, or t
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,18 +190,25 @@ _WHOLE_KEYS = ("hidden_size", "d_model", "n_embd", "num_hidden_layers", "n_layer
                "num_key_value_heads", "head_dim", "intermediate_size", "n_inner", "ffn_dim", "vocab_size", "num_local_experts",
                "num_experts", "n_routed_experts", "num_experts_per_tok", "experts_per_token", "moe_topk", "moe_intermediate_size",
                "expert_intermediate_size", "n_shared_experts", "num_shared_experts", "q_lora_rank", "kv_lora_rank",
-               "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "first_k_dense_replace")
+               "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "first_k_dense_replace",
+               "sliding_window", "full_attention_interval", "decoder_sparse_step", "linear_num_key_heads", "linear_key_head_dim",
+               "linear_num_value_heads", "linear_value_head_dim")
+_MAX_DIM = 2**31  # larger than any model's dimension; products of such values would overflow int64
 
 
 def _check_whole(cfg: dict[str, Any], path: str) -> None:
-    """A dimension that is a fraction, negative or a boolean is refused: ``int()`` would truncate
-    4.5 layers to 4 and read ``true`` as 1 without a word."""
+    """A dimension that is a fraction, negative, a boolean or beyond 2^31 is refused: ``int()``
+    would truncate 4.5 layers to 4 and read ``true`` as 1 without a word; JSON's 1e400 reads as
+    infinity, which no later step can turn into an integer."""
+    for key, v in cfg.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"{key} is {v!r}, not a finite number", path=path, fix="fix the config's value")
     for key in _WHOLE_KEYS:
         v = cfg.get(key)
         if v is None or isinstance(v, str):  # strings: int() below says whether they are numbers
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or float(v) != int(v):
-            raise ConfigError(f"{key} is {v!r}, not a whole number >= 0", path=path, fix="fix the config's value")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v > _MAX_DIM or float(v) != int(v):
+            raise ConfigError(f"{key} is {v!r}, not a whole number from 0 to 2^31", path=path, fix="fix the config's value")
 
 
 def _check_shape(m: ModelShape, explicit_head_dim: bool, path: str) -> None:

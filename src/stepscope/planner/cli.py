@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from typing import Any
 
@@ -21,7 +22,7 @@ def _job(d: dict[str, Any]) -> Job:
     if d.get("global_batch") not in (None, "") and d.get("global_batch_tokens") not in (None, ""):
         raise ConfigError("give the batch in sequences or in tokens, not both", fix="drop --global-batch or --global-batch-tokens")
     if d.get("global_batch") in (None, "") and d.get("global_batch_tokens") not in (None, "") and d.get("seq_len") not in (None, ""):
-        tokens, seq = int(d["global_batch_tokens"]), int(d["seq_len"])
+        tokens, seq = _whole(d, "global_batch_tokens"), _whole(d, "seq_len")
         if tokens % seq:
             raise ConfigError(f"--global-batch-tokens {tokens} is not a multiple of --seq-len {seq}", fix="pass whole sequences")
         d = {**d, "global_batch": tokens // seq}
@@ -38,10 +39,10 @@ def _job(d: dict[str, Any]) -> Job:
     return Job(
         model=model(str(d["model"])),
         hw=hw,
-        devices=int(d["devices"]),
-        devices_per_node=int(d.get("devices_per_node") or hw.node_devices or 8),
-        global_batch=int(d["global_batch"]),
-        seq_len=int(d["seq_len"]),
+        devices=_whole(d, "devices"),
+        devices_per_node=_whole(d, "devices_per_node") if d.get("devices_per_node") else hw.node_devices or 8,
+        global_batch=_whole(d, "global_batch"),
+        seq_len=_whole(d, "seq_len"),
         precision=prec,
         flash_attention=_bool(d, "flash_attention", True),
         fused_elementwise=_bool(d, "fused_elementwise", True),
@@ -52,12 +53,37 @@ def _job(d: dict[str, Any]) -> Job:
         # the loss by name, or the older flag: "fused_loss": false is "unfused"
         loss=str(d.get("loss") or ("fused" if _bool(d, "fused_loss", True) else "unfused")).lower(),
         fp8_recipe=str(d.get("fp8_recipe") or "tensorwise").lower(),
-        reserve_gb=float(d["reserve_gb"]) if d.get("reserve_gb") not in (None, "") else 3.0,
+        reserve_gb=_number(d, "reserve_gb", 3.0),
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
-        dp_bucket_mb=float(d["dp_bucket_mb"]) if d.get("dp_bucket_mb") not in (None, "") else 0.0,
-        moe_imbalance=float(d["moe_imbalance"]) if d.get("moe_imbalance") not in (None, "") else 1.0,
+        dp_bucket_mb=_number(d, "dp_bucket_mb", 0.0),
+        moe_imbalance=_number(d, "moe_imbalance", 1.0),
         network=network_by_name(str(d["network"])) if d.get("network") not in (None, "") else None,
     )
+
+
+def _whole(d: dict[str, Any], key: str) -> int:
+    """A count of a --batch record or a flag (devices, sequences, tokens): a whole number, written
+    as an integer, a float without a fraction or a string of one; 8.5 devices or 1e400 (JSON's
+    infinity) is an error rather than truncated or a traceback."""
+    v = d[key]
+    try:
+        x = float(v) if not isinstance(v, (bool, int)) else v
+    except (TypeError, ValueError):
+        x = None
+    if isinstance(x, bool) or x is None or not math.isfinite(x) or x != int(x):
+        raise ConfigError(f"{key} must be a whole number, not {v!r}", fix=f"e.g. --{key.replace('_', '-')} 8")
+    return int(x)
+
+
+def _number(d: dict[str, Any], key: str, default: float) -> float:
+    """An optional real-valued setting of a --batch record or a flag (blank = the default)."""
+    v = d.get(key)
+    if v in (None, ""):
+        return default
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be a number, not {v!r}", fix=f"e.g. --{key.replace('_', '-')} {default:g}") from None
 
 
 def _bool(d: dict[str, Any], key: str, default: bool) -> bool:
@@ -103,6 +129,9 @@ def run(ns: argparse.Namespace) -> int:
                 continue
             try:
                 rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise ConfigError(f"line {n}: a record must be a JSON object, not {type(rec).__name__}",
+                                      path=ns.batch, fix='e.g. {"model": "llama3-8b", "hardware": "h100", ...}')
                 out = _one(_job(rec), str(rec.get("strategy", "")))
             except ConfigError as exc:
                 out = {"error": exc.one_line()}

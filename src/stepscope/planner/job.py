@@ -3,6 +3,7 @@ strategy fields (recompute policies, pipeline schedules, TP-overlap mechanisms, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,14 +148,15 @@ class Job:
 
     def __post_init__(self) -> None:
         for name in ("devices", "devices_per_node", "global_batch", "seq_len"):
-            if int(getattr(self, name)) < 1:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 flag = "--" + name.replace("_", "-")
-                raise ConfigError(f"{name.replace('_', ' ')} must be >= 1, not {getattr(self, name)}", fix=f"pass a positive {flag}")
+                raise ConfigError(f"{name.replace('_', ' ')} must be a whole number >= 1, not {v!r}", fix=f"pass a positive {flag}")
         if self.devices > self.devices_per_node and self.devices % self.devices_per_node:
             # the link tiers (intra-node, inter-node) and TP-within-a-node assume whole nodes
             raise ConfigError(f"{self.devices} devices do not fill whole nodes of {self.devices_per_node}",
                               fix="pass the devices per node the job really has as --devices-per-node (TPUs: its slice size)")
-        if self.reserve_gb < 0:
+        if not 0 <= self.reserve_gb < math.inf:
             raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
         if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):
             raise ConfigError(f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
@@ -169,10 +171,10 @@ class Job:
         if self.network is not None and self.network.devices_per_node != self.devices_per_node:
             raise ConfigError(f"network {self.network.name} was measured with {self.network.devices_per_node} devices per node, "
                               f"not {self.devices_per_node}", fix=f"pass --devices-per-node {self.network.devices_per_node}, or leave --network out")
-        if not self.moe_imbalance >= 1.0:
+        if not 1.0 <= self.moe_imbalance < math.inf:
             raise ConfigError(f"MoE imbalance must be >= 1 (max / mean tokens per expert rank), not {self.moe_imbalance}",
                               fix="e.g. --moe-imbalance 1.2; 1 is perfectly balanced routing")
-        if not self.dp_bucket_mb >= 0:
+        if not 0 <= self.dp_bucket_mb < math.inf:
             raise ConfigError(f"DP bucket size must be >= 0 MB, not {self.dp_bucket_mb}", fix="e.g. --dp-bucket-mb 25 (PyTorch DDP's default)")
         if self.grad_bytes == 0:
             object.__setattr__(self, "grad_bytes", 2 if self.precision == "fp16" else 4)

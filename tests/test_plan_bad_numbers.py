@@ -1,0 +1,54 @@
+"""Counts and settings no job can have (fractional devices, JSON's 1e400 read as infinity, NaN)
+are refused with one line naming them: on the command line (exit 2) and per --batch record (an
+"error" line, the other records still evaluated), never truncated, planned as given or a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stepscope.cli import main
+
+BASE = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "1024",
+        "--evaluate", "tp=8"]
+GOOD = '{"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 8, "seq_len": 1024, "strategy": "tp=8"'
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--reserve-gb", "inf"], "reserve must be >= 0 GB, not inf"),
+    (["--reserve-gb", "nan"], "reserve must be >= 0 GB, not nan"),  # nan < 0 is False: the old check let it through
+    (["--dp-bucket-mb", "inf"], "DP bucket size must be >= 0 MB, not inf"),
+    (["--moe-imbalance", "inf"], "MoE imbalance must be >= 1"),
+])
+def test_flags(flags: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(BASE + flags) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("record", "says"), [
+    (GOOD.replace('"devices": 8', '"devices": 1e400') + "}", "devices must be a whole number, not inf"),
+    (GOOD.replace('"devices": 8', '"devices": 8.5') + "}", "devices must be a whole number, not 8.5"),  # int() made it 8
+    (GOOD.replace('"seq_len": 1024', '"seq_len": true') + "}", "seq_len must be a whole number, not True"),
+    (GOOD + ', "reserve_gb": Infinity}', "reserve must be >= 0 GB, not inf"),
+    (GOOD + ', "reserve_gb": "lots"}', "reserve_gb must be a number, not 'lots'"),
+    ("[1, 2]", "line 1: a record must be a JSON object, not list"),  # was an AttributeError traceback
+])
+def test_batch_records(record: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text(record + "\n" + GOOD + "}\n", encoding="utf-8")
+    assert main(["plan", "--batch", str(path), "--json"]) == 0
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert says in first["error"]
+    assert second["strategy"]["tp"] == 8 and second["step_time_s"] > 0  # the good record after it still runs
+
+
+def test_whole_numbers_written_as_floats_or_strings_still_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text(GOOD + "}\n" + GOOD.replace('"devices": 8', '"devices": 8.0').replace('"seq_len": 1024', '"seq_len": "1024"')
+                    + "}\n", encoding="utf-8")
+    assert main(["plan", "--batch", str(path), "--json"]) == 0
+    a, b = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert a == b
