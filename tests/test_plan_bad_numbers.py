@@ -52,3 +52,22 @@ def test_whole_numbers_written_as_floats_or_strings_still_read(tmp_path: Path, c
     assert main(["plan", "--batch", str(path), "--json"]) == 0
     a, b = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert a == b
+
+
+HEAD = "model,hardware,devices,global_batch,seq_len,strategy,step_time_s\n"
+ROW = "llama3-8b,h100,8,16,4096,dp=8,"
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ((HEAD + ROW + "2.0\n" + ROW + "inf\n").encode(), "line 3: step_time_s must be a finite number > 0, not inf"),
+    ((HEAD + ROW + "2.0\n" + ROW + "nan\n").encode(), "line 3: step_time_s must be a finite number > 0, not nan"),  # nan <= 0 is False
+    (b"\xff\xfe" + HEAD.encode(), "not a UTF-8 CSV (UnicodeDecodeError)"),  # was a traceback
+    ((HEAD.replace("step_time_s", "analysis") + ROW + "missing.json\n").encode(), "line 2: "),
+])
+def test_calibration_csv(content: bytes, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "runs.csv"
+    path.write_bytes(content)
+    assert main(BASE + ["--calibrate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert err.count("(") - err.count(")") == 0 and "stepscope analyze --json) (" not in err  # one fix, not the report's and ours

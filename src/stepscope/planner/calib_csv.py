@@ -14,6 +14,7 @@ rows it was fitted to.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +50,9 @@ def _measured(r: dict[str, Any], n: int, path: str) -> float:
         report = report if report.is_absolute() else Path(path).parent / report
         try:
             return read(str(report)).step_s
-        except ConfigError as exc:
-            raise ConfigError(f"line {n}: {exc.one_line()}", path=path, fix="point analysis at a report written by stepscope analyze --json") from None
+        except ConfigError as exc:  # the report's own error, its path and fix kept
+            where = f"{exc.path}: " if exc.path else ""
+            raise ConfigError(f"line {n}: {where}{exc.message}", path=path, fix=exc.fix) from None
     try:
         return float(r["step_time_s"])
     except (KeyError, TypeError, ValueError):
@@ -65,6 +67,8 @@ def from_csv(path: str, make_job: Any) -> Calibration:
             rows = list(csv.DictReader(fh))
     except OSError as exc:
         raise ConfigError(f"cannot read calibration CSV ({exc.strerror})", path=path, fix="pass a CSV of measured runs") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"not a UTF-8 CSV ({exc.__class__.__name__})", path=path, fix="save the runs as a UTF-8 CSV") from None
     runs = []
     for n, r in enumerate(rows, 2):
         try:
@@ -76,8 +80,9 @@ def from_csv(path: str, make_job: Any) -> Calibration:
             raise ConfigError(f"line {n}: a value of the wrong type ({exc})", path=path,
                               fix="numbers in devices, global_batch, seq_len, devices_per_node, reserve_gb, dp_bucket_mb, moe_imbalance") from None
         measured = _measured(r, n, path)
-        if measured <= 0:
-            raise ConfigError(f"line {n}: step_time_s must be > 0", path=path, fix="remove the row or fix the time")
+        if not 0 < measured < math.inf:  # NaN fails this too
+            raise ConfigError(f"line {n}: step_time_s must be a finite number > 0, not {measured}", path=path,
+                              fix="remove the row or fix the time")
         runs.append(Run(job, st, measured, _step, group=str(n)))
     if len(runs) < 2:
         raise ConfigError("calibration needs at least 2 measured runs", path=path, fix="add rows (the fit is checked leave-one-out)")
