@@ -199,3 +199,33 @@ def test_collective_side_args_survive_parquet(tmp_path: Path) -> None:
     write_parquet(fr, out)
     back = read_parquet(out)
     assert back.comm_args is not None and back.comm_args.to_pylist() == fr.comm_args.to_pylist()
+
+
+def test_events_without_usable_time_are_dropped_counted_and_side_rows_renumbered(tmp_path: Path,
+                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """One kernel whose ts is not a number used to stay in the table at ts -1 and stretch the
+    whole-trace window to decades (1.7e9 ms here). Untimed events and complete events without a
+    usable duration are dropped and counted; the collective after them keeps its side args."""
+    t0 = 1_700_000_000_000  # us
+    k = {"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7}}
+    events = [
+        {**k, "name": "gemm", "ts": t0, "dur": 300},
+        {**k, "name": "bad_ts", "ts": "abc", "dur": 300},
+        {**k, "name": "no_ts", "dur": 300},
+        {**k, "name": "bad_dur", "ts": t0 + 100, "dur": "x"},
+        {**k, "name": "negative_dur", "ts": t0 + 100, "dur": -50},
+        {**k, "name": "ncclDevKernel_AllReduce", "ts": t0 + 400, "dur": 300,
+         "args": {"device": 0, "stream": 7, "Collective name": "allreduce", "Process Group Ranks": "[0, 1]"}},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+    fr = read_kineto(path)
+    assert fr.table["name"].to_pylist() == ["gemm", "ncclDevKernel_AllReduce"]
+    assert fr.skipped_events == 4
+    assert fr.comm_args is not None and fr.comm_args["row"].to_pylist() == [1]  # was row 5 before the drop
+    assert fr.comm_args["pg_ranks"].to_pylist() == ["[0, 1]"]
+    assert main(["analyze", str(path), "--json", str(tmp_path / "r.json")]) == 0
+    captured = capsys.readouterr()
+    assert "skipped 4 events with unusable fields" in captured.out + captured.err
+    step = json.loads((tmp_path / "r.json").read_text())["ranks"][0]["steps"][0]
+    assert step["step_time_ns"] == 700_000  # the two kernels: t0 .. t0 + 700 us

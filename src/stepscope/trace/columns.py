@@ -118,6 +118,10 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
     is_flow = code == _K["flow"]
     flow_id = np.where(is_flow, cols["id"], -1)
     dur = cols["dur"]
+    # a complete event ("X") whose duration is missing, not a number or negative cannot be placed:
+    # its ts is cleared so that file_read drops and counts it with the untimed events
+    complete = _codes(ph, lambda v: 1 if v == "X" else 0) == 1
+    ts = np.where(complete & (dur < 0), -1, cols["ts"])
     out = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
         "kind": kind,
@@ -127,7 +131,7 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
         "tid": pa.array(tid),
         "device": pa.array(device),
         "stream": pa.array(stream),
-        "ts_ns": pa.array(cols["ts"]),
+        "ts_ns": pa.array(ts),
         "dur_ns": pa.array(np.where(dur < 0, 0, dur)),
         "correlation": pa.array(cols["correlation"]),
         "external_id": pa.array(ext),
@@ -160,7 +164,10 @@ def concat_tables(tables: list[pa.Table]) -> pa.Table:
 
 def file_read(path: str, parts: list[tuple[pa.Table, pa.Table | None]], state: StreamState, skipped_events: int = 0) -> FileRead:
     """The result of reading one file (chunk tables with their side args); a file truncated before
-    its first complete event is an error."""
+    its first complete event is an error. Events without a usable timestamp (absent, not a number,
+    beyond int64 nanoseconds: ts -1 here; complete events without a usable duration get it too) are
+    dropped and counted in ``skipped_events``: kept, one such event would stretch a whole-trace
+    window from time 0 to the real events (decades)."""
     tables = [t for t, _ in parts]
     sides, base = [], 0
     for tab, side in parts:
@@ -173,15 +180,26 @@ def file_read(path: str, parts: list[tuple[pa.Table, pa.Table | None]], state: S
             path=path,
             fix="re-capture the trace and let the profiler finish writing",
         )
+    table = concat_tables(tables)
+    comm_args = pa.concat_tables(sides) if sides else None
+    timed = pc.fill_null(pc.greater_equal(table["ts_ns"], 0), False).to_numpy(zero_copy_only=False)
+    if not timed.all():
+        skipped_events += int(timed.size - timed.sum())
+        table = table.filter(pa.array(timed))
+        if comm_args is not None:  # side rows point into the table: renumber them, drop the untimed
+            old = comm_args["row"].to_numpy()
+            comm_args = comm_args.filter(pa.array(timed[old]))
+            new_index = np.cumsum(timed) - 1
+            comm_args = comm_args.set_column(0, "row", pa.array(new_index[comm_args["row"].to_numpy()]))
     return FileRead(
         path=path,
-        table=concat_tables(tables),
+        table=table,
         header=state.header,
         truncated=state.truncated,
         note=state.note,
         skipped_events=skipped_events,
         bytes_read=state.bytes_read,
-        comm_args=pa.concat_tables(sides) if sides else None,
+        comm_args=comm_args,
     )
 
 
