@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InputError
+from ..errors import InputError, TraceFormatError
 from . import parquet
 from .kineto import FileRead, read_kineto
 
@@ -252,6 +252,15 @@ def assemble(reads: list[FileRead]) -> Trace:
                 device_properties=tuple(props),
             )
         )
+    empty = [fr.path for fr in reads if fr.table.num_rows == 0]
+    if reads and len(empty) == len(reads):
+        skipped = sum(fr.skipped_events for fr in reads)
+        raise TraceFormatError(
+            "no events to analyze" + (f" ({skipped} skipped as unusable)" if skipped else " (the event list is empty)"),
+            path=empty[0] if len(empty) == 1 else f"{len(empty)} files",
+            fix="re-capture with the profiler active for at least one step (torch.profiler schedule / jax.profiler.trace)",
+        )
+    warnings.extend(f"{path}: no events; its rank is empty in the analysis" for path in empty)
     order = sorted(range(len(ranks)), key=lambda i: ranks[i].rank)
     ranks = [ranks[i] for i in order]
     tables = [tables[i] for i in order]
