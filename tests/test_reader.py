@@ -101,7 +101,7 @@ def test_truncated_file_recovers_complete_events(tmp_path: Path, gz: bool) -> No
         (b'{"foo": 1}', "no 'traceEvents'"),
         (b"\x1f\x8b\x08\x00garbage", "gzip"),
         (b'{"traceEvents": []}', "no events to analyze (the event list is empty)"),  # was an empty report, exit 0
-        (b'{"traceEvents": [{"ph": "X", "name": "k", "ts": "soon", "dur": 1}]}', "no events to analyze (1 skipped as unusable)"),
+        (b'{"traceEvents": [{"ph": "X", "name": "k", "ts": "soon", "dur": 1}]}', "none of its 1 entries is a usable trace event"),
     ],
 )
 def test_bad_input_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, msg: str) -> None:

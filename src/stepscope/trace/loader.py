@@ -255,11 +255,13 @@ def assemble(reads: list[FileRead]) -> Trace:
     empty = [fr.path for fr in reads if fr.table.num_rows == 0]
     if reads and len(empty) == len(reads):
         skipped = sum(fr.skipped_events for fr in reads)
-        raise TraceFormatError(
-            "no events to analyze" + (f" ({skipped} skipped as unusable)" if skipped else " (the event list is empty)"),
-            path=empty[0] if len(empty) == 1 else f"{len(empty)} files",
-            fix="re-capture with the profiler active for at least one step (torch.profiler schedule / jax.profiler.trace)",
-        )
+        where = empty[0] if len(empty) == 1 else f"{len(empty)} files"
+        if skipped:  # entries, none of them a trace event: JSON of another kind, or a broken writer
+            raise TraceFormatError(f"no events to analyze: none of its {skipped} entries is a usable trace event "
+                                   "(ph, ts and dur missing or not numbers)", path=where,
+                                   fix="pass the Chrome-trace JSON the profiler wrote (torch.profiler export_chrome_trace)")
+        raise TraceFormatError("no events to analyze (the event list is empty)", path=where,
+                               fix="re-capture with the profiler active for at least one step (torch.profiler schedule / jax.profiler.trace)")
     warnings.extend(f"{path}: no events; its rank is empty in the analysis" for path in empty)
     order = sorted(range(len(ranks)), key=lambda i: ranks[i].rank)
     ranks = [ranks[i] for i in order]
