@@ -49,11 +49,11 @@ def test_devices_must_fill_whole_nodes(capsys: pytest.CaptureFixture[str]) -> No
 def test_a_what_if_needs_a_positive_measured_step(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "1024",
             "--evaluate", "tp=8", "--baseline", "tp=4,dp=2", "--measured-step-s"]
-    for bad in ("-1", "0", "nan"):
+    for bad in ("-1", "0", "nan", "inf"):
         with pytest.raises(SystemExit) as exc:
             main([*args, bad])
         assert exc.value.code == 2
-        assert "--measured-step-s: must be more than 0" in capsys.readouterr().err
+        assert "--measured-step-s: must be a finite number more than 0" in capsys.readouterr().err
 
 
 def test_rate_line_states_throughput_and_both_utilizations() -> None:

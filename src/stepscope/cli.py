@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import re
 import sys
@@ -26,13 +27,14 @@ def _positive(text: str) -> int:
 
 
 def _positive_float(text: str) -> float:
-    """argparse type for durations: a number > 0."""
+    """argparse type for durations, FLOPs and thresholds: a finite number > 0 (nan and inf are
+    refused: they pass ``> 0`` checks or compare false everywhere downstream)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number more than 0, not {text}")
     return value
 
 
@@ -62,19 +64,19 @@ def _parser() -> argparse.ArgumentParser:
     r = a.add_argument_group("roofline and MFU")
     r.add_argument("--hardware", metavar="NAME", help="device from the catalog (default: detected from the trace)")
     r.add_argument("--hardware-file", metavar="YAML", help="your own devices (layout of data/hardware.yaml)")
-    r.add_argument("--model-flops", type=float, metavar="N", help="model FLOPs per step per rank (for MFU)")
+    r.add_argument("--model-flops", type=_positive_float, metavar="N", help="model FLOPs per step per rank (for MFU)")
     r.add_argument("--hf-config", metavar="JSON", help="Hugging Face config.json: model FLOPs from the architecture")
-    r.add_argument("--tokens-per-step", type=int, metavar="N", help="tokens each rank processes per step (with --hf-config)")
-    r.add_argument("--seq-len", type=int, metavar="N", help="sequence length (with --hf-config; attention FLOPs)")
+    r.add_argument("--tokens-per-step", type=_positive, metavar="N", help="tokens each rank processes per step (with --hf-config)")
+    r.add_argument("--seq-len", type=_positive, metavar="N", help="sequence length (with --hf-config; attention FLOPs)")
     r.add_argument("--mfu-dtype", default="bf16", help="dtype whose peak MFU is measured against (default bf16)")
     r.add_argument("--roofline-png", metavar="OUT", help="write the roofline chart as PNG (needs the [plot] extra)")
     cl = a.add_argument_group("cluster view (2+ ranks)")
-    cl.add_argument("--straggler-z", type=float, default=3.0, metavar="Z", help="robust z-score over which a rank is a straggler (default 3)")
+    cl.add_argument("--straggler-z", type=_positive_float, default=3.0, metavar="Z", help="robust z-score over which a rank is a straggler (default 3)")
     cl.add_argument("--dask", metavar="ADDRESS", help="run the per-rank work on an existing Dask cluster: scheduler address "
                     "(tcp://host:8786) or scheduler file; trace paths may be fsspec URLs (s3://...) the workers can read")
     cl.add_argument("--critical-path-trace", metavar="OUT.json", help="write a Perfetto/Chrome trace with the collectives of every "
                     "rank and the cross-rank critical path marked")
-    cl.add_argument("--gpus-per-node", type=int, metavar="N", help="ranks per node, for intra- vs inter-node links (default: the device's catalog figure, 8 for GPUs, the ICI slice for TPUs)")
+    cl.add_argument("--gpus-per-node", type=_positive, metavar="N", help="ranks per node, for intra- vs inter-node links (default: the device's catalog figure, 8 for GPUs, the ICI slice for TPUs)")
     a.add_argument("--hlo", nargs="+", metavar="HLO.txt", default=(), help="JAX/XLA: HLO text of the profiled program(s) "
                    "(compiled.as_text() or an XLA dump), joined to the profiled ops by name for name scopes, FLOPs and bytes")
 

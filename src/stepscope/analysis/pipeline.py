@@ -59,8 +59,9 @@ class AnalyzeConfig:
     gpus_per_node: int | None = None  # ranks per node in the cluster view; None: the device's, else 8
 
     def __post_init__(self) -> None:
-        if self.model_flops_per_step is not None and self.model_flops_per_step <= 0:
-            raise ConfigError("model FLOPs per step must be > 0", fix="e.g. --model-flops 3.2e15")
+        if self.model_flops_per_step is not None and not 0 < self.model_flops_per_step < float("inf"):
+            raise ConfigError(f"model FLOPs per step must be a finite number > 0, not {self.model_flops_per_step}",
+                              fix="e.g. --model-flops 3.2e15")
         if self.top_k < 1:
             raise ConfigError("top_k must be >= 1", fix="pass --top 1 or more")
         if not 0 < self.fluctuation_threshold_ratio < 10:

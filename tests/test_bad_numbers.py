@@ -1,6 +1,7 @@
 """Counts and settings no job can have (fractional devices, JSON's 1e400 read as infinity, NaN)
-are refused with one line naming them: on the command line (exit 2) and per --batch record (an
-"error" line, the other records still evaluated), never truncated, planned as given or a traceback."""
+are refused with one line naming them: on the command line of plan and analyze (exit 2) and per
+--batch record (an "error" line, the other records still evaluated), never truncated, planned as
+given or a traceback."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from stepscope.cli import main
+
+TRACE = str(Path(__file__).resolve().parents[1] / "examples" / "traces" / "a100_nccl_rank0.json.gz")
 
 BASE = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "1024",
         "--evaluate", "tp=8"]
@@ -71,3 +74,19 @@ def test_calibration_csv(content: bytes, says: str, tmp_path: Path, capsys: pyte
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
     assert err.count("(") - err.count(")") == 0 and "stepscope analyze --json) (" not in err  # one fix, not the report's and ours
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--model-flops", "nan"], "--model-flops: must be a finite number more than 0, not nan"),  # was an MFU of nan, exit 0
+    (["--model-flops", "inf"], "--model-flops: must be a finite number more than 0, not inf"),
+    (["--tokens-per-step", "0"], "--tokens-per-step: must be at least 1, not 0"),
+    (["--seq-len", "-4096"], "--seq-len: must be at least 1, not -4096"),
+    (["--straggler-z", "nan"], "--straggler-z: must be a finite number more than 0, not nan"),
+    (["--gpus-per-node", "0"], "--gpus-per-node: must be at least 1, not 0"),
+])
+def test_analyze_flags(flags: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", TRACE, "-q", *flags])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
