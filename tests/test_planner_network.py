@@ -141,6 +141,11 @@ def test_bad_network_files_and_names_are_one_line_errors(tmp_path: Path) -> None
         network.parse_entries({"networks": [bad]}, "x.yaml")
     with pytest.raises(ConfigError, match="malformed"):
         network.parse_entries({"networks": [{"name": "x"}]}, "x.yaml")
+    kinds = good["networks"][0]["busbw_gbps"]
+    for value in (float("nan"), float("inf"), 0.0):  # nan and inf passed the old min() > 0 check
+        worse = dict(good["networks"][0], busbw_gbps={**kinds, "all_gather": [value, *kinds["all_gather"][1:]]})
+        with pytest.raises(ConfigError, match="must be finite numbers > 0"):
+            network.parse_entries({"networks": [worse]}, "x.yaml")
     with pytest.raises(ConfigError, match="unknown network"):
         network.by_name("nope")
     with pytest.raises(ConfigError, match="devices per node"):

@@ -25,6 +25,7 @@ take the all-gather curve; pipeline point-to-point transfers keep the nominal li
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -96,8 +97,9 @@ def parse_entries(doc: Any, where: str) -> dict[str, NetworkProfile]:
         if len(nodes) < 1 or any(len(v) != len(nodes) for v in bw.values()) or list(nodes) != sorted(set(nodes)) or nodes[0] < 1:
             raise ConfigError(f"network {prof.name}: nodes must be increasing counts >= 1 with one bandwidth per count and kind", path=where,
                               fix="see src/stepscope/data/networks.yaml")
-        if min(min(v) for v in bw.values()) <= 0 or prof.message_bytes <= 0:
-            raise ConfigError(f"network {prof.name}: bandwidths and message_bytes must be > 0", path=where, fix="see src/stepscope/data/networks.yaml")
+        if not all(0 < x < math.inf for v in (*bw.values(), nodes) for x in v) or prof.message_bytes <= 0:  # nan fails too
+            raise ConfigError(f"network {prof.name}: node counts, bandwidths and message_bytes must be finite numbers > 0", path=where,
+                              fix="see src/stepscope/data/networks.yaml")
         out[prof.name.lower()] = prof
     return out
 
