@@ -90,3 +90,22 @@ def test_analyze_flags(flags: list[str], says: str, capsys: pytest.CaptureFixtur
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+DEVICE = "version: 1\ndevices:\n  - name: MyGPU\n    match: 'MyGPU'\n    peak_tflops: {{bf16: {peak}}}\n    hbm_gb: 80\n    hbm_gbps: {hbm}\n"
+
+
+@pytest.mark.parametrize(("peak", "hbm", "says"), [
+    (".nan", "2000", "device MyGPU: peak_tflops.bf16 is nan, not a finite number > 0"),  # was accepted: MFU nan, exit 0
+    (".inf", "2000", "peak_tflops.bf16 is inf"),
+    ("0", "2000", "peak_tflops.bf16 is 0.0"),  # divided by zero in the roofline
+    ("500", "-1", "hbm_gbps is -1.0"),
+])
+@pytest.mark.parametrize("command", ["analyze", "plan"])
+def test_device_figures(peak: str, hbm: str, says: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "hw.yaml"
+    path.write_text(DEVICE.format(peak=peak, hbm=hbm), encoding="utf-8")
+    args = (["analyze", TRACE, "-q"] if command == "analyze" else BASE[:3] + BASE[5:]) + ["--hardware", "MyGPU", "--hardware-file", str(path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert says in err and str(path) in err and len(err.strip().splitlines()) == 1

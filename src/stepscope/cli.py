@@ -83,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="search parallel/memory strategies; predict memory, step time and MFU")
     pl.add_argument("--model", help="catalog name (e.g. llama3-70b) or a Hugging Face config.json")
     pl.add_argument("--hardware", help="device name or alias (h100, a100, mi300x, tpu-v5p, ...)")
+    pl.add_argument("--hardware-file", metavar="YAML", help="your own devices (layout of data/hardware.yaml; "
+                    "for --batch and --calibrate rows too, unless a row names its own hardware_file)")
     pl.add_argument("--devices", type=int, help="number of devices")
     pl.add_argument("--global-batch", type=int, help="sequences per step")
     pl.add_argument("--global-batch-tokens", type=int, metavar="T", help="or the batch in tokens per step (a multiple of --seq-len)")

@@ -3,6 +3,7 @@ the trace's device name."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -100,7 +101,32 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"bad device entry {d!r:.80} ({exc})", path=where, fix="each device needs name, peak_tflops, hbm_gbps") from None
+        _check(out[-1], where)
     return out
+
+
+def _check(hw: Hardware, where: str) -> None:
+    """Figures no device has are refused, naming the field: a NaN or infinite peak passed into
+    every MFU and roofline silently, and a zero peak divided by zero."""
+    rates: dict[str, Any] = {f"peak_tflops.{k}": v for k, v in hw.peak_tflops.items() if v is not None}
+    rates.update({f"intra_node_busbw_gbps.{k}": v for k, v in hw.intra_node_busbw_gbps.items()})
+    rates.update({"hbm_gbps": hw.hbm_gbps, "hbm_gb": hw.hbm_gb, "intra_node_gbps": hw.intra_node_gbps,
+                  "inter_node_gbps": hw.inter_node_gbps, "host_gbps": hw.host_gbps})
+    for key, v in rates.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf):
+            raise ConfigError(f"device {hw.name}: {key} is {v!r}, not a finite number > 0", path=where,
+                              fix="fix the figure, or leave an unknown optional one out")
+    for key, v in hw.matmul_eff.items():
+        if not 0 < v <= 1:
+            raise ConfigError(f"device {hw.name}: matmul_eff.{key} is {v!r}, not a fraction of the peak in (0, 1]", path=where,
+                              fix="the measured matmul rate / the peak, e.g. 0.8")
+    if (hw.node_devices is not None and hw.node_devices < 1) or hw.cores < 1:
+        raise ConfigError(f"device {hw.name}: node_devices and cores must be at least 1", path=where, fix="fix the count")
+    try:
+        re.compile(hw.match)
+    except re.error as exc:
+        raise ConfigError(f"device {hw.name}: match is not a regular expression ({exc})", path=where,
+                          fix="a Python regex for the profiler's device name, e.g. 'H100.*SXM'") from None
 
 
 @lru_cache(maxsize=8)

@@ -35,7 +35,7 @@ def _job(d: dict[str, Any]) -> Job:
     grad = str(d.get("grad_dtype") or "")
     if grad not in ("", "fp32", "bf16", "fp16"):
         raise ConfigError(f"grad_dtype must be fp32, bf16 or fp16, not {grad!r}", fix="e.g. --grad-dtype bf16")
-    hw = hardware(str(d["hardware"]))
+    hw = hardware(str(d["hardware"]), str(d["hardware_file"]) if d.get("hardware_file") else None)
     return Job(
         model=model(str(d["model"])),
         hw=hw,
@@ -132,7 +132,7 @@ def run(ns: argparse.Namespace) -> int:
                 if not isinstance(rec, dict):
                     raise ConfigError(f"line {n}: a record must be a JSON object, not {type(rec).__name__}",
                                       path=ns.batch, fix='e.g. {"model": "llama3-8b", "hardware": "h100", ...}')
-                out = _one(_job(rec), str(rec.get("strategy", "")))
+                out = _one(_job({"hardware_file": ns.hardware_file, **rec}), str(rec.get("strategy", "")))
             except ConfigError as exc:
                 out = {"error": exc.one_line()}
             except (ValueError, TypeError) as exc:
@@ -141,7 +141,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
-                                                  "dp_bucket_mb", "network", "moe_imbalance", "loss")}
+                                                  "dp_bucket_mb", "network", "moe_imbalance", "loss", "hardware_file")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("eager_swiglu", False), ("param_gather_overlap", False),
                    ("zero_sync_after_backward", False), ("fused_projections", True), ("fused_loss", True))})
@@ -265,7 +265,7 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     if ns.calibrate:
         from .calib_csv import from_csv
 
-        cal = from_csv(ns.calibrate, _job)
+        cal = from_csv(ns.calibrate, lambda r: _job({"hardware_file": ns.hardware_file, **r}))
         job = cal.fit.apply(job)
         info.update({"runs": cal.rows, **dataclasses.asdict(cal.fit), "mape_before": cal.mape_before,
                      "mape_after_leave_one_out": cal.mape_after_loo})

@@ -30,8 +30,10 @@ _ALIASES = {
 }
 
 
-def hardware(name: str) -> Hardware:
-    return by_name(_ALIASES.get(name.lower(), name))
+def hardware(name: str, user_file: str | None = None) -> Hardware:
+    """A catalog device by name or alias; ``user_file``: a YAML of your own devices (the layout of
+    data/hardware.yaml), which win over the catalog on name."""
+    return by_name(_ALIASES.get(name.lower(), name), user_file)
 
 
 @lru_cache(maxsize=1)
