@@ -5,7 +5,8 @@ the time, ``analysis``: a ``stepscope analyze --json`` report of the run, whose 
 used) and optionally
 ``devices_per_node, precision`` and the framework's properties as in ``--batch`` records
 (``fp8_recipe``, ``fused_projections``, ``fused_loss``, ``loss``, ``fused_elementwise``, ``eager_swiglu``, ``flash_attention``,
-``param_gather_overlap``, ``zero_sync_after_backward``, ``dp_bucket_mb``, ``moe_imbalance``, ``network``, ``grad_dtype``;
+``param_gather_overlap``, ``zero_sync_after_backward``, ``dp_bucket_mb``, ``moe_imbalance``, ``network``, ``grad_dtype``,
+``hardware_file`` (default: ``--hardware-file``);
 blank = the default). The fit (see :mod:`calibrate`) uses every row; the accuracy it
 reports after calibration is leave-one-out (each row predicted by a fit on the others), never on
 rows it was fitted to.
