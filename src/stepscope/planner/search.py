@@ -124,7 +124,9 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n, ascending, found up to sqrt(n): trying every d <= n took 24 s for 2^28 devices."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def _cross(g: dict[str, np.ndarray], key: str, values: list[int]) -> dict[str, np.ndarray]:
