@@ -1426,3 +1426,21 @@ def test_divisors_match_trial_division_and_stay_cheap_for_huge_counts() -> None:
         assert _divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
     assert _divisors(2**40) == [2**k for k in range(41)]
     assert _divisors(7919 * 7907) == [1, 7907, 7919, 7919 * 7907]  # two primes
+
+
+def test_html_bars_end_at_the_step_time_and_memory_total(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each stacked bar is the sum of its drawn parts; with pipeline parallelism the p2p time is
+    one of them (the bars used to leave it out and end short of the table's step time)."""
+    import re
+
+    out = tmp_path / "plan.html"
+    assert main(["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "64", "--seq-len", "4096",
+                 "--where", "pp=4|8", "--top", "5", "--html", str(out), "--json"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    assert all(r["time_s"]["pp_p2p"] > 0 for r in recs)  # the case the old bars got wrong
+    html = out.read_text(encoding="utf-8")
+    step_svg, mem_svg = html.split("<h2>Step time (s)</h2>")[1].split("<h2>Memory per device")
+    ends_s = [float(v) for v in re.findall(r">([0-9.]+) s</text>", step_svg)]
+    ends_gb = [float(v) for v in re.findall(r">([0-9.]+) GB</text>", mem_svg)]
+    assert ends_s == [round(r["step_time_s"], 2) for r in recs]
+    assert ends_gb == [round(r["memory_gb"]["total"], 2) for r in recs]

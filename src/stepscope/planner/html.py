@@ -7,8 +7,9 @@ from typing import Any
 
 _MEM = (("weights", "#3b82f6"), ("grads", "#8b5cf6"), ("optimizer", "#f59e0b"), ("activations", "#10b981"),
         ("buffers", "#9ca3af"), ("reserve", "#d1d5db"))
+# every part of the step (cost.py: step = their sum), so each bar ends at the table's step time
 _TIME = (("compute", "#3b82f6"), ("tp", "#ef4444"), ("ep", "#ec4899"), ("dp", "#f97316"), ("cp", "#eab308"),
-         ("bubble", "#9ca3af"), ("optimizer", "#14b8a6"))
+         ("bubble", "#9ca3af"), ("pp_p2p", "#6b7280"), ("optimizer", "#14b8a6"), ("offload", "#a16207"))
 
 
 def _label(r: dict[str, Any]) -> str:
@@ -24,7 +25,9 @@ def _label(r: dict[str, Any]) -> str:
 
 
 def _bars(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ...], unit: str, limit: float | None) -> str:
-    w, row, lab = 900, 22, 300
+    row = 22
+    lab = max(300, 7 * max(len(_label(r)) for r in recs) + 12)  # 11 px text: about 6.5 px a character
+    w = lab + 600
     mx = max(max(sum(r[key][p] for p, _ in parts) for r in recs), limit or 0) or 1
     svg = [f"<svg width='{w}' height='{row * len(recs) + 10}' xmlns='http://www.w3.org/2000/svg'>"]
     for i, r in enumerate(recs):
