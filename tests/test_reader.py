@@ -228,6 +228,30 @@ def test_events_without_usable_time_are_dropped_counted_and_side_rows_renumbered
     assert fr.comm_args["pg_ranks"].to_pylist() == ["[0, 1]"]
     assert main(["analyze", str(path), "--json", str(tmp_path / "r.json")]) == 0
     captured = capsys.readouterr()
-    assert "skipped 4 events with unusable fields" in captured.out + captured.err
+    assert "skipped 4 unusable events" in captured.out + captured.err
     step = json.loads((tmp_path / "r.json").read_text())["ranks"][0]["steps"][0]
     assert step["step_time_ns"] == 700_000  # the two kernels: t0 .. t0 + 700 us
+
+
+@pytest.mark.parametrize("block", [256, 4096, 1 << 20])
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_corrupt_event_costs_only_itself(tmp_path: Path, block: int, cut: bool) -> None:
+    """A flipped byte inside one event (its ts no longer a number) used to lose every event of the
+    file: no cut decoded, so nothing was kept. Now only that event is dropped and counted, in
+    small blocks (the streaming window) and large, with the array closed (trailer read) or cut."""
+    names = [f"k{i}" for i in range(40)]
+    events = [{"ph": "X", "cat": "kernel", "name": n, "ts": 1000 + 10 * i, "dur": 5, "pid": 0, "tid": 7,
+               "args": {"device": 0, "stream": 7, "note": "}, {"}} for i, n in enumerate(names)]  # a boundary inside a string
+    text = json.dumps({"traceEvents": events, "traceName": "mine"}, indent=None)
+    bad = text.index('"ts": 1170')  # event k17
+    text = text[:bad] + '"ts": 11Q0' + text[bad + len('"ts": 1170'):]
+    if cut:
+        text = text[: text.index('"name": "k39"')]  # killed while writing the last event
+    path = tmp_path / "t.json"
+    path.write_text(text, encoding="utf-8")
+    fr = read_kineto(path, block=block)
+    kept = [n for n in names if n != "k17" and not (cut and n == "k39")]
+    assert fr.table["name"].to_pylist() == kept
+    assert fr.skipped_events == 1
+    assert fr.truncated is cut
+    assert (fr.header.get("traceName") == "mine") is not cut

@@ -115,6 +115,31 @@ static int skip_container(const char *s, const char *e, const char **out) {
     return 0;
 }
 
+/* 1 when [s, e) is a JSON scalar: true, false, null or a number -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?.
+ * A corrupt token ("11Q0") must be a syntax error: read leniently it became the number 11. */
+static int valid_scalar(const char *s, const char *e) {
+    size_t n = (size_t)(e - s);
+    if (*s == 't') return n == 4 && memcmp(s, "true", 4) == 0;
+    if (*s == 'f') return n == 5 && memcmp(s, "false", 5) == 0;
+    if (*s == 'n') return n == 4 && memcmp(s, "null", 4) == 0;
+    const char *p = s;
+    if (p < e && *p == '-') p++;
+    if (p >= e || *p < '0' || *p > '9') return 0;
+    if (*p == '0') p++; else while (p < e && *p >= '0' && *p <= '9') p++;
+    if (p < e && *p == '.') {
+        p++;
+        if (p >= e || *p < '0' || *p > '9') return 0;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p >= e || *p < '0' || *p > '9') return 0;
+        while (p < e && *p >= '0' && *p <= '9') p++;
+    }
+    return p == e;
+}
+
 static int skip_value(const char *s, const char *e, const char **out) {
     if (s >= e) return 0;
     char ch = *s;
@@ -123,7 +148,7 @@ static int skip_value(const char *s, const char *e, const char **out) {
     const char *p = s;
     while (p < e && !WS(*p) && *p != ',' && *p != '}' && *p != ']') p++;
     if (p == e) return 0;
-    if (p == s) return -1;
+    if (p == s || !valid_scalar(s, p)) return -1;
     *out = p; return 1;
 }
 

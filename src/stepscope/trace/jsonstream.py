@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ _ARRAY_END = re.compile(rb"\}\s*\]")
 _KEY = b'"traceEvents"'
 _MAX_HEADER_BYTES = 256 << 20
 _MAX_RETRIES = 64
+_MAX_JOIN = 16  # pieces one event may be cut into by boundaries inside its strings (_salvage)
 
 T = TypeVar("T")
 
@@ -41,6 +43,7 @@ class StreamState:
     bytes_read: int = 0
     bytes_used: int = 0
     note: str = ""
+    corrupt_events: int = 0  # events dropped because their text is not valid JSON (_salvage)
 
 
 def is_gzip(path: Path) -> bool:
@@ -178,10 +181,15 @@ def iter_event_chunks(
         buf += data
         while len(buf) > 2 * block:
             cut = _decode_upto_boundary(buf, decode, len(buf) - block, path)
-            if cut is None:
-                break
-            value, end = cut
-            yield value, state
+            if cut is not None:
+                value, end = cut
+                yield value, state
+            else:  # no boundary near the window's end decodes: a corrupt event inside the window
+                found = _event_end_before(buf, decode, len(buf) - block)
+                if found is None:
+                    break
+                end = found
+                yield from ((v, state) for v in _salvage(buf, decode, end, state))
             nxt = buf.index(b"{", end)
             del buf[:nxt]
             base += nxt
@@ -234,13 +242,101 @@ def _finish(buf: bytearray, decode: Callable[[bytes], T], state: StreamState, pa
             state.header.update(parse_trailer(tail))
         yield value, state
         return
-    # The array never closes: a job killed mid-write. Keep every complete event.
+    # No close decodes: the array never closes (a job killed mid-write) or an event in it is
+    # corrupt (a flipped byte, a writer's bug). Keep every complete event that decodes (a cut that
+    # decodes, taken alone, could stop before a corrupt event and lose all after it). Whether the
+    # array closes after all (and the trailer) is read from the last event: tried from each of
+    # the last boundaries, as one inside its strings may be the last one.
     state.truncated = True
-    cut = _decode_upto_boundary(buf, decode, len(buf), path)
-    if cut is not None:
-        value, end = cut
-        state.bytes_used += end
-        yield value, state
+    tail_bounds: deque[re.Match[bytes]] = deque(_BOUNDARY.finditer(buf), maxlen=_MAX_JOIN)
+    if not tail_bounds:
+        return
+    for b in reversed(tail_bounds):
+        last = b.end() - 1
+        for tried, m in enumerate(_ARRAY_END.finditer(buf, last)):
+            if tried >= _MAX_RETRIES:
+                break
+            try:
+                value = decode(b"[" + bytes(buf[last : m.start() + 1]) + b"]")
+            except msgspec.DecodeError:
+                continue
+            yield from ((v, state) for v in _salvage(buf, decode, b.start() + 1, state))
+            state.truncated = False
+            state.bytes_used = state.bytes_read
+            state.header.update(parse_trailer(bytes(buf[m.end() :])))
+            yield value, state
+            return
+    end = tail_bounds[-1].start() + 1
+    yield from ((v, state) for v in _salvage(buf, decode, end, state))
+    state.bytes_used += end
+
+
+def _event_end_before(buf: bytearray, decode: Callable[[bytes], T], before: int) -> int | None:
+    """The end (just after the ``}``) of the last event that closes before ``before``: of the last
+    boundaries there, the first whose preceding piece decodes alone (a boundary inside a string
+    cuts an event in two), else the last one."""
+    tail: deque[re.Match[bytes]] = deque(_BOUNDARY.finditer(buf, 0, before), maxlen=_MAX_JOIN + 1)
+    if not tail:
+        return None
+    for prev, b in reversed(list(zip(tail, list(tail)[1:]))):
+        try:
+            decode(b"[" + bytes(buf[prev.end() - 1 : b.start() + 1]) + b"]")
+        except msgspec.DecodeError:
+            continue
+        return b.start() + 1
+    return tail[-1].start() + 1
+
+
+def _salvage(buf: bytearray, decode: Callable[[bytes], T], end: int, state: StreamState) -> list[T]:
+    """Decode ``buf[:end]`` (whole events) around the ones that are not valid JSON (a flipped
+    byte, a writer's bug). The text is split at event boundaries, groups of pieces decoded, and a
+    group that fails halved until the failing pieces stand alone. A lone piece that fails is
+    either corrupt or part of an event a boundary inside one of its strings cut (a kernel name
+    with "}, {" in it): consecutive failing pieces are rejoined, and what still fails is dropped;
+    each run of dropped pieces counts as one event in ``state.corrupt_events``. Every decode is of
+    a contiguous slice of the original text, so the events kept are exactly what a clean file
+    gives. About 2 x the text is decoded per corrupt event; only damaged files come here."""
+    bounds = list(_BOUNDARY.finditer(buf, 0, end))
+    starts = [0] + [m.end() - 1 for m in bounds]
+    stops = [m.start() + 1 for m in bounds] + [end]
+
+    def pieces(lo: int, hi: int) -> T:
+        return decode(b"[" + bytes(buf[starts[lo] : stops[hi - 1]]) + b"]")
+
+    good: list[tuple[int, T]] = []
+    failed: list[int] = []
+    pending = [(0, len(starts))]
+    while pending:
+        lo, hi = pending.pop()
+        try:
+            good.append((lo, pieces(lo, hi)))
+        except msgspec.DecodeError:
+            if hi - lo == 1:
+                failed.append(lo)
+            else:
+                pending += [((lo + hi) // 2, hi), (lo, (lo + hi) // 2)]
+    failed.sort()
+    i, dropped_before = 0, False
+    while i < len(failed):
+        lo, joined = failed[i], False
+        run = 1
+        while i + run < len(failed) and failed[i + run] == lo + run and run < _MAX_JOIN:
+            run += 1
+        for k in range(2, run + 1):  # lo alone failed already
+            try:
+                good.append((lo, pieces(lo, lo + k)))
+            except msgspec.DecodeError:
+                continue
+            i, joined = i + k, True
+            break
+        if not joined:
+            state.corrupt_events += 0 if dropped_before and i and failed[i - 1] == lo - 1 else 1
+            dropped_before = True
+            i += 1
+        else:
+            dropped_before = False
+    good.sort(key=lambda t: t[0])
+    return [v for _, v in good]
 
 
 def parse_trailer(tail: bytes) -> dict[str, Any]:

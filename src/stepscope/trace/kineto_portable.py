@@ -235,6 +235,6 @@ def read_portable(p: Path, rank: int, include_python: bool, block: int) -> FileR
     finally:
         if was_enabled:
             gc.enable()
-    return file_read(str(p), tables, state, skipped.count)
+    return file_read(str(p), tables, state, skipped.count + state.corrupt_events)
 
 

@@ -231,8 +231,8 @@ def assemble(reads: list[FileRead]) -> Trace:
             )
         if fr.skipped_events:
             n = fr.skipped_events
-            warnings.append(f"{fr.path}: skipped {n} event{'s' if n != 1 else ''} with unusable fields (a timestamp or duration "
-                            "missing, not a number or negative, or a field of the wrong type); the rest are analyzed")
+            warnings.append(f"{fr.path}: skipped {n} unusable event{'s' if n != 1 else ''} (not valid JSON, a field of the wrong "
+                            "type, or a timestamp or duration missing, not a number or negative); the rest are analyzed")
         table = fr.table.set_column(0, "rank", pa.array(np.full(fr.table.num_rows, rank, dtype=np.int32)))
         tables.append(table)
         raw_info = fr.header.get("distributedInfo")
