@@ -24,6 +24,7 @@ GOOD = '{"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch":
     (["--reserve-gb", "nan"], "reserve must be >= 0 GB, not nan"),  # nan < 0 is False: the old check let it through
     (["--dp-bucket-mb", "inf"], "DP bucket size must be >= 0 MB, not inf"),
     (["--moe-imbalance", "inf"], "MoE imbalance must be >= 1"),
+    (["--devices-per-node", "0"], "devices per node must be a whole number >= 1, not 0"),  # 0 meant "the default"
 ])
 def test_flags(flags: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(BASE + flags) == 2

@@ -40,7 +40,7 @@ def _job(d: dict[str, Any]) -> Job:
         model=model(str(d["model"])),
         hw=hw,
         devices=_whole(d, "devices"),
-        devices_per_node=_whole(d, "devices_per_node") if d.get("devices_per_node") else hw.node_devices or 8,
+        devices_per_node=_whole(d, "devices_per_node") if d.get("devices_per_node") not in (None, "") else hw.node_devices or 8,
         global_batch=_whole(d, "global_batch"),
         seq_len=_whole(d, "seq_len"),
         precision=prec,
