@@ -110,3 +110,34 @@ def test_device_figures(peak: str, hbm: str, says: str, command: str, tmp_path: 
     assert main(args) == 2
     err = capsys.readouterr().err
     assert says in err and str(path) in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("rep") / "r.json"
+    assert main(["analyze", TRACE, "-q", "--json", str(out)]) == 0
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("path", "value", "says"), [
+    (("ranks", 0, "step_stats", "median_ns"), float("nan"), "median step time is nan, not a positive number"),  # was a NaN what-if
+    (("ranks", 0, "step_stats", "median_ns"), -5, "median step time is -5"),
+    (("ranks", 0, "step_stats", "median_ns"), "abc", "median step time is 'abc'"),
+    (("ranks", 0, "hardware"), 5, "a malformed stepscope analyze report (AttributeError"),  # was a traceback
+    (("ranks", 0, "collectives"), "x", "a malformed stepscope analyze report"),
+    (("ranks", 0, "roofline_by_category"), "x", "a malformed stepscope analyze report"),
+])
+def test_from_analysis_reports(report: dict, path: tuple, value: object, says: str, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(json.dumps(report))
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(doc), encoding="utf-8")
+    args = ["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "2", "--global-batch", "8", "--seq-len", "1024",
+            "--evaluate", "dp=2", "--baseline", "dp=2", "--from-analysis", str(bad)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert says in err and str(bad) in err and len(err.strip().splitlines()) == 1

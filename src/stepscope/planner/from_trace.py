@@ -22,6 +22,7 @@ FLOPs are unknown (the trace has no shapes) is ``None`` and the planner keeps it
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,10 +48,22 @@ class TraceEfficiency:
 
 
 def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
-    return flops / (dur_ns * 1e-9 * peak) if flops > 0 and dur_ns > 0 and peak > 0 else None
+    ratio = flops / (dur_ns * 1e-9 * peak) if flops > 0 and dur_ns > 0 and peak > 0 else None
+    return ratio if ratio is not None and math.isfinite(ratio) else None
 
 
 def from_report(doc: dict[str, Any], rank: int | None = None, where: str = "report") -> TraceEfficiency:
+    """The efficiencies of one rank of an analyze report. A report edited by hand or damaged (a
+    field of the wrong type, a step time that is not a positive number) is one error naming the
+    file, not a traceback or a NaN prediction."""
+    try:
+        return _from_report(doc, rank, where)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        raise ConfigError(f"a malformed stepscope analyze report ({exc.__class__.__name__}: {exc})", path=where,
+                          fix="pass the file stepscope analyze --json wrote, unedited") from None
+
+
+def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEfficiency:
     ranks = doc.get("ranks") if isinstance(doc, dict) else None
     if not isinstance(ranks, list) or not ranks:
         raise ConfigError("not a stepscope analyze report (no 'ranks')", path=where, fix="pass the file written by stepscope analyze --json")
@@ -60,6 +73,9 @@ def from_report(doc: dict[str, Any], rank: int | None = None, where: str = "repo
     med = (r.get("step_stats") or {}).get("median_ns")
     if not med:
         raise ConfigError("the report has no step times", path=where, fix="analyze a trace with at least one step")
+    if isinstance(med, bool) or not isinstance(med, (int, float)) or not 0 < med < math.inf:
+        raise ConfigError(f"the report's median step time is {med!r}, not a positive number of ns", path=where,
+                          fix="pass the file stepscope analyze --json wrote, unedited")
     hw = r.get("hardware") or {}
     peak = float(hw.get("peak_tflops") or 0.0) * 1e12
     att_f = att_d = oth_f = oth_d = 0.0
