@@ -188,13 +188,22 @@ def test_user_rules_file_extends_classification(tmp_path: Path) -> None:
     assert s.exposed_comm_ns == 50 * US
 
 
-def test_bad_rules_file_is_a_user_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("text", "says"), [
+    ("categories:\n  - {category: gemm, pattern: '(unclosed'}\n", "bad regular expression '(unclosed'"),
+    ("categorie:\n  - {category: gemm, pattern: 'x'}\n", "unknown key categorie"),  # was ignored without a word
+    ("categories:\n  - {pattern: 'x'}\n", "categories must be a list of {category: ..., pattern: ...}"),  # was a KeyError
+    ("collectives: {type: all_reduce}\n", "collectives must be a list of {type: ..., pattern: ...}"),
+    ("comm_kernels: 'my(ccl'\n", "bad regular expression 'my(ccl'"),  # named alone, not inside the bundled pattern
+])
+def test_bad_rules_file_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, says: str) -> None:
     from stepscope.cli import main
 
     p = synth.write(tmp_path / "t.json", synth.basic_events())
     rules = tmp_path / "bad.yaml"
-    rules.write_text("categories:\n  - {category: gemm, pattern: '(unclosed'}\n")
+    rules.write_text(text)
     assert main(["analyze", str(p), "--rules", str(rules), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and str(rules) in err and len(err.strip().splitlines()) == 1
 
 
 def test_analyze_files_in_workers_matches_in_memory(tmp_path: Path) -> None:

@@ -56,9 +56,27 @@ def _compile(pattern: Any, where: str) -> re.Pattern[str]:
         raise ConfigError(f"bad regular expression {pattern!r} ({exc})", path=where, fix="fix the pattern") from None
 
 
+_KEYS = {"version": None, "collectives": "type", "comm_kernels": None, "comm_ops": None, "categories": "category"}
+
+
 def _parse(doc: Any, where: str) -> dict[str, Any]:
+    """The rules file as a mapping, its keys and entries checked: a misspelt key used to be
+    ignored without a word, an entry without its name or pattern was a KeyError traceback."""
     if not isinstance(doc, dict):
         raise ConfigError("rules file must be a mapping", path=where, fix="see src/stepscope/data/kernel_rules.yaml")
+    unknown = sorted(str(k) for k in doc if k not in _KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}", path=where,
+                          fix=f"the keys are {', '.join(_KEYS)} (see src/stepscope/data/kernel_rules.yaml)")
+    for key, name in _KEYS.items():
+        if name is None or doc.get(key) is None:
+            if name is None and doc.get(key) is not None and key != "version":
+                _compile(doc[key], where)  # the user's own pattern, named alone if it is bad
+            continue
+        entries = doc[key]
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and name in e and "pattern" in e for e in entries):
+            raise ConfigError(f"{key} must be a list of {{{name}: ..., pattern: ...}}", path=where,
+                              fix=f"e.g. {key}: [{{{name}: ..., pattern: 'my_kernel'}}]")
     return doc
 
 
