@@ -101,6 +101,7 @@ DEVICE = "version: 1\ndevices:\n  - name: MyGPU\n    match: 'MyGPU'\n    peak_tf
     (".inf", "2000", "peak_tflops.bf16 is inf"),
     ("0", "2000", "peak_tflops.bf16 is 0.0"),  # divided by zero in the roofline
     ("500", "-1", "hbm_gbps is -1.0"),
+    ("500}\n    matmul_ef: {bf16: 0.8", "2000", "device MyGPU: unknown key matmul_ef"),  # a misspelt figure was ignored
 ])
 @pytest.mark.parametrize("command", ["analyze", "plan"])
 def test_device_figures(peak: str, hbm: str, says: str, command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

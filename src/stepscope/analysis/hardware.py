@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -74,11 +74,18 @@ class Hardware:
         return self.hbm_gbps * 1e9
 
 
+_DEVICE_KEYS = {f.name for f in fields(Hardware)}
+
+
 def _parse(doc: Any, where: str) -> list[Hardware]:
     if not isinstance(doc, dict) or not isinstance(doc.get("devices"), list):
         raise ConfigError("hardware file needs a 'devices' list", path=where, fix="see src/stepscope/data/hardware.yaml")
     out = []
     for d in doc["devices"]:
+        unknown = sorted(str(k) for k in d if k not in _DEVICE_KEYS) if isinstance(d, dict) else []
+        if unknown:  # a misspelt optional figure (matmul_ef) was ignored without a word
+            raise ConfigError(f"device {d.get('name', '?')}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}", path=where,
+                              fix=f"the keys are {', '.join(sorted(_DEVICE_KEYS))}")
         try:
             out.append(
                 Hardware(
