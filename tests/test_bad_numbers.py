@@ -142,3 +142,21 @@ def test_from_analysis_reports(report: dict, path: tuple, value: object, says: s
     assert main(args) == 2
     err = capsys.readouterr().err
     assert says in err and str(bad) in err and len(err.strip().splitlines()) == 1
+
+
+def test_keys_the_planner_does_not_read_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelt flag (zero_sync_after_backwrd) used to pass unseen; a run's id or notes are
+    fine. Both are named, in the record's output and in the calibration, and the job still runs."""
+    batch = tmp_path / "runs.jsonl"
+    batch.write_text(GOOD + ', "id": "run-7", "zero_sync_after_backwrd": true}\n' + GOOD + "}\n", encoding="utf-8")
+    assert main(["plan", "--batch", str(batch), "--json"]) == 0
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert first["ignored_keys"] == ["id", "zero_sync_after_backwrd"] and "ignored_keys" not in second
+    assert first["step_time_s"] == second["step_time_s"]
+    runs = tmp_path / "runs.csv"
+    runs.write_text(HEAD.strip() + ",notes\n" + ROW + "2.0,first\n" + ROW.replace("dp=8", '"tp=2,dp=4"') + "2.2,second\n")
+    assert main(BASE + ["--calibrate", str(runs), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["calibration"]["ignored_columns"] == ["notes"]
+    runs.write_text(HEAD + ROW.replace("dp=8", "tp=2,dp=4") + "2.2\n" + ROW + "2.0\n")  # an unquoted comma: one cell too many
+    assert main(BASE + ["--calibrate", str(runs)]) == 2
+    assert "line 2: more cells than columns (1 extra)" in capsys.readouterr().err

@@ -23,8 +23,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from .calibrate import Fit, Run, cross_validate, fit
+from .cli import ignored_keys
 from .cost import Job, evaluate
 from .search import parse_strategy
+
+_MEASURED = frozenset({"step_time_s", "analysis"})
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Calibration:
     rows: int
     mape_before: float
     mape_after_loo: float
+    ignored_columns: tuple[str, ...] = ()  # columns the planner does not read (notes, a misspelt flag)
 
 
 def _step(job: Job, s: dict[str, np.ndarray]) -> np.ndarray:
@@ -73,6 +77,8 @@ def from_csv(path: str, make_job: Any) -> Calibration:
     runs = []
     for n, r in enumerate(rows, 2):
         try:
+            if None in r:
+                raise ConfigError(f"more cells than columns ({len(r[None])} extra)", fix="quote values that contain commas")
             job = make_job(r)
             st = {k: int(v[0]) for k, v in parse_strategy(r.get("strategy") or "").items()}
         except ConfigError as exc:
@@ -90,4 +96,5 @@ def from_csv(path: str, make_job: Any) -> Calibration:
     before = float(np.mean([abs(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0] - r.measured) / r.measured for r in runs]))
     cv = cross_validate(runs)
     after = float(np.mean([v["mape"] for v in cv.values()]))
-    return Calibration(fit(runs), len(runs), before, after)
+    ignored = tuple(ignored_keys({k: "" for k in rows[0] if k is not None}, _MEASURED)) if rows else ()
+    return Calibration(fit(runs), len(runs), before, after, ignored)

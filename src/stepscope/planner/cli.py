@@ -61,6 +61,22 @@ def _job(d: dict[str, Any]) -> Job:
     )
 
 
+# the keys a --batch record or a --calibrate row may carry (besides its measurement)
+RECORD_KEYS = frozenset({
+    "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
+    "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
+    "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "dp_bucket_mb", "moe_imbalance",
+    "network", "strategy",
+})
+
+
+def ignored_keys(rec: dict[str, Any], extra: frozenset[str] = frozenset()) -> list[str]:
+    """The keys of a record the planner does not read. They are reported, not refused (a run's
+    id or notes belong there too), so that a misspelt framework flag (``zero_sync_after_backwrd``)
+    no longer passes unseen."""
+    return sorted(str(k) for k in rec if k not in RECORD_KEYS and k not in extra)
+
+
 def _whole(d: dict[str, Any], key: str) -> int:
     """A count of a --batch record or a flag (devices, sequences, tokens): a whole number, written
     as an integer, a float without a fraction or a string of one; 8.5 devices or 1e400 (JSON's
@@ -133,6 +149,8 @@ def run(ns: argparse.Namespace) -> int:
                     raise ConfigError(f"line {n}: a record must be a JSON object, not {type(rec).__name__}",
                                       path=ns.batch, fix='e.g. {"model": "llama3-8b", "hardware": "h100", ...}')
                 out = _one(_job({"hardware_file": ns.hardware_file, **rec}), str(rec.get("strategy", "")))
+                if ignored_keys(rec):
+                    out["ignored_keys"] = ignored_keys(rec)
             except ConfigError as exc:
                 out = {"error": exc.one_line()}
             except (ValueError, TypeError) as exc:
@@ -269,6 +287,8 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         job = cal.fit.apply(job)
         info.update({"runs": cal.rows, **dataclasses.asdict(cal.fit), "mape_before": cal.mape_before,
                      "mape_after_leave_one_out": cal.mape_after_loo})
+        if cal.ignored_columns:
+            info["ignored_columns"] = list(cal.ignored_columns)
         from .calibrate import at_grid_edge
 
         if edge := at_grid_edge(cal.fit):

@@ -146,6 +146,8 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
         lines.append(f"calibrated on {cal['runs']} measured runs: GEMM x{cal['gemm_scale']:.3g}, attention x{cal['attn_scale']:.3g}, "
                      f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}; error {cal['mape_before']:.1%} "
                      f"before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)")
+        if cal.get("ignored_columns"):
+            lines.append(f"note: columns the planner does not read were ignored: {', '.join(cal['ignored_columns'])}")
         if cal.get("at_grid_edge"):
             lines.append(f"warning: {', '.join(cal['at_grid_edge'])} reached the end of the range the fit searches; check that the "
                          "CSV's rows describe the jobs (model, devices, batch, strategy) and their step times in seconds")
