@@ -141,6 +141,8 @@ def test_bad_network_files_and_names_are_one_line_errors(tmp_path: Path) -> None
         network.parse_entries({"networks": [bad]}, "x.yaml")
     with pytest.raises(ConfigError, match="malformed"):
         network.parse_entries({"networks": [{"name": "x"}]}, "x.yaml")
+    with pytest.raises(ConfigError, match="network hf-h100: unknown key devcie"):
+        network.parse_entries({"networks": [dict(good["networks"][0], devcie="H100-SXM")]}, "x.yaml")
     kinds = good["networks"][0]["busbw_gbps"]
     for value in (float("nan"), float("inf"), 0.0):  # nan and inf passed the old min() > 0 check
         worse = dict(good["networks"][0], busbw_gbps={**kinds, "all_gather": [value, *kinds["all_gather"][1:]]})

@@ -80,11 +80,18 @@ class NetworkProfile:
         return nodes, r / nodes
 
 
+_ENTRY_KEYS = {"name", "device", "devices_per_node", "message_bytes", "nodes", "busbw_gbps", "source", "note"}
+
+
 def parse_entries(doc: Any, where: str) -> dict[str, NetworkProfile]:
     if not isinstance(doc, dict) or not isinstance(doc.get("networks"), list):
         raise ConfigError("network file needs a 'networks' list", path=where, fix="see src/stepscope/data/networks.yaml")
     out = {}
     for d in doc["networks"]:
+        unknown = sorted(str(k) for k in d if k not in _ENTRY_KEYS) if isinstance(d, dict) else []
+        if unknown:  # a misspelt optional key (devcie) was ignored, and with it the device check
+            raise ConfigError(f"network {d.get('name', '?')}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
+                              path=where, fix=f"the keys are {', '.join(sorted(_ENTRY_KEYS))}")
         try:
             nodes = tuple(float(x) for x in d["nodes"])
             bw = {k: tuple(float(x) for x in d["busbw_gbps"][k]) for k in KINDS}
