@@ -160,3 +160,14 @@ def test_keys_the_planner_does_not_read_are_reported(tmp_path: Path, capsys: pyt
     runs.write_text(HEAD + ROW.replace("dp=8", "tp=2,dp=4") + "2.2\n" + ROW + "2.0\n")  # an unquoted comma: one cell too many
     assert main(BASE + ["--calibrate", str(runs)]) == 2
     assert "line 2: more cells than columns (1 extra)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("strategy", "says"), [
+    ("tp=8,tp=4", "the strategy sets tp twice (tp=8, tp=4)"),  # the last one used to win
+    ("zero=3,keep_params=1,reshard_after_forward=false", "sets keep_params twice"),  # an alias names the same field
+    ("tp=99999999999999999999999", "strategy tp=99999999999999999999999 is beyond any device count"),
+])
+def test_strategies(strategy: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(BASE[:-1] + [strategy]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1

@@ -198,11 +198,17 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false; ``sp`` (sequence
     parallelism with TP, default on) 0/1."""
     vals: dict[str, Any] = dict(STRATEGY_DEFAULTS)
+    given: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
             raise ConfigError(f"bad strategy item {part!r}", fix="use key=value pairs, e.g. tp=8,pp=2,dp=4")
         k, v = (x.strip().lower() for x in part.split("=", 1))
         field, code = parse_value(k, v, part)
+        if field in given:  # the last one used to win without a word
+            raise ConfigError(f"the strategy sets {field} twice ({given[field]}, {part})", fix="keep one of them")
+        if code > 2**31:
+            raise ConfigError(f"strategy {part} is beyond any device count", fix=f"e.g. {k}=8")
+        given[field] = part
         vals[field] = code
     for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "mb"):
         if vals[k] < 1:
