@@ -255,3 +255,21 @@ def test_a_corrupt_event_costs_only_itself(tmp_path: Path, block: int, cut: bool
     assert fr.skipped_events == 1
     assert fr.truncated is cut
     assert (fr.header.get("traceName") == "mine") is not cut
+
+
+def test_a_directory_skips_json_that_is_not_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run's config.json (or a report written beside the traces) used to fail the whole
+    directory; it is named and skipped. Alone, or named as a file, it is still an error."""
+    run = tmp_path / "run"
+    run.mkdir()
+    synth.write(run / "rank0.json", synth.basic_events(), rank=0)
+    (run / "config.json").write_text('{"hidden_size": 4096}', encoding="utf-8")
+    assert main(["analyze", str(run), "-q", "--json", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [r["rank"] for r in report["ranks"]] == [0]
+    assert f"{run / 'config.json'}: not a Chrome trace (no traceEvents near its start); skipped" in report["warnings"]
+    (run / "rank0.json").unlink()
+    assert main(["analyze", str(run), "-q"]) == 2
+    assert "directory holds no trace files" in capsys.readouterr().err
+    assert main(["analyze", str(run / "config.json"), "-q"]) == 2
+    assert "no 'traceEvents' list found" in capsys.readouterr().err

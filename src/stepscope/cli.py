@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import math
+import dataclasses
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -203,7 +204,8 @@ def _analyze(ns: argparse.Namespace) -> int:
         straggler_threshold=ns.straggler_z,
         gpus_per_node=ns.gpus_per_node,
     )
-    paths = expand_paths(ns.traces)
+    not_traces: list[str] = []
+    paths = expand_paths(ns.traces, not_traces)
     show = not ns.quiet and err.is_terminal
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, disable=not show) as bar:
         task = bar.add_task(f"reading + analyzing {len(paths)} trace file(s)", total=len(paths))
@@ -216,6 +218,8 @@ def _analyze(ns: argparse.Namespace) -> int:
             progress=lambda _p: bar.advance(task),
             dask=ns.dask,
         )
+    if not_traces:
+        result = dataclasses.replace(result, warnings=tuple(not_traces) + result.warnings)
     if ns.critical_path_trace:
         from .analysis.critical_path import perfetto
 

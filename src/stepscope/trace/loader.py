@@ -62,8 +62,11 @@ class Trace:
         return self.events.num_rows
 
 
-def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path | str]:
-    """Files, directories (their trace files) and glob patterns -> a sorted, de-duplicated list."""
+def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+                 skipped: list[str] | None = None) -> list[Path | str]:
+    """Files, directories (their trace files) and glob patterns -> a sorted, de-duplicated list.
+    A directory's JSON files that are not Chrome traces (a run's config.json beside its traces)
+    are left out and named in ``skipped``; a file named on its own is always read."""
     items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     out: list[Path] = []
     urls: list[str] = []
@@ -74,10 +77,15 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
             urls.extend(_fsspec_expand(s))
             continue
         if p.is_dir():
-            found = _dir_traces(p)
+            candidates = _dir_traces(p)
+            found = [q for q in candidates if _maybe_trace(q)]
             if not found:
-                raise InputError("directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb)", path=s, fix="point at the profiler's output folder")
+                what = f" ({len(candidates)} JSON files, none a trace)" if candidates else ""
+                raise InputError(f"directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb){what}", path=s,
+                                 fix="point at the profiler's output folder")
             out.extend(found)
+            if skipped is not None:
+                skipped.extend(f"{q}: not a Chrome trace (no traceEvents near its start); skipped" for q in candidates if q not in found)
         elif p.is_file():
             out.append(p)
         elif any(ch in s for ch in "*?["):
@@ -113,6 +121,32 @@ def _fsspec_expand(url: str) -> list[str]:
     if not found:
         raise InputError("no trace files at this URL", path=url, fix="check the URL")
     return [f"{proto}://{str(f).split('://', 1)[-1].lstrip('/')}" if proto != "file" else str(f) for f in found]
+
+
+_SNIFF_BYTES = 1 << 20
+
+
+def _maybe_trace(q: Path) -> bool:
+    """False for a JSON file whose first MB shows it is not a Chrome trace: neither a
+    ``traceEvents`` key nor a bare event list (``[`` first, an event's ``"ph"`` in it). Other kinds
+    are the readers' to judge."""
+    if not q.name.endswith((".json", ".json.gz")):
+        return True
+    import gzip
+
+    head = b""
+    try:
+        with (gzip.open(q, "rb") if q.name.endswith(".gz") else open(q, "rb")) as fh:
+            while len(head) < _SNIFF_BYTES:  # a trace names traceEvents in its first KBs: stop there
+                part = fh.read(64 << 10)
+                head += part
+                if not part or b'"traceEvents"' in head:
+                    break
+    except (OSError, EOFError):
+        return True  # unreadable: the reader says why
+    body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    # a bare event list names "ph" in its first event; an empty file is the reader's to report
+    return b'"traceEvents"' in head or (body[:1] == b"[" and (b'"ph"' in head or len(body.rstrip()) <= 2)) or not body
 
 
 def _dir_traces(d: Path) -> list[Path]:
