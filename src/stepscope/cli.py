@@ -266,7 +266,11 @@ def _convert(ns: argparse.Namespace) -> int:
 
     out_dir = Path(ns.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for item in expand_paths(ns.traces):
+    not_traces: list[str] = []
+    paths = expand_paths(ns.traces, not_traces)
+    for w in not_traces:
+        print(f"warning: {w}", file=sys.stderr)
+    for item in paths:
         p = Path(item)
         fr = read_kineto(p, include_python=ns.include_python)
         name = p.name
