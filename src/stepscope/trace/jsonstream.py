@@ -24,7 +24,7 @@ import msgspec
 from ..errors import TraceFormatError
 
 BLOCK_BYTES = 16 << 20
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _KEY = b'"traceEvents"'
 _MAX_HEADER_BYTES = 256 << 20
@@ -207,7 +207,7 @@ def _decode_upto_boundary(
     hi = len(buf)
     while tried < _MAX_RETRIES:
         lo = max(0, min(search_from, hi) - window)
-        cands = [m.start() for m in _BOUNDARY.finditer(buf, lo, hi)]
+        cands = [m.start() for m in EVENT_BOUNDARY.finditer(buf, lo, hi)]
         if not cands:
             if lo == 0:
                 return None
@@ -248,7 +248,7 @@ def _finish(buf: bytearray, decode: Callable[[bytes], T], state: StreamState, pa
     # array closes after all (and the trailer) is read from the last event: tried from each of
     # the last boundaries, as one inside its strings may be the last one.
     state.truncated = True
-    tail_bounds: deque[re.Match[bytes]] = deque(_BOUNDARY.finditer(buf), maxlen=_MAX_JOIN)
+    tail_bounds: deque[re.Match[bytes]] = deque(EVENT_BOUNDARY.finditer(buf), maxlen=_MAX_JOIN)
     if not tail_bounds:
         return
     for b in reversed(tail_bounds):
@@ -275,7 +275,7 @@ def _event_end_before(buf: bytearray, decode: Callable[[bytes], T], before: int)
     """The end (just after the ``}``) of the last event that closes before ``before``: of the last
     boundaries there, the first whose preceding piece decodes alone (a boundary inside a string
     cuts an event in two), else the last one."""
-    tail: deque[re.Match[bytes]] = deque(_BOUNDARY.finditer(buf, 0, before), maxlen=_MAX_JOIN + 1)
+    tail: deque[re.Match[bytes]] = deque(EVENT_BOUNDARY.finditer(buf, 0, before), maxlen=_MAX_JOIN + 1)
     if not tail:
         return None
     for prev, b in reversed(list(zip(tail, list(tail)[1:]))):
@@ -296,7 +296,7 @@ def _salvage(buf: bytearray, decode: Callable[[bytes], T], end: int, state: Stre
     each run of dropped pieces counts as one event in ``state.corrupt_events``. Every decode is of
     a contiguous slice of the original text, so the events kept are exactly what a clean file
     gives. About 2 x the text is decoded per corrupt event; only damaged files come here."""
-    bounds = list(_BOUNDARY.finditer(buf, 0, end))
+    bounds = list(EVENT_BOUNDARY.finditer(buf, 0, end))
     starts = [0] + [m.end() - 1 for m in bounds]
     stops = [m.start() + 1 for m in bounds] + [end]
 

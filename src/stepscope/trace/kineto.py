@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from .columns import FileRead, columns_to_tables, file_read
-from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks, parse_trailer
+from .jsonstream import BLOCK_BYTES, EVENT_BOUNDARY, StreamState, event_text_blocks, parse_trailer
 from .kineto_portable import read_portable
 
 try:  # the optional C scanner (setup.py); the portable msgspec path is used without it
@@ -86,13 +86,26 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
     rem = b""
     head_bytes = max(64, min(1 << 20, block // 8))
 
+    skipped = 0
+
     def scan(buf: bytes | memoryview) -> tuple[int, int]:
-        n, consumed, status, raw = _fast.parse(buf, include_python)
-        if status < 0:
-            raise _FastPathFailed
-        if n:
-            tables.append(columns_to_tables(_columns_from_c(raw), rank, include_python, prefiltered=True))
-        return consumed, status
+        """Scan ``buf``; an event that is not valid JSON (status -1 at its start) is skipped to the
+        next event boundary and counted, once per run of failures (a boundary inside one of its
+        strings can make the scan fail twice on it). With no boundary after it in ``buf`` the
+        portable reader takes the file."""
+        nonlocal skipped
+        off, failing = 0, False
+        while True:
+            n, consumed, status, raw = _fast.parse(buf[off:] if off else buf, include_python)
+            if n:
+                tables.append(columns_to_tables(_columns_from_c(raw), rank, include_python, prefiltered=True))
+            if status >= 0:
+                return off + consumed, status
+            m = EVENT_BOUNDARY.search(buf, off + consumed + 1)
+            if m is None:
+                raise _FastPathFailed
+            skipped += 0 if failing and not n else 1
+            failing, off = True, m.end() - 1
 
     for data, state in event_text_blocks(p, block=block):
         if closed:
@@ -121,6 +134,6 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
         state.truncated = True  # the event array never closes: a job killed mid-write
     elif not state.truncated:
         state.header.update(parse_trailer(tail))
-    return file_read(str(p), tables, state)
+    return file_read(str(p), tables, state, skipped)
 
 
