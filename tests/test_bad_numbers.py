@@ -33,9 +33,10 @@ def test_flags(flags: list[str], says: str, capsys: pytest.CaptureFixture[str]) 
 
 
 @pytest.mark.parametrize(("record", "says"), [
-    (GOOD.replace('"devices": 8', '"devices": 1e400') + "}", "devices must be a whole number, not inf"),
-    (GOOD.replace('"devices": 8', '"devices": 8.5') + "}", "devices must be a whole number, not 8.5"),  # int() made it 8
-    (GOOD.replace('"seq_len": 1024', '"seq_len": true') + "}", "seq_len must be a whole number, not True"),
+    (GOOD.replace('"devices": 8', '"devices": 1e400') + "}", "devices must be a whole number up to 2,147,483,648, not inf"),
+    (GOOD.replace('"devices": 8', '"devices": 8.5') + "}", "devices must be a whole number up to 2,147,483,648, not 8.5"),  # int() made it 8
+    (GOOD.replace('"seq_len": 1024', '"seq_len": true') + "}", "seq_len must be a whole number up to 2,147,483,648, not True"),
+    (GOOD.replace('"devices": 8', '"devices": 1' + "0" * 400) + "}", "devices must be a whole number up to"),  # was an OverflowError
     (GOOD + ', "reserve_gb": Infinity}', "reserve must be >= 0 GB, not inf"),
     (GOOD + ', "reserve_gb": "lots"}', "reserve_gb must be a number, not 'lots'"),
     ("[1, 2]", "line 1: a record must be a JSON object, not list"),  # was an AttributeError traceback

@@ -22,7 +22,7 @@ def _job(d: dict[str, Any]) -> Job:
     if d.get("global_batch") not in (None, "") and d.get("global_batch_tokens") not in (None, ""):
         raise ConfigError("give the batch in sequences or in tokens, not both", fix="drop --global-batch or --global-batch-tokens")
     if d.get("global_batch") in (None, "") and d.get("global_batch_tokens") not in (None, "") and d.get("seq_len") not in (None, ""):
-        tokens, seq = _whole(d, "global_batch_tokens"), _whole(d, "seq_len")
+        tokens, seq = _whole(d, "global_batch_tokens", 2**53), _whole(d, "seq_len")
         if tokens % seq:
             raise ConfigError(f"--global-batch-tokens {tokens} is not a multiple of --seq-len {seq}", fix="pass whole sequences")
         d = {**d, "global_batch": tokens // seq}
@@ -77,18 +77,24 @@ def ignored_keys(rec: dict[str, Any], extra: frozenset[str] = frozenset()) -> li
     return sorted(str(k) for k in rec if k not in RECORD_KEYS and k not in extra)
 
 
-def _whole(d: dict[str, Any], key: str) -> int:
-    """A count of a --batch record or a flag (devices, sequences, tokens): a whole number, written
-    as an integer, a float without a fraction or a string of one; 8.5 devices or 1e400 (JSON's
-    infinity) is an error rather than truncated or a traceback."""
+def _whole(d: dict[str, Any], key: str, limit: int = 2**31) -> int:
+    """A count of a --batch record or a flag (devices, sequences, tokens): a whole number up to
+    ``limit``, written as an integer, a float without a fraction or a string of one; 8.5 devices,
+    1e400 (JSON's infinity) or a 400-digit integer is an error rather than truncated or a
+    traceback."""
     v = d[key]
-    try:
-        x = float(v) if not isinstance(v, (bool, int)) else v
-    except (TypeError, ValueError):
-        x = None
-    if isinstance(x, bool) or x is None or not math.isfinite(x) or x != int(x):
-        raise ConfigError(f"{key} must be a whole number, not {v!r}", fix=f"e.g. --{key.replace('_', '-')} 8")
-    return int(x)
+    x: int | None = None
+    if isinstance(v, int) and not isinstance(v, bool):
+        x = v
+    elif not isinstance(v, bool):
+        try:
+            f = float(v)
+            x = int(f) if math.isfinite(f) and f == int(f) else None
+        except (TypeError, ValueError):
+            x = None
+    if x is None or x > limit:
+        raise ConfigError(f"{key} must be a whole number up to {limit:,}, not {v!r}", fix=f"e.g. --{key.replace('_', '-')} 8")
+    return x
 
 
 def _number(d: dict[str, Any], key: str, default: float) -> float:
