@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
-from ..errors import ConfigError
+from ..errors import ConfigError, refuse_unknown_keys
 from .dictcol import per_value
 
 COMM_PREFIX = "comm:"
@@ -64,10 +64,7 @@ def _parse(doc: Any, where: str) -> dict[str, Any]:
     ignored without a word, an entry without its name or pattern was a KeyError traceback."""
     if not isinstance(doc, dict):
         raise ConfigError("rules file must be a mapping", path=where, fix="see src/stepscope/data/kernel_rules.yaml")
-    unknown = sorted(str(k) for k in doc if k not in _KEYS)
-    if unknown:
-        raise ConfigError(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}", path=where,
-                          fix=f"the keys are {', '.join(_KEYS)} (see src/stepscope/data/kernel_rules.yaml)")
+    refuse_unknown_keys(doc, _KEYS, path=where, see="src/stepscope/data/kernel_rules.yaml")
     for key, name in _KEYS.items():
         if name is None or doc.get(key) is None:
             if name is None and doc.get(key) is not None and key != "version":

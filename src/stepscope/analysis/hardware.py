@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import ConfigError
+from ..errors import ConfigError, refuse_unknown_keys
 
 #: dtype name from the profiler's "Input type" strings -> (catalog dtype, bytes per element)
 DTYPES: dict[str, tuple[str, int]] = {
@@ -74,7 +74,7 @@ class Hardware:
         return self.hbm_gbps * 1e9
 
 
-_DEVICE_KEYS = {f.name for f in fields(Hardware)}
+_DEVICE_KEYS = sorted(f.name for f in fields(Hardware))
 
 
 def _parse(doc: Any, where: str) -> list[Hardware]:
@@ -82,10 +82,8 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
         raise ConfigError("hardware file needs a 'devices' list", path=where, fix="see src/stepscope/data/hardware.yaml")
     out = []
     for d in doc["devices"]:
-        unknown = sorted(str(k) for k in d if k not in _DEVICE_KEYS) if isinstance(d, dict) else []
-        if unknown:  # a misspelt optional figure (matmul_ef) was ignored without a word
-            raise ConfigError(f"device {d.get('name', '?')}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}", path=where,
-                              fix=f"the keys are {', '.join(sorted(_DEVICE_KEYS))}")
+        if isinstance(d, dict):  # a misspelt optional figure (matmul_ef) was ignored without a word
+            refuse_unknown_keys(d, _DEVICE_KEYS, path=where, owner=f"device {d.get('name', '?')}: ")
         try:
             out.append(
                 Hardware(

@@ -17,13 +17,13 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
 from .calibrate import Fit, Run, cross_validate, fit
-from .cli import ignored_keys
 from .cost import Job, evaluate
 from .search import parse_strategy
 
@@ -65,8 +65,10 @@ def _measured(r: dict[str, Any], n: int, path: str) -> float:
                           fix="columns: model, hardware, devices, global_batch, seq_len, strategy, step_time_s or analysis") from None
 
 
-def from_csv(path: str, make_job: Any) -> Calibration:
-    """``make_job(record) -> Job`` builds each row's job (the CLI's own parser)."""
+def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> Calibration:
+    """``make_job(record) -> Job`` builds each row's job (the CLI's own parser); the columns that
+    are neither in ``known_columns`` (what ``make_job`` reads) nor a measurement are reported in
+    ``ignored_columns`` (none when ``known_columns`` is empty)."""
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
@@ -96,5 +98,6 @@ def from_csv(path: str, make_job: Any) -> Calibration:
     before = float(np.mean([abs(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0] - r.measured) / r.measured for r in runs]))
     cv = cross_validate(runs)
     after = float(np.mean([v["mape"] for v in cv.values()]))
-    ignored = tuple(ignored_keys({k: "" for k in rows[0] if k is not None}, _MEASURED)) if rows else ()
+    header = [k for k in rows[0] if k is not None] if rows and known_columns else []
+    ignored = tuple(sorted(k for k in header if k not in known_columns and k not in _MEASURED))
     return Calibration(fit(runs), len(runs), before, after, ignored)

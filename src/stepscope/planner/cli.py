@@ -70,11 +70,11 @@ RECORD_KEYS = frozenset({
 })
 
 
-def ignored_keys(rec: dict[str, Any], extra: frozenset[str] = frozenset()) -> list[str]:
+def ignored_keys(rec: dict[str, Any]) -> list[str]:
     """The keys of a record the planner does not read. They are reported, not refused (a run's
     id or notes belong there too), so that a misspelt framework flag (``zero_sync_after_backwrd``)
     no longer passes unseen."""
-    return sorted(str(k) for k in rec if k not in RECORD_KEYS and k not in extra)
+    return sorted(str(k) for k in rec if k not in RECORD_KEYS)
 
 
 def _whole(d: dict[str, Any], key: str, limit: int = 2**31) -> int:
@@ -155,8 +155,8 @@ def run(ns: argparse.Namespace) -> int:
                     raise ConfigError(f"line {n}: a record must be a JSON object, not {type(rec).__name__}",
                                       path=ns.batch, fix='e.g. {"model": "llama3-8b", "hardware": "h100", ...}')
                 out = _one(_job({"hardware_file": ns.hardware_file, **rec}), str(rec.get("strategy", "")))
-                if ignored_keys(rec):
-                    out["ignored_keys"] = ignored_keys(rec)
+                if ignored := ignored_keys(rec):
+                    out["ignored_keys"] = ignored
             except ConfigError as exc:
                 out = {"error": exc.one_line()}
             except (ValueError, TypeError) as exc:
@@ -289,7 +289,7 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     if ns.calibrate:
         from .calib_csv import from_csv
 
-        cal = from_csv(ns.calibrate, lambda r: _job({"hardware_file": ns.hardware_file, **r}))
+        cal = from_csv(ns.calibrate, lambda r: _job({"hardware_file": ns.hardware_file, **r}), RECORD_KEYS)
         job = cal.fit.apply(job)
         info.update({"runs": cal.rows, **dataclasses.asdict(cal.fit), "mape_before": cal.mape_before,
                      "mape_after_leave_one_out": cal.mape_after_loo})

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..errors import ConfigError
+from ..errors import ConfigError, refuse_unknown_keys
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -80,7 +80,7 @@ class NetworkProfile:
         return nodes, r / nodes
 
 
-_ENTRY_KEYS = {"name", "device", "devices_per_node", "message_bytes", "nodes", "busbw_gbps", "source", "note"}
+_ENTRY_KEYS = sorted({"name", "device", "devices_per_node", "message_bytes", "nodes", "busbw_gbps", "source", "note"})
 
 
 def parse_entries(doc: Any, where: str) -> dict[str, NetworkProfile]:
@@ -88,10 +88,8 @@ def parse_entries(doc: Any, where: str) -> dict[str, NetworkProfile]:
         raise ConfigError("network file needs a 'networks' list", path=where, fix="see src/stepscope/data/networks.yaml")
     out = {}
     for d in doc["networks"]:
-        unknown = sorted(str(k) for k in d if k not in _ENTRY_KEYS) if isinstance(d, dict) else []
-        if unknown:  # a misspelt optional key (devcie) was ignored, and with it the device check
-            raise ConfigError(f"network {d.get('name', '?')}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
-                              path=where, fix=f"the keys are {', '.join(sorted(_ENTRY_KEYS))}")
+        if isinstance(d, dict):  # a misspelt optional key (devcie) was ignored, and with it the device check
+            refuse_unknown_keys(d, _ENTRY_KEYS, path=where, owner=f"network {d.get('name', '?')}: ")
         try:
             nodes = tuple(float(x) for x in d["nodes"])
             bw = {k: tuple(float(x) for x in d["busbw_gbps"][k]) for k in KINDS}

@@ -188,9 +188,8 @@ def file_read(path: str, parts: list[tuple[pa.Table, pa.Table | None]], state: S
         table = table.filter(pa.array(timed))
         if comm_args is not None:  # side rows point into the table: renumber them, drop the untimed
             old = comm_args["row"].to_numpy()
-            comm_args = comm_args.filter(pa.array(timed[old]))
-            new_index = np.cumsum(timed) - 1
-            comm_args = comm_args.set_column(0, "row", pa.array(new_index[comm_args["row"].to_numpy()]))
+            keep = timed[old]
+            comm_args = comm_args.filter(pa.array(keep)).set_column(0, "row", pa.array((np.cumsum(timed) - 1)[old[keep]]))
     return FileRead(
         path=path,
         table=table,

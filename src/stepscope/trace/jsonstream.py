@@ -316,7 +316,7 @@ def _salvage(buf: bytearray, decode: Callable[[bytes], T], end: int, state: Stre
             else:
                 pending += [((lo + hi) // 2, hi), (lo, (lo + hi) // 2)]
     failed.sort()
-    i, dropped_before = 0, False
+    i, last_dropped = 0, -2
     while i < len(failed):
         lo, joined = failed[i], False
         run = 1
@@ -330,11 +330,9 @@ def _salvage(buf: bytearray, decode: Callable[[bytes], T], end: int, state: Stre
             i, joined = i + k, True
             break
         if not joined:
-            state.corrupt_events += 0 if dropped_before and i and failed[i - 1] == lo - 1 else 1
-            dropped_before = True
+            state.corrupt_events += int(lo != last_dropped + 1)  # a run of dropped pieces is one event
+            last_dropped = lo
             i += 1
-        else:
-            dropped_before = False
     good.sort(key=lambda t: t[0])
     return [v for _, v in good]
 

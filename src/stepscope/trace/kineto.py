@@ -94,7 +94,7 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
         strings can make the scan fail twice on it). With no boundary after it in ``buf`` the
         portable reader takes the file."""
         nonlocal skipped
-        off, failing = 0, False
+        off = 0
         while True:
             n, consumed, status, raw = _fast.parse(buf[off:] if off else buf, include_python)
             if n:
@@ -104,8 +104,8 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
             m = EVENT_BOUNDARY.search(buf, off + consumed + 1)
             if m is None:
                 raise _FastPathFailed
-            skipped += 0 if failing and not n else 1
-            failing, off = True, m.end() - 1
+            skipped += 0 if off and not n else 1  # off > 0: this failure continues the last one
+            off = m.end() - 1
 
     for data, state in event_text_blocks(p, block=block):
         if closed:

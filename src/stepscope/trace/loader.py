@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from ..errors import InputError, TraceFormatError
 from . import parquet
+from .jsonstream import is_gzip
 from .kineto import FileRead, read_kineto
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip")
@@ -136,7 +137,7 @@ def _maybe_trace(q: Path) -> bool:
 
     head = b""
     try:
-        with (gzip.open(q, "rb") if q.name.endswith(".gz") else open(q, "rb")) as fh:
+        with (gzip.open(q, "rb") if is_gzip(q) else open(q, "rb")) as fh:
             while len(head) < _SNIFF_BYTES:  # a trace names traceEvents in its first KBs: stop there
                 part = fh.read(64 << 10)
                 head += part
