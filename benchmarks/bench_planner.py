@@ -25,6 +25,7 @@ import re
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -175,6 +176,32 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     return job, strat
 
 
+def _row_run(r: dict) -> tuple[Job, dict, float, Callable[[Job, dict], np.ndarray]] | None:
+    """A row's job, strategy, measured value (MFU as a fraction) and predictor of its metric; None
+    when the row lacks what the planner needs."""
+    jr = _row_job(r)
+    measured = _num(r["measured_value"])
+    if jr is None or not measured:
+        return None
+    job, st = jr
+    if r["measured_metric"] not in ("tokens_per_s_per_device", "tflops_per_device") and measured > 1:
+        measured /= 100
+    return job, st, float(measured), _predictor(r, job)
+
+
+def validation_runs(csv_path: Path) -> list[Run]:
+    """Every usable row of the validation CSV as a calibration run (grouped by source)."""
+    with open(csv_path, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    runs = []
+    for r in rows:
+        rr = _row_run(r)
+        if rr is not None:
+            job, st, measured, predict = rr
+            runs.append(Run(job, st, measured, predict, r["source"].split(" (")[0][:60], family=_framework(r["source"])))
+    return runs
+
+
 def _spearman(a: list[float], b: list[float]) -> float | None:
     if len(a) < 3:
         return None
@@ -198,22 +225,19 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
     mem_pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
     skipped = 0
     for row_no, r in enumerate(rows, 1):
-        jr = _row_job(r)
-        measured = _num(r["measured_value"])
-        if jr is None or not measured:
+        rr = _row_run(r)
+        if rr is None:
             skipped += 1
             continue
-        job, st = jr
+        job, st, measured, predict = rr
         metric = r["measured_metric"]
         peak = job.hw.peak_flops(job.precision)
         n_active = 6 * job.model.matmul_params_per_token()
-        predict = _predictor(r, job)
         if metric == "tokens_per_s_per_device":
             naive = 0.4 * peak / n_active
         elif metric == "tflops_per_device":
             naive = 0.4 * peak / 1e12
         else:
-            measured = measured / 100 if measured > 1 else measured
             naive = 0.4
         pred = predict(job, {k: np.array([v]) for k, v in st.items()})[0]
         src = r["source"].split(" (")[0][:60]

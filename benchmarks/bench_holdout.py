@@ -1,0 +1,140 @@
+"""Planner accuracy on held-out published runs (benchmarks/holdout/): data the planner was not tuned on.
+
+    python benchmarks/bench_holdout.py [--rows OUT.csv] [--validation ../shared/validation/published_runs.csv]
+
+Each usable row of ``holdout/nvidia_perf_tables.csv`` becomes a ``stepscope plan --batch`` record
+under the rules in ``holdout/README.md``, and one ``stepscope plan --batch FILE --json`` process
+predicts them all (the public interface, as a user's sweep would run it). Reported: MAPE of
+tokens/s per GPU and mean signed error (+ = predicted faster), overall and by system and by dense
+vs MoE; Spearman rank correlation within each (table, system) group of 3+ rows; how many measured
+runs the memory model says do not fit; the naive "6 x active params x tokens at 40% MFU" estimate
+beside it. With the validation CSV present, also the prediction after calibrating on all of it
+(four scales fitted on the 117 published rows, applied unchanged to these rows): the figure a
+user who calibrated on public data gets on new runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+HOLDOUT = ROOT / "benchmarks" / "holdout"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def records(rows: list[dict]) -> list[dict]:
+    """The --batch record of each row (holdout/README.md, "Rules")."""
+    out = []
+    for r in rows:
+        tp, pp, cp = int(r["tp"]), int(r["pp"]), int(r["cp"])
+        dp = int(r["devices"]) // (tp * pp * cp)
+        strategy = (f"tp={tp},pp={pp},cp={cp},dp={dp},vpp={r['vp']},ep={r['ep']},mb={r['micro_batch']},"
+                    f"zero={3 if r['fsdp'] == '1' else 1},tp_overlap={'full' if tp > 1 else 'none'}")
+        model = r["model"] if not r["model"].endswith(".json") else str(HOLDOUT / r["model"])
+        out.append({"model": model, "hardware": "h100" if "H100" in r["system"] else "b200", "devices": int(r["devices"]),
+                    "devices_per_node": 8, "global_batch": int(r["global_batch"]), "seq_len": int(r["seq_len"]),
+                    "precision": "bf16" if r["precision"] == "BF16" else "fp8", "param_gather_overlap": True,
+                    "strategy": strategy})
+    return out
+
+
+def run_batch(recs: list[dict]) -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "holdout.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+        cmd = [sys.executable, "-c", "import sys; from stepscope.cli import main; sys.exit(main())",
+               "plan", "--batch", str(path), "--json"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def naive(rec: dict) -> float:
+    from stepscope.planner.search import hardware, model
+
+    peak = hardware(rec["hardware"]).peak_flops(rec["precision"])
+    return 0.4 * peak / (6 * model(rec["model"]).matmul_params_per_token())
+
+
+def calibrated(recs: list[dict], validation: Path) -> list[float]:
+    """Each record predicted with the four scales fitted on every validation row."""
+    from bench_planner import validation_runs
+
+    from stepscope.planner.calibrate import fit, predict_tokens
+    from stepscope.planner.cli import _job
+    from stepscope.planner.search import parse_strategy
+
+    f = fit(validation_runs(validation))
+    print(json.dumps({"calibration_fit_on_validation": {k: round(v, 3) for k, v in vars(f).items()}}))
+    return [float(predict_tokens(f.apply(_job(r)), parse_strategy(r["strategy"]))[0]) for r in recs]
+
+
+def _spearman(a: list[float], b: list[float]) -> float | None:
+    if len(a) < 3:
+        return None
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def summary(rows: list[dict], key: str) -> dict:
+    m = np.array([r["measured"] for r in rows])
+    out: dict = {"rows": len(rows)}
+    for name in ("predicted", "naive", "calibrated"):
+        if rows and rows[0].get(name) is not None:
+            p = np.array([r[name] for r in rows])
+            out[f"{name}_mape"] = round(float(np.mean(np.abs(p - m) / m)), 3)
+            out[f"{name}_mean_signed"] = round(float(np.mean(p / m - 1)), 3)
+    return {key: out}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", default=str(HOLDOUT / "nvidia_perf_tables.csv"))
+    ap.add_argument("--validation", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
+    ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted values")
+    a = ap.parse_args()
+    with open(a.csv, encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["use"] == "yes"]
+    recs = records(rows)
+    preds = run_batch(recs)
+    cal = calibrated(recs, Path(a.validation)) if Path(a.validation).exists() else [None] * len(recs)
+    per = []
+    for r, rec, p, c in zip(rows, recs, preds, cal):
+        per.append({"id": r["id"], "table": f"{r['source'].split()[0]} {r['container']}", "system": r["system"],
+                    "model": Path(r["model"]).stem, "moe": int(r["ep"]) > 1 or "qwen3" in r["model"] or "deepseek" in r["model"],
+                    "strategy": rec["strategy"], "measured": float(r["tokens_per_s_per_gpu"]),
+                    "predicted": round(p["tokens_per_s_per_device"], 1), "naive": round(naive(rec), 1),
+                    "calibrated": None if c is None else round(c, 1), "fits": p["fits"], "memory_gb": round(p["memory_gb"]["total"], 1),
+                    "bottleneck": p["bottleneck"], "error": round(p["tokens_per_s_per_device"] / float(r["tokens_per_s_per_gpu"]) - 1, 3)})
+    if a.rows:
+        with open(a.rows, "w", encoding="utf-8", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(per[0]))
+            w.writeheader()
+            w.writerows(per)
+    print(json.dumps(summary(per, "ALL")))
+    for system in sorted({r["system"] for r in per}):
+        print(json.dumps(summary([r for r in per if r["system"] == system], system)))
+    for kind, sel in (("dense", False), ("MoE", True)):
+        print(json.dumps(summary([r for r in per if r["moe"] == sel], kind)))
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in per:
+        groups.setdefault((r["table"], r["system"]), []).append(r)
+    for (table, system), g in sorted(groups.items()):
+        print(json.dumps({"group": f"{table} {system}", "rows": len(g),
+                          "spearman": _spearman([r["predicted"] for r in g], [r["measured"] for r in g]),
+                          "naive_spearman": _spearman([r["naive"] for r in g], [r["measured"] for r in g])}))
+    print(json.dumps({"measured_runs_predicted_not_to_fit": [r["id"] for r in per if not r["fits"]]}))
+    for r in per:
+        print(json.dumps({k: r[k] for k in ("id", "model", "system", "measured", "predicted", "error", "calibrated", "naive",
+                                           "memory_gb", "bottleneck")}))
+
+
+if __name__ == "__main__":
+    main()
