@@ -30,8 +30,9 @@ HOLDOUT = ROOT / "benchmarks" / "holdout"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def records(rows: list[dict]) -> list[dict]:
-    """The --batch record of each row (holdout/README.md, "Rules")."""
+def records(rows: list[dict], recipes: bool = False) -> list[dict]:
+    """The --batch record of each row (holdout/README.md, "Rules"); ``recipes``: with the two
+    settings read from the recipes after the first run (README, "Second run")."""
     out = []
     for r in rows:
         tp, pp, cp = int(r["tp"]), int(r["pp"]), int(r["cp"])
@@ -43,6 +44,11 @@ def records(rows: list[dict]) -> list[dict]:
                     "devices_per_node": 8, "global_batch": int(r["global_batch"]), "seq_len": int(r["seq_len"]),
                     "precision": "bf16" if r["precision"] == "BF16" else "fp8", "param_gather_overlap": True,
                     "strategy": strategy})
+        if recipes:
+            if out[-1]["precision"] == "fp8":
+                out[-1]["grad_dtype"] = "bf16"
+            if "deepseek" in r["model"]:
+                out[-1]["strategy"] += ",recompute=selective"
     return out
 
 
@@ -99,10 +105,11 @@ def main() -> None:
     ap.add_argument("--csv", default=str(HOLDOUT / "nvidia_perf_tables.csv"))
     ap.add_argument("--validation", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
     ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted values")
+    ap.add_argument("--recipes", action="store_true", help="the second run: gradient dtype and recompute as the recipes set them")
     a = ap.parse_args()
     with open(a.csv, encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r["use"] == "yes"]
-    recs = records(rows)
+    recs = records(rows, a.recipes)
     preds = run_batch(recs)
     cal = calibrated(recs, Path(a.validation)) if Path(a.validation).exists() else [None] * len(recs)
     per = []

@@ -25,7 +25,7 @@ import re
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -70,6 +70,16 @@ def test_caveats_name_the_least_validated_terms() -> None:
     assert len(lines) == 3
     assert lines[0].startswith("note: TPU-v5p has no measured matmul ceiling") and "0.7 prior" in lines[0]
     assert "cp > 1" in lines[1] and "rowwise fp8" in lines[2]
+    assert caveat_lines(plain, measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, moe=True)[0].startswith(
+        "note: MoE step times are the least validated")
+
+
+def test_moe_models_carry_the_moe_caveat(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--hardware", "h100", "--devices", "64", "--global-batch", "64", "--seq-len", "4096"]
+    assert main([*base, "--model", "mixtral-8x7b", "--evaluate", "tp=1,pp=1,dp=64,ep=8,zero=1"]) == 0
+    assert "MoE step times are the least validated" in capsys.readouterr().out
+    assert main([*base, "--model", "llama3-8b", "--evaluate", "tp=1,pp=1,dp=64,zero=1"]) == 0
+    assert "MoE step times" not in capsys.readouterr().out
 
 
 def test_a_device_without_a_measured_ceiling_is_said_unless_calibrated(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

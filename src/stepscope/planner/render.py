@@ -93,10 +93,16 @@ def _strategy_text(s: dict[str, Any]) -> str:
 TIGHT_HEADROOM = 0.05
 
 
-def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: str, fp8_rowwise: bool) -> list[str]:
+def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: str, fp8_rowwise: bool,
+                 moe: bool = False) -> list[str]:
     """Where the rows shown lean on the model's least validated terms (docs/planner.md, Accuracy):
-    a device without a measured matmul ceiling, context parallelism, torchao's rowwise fp8."""
+    a device without a measured matmul ceiling, context parallelism, torchao's rowwise fp8, MoE
+    layers (BENCHMARKS.md, held-out runs)."""
     lines = []
+    if moe:
+        lines.append("note: MoE step times are the least validated: against NVIDIA's published Megatron-Bridge MoE runs "
+                     "(benchmarks/holdout) the model was 23% slow to 4x fast, fastest against many small experts at "
+                     "micro-batch 1 (routing, token permutation and per-expert launches are not modeled)")
     if not measured_ceiling:
         lines.append(f"note: {device} has no measured matmul ceiling in the hardware catalog; its GEMMs assume the 0.7 prior "
                      "(calibrate on measured runs: --calibrate or --from-analysis)")
