@@ -1,6 +1,6 @@
 """Planner accuracy on held-out published runs (benchmarks/holdout/): data the planner was not tuned on.
 
-    python benchmarks/bench_holdout.py [--rows OUT.csv] [--validation ../shared/validation/published_runs.csv]
+    python benchmarks/bench_holdout.py [--rows OUT.csv] [--recipes] [--choice] [--validation ../shared/validation/published_runs.csv]
 
 Each usable row of ``holdout/nvidia_perf_tables.csv`` becomes a ``stepscope plan --batch`` record
 under the rules in ``holdout/README.md``, and one ``stepscope plan --batch FILE --json`` process
@@ -82,6 +82,35 @@ def calibrated(recs: list[dict], validation: Path) -> list[float]:
     return [float(predict_tokens(f.apply(_job(r)), parse_strategy(r["strategy"]))[0]) for r in recs]
 
 
+def choice(rows: list[dict], recs: list[dict]) -> None:
+    """Where each tuned layout ranks in the planner's own search of the same job (TP overlap on, as
+    the recipes run): NVIDIA picked these layouts for throughput, so a planner that ranks well puts
+    them near its top. Prints each row's predicted tokens/s for NVIDIA's layout and for the planner's
+    best that fits, how many fitting configurations the planner rates faster, and a summary."""
+    from stepscope.planner.cli import _job
+    from stepscope.planner.cost import RECOMPUTE, evaluate
+    from stepscope.planner.search import parse_strategy, space
+
+    gains: dict[str, list[float]] = {"dense": [], "MoE": []}
+    for r, rec in zip(rows, recs):
+        job = _job(rec)
+        theirs = float(evaluate(job, parse_strategy(rec["strategy"]))["tokens_per_s_per_device"][0])
+        sp = space(job, tp_overlap=1)
+        res = evaluate(job, sp)
+        tok = np.where(res["fits"].astype(bool), res["tokens_per_s_per_device"], 0.0)
+        best = int(np.argmax(tok))
+        kind = "MoE" if job.model.n_experts else "dense"
+        gains[kind].append(float(tok[best]) / theirs - 1)
+        print(json.dumps({"choice": r["id"], "model": Path(r["model"]).stem, "nvidia_layout_predicted": round(theirs, 1),
+                          "planner_best_predicted": round(float(tok[best]), 1), "planner_gain": round(float(tok[best]) / theirs - 1, 3),
+                          "rated_faster": int(np.count_nonzero(tok > theirs)), "fitting": int(np.count_nonzero(tok)),
+                          "planner_best": ",".join(f"{k}={int(sp[k][best])}" for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "mb", "zero"))
+                          + f",recompute={RECOMPUTE[int(sp['recompute'][best])]}"}))
+    for kind, g in gains.items():
+        print(json.dumps({"choice_summary": kind, "rows": len(g), "median_planner_gain": round(float(np.median(g)), 3),
+                          "within_10pct": sum(x <= 0.10 for x in g)}))
+
+
 def _spearman(a: list[float], b: list[float]) -> float | None:
     if len(a) < 3:
         return None
@@ -106,6 +135,7 @@ def main() -> None:
     ap.add_argument("--validation", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
     ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted values")
     ap.add_argument("--recipes", action="store_true", help="the second run: gradient dtype and recompute as the recipes set them")
+    ap.add_argument("--choice", action="store_true", help="also rank each tuned layout in the planner's own search of its job")
     a = ap.parse_args()
     with open(a.csv, encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r["use"] == "yes"]
@@ -141,6 +171,8 @@ def main() -> None:
     for r in per:
         print(json.dumps({k: r[k] for k in ("id", "model", "system", "measured", "predicted", "error", "calibrated", "naive",
                                            "memory_gb", "bottleneck")}))
+    if a.choice:
+        choice(rows, recs)
 
 
 if __name__ == "__main__":
