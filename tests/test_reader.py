@@ -275,6 +275,21 @@ def test_a_directory_skips_json_that_is_not_a_trace(tmp_path: Path, capsys: pyte
     assert "no 'traceEvents' list found" in capsys.readouterr().err
 
 
+def test_a_directory_skips_the_critical_path_trace_stepscope_wrote_into_it(tmp_path: Path) -> None:
+    """`cluster DIR --critical-path-trace DIR/cp.json` writes a Chrome trace beside the ranks';
+    reading DIR again must not take it for one more rank."""
+    from stepscope.analysis.critical_path import perfetto
+
+    run = tmp_path / "run"
+    run.mkdir()
+    synth.write(run / "rank0.json", synth.basic_events(), rank=0)
+    (run / "cp.json").write_text(json.dumps(perfetto((), [], [0, 1])), encoding="utf-8")
+    assert main(["analyze", str(run), "-q", "--json", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [r["rank"] for r in report["ranks"]] == [0]
+    assert f"{run / 'cp.json'}: a trace stepscope wrote (--critical-path-trace), not a rank's; skipped" in report["warnings"]
+
+
 def test_the_c_scanner_skips_a_corrupt_event_itself(tmp_path: Path, reader_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A corrupt event mid-file is skipped by the C scanner at the next boundary, not by sending
     the whole file to the portable reader (for 520 MB: 3.1 s instead of 28.9 s)."""

@@ -79,14 +79,15 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
             continue
         if p.is_dir():
             candidates = _dir_traces(p)
-            found = [q for q in candidates if _maybe_trace(q)]
+            why = {q: _skip_reason(q) for q in candidates}
+            found = [q for q in candidates if why[q] is None]
             if not found:
                 what = f" ({len(candidates)} JSON files, none a trace)" if candidates else ""
                 raise InputError(f"directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb){what}", path=s,
                                  fix="point at the profiler's output folder")
             out.extend(found)
             if skipped is not None:
-                skipped.extend(f"{q}: not a Chrome trace (no traceEvents near its start); skipped" for q in candidates if q not in found)
+                skipped.extend(f"{q}: {why[q]}; skipped" for q in candidates if why[q] is not None)
         elif p.is_file():
             out.append(p)
         elif any(ch in s for ch in "*?["):
@@ -127,12 +128,13 @@ def _fsspec_expand(url: str) -> list[str]:
 _SNIFF_BYTES = 1 << 20
 
 
-def _maybe_trace(q: Path) -> bool:
-    """False for a JSON file whose first MB shows it is not a Chrome trace: neither a
-    ``traceEvents`` key nor a bare event list (``[`` first, an event's ``"ph"`` in it). Other kinds
-    are the readers' to judge."""
+def _skip_reason(q: Path) -> str | None:
+    """Why a directory's JSON file is not one of its traces, from its first MB: neither a
+    ``traceEvents`` key nor a bare event list (``[`` first, an event's ``"ph"`` in it), or a trace
+    stepscope wrote itself (``--critical-path-trace``: every rank's collectives, not a rank).
+    None for a file that may be a trace: the readers judge the rest."""
     if not q.name.endswith((".json", ".json.gz")):
-        return True
+        return None
     import gzip
 
     head = b""
@@ -144,10 +146,14 @@ def _maybe_trace(q: Path) -> bool:
                 if not part or b'"traceEvents"' in head:
                     break
     except (OSError, EOFError):
-        return True  # unreadable: the reader says why
+        return None  # unreadable: the reader says why
     body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if body.startswith(b'{"stepscope_output"'):
+        return "a trace stepscope wrote (--critical-path-trace), not a rank's"
     # a bare event list names "ph" in its first event; an empty file is the reader's to report
-    return b'"traceEvents"' in head or (body[:1] == b"[" and (b'"ph"' in head or len(body.rstrip()) <= 2)) or not body
+    if b'"traceEvents"' in head or (body[:1] == b"[" and (b'"ph"' in head or len(body.rstrip()) <= 2)) or not body:
+        return None
+    return "not a Chrome trace (no traceEvents near its start)"
 
 
 def _dir_traces(d: Path) -> list[Path]:
