@@ -74,12 +74,12 @@ def calibrated(recs: list[dict], validation: Path) -> list[float]:
     from bench_planner import validation_runs
 
     from stepscope.planner.calibrate import fit, predict_tokens
-    from stepscope.planner.cli import _job
+    from stepscope.planner.cli import job_from_record
     from stepscope.planner.search import parse_strategy
 
     f = fit(validation_runs(validation))
     print(json.dumps({"calibration_fit_on_validation": {k: round(v, 3) for k, v in vars(f).items()}}))
-    return [float(predict_tokens(f.apply(_job(r)), parse_strategy(r["strategy"]))[0]) for r in recs]
+    return [float(predict_tokens(f.apply(job_from_record(r)), parse_strategy(r["strategy"]))[0]) for r in recs]
 
 
 def choice(rows: list[dict], recs: list[dict]) -> None:
@@ -87,13 +87,13 @@ def choice(rows: list[dict], recs: list[dict]) -> None:
     the recipes run): NVIDIA picked these layouts for throughput, so a planner that ranks well puts
     them near its top. Prints each row's predicted tokens/s for NVIDIA's layout and for the planner's
     best that fits, how many fitting configurations the planner rates faster, and a summary."""
-    from stepscope.planner.cli import _job
+    from stepscope.planner.cli import job_from_record
     from stepscope.planner.cost import RECOMPUTE, evaluate
     from stepscope.planner.search import parse_strategy, space
 
     gains: dict[str, list[float]] = {"dense": [], "MoE": []}
     for r, rec in zip(rows, recs):
-        job = _job(rec)
+        job = job_from_record(rec)
         theirs = float(evaluate(job, parse_strategy(rec["strategy"]))["tokens_per_s_per_device"][0])
         sp = space(job, tp_overlap=1)
         res = evaluate(job, sp)

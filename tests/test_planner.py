@@ -19,7 +19,7 @@ TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, 
         "vocab_size": 32000, "hidden_act": "silu"}
 
 
-def _job(devices: int = 8, batch: int = 16, seq: int = 2048) -> Job:
+def job_from_record(devices: int = 8, batch: int = 16, seq: int = 2048) -> Job:
     return Job(from_config_dict(TINY), hardware("h100"), devices, 8, batch, seq)
 
 
@@ -33,7 +33,7 @@ def test_gemm_shape_follows_the_measured_h100_points() -> None:
 
 
 def test_memory_by_hand() -> None:
-    job = _job()
+    job = job_from_record()
     s = parse_strategy("tp=2,pp=2,dp=2,zero=1,mb=2,recompute=none")
     r = evaluate(job, s)
     h, L = 1024, 8
@@ -74,7 +74,7 @@ def test_memory_by_hand() -> None:
 
 
 def test_space_constraints() -> None:
-    job = _job(devices=16, batch=32)
+    job = job_from_record(devices=16, batch=32)
     s = space(job)
     assert s["tp"].size > 100
     assert np.all(s["tp"] * s["pp"] * s["cp"] * s["dp"] == 16)
@@ -206,7 +206,7 @@ def test_what_if_in_the_terminal_says_the_anchor_and_warns_on_a_mismatch(factor:
 
 
 def test_named_recompute_policies_order_memory_and_time() -> None:
-    job = _job()
+    job = job_from_record()
     res = {}
     for pol in ("none", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "full"):
         r = evaluate(job, parse_strategy(f"tp=2,pp=2,dp=2,mb=2,recompute={pol}"))
@@ -223,7 +223,7 @@ def test_named_recompute_policies_order_memory_and_time() -> None:
 def test_hsdp_memory_and_traffic_by_hand() -> None:
     """HSDP over 16 ranks with shard groups of 8: states sharded by 8; the all-gather/reduce-scatter
     stays inside a node and only 2 replicas all-reduce the sharded gradients across nodes."""
-    job = _job(devices=16, batch=32)
+    job = job_from_record(devices=16, batch=32)
     dense, _, emb = params(job.model)
     p_dev = 8 * dense + emb
     fsdp = evaluate(job, parse_strategy("dp=16,zero=3"))
@@ -249,7 +249,7 @@ def test_hsdp_memory_and_traffic_by_hand() -> None:
 
 
 def test_zero_bubble_schedules_cut_the_bubble() -> None:
-    job = _job(devices=8, batch=16)
+    job = job_from_record(devices=8, batch=16)
     base = evaluate(job, parse_strategy("pp=4,dp=2,mb=1"))
     zb = evaluate(job, parse_strategy("pp=4,dp=2,mb=1,sched=zb-h1"))
     zbv = evaluate(job, parse_strategy("pp=4,dp=2,mb=1,vpp=2,sched=zb-v"))
@@ -444,7 +444,7 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
 def test_pipeline_p2p_by_hand() -> None:
     """pp=4, dp=2, mb=1, 16 sequences -> 8 micro-batches; hop = s*b*h*2/tp bytes over NVLink
     (tp*pp = 4 <= 8 ranks per node) + 10 us; exposed = 2 * (3 fill/drain + 8 * 0.2) hops."""
-    job = _job(devices=8, batch=16)
+    job = job_from_record(devices=8, batch=16)
     r = evaluate(job, parse_strategy("pp=4,dp=2,mb=1"))
     hop = 2048 * 1 * 1024 * 2 / 450e9 + 10e-6
     assert r["pp_p2p_s"][0] == pytest.approx(2 * (3 + 8 * 0.2) * hop)
@@ -509,7 +509,7 @@ def _nominal_links(job: Job) -> Job:
 
 
 def test_tp_overlap_hides_all_but_one_chunk() -> None:
-    job = _nominal_links(_job(seq=4096))
+    job = _nominal_links(job_from_record(seq=4096))
     off = evaluate(job, parse_strategy("tp=4,dp=2"))
     on = evaluate(job, parse_strategy("tp=4,dp=2,async_tp=true"))
     assert off["tp_s"][0] > 0 and off["tp_s"][0] < off["compute_s"][0]
@@ -553,7 +553,7 @@ def test_tp_overlap_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_context_parallel_ranks_share_the_zero_shards_and_the_gradient_reduction() -> None:
     """cp ranks hold the same weights: FSDP shards over dp x cp, gradients are reduced over dp x cp."""
-    job = _job(devices=8, batch=16, seq=4096)
+    job = job_from_record(devices=8, batch=16, seq=4096)
     h, L = 1024, 8
     p_dev = L * (4 * h * h + 3 * h * 4096) + 32000 * h  # tp = pp = 1
     r = evaluate(job, parse_strategy("dp=4,cp=2,zero=3"))
@@ -585,7 +585,7 @@ def test_the_torchtitan_h100_variant_is_its_own_catalog_device() -> None:
 
 
 def test_recompute_replays_the_forward_collectives() -> None:
-    job = _job(seq=4096)
+    job = job_from_record(seq=4096)
     none = evaluate(job, parse_strategy("tp=4,dp=2"))
     full = evaluate(job, parse_strategy("tp=4,dp=2,recompute=full"))
     assert full["tp_s"][0] == pytest.approx(none["tp_s"][0] * 1.5)  # forward half of fwd + bwd, replayed
@@ -631,7 +631,7 @@ def test_plan_inputs_batch_in_tokens_reserve_and_gradient_dtype(capsys: pytest.C
 def test_evaluation_in_blocks_equals_one_pass() -> None:
     from stepscope.planner.cost import CHUNK, _evaluate
 
-    job = _job(devices=64, batch=256)
+    job = job_from_record(devices=64, batch=256)
     s = space(job)
     reps = CHUNK // len(s["tp"]) + 2
     big = {k: np.tile(v, reps) for k, v in s.items()}
@@ -649,7 +649,7 @@ def test_terminal_table_leaves_out_columns_that_are_off_in_every_row() -> None:
     from stepscope.planner.render import records, table
     from stepscope.planner.search import search
 
-    job = _job(devices=16, batch=32)
+    job = job_from_record(devices=16, batch=32)
     plan = search(job, 5)
     con = Console(record=True, width=250)
     con.print(table(records(plan.strategies, plan.results)))
@@ -690,7 +690,7 @@ def test_gpt_oss_config_with_sliding_window_layers_by_hand() -> None:
 
 
 def test_tp_stays_in_a_node_unless_allowed() -> None:
-    job = _job(devices=16, batch=32)  # 16 heads, 8 devices per node
+    job = job_from_record(devices=16, batch=32)  # 16 heads, 8 devices per node
     assert space(job)["tp"].max() == 8
     wide = space(job, tp_across_nodes=True)
     assert wide["tp"].max() == 16
@@ -724,7 +724,7 @@ def test_tpu_slices_share_ici_and_talk_over_dcn(capsys: pytest.CaptureFixture[st
 def test_uneven_pipeline_stages_by_hand() -> None:
     """8 layers on 3 stages: the most loaded stage holds ceil(8/3) = 3 layers; it sets the memory
     peak and paces the pipeline (its layers take 3 / (8/3) = 1.125 x the even share)."""
-    job = _job(devices=6, batch=12)
+    job = job_from_record(devices=6, batch=12)
     s = space(job)
     assert 3 in set(s["pp"].tolist()) and 6 in set(s["pp"].tolist())  # divisors, not only powers of two
     assert not np.any((s["pp"] == 3) & (s["vpp"] > 1))  # interleaving needs even stages
@@ -739,7 +739,7 @@ def test_uneven_pipeline_stages_by_hand() -> None:
 
 
 def test_fsdp_keeping_gathered_weights_trades_memory_for_one_all_gather() -> None:
-    job = _job(devices=16, batch=32)
+    job = job_from_record(devices=16, batch=32)
     dense, _, emb = params(job.model)
     p_dev = 8 * dense + emb
     base = evaluate(job, parse_strategy("dp=16,zero=3"))
@@ -831,7 +831,7 @@ def test_eager_elementwise_ops_cost_their_counted_bytes() -> None:
     """TINY (h 1024, 16 heads of 64, no GQA, MLP 4096, 8 layers): eager ops move per token and layer
     64 h (two RMSNorms at 36 B instead of 4 per element) + 20 (q + kv) (rotary embeddings in fp32
     complex) + 4 f (SiLU and product as two kernels) more bytes forward, x 3 with backward."""
-    job = _job()
+    job = job_from_record()
     fused = evaluate(job, parse_strategy("dp=8,mb=2"))
     eager = evaluate(dataclasses.replace(job, fused_elementwise=False), parse_strategy("dp=8,mb=2"))
     per_token = 8 * (64 * 1024 + 20 * (1024 + 1024) + 4 * 4096)
@@ -1036,7 +1036,7 @@ def test_pipelines_never_run_fractional_micro_batches() -> None:
 def test_calibration_rows_carry_framework_properties(tmp_path: Path) -> None:
     """A CSV row's framework columns build its job like a --batch record; a blank cell is the default."""
     from stepscope.planner.calib_csv import from_csv
-    from stepscope.planner.cli import _job
+    from stepscope.planner.cli import job_from_record
 
     csv_path = tmp_path / "runs.csv"
     csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s,precision,fp8_recipe,fused_projections\n"
@@ -1045,7 +1045,7 @@ def test_calibration_rows_carry_framework_properties(tmp_path: Path) -> None:
     built: list[Job] = []
 
     def make_job(r: dict) -> Job:
-        built.append(_job(r))
+        built.append(job_from_record(r))
         return built[-1]
 
     assert from_csv(str(csv_path), make_job).rows == 2
@@ -1383,7 +1383,7 @@ def test_calibration_rows_can_name_analysis_reports(tmp_path: Path) -> None:
     in the hand-made report) is the measurement, and the fit is the one the same CSV with 0.1 s
     written in gives. A missing report is one line naming the CSV line."""
     from stepscope.planner.calib_csv import from_csv
-    from stepscope.planner.cli import _job
+    from stepscope.planner.cli import job_from_record
 
     (tmp_path / "runs").mkdir()
     report = _report(tmp_path / "runs")
@@ -1393,11 +1393,11 @@ def test_calibration_rows_can_name_analysis_reports(tmp_path: Path) -> None:
     by_report.write_text(head + "analysis\n" + "\n".join(r + report.name for r in rows) + "\n")
     by_time = tmp_path / "b.csv"
     by_time.write_text(head + "step_time_s\n" + "\n".join(r + "0.1" for r in rows) + "\n")
-    assert from_csv(str(by_report), _job) == from_csv(str(by_time), _job)
+    assert from_csv(str(by_report), job_from_record) == from_csv(str(by_time), job_from_record)
     missing = tmp_path / "c.csv"
     missing.write_text(head + "analysis\n" + rows[0] + "nope.json\n" + rows[1] + "nope.json\n")
     with pytest.raises(ConfigError, match="line 2"):
-        from_csv(str(missing), _job)
+        from_csv(str(missing), job_from_record)
 
 
 def test_when_nothing_fits_the_smallest_are_shown_and_said(capsys: pytest.CaptureFixture[str]) -> None:

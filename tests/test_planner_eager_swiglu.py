@@ -18,7 +18,7 @@ TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, 
 H, F, L, SEQ = 1024, 4096, 8, 2048
 
 
-def _job(**kw: object) -> Job:
+def job_from_record(**kw: object) -> Job:
     return Job(from_config_dict(TINY), hardware("h100"), 8, 8, 16, SEQ, **kw)  # type: ignore[arg-type]
 
 
@@ -35,22 +35,22 @@ def test_eager_swiglu_stores_one_more_f_wide_tensor() -> None:
 
 def test_activations_and_bytes_by_hand() -> None:
     s = parse_strategy("dp=8,mb=2,recompute=none")
-    base, eager = evaluate(_job(), s), evaluate(_job(eager_swiglu=True), s)
+    base, eager = evaluate(job_from_record(), s), evaluate(job_from_record(eager_swiglu=True), s)
     # 8 layers x (2048 x 2 tokens) x 2 B x f, one micro-batch in flight, tp 1
     assert float(eager["activations_gb"][0] - base["activations_gb"][0]) == pytest.approx(L * SEQ * 2 * 2 * F / 1e9)
     tokens = 16 * SEQ  # the step's tokens, summed over the devices
     tp, sp = s["tp"].astype(float), s["sp"].astype(float)
-    extra = memory_bound_bytes(_job(eager_swiglu=True), tokens, tp, sp, 0.0) - memory_bound_bytes(_job(), tokens, tp, sp, 0.0)
+    extra = memory_bound_bytes(job_from_record(eager_swiglu=True), tokens, tp, sp, 0.0) - memory_bound_bytes(job_from_record(), tokens, tp, sp, 0.0)
     assert float(extra[0]) == pytest.approx(3 * 4 * F * L * tokens)  # 4 B more per element, forward + ~2x backward
     assert float(eager["step_s"][0]) > float(base["step_s"][0])
 
 
 def test_every_eager_elementwise_op_implies_it() -> None:
-    assert _job(fused_elementwise=False).swiglu_eager and not _job().swiglu_eager
+    assert job_from_record(fused_elementwise=False).swiglu_eager and not job_from_record().swiglu_eager
     m = from_config_dict(TINY)
     s = parse_strategy("dp=8,mb=2,recompute=none")
-    a = evaluate(_job(fused_elementwise=False), s)["activations_gb"][0]
-    b = evaluate(dataclasses.replace(_job(fused_elementwise=False), eager_swiglu=True), s)["activations_gb"][0]
+    a = evaluate(job_from_record(fused_elementwise=False), s)["activations_gb"][0]
+    b = evaluate(dataclasses.replace(job_from_record(fused_elementwise=False), eager_swiglu=True), s)["activations_gb"][0]
     assert float(a) == float(b) and m.gated_mlp
 
 

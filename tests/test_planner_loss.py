@@ -26,11 +26,11 @@ def test_copy_loss_holds_10_bytes_per_logit_and_moves_52() -> None:
 
 
 def test_loss_names_and_the_old_flag_agree(capsys: pytest.CaptureFixture[str]) -> None:
-    from stepscope.planner.cli import _job
+    from stepscope.planner.cli import job_from_record
 
     record = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 8192}
-    assert _job(record).loss == "fused" and _job({**record, "fused_loss": False}).loss == "unfused"
-    assert _job({**record, "fused_loss": False, "loss": "copy"}).loss == "copy"  # the name wins
+    assert job_from_record(record).loss == "fused" and job_from_record({**record, "fused_loss": False}).loss == "unfused"
+    assert job_from_record({**record, "fused_loss": False, "loss": "copy"}).loss == "copy"  # the name wins
     job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
     with pytest.raises(ConfigError, match="loss must be one of fused, unfused, copy"):
         dataclasses.replace(job, loss="chunked")

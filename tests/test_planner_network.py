@@ -62,7 +62,7 @@ def test_group_nodes_counts_the_nodes_a_strided_group_touches() -> None:
     assert list(per_node) == [1.0, 1.0, 2.0]
 
 
-def _job(devices: int, **kw: object) -> Job:
+def job_from_record(devices: int, **kw: object) -> Job:
     return Job(from_config_dict(TINY), hardware("h100"), devices, 8, 64, 2048, **kw)  # type: ignore[arg-type]
 
 
@@ -71,7 +71,7 @@ def test_a_network_profile_sets_the_dp_bandwidth_and_latency_across_nodes() -> N
     8 x 50 GB/s = 400 GB/s whole; the profile's 2-node all-reduce step latency: 256 MB over
     n = 16 moves 2 x 15/16 x 256 MiB in 30 steps, at 361.7 GB/s measured vs 400 nominal."""
     prof = network.by_name("hf-h100")
-    job = _job(16, network=prof)
+    job = job_from_record(16, network=prof)
     r = evaluate(job, parse_strategy("dp=16,mb=1"))
     moved = 2 * 15 / 16 * 268435456
     alpha = (moved / 361.7e9 - moved / 400e9) / 30
@@ -80,7 +80,7 @@ def test_a_network_profile_sets_the_dp_bandwidth_and_latency_across_nodes() -> N
     # last one's backward (2/3 of a quarter of the compute)
     assert r["dp_s"][0] == pytest.approx(raw - 0.7 * min(raw, r["compute_s"][0] / 4 * 2 / 3))
     # without the profile: the per-GPU 50 GB/s and 20 us per step
-    base = evaluate(_job(16), parse_strategy("dp=16,mb=1"))
+    base = evaluate(job_from_record(16), parse_strategy("dp=16,mb=1"))
     raw0 = 2 * 15 / 16 * 4 * P_DEV / 50e9 + 30 * 20e-6
     assert base["dp_s"][0] == pytest.approx(raw0 - 0.7 * min(raw0, base["compute_s"][0] / 4 * 2 / 3))
 
@@ -90,7 +90,7 @@ def test_groups_sharing_a_node_share_its_network_and_one_node_gets_the_measured_
     groups, so each gets 400 x 2/8 = 100 GB/s; TP inside a node gets the one-node all-gather
     figure, 249.8 GB/s, with 10 us steps."""
     prof = network.by_name("hf-h100")
-    r = evaluate(_job(16, network=prof), parse_strategy("tp=4,dp=4,mb=1"))
+    r = evaluate(job_from_record(16, network=prof), parse_strategy("tp=4,dp=4,mb=1"))
     n = 16  # the measurement's group at 2 nodes: its all-reduce step latency
     moved = 2 * (n - 1) / n * 268435456
     step = (moved / 361.7e9 - moved / 400e9) / (2 * (n - 1))
@@ -110,8 +110,8 @@ def test_gradient_buckets_each_pay_the_ring_latency() -> None:
     """dp = 16 over 2 nodes, no profile: the fp32 all-reduce's 2 x 15 steps of 20 us are paid once
     per 25 MB bucket of bf16 gradients: ceil(2 B x P_DEV / 25e6) buckets."""
     s = parse_strategy("dp=16,mb=1")
-    one = evaluate(_job(16), s)
-    bucketed = evaluate(_job(16, dp_bucket_mb=25.0), s)
+    one = evaluate(job_from_record(16), s)
+    bucketed = evaluate(job_from_record(16, dp_bucket_mb=25.0), s)
     buckets = math.ceil(2 * P_DEV / 25e6)
     raw = 2 * 15 / 16 * 4 * P_DEV / 50e9 + buckets * 30 * 20e-6
     window = bucketed["compute_s"][0] / 4 * 2 / 3
@@ -228,7 +228,7 @@ def test_a_node_with_measured_collective_bandwidth_uses_it_by_kind() -> None:
     nominal 300 GB/s for everything; across nodes the per-device 50 GB/s either way."""
     from stepscope.planner.links import Links
 
-    h100 = Links.of(_job(16))
+    h100 = Links.of(job_from_record(16))
     inside, eight = np.array([8.0]), np.array([8.0])
     assert h100.bandwidth(inside, eight, "all_reduce")[0] == pytest.approx(436e9)
     assert h100.bandwidth(inside, eight, "all_gather")[0] == pytest.approx(249.8e9)

@@ -32,7 +32,7 @@ def _by_hand() -> tuple[float, float, float, float, float]:
     return c, qkv, o, up, down
 
 
-def _job() -> Job:
+def job_from_record() -> Job:
     return Job(from_config_dict(TINY), hardware("h100"), 4, 8, 4, 2048, gemm_eff=0.5)
 
 
@@ -44,8 +44,8 @@ def test_full_overlap_is_capped_by_each_fused_gemm() -> None:
     attn = min(s * c, s * qkv) + min(s * c, s * o) + min(s * c, s * 2 * o) + min(s * c, s * qkv)
     mlp = min(s * c, s * up) + min(s * c, s * down) + min(s * c, s * 2 * down) + min(s * c, s * up)
     assert s * o < s * c  # the capped regime
-    off = evaluate(_job(), parse_strategy("tp=4,mb=1"))
-    on = evaluate(_job(), parse_strategy("tp=4,mb=1,tp_overlap=full"))
+    off = evaluate(job_from_record(), parse_strategy("tp=4,mb=1"))
+    on = evaluate(job_from_record(), parse_strategy("tp=4,mb=1,tp_overlap=full"))
     assert off["tp_s"][0] == pytest.approx(8 * c * 8 * 4)  # 8 collectives, 8 layers, 4 micro-batches
     hidden = (attn + mlp) * 8 * 4
     assert hidden < off["compute_s"][0]
@@ -56,6 +56,6 @@ def test_full_overlap_is_capped_by_each_fused_gemm() -> None:
 def test_megatron_backward_overlap_is_capped_by_the_weight_gradient_gemms() -> None:
     """bwd: the two input-gradient reduce-scatters under the q/k/v and up weight-gradient GEMMs."""
     c, qkv, _, up, _ = _by_hand()
-    off = evaluate(_job(), parse_strategy("tp=4,mb=1"))
-    bwd = evaluate(_job(), parse_strategy("tp=4,mb=1,tp_overlap=bwd"))
+    off = evaluate(job_from_record(), parse_strategy("tp=4,mb=1"))
+    bwd = evaluate(job_from_record(), parse_strategy("tp=4,mb=1,tp_overlap=bwd"))
     assert off["tp_s"][0] - bwd["tp_s"][0] == pytest.approx((min(c, qkv) + min(c, up)) * 8 * 4)

@@ -18,7 +18,9 @@ from .render import caveat_lines, memory_line, rate_line, records, sensitivity_l
 from .search import hardware, model, parse_strategy, search
 
 
-def _job(d: dict[str, Any]) -> Job:
+def job_from_record(d: dict[str, Any]) -> Job:
+    """The job a ``--batch`` record (or the flags, as one) describes: keys as in RECORD_KEYS, values
+    as JSON or CSV gives them; bad values are a ConfigError naming the key."""
     if d.get("global_batch") not in (None, "") and d.get("global_batch_tokens") not in (None, ""):
         raise ConfigError("give the batch in sequences or in tokens, not both", fix="drop --global-batch or --global-batch-tokens")
     if d.get("global_batch") in (None, "") and d.get("global_batch_tokens") not in (None, "") and d.get("seq_len") not in (None, ""):
@@ -154,7 +156,7 @@ def run(ns: argparse.Namespace) -> int:
                 if not isinstance(rec, dict):
                     raise ConfigError(f"line {n}: a record must be a JSON object, not {type(rec).__name__}",
                                       path=ns.batch, fix='e.g. {"model": "llama3-8b", "hardware": "h100", ...}')
-                out = _one(_job({"hardware_file": ns.hardware_file, **rec}), str(rec.get("strategy", "")))
+                out = _one(job_from_record({"hardware_file": ns.hardware_file, **rec}), str(rec.get("strategy", "")))
                 if ignored := ignored_keys(rec):
                     out["ignored_keys"] = ignored
             except ConfigError as exc:
@@ -163,7 +165,7 @@ def run(ns: argparse.Namespace) -> int:
                 out = {"error": f"line {n}: {exc}"}
             print(json.dumps(out))
         return 0
-    job = _job({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
+    job = job_from_record({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
                                                   "dp_bucket_mb", "network", "moe_imbalance", "loss", "hardware_file")}
                | {k: getattr(ns, k, default) for k, default in
@@ -289,7 +291,7 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     if ns.calibrate:
         from .calib_csv import from_csv
 
-        cal = from_csv(ns.calibrate, lambda r: _job({"hardware_file": ns.hardware_file, **r}), RECORD_KEYS)
+        cal = from_csv(ns.calibrate, lambda r: job_from_record({"hardware_file": ns.hardware_file, **r}), RECORD_KEYS)
         job = cal.fit.apply(job)
         info.update({"runs": cal.rows, **dataclasses.asdict(cal.fit), "mape_before": cal.mape_before,
                      "mape_after_leave_one_out": cal.mape_after_loo})
