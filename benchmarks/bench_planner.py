@@ -110,6 +110,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               eager_swiglu="nanotron" in r["source"],
               zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],
               fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise",
+              # torchao's float8 (torchtitan) casts the weights in every forward; TE caches them per step
+              fp8_weight_cache="torchtitan" not in r["source"],
               # the cluster's measured collective bandwidth where published (data/networks.yaml)
               network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
               dp_bucket_mb=25.0 if "nanotron" in r["source"] else 0.0)

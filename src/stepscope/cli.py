@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--fp8-recipe", choices=("tensorwise", "rowwise"),
                     help="with --precision fp8: scaling per tensor (default: Transformer Engine, torchao tensorwise) or per row "
                     "(torchao rowwise: more cast traffic, bf16 TP all-gathers)")
+    pl.add_argument("--fp8-recast-weights", dest="fp8_weight_cache", action="store_false",
+                    help="with --precision fp8: weights are cast to fp8 every micro-batch (torchao); default: once per step, "
+                    "cached across micro-batches (Transformer Engine under Megatron-core)")
     pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
                     help="ZeRO-1/2: the updated weights' all-gather runs under the next forward (Megatron --overlap-param-gather)")
     pl.add_argument("--zero-sync-after-backward", dest="zero_sync_after_backward", action="store_true",

@@ -55,6 +55,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         # the loss by name, or the older flag: "fused_loss": false is "unfused"
         loss=str(d.get("loss") or ("fused" if _bool(d, "fused_loss", True) else "unfused")).lower(),
         fp8_recipe=str(d.get("fp8_recipe") or "tensorwise").lower(),
+        fp8_weight_cache=_bool(d, "fp8_weight_cache", True),
         reserve_gb=_number(d, "reserve_gb", 3.0),
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
         dp_bucket_mb=_number(d, "dp_bucket_mb", 0.0),
@@ -67,7 +68,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
 RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
-    "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "dp_bucket_mb", "moe_imbalance",
+    "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "dp_bucket_mb", "moe_imbalance",
     "network", "strategy",
 })
 
@@ -170,7 +171,8 @@ def run(ns: argparse.Namespace) -> int:
                                                   "dp_bucket_mb", "network", "moe_imbalance", "loss", "hardware_file")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("eager_swiglu", False), ("param_gather_overlap", False),
-                   ("zero_sync_after_backward", False), ("fused_projections", True), ("fused_loss", True))})
+                   ("zero_sync_after_backward", False), ("fused_projections", True), ("fused_loss", True),
+                   ("fp8_weight_cache", True))})
     job, calib = _calibrated(job, ns)
     # framework properties: apply to every strategy given
     tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))

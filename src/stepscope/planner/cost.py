@@ -270,9 +270,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     gemm_time, logits_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
     work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
     elem_bytes = memory_bound_bytes(job, tokens, tp, sp, score_bytes)
-    # fp8: each micro-batch's linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES)
+    # fp8: the linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES), once per step when
+    # the framework caches them across micro-batches (Job.fp8_weight_cache), else every micro-batch
     fp8_weight_s = 0.0 if job.precision != "fp8" else (
-        FP8_WEIGHT_BYTES[job.fp8_recipe] * L / pp * (dense / tp + experts / (ep * etp)) * n_micro / hw.hbm_bytes_per_s)
+        FP8_WEIGHT_BYTES[job.fp8_recipe] * L / pp * (dense / tp + experts / (ep * etp)) * (1 if job.fp8_weight_cache else n_micro)
+        / hw.hbm_bytes_per_s)
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
     # gradient, downcast), memory-bound
     loss_bytes = LOSS_BYTES[job.loss][1] * m.vocab * tokens

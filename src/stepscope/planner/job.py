@@ -117,6 +117,11 @@ class Job:
     # fp8 scaling recipe (with precision fp8): "tensorwise" (one scale per tensor: Transformer
     # Engine, torchao's tensorwise) or "rowwise" (one per row: torchao's rowwise); see rates.fp8_cast_bytes
     fp8_recipe: str = "tensorwise"
+    # fp8 weights cast once per step and cached across its micro-batches (Transformer Engine's
+    # is_first_microbatch, which Megatron-core sets at the start of every step:
+    # MegatronModule.set_is_first_microbatch); False: recast every micro-batch (torchao's float8
+    # training, whose casts run in each forward)
+    fp8_weight_cache: bool = True
     # bytes per gradient kept and reduced; 0 = by precision: fp32 (4 B) with bf16 and fp8 (Megatron
     # forces fp32 accumulation and reduction with bf16; torchtitan's FSDP2 reduce dtype; nanotron's
     # fp32 accumulator), 2 B with fp16 (Megatron without --accumulate-allreduce-grads-in-fp32 and
