@@ -34,3 +34,26 @@ def test_flops_per_token_match_the_published_count(row: dict[str, str]) -> None:
     ours = m.flops_per_token(int(row["seq_len"]), causal=row["source"].startswith("Megatron-Bridge"))
     # the tables round TFLOP/s to 3 significant digits (0.07% at 736) and tokens/s to 4-5
     assert ours == pytest.approx(published, rel=0.01)
+
+
+def test_every_held_out_run_is_a_valid_batch_record() -> None:
+    """The benchmark's records go through the --batch parser and the cost model without error
+    (guards benchmarks/bench_holdout.py against the interface drifting under it)."""
+    import sys
+
+    import numpy as np
+
+    from stepscope.planner.cli import job_from_record
+    from stepscope.planner.cost import evaluate
+    from stepscope.planner.search import parse_strategy
+
+    sys.path.insert(0, str(HOLDOUT.parent))
+    try:
+        from bench_holdout import records
+    finally:
+        sys.path.remove(str(HOLDOUT.parent))
+    rows = [r for r in csv.DictReader((HOLDOUT / "nvidia_perf_tables.csv").read_text(encoding="utf-8").splitlines()) if r["use"] == "yes"]
+    for recipes in (False, True):
+        for rec in records(rows, recipes):
+            res = evaluate(job_from_record(rec), parse_strategy(rec["strategy"]))
+            assert np.isfinite(res["tokens_per_s_per_device"]).all() and (res["tokens_per_s_per_device"] > 0).all(), rec
