@@ -1420,12 +1420,12 @@ def test_when_nothing_fits_the_smallest_are_shown_and_said(capsys: pytest.Captur
 def test_divisors_match_trial_division_and_stay_cheap_for_huge_counts() -> None:
     """The search's divisors (found up to sqrt(n)) against trial division by every d <= n, which
     is what they replaced (24 s for 2^28 devices)."""
-    from stepscope.planner.search import _divisors
+    from stepscope.planner.job import divisors
 
     for n in range(1, 1500):
-        assert _divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
-    assert _divisors(2**40) == [2**k for k in range(41)]
-    assert _divisors(7919 * 7907) == [1, 7907, 7919, 7919 * 7907]  # two primes
+        assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+    assert divisors(2**40) == [2**k for k in range(41)]
+    assert divisors(7919 * 7907) == [1, 7907, 7919, 7919 * 7907]  # two primes
 
 
 def test_html_bars_end_at_the_step_time_and_memory_total(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

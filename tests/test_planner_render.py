@@ -40,7 +40,8 @@ def test_evaluate_prints_the_memory_line_from_the_same_numbers_as_json(capsys: p
 def test_devices_must_fill_whole_nodes(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--global-batch", "8", "--seq-len", "1024"]
     assert main([*base, "--devices", "8", "--devices-per-node", "3"]) == 2  # 2 2/3 nodes
-    assert "8 devices do not fill whole nodes of 3" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "8 devices do not fill whole nodes of 3" in err and "(e.g. 2;" in err  # the largest divisor of 8 up to 3
     assert main([*base, "--devices", "4", "--devices-per-node", "8", "--top", "1"]) == 0  # part of one node: fine
     assert main([*base, "--devices", "12", "--devices-per-node", "6", "--top", "1"]) == 0
     capsys.readouterr()
@@ -102,3 +103,18 @@ def test_a_calibrated_or_measured_gemm_efficiency_drops_the_prior_note() -> None
     assert any("no measured matmul ceiling" in line for line in _caveats(job, rows))
     assert _caveats(dataclasses.replace(job, gemm_scale=1.2), rows) == []  # fitted by --calibrate
     assert _caveats(dataclasses.replace(job, gemm_eff=0.6), rows) == []  # measured by --from-analysis
+
+
+def test_gb200_nodes_are_nvl72_racks(capsys: pytest.CaptureFixture[str]) -> None:
+    """A GB200 NVL72 rack is one NVLink domain of 72 GPUs: the gradient reduction over 64 GPUs stays
+    on NVLink by default (as with --devices-per-node 64), not on the network between 8-GPU nodes;
+    256 GPUs do not fill racks of 72, and the error suggests 64 (the largest divisor of 256 up to 72)."""
+    base = ["plan", "--model", "mixtral-8x7b", "--hardware", "gb200", "--global-batch", "64", "--seq-len", "4096",
+            "--evaluate", "tp=1,pp=1,dp=64,ep=8,zero=1", "--json"]
+    dp_s = {}
+    for per_node in (None, "64", "8"):
+        assert main([*base, "--devices", "64", *(["--devices-per-node", per_node] if per_node else [])]) == 0
+        dp_s[per_node] = json.loads(capsys.readouterr().out)["time_s"]["dp"]
+    assert dp_s[None] == dp_s["64"] < dp_s["8"] / 5
+    assert main([*base, "--devices", "256"]) == 2
+    assert "256 devices do not fill whole nodes of 72" in (err := capsys.readouterr().err) and "(e.g. 64;" in err

@@ -65,6 +65,12 @@ FP8_RECIPES = ("tensorwise", "rowwise")
 BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "memory")
 
 
+def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending, found up to sqrt(n): trying every d <= n took 24 s for 2^28 devices."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
 @dataclass(frozen=True)
 class Job:
     model: ModelShape
@@ -159,8 +165,9 @@ class Job:
                 raise ConfigError(f"{name.replace('_', ' ')} must be a whole number >= 1, not {v!r}", fix=f"pass a positive {flag}")
         if self.devices > self.devices_per_node and self.devices % self.devices_per_node:
             # the link tiers (intra-node, inter-node) and TP-within-a-node assume whole nodes
+            fits = max(d for d in divisors(self.devices) if d <= self.devices_per_node)
             raise ConfigError(f"{self.devices} devices do not fill whole nodes of {self.devices_per_node}",
-                              fix="pass the devices per node the job really has as --devices-per-node (TPUs: its slice size)")
+                              fix=f"pass the devices per node the job really has as --devices-per-node (e.g. {fits}; TPUs: its slice size)")
         if not 0 <= self.reserve_gb < math.inf:
             raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
         if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):

@@ -18,6 +18,7 @@ from ..analysis.hardware import Hardware, by_name
 from ..analysis.model_flops import ModelShape, from_config_dict, from_hf_config
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
+from .job import divisors
 
 FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap",
           "ep_overlap", "keep_params")
@@ -81,8 +82,8 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     tp_max = job.devices if tp_across_nodes else min(job.devices_per_node, job.devices)
     # any divisor, not only powers of two (TP 12, PP 6 or 35 are real configurations); pipeline
     # stages may be uneven (the cost model paces the pipeline by the most loaded stage)
-    tps = [t for t in _divisors(m.n_heads) if t <= tp_max and job.devices % t == 0]
-    pps = [p for p in _divisors(job.devices) if p <= m.n_layers]
+    tps = [t for t in divisors(m.n_heads) if t <= tp_max and job.devices % t == 0]
+    pps = [p for p in divisors(job.devices) if p <= m.n_layers]
     cps = [c for c in (1, 2, 4, 8) if job.seq_len % c == 0 and c <= job.devices]
     eps = [e for e in _pow2_upto(max(m.n_experts, 1)) if (m.n_experts % e == 0 if m.n_experts else e == 1)]
     # the product is built one field at a time and filtered as soon as a constraint can be checked,
@@ -121,12 +122,6 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     g["tp_overlap"] = np.full(g["tp"].shape, int(tp_overlap), dtype=np.int64)
     g["ep_overlap"] = np.full(g["tp"].shape, int(ep_overlap), dtype=np.int64)
     return {k: g[k] for k in FIELDS}
-
-
-def _divisors(n: int) -> list[int]:
-    """The divisors of n, ascending, found up to sqrt(n): trying every d <= n took 24 s for 2^28 devices."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def _cross(g: dict[str, np.ndarray], key: str, values: list[int]) -> dict[str, np.ndarray]:
