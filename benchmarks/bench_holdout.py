@@ -40,8 +40,11 @@ def records(rows: list[dict], recipes: bool = False) -> list[dict]:
         strategy = (f"tp={tp},pp={pp},cp={cp},dp={dp},vpp={r['vp']},ep={r['ep']},mb={r['micro_batch']},"
                     f"zero={3 if r['fsdp'] == '1' else 1},tp_overlap={'full' if tp > 1 else 'none'}")
         model = r["model"] if not r["model"].endswith(".json") else str(HOLDOUT / r["model"])
-        out.append({"model": model, "hardware": "h100" if "H100" in r["system"] else "b200", "devices": int(r["devices"]),
-                    "devices_per_node": 8, "global_batch": int(r["global_batch"]), "seq_len": int(r["seq_len"]),
+        system = r["system"].removeprefix("DGX-").lower()  # h100, b200, gb200
+        # DGX H100/B200: 8 GPUs a node; GB200 NVL72: 64 GPUs of a rack's NVLink domain (the set-2 rule)
+        per_node = min(int(r["devices"]), 64) if system == "gb200" else 8
+        out.append({"model": model, "hardware": system, "devices": int(r["devices"]),
+                    "devices_per_node": per_node, "global_batch": int(r["global_batch"]), "seq_len": int(r["seq_len"]),
                     "precision": "bf16" if r["precision"] == "BF16" else "fp8", "param_gather_overlap": True,
                     "strategy": strategy})
         if recipes:
@@ -136,15 +139,17 @@ def main() -> None:
     ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted values")
     ap.add_argument("--recipes", action="store_true", help="the second run: gradient dtype and recompute as the recipes set them")
     ap.add_argument("--choice", action="store_true", help="also rank each tuned layout in the planner's own search of its job")
+    ap.add_argument("--set", choices=("1", "2", "all"), default="all",
+                    help="1: the 28 runs of runs 1-3 (H100, B200); 2: the 16 GB200 runs added after them (README)")
     a = ap.parse_args()
     with open(a.csv, encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["use"] == "yes"]
+        rows = [r for r in csv.DictReader(fh) if r["use"] == "yes" and a.set in ("all", r["set"])]
     recs = records(rows, a.recipes)
     preds = run_batch(recs)
     cal = calibrated(recs, Path(a.validation)) if Path(a.validation).exists() else [None] * len(recs)
     per = []
     for r, rec, p, c in zip(rows, recs, preds, cal):
-        per.append({"id": r["id"], "table": f"{r['source'].split()[0]} {r['container']}", "system": r["system"],
+        per.append({"id": r["id"], "set": r["set"], "table": f"{r['source'].split()[0]} {r['container']}", "system": r["system"],
                     "model": Path(r["model"]).stem, "moe": int(r["ep"]) > 1 or "qwen3" in r["model"] or "deepseek" in r["model"],
                     "strategy": rec["strategy"], "measured": float(r["tokens_per_s_per_gpu"]),
                     "predicted": round(p["tokens_per_s_per_device"], 1), "naive": round(naive(rec), 1),
@@ -156,6 +161,8 @@ def main() -> None:
             w.writeheader()
             w.writerows(per)
     print(json.dumps(summary(per, "ALL")))
+    for st in sorted({r["set"] for r in per}):
+        print(json.dumps(summary([r for r in per if r["set"] == st], f"set {st}")))
     for system in sorted({r["system"] for r in per}):
         print(json.dumps(summary([r for r in per if r["system"] == system], system)))
     for kind, sel in (("dense", False), ("MoE", True)):
