@@ -106,13 +106,16 @@ def _parser() -> argparse.ArgumentParser:
                     help="attention materializes the scores (no FlashAttention-style kernels)")
     pl.add_argument("--eager", dest="fused_elementwise", action="store_false",
                     help="norms, rotary embeddings and activations run as eager PyTorch ops (no torch.compile or fused kernels)")
-    pl.add_argument("--separate-projections", dest="fused_projections", action="store_false",
+    pl.add_argument("--framework", metavar="NAME",
+                    help="model this training framework: its defaults for the flags below (a flag given wins) and only its "
+                    "recompute policies (data/frameworks.yaml: megatron, torchtitan, maxtext, nanotron)")
+    pl.add_argument("--separate-projections", dest="fused_projections", action="store_false", default=None,
                     help="q, k, v (and gate, up) are separate GEMMs, narrow for k and v under GQA and TP (torchtitan, "
                     "Hugging Face, MaxText); default: fused (Megatron, nanotron)")
     pl.add_argument("--fp8-recipe", choices=("tensorwise", "rowwise"),
                     help="with --precision fp8: scaling per tensor (default: Transformer Engine, torchao tensorwise) or per row "
                     "(torchao rowwise: more cast traffic, bf16 TP all-gathers)")
-    pl.add_argument("--fp8-recast-weights", dest="fp8_weight_cache", action="store_false",
+    pl.add_argument("--fp8-recast-weights", dest="fp8_weight_cache", action="store_false", default=None,
                     help="with --precision fp8: weights are cast to fp8 every micro-batch (torchao); default: once per step, "
                     "cached across micro-batches (Transformer Engine under Megatron-core)")
     pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
@@ -125,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--no-sequence-parallel", dest="sequence_parallel", action="store_false", default=True,
                     help="TP without sequence parallelism (nanotron's tp_mode ALL_REDUCE, Megatron without --sequence-parallel): "
                     "the norms' inputs and outputs whole on every TP rank, their traffic repeated (strategy key sp=0)")
-    pl.add_argument("--eager-swiglu", action="store_true", default=False,
+    pl.add_argument("--eager-swiglu", action="store_true", default=None,
                     help="the gated MLP's activation and product run as separate PyTorch ops though the norms are fused "
                          "(nanotron): act(gate) is stored too, 4 f per token instead of 3, and 10 B per element moved instead of 6")
     pl.add_argument("--loss", choices=("fused", "unfused", "copy"), default=None,
@@ -145,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--tp-across-nodes", action="store_true", help="let the search put a TP group across nodes (default: TP within a node)")
     pl.add_argument("--ep-overlap", action="store_true",
                     help="the framework overlaps the MoE all-to-all with another micro-batch (DualPipe-style, Megatron EP overlap)")
-    pl.add_argument("--tp-overlap", nargs="?", const="full", default="none", choices=("none", "full", "bwd", "bwd+shard"),
+    pl.add_argument("--tp-overlap", nargs="?", const="full", default=None, choices=("none", "full", "bwd", "bwd+shard"),
                     help="how the framework overlaps TP communication with GEMMs: full (the default when the flag is "
                     "given: Megatron --tp-comm-overlap, PyTorch async TP), bwd (Megatron with sequence parallelism: "
                     "backward reduce-scatter under the weight-gradient GEMM), bwd+shard (nanotron async TP), none")

@@ -14,6 +14,7 @@ from ..outfile import write_output
 from .cost import TP_OVERLAP, Job, evaluate
 from .network import by_name as network_by_name
 from .rates import base_dtype
+from . import frameworks
 from .render import caveat_lines, memory_line, rate_line, records, sensitivity_line, table, what_if_lines
 from .search import hardware, model, parse_strategy, search
 
@@ -37,6 +38,8 @@ def job_from_record(d: dict[str, Any]) -> Job:
     grad = str(d.get("grad_dtype") or "")
     if grad not in ("", "fp32", "bf16", "fp16"):
         raise ConfigError(f"grad_dtype must be fp32, bf16 or fp16, not {grad!r}", fix="e.g. --grad-dtype bf16")
+    if d.get("framework") not in (None, ""):
+        d = frameworks.apply(d, frameworks.by_name(str(d["framework"])))
     hw = hardware(str(d["hardware"]), str(d["hardware_file"]) if d.get("hardware_file") else None)
     return Job(
         model=model(str(d["model"])),
@@ -69,7 +72,7 @@ RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
     "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "dp_bucket_mb", "moe_imbalance",
-    "network", "strategy",
+    "network", "framework", "strategy",
 })
 
 
@@ -157,7 +160,9 @@ def run(ns: argparse.Namespace) -> int:
                 if not isinstance(rec, dict):
                     raise ConfigError(f"line {n}: a record must be a JSON object, not {type(rec).__name__}",
                                       path=ns.batch, fix='e.g. {"model": "llama3-8b", "hardware": "h100", ...}')
-                out = _one(job_from_record({"hardware_file": ns.hardware_file, **rec}), str(rec.get("strategy", "")))
+                fw = frameworks.by_name(str(rec["framework"])) if rec.get("framework") not in (None, "") else None
+                out = _one(job_from_record({"hardware_file": ns.hardware_file, **rec}),
+                           frameworks.strategy(fw, str(rec.get("strategy", ""))))
                 if ignored := ignored_keys(rec):
                     out["ignored_keys"] = ignored
             except ConfigError as exc:
@@ -168,13 +173,15 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = job_from_record({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
-                                                  "dp_bucket_mb", "network", "moe_imbalance", "loss", "hardware_file")}
+                                                  "dp_bucket_mb", "network", "moe_imbalance", "loss", "hardware_file", "framework",
+                                                  "eager_swiglu", "fused_projections", "fp8_weight_cache")}
                | {k: getattr(ns, k, default) for k, default in
-                  (("flash_attention", True), ("fused_elementwise", True), ("eager_swiglu", False), ("param_gather_overlap", False),
-                   ("zero_sync_after_backward", False), ("fused_projections", True), ("fused_loss", True),
-                   ("fp8_weight_cache", True))})
+                  (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
+                   ("zero_sync_after_backward", False), ("fused_loss", True))})
     job, calib = _calibrated(job, ns)
-    # framework properties: apply to every strategy given
+    # framework properties: apply to every strategy given (a --framework preset's TP overlap only
+    # where neither --tp-overlap nor the strategy states one)
+    fw = frameworks.by_name(ns.framework) if getattr(ns, "framework", None) else None
     tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))
     no_sp = not getattr(ns, "sequence_parallel", True)
     if no_sp and tp_mode:
@@ -184,6 +191,11 @@ def run(ns: argparse.Namespace) -> int:
     for part in extra:
         ns.evaluate = ns.evaluate and f"{ns.evaluate},{part}"
         ns.baseline = ns.baseline and f"{ns.baseline},{part}"
+    if fw is not None:
+        ns.evaluate = ns.evaluate and frameworks.strategy(fw, ns.evaluate)
+        ns.baseline = ns.baseline and frameworks.strategy(fw, ns.baseline)
+        if getattr(ns, "tp_overlap", None) is None and not no_sp:
+            tp_mode = TP_OVERLAP.index(fw.settings.get("tp_overlap", "none"))
     if ns.evaluate:
         rec = _one(job, ns.evaluate)
         measured = ns.measured_step_s or calib.get("trace_step_time_s")
@@ -218,7 +230,8 @@ def run(ns: argparse.Namespace) -> int:
             _print_wide(table([rec]), *lines)
         return 0
     plan = search(job, ns.top, tp_overlap=tp_mode, tp_across_nodes=bool(getattr(ns, "tp_across_nodes", False)),
-                  ep_overlap=bool(getattr(ns, "ep_overlap", False)), sequence_parallel=not no_sp, where=getattr(ns, "where", "") or "",
+                  ep_overlap=bool(getattr(ns, "ep_overlap", False)), sequence_parallel=not no_sp,
+                  where=frameworks.where(fw, getattr(ns, "where", "") or ""),
                   distinct=bool(getattr(ns, "distinct", False)))
     recs = records(plan.strategies, plan.results)
     notes = [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs)]

@@ -1,0 +1,77 @@
+"""`plan --framework NAME`: a framework's defaults (data/frameworks.yaml), explicit flags winning,
+and only its recompute policies and pipeline schedules searched or accepted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stepscope.cli import main
+from stepscope.errors import ConfigError
+from stepscope.planner import frameworks
+
+JOB = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "64", "--seq-len", "4096"]
+
+
+def _step(capsys: pytest.CaptureFixture[str], *args: str) -> float:
+    assert main([*JOB, *args, "--json"]) == 0
+    return float(json.loads(capsys.readouterr().out)["step_time_s"])
+
+
+def test_a_preset_is_its_flags_and_an_explicit_flag_wins(capsys: pytest.CaptureFixture[str]) -> None:
+    ev = ["--precision", "fp8", "--evaluate", "tp=1,dp=8,zero=3,mb=1"]
+    titan = _step(capsys, "--framework", "torchtitan", *ev)
+    assert titan == _step(capsys, "--separate-projections", "--loss", "unfused", "--fp8-recast-weights", *ev)
+    assert titan != _step(capsys, *ev)  # the defaults are Megatron's
+    # --loss fused given: the preset's other settings stay, its loss does not
+    assert _step(capsys, "--framework", "torchtitan", "--loss", "fused", *ev) == _step(
+        capsys, "--separate-projections", "--fp8-recast-weights", *ev)
+    assert _step(capsys, "--framework", "megatron", *ev) == _step(capsys, *ev)
+
+
+def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*JOB, "--framework", "torchtitan", "--evaluate", "dp=8,zero=3,recompute=selective"]) == 2
+    assert "torchtitan has no recompute policy 'selective' (its policies: none, op, full)" in capsys.readouterr().err
+    big = ["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "64", "--seq-len", "4096"]
+    assert main([*big, "--framework", "megatron", "--evaluate", "tp=8,pp=4,dp=2,vpp=2,sched=zb-v"]) == 2
+    assert "megatron has no pipeline schedule 'zb-v'" in capsys.readouterr().err
+    assert main([*big, "--framework", "megatron", "--top", "50", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(r["strategy"]["recompute"] in ("none", "selective", "full") for r in rows)
+    assert all(r["strategy"]["sched"] == "1f1b" for r in rows)
+    # Megatron-core with sequence parallelism: the backward reduce-scatter under the wgrad GEMM
+    assert all(r["strategy"]["tp_overlap"] == 2 for r in rows if r["strategy"]["tp"] > 1)
+    # --tp-overlap given explicitly wins over the preset's
+    assert main([*big, "--framework", "megatron", "--tp-overlap", "--top", "5", "--json"]) == 0
+    assert all(r["strategy"]["tp_overlap"] == 1 for r in json.loads(capsys.readouterr().out) if r["strategy"]["tp"] > 1)
+
+
+def test_a_batch_record_names_its_framework(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 64, "seq_len": 4096, "strategy": "tp=2,dp=4"}
+    path = tmp_path / "b.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in (
+        {**rec, "framework": "nanotron"},
+        {**rec, "loss": "copy", "eager_swiglu": True},
+        {**rec, "framework": "nanotron", "strategy": "tp=2,dp=4,recompute=selective"},
+    )), encoding="utf-8")
+    assert main(["plan", "--batch", str(path), "--json"]) == 0
+    a, b, c = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert a["step_time_s"] == b["step_time_s"] and "ignored_keys" not in a
+    assert "nanotron has no recompute policy 'selective'" in c["error"]
+
+
+def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*JOB, "--framework", "pytorch", "--top", "1"]) == 2
+    assert "unknown framework 'pytorch' (one of megatron, torchtitan, maxtext, nanotron" in capsys.readouterr().err
+    ok = {"recompute": ["none"], "settings": {"loss": "fused"}}
+    assert frameworks._parse("x", ok).settings == {"loss": "fused"}
+    for bad, words in (({**ok, "recompte": ["full"]}, "unknown key recompte"),
+                       ({**ok, "settings": {"loss": "fast"}}, "loss cannot be 'fast'"),
+                       ({**ok, "settings": {"fused_projections": "yes"}}, "fused_projections cannot be 'yes'"),
+                       ({**ok, "recompute": ["sometimes"]}, "recompute must list policies"),
+                       ({**ok, "schedules": ["dualpipe"]}, "schedules must be of")):
+        with pytest.raises(ConfigError, match=words):
+            frameworks._parse("x", bad)
+    assert set(frameworks.catalog()) == {"megatron", "torchtitan", "maxtext", "nanotron"}
