@@ -43,6 +43,8 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     assert all(r["strategy"]["sched"] == "1f1b" for r in rows)
     # Megatron-core with sequence parallelism: the backward reduce-scatter under the wgrad GEMM
     assert all(r["strategy"]["tp_overlap"] == 2 for r in rows if r["strategy"]["tp"] > 1)
+    assert main([*big, "--framework", "megatron", "--top", "1"]) == 0
+    assert "valid configurations (megatron's recompute policies and schedules) evaluated" in capsys.readouterr().out
     # --tp-overlap given explicitly wins over the preset's
     assert main([*big, "--framework", "megatron", "--tp-overlap", "--top", "5", "--json"]) == 0
     assert all(r["strategy"]["tp_overlap"] == 1 for r in json.loads(capsys.readouterr().out) if r["strategy"]["tp"] > 1)
