@@ -16,9 +16,9 @@ from .job import (
     SCHEDULES,
     Job,
 )
-from .rates import dots_saveable, op_sac, stored_per_token
+from .rates import dots_saveable, norm_moe_act, op_sac, stored_per_token
 
-OP_SAC, MINIMAL = RECOMPUTE.index("op"), RECOMPUTE.index("minimal")
+OP_SAC, MINIMAL, NORM_ACT = RECOMPUTE.index("op"), RECOMPUTE.index("minimal"), RECOMPUTE.index("layernorm_moe_act")
 
 
 def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,
@@ -32,6 +32,7 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     act_c[0], act_c[1], routed_c = stored_per_token(m, job.swiglu_eager)  # none and selective from the model's widths
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
+    act_c[NORM_ACT] = norm_moe_act(m, job.swiglu_eager)[0]
     # without sequence parallelism (sp=0) the h-wide tensors outside the TP region (REPLICATED_BYTES)
     # are whole on every TP rank: (1 - 1/tp) of them more per rank
     sp = s["sp"].astype(np.float64) if "sp" in s else np.ones(tp.shape)

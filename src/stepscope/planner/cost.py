@@ -170,6 +170,7 @@ from .rates import (
     base_dtype,
     efficiencies,
     gemm_shape,
+    norm_moe_act,
     params,
 )
 from .tp_overlap import hidden_per_layer, share_of_all
@@ -270,6 +271,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     gemm_time, logits_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
     work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
     elem_bytes = memory_bound_bytes(job, tokens, tp, sp, score_bytes)
+    # layernorm_moe_act recomputes memory-bound ops only: their forward bytes once more
+    elem_bytes = elem_bytes + np.where(rc == RECOMPUTE.index("layernorm_moe_act"),
+                                       norm_moe_act(m, job.swiglu_eager)[1] * L * tokens, 0.0)
     # fp8: the linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES), once per step when
     # the framework caches them across micro-batches (Job.fp8_weight_cache), else every micro-batch
     fp8_weight_s = 0.0 if job.precision != "fp8" else (

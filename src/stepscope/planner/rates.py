@@ -42,6 +42,20 @@ def op_sac(m: ModelShape, seq: int) -> tuple[float, float]:
     return 2 * kept / h, 1.0 + redone / (3 * layer)
 
 
+def norm_moe_act(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, float]:
+    """(activation bytes per token and layer / h, recomputed forward bytes per token and layer) of
+    Megatron-core's ``--recompute-modules layernorm moe_act``: the two norms keep their inputs and
+    recompute their outputs (2 h fewer stored: read h + write h each, 8 h B again in backward); in
+    MoE layers each routed copy recomputes the experts' activation from the kept fc1 output (one
+    f_e fewer: the gated product, or a plain MLP's activation output; gated: read 2 f_e + write f_e,
+    6 f_e B). No GEMM is recomputed; dense layers keep their MLP activation."""
+    none = stored_per_token(m, eager_swiglu)[0]
+    h = float(m.d_model)
+    moe = (m.n_layers - m.first_dense_layers) / m.n_layers if m.n_experts else 0.0
+    copies = moe * m.experts_per_token * m.d_ff_expert
+    return none - 2 * (2 * h + copies) / h, 8 * h + (6 if m.gated_mlp else 4) * copies
+
+
 def stored_per_token(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, float, float]:
     """(no recompute, selective recompute, routed-expert part) activation bytes per token and layer
     / h, tensor by tensor: Korthikanti et al.'s accounting (bf16, flash attention so no s x s
