@@ -8,7 +8,8 @@ predicts them all (the public interface, as a user's sweep would run it). Report
 tokens/s per GPU and mean signed error (+ = predicted faster), overall and by system and by dense
 vs MoE; Spearman rank correlation within each (table, system) group of 3+ rows; how many measured
 runs the memory model says do not fit; the naive "6 x active params x tokens at 40% MFU" estimate
-beside it. With the validation CSV present, also the prediction after calibrating on all of it
+beside it; leave-one-run-out calibration within the dense and the MoE runs (what calibrating on
+one's own runs gives). With the validation CSV present, also the prediction after calibrating on all of it
 (four scales fitted on the 117 published rows, applied unchanged to these rows): the figure a
 user who calibrated on public data gets on new runs.
 """
@@ -114,6 +115,27 @@ def choice(rows: list[dict], recs: list[dict]) -> None:
                           "within_10pct": sum(x <= 0.10 for x in g)}))
 
 
+def own_runs(rows: list[dict], recs: list[dict]) -> None:
+    """What calibrating on one's own runs gives on these: within each kind (dense, MoE), each run
+    predicted by the four scales fitted on the kind's other runs (leave-one-run-out)."""
+    import dataclasses
+
+    from stepscope.planner.calibrate import Run, cross_validate, predict_tokens
+    from stepscope.planner.cli import job_from_record
+    from stepscope.planner.search import parse_strategy
+
+    runs = []
+    for r, rec in zip(rows, recs):
+        job = job_from_record(rec)
+        s = {k: int(v[0]) for k, v in parse_strategy(rec["strategy"]).items()}
+        runs.append(Run(job, s, float(r["tokens_per_s_per_gpu"]), predict_tokens, "MoE" if job.model.n_experts else "dense"))
+    for kind in ("dense", "MoE"):
+        mine = [dataclasses.replace(x, group=str(i)) for i, x in enumerate(runs) if x.group == kind]
+        if len(mine) >= 3:
+            ape = [float(v["mape"]) for v in cross_validate(mine).values()]
+            print(json.dumps({"calibrated_own_runs": kind, "rows": len(mine), "mape_leave_one_out": round(float(np.mean(ape)), 3)}))
+
+
 def _spearman(a: list[float], b: list[float]) -> float | None:
     if len(a) < 3:
         return None
@@ -178,6 +200,7 @@ def main() -> None:
     for r in per:
         print(json.dumps({k: r[k] for k in ("id", "model", "system", "measured", "predicted", "error", "calibrated", "naive",
                                            "memory_gb", "bottleneck")}))
+    own_runs(rows, recs)
     if a.choice:
         choice(rows, recs)
 
