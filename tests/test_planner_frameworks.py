@@ -45,7 +45,12 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     assert all(r["strategy"]["tp_overlap"] == 2 for r in rows if r["strategy"]["tp"] > 1)
     assert main([*big, "--framework", "megatron", "--top", "1"]) == 0
     assert "valid configurations (megatron's recompute policies and schedules) evaluated" in capsys.readouterr().out
-    # --tp-overlap given explicitly wins over the preset's
+    # --tp-overlap given explicitly wins over the preset's, in --evaluate too
+    ev = ["--evaluate", "tp=8,pp=4,dp=2,vpp=2", "--json"]
+    assert main([*big, "--framework", "megatron", "--tp-overlap", "none", *ev]) == 0
+    assert json.loads(capsys.readouterr().out)["strategy"]["tp_overlap"] == 0
+    assert main([*big, "--framework", "megatron", *ev]) == 0
+    assert json.loads(capsys.readouterr().out)["strategy"]["tp_overlap"] == 2
     assert main([*big, "--framework", "megatron", "--tp-overlap", "--top", "5", "--json"]) == 0
     assert all(r["strategy"]["tp_overlap"] == 1 for r in json.loads(capsys.readouterr().out) if r["strategy"]["tp"] > 1)
 

@@ -87,10 +87,11 @@ def check(fw: Framework, policy: str, schedule: str) -> None:
 _TP_KEYS = ("tp_overlap", "async_tp", "tp_comm_overlap")
 
 
-def strategy(fw: Framework | None, text: str) -> str:
+def strategy(fw: Framework | None, text: str, *, add_tp_overlap: bool = True) -> str:
     """A strategy string (--evaluate, --baseline, a --batch record's) under the framework: its
-    recompute policy checked against the framework's, and the framework's TP overlap added when the
-    strategy states none (with sequence parallelism only, sp=1: the mechanisms need it)."""
+    recompute policy checked against the framework's, and (``add_tp_overlap``: unless --tp-overlap
+    was given) the framework's TP overlap added when the strategy states none (with sequence
+    parallelism only, sp=1: the mechanisms need it)."""
     if fw is None:
         return text
     from .search import parse_strategy
@@ -99,7 +100,7 @@ def strategy(fw: Framework | None, text: str) -> str:
     check(fw, RECOMPUTE[int(s["recompute"][0])], SCHEDULES[int(s["sched"][0])])
     keys = {part.split("=", 1)[0].strip().lower() for part in text.split(",") if "=" in part}
     tp = fw.settings.get("tp_overlap", "none")
-    if tp != "none" and int(s["sp"][0]) and keys.isdisjoint(_TP_KEYS):
+    if add_tp_overlap and tp != "none" and int(s["sp"][0]) and keys.isdisjoint(_TP_KEYS):
         return f"{text},tp_overlap={tp}" if text.strip() else f"tp_overlap={tp}"
     return text
 
