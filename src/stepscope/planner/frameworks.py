@@ -14,6 +14,7 @@ import yaml
 
 from ..errors import ConfigError, refuse_unknown_keys
 from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP
+from .search import parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
 SETTINGS = ("fused_projections", "loss", "fp8_weight_cache", "eager_swiglu", "tp_overlap")
@@ -94,8 +95,6 @@ def strategy(fw: Framework | None, text: str, *, add_tp_overlap: bool = True) ->
     parallelism only, sp=1: the mechanisms need it)."""
     if fw is None:
         return text
-    from .search import parse_strategy
-
     s = parse_strategy(text)
     check(fw, RECOMPUTE[int(s["recompute"][0])], SCHEDULES[int(s["sched"][0])])
     keys = {part.split("=", 1)[0].strip().lower() for part in text.split(",") if "=" in part}
@@ -110,7 +109,9 @@ def where(fw: Framework | None, conditions: str) -> str:
     constrains it itself."""
     if fw is None:
         return conditions
-    own = [] if "recompute" in conditions.lower() else [f"recompute={'|'.join(fw.recompute)}"]
+    parts = [conditions.strip()] if conditions.strip() else []
+    if "recompute" not in conditions.lower():
+        parts.append(f"recompute={'|'.join(fw.recompute)}")
     if fw.schedules and "sched" not in conditions.lower():
-        own.append(f"sched={'|'.join(fw.schedules)}")
-    return ",".join([c for c in (conditions.strip(),) if c] + own)
+        parts.append(f"sched={'|'.join(fw.schedules)}")
+    return ",".join(parts)
