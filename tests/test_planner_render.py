@@ -81,6 +81,10 @@ def test_moe_models_carry_the_moe_caveat(capsys: pytest.CaptureFixture[str]) -> 
     assert "MoE step times are the least validated" in capsys.readouterr().out
     assert main([*base, "--model", "llama3-8b", "--evaluate", "tp=1,pp=1,dp=64,zero=1"]) == 0
     assert "MoE step times" not in capsys.readouterr().out
+    assert main([*base, "--model", "mixtral-8x7b", "--evaluate", "tp=1,pp=1,dp=64,ep=8,zero=1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["caveats"][0].startswith("MoE step times are the least validated")
+    assert main([*base, "--model", "llama3-8b", "--evaluate", "tp=1,pp=1,dp=64,zero=1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["caveats"] == []
 
 
 def test_a_device_without_a_measured_ceiling_is_said_unless_calibrated(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

@@ -221,7 +221,9 @@ def run(ns: argparse.Namespace) -> int:
         from .sensitivity import sensitivity
 
         rec["sensitivity"] = sensitivity(job, parse_strategy(ns.evaluate))
-        lines = [rate_line(rec), memory_line(rec), sensitivity_line(rec["sensitivity"]), *what_if_lines(rec), *_caveats(job, [rec])]
+        caveats = _caveats(job, [rec])
+        lines = [rate_line(rec), memory_line(rec), sensitivity_line(rec["sensitivity"]), *what_if_lines(rec), *caveats]
+        rec["caveats"] = [c.removeprefix("note: ") for c in caveats]  # the least validated terms it leans on
         if ns.html:  # the strategy, and beside it the baseline of a what-if
             _write_html(ns.html, job, ns.model, [rec, base] if "what_if" in rec else [rec],
                         "what-if against the measured baseline (second row)" if "what_if" in rec else "one configuration", lines)
