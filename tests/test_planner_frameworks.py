@@ -67,6 +67,11 @@ def test_a_batch_record_names_its_framework(tmp_path: Path, capsys: pytest.Captu
     a, b, c = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert a["step_time_s"] == b["step_time_s"] and "ignored_keys" not in a
     assert "nanotron has no recompute policy 'selective'" in c["error"]
+    # --framework on the command line applies to records that name none of their own
+    path.write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "framework": "megatron"}), encoding="utf-8")
+    assert main(["plan", "--batch", str(path), "--json", "--framework", "nanotron"]) == 0
+    d, e = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert d["step_time_s"] == a["step_time_s"] != e["step_time_s"]
 
 
 def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture[str]) -> None:

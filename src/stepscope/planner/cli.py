@@ -160,9 +160,9 @@ def run(ns: argparse.Namespace) -> int:
                 if not isinstance(rec, dict):
                     raise ConfigError(f"line {n}: a record must be a JSON object, not {type(rec).__name__}",
                                       path=ns.batch, fix='e.g. {"model": "llama3-8b", "hardware": "h100", ...}')
-                fw = frameworks.by_name(str(rec["framework"])) if rec.get("framework") not in (None, "") else None
-                out = _one(job_from_record({"hardware_file": ns.hardware_file, **rec}),
-                           frameworks.strategy(fw, str(rec.get("strategy", ""))))
+                full = _with_cli_defaults(rec, ns)
+                fw = frameworks.by_name(str(full["framework"])) if full.get("framework") not in (None, "") else None
+                out = _one(job_from_record(full), frameworks.strategy(fw, str(rec.get("strategy", ""))))
                 if ignored := ignored_keys(rec):
                     out["ignored_keys"] = ignored
             except ConfigError as exc:
@@ -310,7 +310,7 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
     if ns.calibrate:
         from .calib_csv import from_csv
 
-        cal = from_csv(ns.calibrate, lambda r: job_from_record({"hardware_file": ns.hardware_file, **r}), RECORD_KEYS)
+        cal = from_csv(ns.calibrate, lambda r: job_from_record(_with_cli_defaults(r, ns)), RECORD_KEYS)
         job = cal.fit.apply(job)
         info.update({"runs": cal.rows, **dataclasses.asdict(cal.fit), "mape_before": cal.mape_before,
                      "mape_after_leave_one_out": cal.mape_after_loo})
@@ -335,6 +335,16 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
             # efficiencies are ratios to the traced device's peak, and the what-if anchors on its step
             info["trace_hardware_differs"] = True
     return job, info
+
+
+def _with_cli_defaults(rec: dict[str, Any], ns: argparse.Namespace) -> dict[str, Any]:
+    """A --batch record or --calibrate row with --hardware-file and --framework where it names none
+    of its own (absent or blank)."""
+    out = dict(rec)
+    for key in ("hardware_file", "framework"):
+        if out.get(key) in (None, "") and getattr(ns, key, None):
+            out[key] = getattr(ns, key)
+    return out
 
 
 def _tp_mode(value: object) -> int:
