@@ -195,7 +195,7 @@ def run(ns: argparse.Namespace) -> int:
         own_tp = getattr(ns, "tp_overlap", None) is None
         ns.evaluate = ns.evaluate and frameworks.strategy(fw, ns.evaluate, add_tp_overlap=own_tp)
         ns.baseline = ns.baseline and frameworks.strategy(fw, ns.baseline, add_tp_overlap=own_tp)
-        if getattr(ns, "tp_overlap", None) is None and not no_sp:
+        if own_tp and not no_sp:
             tp_mode = TP_OVERLAP.index(fw.settings.get("tp_overlap", "none"))
     if ns.evaluate:
         rec = _one(job, ns.evaluate)

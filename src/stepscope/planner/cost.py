@@ -146,7 +146,7 @@ from typing import Any
 
 import numpy as np
 
-from .activations import activations
+from .activations import NORM_ACT, activations
 from .buffers import comm_buffer_bytes
 
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
@@ -272,8 +272,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
     elem_bytes = memory_bound_bytes(job, tokens, tp, sp, score_bytes)
     # layernorm_moe_act recomputes memory-bound ops only: their forward bytes once more
-    elem_bytes = elem_bytes + np.where(rc == RECOMPUTE.index("layernorm_moe_act"),
-                                       norm_moe_act(m, job.swiglu_eager)[1] * L * tokens, 0.0)
+    elem_bytes = elem_bytes + np.where(rc == NORM_ACT, norm_moe_act(m, job.swiglu_eager)[1] * L * tokens, 0.0)
     # fp8: the linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES), once per step when
     # the framework caches them across micro-batches (Job.fp8_weight_cache), else every micro-batch
     fp8_weight_s = 0.0 if job.precision != "fp8" else (

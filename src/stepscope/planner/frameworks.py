@@ -14,7 +14,7 @@ import yaml
 
 from ..errors import ConfigError, refuse_unknown_keys
 from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP
-from .search import parse_strategy
+from .search import KEY_ALIASES, parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
 SETTINGS = ("fused_projections", "loss", "fp8_weight_cache", "eager_swiglu", "tp_overlap")
@@ -67,13 +67,11 @@ def by_name(name: str) -> Framework:
 
 def apply(record: dict[str, Any], fw: Framework) -> dict[str, Any]:
     """The record with the preset's job settings where the record has none of its own (a value of
-    None or "" counts as none; tp_overlap is a strategy property and is not set here)."""
+    None or "" counts as none; ``"fused_loss": false``, --unfused-loss, names the loss too;
+    tp_overlap is a strategy property and is not set here)."""
     out = dict(record)
-    for key, value in fw.settings.items():
-        if key != "tp_overlap" and out.get(key) in (None, ""):
-            out[key] = value
-    if fw.settings.get("loss") and out.get("fused_loss") is False and out.get("loss") == fw.settings["loss"]:
-        out["loss"] = "unfused"  # --unfused-loss given explicitly: it wins over the preset's loss
+    own = {k for k, v in out.items() if v not in (None, "")} | ({"loss"} if out.get("fused_loss") is False else set())
+    out.update({k: v for k, v in fw.settings.items() if k != "tp_overlap" and k not in own})
     return out
 
 
@@ -83,9 +81,6 @@ def check(fw: Framework, policy: str, schedule: str) -> None:
         raise ConfigError(f"{fw.name} has no recompute policy {policy!r}", fix=f"its policies: {', '.join(fw.recompute)}")
     if fw.schedules and schedule not in fw.schedules:
         raise ConfigError(f"{fw.name} has no pipeline schedule {schedule!r}", fix=f"its schedules: {', '.join(fw.schedules)}")
-
-
-_TP_KEYS = ("tp_overlap", "async_tp", "tp_comm_overlap")
 
 
 def strategy(fw: Framework | None, text: str, *, add_tp_overlap: bool = True) -> str:
@@ -99,7 +94,7 @@ def strategy(fw: Framework | None, text: str, *, add_tp_overlap: bool = True) ->
     check(fw, RECOMPUTE[int(s["recompute"][0])], SCHEDULES[int(s["sched"][0])])
     keys = {part.split("=", 1)[0].strip().lower() for part in text.split(",") if "=" in part}
     tp = fw.settings.get("tp_overlap", "none")
-    if add_tp_overlap and tp != "none" and int(s["sp"][0]) and keys.isdisjoint(_TP_KEYS):
+    if add_tp_overlap and tp != "none" and int(s["sp"][0]) and "tp_overlap" not in {KEY_ALIASES.get(k, k) for k in keys}:
         return f"{text},tp_overlap={tp}" if text.strip() else f"tp_overlap={tp}"
     return text
 
