@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,39 +67,40 @@ def run_batch(recs: list[dict]) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def naive(rec: dict) -> float:
-    from stepscope.planner.search import hardware, model
+def jobs(recs: list[dict]) -> list[tuple[Any, dict[str, np.ndarray]]]:
+    """Each record's job and strategy, as `plan --batch` parses them (built once, used by every section)."""
+    from stepscope.planner.cli import job_from_record
+    from stepscope.planner.search import parse_strategy
 
-    peak = hardware(rec["hardware"]).peak_flops(rec["precision"])
-    return 0.4 * peak / (6 * model(rec["model"]).matmul_params_per_token())
+    return [(job_from_record(r), parse_strategy(r["strategy"])) for r in recs]
 
 
-def calibrated(recs: list[dict], validation: Path) -> list[float]:
+def naive(job: Any) -> float:
+    return 0.4 * job.hw.peak_flops(job.precision) / (6 * job.model.matmul_params_per_token())
+
+
+def calibrated(js: list[tuple[Any, dict[str, np.ndarray]]], validation: Path) -> list[float]:
     """Each record predicted with the four scales fitted on every validation row."""
     from bench_planner import validation_runs
 
     from stepscope.planner.calibrate import fit, predict_tokens
-    from stepscope.planner.cli import job_from_record
-    from stepscope.planner.search import parse_strategy
 
     f = fit(validation_runs(validation))
     print(json.dumps({"calibration_fit_on_validation": {k: round(v, 3) for k, v in vars(f).items()}}))
-    return [float(predict_tokens(f.apply(job_from_record(r)), parse_strategy(r["strategy"]))[0]) for r in recs]
+    return [float(predict_tokens(f.apply(job), s)[0]) for job, s in js]
 
 
-def choice(rows: list[dict], recs: list[dict]) -> None:
+def choice(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]]) -> None:
     """Where each tuned layout ranks in the planner's own search of the same job (TP overlap on, as
     the recipes run): NVIDIA picked these layouts for throughput, so a planner that ranks well puts
     them near its top. Prints each row's predicted tokens/s for NVIDIA's layout and for the planner's
     best that fits, how many fitting configurations the planner rates faster, and a summary."""
-    from stepscope.planner.cli import job_from_record
     from stepscope.planner.cost import RECOMPUTE, evaluate
-    from stepscope.planner.search import parse_strategy, space
+    from stepscope.planner.search import space
 
     gains: dict[str, list[float]] = {"dense": [], "MoE": []}
-    for r, rec in zip(rows, recs):
-        job = job_from_record(rec)
-        theirs = float(evaluate(job, parse_strategy(rec["strategy"]))["tokens_per_s_per_device"][0])
+    for r, (job, s) in zip(rows, js):
+        theirs = float(evaluate(job, s)["tokens_per_s_per_device"][0])
         sp = space(job, tp_overlap=1)
         res = evaluate(job, sp)
         tok = np.where(res["fits"].astype(bool), res["tokens_per_s_per_device"], 0.0)
@@ -115,32 +117,20 @@ def choice(rows: list[dict], recs: list[dict]) -> None:
                           "within_10pct": sum(x <= 0.10 for x in g)}))
 
 
-def own_runs(rows: list[dict], recs: list[dict]) -> None:
+def own_runs(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]]) -> None:
     """What calibrating on one's own runs gives on these: within each kind (dense, MoE), each run
     predicted by the four scales fitted on the kind's other runs (leave-one-run-out)."""
     import dataclasses
 
     from stepscope.planner.calibrate import Run, cross_validate, predict_tokens
-    from stepscope.planner.cli import job_from_record
-    from stepscope.planner.search import parse_strategy
 
-    runs = []
-    for r, rec in zip(rows, recs):
-        job = job_from_record(rec)
-        s = {k: int(v[0]) for k, v in parse_strategy(rec["strategy"]).items()}
-        runs.append(Run(job, s, float(r["tokens_per_s_per_gpu"]), predict_tokens, "MoE" if job.model.n_experts else "dense"))
+    runs = [Run(job, {k: int(v[0]) for k, v in s.items()}, float(r["tokens_per_s_per_gpu"]), predict_tokens,
+                "MoE" if job.model.n_experts else "dense") for r, (job, s) in zip(rows, js)]
     for kind in ("dense", "MoE"):
         mine = [dataclasses.replace(x, group=str(i)) for i, x in enumerate(runs) if x.group == kind]
         if len(mine) >= 3:
             ape = [float(v["mape"]) for v in cross_validate(mine).values()]
             print(json.dumps({"calibrated_own_runs": kind, "rows": len(mine), "mape_leave_one_out": round(float(np.mean(ape)), 3)}))
-
-
-def _spearman(a: list[float], b: list[float]) -> float | None:
-    if len(a) < 3:
-        return None
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def summary(rows: list[dict], key: str) -> dict:
@@ -155,6 +145,8 @@ def summary(rows: list[dict], key: str) -> dict:
 
 
 def main() -> None:
+    from bench_planner import _spearman as spearman
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", default=str(HOLDOUT / "nvidia_perf_tables.csv"))
     ap.add_argument("--validation", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
@@ -168,13 +160,14 @@ def main() -> None:
         rows = [r for r in csv.DictReader(fh) if r["use"] == "yes" and a.set in ("all", r["set"])]
     recs = records(rows, a.recipes)
     preds = run_batch(recs)
-    cal = calibrated(recs, Path(a.validation)) if Path(a.validation).exists() else [None] * len(recs)
+    js = jobs(recs)
+    cal = calibrated(js, Path(a.validation)) if Path(a.validation).exists() else [None] * len(recs)
     per = []
-    for r, rec, p, c in zip(rows, recs, preds, cal):
+    for r, rec, (job, _), p, c in zip(rows, recs, js, preds, cal):
         per.append({"id": r["id"], "set": r["set"], "table": f"{r['source'].split()[0]} {r['container']}", "system": r["system"],
-                    "model": Path(r["model"]).stem, "moe": int(r["ep"]) > 1 or "qwen3" in r["model"] or "deepseek" in r["model"],
+                    "model": Path(r["model"]).stem, "moe": job.model.n_experts > 0,
                     "strategy": rec["strategy"], "measured": float(r["tokens_per_s_per_gpu"]),
-                    "predicted": round(p["tokens_per_s_per_device"], 1), "naive": round(naive(rec), 1),
+                    "predicted": round(p["tokens_per_s_per_device"], 1), "naive": round(naive(job), 1),
                     "calibrated": None if c is None else round(c, 1), "fits": p["fits"], "memory_gb": round(p["memory_gb"]["total"], 1),
                     "bottleneck": p["bottleneck"], "error": round(p["tokens_per_s_per_device"] / float(r["tokens_per_s_per_gpu"]) - 1, 3)})
     if a.rows:
@@ -194,15 +187,15 @@ def main() -> None:
         groups.setdefault((r["table"], r["system"]), []).append(r)
     for (table, system), g in sorted(groups.items()):
         print(json.dumps({"group": f"{table} {system}", "rows": len(g),
-                          "spearman": _spearman([r["predicted"] for r in g], [r["measured"] for r in g]),
-                          "naive_spearman": _spearman([r["naive"] for r in g], [r["measured"] for r in g])}))
+                          "spearman": spearman([r["predicted"] for r in g], [r["measured"] for r in g]),
+                          "naive_spearman": spearman([r["naive"] for r in g], [r["measured"] for r in g])}))
     print(json.dumps({"measured_runs_predicted_not_to_fit": [r["id"] for r in per if not r["fits"]]}))
     for r in per:
         print(json.dumps({k: r[k] for k in ("id", "model", "system", "measured", "predicted", "error", "calibrated", "naive",
                                            "memory_gb", "bottleneck")}))
-    own_runs(rows, recs)
+    own_runs(rows, js)
     if a.choice:
-        choice(rows, recs)
+        choice(rows, js)
 
 
 if __name__ == "__main__":
