@@ -16,12 +16,12 @@ def _rec(total_gb: float, headroom_gb: float) -> dict[str, object]:
 
 def test_memory_line_gives_headroom_and_flags_a_tight_fit() -> None:
     roomy = memory_line(_rec(70.0, 10.0))
-    assert roomy == "memory: fits, 70.0 GB per device of 80 GB (10.0 GB headroom)"
+    assert roomy == "memory: fits, 70.0 GB per device of 80.0 GB (10.0 GB headroom)"
     tight = memory_line(_rec(76.5, 3.5))  # 3.5 GB < 5% of 80 GB = 4 GB
-    assert tight.startswith("memory: fits, 76.5 GB per device of 80 GB (3.5 GB headroom); less than 5%")
+    assert tight.startswith("memory: fits, 76.5 GB per device of 80.0 GB (3.5 GB headroom); less than 5%")
     assert "fragmentation" in tight
-    assert memory_line(_rec(76.0, 4.0)) == "memory: fits, 76.0 GB per device of 80 GB (4.0 GB headroom)"  # exactly 5%: not flagged
-    assert memory_line(_rec(105.9, -25.9)) == "memory: does not fit, 105.9 GB per device of 80 GB (25.9 GB over)"
+    assert memory_line(_rec(76.0, 4.0)) == "memory: fits, 76.0 GB per device of 80.0 GB (4.0 GB headroom)"  # exactly 5%: not flagged
+    assert memory_line(_rec(105.9, -25.9)) == "memory: does not fit, 105.9 GB per device of 80.0 GB (25.9 GB over)"
 
 
 def test_evaluate_prints_the_memory_line_from_the_same_numbers_as_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -32,9 +32,9 @@ def test_evaluate_prints_the_memory_line_from_the_same_numbers_as_json(capsys: p
     assert main(args) == 0
     out = capsys.readouterr().out
     total, free = rec["memory_gb"]["total"], rec["headroom_gb"]
-    assert total + free == pytest.approx(80.0)  # H100: 80 GB
+    assert total + free == pytest.approx(85.018279936)  # H100 "80 GB": 79.18 GiB as CUDA reports it
     word = "fits" if rec["fits"] else "does not fit"
-    assert f"memory: {word}, {total:,.1f} GB per device of 80 GB" in out
+    assert f"memory: {word}, {total:,.1f} GB per device of 85.0 GB" in out
 
 
 def test_devices_must_fill_whole_nodes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -185,3 +185,32 @@ def test_roofline_on_real_traces_with_shapes() -> None:
     v100 = analyze(stepscope.load(REAL["old_schema_torch19"])).ranks[0].roofline
     assert v100.hardware.name == "V100-SXM2" and 0.2 < v100.coverage_ratio < 0.8
     assert v100.groups[0].name == "aten::cudnn_convolution"
+
+
+# ---------------------------------------------------------------- device memory -----
+def test_the_catalog_never_gives_a_device_more_memory_than_its_traces_report() -> None:
+    """Every real trace that records its device's memory (Kineto deviceProperties.totalGlobalMem,
+    as CUDA / ROCm report it) and names a catalog device: the planner's capacity for that device
+    is at most what the trace reports, and equal where the catalog took its figure from one."""
+    import gzip
+    import json
+
+    from stepscope.analysis.hardware import by_name, detect_from_properties
+
+    seen: dict[str, int] = {}
+    for path in ALL_JSON:
+        opener = gzip.open if path.suffix == ".gz" else open
+        try:
+            with opener(path, "rt", encoding="utf-8") as fh:
+                props = json.load(fh).get("deviceProperties") or []
+        except (ValueError, OSError, AttributeError):
+            continue  # damaged or non-object files are other tests' business
+        for p in props:
+            hw = detect_from_properties(p) if p.get("name") and p.get("totalGlobalMem") else None
+            if hw is not None and hw.capacity_bytes is not None:
+                assert hw.capacity_bytes <= p["totalGlobalMem"], (path.name, hw.name)
+                seen[hw.name] = min(seen.get(hw.name, p["totalGlobalMem"]), p["totalGlobalMem"])
+    assert {"A100-SXM-80GB", "A100-SXM-40GB", "H100-SXM", "B200", "V100-SXM2", "MI300X"} <= set(seen)
+    for name, least in seen.items():  # the catalog took the least figure the traces show
+        assert by_name(name).hbm_bytes == least, name
+    assert seen["H100-SXM"] == 85_018_279_936 and seen["MI300X"] == 205_571_227_648

@@ -39,7 +39,7 @@ DTYPES: dict[str, tuple[str, int]] = {
 class Hardware:
     name: str
     peak_tflops: dict[str, float | None]
-    hbm_gb: float | None
+    hbm_gb: float | None  # the vendor's memory size: binary units (see capacity_bytes)
     hbm_gbps: float
     intra_node_gbps: float | None = None
     # measured bus bandwidth of collectives inside one node, by kind (all_reduce, all_gather,
@@ -56,6 +56,9 @@ class Hardware:
     # share of compute time outside GEMMs, planner/rates.efficiencies)
     elementwise_overlaps_matmul: bool = False
     cores: int = 1
+    # measured memory the device runtime reports (cudaDeviceProp.totalGlobalMem / HIP's, as Kineto's
+    # deviceProperties record it); None = unmeasured, capacity_bytes then derives it from hbm_gb
+    hbm_bytes: int | None = None
     source: str = ""
     note: str = ""
     match: str = field(default="", repr=False)
@@ -73,6 +76,24 @@ class Hardware:
     def hbm_bytes_per_s(self) -> float:
         return self.hbm_gbps * 1e9
 
+    @property
+    def capacity_bytes(self) -> float | None:
+        """Device memory a framework can allocate from (its CUDA context and allocator slack still
+        come out of it), in bytes: the measured ``hbm_bytes`` where the catalog has it, else
+        ``hbm_gb`` GiB x HBM_VISIBLE. Vendors size HBM in binary units though they write "GB": an
+        "80 GB" H100 reports 85,018,279,936 B = 79.18 GiB to CUDA (85.0 GB, not 80), a "180 GB"
+        B200 191,503,138,816 B = 178.35 GiB (Kineto deviceProperties of the public traces the
+        catalog cites)."""
+        if self.hbm_bytes:
+            return float(self.hbm_bytes)
+        return self.hbm_gb * 2**30 * HBM_VISIBLE if self.hbm_gb else None
+
+
+# share of the vendor's GiB the runtime reports, for devices without a measured hbm_bytes: the
+# least of those measured in the public Kineto traces of ../shared/traces (A100 40GB 0.985 and
+# 0.990, A100 80GB 0.989, H100 80GB 0.990, B200 0.991, V100 32GB 0.992, MI300X 0.997 as a virtual
+# function and 0.9999 bare), rounded down
+HBM_VISIBLE = 0.984
 
 _DEVICE_KEYS = sorted(f.name for f in fields(Hardware))
 
@@ -99,6 +120,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     matmul_eff={str(k): float(v) for k, v in dict(d.get("matmul_eff") or {}).items()},
                     elementwise_overlaps_matmul=bool(d.get("elementwise_overlaps_matmul", False)),
                     cores=int(d.get("cores", 1)),
+                    hbm_bytes=int(d["hbm_bytes"]) if d.get("hbm_bytes") else None,
                     source=str(d.get("source", "")),
                     note=str(d.get("note", "")),
                     match=str(d.get("match", re.escape(str(d["name"])))),
@@ -115,7 +137,7 @@ def _check(hw: Hardware, where: str) -> None:
     every MFU and roofline silently, and a zero peak divided by zero."""
     rates: dict[str, Any] = {f"peak_tflops.{k}": v for k, v in hw.peak_tflops.items() if v is not None}
     rates.update({f"intra_node_busbw_gbps.{k}": v for k, v in hw.intra_node_busbw_gbps.items()})
-    rates.update({"hbm_gbps": hw.hbm_gbps, "hbm_gb": hw.hbm_gb, "intra_node_gbps": hw.intra_node_gbps,
+    rates.update({"hbm_gbps": hw.hbm_gbps, "hbm_gb": hw.hbm_gb, "hbm_bytes": hw.hbm_bytes, "intra_node_gbps": hw.intra_node_gbps,
                   "inter_node_gbps": hw.inter_node_gbps, "host_gbps": hw.host_gbps})
     for key, v in rates.items():
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf):
@@ -158,6 +180,7 @@ def _with_per_core(devices: list[Hardware]) -> list[Hardware]:
                     name=f"{hw.name}-core",
                     peak_tflops={k: (v / hw.cores if v else v) for k, v in hw.peak_tflops.items()},
                     hbm_gb=hw.hbm_gb / hw.cores if hw.hbm_gb else None,
+                    hbm_bytes=hw.hbm_bytes // hw.cores if hw.hbm_bytes else None,
                     hbm_gbps=hw.hbm_gbps / hw.cores,
                     intra_node_gbps=hw.intra_node_gbps,
                     intra_node_busbw_gbps=hw.intra_node_busbw_gbps,

@@ -258,7 +258,7 @@ def _no_fit_lines(plan: Any, job: Job) -> list[str]:
         return []
     r = plan.results
     states = float(r["weights_gb"][0] + r["grads_gb"][0] + r["optimizer_gb"][0])
-    line = (f"no configuration fits in {job.hw.hbm_gb:g} GB per device: the rows are the smallest, from {float(r['total_gb'][0]):,.1f} GB "
+    line = (f"no configuration fits in {job.capacity_bytes / 1e9:,.1f} GB per device: the rows are the smallest, from {float(r['total_gb'][0]):,.1f} GB "
             f"({states:,.1f} GB of it weights, gradients and optimizer states); add devices")
     return [line]
 
@@ -268,7 +268,7 @@ def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]]
 
     title = (f"{model_name} on {job.devices} x {job.hw.name}, global batch {job.global_batch} x {job.seq_len} tokens; "
              f"{what}{_network_note(job)}")
-    write_output(path, render(recs, title, job.hw.hbm_gb, notes))
+    write_output(path, render(recs, title, job.capacity_bytes / 1e9, notes))
 
 
 def _caveats(job: Job, recs: list[dict[str, Any]]) -> list[str]:

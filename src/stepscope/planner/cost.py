@@ -369,7 +369,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     offload_s = np.where(offload, _hide(offload_raw, OFFLOAD_HIDDEN, compute_s), 0.0)
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
     step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
-    fits = total_b <= (hw.hbm_gb or 80) * 1e9
+    capacity_b = job.capacity_bytes
+    fits = total_b <= capacity_b
     # the largest non-compute part names the bottleneck (a running max: argmax over a stacked
     # (parts, configs) array costs a third of the whole evaluation)
     top = tp_s
@@ -387,7 +388,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "optimizer_s": opt_s, "offload_s": offload_s, "step_s": step_s,
         "mfu": model_flops / (step_s * job.devices * peak),
         "hfu": model_flops * rfactor[rc] / (step_s * job.devices * peak),
-        "headroom_gb": (hw.hbm_gb or 80) - total_b / 1e9,
+        "headroom_gb": (capacity_b - total_b) / 1e9,
         "hfu_tflops_per_device": model_flops * rfactor[rc] / step_s / job.devices / 1e12,
         "tokens_per_s_per_device": tokens / step_s / job.devices,
         "tflops_per_device": model_flops / step_s / job.devices / 1e12,

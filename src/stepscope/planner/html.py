@@ -49,7 +49,7 @@ def _bars(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ..
     return f"<div style='font-size:12px'>{legend}</div>" + "".join(svg)
 
 
-def render(recs: list[dict[str, Any]], title: str, hbm_gb: float | None, notes: list[str] | tuple[str, ...] = ()) -> str:
+def render(recs: list[dict[str, Any]], title: str, capacity_gb: float | None, notes: list[str] | tuple[str, ...] = ()) -> str:
     """The page; ``notes`` are lines under the title (a what-if's anchoring, the calibration)."""
     rows = "".join(
         f"<tr><td>{escape(_label(r))}</td><td>{r['step_time_s']:.3f}</td><td>{r['mfu']:.1%}</td><td>{r['memory_gb']['total']:.1f}</td>"
@@ -63,5 +63,5 @@ def render(recs: list[dict[str, Any]], title: str, hbm_gb: float | None, notes: 
         f"<h1>stepscope plan</h1><p>{escape(title)}</p>{''.join(f'<p>{escape(n)}</p>' for n in notes)}"
         "<table><tr><th>strategy</th><th>step s</th><th>MFU</th><th>memory GB</th><th>fits</th><th>bottleneck</th></tr>"
         f"{rows}</table><h2>Step time (s)</h2>{_bars(recs, 'time_s', _TIME, 's', None)}"
-        f"<h2>Memory per device (GB; dashed: HBM)</h2>{_bars(recs, 'memory_gb', _MEM, 'GB', hbm_gb)}</body></html>"
+        f"<h2>Memory per device (GB; dashed: the device's capacity)</h2>{_bars(recs, 'memory_gb', _MEM, 'GB', capacity_gb)}</body></html>"
     )

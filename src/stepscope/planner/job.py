@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.hardware import Hardware
+from ..analysis.hardware import HBM_VISIBLE, Hardware
 from ..analysis.model_flops import ModelShape
 from ..errors import ConfigError
 from .network import NetworkProfile
@@ -153,6 +153,12 @@ class Job:
     # a measured cluster network (planner/network.py): collectives get its bus bandwidth by the
     # nodes they span instead of the catalog's nominal link rates
     network: NetworkProfile | None = None
+
+    @property
+    def capacity_bytes(self) -> float:
+        """Memory per device the strategies must fit in, bytes (Hardware.capacity_bytes; a device
+        without a memory size is taken as an 80 GiB part)."""
+        return self.hw.capacity_bytes or 80 * 2**30 * HBM_VISIBLE
 
     @property
     def swiglu_eager(self) -> bool:

@@ -134,8 +134,8 @@ def memory_line(rec: dict[str, Any]) -> str:
     total, free = rec["memory_gb"]["total"], rec["headroom_gb"]
     capacity_gb = total + free
     if not rec["fits"]:
-        return f"memory: does not fit, {total:,.1f} GB per device of {capacity_gb:g} GB ({-free:,.1f} GB over)"
-    line = f"memory: fits, {total:,.1f} GB per device of {capacity_gb:g} GB ({free:,.1f} GB headroom)"
+        return f"memory: does not fit, {total:,.1f} GB per device of {capacity_gb:,.1f} GB ({-free:,.1f} GB over)"
+    line = f"memory: fits, {total:,.1f} GB per device of {capacity_gb:,.1f} GB ({free:,.1f} GB headroom)"
     if free < TIGHT_HEADROOM * capacity_gb:
         line += (f"; less than {TIGHT_HEADROOM:.0%} of the device is left, and allocator fragmentation (not modeled) "
                  "can take that: expect out-of-memory risk")

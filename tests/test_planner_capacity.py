@@ -1,0 +1,68 @@
+"""Device memory capacity: vendors write "80 GB" for 80 GiB of HBM, and the runtime reports a little
+less. The catalog's measured figures are checked against the device properties recorded in the
+bundled traces (an independent source: what CUDA / ROCm told the profiler), the fallback for
+unmeasured devices by hand, and the planner's fit test against both."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stepscope.analysis.hardware import by_name, detect_from_properties
+from stepscope.cli import main
+from stepscope.trace.loader import load
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "traces"
+
+
+def test_measured_capacity_is_what_the_bundled_traces_report() -> None:
+    a100 = load(str(EXAMPLES / "a100_nccl_rank0.json.gz")).ranks[0].device_properties[0]
+    hw = detect_from_properties(a100)
+    assert hw is not None and hw.name == "A100-SXM-40GB"
+    assert hw.capacity_bytes == a100["totalGlobalMem"] == 42_297_524_224  # 39.39 GiB, not 40e9
+    gfx950 = load(str(EXAMPLES / "jax_gpu_te_fused_attn.xplane.pb")).ranks[0].device_properties[0]
+    assert (gfx950["computeMajor"], gfx950["computeMinor"], gfx950["numSms"]) == (9, 5, 256)  # MI350X/MI355X
+    assert by_name("MI355X").capacity_bytes == gfx950["totalGlobalMem"] == 309_220_868_096
+
+
+def test_unmeasured_devices_read_the_vendor_figure_as_gib_less_the_least_measured_share() -> None:
+    h200 = by_name("H200")
+    assert h200.hbm_bytes is None
+    assert h200.capacity_bytes == pytest.approx(141 * 1073741824 * 0.984)  # 148.98 GB
+    # below what NVML reports for an H200 (143,771 MiB = 150.75 GB, Modal's GPU memory table, 2024)
+    assert h200.capacity_bytes is not None and h200.capacity_bytes < 143_771 * 2**20
+    # a two-core TPU v4 chip seen per core: half the chip's 32 GiB
+    assert by_name("TPU-v4-core").capacity_bytes == pytest.approx(16 * 1073741824 * 0.984)
+
+
+def _device(tmp_path: Path, **memory: float) -> Path:
+    """A device file (a new name each time: the catalog is cached by path)."""
+    dev = {"name": "Mem", "match": "Mem", "peak_tflops": {"bf16": 989.4}, "hbm_gbps": 3350, "intra_node_gbps": 450, **memory}
+    path = tmp_path / f"mem{len(list(tmp_path.iterdir()))}.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "devices": [dev]}), encoding="utf-8")
+    return path
+
+
+def test_the_fit_is_decided_against_the_capacity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "mem", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
+            "--evaluate", "dp=8,mb=2", "--json"]
+    assert main([*args, "--hardware-file", str(_device(tmp_path, hbm_gb=80))]) == 0
+    total = json.loads(capsys.readouterr().out)["memory_gb"]["total"]
+    # a device whose runtime reports 1 GB more than the strategy needs fits it, 1 GB less does not
+    for extra_gb, fits in ((1.0, True), (-1.0, False)):
+        assert main([*args, "--hardware-file", str(_device(tmp_path, hbm_gb=80, hbm_bytes=int((total + extra_gb) * 1e9)))]) == 0
+        rec = json.loads(capsys.readouterr().out)
+        assert rec["fits"] is fits
+        assert rec["headroom_gb"] == pytest.approx(extra_gb, abs=1e-6)
+
+
+@pytest.mark.parametrize("bad", [-5, "lots"])
+def test_a_bad_capacity_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: object) -> None:
+    path = _device(tmp_path, hbm_gb=80, hbm_bytes=bad)  # type: ignore[arg-type]
+    assert main(["plan", "--model", "llama3-8b", "--hardware", "mem", "--hardware-file", str(path), "--devices", "8",
+                 "--global-batch", "16", "--seq-len", "4096", "--evaluate", "dp=8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "mem0.yaml" in err and "hbm_bytes" in err
