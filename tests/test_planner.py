@@ -1358,7 +1358,10 @@ def test_sequence_parallelism_off_in_the_search_and_its_conflicts(capsys: pytest
     with pytest.raises(ConfigError, match="sequence parallelism"):
         parse_strategy("tp=4,dp=2,sp=0,tp_overlap=full")
     args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "4096"]
-    assert main(args + ["--no-sequence-parallel", "--tp-overlap"]) == 2
+    assert main(args + ["--no-sequence-parallel", "--tp-overlap"]) == 2  # full: needs sequence parallelism
+    assert main(args + ["--no-sequence-parallel", "--tp-overlap", "bwd", "--evaluate", "tp=4,dp=2", "--json"]) == 0  # an all-reduce
+    bwd = json.loads(capsys.readouterr().out)
+    assert bwd["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("tp=4,dp=2,sp=0,tp_overlap=bwd"))["step_s"][0])
     assert main(args + ["--no-sequence-parallel", "--evaluate", "tp=4,dp=2", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["strategy"]["sp"] == 0

@@ -7,6 +7,7 @@ import pytest
 
 from stepscope.analysis.model_flops import from_config_dict
 from stepscope.planner.cost import Job, evaluate
+from stepscope.errors import ConfigError
 from stepscope.planner.search import hardware, parse_strategy
 
 TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
@@ -59,3 +60,26 @@ def test_megatron_backward_overlap_is_capped_by_the_weight_gradient_gemms() -> N
     off = evaluate(job_from_record(), parse_strategy("tp=4,mb=1"))
     bwd = evaluate(job_from_record(), parse_strategy("tp=4,mb=1,tp_overlap=bwd"))
     assert off["tp_s"][0] - bwd["tp_s"][0] == pytest.approx((min(c, qkv) + min(c, up)) * 8 * 4)
+
+
+def test_megatron_backward_overlap_without_sequence_parallelism_hides_whole_all_reduces() -> None:
+    """sp=0: a layer's TP traffic is 4 all-reduces (2c each) instead of 8 collectives; Megatron's
+    asynchronous input-gradient all-reduce of the q/k/v and up projections runs under their
+    weight-gradient GEMMs. With h = 8192 those GEMMs outlast a whole all-reduce, so the two hide
+    4c per layer, twice what the reduce-scatters hide with sequence parallelism."""
+    m_tok, h, f, tp = 2048, 8192, 16384, 4
+    rate = 0.5 * 989.4e12
+    c = 3 / 4 * (m_tok * h * 2) / 249.8e9 + 3 * 10e-6
+    qkv = 2 * m_tok * h * (3 * h) / tp / _shape(3 * h / tp) / rate
+    up = 2 * m_tok * h * 2 * f / tp / _shape(f / tp) / rate
+    assert qkv > 2 * c and up > 2 * c  # the uncapped regime
+    big = {**TINY, "hidden_size": h, "num_attention_heads": 64, "intermediate_size": f}
+    job = Job(from_config_dict(big), hardware("h100"), 4, 8, 4, 2048, gemm_eff=0.5)
+    off = evaluate(job, parse_strategy("tp=4,mb=1,sp=0"))
+    bwd = evaluate(job, parse_strategy("tp=4,mb=1,sp=0,tp_overlap=bwd"))
+    with_sp = evaluate(job, parse_strategy("tp=4,mb=1,tp_overlap=bwd"))
+    assert off["tp_s"][0] == pytest.approx(8 * c * 8 * 4)  # 4 all-reduces = 8c, 8 layers, 4 micro-batches
+    assert off["tp_s"][0] - bwd["tp_s"][0] == pytest.approx((2 * c + 2 * c) * 8 * 4)  # half the traffic
+    assert off["tp_s"][0] - with_sp["tp_s"][0] == pytest.approx((c + c) * 8 * 4)
+    with pytest.raises(ConfigError, match="needs sequence parallelism"):
+        parse_strategy("tp=4,sp=0,tp_overlap=bwd+shard")

@@ -184,8 +184,8 @@ def run(ns: argparse.Namespace) -> int:
     fw = frameworks.by_name(ns.framework) if getattr(ns, "framework", None) else None
     tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))
     no_sp = not getattr(ns, "sequence_parallel", True)
-    if no_sp and tp_mode:
-        raise ConfigError("--tp-overlap needs sequence parallelism", fix="drop --no-sequence-parallel or --tp-overlap")
+    if no_sp and tp_mode and TP_OVERLAP[tp_mode] != "bwd":
+        raise ConfigError(f"--tp-overlap {TP_OVERLAP[tp_mode]} needs sequence parallelism", fix="drop --no-sequence-parallel, or use --tp-overlap bwd")
     extra = ([f"tp_overlap={TP_OVERLAP[tp_mode]}"] if tp_mode else []) + (["ep_overlap=1"] if getattr(ns, "ep_overlap", False) else [])
     extra += ["sp=0"] if no_sp else []
     for part in extra:

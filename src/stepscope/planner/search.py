@@ -219,9 +219,9 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
         raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
     if vals["keep_params"] and vals["zero"] != 3:
         raise ConfigError("keeping gathered weights (reshard_after_forward=false) applies to ZeRO-3 / FSDP", fix="add zero=3")
-    if vals["tp_overlap"] and not vals["sp"]:
-        raise ConfigError("TP/GEMM overlap (Megatron's --tp-comm-overlap, PyTorch's async TP) needs sequence parallelism",
-                          fix="drop sp=0 or the TP overlap")
+    if vals["tp_overlap"] and vals["tp_overlap"] != TP_OVERLAP.index("bwd") and not vals["sp"]:
+        raise ConfigError(f"TP/GEMM overlap {TP_OVERLAP[vals['tp_overlap']]} (it splits all-gathers and reduce-scatters) needs sequence parallelism",
+                          fix="drop sp=0, or use tp_overlap=bwd (the backward all-reduce under the weight-gradient GEMM)")
     if vals["hsdp"] and vals["zero"] != 3:
         raise ConfigError("hsdp (shard group size) applies to ZeRO-3 / FSDP", fix="add zero=3")
     return {k: np.array([v]) for k, v in vals.items()}

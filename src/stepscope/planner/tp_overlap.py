@@ -15,11 +15,17 @@ qkv, o, up, down (backward: input and weight gradients, each as long as the forw
   (2 o, 2 down), the backward reduce-scatters with the input-gradient GEMM (qkv, up), unless the
   projections are separate GEMMs (a sum of matmuls: PyTorch fuses none, those 2 stay exposed);
 - ``bwd`` (Megatron with sequence parallelism): the backward reduce-scatters of the column-parallel
-  layers' input gradients under their weight-gradient GEMMs (qkv, up), whole;
+  layers' input gradients under their weight-gradient GEMMs (qkv, up), whole; without sequence
+  parallelism (4 all-reduces of time 2c per layer instead of 8 collectives) the same layers'
+  input-gradient all-reduces, 2c each, under the same GEMMs (Megatron's asynchronous
+  tensor-parallel all-reduce, LinearWithGradAccumulationAndAsyncCommunication: launched before
+  the weight-gradient GEMM, waited on after it; Korthikanti et al. 2022, section 6.2);
 - ``bwd+shard`` (nanotron's async TP): that, plus two all-gathers each hiding 2/tp of their time
   under the GEMM on the rank's own 1/tp shard (qkv/tp, up/tp).
 With GEMMs longer than their collectives this is the share rule the model used before: full
-(tp-1)/tp of all 8 (6 of 8 with separate projections), bwd 2 of 8, bwd+shard 2/8 + 2/8 x 2/tp.
+(tp-1)/tp of all 8 (6 of 8 with separate projections), bwd 2 of 8 (without sequence parallelism
+4 of 8: half of the traffic), bwd+shard 2/8 + 2/8 x 2/tp. ``full`` and ``bwd+shard`` split
+all-gathers and reduce-scatters, so they need sequence parallelism (search.parse_strategy).
 """
 
 from __future__ import annotations
@@ -28,17 +34,19 @@ import numpy as np
 
 
 def hidden_per_layer(mode: np.ndarray, tp: np.ndarray, c: np.ndarray, qkv: np.ndarray, o: np.ndarray, up: np.ndarray,
-                     down: np.ndarray, fused: bool) -> tuple[np.ndarray, np.ndarray]:
+                     down: np.ndarray, fused: bool, sp: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(seconds hidden of the attention's 4 collectives, of the dense MLP's 4) per layer and
-    micro-batch; GEMM times in seconds, forward."""
+    micro-batch; GEMM times in seconds, forward; ``sp`` 0 where sequence parallelism is off
+    (default: on)."""
     s = (tp - 1) / np.maximum(tp, 1)
+    grad_c = c if sp is None else np.where(sp > 0, 1.0, 2.0) * c  # a reduce-scatter, or an all-reduce
 
     def fused_with(gemm: np.ndarray) -> np.ndarray:
         return np.minimum(s * c, s * gemm)
 
     full_a = fused_with(qkv) + fused_with(o) + fused_with(2 * o) + (fused_with(qkv) if fused else 0.0)
     full_m = fused_with(up) + fused_with(down) + fused_with(2 * down) + (fused_with(up) if fused else 0.0)
-    bwd_a, bwd_m = np.minimum(c, qkv), np.minimum(c, up)
+    bwd_a, bwd_m = np.minimum(grad_c, qkv), np.minimum(grad_c, up)
     shard_a = bwd_a + np.minimum(2 / tp * c, qkv / tp)
     shard_m = bwd_m + np.minimum(2 / tp * c, up / tp)
     zero = np.zeros_like(c)
@@ -46,10 +54,10 @@ def hidden_per_layer(mode: np.ndarray, tp: np.ndarray, c: np.ndarray, qkv: np.nd
     return np.choose(pick, [zero, full_a, bwd_a, shard_a]), np.choose(pick, [zero, full_m, bwd_m, shard_m])
 
 
-def share_of_all(mode: np.ndarray, tp: np.ndarray, fused: bool) -> np.ndarray:
+def share_of_all(mode: np.ndarray, tp: np.ndarray, fused: bool, sp: np.ndarray | None = None) -> np.ndarray:
     """The share of all TP time each mechanism hides when every GEMM outlasts its collective (used
     for MoE layers' expert-TP collectives, whose grouped GEMMs the model does not split): the
     long-GEMM limit of :func:`hidden_per_layer` over a layer's 8 collectives."""
     ones, endless = np.ones_like(tp), np.full_like(tp, 1e300)  # GEMMs longer than any collective (finite: 0 x inf is nan)
-    attn, mlp = hidden_per_layer(mode, tp, ones, endless, endless, endless, endless, fused)
+    attn, mlp = hidden_per_layer(mode, tp, ones, endless, endless, endless, endless, fused, sp)
     return (attn + mlp) / 8
