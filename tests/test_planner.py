@@ -609,6 +609,36 @@ def test_attention_without_flash_kernels_by_hand() -> None:
         flash["tflops_per_device"][0] * flash["step_s"][0])  # model FLOPs are the same
 
 
+def test_attention_without_flash_kernels_stores_the_softmax_output_by_hand() -> None:
+    """Without flash attention the softmax output (2 B per score) is saved for backward unless the
+    policy recomputes the attention core: TINY (8 layers, 16 heads), tp 4, one micro-batch of 2
+    sequences of 2048: 2 x 16 x 2048 x 2048 x 2 / 4 B = 67,108,864 B per layer. Selective and
+    full store none, but the layer regenerated in backward holds them once."""
+    m = from_config_dict(TINY)
+    per_layer = 2 * 16 * 2048 * 2048 * 2 / 4
+    for policy, layers in (("none", 8), ("selective", 1), ("full", 1)):
+        st = parse_strategy(f"tp=4,dp=2,mb=2,recompute={policy}")
+        flash = evaluate(Job(m, hardware("a100"), 8, 8, 4, 2048), st)
+        plain = evaluate(Job(m, hardware("a100"), 8, 8, 4, 2048, flash_attention=False), st)
+        assert (plain["activations_gb"][0] - flash["activations_gb"][0]) * 1e9 == pytest.approx(layers * per_layer), policy
+
+
+def test_interleaved_1f1b_holds_more_in_flight_by_hand() -> None:
+    """Megatron's interleaved 1F1B warms the first stage up with 2(pp-1) + (vpp-1) pp chunks and
+    runs one more forward before its first backward: pp 4, vpp 2, 8 layers (2 per stage, 1 per
+    chunk) -> 2x3 + 4 + 1 = 11 chunks = 11 layers of activations, against 1F1B's 4 micro-batches x
+    2 layers = 8: x 11/8 = 1 + 3/8 (Korthikanti et al.'s 1 + (pp-1)/(pp vpp)). With only as many
+    micro-batches as stages there is no room for more: all 4 x 2 layers either way."""
+    m = from_config_dict(TINY)
+    job = Job(m, hardware("h100"), 8, 8, 16, 2048)
+    plain = evaluate(job, parse_strategy("pp=4,dp=2,mb=1"))  # 8 micro-batches per replica
+    inter = evaluate(job, parse_strategy("pp=4,vpp=2,dp=2,mb=1"))
+    assert inter["activations_gb"][0] == pytest.approx(plain["activations_gb"][0] * 11 / 8)
+    few = Job(m, hardware("h100"), 8, 8, 8, 2048)  # 4 micro-batches per replica
+    assert evaluate(few, parse_strategy("pp=4,vpp=2,dp=2,mb=1"))["activations_gb"][0] == pytest.approx(
+        evaluate(few, parse_strategy("pp=4,dp=2,mb=1"))["activations_gb"][0])
+
+
 def test_plan_inputs_batch_in_tokens_reserve_and_gradient_dtype(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--seq-len", "4096", "--evaluate", "dp=8,zero=1", "--json"]
     assert main(base + ["--global-batch", "16"]) == 0

@@ -39,12 +39,26 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     no_sp = (1.0 - sp) * (1.0 - 1.0 / tp)
     rep_c = REPLICATED_BYTES.copy()
     rep_c[OP_SAC] = 4.0 if m.gated_mlp else 2.0
+    # without flash attention the softmax output, 2 B per score (a x s x s/cp per sequence and
+    # softmax layer, split over TP's heads), is saved for backward by every policy that does not
+    # recompute the attention core (selective and full do); FlashAttention never stores it
+    if not job.flash_attention:
+        scores_c = 2.0 * m.n_heads * seq / h * (m.n_layers - m.linear_layers) / max(m.n_layers, 1)
+        act_c = act_c + np.where(np.isin(np.arange(len(act_c)), (RECOMPUTE.index("selective"), RECOMPUTE.index("full"))), 0.0, scores_c)
     act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
     # the most loaded expert rank holds moe_imbalance x the routed copies the policy keeps (those
     # that store the expert MLP's tensors: no recompute and selective)
     act_layer = act_layer + np.where(rc <= 1, (job.moe_imbalance - 1) * routed_c, 0.0) * seq * mb * h / (tp * cp)
-    # 1F1B (and the zero-bubble schedules) hold at most pp micro-batches on the first stage, AFAB all
-    inflight = np.where((sched == SCHEDULES.index("afab")) & (pp > 1), np.maximum(n_micro, 1), np.minimum(pp, np.maximum(n_micro, 1)))
+    # 1F1B (and the zero-bubble schedules) hold at most pp micro-batches on the first stage, AFAB all;
+    # interleaved 1F1B (vpp chunks per stage) warms up with 2(pp-1) + (vpp-1) pp chunks of
+    # stage_L/vpp layers before its first backward, (1 + (pp-1)/(pp vpp)) x the non-interleaved
+    # pp x stage_L layers (Korthikanti et al. 2022, section 4.2.3; Megatron's interleaved
+    # schedule), never more than all the micro-batches
+    n = np.maximum(n_micro, 1)
+    vpp = s["vpp"].astype(np.float64) if "vpp" in s else np.ones(pp.shape)
+    interleaved = (sched == SCHEDULES.index("1f1b")) & (vpp > 1) & (pp > 1)
+    inflight = np.where((sched == SCHEDULES.index("afab")) & (pp > 1), n,
+                        np.where(interleaved, np.minimum(np.minimum(pp, n) * (1 + (pp - 1) / (pp * vpp)), n), np.minimum(pp, n)))
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
     work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp) / cp
