@@ -112,6 +112,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise",
               # torchao's float8 (torchtitan) casts the weights in every forward; TE caches them per step
               fp8_weight_cache="torchtitan" not in r["source"],
+              # torchao's float8 keeps the bf16 inputs for backward; TE the fp8 copies
+              fp8_saved_inputs="bf16" if "torchtitan" in r["source"] else "fp8",
               # the cluster's measured collective bandwidth where published (data/networks.yaml)
               network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
               dp_bucket_mb=25.0 if "nanotron" in r["source"] else 0.0)

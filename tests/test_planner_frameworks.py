@@ -15,19 +15,21 @@ from stepscope.planner import frameworks
 JOB = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "64", "--seq-len", "4096"]
 
 
-def _step(capsys: pytest.CaptureFixture[str], *args: str) -> float:
+def _step(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[float, float]:
+    """(step time, memory per device) of one --evaluate."""
     assert main([*JOB, *args, "--json"]) == 0
-    return float(json.loads(capsys.readouterr().out)["step_time_s"])
+    rec = json.loads(capsys.readouterr().out)
+    return float(rec["step_time_s"]), float(rec["memory_gb"]["total"])
 
 
 def test_a_preset_is_its_flags_and_an_explicit_flag_wins(capsys: pytest.CaptureFixture[str]) -> None:
     ev = ["--precision", "fp8", "--evaluate", "tp=1,dp=8,zero=3,mb=1"]
     titan = _step(capsys, "--framework", "torchtitan", *ev)
-    assert titan == _step(capsys, "--separate-projections", "--loss", "unfused", "--fp8-recast-weights", *ev)
+    assert titan == _step(capsys, "--separate-projections", "--loss", "unfused", "--fp8-recast-weights", "--fp8-saved-inputs", "bf16", *ev)
     assert titan != _step(capsys, *ev)  # the defaults are Megatron's
     # --loss fused given: the preset's other settings stay, its loss does not
     assert _step(capsys, "--framework", "torchtitan", "--loss", "fused", *ev) == _step(
-        capsys, "--separate-projections", "--fp8-recast-weights", *ev)
+        capsys, "--separate-projections", "--fp8-recast-weights", "--fp8-saved-inputs", "bf16", *ev)
     assert _step(capsys, "--framework", "megatron", *ev) == _step(capsys, *ev)
 
 

@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--fp8-recast-weights", dest="fp8_weight_cache", action="store_false", default=None,
                     help="with --precision fp8: weights are cast to fp8 every micro-batch (torchao); default: once per step, "
                     "cached across micro-batches (Transformer Engine under Megatron-core)")
+    pl.add_argument("--fp8-saved-inputs", choices=("fp8", "bf16"), default=None,
+                    help="with --precision fp8: what the linear layers keep of their inputs for the weight gradient: the "
+                    "fp8 copy (default: Transformer Engine) or the bf16 input, recast in backward (torchao's float8)")
     pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
                     help="ZeRO-1/2: the updated weights' all-gather runs under the next forward (Megatron --overlap-param-gather)")
     pl.add_argument("--zero-sync-after-backward", dest="zero_sync_after_backward", action="store_true",

@@ -59,6 +59,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         loss=str(d.get("loss") or ("fused" if _bool(d, "fused_loss", True) else "unfused")).lower(),
         fp8_recipe=str(d.get("fp8_recipe") or "tensorwise").lower(),
         fp8_weight_cache=_bool(d, "fp8_weight_cache", True),
+        fp8_saved_inputs=str(d.get("fp8_saved_inputs") or "fp8"),
         reserve_gb=_number(d, "reserve_gb", 3.0),
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
         dp_bucket_mb=_number(d, "dp_bucket_mb", 0.0),
@@ -71,7 +72,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
 RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
-    "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "dp_bucket_mb", "moe_imbalance",
+    "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "dp_bucket_mb", "moe_imbalance",
     "network", "framework", "strategy",
 })
 
@@ -174,7 +175,7 @@ def run(ns: argparse.Namespace) -> int:
     job = job_from_record({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
                                                   "dp_bucket_mb", "network", "moe_imbalance", "loss", "hardware_file", "framework",
-                                                  "eager_swiglu", "fused_projections", "fp8_weight_cache")}
+                                                  "eager_swiglu", "fused_projections", "fp8_weight_cache", "fp8_saved_inputs")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
                    ("zero_sync_after_backward", False), ("fused_loss", True))})

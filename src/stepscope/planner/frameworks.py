@@ -17,7 +17,7 @@ from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP
 from .search import KEY_ALIASES, parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
-SETTINGS = ("fused_projections", "loss", "fp8_weight_cache", "eager_swiglu", "tp_overlap")
+SETTINGS = ("fused_projections", "loss", "fp8_weight_cache", "fp8_saved_inputs", "eager_swiglu", "tp_overlap")
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def _parse(name: str, e: Any) -> Framework:
     refuse_unknown_keys(e, ("description", "settings", "recompute", "schedules", "source"), path=_PATH, owner=f"framework {name}: ")
     settings = dict(e.get("settings") or {})
     refuse_unknown_keys(settings, SETTINGS, path=_PATH, owner=f"framework {name} settings: ")
-    checks: dict[str, tuple[str, ...]] = {"loss": tuple(LOSS_BYTES), "tp_overlap": TP_OVERLAP}
+    checks: dict[str, tuple[str, ...]] = {"loss": tuple(LOSS_BYTES), "tp_overlap": TP_OVERLAP, "fp8_saved_inputs": ("fp8", "bf16")}
     for key, value in settings.items():
         ok = value in checks[key] if key in checks else isinstance(value, bool)
         if not ok:

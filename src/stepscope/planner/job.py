@@ -131,6 +131,12 @@ class Job:
     # MegatronModule.set_is_first_microbatch); False: recast every micro-batch (torchao's float8
     # training, whose casts run in each forward)
     fp8_weight_cache: bool = True
+    # what the fp8 linear layers save of their inputs for the weight gradient: "fp8", the quantized
+    # copy (1 B per element; Transformer Engine's Linear, LayerNormLinear, LayerNormMLP and
+    # GroupedLinear keep the cast input with column-wise usage), or "bf16", the high-precision
+    # input, recast in backward (torchao's float8: matmul_with_hp_or_float8_args saves input_hp);
+    # see rates.stored_per_token
+    fp8_saved_inputs: str = "fp8"
     # bytes per gradient kept and reduced; 0 = by precision: fp32 (4 B) with bf16 and fp8 (Megatron
     # forces fp32 accumulation and reduction with bf16; torchtitan's FSDP2 reduce dtype; nanotron's
     # fp32 accumulator), 2 B with fp16 (Megatron without --accumulate-allreduce-grads-in-fp32 and
@@ -184,6 +190,8 @@ class Job:
                               fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml")
         if self.loss not in LOSS_BYTES:
             raise ConfigError(f"loss must be one of {', '.join(LOSS_BYTES)}, not {self.loss!r}", fix="e.g. --loss unfused")
+        if self.fp8_saved_inputs not in ("fp8", "bf16"):
+            raise ConfigError(f"fp8 saved inputs must be fp8 or bf16, not {self.fp8_saved_inputs!r}", fix="e.g. --fp8-saved-inputs bf16 (torchao)")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}", fix="e.g. --fp8-recipe rowwise")
         if self.network is not None and self.network.device and self.network.device.lower() != self.hw.name.lower():

@@ -56,7 +56,7 @@ def norm_moe_act(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, floa
     return none - 2 * (2 * h + copies) / h, 8 * h + (6 if m.gated_mlp else 4) * copies
 
 
-def stored_per_token(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, float, float]:
+def stored_per_token(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False) -> tuple[float, float, float]:
     """(no recompute, selective recompute, routed-expert part) activation bytes per token and layer
     / h, tensor by tensor: Korthikanti et al.'s accounting (bf16, flash attention so no s x s
     scores, no dropout masks) with the model's own widths, averaged over the layers:
@@ -69,7 +69,15 @@ def stored_per_token(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, 
       (2 f); MoE layers: each of the k routed copies of the token (h) with its expert's 3 f_e
       (2 f_e plain), and the shared experts' 3 f_e each.
     Selective recompute (Megatron's core attention) regenerates the attention output from the kept
-    q, k, v. GPT-3 (MHA, plain 4h MLP) gives 32, Korthikanti's 34 without the two dropout masks."""
+    q, k, v. GPT-3 (MHA, plain 4h MLP) gives 32, Korthikanti's 34 without the two dropout masks.
+    ``fp8_inputs`` (Transformer Engine's fp8 linear layers keep their quantized inputs, 1 B per
+    element, for the weight gradient): the first norm's output (the q/k/v input) and, in dense
+    layers, the second's (the MLP's input) and the MLP's down-projection input (the gated product
+    or the plain activation) are kept in fp8 instead of bf16; so are each routed copy (h) and its
+    expert's down-projection input (f_e), and the shared experts' down-projection inputs; the
+    attention output stays bf16 for the attention kernel's backward, and the output projection
+    keeps an fp8 copy of it beside (1 B more per element); in MoE layers the router keeps the second
+    norm's output in bf16 and the shared experts an fp8 copy of it."""
     h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
     if m.mla:
         q_lora, kv_lora, nope, rope, v = m.mla
@@ -91,6 +99,13 @@ def stored_per_token(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, 
     else:
         mlp = per * float(m.d_ff)
     none = 4 * h + attn + out + mlp
+    fp8_saving = 0.0  # bytes per token and layer
+    if fp8_inputs:
+        moe = (m.n_layers - m.first_dense_layers) / m.n_layers if m.n_experts else 0.0
+        routed_fp8 = moe * m.experts_per_token * (h + m.d_ff_expert) if m.n_experts else 0.0
+        shared = moe * m.n_shared_experts * m.d_ff_expert - (moe * h if m.n_shared_experts else 0.0)
+        fp8_saving = h + (1 - moe) * (h + float(m.d_ff)) + routed_fp8 + shared - out
+        return (2 * none - fp8_saving) / h, (2 * (none - out) - fp8_saving) / h, (2 * routed - routed_fp8) / h
     return 2 * none / h, 2 * (none - out) / h, 2 * routed / h
 
 
