@@ -57,3 +57,30 @@ def test_every_held_out_run_is_a_valid_batch_record() -> None:
         for rec in records(rows, recipes):
             res = evaluate(job_from_record(rec), parse_strategy(rec["strategy"]))
             assert np.isfinite(res["tokens_per_s_per_device"]).all() and (res["tokens_per_s_per_device"] > 0).all(), rec
+
+
+def test_every_korthikanti_run_is_a_valid_batch_record() -> None:
+    """The same for the third set (benchmarks/bench_holdout_recompute.py), and its 49-layer twin
+    of the 22B model differs from the 48-layer one by one layer's parameters and nothing else."""
+    import sys
+
+    import numpy as np
+
+    from stepscope.planner.cli import job_from_record
+    from stepscope.planner.cost import evaluate
+    from stepscope.planner.search import parse_strategy
+
+    sys.path.insert(0, str(HOLDOUT.parent))
+    try:
+        from bench_holdout_recompute import record
+    finally:
+        sys.path.remove(str(HOLDOUT.parent))
+    rows = list(csv.DictReader((HOLDOUT / "korthikanti_2022.csv").read_text(encoding="utf-8").splitlines()))
+    assert len(rows) == 14
+    for r in rows:
+        rec = record(r)
+        res = evaluate(job_from_record(rec), parse_strategy(rec["strategy"]))
+        assert np.isfinite(res["step_s"]).all() and (res["step_s"] > 0).all(), rec
+    a, b = model(str(HOLDOUT / "models/korthikanti-gpt-22b.json")), model(str(HOLDOUT / "models/korthikanti-gpt-22b-49l.json"))
+    per_layer = 4 * 6144 * 6144 + 2 * 6144 * 4 * 6144  # q, k, v, o + up, down (GPT: no gate)
+    assert b.n_layers - a.n_layers == 1 and b.matmul_params_per_token() - a.matmul_params_per_token() == per_layer
