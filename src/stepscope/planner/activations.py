@@ -56,10 +56,12 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     # pp x stage_L layers (Korthikanti et al. 2022, section 4.2.3; Megatron's interleaved
     # schedule), never more than all the micro-batches
     n = np.maximum(n_micro, 1)
-    vpp = s["vpp"].astype(np.float64) if "vpp" in s else np.ones(pp.shape)
-    interleaved = (sched == SCHEDULES.index("1f1b")) & (vpp > 1) & (pp > 1)
-    inflight = np.where((sched == SCHEDULES.index("afab")) & (pp > 1), n,
-                        np.where(interleaved, np.minimum(np.minimum(pp, n) * (1 + (pp - 1) / (pp * vpp)), n), np.minimum(pp, n)))
+    inflight = np.where((sched == SCHEDULES.index("afab")) & (pp > 1), n, np.minimum(pp, n))
+    if "vpp" in s:
+        vpp = s["vpp"]
+        interleaved = (vpp > 1) & (pp > 1) & (sched == SCHEDULES.index("1f1b"))
+        if interleaved.any():
+            inflight = np.where(interleaved, np.minimum(inflight * (1 + (pp - 1) / (pp * vpp)), n), inflight)
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
     work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp) / cp
