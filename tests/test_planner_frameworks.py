@@ -41,7 +41,7 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     assert "megatron has no pipeline schedule 'zb-v'" in capsys.readouterr().err
     assert main([*big, "--framework", "megatron", "--top", "50", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows and all(r["strategy"]["recompute"] in ("none", "selective", "full", "layernorm_moe_act") for r in rows)
+    assert rows and all(r["strategy"]["recompute"] in ("none", "selective", "full", "layernorm") for r in rows)  # dense: layernorm
     assert all(r["strategy"]["sched"] == "1f1b" for r in rows)
     # Megatron-core with sequence parallelism: the backward reduce-scatter under the wgrad GEMM
     assert all(r["strategy"]["tp_overlap"] == 2 for r in rows if r["strategy"]["tp"] > 1)

@@ -24,3 +24,27 @@ def test_norms_and_expert_activations_recomputed_by_hand() -> None:
     assert float(none["activations_gb"][0] - nma["activations_gb"][0]) == pytest.approx(31 * 301_989_888 / 1e9, rel=1e-9)
     assert float(nma["compute_s"][0] - none["compute_s"][0]) == pytest.approx(204_800 * 32 * 32_768 / 3.35e12 / 8, rel=1e-9)
     assert np.array_equal(nma["tp_s"], none["tp_s"])  # no GEMM and no collective replayed
+
+
+def test_on_a_dense_model_the_policy_is_named_layernorm(capsys: pytest.CaptureFixture[str]) -> None:
+    """On a dense model moe_act recomputes nothing, so the policy is Megatron's --recompute-modules
+    layernorm: shown under that name, accepted back as it, and refused by that name for MoE models
+    (where the planner models layernorm only together with moe_act)."""
+    import json
+
+    from stepscope.cli import main
+
+    dense = ["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "512", "--seq-len", "8192",
+             "--framework", "megatron"]
+    assert main([*dense, "--where", "recompute=layernorm", "--top", "2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["strategy"]["recompute"] for r in rows} == {"layernorm"}
+    assert main([*dense, "--evaluate", "tp=4,pp=4,vpp=5,cp=2,dp=2,recompute=layernorm", "--json"]) == 0
+    by_alias = json.loads(capsys.readouterr().out)
+    assert main([*dense, "--evaluate", "tp=4,pp=4,vpp=5,cp=2,dp=2,recompute=layernorm_moe_act", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == by_alias  # the same policy, under the dense name
+    moe = ["plan", "--model", "mixtral-8x7b", "--hardware", "h100", "--devices", "64", "--global-batch", "512", "--seq-len", "4096"]
+    assert main([*moe, "--evaluate", "tp=2,pp=4,ep=8,dp=8,recompute=layernorm"]) == 2
+    assert "use recompute=layernorm_moe_act" in capsys.readouterr().err
+    assert main([*moe, "--evaluate", "tp=2,pp=4,ep=8,dp=8,recompute=layernorm_moe_act", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["strategy"]["recompute"] == "layernorm_moe_act"

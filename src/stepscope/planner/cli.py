@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import math
+import re
 import sys
 from typing import Any
 
@@ -129,6 +130,9 @@ def _bool(d: dict[str, Any], key: str, default: bool) -> bool:
 
 
 def _one(job: Job, strategy: str) -> dict[str, Any]:
+    if job.model.n_experts and re.search(r"(^|,)\s*recompute\s*=\s*layernorm\s*(,|$)", strategy):
+        raise ConfigError("recompute=layernorm names Megatron's --recompute-modules layernorm on a dense model; "
+                          "for MoE models the planner models layernorm with moe_act", fix="use recompute=layernorm_moe_act")
     s = parse_strategy(strategy)
     if (s["tp"] * s["pp"] * s["cp"] * s["dp"])[0] != job.devices:
         raise ConfigError(f"tp*pp*cp*dp must equal --devices ({job.devices})", fix="adjust the strategy")
@@ -143,7 +147,7 @@ def _one(job: Job, strategy: str) -> dict[str, Any]:
         raise ConfigError(f"a pipeline of {pp} stages splits each replica's {replica} sequences into at least {pp} micro-batches, "
                           f"which {replica} sequences cannot fill evenly",
                           fix=f"state ga={replica // mb} to run fewer micro-batches than stages, or change dp/pp")
-    return records(s, evaluate(job, s))[0]
+    return records(s, evaluate(job, s), dense=not job.model.n_experts)[0]
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -237,7 +241,7 @@ def run(ns: argparse.Namespace) -> int:
                   ep_overlap=bool(getattr(ns, "ep_overlap", False)), sequence_parallel=not no_sp,
                   where=frameworks.where(fw, getattr(ns, "where", "") or ""),
                   distinct=bool(getattr(ns, "distinct", False)))
-    recs = records(plan.strategies, plan.results)
+    recs = records(plan.strategies, plan.results, dense=not job.model.n_experts)
     notes = [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs)]
     meeting = f" meeting --where {ns.where}" if getattr(ns, "where", None) else ""
     meeting += f" ({fw.name}'s recompute policies and schedules)" if fw is not None else ""

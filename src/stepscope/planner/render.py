@@ -13,11 +13,14 @@ _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb"
 _TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "pp_p2p_s", "optimizer_s", "offload_s")
 
 
-def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray], dense: bool = False) -> list[dict[str, Any]]:
+    """One JSON-ready record per configuration. ``dense``: the model has no experts, so Megatron's
+    ``layernorm_moe_act`` recompute is its ``--recompute-modules layernorm`` and is named so."""
     out = []
     for i in range(len(strategies["tp"])):
         strat: dict[str, int | float | str] = {k: int(strategies[k][i]) for k in FIELDS if k not in ("recompute", "sched")}
-        strat["recompute"] = RECOMPUTE[int(strategies["recompute"][i])]
+        policy = RECOMPUTE[int(strategies["recompute"][i])]
+        strat["recompute"] = "layernorm" if dense and policy == "layernorm_moe_act" else policy
         strat["sched"] = SCHEDULES[int(strategies["sched"][i])]
         # as run: a stated ga sets mb, a pipeline splits the batch into at least pp micro-batches
         mb = float(results["micro_batch"][i])
