@@ -121,3 +121,23 @@ def test_roofline_png(tmp_path: Path) -> None:
     (tmp_path / "x").mkdir()
     bad = _mm_trace(tmp_path / "x", device="Mystery Accelerator")
     assert main(["analyze", str(bad), "--roofline-png", str(tmp_path / "no.png"), "-q"]) == 2
+
+
+def test_json_to_standard_output_is_the_file_and_warnings_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--json -`` prints the report alone on stdout (a pipe into jq works): the same document as
+    the file, no terminal report, the warnings on stderr; two outputs on stdout are refused."""
+    import gzip
+
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(EXAMPLE), "--json", str(out), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["analyze", str(EXAMPLE), "--json", "-"]) == 0
+    std = capsys.readouterr()
+    assert json.loads(std.out) == json.loads(out.read_text(encoding="utf-8"))
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(gzip.decompress(EXAMPLE.read_bytes())[:3_000_000])  # truncated: a warning
+    assert main(["analyze", str(cut), "--json", "-"]) == 0
+    std = capsys.readouterr()
+    assert json.loads(std.out)["schema_version"] and "truncated" in std.err  # stdout is the JSON alone
+    assert main(["analyze", str(EXAMPLE), "--json", "-", "--html", "-"]) == 2
+    assert "only one output can go to standard output" in capsys.readouterr().err

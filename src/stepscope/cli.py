@@ -53,8 +53,8 @@ def _parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("analyze", help="step breakdown of PyTorch (Kineto) or JAX/XLA (XPlane) profiles (1..N ranks)")
     a.add_argument("traces", nargs="+", help="trace files (.json/.json.gz/.parquet), directories of per-rank files, or globs")
-    a.add_argument("--json", metavar="OUT", help="write the JSON report (schema: docs/json-schema.md)")
-    a.add_argument("--html", metavar="OUT", help="write the self-contained HTML report")
+    a.add_argument("--json", metavar="OUT", help="write the JSON report (schema: docs/json-schema.md); - for standard output")
+    a.add_argument("--html", metavar="OUT", help="write the self-contained HTML report; - for standard output")
     a.add_argument("--step-marker", metavar="NAME", help="annotation that marks a step when there is no ProfilerStep#N")
     a.add_argument("--rules", metavar="YAML", help="extra kernel classification rules (layout of data/kernel_rules.yaml)")
     a.add_argument("--top", type=_positive, default=20, help="how many top kernels / CPU ops to keep (default 20)")
@@ -213,9 +213,15 @@ def _analyze(ns: argparse.Namespace) -> int:
         straggler_threshold=ns.straggler_z,
         gpus_per_node=ns.gpus_per_node,
     )
+    piped = [flag for flag, out in (("--json", ns.json), ("--html", ns.html), ("--critical-path-trace", ns.critical_path_trace)) if out == "-"]
+    if len(piped) > 1:
+        raise ConfigError(f"only one output can go to standard output, not {' and '.join(piped)}", fix="give the others a file name")
+    if ns.roofline_png == "-":
+        raise ConfigError("--roofline-png cannot go to standard output (it is binary)", fix="give it a file name, e.g. roofline.png")
+    quiet = ns.quiet or bool(piped)  # standard output carries the report: no terminal report, warnings on stderr
     not_traces: list[str] = []
     paths = expand_paths(ns.traces, not_traces)
-    show = not ns.quiet and err.is_terminal
+    show = not quiet and err.is_terminal
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, disable=not show) as bar:
         task = bar.add_task(f"reading + analyzing {len(paths)} trace file(s)", total=len(paths))
         result = analyze_files(
@@ -245,7 +251,7 @@ def _analyze(ns: argparse.Namespace) -> int:
         from .report import roofline_png
 
         roofline_png.write(result, ns.roofline_png)
-    if not ns.quiet:
+    if not quiet:
         terminal.render(result, Console())
         for kind, out in {**outputs, "png": ns.roofline_png}.items():
             if out:

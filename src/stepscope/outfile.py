@@ -3,12 +3,18 @@ traceback."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from .errors import StepscopeError
 
 
 def write_output(path: str, text: str) -> None:
+    """Write ``text`` to ``path``; ``-`` is standard output (for a pipe: ``--json - | jq``)."""
+    if path == "-":
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        return
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
