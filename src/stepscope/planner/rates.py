@@ -99,8 +99,7 @@ def stored_per_token(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool
     else:
         mlp = per * float(m.d_ff)
     none = 4 * h + attn + out + mlp
-    fp8_saving = 0.0  # bytes per token and layer
-    if fp8_inputs:
+    if fp8_inputs:  # the bytes per token and layer fp8 saves, as the docstring lists them
         moe = (m.n_layers - m.first_dense_layers) / m.n_layers if m.n_experts else 0.0
         routed_fp8 = moe * m.experts_per_token * (h + m.d_ff_expert) if m.n_experts else 0.0
         shared = moe * m.n_shared_experts * m.d_ff_expert - (moe * h if m.n_shared_experts else 0.0)
