@@ -90,18 +90,26 @@ def calibrated(js: list[tuple[Any, dict[str, np.ndarray]]], validation: Path) ->
     return [float(predict_tokens(f.apply(job), s)[0]) for job, s in js]
 
 
-def choice(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]]) -> None:
+def choice(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]], framework: str | None = None) -> None:
     """Where each tuned layout ranks in the planner's own search of the same job (TP overlap on, as
     the recipes run): NVIDIA picked these layouts for throughput, so a planner that ranks well puts
     them near its top. Prints each row's predicted tokens/s for NVIDIA's layout and for the planner's
-    best that fits, how many fitting configurations the planner rates faster, and a summary."""
+    best that fits, how many fitting configurations the planner rates faster, and a summary.
+    ``framework``: search only that framework's recompute policies and schedules (as
+    ``plan --framework`` does)."""
+    from stepscope.planner import frameworks
     from stepscope.planner.cost import RECOMPUTE, evaluate
     from stepscope.planner.search import space
+    from stepscope.planner.where import mask, parse_where
 
+    allowed = parse_where(frameworks.where(frameworks.by_name(framework), "")) if framework else []
     gains: dict[str, list[float]] = {"dense": [], "MoE": []}
     for r, (job, s) in zip(rows, js):
         theirs = float(evaluate(job, s)["tokens_per_s_per_device"][0])
         sp = space(job, tp_overlap=1)
+        if allowed:
+            keep = mask(sp, allowed)
+            sp = {k: v[keep] for k, v in sp.items()}
         res = evaluate(job, sp)
         tok = np.where(res["fits"].astype(bool), res["tokens_per_s_per_device"], 0.0)
         best = int(np.argmax(tok))
@@ -153,6 +161,7 @@ def main() -> None:
     ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted values")
     ap.add_argument("--recipes", action="store_true", help="the second run: gradient dtype and recompute as the recipes set them")
     ap.add_argument("--choice", action="store_true", help="also rank each tuned layout in the planner's own search of its job")
+    ap.add_argument("--choice-framework", metavar="NAME", help="with --choice: search only this framework's policies and schedules")
     ap.add_argument("--set", choices=("1", "2", "all"), default="all",
                     help="1: the 28 runs of runs 1-3 (H100, B200); 2: the 16 GB200 runs added after them (README)")
     a = ap.parse_args()
@@ -195,7 +204,7 @@ def main() -> None:
                                            "memory_gb", "bottleneck")}))
     own_runs(rows, js)
     if a.choice:
-        choice(rows, js)
+        choice(rows, js, a.choice_framework)
 
 
 if __name__ == "__main__":
