@@ -27,6 +27,7 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   elementwise traffic; with ``Job.moe_imbalance`` f the routed part is f x on the hot rank;
   with recompute, one layer's no-recompute activations are live while backward regenerates it;
   1F1B (also ZB-H1 and ZB-V, which keep 1F1B's peak) holds ``min(pp, micro-batches)`` micro-batches
+  (interleaved 1F1B x (1 + (pp-1)/(pp vpp)), at most all of them: activations.py)
   in flight on the first stage, AFAB all of them; activation offload keeps two layers' worth on
   the device; the output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the
   loss; 12 unfused, 10 with nanotron's copy: job.LOSS_BYTES by ``Job.loss``) on the last stage, which holds one
