@@ -40,11 +40,13 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     no_sp = (1.0 - sp) * (1.0 - 1.0 / tp)
     rep_c = REPLICATED_BYTES.copy()
     rep_c[OP_SAC] = 4.0 if m.gated_mlp else 2.0
-    # without flash attention the softmax output, 2 B per score (a x s x s/cp per sequence and
-    # softmax layer, split over TP's heads), is saved for backward by every policy that does not
-    # recompute the attention core (selective and full do); FlashAttention never stores it
+    # without flash attention the scores' softmax output (2 B), dropout mask (1 B) and dropout
+    # output (2 B) are saved for backward, 5 B per score (Korthikanti et al.'s 5as/h; a x s x s/cp
+    # per sequence and softmax layer, split over TP's heads; the same kernels the no-flash time
+    # model charges, cost.py), by every policy that does not recompute the attention core
+    # (selective and full do); FlashAttention stores none of it
     if not job.flash_attention:
-        scores_c = 2.0 * m.n_heads * seq / h * (m.n_layers - m.linear_layers) / max(m.n_layers, 1)
+        scores_c = 5.0 * m.n_heads * seq / h * (m.n_layers - m.linear_layers) / max(m.n_layers, 1)
         act_c = act_c + np.where(np.isin(np.arange(len(act_c)), (RECOMPUTE.index("selective"), RECOMPUTE.index("full"))), 0.0, scores_c)
     act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
     # the most loaded expert rank holds moe_imbalance x the routed copies the policy keeps (those
