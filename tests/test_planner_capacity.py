@@ -66,3 +66,11 @@ def test_a_bad_capacity_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Ca
                  "--global-batch", "16", "--seq-len", "4096", "--evaluate", "dp=8"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "mem0.yaml" in err and "hbm_bytes" in err
+
+
+def test_the_search_says_what_it_fits_against(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--model", "llama3-8b", "--devices", "8", "--global-batch", "64", "--seq-len", "8192", "--top", "1"]
+    assert main([*base, "--hardware", "h100"]) == 0
+    assert "memory per device: 85.0 GB on H100-SXM (as CUDA/ROCm report it), 3 GB of it reserved" in capsys.readouterr().out
+    assert main([*base, "--hardware", "h200"]) == 0  # 141 x 1073741824 x 0.984 = 148.98e9 B
+    assert "memory per device: 149.0 GB on H200 (141 GiB x 0.984, no measured figure)" in capsys.readouterr().out

@@ -253,8 +253,17 @@ def run(ns: argparse.Namespace) -> int:
         for line in what_if_lines({"calibration": calib}):
             print(line, file=sys.stderr)
     else:
-        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations{meeting} evaluated{distinct}{_network_note(job)}", *notes)
+        _print_wide(table(recs), f"{plan.evaluated:,} valid configurations{meeting} evaluated{distinct}{_network_note(job)}",
+                    _capacity_line(job), *notes)
     return 0
+
+
+def _capacity_line(job: Job) -> str:
+    """What 'fits' is measured against: the device's memory as its runtime reports it."""
+    hw = job.hw
+    how = ("as CUDA/ROCm report it" if hw.hbm_bytes
+           else f"{hw.hbm_gb:g} GiB x 0.984, no measured figure" if hw.hbm_gb else "no memory size in the catalog: an 80 GiB part")
+    return f"memory per device: {job.capacity_bytes / 1e9:,.1f} GB on {hw.name} ({how}), {job.reserve_gb:g} GB of it reserved"
 
 
 def _no_fit_lines(plan: Any, job: Job) -> list[str]:
