@@ -74,3 +74,19 @@ def test_the_search_says_what_it_fits_against(capsys: pytest.CaptureFixture[str]
     assert "memory per device: 85.0 GB on H100-SXM (as CUDA/ROCm report it), 3 GB of it reserved" in capsys.readouterr().out
     assert main([*base, "--hardware", "h200"]) == 0  # 141 x 1073741824 x 0.984 = 148.98e9 B
     assert "memory per device: 149.0 GB on H200 (141 GiB x 0.984, no measured figure)" in capsys.readouterr().out
+
+
+def test_a_what_if_from_a_trace_fits_against_the_memory_the_trace_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The analyze report carries the traced device's memory (the bundled A100 trace's runtime
+    reported 42,297,524,224 B); a what-if on the same device fits against it."""
+    report = tmp_path / "r.json"
+    trace = EXAMPLES / "a100_nccl_rank0.json.gz"
+    assert main(["analyze", str(trace), "--json", str(report), "-q"]) == 0
+    hw = json.loads(report.read_text(encoding="utf-8"))["ranks"][0]["hardware"]
+    assert hw["name"] == "A100-SXM-40GB" and hw["memory_bytes"] == 42_297_524_224
+    capsys.readouterr()
+    assert main(["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "8", "--seq-len", "2048",
+                 "--evaluate", "tp=8,mb=1", "--baseline", "dp=8,mb=1", "--from-analysis", str(report), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["calibration"]["trace_memory_gb"] == pytest.approx(42.297524224)
+    assert rec["memory_gb"]["total"] + rec["headroom_gb"] == pytest.approx(42.297524224)

@@ -81,6 +81,9 @@ class HardwareInfo:
     hbm_gbps: float
     source: str
     detected_from: str  # "trace" | "--hardware"
+    # device memory, bytes: what the trace's runtime reported (deviceProperties.totalGlobalMem), else
+    # the catalog's capacity for the device (Hardware.capacity_bytes); None when neither is known
+    memory_bytes: float | None = None
 
 
 @dataclass(frozen=True)

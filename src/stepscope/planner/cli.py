@@ -348,6 +348,9 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         if te.hardware and te.hardware.lower() != job.hw.name.lower():
             # efficiencies are ratios to the traced device's peak, and the what-if anchors on its step
             info["trace_hardware_differs"] = True
+        elif te.memory_bytes:  # the same device: fit against the memory its runtime reported
+            job = dataclasses.replace(job, hw=dataclasses.replace(job.hw, hbm_bytes=int(te.memory_bytes)))
+            info["trace_memory_gb"] = te.memory_bytes / 1e9
     return job, info
 
 

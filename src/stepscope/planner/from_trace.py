@@ -8,6 +8,7 @@ From an ``stepscope analyze --json`` report (first rank, or the rank given):
   ``optimizer`` and ``other`` categories; communication and memcpy are excluded);
 - ``dp_overlap`` = overlapped / total collective time (the share the run hid behind compute);
 - ``step_s`` = the median step time;
+- ``memory_bytes`` = the traced device's memory, which a what-if on the same device fits against;
 - ``comm_scale`` (multi-rank reports) = 1 / median(bus bandwidth / link peak) over the matched
   collectives of >= 1 MiB that have both (the cluster view's transfer time, not the wait) and do
   not cross nodes (or whose link is not known), so communication is modeled at the bandwidth the
@@ -45,6 +46,7 @@ class TraceEfficiency:
     comm_scale: float | None = None
     inter_scale: float | None = None
     why_no_flops: str | None = None  # the analysis's reason when no kernel had FLOPs (e.g. no shapes)
+    memory_bytes: float | None = None  # the traced device's memory (its runtime's figure where the trace has it)
 
 
 def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
@@ -93,8 +95,16 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
         step_s=float(med) * 1e-9, gemm_eff=_ratio(oth_f, oth_d, peak), attn_eff=_ratio(att_f, att_d, peak),
         dp_overlap=(hidden / comm) if comm > 0 else None, hardware=hw.get("name"), rank=int(r.get("rank") or 0),
         why_no_flops=(str(r.get("roofline_note")) if r.get("roofline_note") and not (oth_f or att_f) else None),
+        memory_bytes=_positive(hw.get("memory_bytes")),
         **_comm_scales(doc.get("cluster"), _measured_intra(hw.get("name"))),
     )
+
+
+def _positive(v: Any) -> float | None:
+    """A positive finite number of the report, else None (absent in reports before schema 1.2)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+        return None
+    return float(v)
 
 
 def _measured_intra(name: Any) -> dict[str, float]:

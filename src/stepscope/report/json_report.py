@@ -9,7 +9,7 @@ from typing import Any
 from ..analysis.results import Analysis, RankAnalysis, StepBreakdown
 from . import cluster_json
 
-JSON_SCHEMA_VERSION = "1.1"
+JSON_SCHEMA_VERSION = "1.2"
 
 
 def _step(s: StepBreakdown) -> dict[str, Any]:
