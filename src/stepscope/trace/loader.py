@@ -77,7 +77,11 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         if "://" in s:  # fsspec URL: expanded (globs) by fsspec, read by the worker that analyzes it
             urls.extend(_fsspec_expand(s))
             continue
-        if p.is_dir():
+        try:
+            kind = "dir" if p.is_dir() else "file" if p.is_file() else ""
+        except OSError as exc:  # a name the OS refuses (too long, ...): is_dir raises rather than says no
+            raise InputError(f"cannot use this path ({exc.strerror})", path=s[:200], fix="check the path") from None
+        if kind == "dir":
             candidates = _dir_traces(p)
             why = {q: _skip_reason(q) for q in candidates}
             found = [q for q in candidates if why[q] is None]
@@ -88,7 +92,7 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
             out.extend(found)
             if skipped is not None:
                 skipped.extend(f"{q}: {why[q]}; skipped" for q in candidates if why[q] is not None)
-        elif p.is_file():
+        elif kind == "file":
             out.append(p)
         elif any(ch in s for ch in "*?["):
             matched = sorted(Path(m) for m in glob.glob(s) if Path(m).is_file())

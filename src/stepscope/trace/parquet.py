@@ -15,7 +15,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import TraceFormatError
+from ..errors import ConfigError, TraceFormatError
 from . import schema
 from .kineto import FileRead
 
@@ -90,10 +90,18 @@ def _cache_path(path: str, cache_dir: str, include_python: bool) -> Path:
     return Path(cache_dir) / f"{tag}.parquet"
 
 
+def _cache_error(cache_dir: str, exc: OSError) -> ConfigError:
+    return ConfigError(f"cannot use the cache directory ({exc.strerror})", path=cache_dir[:200],
+                       fix="pass a directory you can write to as --cache-dir, or leave it out")
+
+
 def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | None:
     cp = _cache_path(path, cache_dir, include_python)
-    if not cp.exists():
-        return None
+    try:
+        if not cp.exists():
+            return None
+    except OSError as exc:  # a name the OS refuses (too long, ...)
+        raise _cache_error(cache_dir, exc) from None
     try:
         fr = read_parquet(cp)
     except TraceFormatError:
@@ -103,5 +111,8 @@ def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | 
 
 
 def cache_store(fr: FileRead, cache_dir: str, include_python: bool) -> None:
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cache_error(cache_dir, exc) from None
     write_parquet(fr, _cache_path(fr.path, cache_dir, include_python))
