@@ -141,3 +141,10 @@ def test_json_to_standard_output_is_the_file_and_warnings_go_to_stderr(tmp_path:
     assert json.loads(std.out)["schema_version"] and "truncated" in std.err  # stdout is the JSON alone
     assert main(["analyze", str(EXAMPLE), "--json", "-", "--html", "-"]) == 2
     assert "only one output can go to standard output" in capsys.readouterr().err
+
+
+def test_analyze_takes_the_same_hardware_aliases_as_plan(tmp_path: Path) -> None:
+    """`analyze --hardware a100-40gb` names the catalog's A100-SXM-40GB, as `plan --hardware` does."""
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(EXAMPLE), "--hardware", "a100-40gb", "--json", str(out), "-q"]) == 0
+    assert json.loads(out.read_text(encoding="utf-8"))["ranks"][0]["hardware"]["name"] == "A100-SXM-40GB"

@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--cache-dir", metavar="DIR", help="cache parsed traces as Parquet here, keyed by file content")
     a.add_argument("--quiet", "-q", action="store_true", help="no terminal report")
     r = a.add_argument_group("roofline and MFU")
-    r.add_argument("--hardware", metavar="NAME", help="device from the catalog (default: detected from the trace)")
+    r.add_argument("--hardware", metavar="NAME", help="device from the catalog, by name or alias as in plan (h100, a100-40gb, tpu-v5p, ...; default: detected from the trace)")
     r.add_argument("--hardware-file", metavar="YAML", help="your own devices (layout of data/hardware.yaml)")
     r.add_argument("--model-flops", type=_positive_float, metavar="N", help="model FLOPs per step per rank (for MFU)")
     r.add_argument("--hf-config", metavar="JSON", help="Hugging Face config.json: model FLOPs from the architecture")

@@ -22,19 +22,12 @@ from .job import divisors
 
 FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap",
           "ep_overlap", "keep_params")
-_ALIASES = {
-    "a100": "A100-SXM-80GB", "a100-80gb": "A100-SXM-80GB", "a100-40gb": "A100-SXM-40GB", "h100": "H100-SXM",
-    "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h100-96gb": "H100-SXM-96GB-500W", "h200": "H200", "b200": "B200", "gb200": "GB200",
-    "mi300x": "MI300X", "mi250x": "MI250X", "mi355x": "MI355X", "tpu-v4": "TPU-v4", "tpu-v5e": "TPU-v5e",
-    "tpu-v5p": "TPU-v5p", "tpu-v6e": "TPU-v6e", "tpu-v7x": "TPU-v7x", "ascend-910b": "Ascend-910B",
-    "ascend-910c": "Ascend-910C", "c500": "MetaX-C500", "v100": "V100-SXM2", "l40s": "L40S",
-}
 
 
 def hardware(name: str, user_file: str | None = None) -> Hardware:
-    """A catalog device by name or alias; ``user_file``: a YAML of your own devices (the layout of
-    data/hardware.yaml), which win over the catalog on name."""
-    return by_name(_ALIASES.get(name.lower(), name), user_file)
+    """A catalog device by name or alias (analysis.hardware.by_name); ``user_file``: a YAML of your
+    own devices (the layout of data/hardware.yaml), which win over the catalog on name."""
+    return by_name(name, user_file)
 
 
 @lru_cache(maxsize=1)
