@@ -147,12 +147,29 @@ def test_cli_mfu_from_hf_config_and_json_contract(tmp_path: Path) -> None:
     assert main(["analyze", str(_mm_trace(tmp_path)), "--hf-config", str(cfg), "-q"]) == 2  # needs tokens and seq len
 
 
+def test_cli_mfu_from_a_catalog_model_name(tmp_path: Path) -> None:
+    """`analyze --model llama3-8b` takes the model from the catalog, as `plan --model` does: the same
+    FLOPs as its shape written out as a config.json (4096 wide, 32 layers, GQA 8 of 32 heads,
+    SwiGLU 14336, vocabulary 128256)."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                               "intermediate_size": 14336, "vocab_size": 128256, "hidden_act": "silu"}))
+    docs = []
+    for model in ("llama3-8b", str(cfg)):
+        out = tmp_path / "r.json"
+        assert main(["analyze", str(_mm_trace(tmp_path)), "--model", model, "--tokens-per-step", "10", "--seq-len", "10",
+                     "--json", str(out), "-q"]) == 0
+        docs.append(json.loads(out.read_text())["ranks"][0]["steps"][0]["mfu"])
+    assert docs[0] == docs[1] == pytest.approx(from_hf_config(cfg).flops_per_token(10) * 10 / (60e-6 * 989.4e12))
+
+
 @pytest.mark.parametrize("mfu, band, figures", [
     (0.25, "<30%", ["exposed_comm_ns / step_time_ns", "cpu.dataloader_ns / step_time_ns", "idle_causes.host_bound_ns / step_time_ns",
                     "roofline memory/latency-bound dur_ns / kernel time"]),
     (0.35, "30-40%", ["overlapped_comm_ns / comm_ns", "idle_ns / step_time_ns"]),
     (0.45, "40-50%", ["recompute_ns / step_time_ns", "roofline[0].time_lost_ns / step_time_ns"]),
     (0.60, ">50%", []),
+    (2.50, ">100%", ["mfu"]),  # impossible: the FLOPs given are wrong, and it says so
 ])
 def test_mfu_diagnosis_tree(tmp_path: Path, mfu: float, band: str, figures: list[str]) -> None:
     flops = mfu * 60e-6 * 989.4e12  # the step window is 60 us on an H100 (989.4 TFLOP/s bf16)
@@ -162,6 +179,8 @@ def test_mfu_diagnosis_tree(tmp_path: Path, mfu: float, band: str, figures: list
     assert [c.figure for c in d.checks] == figures
     if band == "<30%":
         assert d.checks[3].value == pytest.approx(20 / 40) and not d.checks[3].ok  # the 20 us add of 40 us kernel time
+    if band == ">100%":
+        assert d.verdict.startswith("impossible") and not d.checks[0].ok
     if band == "30-40%":
         idle = r.steps[0].idle_ns / r.steps[0].step_time_ns  # [110, 120) and [140, 150): 20 of 60 us
         assert d.checks[1].value == pytest.approx(idle) and not d.checks[1].ok

@@ -66,9 +66,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--hardware", metavar="NAME", help="device from the catalog, by name or alias as in plan (h100, a100-40gb, tpu-v5p, ...; default: detected from the trace)")
     r.add_argument("--hardware-file", metavar="YAML", help="your own devices (layout of data/hardware.yaml)")
     r.add_argument("--model-flops", type=_positive_float, metavar="N", help="model FLOPs per step per rank (for MFU)")
-    r.add_argument("--hf-config", metavar="JSON", help="Hugging Face config.json: model FLOPs from the architecture")
-    r.add_argument("--tokens-per-step", type=_positive, metavar="N", help="tokens each rank processes per step (with --hf-config)")
-    r.add_argument("--seq-len", type=_positive, metavar="N", help="sequence length (with --hf-config; attention FLOPs)")
+    r.add_argument("--model", "--hf-config", dest="hf_config", metavar="MODEL",
+                   help="model FLOPs from the architecture: a catalog name as in plan (llama3-70b, ...), a Hugging Face "
+                   "config.json or a model directory")
+    r.add_argument("--tokens-per-step", type=_positive, metavar="N", help="tokens each rank processes per step (with --model)")
+    r.add_argument("--seq-len", type=_positive, metavar="N", help="sequence length (with --model; attention FLOPs)")
     r.add_argument("--mfu-dtype", default="bf16", help="dtype whose peak MFU is measured against (default bf16)")
     r.add_argument("--roofline-png", metavar="OUT", help="write the roofline chart as PNG (needs the [plot] extra)")
     cl = a.add_argument_group("cluster view (2+ ranks)")
@@ -268,10 +270,10 @@ def _model_flops(ns: argparse.Namespace) -> float | None:
     if not ns.hf_config:
         return None
     if not ns.tokens_per_step or not ns.seq_len:
-        raise ConfigError("--hf-config needs --tokens-per-step and --seq-len", fix="e.g. --tokens-per-step 16384 --seq-len 4096")
-    from .analysis.model_flops import from_hf_config
+        raise ConfigError("--model needs --tokens-per-step and --seq-len", fix="e.g. --tokens-per-step 16384 --seq-len 4096")
+    from .analysis.models import resolve
 
-    return from_hf_config(ns.hf_config).flops_per_token(ns.seq_len) * ns.tokens_per_step
+    return resolve(ns.hf_config).flops_per_token(ns.seq_len) * ns.tokens_per_step
 
 
 def _convert(ns: argparse.Namespace) -> int:

@@ -3,8 +3,9 @@
 Bands (median step MFU): < 30% check communication, data loading, host-bound launches and the
 share of time in memory/latency-bound ops first; 30-40% check overlap
 and bubbles (idle); 40-50% is normal for large dense training, check recompute and the ops
-furthest from their roofline; > 50% is excellent. Each check names the JSON figure it reads, its
-value, the threshold and whether it passes.
+furthest from their roofline; > 50% is excellent; above 100% is impossible, so the model FLOPs
+per step given are wrong (too many tokens per step per rank, the wrong model or MFU dtype). Each
+check names the JSON figure it reads, its value, the threshold and whether it passes.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ def diagnose(steps: tuple[StepBreakdown, ...], phases: tuple[StepPhases, ...], r
         band, verdict = "40-50%", "normal for large dense training"
         check("recompute_ns / step_time_ns", rec, 0.15, "recompute costs time: selective instead of full activation checkpointing")
         check("roofline[0].time_lost_ns / step_time_ns", worst, 0.10, "the op furthest from its roofline: see the roofline table")
-    else:
+    elif mfu <= 1.0:
         band, verdict = ">50%", "excellent"
+    else:  # more FLOPs than the device can do: the input, not the run
+        band, verdict = ">100%", "impossible: the model FLOPs per step are too high for this run"
+        check("mfu", mfu, 1.0, "check --model-flops, or --tokens-per-step (per rank, per step) and --model, and --mfu-dtype")
     return MfuDiagnosis(mfu=mfu, band=band, verdict=verdict, checks=tuple(checks))

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from ..analysis.hardware import Hardware, by_name
-from ..analysis.model_flops import ModelShape, from_config_dict, from_hf_config
+from ..analysis.model_flops import ModelShape
+from ..analysis.models import resolve
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
 from .job import divisors
@@ -30,28 +27,9 @@ def hardware(name: str, user_file: str | None = None) -> Hardware:
     return by_name(name, user_file)
 
 
-@lru_cache(maxsize=1)
-def _catalog() -> dict[str, dict[str, Any]]:
-    doc = yaml.safe_load(resources.files("stepscope.data").joinpath("models.yaml").read_text())
-    return {k.lower(): v for k, v in doc["models"].items()}
-
-
 def model(name_or_path: str) -> ModelShape:
-    cat = _catalog()
-    if name_or_path.lower() in cat:
-        return from_config_dict(cat[name_or_path.lower()], name_or_path)
-    try:
-        is_file, is_dir_model = Path(name_or_path).is_file(), (Path(name_or_path) / "config.json").is_file()
-    except OSError as exc:  # a name the OS refuses (too long, ...): is_file raises rather than says no
-        raise ConfigError(f"cannot use this model path ({exc.strerror})", path=name_or_path[:200],
-                          fix=f"check the path, or use one of: {', '.join(sorted(cat))}") from None
-    if is_file:
-        return from_hf_config(name_or_path)
-    if is_dir_model:  # a Hugging Face model directory
-        return from_hf_config(str(Path(name_or_path) / "config.json"))
-    if name_or_path.endswith(".json") or "/" in name_or_path or "\\" in name_or_path:  # meant as a file
-        raise ConfigError("no such model config file", path=name_or_path, fix=f"check the path, or use one of: {', '.join(sorted(cat))}")
-    raise ConfigError(f"unknown model {name_or_path!r}", fix=f"use a config.json path or one of: {', '.join(sorted(cat))}")
+    """A model by catalog name, config.json or model directory (analysis.models.resolve)."""
+    return resolve(name_or_path)
 
 
 def _pow2_upto(n: int) -> list[int]:
