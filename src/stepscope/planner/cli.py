@@ -219,6 +219,8 @@ def run(ns: argparse.Namespace) -> int:
                 "baseline_model_over_measured": base["step_time_s"] / measured,
                 "speedup_vs_baseline": base["step_time_s"] / rec["step_time_s"],  # measured / predicted new
             }
+            if calib.get("trace_step_parts_s"):  # where the model's baseline differs from the traced step
+                rec["what_if"]["baseline_parts_s"] = {"measured": calib["trace_step_parts_s"], "model": _model_parts(base)}
             rec["what_if"]["baseline_far_from_measured"] = not (1 / WHAT_IF_MISMATCH <= rec["what_if"]["baseline_model_over_measured"]
                                                                 <= WHAT_IF_MISMATCH)
         if calib:
@@ -256,6 +258,14 @@ def run(ns: argparse.Namespace) -> int:
         _print_wide(table(recs), f"{plan.evaluated:,} valid configurations{meeting} evaluated{distinct}{_network_note(job)}",
                     _capacity_line(job), *notes)
     return 0
+
+
+def _model_parts(rec: dict[str, Any]) -> dict[str, float]:
+    """A predicted step in the trace's terms: compute (with the optimizer step and offload), exposed
+    communication (TP, EP, DP, CP, pipeline p2p) and idle (the pipeline bubble)."""
+    t = rec["time_s"]
+    return {"compute": t["compute"] + t["optimizer"] + t["offload"],
+            "exposed_comm": t["tp"] + t["ep"] + t["dp"] + t["cp"] + t["pp_p2p"], "idle": t["bubble"]}
 
 
 def _capacity_line(job: Job) -> str:
@@ -343,6 +353,8 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         job = dataclasses.replace(job, **changes)
         info.update({"trace": ns.from_analysis, "trace_rank": te.rank, "trace_step_time_s": te.step_s,
                      "trace_hardware": te.hardware, **{f"measured_{k}": v for k, v in changes.items()}})
+        if te.parts_s:
+            info["trace_step_parts_s"] = te.parts_s
         if te.why_no_flops:
             info["trace_why_no_flops"] = te.why_no_flops
         if te.hardware and te.hardware.lower() != job.hw.name.lower():

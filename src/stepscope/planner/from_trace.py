@@ -7,7 +7,7 @@ From an ``stepscope analyze --json`` report (first rank, or the rank given):
   this ratio (the ``gemm``, ``conv``, ``elementwise``, ``normalization``, ``reduction``,
   ``optimizer`` and ``other`` categories; communication and memcpy are excluded);
 - ``dp_overlap`` = overlapped / total collective time (the share the run hid behind compute);
-- ``step_s`` = the median step time;
+- ``step_s`` = the median step time; ``parts_s`` that step's compute, exposed communication and idle;
 - ``memory_bytes`` = the traced device's memory, which a what-if on the same device fits against;
 - ``comm_scale`` (multi-rank reports) = 1 / median(bus bandwidth / link peak) over the matched
   collectives of >= 1 MiB that have both (the cluster view's transfer time, not the wait) and do
@@ -47,6 +47,8 @@ class TraceEfficiency:
     inter_scale: float | None = None
     why_no_flops: str | None = None  # the analysis's reason when no kernel had FLOPs (e.g. no shapes)
     memory_bytes: float | None = None  # the traced device's memory (its runtime's figure where the trace has it)
+    # the median step's parts, seconds: compute, exposed communication, idle (absent in old reports)
+    parts_s: dict[str, float] | None = None
 
 
 def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
@@ -96,8 +98,23 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
         dp_overlap=(hidden / comm) if comm > 0 else None, hardware=hw.get("name"), rank=int(r.get("rank") or 0),
         why_no_flops=(str(r.get("roofline_note")) if r.get("roofline_note") and not (oth_f or att_f) else None),
         memory_bytes=_positive(hw.get("memory_bytes")),
+        parts_s=_median_step_parts(r.get("steps")),
         **_comm_scales(doc.get("cluster"), _measured_intra(hw.get("name"))),
     )
+
+
+def _median_step_parts(steps: Any) -> dict[str, float] | None:
+    """Compute, exposed communication and idle time of the step with the median step time, in
+    seconds (what the model's baseline is set against in a what-if); None when the report lacks them."""
+    rows = [st for st in steps if isinstance(st, dict) and _positive(st.get("step_time_ns"))] if isinstance(steps, list) else []
+    if not rows:
+        return None
+    med = sorted(rows, key=lambda st: float(st["step_time_ns"]))[len(rows) // 2]
+    keys = {"compute": "compute_ns", "exposed_comm": "exposed_comm_ns", "idle": "idle_ns"}
+    vals = {k: med.get(v) for k, v in keys.items()}
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf for v in vals.values()):
+        return None
+    return {k: float(v) * 1e-9 for k, v in vals.items()}  # type: ignore[arg-type]
 
 
 def _positive(v: Any) -> float | None:

@@ -175,6 +175,11 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
                      f"{w['predicted_baseline_step_time_s']:.4g} s); {_strategy_text(rec['strategy'])} predicted "
                      f"{w['predicted_step_time_s']:.4g} s/step, {w['speedup_vs_baseline']:.2f}x the "
                      "baseline's speed")
+        parts = w.get("baseline_parts_s")
+        if parts:
+            names = {"compute": "compute", "exposed_comm": "exposed communication", "idle": "idle"}
+            lines.append("baseline, traced vs model: " + ", ".join(
+                f"{label} {parts['measured'][k]:.4g} vs {parts['model'][k]:.4g} s" for k, label in names.items()))
         if w["baseline_far_from_measured"]:
             lines.append(f"warning: the model puts the baseline at {w['baseline_model_over_measured']:.2g}x the measured step; check that "
                          "--model, --devices, --global-batch and --seq-len describe the measured run")

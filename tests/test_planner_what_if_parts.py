@@ -1,0 +1,32 @@
+"""plan --from-analysis: a what-if shows where the model's baseline differs from the traced step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stepscope.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "traces"
+
+
+def test_a_what_if_sets_the_model_baseline_against_the_traced_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--from-analysis: the baseline's compute, exposed communication and idle, as the trace's median
+    step has them beside the model's (whose three parts add up to its step), so the gap shows where."""
+    report = tmp_path / "r.json"
+    assert main(["analyze", str(EXAMPLES / "a100_nccl_rank0.json.gz"), "--json", str(report), "-q"]) == 0
+    steps = json.loads(report.read_text(encoding="utf-8"))["ranks"][0]["steps"]
+    med = sorted(steps, key=lambda s: s["step_time_ns"])[len(steps) // 2]
+    capsys.readouterr()
+    args = ["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "8", "--seq-len", "2048",
+            "--evaluate", "tp=2,dp=4,mb=1", "--baseline", "dp=8,mb=1", "--from-analysis", str(report)]
+    assert main([*args, "--json"]) == 0
+    w = json.loads(capsys.readouterr().out)["what_if"]
+    parts = w["baseline_parts_s"]
+    assert parts["measured"] == pytest.approx({"compute": med["compute_ns"] * 1e-9, "exposed_comm": med["exposed_comm_ns"] * 1e-9,
+                                               "idle": med["idle_ns"] * 1e-9})
+    assert sum(parts["model"].values()) == pytest.approx(w["predicted_baseline_step_time_s"])
+    assert main(args) == 0
+    assert "baseline, traced vs model: compute" in capsys.readouterr().out
