@@ -19,6 +19,7 @@ from .job import (
 from .rates import dots_saveable, norm_moe_act, op_sac, stored_per_token
 
 OP_SAC, MINIMAL, NORM_ACT = RECOMPUTE.index("op"), RECOMPUTE.index("minimal"), RECOMPUTE.index("layernorm_moe_act")
+SELECTIVE = RECOMPUTE.index("selective")
 
 
 def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,

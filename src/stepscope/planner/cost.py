@@ -41,8 +41,9 @@ Time per step (seconds):
   sequences: with fewer than pp the pipeline's bubble, (pp - 1) micro-batch times, is a larger
   share of the step);
 - compute = (sum over GEMM classes of FLOPs / gemm_shape(narrowest per-device dimension) * fp8
-  factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3, selective 1.05) /
-  (devices * bf16 peak); gemm_shape is fitted to measured H100 GEMM rates by shape (see there):
+  factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3; selective: the
+  attention core's forward once more, its FLOPs / 3 at attn_eff plus, without flash attention, 13 B
+  per score) / (devices * bf16 peak); gemm_shape is fitted to measured H100 GEMM rates by shape (see there):
   attention projections are q/tp wide (q = heads x head_dim; with ``Job.fused_projections`` q, k
   and v form one (q + 2 kv)/tp GEMM, else k and v are separate kv/tp-wide GEMMs, narrow under
   GQA), MLPs f/tp, routed experts d_ff_expert/etp with the tokens one local expert receives, the
@@ -147,7 +148,7 @@ from typing import Any
 
 import numpy as np
 
-from .activations import NORM_ACT, activations
+from .activations import NORM_ACT, SELECTIVE, activations
 from .buffers import comm_buffer_bytes
 
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
@@ -290,7 +291,14 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     logits_s = logits_gemm * prec_factor / gemm_eff / peak / job.devices
     loss_s = loss_bytes / hw.hbm_bytes_per_s / job.devices
     layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - logits_s + fp8_weight_s
-    compute_s = layers_s * rfactor[rc] * uneven + (logits_s + loss_s) * pp
+    # selective recompute (Megatron's core attention: QK^T, softmax, dropout, attention over V)
+    # re-runs the attention core's forward in backward: its FLOPs at the attention rate and, without
+    # flash attention, the 13 of the 32 B per score its forward moves; as a per-configuration factor
+    # on the layers' time (the other policies' factors are fixed shares, RECOMPUTE_FACTOR)
+    sel_extra_s = (attn_flops / 3.0 / attn_eff / peak + 13.0 / 32.0 * score_bytes / hw.hbm_bytes_per_s) / job.devices
+    rf = np.where(rc == SELECTIVE, 1.0 + sel_extra_s / np.maximum(layers_s, 1e-30), rfactor[rc])
+    hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + attn_flops / 3.0 / model_flops, rfactor[rc])  # for HFU
+    compute_s = layers_s * rf * uneven + (logits_s + loss_s) * pp
     net = Links.of(job)  # planner/links.py: bandwidth and latency by where a group sits
     link, ring = net.bandwidth, net.ring
     msg = seq * mb * h * 2 / cp
@@ -307,7 +315,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     tp_mlp = tp_mlp + tp_moe
     # recomputing the forward replays its collectives: forward traffic is half of fwd + bwd, and a
     # policy recomputes 3 x (factor - 1) of the forward (full: all of it, x 1.5 in total)
-    replay = 1.0 + 1.5 * (rfactor[rc] - 1.0)
+    replay = 1.0 + 1.5 * (rf - 1.0)
     # TP's own replay where a policy says which collectives it keeps (job.TP_REPLAY): selective
     # recomputes only the attention core, between the collectives (none replayed); torchtitan's op
     # policy saves the reduce-scatter outputs and regathers: the forward's 2 all-gathers of 8 again
@@ -331,7 +339,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # windows a DP collective can hide in: the last micro-batch's backward (recompute included), one
     # micro-batch, or every micro-batch (module docstring)
     micro_s = compute_s / np.maximum(n_micro, 1)
-    last_bwd_s = micro_s * (1 - 1 / (3 * rfactor[rc]))
+    last_bwd_s = micro_s * (1 - 1 / (3 * rf))
     # gradient buckets (Job.dp_bucket_mb): each one a collective of its own, with its own latency
     buckets = np.maximum(np.ceil(2 * p_dev / (job.dp_bucket_mb * 1e6)), 1.0) if job.dp_bucket_mb > 0 else 1.0
     # ZeRO-3/FSDP gathers and reduces layer by layer (FSDP2's fully_shard per transformer block,
@@ -389,9 +397,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s, "pp_p2p_s": pp_p2p_s,
         "optimizer_s": opt_s, "offload_s": offload_s, "step_s": step_s,
         "mfu": model_flops / (step_s * job.devices * peak),
-        "hfu": model_flops * rfactor[rc] / (step_s * job.devices * peak),
+        "hfu": model_flops * hw_flops_factor / (step_s * job.devices * peak),
         "headroom_gb": (capacity_b - total_b) / 1e9,
-        "hfu_tflops_per_device": model_flops * rfactor[rc] / step_s / job.devices / 1e12,
+        "hfu_tflops_per_device": model_flops * hw_flops_factor / step_s / job.devices / 1e12,
         "tokens_per_s_per_device": tokens / step_s / job.devices,
         "tflops_per_device": model_flops / step_s / job.devices / 1e12,
         "bottleneck": bott,  # codes: BOTTLENECKS[code]

@@ -35,7 +35,8 @@ ACT_BYTES = np.array([np.nan, np.nan, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan, np.na
 # save_dot_except_mlp 2 + 2, save_qkv_proj 2, save_out_proj 2 + 2; "op" 2, + 2 for a gated MLP's
 # kept down projection (cost.py); layernorm_moe_act keeps the norms' inputs, not their outputs: 4
 REPLICATED_BYTES = np.array([8.0, 8.0, 2.0, 6.0, 4.0, 2.0, 4.0, np.nan, 4.0])
-# layernorm_moe_act recomputes no GEMM: its recompute is memory-bound bytes (cost.py, rates.norm_moe_act)
+# layernorm_moe_act recomputes no GEMM: its recompute is memory-bound bytes (cost.py, rates.norm_moe_act);
+# selective's entry is nominal: cost.py charges the attention core's forward per configuration
 RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan, 1.0])
 # TP collectives replayed by a policy's recompute, where the policy says (nan: in proportion to
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
