@@ -295,7 +295,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # re-runs the attention core's forward in backward: its FLOPs at the attention rate and, without
     # flash attention, the 13 of the 32 B per score its forward moves; as a per-configuration factor
     # on the layers' time (the other policies' factors are fixed shares, RECOMPUTE_FACTOR)
-    sel_extra_s = (attn_flops / 3.0 / attn_eff / peak + 13.0 / 32.0 * score_bytes / hw.hbm_bytes_per_s) / job.devices
+    score_fwd_b = 0.0 if job.gemm_eff is not None else 13.0 / 32.0 * score_bytes  # measured efficiencies include it
+    sel_extra_s = (attn_flops / 3.0 / attn_eff / peak + score_fwd_b / hw.hbm_bytes_per_s) / job.devices
     rf = np.where(rc == SELECTIVE, 1.0 + sel_extra_s / np.maximum(layers_s, 1e-30), rfactor[rc])
     hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + attn_flops / 3.0 / model_flops, rfactor[rc])  # for HFU
     compute_s = layers_s * rf * uneven + (logits_s + loss_s) * pp
