@@ -19,7 +19,7 @@ from .job import (
 from .rates import dots_saveable, norm_moe_act, op_sac, stored_per_token
 
 OP_SAC, MINIMAL, NORM_ACT = RECOMPUTE.index("op"), RECOMPUTE.index("minimal"), RECOMPUTE.index("layernorm_moe_act")
-SELECTIVE = RECOMPUTE.index("selective")
+SELECTIVE, FULL = RECOMPUTE.index("selective"), RECOMPUTE.index("full")
 
 
 def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,
@@ -48,7 +48,9 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     # (selective and full do); FlashAttention stores none of it
     if not job.flash_attention:
         scores_c = 5.0 * m.n_heads * seq / h * (m.n_layers - m.linear_layers) / max(m.n_layers, 1)
-        act_c = act_c + np.where(np.isin(np.arange(len(act_c)), (RECOMPUTE.index("selective"), RECOMPUTE.index("full"))), 0.0, scores_c)
+        keeps_core = np.full(len(act_c), scores_c)
+        keeps_core[[SELECTIVE, FULL]] = 0.0
+        act_c = act_c + keeps_core
     act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
     # the most loaded expert rank holds moe_imbalance x the routed copies the policy keeps (those
     # that store the expert MLP's tensors: no recompute and selective)

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, InputError
+from ..analysis.hardware import HBM_VISIBLE
 from ..outfile import write_output
 from .cost import TP_OVERLAP, Job, evaluate
 from .network import by_name as network_by_name
@@ -272,7 +273,8 @@ def _capacity_line(job: Job) -> str:
     """What 'fits' is measured against: the device's memory as its runtime reports it."""
     hw = job.hw
     how = ("as CUDA/ROCm report it" if hw.hbm_bytes
-           else f"{hw.hbm_gb:g} GiB x 0.984, no measured figure" if hw.hbm_gb else "no memory size in the catalog: an 80 GiB part")
+           else f"{hw.hbm_gb:g} GiB x {HBM_VISIBLE:g}, no measured figure" if hw.hbm_gb
+           else "no memory size in the catalog: an 80 GiB part")
     return f"memory per device: {job.capacity_bytes / 1e9:,.1f} GB on {hw.name} ({how}), {job.reserve_gb:g} GB of it reserved"
 
 

@@ -329,9 +329,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     mode = _opt(s, "tp_overlap", tp).astype(np.int64)
     if np.any(mode > 0):  # (a search without an overlap mechanism skips the GEMM-by-GEMM terms)
         qkv_s, o_s, up_s, down_s = (g * prec_factor / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp))
-        sp_on = s["sp"].astype(np.float64) if "sp" in s else np.ones(tp.shape)  # absent: on
-        hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections, sp_on)
-        hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections, sp_on) * tp_moe
+        hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections, sp)
+        hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections, sp) * tp_moe
         tp_s = tp_s - np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s)
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it

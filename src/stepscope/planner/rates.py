@@ -91,17 +91,12 @@ def stored_per_token(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool
         attn = (1 - share) * attn + share * (2 * hk * dk + 2 * hv * dv)
         out = (1 - share) * out + share * hv * dv
     per = (4 if eager_swiglu else 3) if m.gated_mlp else 2
-    routed = 0.0
-    if m.n_experts:
-        moe = (m.n_layers - m.first_dense_layers) / m.n_layers
-        routed = moe * m.experts_per_token * (h + per * m.d_ff_expert)
-        mlp = routed + moe * m.n_shared_experts * per * m.d_ff_expert + (1 - moe) * per * m.d_ff
-    else:
-        mlp = per * float(m.d_ff)
+    moe = (m.n_layers - m.first_dense_layers) / m.n_layers if m.n_experts else 0.0  # share of MoE layers
+    routed = moe * m.experts_per_token * (h + per * m.d_ff_expert)
+    mlp = routed + moe * m.n_shared_experts * per * m.d_ff_expert + (1 - moe) * per * float(m.d_ff)
     none = 4 * h + attn + out + mlp
     if fp8_inputs:  # the bytes per token and layer fp8 saves, as the docstring lists them
-        moe = (m.n_layers - m.first_dense_layers) / m.n_layers if m.n_experts else 0.0
-        routed_fp8 = moe * m.experts_per_token * (h + m.d_ff_expert) if m.n_experts else 0.0
+        routed_fp8 = moe * m.experts_per_token * (h + m.d_ff_expert)
         shared = moe * m.n_shared_experts * m.d_ff_expert - (moe * h if m.n_shared_experts else 0.0)
         fp8_saving = h + (1 - moe) * (h + float(m.d_ff)) + routed_fp8 + shared - out
         return (2 * none - fp8_saving) / h, (2 * (none - out) - fp8_saving) / h, (2 * routed - routed_fp8) / h
