@@ -10,14 +10,22 @@ import re
 import sys
 from typing import Any
 
-from ..errors import ConfigError, InputError
 from ..analysis.hardware import HBM_VISIBLE
+from ..errors import ConfigError, InputError
 from ..outfile import write_output
+from . import frameworks
 from .cost import TP_OVERLAP, Job, evaluate
 from .network import by_name as network_by_name
 from .rates import base_dtype
-from . import frameworks
-from .render import caveat_lines, memory_line, rate_line, records, sensitivity_line, table, what_if_lines
+from .render import (
+    caveat_lines,
+    memory_line,
+    rate_line,
+    records,
+    sensitivity_line,
+    table,
+    what_if_lines,
+)
 from .search import hardware, model, parse_strategy, search
 
 
