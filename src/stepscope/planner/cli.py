@@ -15,6 +15,7 @@ from ..errors import ConfigError, InputError
 from ..outfile import write_output
 from . import frameworks
 from .cost import TP_OVERLAP, Job, evaluate
+from .job import tp_overlap_needs_sp
 from .network import by_name as network_by_name
 from .rates import base_dtype
 from .render import (
@@ -198,7 +199,7 @@ def run(ns: argparse.Namespace) -> int:
     fw = frameworks.by_name(ns.framework) if getattr(ns, "framework", None) else None
     tp_mode = _tp_mode(getattr(ns, "tp_overlap", None))
     no_sp = not getattr(ns, "sequence_parallel", True)
-    if no_sp and tp_mode and TP_OVERLAP[tp_mode] != "bwd":
+    if no_sp and tp_overlap_needs_sp(tp_mode):
         raise ConfigError(f"--tp-overlap {TP_OVERLAP[tp_mode]} needs sequence parallelism", fix="drop --no-sequence-parallel, or use --tp-overlap bwd")
     extra = ([f"tp_overlap={TP_OVERLAP[tp_mode]}"] if tp_mode else []) + (["ep_overlap=1"] if getattr(ns, "ep_overlap", False) else [])
     extra += ["sp=0"] if no_sp else []

@@ -65,6 +65,15 @@ OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
 PP_P2P_HIDDEN = 0.8  # prior: share of steady-state pipeline p2p hidden behind compute
 HOST_GBPS = 25.0  # device <-> host when the catalog has no figure (PCIe Gen4 x16, effective)
 TP_OVERLAP = ("none", "full", "bwd", "bwd+shard")  # TP/GEMM overlap mechanisms (see the module docstring)
+
+
+def tp_overlap_needs_sp(code: int) -> bool:
+    """Whether a TP_OVERLAP mechanism needs sequence parallelism: full and bwd+shard split
+    all-gathers and reduce-scatters; bwd hides the backward input-gradient collective either way
+    (planner/tp_overlap.py)."""
+    return TP_OVERLAP[code] in ("full", "bwd+shard")
+
+
 FP8_RECIPES = ("tensorwise", "rowwise")
 BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "memory")
 

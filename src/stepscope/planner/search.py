@@ -15,7 +15,7 @@ from ..analysis.model_flops import ModelShape
 from ..analysis.models import resolve
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
-from .job import divisors
+from .job import divisors, tp_overlap_needs_sp
 
 FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap",
           "ep_overlap", "keep_params")
@@ -196,7 +196,7 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
         raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
     if vals["keep_params"] and vals["zero"] != 3:
         raise ConfigError("keeping gathered weights (reshard_after_forward=false) applies to ZeRO-3 / FSDP", fix="add zero=3")
-    if vals["tp_overlap"] and vals["tp_overlap"] != TP_OVERLAP.index("bwd") and not vals["sp"]:
+    if tp_overlap_needs_sp(vals["tp_overlap"]) and not vals["sp"]:
         raise ConfigError(f"TP/GEMM overlap {TP_OVERLAP[vals['tp_overlap']]} (it splits all-gathers and reduce-scatters) needs sequence parallelism",
                           fix="drop sp=0, or use tp_overlap=bwd (the backward all-reduce under the weight-gradient GEMM)")
     if vals["hsdp"] and vals["zero"] != 3:
