@@ -89,3 +89,21 @@ def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture
         with pytest.raises(ConfigError, match=words):
             frameworks._parse("x", bad)
     assert set(frameworks.catalog()) == {"megatron", "torchtitan", "maxtext", "nanotron"}
+
+
+def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """The megatron preset's TP overlap (bwd: the input-gradient collective under the weight-gradient
+    GEMM) works with or without sequence parallelism, so --no-sequence-parallel keeps it, in
+    --evaluate and in the search, as if --tp-overlap bwd had been given."""
+    big = ["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "64", "--seq-len", "4096",
+           "--no-sequence-parallel"]
+    ev = ["--evaluate", "tp=8,pp=4,dp=2", "--json"]
+    assert main([*big, "--framework", "megatron", *ev]) == 0
+    preset = json.loads(capsys.readouterr().out)
+    assert main([*big, "--tp-overlap", "bwd", *ev]) == 0
+    explicit = json.loads(capsys.readouterr().out)
+    assert preset["strategy"]["tp_overlap"] == explicit["strategy"]["tp_overlap"] == 2
+    assert preset["step_time_s"] == explicit["step_time_s"]
+    assert main([*big, "--framework", "megatron", "--top", "5", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(r["strategy"]["tp_overlap"] == 2 and r["strategy"]["sp"] == 0 for r in rows if r["strategy"]["tp"] > 1)

@@ -210,8 +210,9 @@ def run(ns: argparse.Namespace) -> int:
         own_tp = getattr(ns, "tp_overlap", None) is None
         ns.evaluate = ns.evaluate and frameworks.strategy(fw, ns.evaluate, add_tp_overlap=own_tp)
         ns.baseline = ns.baseline and frameworks.strategy(fw, ns.baseline, add_tp_overlap=own_tp)
-        if own_tp and not no_sp:
-            tp_mode = TP_OVERLAP.index(fw.settings.get("tp_overlap", "none"))
+        preset = TP_OVERLAP.index(fw.settings.get("tp_overlap", "none"))
+        if own_tp and not (no_sp and tp_overlap_needs_sp(preset)):
+            tp_mode = preset
     if ns.evaluate:
         rec = _one(job, ns.evaluate)
         measured = ns.measured_step_s or calib.get("trace_step_time_s")

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, refuse_unknown_keys
-from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP
+from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP, tp_overlap_needs_sp
 from .search import KEY_ALIASES, parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
@@ -86,15 +86,16 @@ def check(fw: Framework, policy: str, schedule: str) -> None:
 def strategy(fw: Framework | None, text: str, *, add_tp_overlap: bool = True) -> str:
     """A strategy string (--evaluate, --baseline, a --batch record's) under the framework: its
     recompute policy checked against the framework's, and (``add_tp_overlap``: unless --tp-overlap
-    was given) the framework's TP overlap added when the strategy states none (with sequence
-    parallelism only, sp=1: the mechanisms need it)."""
+    was given) the framework's TP overlap added when the strategy states none and its mechanism
+    works with the strategy's sequence parallelism (job.tp_overlap_needs_sp)."""
     if fw is None:
         return text
     s = parse_strategy(text)
     check(fw, RECOMPUTE[int(s["recompute"][0])], SCHEDULES[int(s["sched"][0])])
     keys = {part.split("=", 1)[0].strip().lower() for part in text.split(",") if "=" in part}
     tp = fw.settings.get("tp_overlap", "none")
-    if add_tp_overlap and tp != "none" and int(s["sp"][0]) and "tp_overlap" not in {KEY_ALIASES.get(k, k) for k in keys}:
+    allowed = int(s["sp"][0]) or not tp_overlap_needs_sp(TP_OVERLAP.index(tp))
+    if add_tp_overlap and tp != "none" and allowed and "tp_overlap" not in {KEY_ALIASES.get(k, k) for k in keys}:
         return f"{text},tp_overlap={tp}" if text.strip() else f"tp_overlap={tp}"
     return text
 
