@@ -253,13 +253,29 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
             raise ConfigError(f"no valid configuration meets --where {where!r} (of {s['tp'].size:,} valid{tried})",
                               fix="loosen --where (sp=0 is searched with --no-sequence-parallel; sched=afab is evaluated, not searched)")
         s = {k: v[keep] for k, v in s.items()}
-    r = evaluate(job, s)
+    # rank on the three results the ranking needs, then evaluate the chosen rows in full (a
+    # configuration's results do not depend on the others evaluated with it)
+    r = evaluate(job, s, keys=("fits", "step_s", "total_gb"))
     fitting = int(np.count_nonzero(r["fits"]))
     # the fastest that fit; when none does, the ones closest to fitting (least memory per device)
     key = np.where(r["fits"], r["step_s"], np.inf) if fitting else r["total_gb"]
-    order = np.argsort(key, kind="stable")
     if distinct:  # the first (fastest) row of each layout, in ranking order
+        order = np.argsort(key, kind="stable")
         _, first = np.unique(_layout_key({k: s[k][order] for k in LAYOUT}), return_index=True)
-        order = order[np.sort(first)]
-    order = order[:top]
-    return Plan({k: v[order] for k, v in s.items()}, {k: v[order] for k, v in r.items()}, int(s["tp"].size), fitting)
+        order = order[np.sort(first)][:top]
+    else:
+        order = smallest(key, top)
+    chosen = {k: v[order] for k, v in s.items()}
+    return Plan(chosen, evaluate(job, chosen), int(s["tp"].size), fitting)
+
+
+def smallest(key: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` smallest keys in ascending order, ties by index: what
+    ``np.argsort(key, kind="stable")[:k]`` gives, without sorting all of ``key``."""
+    if k <= 0:
+        return np.zeros(0, dtype=np.intp)
+    if k >= key.size:
+        return np.argsort(key, kind="stable")
+    kth = np.partition(key, k - 1)[k - 1]
+    idx = np.flatnonzero(key <= kth)  # every tie of the k-th key, in index order
+    return idx[np.argsort(key[idx], kind="stable")][:k]
