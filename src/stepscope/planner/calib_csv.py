@@ -40,7 +40,7 @@ class Calibration:
 
 
 def _step(job: Job, s: dict[str, np.ndarray]) -> np.ndarray:
-    return evaluate(job, s)["step_s"]
+    return evaluate(job, s, keys=("step_s",))["step_s"]
 
 
 def _measured(r: dict[str, Any], n: int, path: str) -> float:

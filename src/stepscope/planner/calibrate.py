@@ -109,4 +109,4 @@ def cross_validate(runs: Sequence[Run], by_family: bool = False) -> dict[str, di
 
 
 def predict_tokens(job: Job, s: dict[str, np.ndarray]) -> np.ndarray:
-    return evaluate(job, s)["tokens_per_s_per_device"]
+    return evaluate(job, s, keys=("tokens_per_s_per_device",))["tokens_per_s_per_device"]

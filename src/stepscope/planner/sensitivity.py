@@ -29,5 +29,5 @@ def sensitivity(job: Job, s: dict[str, np.ndarray]) -> dict[str, float]:
         factor = np.ones(n)
         factor[i + 1] = worse
         scaled[field] = getattr(job, field) * factor
-    step = evaluate(replace(job, **scaled), tiled)["step_s"]
+    step = evaluate(replace(job, **scaled), tiled, keys=("step_s",))["step_s"]
     return {t: float(step[i + 1] / step[0] - 1) for i, t in enumerate(TERMS)}
