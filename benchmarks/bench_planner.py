@@ -101,9 +101,12 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     # (and gate, up) GEMMs; Megatron, MindSpeed and nanotron fuse them. "rowwise" names torchao's recipe
     separate = bool(re.search(r"torchtitan|maxtext", r["source"], re.IGNORECASE))
     # torchtitan's loss is F.cross_entropy(pred.flatten(0, 1).float(), labels) (train.py's loss_fn),
-    # not a fused vocab-parallel one; nanotron's is sharded_cross_entropy(..., dtype=torch.float),
+    # not a fused vocab-parallel one, left eager in 2024 ("TODO: compiling loss function causes CUDA
+    # errors") and compiled with the model since April 2025 (components/loss.py, PR #1033): the
+    # 2025-06 benchmarks ran torch.compile; nanotron's is sharded_cross_entropy(..., dtype=torch.float),
     # the max subtracted out of place
-    loss = "unfused" if "torchtitan" in r["source"] else "copy" if "nanotron" in r["source"] else "fused"
+    titan_2025 = bool(re.search(r"2025-?06", r["source"]))
+    loss = ("compiled" if titan_2025 else "unfused") if "torchtitan" in r["source"] else "copy" if "nanotron" in r["source"] else "fused"
     job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
               param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate, loss=loss,
               # nanotron's MLP: down_proj(GLUActivation(gate_up_proj(x))), the activation eager (models/llama.py)

@@ -32,7 +32,7 @@ def test_loss_names_and_the_old_flag_agree(capsys: pytest.CaptureFixture[str]) -
     assert job_from_record(record).loss == "fused" and job_from_record({**record, "fused_loss": False}).loss == "unfused"
     assert job_from_record({**record, "fused_loss": False, "loss": "copy"}).loss == "copy"  # the name wins
     job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
-    with pytest.raises(ConfigError, match="loss must be one of fused, unfused, copy"):
+    with pytest.raises(ConfigError, match="loss must be one of fused, unfused, copy, compiled"):
         dataclasses.replace(job, loss="chunked")
     args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "8192",
             "--evaluate", "dp=8,zero=3,mb=2", "--json"]
@@ -41,3 +41,26 @@ def test_loss_names_and_the_old_flag_agree(capsys: pytest.CaptureFixture[str]) -
         assert main(args + extra) == 0
         times.append(json.loads(capsys.readouterr().out)["step_time_s"])
     assert times[0] == times[1] != times[2]
+
+
+def test_compiled_loss_holds_4_bytes_per_logit_and_moves_8() -> None:
+    """torch.compile'd F.cross_entropy (torchtitan since 2025-04): bf16 logits + their bf16
+    gradient, 4 B per logit live, against the eager unfused loss's 12: 8 B x 16384 x 128256 less on
+    every device; moved 8 B against 44: 36 x 128256 x 131072 tokens / 3.35 TB/s / 8 devices less
+    time. An eager job (no torch.compile) runs the compiled loss unfused."""
+    s = parse_strategy("dp=8,zero=3,mb=2")
+    unfused = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192, loss="unfused")
+    a, b = evaluate(unfused, s), evaluate(dataclasses.replace(unfused, loss="compiled"), s)
+    assert a["activations_gb"][0] - b["activations_gb"][0] == pytest.approx(8 * 16384 * 128256 / 1e9)
+    assert a["compute_s"][0] - b["compute_s"][0] == pytest.approx(36 * 128256 * 16 * 8192 / 3350e9 / 8)
+    eager_u = evaluate(dataclasses.replace(unfused, fused_elementwise=False), s)
+    eager_c = evaluate(dataclasses.replace(unfused, fused_elementwise=False, loss="compiled"), s)
+    assert eager_c["activations_gb"][0] == eager_u["activations_gb"][0] and eager_c["step_s"][0] == eager_u["step_s"][0]
+
+
+def test_torchtitan_preset_compiles_its_loss() -> None:
+    from stepscope.planner.cli import job_from_record
+
+    record = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 8192}
+    assert job_from_record({**record, "framework": "torchtitan"}).loss == "compiled"
+    assert job_from_record({**record, "framework": "torchtitan", "loss": "unfused"}).loss == "unfused"  # before 2025-04

@@ -136,10 +136,11 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--eager-swiglu", action="store_true", default=None,
                     help="the gated MLP's activation and product run as separate PyTorch ops though the norms are fused "
                          "(nanotron): act(gate) is stored too, 4 f per token instead of 3, and 10 B per element moved instead of 6")
-    pl.add_argument("--loss", choices=("fused", "unfused", "copy"), default=None,
+    pl.add_argument("--loss", choices=("fused", "unfused", "copy", "compiled"), default=None,
                     help="the loss's kernels: fused (in place on one fp32 copy: Megatron, Transformer Engine; the default), "
                          "unfused (F.cross_entropy on an fp32 upcast: torchtitan, Hugging Face; = --unfused-loss), "
-                         "copy (nanotron: the max subtracted out of place, 10 B per logit live)")
+                         "copy (nanotron: the max subtracted out of place, 10 B per logit live), "
+                         "compiled (F.cross_entropy under torch.compile: torchtitan since 2025-04; 4 B per logit live)")
     pl.add_argument("--unfused-loss", dest="fused_loss", action="store_false", default=True,
                     help="= --loss unfused: PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face), 12 B per logit "
                     "at its peak instead of a fused vocab-parallel loss's 6 (Megatron)")

@@ -9,7 +9,6 @@ import numpy as np
 
 from .job import (
     ACT_BYTES,
-    LOSS_BYTES,
     RECOMPUTE,
     RECOMPUTE_FACTOR,
     REPLICATED_BYTES,
@@ -74,7 +73,7 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     # the output layer: the loss's live bytes per logit (LOSS_BYTES; fused: bf16 logits + their
     # fp32 copy, s*b*V*(2+4)/(tp*cp)) on the last stage (vocab-parallel under TP), which holds one
     # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
-    logits = seq * mb * m.vocab * LOSS_BYTES[job.loss][0] / (tp * cp)
+    logits = seq * mb * m.vocab * job.loss_bytes[0] / (tp * cp)
     act_last = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L) + work_layer + logits
     act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
     return act_b, act_layer, rfactor, sp

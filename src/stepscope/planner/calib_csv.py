@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np

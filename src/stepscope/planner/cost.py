@@ -30,7 +30,7 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   (interleaved 1F1B x (1 + (pp-1)/(pp vpp)), at most all of them: activations.py)
   in flight on the first stage, AFAB all of them; activation offload keeps two layers' worth on
   the device; the output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the
-  loss; 12 unfused, 10 with nanotron's copy: job.LOSS_BYTES by ``Job.loss``) on the last stage, which holds one
+  loss; 12 unfused, 10 with nanotron's copy, 4 compiled: job.LOSS_BYTES by ``Job.loss``) on the last stage, which holds one
   micro-batch; the peak is the larger stage;
 - communication buffers (buffers.py: 1 GB, and under ZeRO-3/FSDP two gathered layers' weights and
   one layer's whole gradients) and a framework reserve (default 3 GB).
@@ -158,7 +158,6 @@ from .job import (
     BUBBLE_FACTOR,
     DP_OVERLAP,
     HOST_GBPS,
-    LOSS_BYTES,
     OFFLOAD_HIDDEN,
     PP_P2P_HIDDEN,
     RECOMPUTE,
@@ -291,7 +290,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         / hw.hbm_bytes_per_s)
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
     # gradient, downcast), memory-bound
-    loss_bytes = LOSS_BYTES[job.loss][1] * m.vocab * tokens
+    loss_bytes = job.loss_bytes[1] * m.vocab * tokens
     if job.gemm_eff is not None:
         elem_bytes = loss_bytes = 0.0  # a measured efficiency (from a trace) includes elementwise time
     # the output layer (logits GEMM, part of `work`, and the loss) is not recomputed and runs on the

@@ -51,8 +51,13 @@ TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25, 1.0])
 # dtype=float, tensor_parallel/functional.py): the max is subtracted out of place, so the bf16
 # logits, their fp32 copy and the shifted fp32 logits are live together (10 B); the exp, the
 # normalization and the gradient then work in place on the shifted copy; moved: upcast 2+4, max
-# 4, subtract 4+4, exp 4+4, sum 4, divide 4+4, backward multiply 4+4, downcast 4+2 = 52 B
-LOSS_BYTES = {"fused": (6.0, 24.0), "unfused": (12.0, 44.0), "copy": (10.0, 52.0)}
+# 4, subtract 4+4, exp 4+4, sum 4, divide 4+4, backward multiply 4+4, downcast 4+2 = 52 B.
+# Compiled (the unfused loss under torch.compile: torchtitan compiles its loss function with the
+# model since April 2025, components/loss.py build_cross_entropy_loss, PR #1033; before that a
+# TODO left it eager): Inductor fuses the upcast into the reductions and the softmax gradient into
+# one kernel, so only the bf16 logits (saved) and their bf16 gradient are live (4 B); moved: max
+# and sum-exp passes 2+2, backward read 2 + write 2 = 8 B. Under --eager it runs unfused.
+LOSS_BYTES = {"fused": (6.0, 24.0), "unfused": (12.0, 44.0), "copy": (10.0, 52.0), "compiled": (4.0, 8.0)}
 # 1f1b is interleaved when vpp > 1; afab (all forwards, then all backwards: GPipe, nanotron's default
 # pipeline engine) has 1F1B's bubble but holds every micro-batch's activations until its backward
 SCHEDULES = ("1f1b", "zb-h1", "zb-v", "afab")
@@ -131,7 +136,8 @@ class Job:
     # copy of the logits (Megatron, Transformer Engine): 6 B per logit held, ~24 B moved;
     # "unfused", PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face): 12 B held
     # at the start of backward, ~44 B moved; "copy", nanotron's sharded cross entropy, which
-    # subtracts the max out of place: 10 B held, ~52 B moved
+    # subtracts the max out of place: 10 B held, ~52 B moved; "compiled", the unfused loss under
+    # torch.compile (torchtitan since April 2025): 4 B held, ~8 B moved, unfused when the job is eager
     loss: str = "fused"
     # fp8 scaling recipe (with precision fp8): "tensorwise" (one scale per tensor: Transformer
     # Engine, torchao's tensorwise) or "rowwise" (one per row: torchao's rowwise); see rates.fp8_cast_bytes
@@ -175,6 +181,12 @@ class Job:
         """Memory per device the strategies must fit in, bytes (Hardware.capacity_bytes; a device
         without a memory size is taken as an 80 GiB part)."""
         return self.hw.capacity_bytes or 80 * 2**30 * HBM_VISIBLE
+
+    @property
+    def loss_bytes(self) -> tuple[float, float]:
+        """(bytes per logit held at the loss's peak, bytes per logit moved), LOSS_BYTES of ``loss``;
+        a compiled loss in an eager job (fused_elementwise False: no torch.compile) runs unfused."""
+        return LOSS_BYTES["unfused" if self.loss == "compiled" and not self.fused_elementwise else self.loss]
 
     @property
     def swiglu_eager(self) -> bool:
