@@ -90,3 +90,16 @@ def test_a_what_if_from_a_trace_fits_against_the_memory_the_trace_reported(tmp_p
     rec = json.loads(capsys.readouterr().out)
     assert rec["calibration"]["trace_memory_gb"] == pytest.approx(42.297524224)
     assert rec["memory_gb"]["total"] + rec["headroom_gb"] == pytest.approx(42.297524224)
+
+
+def test_h800_is_in_the_catalog_by_its_alias(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3's device: the H100 SXM's die with NVLink cut to 400 GB/s (200 per direction);
+    no measured capacity, so 80 GiB x 0.984 = 84,524,956,385 B."""
+    base = ["plan", "--model", "llama3-8b", "--devices", "8", "--global-batch", "64", "--seq-len", "8192", "--top", "1"]
+    assert main([*base, "--hardware", "h800"]) == 0
+    assert "memory per device: 84.5 GB on H800-SXM (80 GiB x 0.984, no measured figure)" in capsys.readouterr().out
+    from stepscope.planner.search import hardware
+
+    h800, h100 = hardware("H800"), hardware("h100")
+    assert h800.intra_node_gbps == 200 and h100.intra_node_gbps == 450
+    assert h800.peak_tflops["bf16"] == h100.peak_tflops["bf16"] and h800.peak_tflops["fp64"] == 1.0

@@ -200,7 +200,7 @@ def _with_per_core(devices: list[Hardware]) -> list[Hardware]:
 # common short names (case-insensitive), for `plan --hardware` and `analyze --hardware` alike
 ALIASES = {
     "a100": "A100-SXM-80GB", "a100-80gb": "A100-SXM-80GB", "a100-40gb": "A100-SXM-40GB", "h100": "H100-SXM",
-    "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h100-96gb": "H100-SXM-96GB-500W", "h200": "H200", "b200": "B200", "gb200": "GB200",
+    "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h100-96gb": "H100-SXM-96GB-500W", "h800": "H800-SXM", "h200": "H200", "b200": "B200", "gb200": "GB200",
     "mi300x": "MI300X", "mi250x": "MI250X", "mi355x": "MI355X", "tpu-v4": "TPU-v4", "tpu-v5e": "TPU-v5e",
     "tpu-v5p": "TPU-v5p", "tpu-v6e": "TPU-v6e", "tpu-v7x": "TPU-v7x", "ascend-910b": "Ascend-910B",
     "ascend-910c": "Ascend-910C", "c500": "MetaX-C500", "v100": "V100-SXM2", "l40s": "L40S",
