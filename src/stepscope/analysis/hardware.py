@@ -244,14 +244,29 @@ _BY_PROPERTIES: dict[tuple[int, int, int], str] = {
 }
 
 
+# a device memory size a trace may report, bytes: anything outside is a damaged or foreign field
+REPORTED_MEMORY_RANGE = (1e8, 1e13)
+
+
+def reported_memory_bytes(props: dict[str, Any]) -> float | None:
+    """The device memory a trace's ``deviceProperties`` entry reports (``totalGlobalMem``), or
+    None when it is missing or not a plausible size (REPORTED_MEMORY_RANGE): trace fields are
+    untrusted input."""
+    m = props.get("totalGlobalMem")
+    if isinstance(m, bool) or not isinstance(m, (int, float)):
+        return None
+    lo, hi = REPORTED_MEMORY_RANGE
+    return float(m) if lo <= m <= hi else None
+
+
 def detect_from_properties(props: dict[str, Any], user_file: str | None = None) -> Hardware | None:
     """Fallback when the name is empty: compute capability + SM count (+ memory for A100 80GB)."""
     try:
         key = (int(props["computeMajor"]), int(props["computeMinor"]), int(props["numSms"]))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     name = _BY_PROPERTIES.get(key)
-    if name == "A100-SXM-40GB" and float(props.get("totalGlobalMem", 0) or 0) > 60e9:
+    if name == "A100-SXM-40GB" and (reported_memory_bytes(props) or 0.0) > 60e9:
         name = "A100-SXM-80GB"
     return by_name(name, user_file) if name else None
 

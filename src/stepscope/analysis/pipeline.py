@@ -112,7 +112,7 @@ def _with_hlo(trace: Trace, cfg: AnalyzeConfig, warnings: list[str]) -> Trace:
     return dataclasses.replace(trace, events=events)
 
 
-_RANK_MSG = re.compile(r"^rank (\d+): (.*)$", re.S)
+_RANK_MSG = re.compile(r"^rank (\d+): (.*)$", re.DOTALL)
 
 
 def collapse_rank_warnings(warnings: list[str]) -> tuple[str, ...]:
@@ -298,8 +298,7 @@ def _roofline(
         if hw is None and rd.dev.size:
             what = f"device {info.device_name!r} is not in the hardware catalog" if info.device_name else "the trace names no device"
             warnings.append(f"rank {info.rank}: {what}; roofline and MFU need --hardware NAME (or --hardware-file for your own device)")
-    mems = [p.get("totalGlobalMem") for p in info.device_properties if isinstance(p, dict)]
-    reported = next((m for m in mems if isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < float("inf")), None)
+    reported = next((m for p in info.device_properties if (m := hardware.reported_memory_bytes(p))), None)
     hw_info = (HardwareInfo(hw.name, hw.peak_flops(cfg.mfu_dtype) / 1e12, hw.hbm_gbps, hw.source, source,
                             float(reported) if reported else hw.capacity_bytes) if hw else None)
     d = rd.dev

@@ -282,14 +282,15 @@ def assemble(reads: list[FileRead]) -> Trace:
         tables.append(table)
         raw_info = fr.header.get("distributedInfo")
         info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
-        props = fr.header.get("deviceProperties") or []
-        props = [p for p in props if isinstance(p, dict)]
+        raw_props = fr.header.get("deviceProperties")
+        props = [p for p in raw_props if isinstance(p, dict)] if isinstance(raw_props, list) else []
+        name = props[0].get("name") if props else None
         ranks.append(
             RankInfo(
                 rank=rank,
                 path=fr.path,
                 rank_source=source,
-                device_name=(str(props[0].get("name")) or None) if props else None,
+                device_name=str(name) if name not in (None, "") else None,
                 world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None,
                 backend=str(info["backend"]) if info.get("backend") else None,
                 num_events=fr.table.num_rows,
