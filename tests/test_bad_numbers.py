@@ -172,3 +172,17 @@ def test_strategies(strategy: str, says: str, capsys: pytest.CaptureFixture[str]
     assert main(BASE[:-1] + [strategy]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", [5, ["A100"], ""])
+def test_from_analysis_with_a_damaged_device_name(report: dict, name: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A device name that is not a string is no name (it was a traceback): the what-if runs and
+    does not compare devices."""
+    doc = json.loads(json.dumps(report))
+    doc["ranks"][0]["hardware"]["name"] = name
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(doc), encoding="utf-8")
+    args = ["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "2", "--global-batch", "8", "--seq-len", "1024",
+            "--evaluate", "dp=2", "--baseline", "dp=2", "--from-analysis", str(bad), "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["what_if"]["baseline"]

@@ -95,7 +95,7 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
     hidden = sum(float(v.get("overlapped_ns") or 0) for v in (r.get("collectives") or {}).values())
     return TraceEfficiency(
         step_s=float(med) * 1e-9, gemm_eff=_ratio(oth_f, oth_d, peak), attn_eff=_ratio(att_f, att_d, peak),
-        dp_overlap=(hidden / comm) if comm > 0 else None, hardware=hw.get("name"), rank=int(r.get("rank") or 0),
+        dp_overlap=(hidden / comm) if comm > 0 else None, hardware=_text(hw.get("name")), rank=int(r.get("rank") or 0),
         why_no_flops=(str(r.get("roofline_note")) if r.get("roofline_note") and not (oth_f or att_f) else None),
         memory_bytes=hardware.reported_memory_bytes({"totalGlobalMem": hw.get("memory_bytes")}),
         parts_s=_median_step_parts(r.get("steps")),
@@ -115,6 +115,11 @@ def _median_step_parts(steps: Any) -> dict[str, float] | None:
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf for v in vals.values()):
         return None
     return {k: float(v) * 1e-9 for k, v in vals.items()}  # type: ignore[arg-type]
+
+
+def _text(v: Any) -> str | None:
+    """A non-empty string field of the report, else None (a damaged name is no name)."""
+    return v if isinstance(v, str) and v else None
 
 
 def _positive(v: Any) -> float | None:
