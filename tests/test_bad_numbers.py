@@ -102,6 +102,7 @@ DEVICE = "version: 1\ndevices:\n  - name: MyGPU\n    match: 'MyGPU'\n    peak_tf
     (".inf", "2000", "peak_tflops.bf16 is inf"),
     ("0", "2000", "peak_tflops.bf16 is 0.0"),  # divided by zero in the roofline
     ("500", "-1", "hbm_gbps is -1.0"),
+    ("~", "2000", "device MyGPU: peak_tflops gives no peak"),  # no peak at all: the planner divided by zero
     ("500}\n    matmul_ef: {bf16: 0.8", "2000", "device MyGPU: unknown key matmul_ef"),  # a misspelt figure was ignored
 ])
 @pytest.mark.parametrize("command", ["analyze", "plan"])

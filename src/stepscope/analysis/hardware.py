@@ -143,6 +143,9 @@ def _check(hw: Hardware, where: str) -> None:
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf):
             raise ConfigError(f"device {hw.name}: {key} is {v!r}, not a finite number > 0", path=where,
                               fix="fix the figure, or leave an unknown optional one out")
+    if not rates.keys() & {f"peak_tflops.{k}" for k in hw.peak_tflops}:  # every MFU, roofline and step time divides by one
+        raise ConfigError(f"device {hw.name}: peak_tflops gives no peak", path=where,
+                          fix="give at least the dense bf16 peak, e.g. peak_tflops: {bf16: 989.4}")
     for key, v in hw.matmul_eff.items():
         if not 0 < v <= 1:
             raise ConfigError(f"device {hw.name}: matmul_eff.{key} is {v!r}, not a fraction of the peak in (0, 1]", path=where,
