@@ -194,6 +194,9 @@ def test_user_rules_file_extends_classification(tmp_path: Path) -> None:
     ("categories:\n  - {pattern: 'x'}\n", "categories must be a list of {category: ..., pattern: ...}"),  # was a KeyError
     ("collectives: {type: all_reduce}\n", "collectives must be a list of {type: ..., pattern: ...}"),
     ("comm_kernels: 'my(ccl'\n", "bad regular expression 'my(ccl'"),  # named alone, not inside the bundled pattern
+    ("comm_kernels: [mynccl]\n", "comm_kernels must be one regular expression (a string), not list"),  # was a traceback
+    ("comm_ops: true\n", "comm_ops must be one regular expression (a string), not bool"),
+    ("categories:\n  - {category: gemm, pattern: [x]}\n", "categories must be a list of {category: ..., pattern: ...} with text"),  # the regex "['x']"
 ])
 def test_bad_rules_file_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, says: str) -> None:
     from stepscope.cli import main

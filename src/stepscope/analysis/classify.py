@@ -68,11 +68,15 @@ def _parse(doc: Any, where: str) -> dict[str, Any]:
     for key, name in _KEYS.items():
         if name is None or doc.get(key) is None:
             if name is None and doc.get(key) is not None and key != "version":
+                if not isinstance(doc[key], str):  # a list or a number became the regex of its repr
+                    raise ConfigError(f"{key} must be one regular expression (a string), not {type(doc[key]).__name__}", path=where,
+                                      fix=f"e.g. {key}: 'my_kernel|other_kernel'")
                 _compile(doc[key], where)  # the user's own pattern, named alone if it is bad
             continue
         entries = doc[key]
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and name in e and "pattern" in e for e in entries):
-            raise ConfigError(f"{key} must be a list of {{{name}: ..., pattern: ...}}", path=where,
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get(name), str) and isinstance(e.get("pattern"), str)
+                                                    for e in entries):
+            raise ConfigError(f"{key} must be a list of {{{name}: ..., pattern: ...}} with text values", path=where,
                               fix=f"e.g. {key}: [{{{name}: ..., pattern: 'my_kernel'}}]")
     return doc
 
