@@ -208,7 +208,7 @@ def evaluate(job: Job, s: dict[str, np.ndarray], keys: Collection[str] | None = 
         r = _evaluate(job, s)
         return r if keys is None else {k: r[k] for k in keys}
     # each block is written into arrays allocated once: keeping the blocks and concatenating them
-    # held every result twice and took half the time of a 1M evaluation (page faults on this VM)
+    # held every result twice
     out: dict[str, np.ndarray] = {}
     for i in range(0, n, CHUNK):
         part: dict[str, Any] = {f.name: v[i:i + CHUNK] for f in fields(job)
