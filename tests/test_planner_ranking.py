@@ -18,6 +18,12 @@ def test_smallest_matches_a_stable_sort_with_ties(k: int) -> None:
     assert smallest(key, k).tolist() == expected
 
 
+def test_smallest_with_nans_orders_them_last() -> None:
+    key = np.array([np.nan, 2.0, np.nan, 1.0])
+    assert smallest(key, 3).tolist() == [3, 1, 0]  # by hand: 1.0, 2.0, then the first NaN
+    assert smallest(key, 1).tolist() == [3]
+
+
 def test_smallest_on_many_ties() -> None:
     key = np.random.default_rng(0).integers(0, 4, 5000).astype(float)
     for k in (1, 17, 1250, 1251, 4999):

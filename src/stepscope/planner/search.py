@@ -277,5 +277,7 @@ def smallest(key: np.ndarray, k: int) -> np.ndarray:
     if k >= key.size:
         return np.argsort(key, kind="stable")
     kth = np.partition(key, k - 1)[k - 1]
+    if np.isnan(kth):  # fewer than k numbers: argsort puts the NaNs last
+        return np.argsort(key, kind="stable")[:k]
     idx = np.flatnonzero(key <= kth)  # every tie of the k-th key, in index order
     return idx[np.argsort(key[idx], kind="stable")][:k]
