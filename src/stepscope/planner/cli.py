@@ -28,6 +28,7 @@ from .render import (
     what_if_lines,
 )
 from .search import hardware, model, parse_strategy, search
+from .settings import job_settings, settings_line
 
 
 def job_from_record(d: dict[str, Any]) -> Job:
@@ -177,7 +178,9 @@ def run(ns: argparse.Namespace) -> int:
                                       path=ns.batch, fix='e.g. {"model": "llama3-8b", "hardware": "h100", ...}')
                 full = _with_cli_defaults(rec, ns)
                 fw = frameworks.by_name(str(full["framework"])) if full.get("framework") not in (None, "") else None
-                out = _one(job_from_record(full), frameworks.strategy(fw, str(rec.get("strategy", ""))))
+                job = job_from_record(full)
+                out = _one(job, frameworks.strategy(fw, str(rec.get("strategy", ""))))
+                out["settings"] = job_settings(job)
                 if ignored := ignored_keys(rec):
                     out["ignored_keys"] = ignored
             except ConfigError as exc:
@@ -239,8 +242,10 @@ def run(ns: argparse.Namespace) -> int:
         from .sensitivity import sensitivity
 
         rec["sensitivity"] = sensitivity(job, parse_strategy(ns.evaluate))
+        rec["settings"] = job_settings(job)
         caveats = _caveats(job, [rec])
-        lines = [rate_line(rec), memory_line(rec), sensitivity_line(rec["sensitivity"]), *what_if_lines(rec), *caveats]
+        lines = [rate_line(rec), memory_line(rec), sensitivity_line(rec["sensitivity"]), settings_line(rec["settings"]),
+                 *what_if_lines(rec), *caveats]
         rec["caveats"] = [c.removeprefix("note: ") for c in caveats]  # the least validated terms it leans on
         if ns.html:  # the strategy, and beside it the baseline of a what-if
             _write_html(ns.html, job, ns.model, [rec, base] if "what_if" in rec else [rec],
@@ -255,19 +260,22 @@ def run(ns: argparse.Namespace) -> int:
                   where=frameworks.where(fw, getattr(ns, "where", "") or ""),
                   distinct=bool(getattr(ns, "distinct", False)))
     recs = records(plan.strategies, plan.results, dense=not job.model.n_experts)
+    settings = job_settings(job)
+    for r in recs:
+        r["settings"] = settings
     notes = [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs)]
     meeting = f" meeting --where {ns.where}" if getattr(ns, "where", None) else ""
     meeting += f" ({fw.name}'s recompute policies and schedules)" if fw is not None else ""
     distinct = "; one row per layout (the fastest of each)" if getattr(ns, "distinct", False) else ""
     if ns.html:
-        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations{meeting}{distinct}", notes)
+        _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations{meeting}{distinct}", [settings_line(settings), *notes])
     if ns.json:
         print(json.dumps(recs))  # a list (the stable interface): what the calibration used goes to stderr
         for line in what_if_lines({"calibration": calib}):
             print(line, file=sys.stderr)
     else:
         _print_wide(table(recs), f"{plan.evaluated:,} valid configurations{meeting} evaluated{distinct}{_network_note(job)}",
-                    _capacity_line(job), *notes)
+                    _capacity_line(job), settings_line(settings), *notes)
     return 0
 
 

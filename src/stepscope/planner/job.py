@@ -183,10 +183,15 @@ class Job:
         return self.hw.capacity_bytes or 80 * 2**30 * HBM_VISIBLE
 
     @property
+    def loss_run(self) -> str:
+        """The loss's kernels as the job runs them: ``loss``, except that a compiled loss in an eager
+        job (fused_elementwise False: no torch.compile) runs unfused."""
+        return "unfused" if self.loss == "compiled" and not self.fused_elementwise else self.loss
+
+    @property
     def loss_bytes(self) -> tuple[float, float]:
-        """(bytes per logit held at the loss's peak, bytes per logit moved), LOSS_BYTES of ``loss``;
-        a compiled loss in an eager job (fused_elementwise False: no torch.compile) runs unfused."""
-        return LOSS_BYTES["unfused" if self.loss == "compiled" and not self.fused_elementwise else self.loss]
+        """(bytes per logit held at the loss's peak, bytes per logit moved): LOSS_BYTES of loss_run."""
+        return LOSS_BYTES[self.loss_run]
 
     @property
     def swiglu_eager(self) -> bool:

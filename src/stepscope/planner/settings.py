@@ -1,0 +1,53 @@
+"""What a prediction assumes beyond the strategy: the job's framework properties and precision
+details (set by --framework presets, flags or batch keys), as data for the JSON and one line for
+the terminal, so a reader sees which kernels and recipes the numbers stand for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .job import LOSS_BYTES, Job
+
+_LOSS_TEXT = {"fused": "fused vocab-parallel loss", "unfused": "eager F.cross_entropy on fp32 logits",
+              "copy": "nanotron's sharded cross entropy", "compiled": "compiled F.cross_entropy"}
+
+
+def job_settings(job: Job) -> dict[str, Any]:
+    """The settings the cost model reads from the job, by the names of the batch-record keys; the
+    loss as it runs (a compiled loss in an eager job is unfused), gradients in bytes."""
+    out: dict[str, Any] = {
+        "precision": job.precision, "loss": job.loss_run, "fused_projections": job.fused_projections,
+        "fused_elementwise": job.fused_elementwise, "eager_swiglu": job.swiglu_eager, "flash_attention": job.flash_attention,
+        "grad_bytes": job.grad_bytes, "reserve_gb": job.reserve_gb,
+    }
+    if job.precision == "fp8":
+        out |= {"fp8_recipe": job.fp8_recipe, "fp8_weight_cache": job.fp8_weight_cache, "fp8_saved_inputs": job.fp8_saved_inputs}
+    if job.model.n_experts:
+        out["moe_imbalance"] = job.moe_imbalance
+    if job.dp_bucket_mb:
+        out["dp_bucket_mb"] = job.dp_bucket_mb
+    if job.param_gather_overlap:
+        out["param_gather_overlap"] = True
+    if job.zero_sync_after_backward:
+        out["zero_sync_after_backward"] = True
+    if job.network is not None:
+        out["network"] = job.network.name
+    return out
+
+
+def settings_line(st: dict[str, Any]) -> str:
+    """One line: ``assumed: ...`` in the order the cost model's terms come."""
+    parts = [f"{_LOSS_TEXT[st['loss']]} ({LOSS_BYTES[st['loss']][0]:g} B per logit live)",
+             "fused q/k/v and gate/up GEMMs" if st["fused_projections"] else "separate q, k, v (and gate, up) GEMMs",
+             "fused elementwise kernels" if st["fused_elementwise"] else "eager elementwise ops",
+             *(["eager SwiGLU"] if st["eager_swiglu"] and st["fused_elementwise"] else []),
+             "flash attention" if st["flash_attention"] else "attention scores materialized",
+             f"{'fp32' if st['grad_bytes'] == 4 else '16-bit'} gradients"]
+    if st["precision"] == "fp8":
+        parts.append(f"fp8 {st['fp8_recipe']}, weights cast {'once per step' if st['fp8_weight_cache'] else 'every micro-batch'}, "
+                     f"{st['fp8_saved_inputs']} inputs saved")
+    if "moe_imbalance" in st and st["moe_imbalance"] != 1.0:
+        parts.append(f"MoE imbalance {st['moe_imbalance']:g}")
+    if st.get("network"):
+        parts.append(f"network {st['network']}")
+    return "assumed: " + ", ".join(parts)
