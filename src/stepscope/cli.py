@@ -125,6 +125,10 @@ def _parser() -> argparse.ArgumentParser:
                     "fp8 copy (default: Transformer Engine) or the bf16 input, recast in backward (torchao's float8)")
     pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
                     help="ZeRO-1/2: the updated weights' all-gather runs under the next forward (Megatron --overlap-param-gather)")
+    pl.add_argument("--pipeline-split-embedding", action="store_true",
+                    help="the embedding and the loss count as one layer each when the layers are split over pipeline stages: "
+                    "the first and the last stage hold one layer fewer (Megatron --account-for-embedding-in-pipeline-split "
+                    "--account-for-loss-in-pipeline-split, set by Megatron-Bridge's Llama 3.1 405B recipe)")
     pl.add_argument("--zero-sync-after-backward", dest="zero_sync_after_backward", action="store_true",
                     help="ZeRO-1/2: gradients are all-reduced after the backward, exposed (nanotron with fp32 gradient accumulation)")
     pl.add_argument("--dp-bucket-mb", type=float, metavar="MB",

@@ -23,7 +23,7 @@ SELECTIVE, FULL = RECOMPUTE.index("selective"), RECOMPUTE.index("full")
 
 def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,
                 n_micro: np.ndarray, rc: np.ndarray, sched: np.ndarray, offload: np.ndarray,
-                stage_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                stage_L: np.ndarray, end_L: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(peak activation bytes per device, bytes one stored layer takes, recompute factor by policy,
     sequence parallelism 0/1) per configuration."""
     m = job.model
@@ -60,20 +60,28 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     # pp x stage_L layers (Korthikanti et al. 2022, section 4.2.3; Megatron's interleaved
     # schedule), never more than all the micro-batches
     n = np.maximum(n_micro, 1)
-    inflight = np.where((sched == SCHEDULES.index("afab")) & (pp > 1), n, np.minimum(pp, n))
+    afab = (sched == SCHEDULES.index("afab")) & (pp > 1)
+    full = np.where(afab, n, pp.astype(np.float64))  # before the cap at all the micro-batches
+    second = np.where(afab, n, pp - 1.0)  # the second stage holds one micro-batch fewer (1F1B)
     if "vpp" in s:
         vpp = s["vpp"]
         interleaved = (vpp > 1) & (pp > 1) & (sched == SCHEDULES.index("1f1b"))
         if interleaved.any():
-            inflight = np.where(interleaved, np.minimum(inflight * (1 + (pp - 1) / (pp * vpp)), n), inflight)
+            full = np.where(interleaved, full * (1 + (pp - 1) / (pp * vpp)), full)
+            second = np.where(interleaved, full - 2.0 / np.maximum(vpp, 1), second)  # 2 chunks fewer in the warm-up
+    inflight = np.minimum(full, n)
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
     work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp) / cp
-    act_stage = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L * inflight) + work_layer
+    end_L = stage_L if end_L is None else end_L
+    # the first stage holds the most micro-batches; with fewer layers there (end_L < stage_L) the
+    # second stage, one micro-batch (interleaved: two chunks) fewer of more layers, can hold more
+    held = np.maximum(end_L * inflight, np.where(pp > 2, stage_L * np.minimum(second, n), 0.0))
+    act_stage = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * held) + work_layer
     # the output layer: the loss's live bytes per logit (LOSS_BYTES; fused: bf16 logits + their
     # fp32 copy, s*b*V*(2+4)/(tp*cp)) on the last stage (vocab-parallel under TP), which holds one
     # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
     logits = seq * mb * m.vocab * job.loss_bytes[0] / (tp * cp)
-    act_last = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * stage_L) + work_layer + logits
+    act_last = np.where(offload, act_layer * np.minimum(2.0, end_L), act_layer * end_L) + work_layer + logits
     act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
     return act_b, act_layer, rfactor, sp

@@ -185,6 +185,20 @@ from .work import (
 __all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
 
 
+def stage_layers(L: float, pp: np.ndarray, split_embedding: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(layers of the most loaded stage, layers of the first and the last stage). Megatron splits
+    ceil(L / pp) per stage; with account_for_embedding_in_pipeline_split and
+    account_for_loss_in_pipeline_split the embedding and the loss count as one layer each:
+    ceil((L + 2) / pp) per stage, the first and the last stage holding one transformer layer
+    fewer (with 2 stages both are end stages)."""
+    if not split_embedding:
+        stage_L = np.ceil(L / pp)
+        return stage_L, stage_L
+    u = np.ceil((L + 2) / pp)
+    end_L = np.where(pp > 1, u - 1, L)
+    return np.where(pp > 2, u, end_L), end_L
+
+
 def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
     v = s.get(key)
     return np.zeros(like.shape) if v is None else v.astype(np.float64)
@@ -238,10 +252,13 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     L, h, seq = float(m.n_layers), float(m.d_model), float(job.seq_len)
     dense, experts, emb = params(m)
     # uneven stages: the most loaded stage has ceil(L/pp) layers; it sets the memory peak and the
-    # pipeline's pace (its layers' compute and communication are x `uneven` the even share)
-    stage_L = np.ceil(L / pp)
+    # pipeline's pace (its layers' compute and communication are x `uneven` the even share).
+    # end_L: the layers of the first and the last stage, one fewer than the middle stages' when
+    # the embedding and the loss count as a layer each in the split (Job.pipeline_split_embedding)
+    stage_L, end_L = stage_layers(L, pp, job.pipeline_split_embedding)
     uneven = stage_L / (L / pp)
-    p_dev = stage_L * (dense / tp + experts / (ep * etp)) + emb / tp
+    layer_p = dense / tp + experts / (ep * etp)
+    p_dev = np.maximum(stage_L * layer_p, end_L * layer_p + emb / tp)
     # FSDP without resharding after forward (``keep_params``, FSDP2 reshard_after_forward=False,
     # torchtitan's default under pipeline parallelism): the stage's bf16 weights stay gathered from
     # forward to backward, which saves the backward all-gather
@@ -258,7 +275,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     n_micro = np.where(ga > 0, ga, np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb)))
     mb = np.where((pp > 1) | (ga > 0), job.global_batch / (dp * n_micro), mb)
     act_b, act_layer, rfactor, sp = activations(job, s, tp=tp, pp=pp, cp=cp, mb=mb, n_micro=n_micro, rc=rc, sched=sched,
-                                                offload=offload, stage_L=stage_L)
+                                                offload=offload, stage_L=stage_L, end_L=end_L)
     buf_b = comm_buffer_bytes(zero, keep, dense / tp + experts / (ep * etp), job.grad_bytes)
     reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
@@ -307,7 +324,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     sel_extra_s = (attn_flops / 3.0 / attn_eff / peak + score_fwd_b / hw.hbm_bytes_per_s) / job.devices
     rf = np.where(rc == SELECTIVE, 1.0 + sel_extra_s / np.maximum(layers_s, 1e-30), rfactor[rc])
     hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + attn_flops / 3.0 / model_flops, rfactor[rc])  # for HFU
-    compute_s = layers_s * rf * uneven + (logits_s + loss_s) * pp
+    # the pace: the most loaded stage, a middle one or the last with the output layer
+    compute_s = np.maximum(layers_s * rf * uneven, layers_s * rf * end_L / (L / pp) + (logits_s + loss_s) * pp)
     net = Links.of(job)  # planner/links.py: bandwidth and latency by where a group sits
     link, ring = net.bandwidth, net.ring
     msg = seq * mb * h * 2 / cp

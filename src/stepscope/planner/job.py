@@ -111,6 +111,11 @@ class Job:
     # kernel's 3) and the two kernels move 10 B per element instead of 6. fused_elementwise False
     # implies it (see swiglu_eager)
     eager_swiglu: bool = False
+    # Megatron's account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split
+    # (set by Megatron-Bridge's Llama 3.1 405B recipe): the embedding and the loss count as one
+    # layer each when the layers are split over the stages, so the first and the last stage hold
+    # one transformer layer fewer than the others (cost.stage_layers)
+    pipeline_split_embedding: bool = False
     # ZeRO-1/2: the updated weights' all-gather runs under the next step's first forward (Megatron
     # --overlap-param-gather) instead of after the optimizer step, exposed
     param_gather_overlap: bool = False

@@ -32,6 +32,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["zero_sync_after_backward"] = True
     if job.network is not None:
         out["network"] = job.network.name
+    if job.pipeline_split_embedding:
+        out["pipeline_split_embedding"] = True
     return out
 
 
@@ -50,4 +52,6 @@ def settings_line(st: dict[str, Any]) -> str:
         parts.append(f"MoE imbalance {st['moe_imbalance']:g}")
     if st.get("network"):
         parts.append(f"network {st['network']}")
+    if st.get("pipeline_split_embedding"):
+        parts.append("embedding and loss counted as pipeline layers")
     return "assumed: " + ", ".join(parts)
