@@ -4,8 +4,8 @@ are split over the stages, so the first and the last stage hold one transformer 
 
 from __future__ import annotations
 
-import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -69,7 +69,7 @@ def test_the_pace_is_the_most_loaded_stage() -> None:
     assert split == pytest.approx(max(a * 2 / 1.5, a / 1.5 + 4 * b), rel=1e-9)
 
 
-def test_the_flag_and_the_batch_key(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_flag_and_the_batch_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["plan", "--model", "llama3-405b", "--hardware", "h100", "--devices", "1024", "--global-batch", "512", "--seq-len", "8192",
             "--evaluate", "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1", "--json"]
     assert main(args) == 0
@@ -78,4 +78,10 @@ def test_the_flag_and_the_batch_key(tmp_path: object, capsys: pytest.CaptureFixt
     split = json.loads(capsys.readouterr().out)
     assert split["settings"]["pipeline_split_embedding"] is True and "pipeline_split_embedding" not in plain["settings"]
     assert split["memory_gb"]["weights"] < plain["memory_gb"]["weights"]
-    assert dataclasses.replace(_job(False), pipeline_split_embedding=True).pipeline_split_embedding
+    batch = tmp_path / "b.jsonl"
+    rec = {"model": "llama3-405b", "hardware": "h100", "devices": 1024, "global_batch": 512, "seq_len": 8192,
+           "strategy": "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1", "pipeline_split_embedding": True}
+    batch.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    assert main(["plan", "--batch", str(batch), "--json"]) == 0
+    line = json.loads(capsys.readouterr().out)
+    assert "ignored_keys" not in line and line["memory_gb"]["weights"] == split["memory_gb"]["weights"]
