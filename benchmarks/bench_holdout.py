@@ -32,9 +32,12 @@ HOLDOUT = ROOT / "benchmarks" / "holdout"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def records(rows: list[dict], recipes: bool = False) -> list[dict]:
+def records(rows: list[dict], recipes: bool = False, pipeline_split: bool = False) -> list[dict]:
     """The --batch record of each row (holdout/README.md, "Rules"); ``recipes``: with the two
-    settings read from the recipes after the first run (README, "Second run")."""
+    settings read from the recipes after the first run (README, "Second run"); ``pipeline_split``:
+    Llama 3.1 405B with the embedding and the loss counted as pipeline layers, as Megatron-Bridge's
+    recipe for it sets (llama31_405b.py: account_for_embedding/loss_in_pipeline_split=True; post-hoc,
+    added in session 12 after these rows were predicted)."""
     out = []
     for r in rows:
         tp, pp, cp = int(r["tp"]), int(r["pp"]), int(r["cp"])
@@ -54,6 +57,8 @@ def records(rows: list[dict], recipes: bool = False) -> list[dict]:
                 out[-1]["grad_dtype"] = "bf16"
             if "deepseek" in r["model"]:
                 out[-1]["strategy"] += ",recompute=selective"
+        if pipeline_split and "405b" in r["model"]:
+            out[-1]["pipeline_split_embedding"] = True
     return out
 
 
@@ -160,6 +165,8 @@ def main() -> None:
     ap.add_argument("--validation", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
     ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted values")
     ap.add_argument("--recipes", action="store_true", help="the second run: gradient dtype and recompute as the recipes set them")
+    ap.add_argument("--pipeline-split", action="store_true",
+                    help="post-hoc: Llama 3.1 405B with the embedding and the loss counted as pipeline layers, as its recipe sets")
     ap.add_argument("--choice", action="store_true", help="also rank each tuned layout in the planner's own search of its job")
     ap.add_argument("--choice-framework", metavar="NAME", help="with --choice: search only this framework's policies and schedules")
     ap.add_argument("--set", choices=("1", "2", "all"), default="all",
@@ -167,7 +174,7 @@ def main() -> None:
     a = ap.parse_args()
     with open(a.csv, encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r["use"] == "yes" and a.set in ("all", r["set"])]
-    recs = records(rows, a.recipes)
+    recs = records(rows, a.recipes, a.pipeline_split)
     preds = run_batch(recs)
     js = jobs(recs)
     cal = calibrated(js, Path(a.validation)) if Path(a.validation).exists() else [None] * len(recs)
