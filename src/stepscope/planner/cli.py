@@ -14,6 +14,7 @@ from ..analysis.hardware import HBM_VISIBLE
 from ..errors import ConfigError, InputError
 from ..outfile import write_output
 from . import frameworks
+from .alternatives import alternatives_line, fitting_alternatives
 from .cost import TP_OVERLAP, Job, evaluate
 from .job import tp_overlap_needs_sp
 from .network import by_name as network_by_name
@@ -244,8 +245,12 @@ def run(ns: argparse.Namespace) -> int:
 
         rec["sensitivity"] = sensitivity(job, parse_strategy(ns.evaluate))
         rec["settings"] = job_settings(job)
+        fit_lines = []
+        if not rec["fits"]:  # what to change first: the fastest that fit with the same layout
+            rec["fitting_alternatives"] = fitting_alternatives(job, parse_strategy(ns.evaluate), policies=fw.recompute if fw else None)
+            fit_lines.append(alternatives_line(rec["fitting_alternatives"]))
         caveats = _caveats(job, [rec])
-        lines = [rate_line(rec), memory_line(rec), sensitivity_line(rec["sensitivity"]), settings_line(rec["settings"]),
+        lines = [rate_line(rec), memory_line(rec), *fit_lines, sensitivity_line(rec["sensitivity"]), settings_line(rec["settings"]),
                  *what_if_lines(rec), *caveats]
         rec["caveats"] = [c.removeprefix("note: ") for c in caveats]  # the least validated terms it leans on
         if ns.html:  # the strategy, and beside it the baseline of a what-if
