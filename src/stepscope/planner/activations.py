@@ -23,9 +23,10 @@ SELECTIVE, FULL = RECOMPUTE.index("selective"), RECOMPUTE.index("full")
 
 def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,
                 n_micro: np.ndarray, rc: np.ndarray, sched: np.ndarray, offload: np.ndarray,
-                stage_L: np.ndarray, end_L: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                stage_L: np.ndarray, end_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(peak activation bytes per device, bytes one stored layer takes, recompute factor by policy,
-    sequence parallelism 0/1) per configuration."""
+    sequence parallelism 0/1) per configuration. ``stage_L``: the layers of the most loaded stage,
+    ``end_L``: of the first and the last (cost.stage_layers)."""
     m = job.model
     h, seq = float(m.d_model), float(job.seq_len)
     act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # the nan entries follow the model's shape
@@ -73,7 +74,6 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
     work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp) / cp
-    end_L = stage_L if end_L is None else end_L
     # the first stage holds the most micro-batches; with fewer layers there (end_L < stage_L) the
     # second stage, one micro-batch (interleaved: two chunks) fewer of more layers, can hold more
     held = np.maximum(end_L * inflight, np.where(pp > 2, stage_L * np.minimum(second, n), 0.0))

@@ -37,8 +37,9 @@ def fitting_alternatives(job: Job, s: dict[str, np.ndarray], *, policies: tuple[
     base = {k: int(v[0]) for k, v in s.items()}
     allowed = tuple(RECOMPUTE.index(p) for p in policies) if policies else tuple(range(len(RECOMPUTE)))
     opts = _options(base, allowed)
-    base_step = float(evaluate(job, s, keys=("step_s",))["step_s"][0])
     dense = not job.model.n_experts
+    given = records(s, evaluate(job, s), dense=dense)[0]
+    base_step = given["step_time_s"]
     for n_knobs in (1, 2):
         variants = [{**base, **dict(zip(knobs, values, strict=True))}
                     for knobs in combinations(KNOBS, n_knobs) for values in product(*(opts[k] for k in knobs))]
@@ -51,8 +52,7 @@ def fitting_alternatives(job: Job, s: dict[str, np.ndarray], *, policies: tuple[
             continue
         order = fit[np.argsort(res["step_s"][fit], kind="stable")][:top]
         recs = records({k: v[order] for k, v in arrays.items()}, {k: v[order] for k, v in res.items()}, dense=dense)
-        given = records(s, evaluate(job, s), dense=dense)[0]["strategy"]
-        return [{"change": ",".join(f"{k}={r['strategy'][k]}" for k in KNOBS if r["strategy"][k] != given[k]),
+        return [{"change": ",".join(f"{k}={r['strategy'][k]}" for k in KNOBS if r["strategy"][k] != given["strategy"][k]),
                  "strategy": r["strategy"], "step_time_s": r["step_time_s"], "step_change": r["step_time_s"] / base_step - 1,
                  "memory_gb": r["memory_gb"]["total"]} for r in recs]
     return []
