@@ -4,9 +4,8 @@ notes (assumed settings, what fits instead) are shown, and a hostile model file 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,13 +15,8 @@ EVIL = "<img src=x onerror=alert(1)>"
 
 
 @pytest.mark.browser
-def test_plan_html_renders_in_headless_chromium(tmp_path: Path) -> None:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium missing in CI")
-        pytest.skip("chromium not installed")
-    sync_api = pytest.importorskip("playwright.sync_api")
+def test_plan_html_renders_in_headless_chromium(tmp_path: Path, browser_page: tuple[Any, list[str]]) -> None:
+    page, errors = browser_page
     config = tmp_path / f"{EVIL}.json"  # a model given by a config file whose name is markup
     config.write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
                                   "intermediate_size": 14336, "vocab_size": 128256}), encoding="utf-8")
@@ -30,22 +24,13 @@ def test_plan_html_renders_in_headless_chromium(tmp_path: Path) -> None:
     job = ["plan", "--model", str(config), "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "8192"]
     assert main([*job, "--top", "5", "--html", str(search)]) == 0
     assert main([*job, "--evaluate", "dp=8,mb=2", "--html", str(one)]) == 0  # does not fit: followed by what does
-    errors: list[str] = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                                               "--disable-component-update", "--no-first-run"])
-        page = browser.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("dialog", lambda d: errors.append("dialog opened: " + d.message))
-        page.goto(search.as_uri())
-        assert page.title() == "stepscope plan"
-        assert page.locator("table tr").count() == 6  # header + the top 5
-        assert page.locator("svg rect").count() >= 10  # stacked bars of time and memory
-        body = page.locator("body").inner_text()
-        assert EVIL in body and "assumed: fused vocab-parallel loss" in body  # the name as text; the settings shown
-        page.goto(one.as_uri())
-        assert "fits with:" in page.locator("body").inner_text()
-        assert page.locator("img").count() == 0  # the markup in the name made no element
-        browser.close()
+    page.goto(search.as_uri())
+    assert page.title() == "stepscope plan"
+    assert page.locator("table tr").count() == 6  # header + the top 5
+    assert page.locator("svg rect").count() >= 10  # stacked bars of time and memory
+    body = page.locator("body").inner_text()
+    assert EVIL in body and "assumed: fused vocab-parallel loss" in body  # the name as text; the settings shown
+    page.goto(one.as_uri())
+    assert "fits with:" in page.locator("body").inner_text()
+    assert page.locator("img").count() == 0  # the markup in the name made no element
     assert errors == []

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,43 +53,23 @@ def test_html_escapes_trace_strings(tmp_path: Path) -> None:
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")  # nothing fetched from a network
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 @pytest.mark.browser
-def test_html_renders_in_headless_chromium(tmp_path: Path) -> None:
-    exe = _chromium()
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium missing in CI")
-        pytest.skip("chromium not installed")
-    sync_api = pytest.importorskip("playwright.sync_api")
+def test_html_renders_in_headless_chromium(tmp_path: Path, browser_page: tuple[Any, list[str]]) -> None:
+    page, errors = browser_page
     out = tmp_path / "r.html"
     js = tmp_path / "r.json"
     assert main(["analyze", str(EXAMPLE), str(_evil_trace(tmp_path)), "--html", str(out), "--json", str(js), "-q"]) == 0
     doc = json.loads(js.read_text())
     med_ms = doc["ranks"][0]["step_stats"]["median_ns"] / 1e6
-    errors: list[str] = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=exe,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
-        )
-        page = browser.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("dialog", lambda d: errors.append("dialog opened: " + d.message))
-        page.goto(out.as_uri())
-        assert page.title() == "stepscope report"
-        assert page.locator("section.rank").count() == 2
-        assert page.locator("#ranks tr").count() == 3  # header + 2 ranks
-        assert page.locator("#rank-0 .median-step").inner_text() == f"{med_ms:,.2f} ms"
-        assert page.locator("#rank-0 svg rect").count() > 5
-        assert EVIL in page.locator("#rank-1").inner_text()  # shown as text, not executed
-        assert page.locator("#cluster").count() == 1  # 2 ranks: the cluster section
-        page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
-        browser.close()
+    page.goto(out.as_uri())
+    assert page.title() == "stepscope report"
+    assert page.locator("section.rank").count() == 2
+    assert page.locator("#ranks tr").count() == 3  # header + 2 ranks
+    assert page.locator("#rank-0 .median-step").inner_text() == f"{med_ms:,.2f} ms"
+    assert page.locator("#rank-0 svg rect").count() > 5
+    assert EVIL in page.locator("#rank-1").inner_text()  # shown as text, not executed
+    assert page.locator("#cluster").count() == 1  # 2 ranks: the cluster section
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
     assert errors == []
 
 

@@ -1,0 +1,33 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def browser_page() -> Iterator[tuple[Any, list[str]]]:
+    """A page of headless Chromium (the system's, driven by Playwright) and the list its console
+    errors, page errors and dialogs are written to; skipped where Chromium is missing, except in
+    CI, which installs it."""
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium missing in CI")
+        pytest.skip("chromium not installed")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                                               "--disable-component-update", "--no-first-run"])
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: errors.append("dialog opened: " + d.message))
+        yield page, errors
+        browser.close()
