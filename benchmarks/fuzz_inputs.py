@@ -4,7 +4,8 @@ stderr; a traceback, another exit code or a multi-line error is a failure.
     python benchmarks/fuzz_inputs.py [TARGET ...] [--n N]
 
 Targets (deterministic seeds): kineto (events and header of the bundled Kineto trace), xplane
-(truncations and byte flips of the bundled XPlane), report (fields of an analyze report read by
+(truncations and byte flips of the bundled XPlane), parquet (the same of its `stepscope convert`
+output), report (fields of an analyze report read by
 plan --from-analysis), hardware (--hardware-file for plan and analyze), rules (--rules), network
 (--network files). Run on purpose, not in the test suite: each variant is a CLI process.
 """
@@ -80,16 +81,31 @@ def kineto(rng: random.Random, tmp: Path) -> list[str]:
     return ["analyze", str(p), "-q", "--json", str(tmp / "o.json"), "--html", str(tmp / "o.html")]
 
 
-def xplane(rng: random.Random, tmp: Path) -> list[str]:
-    b = bytearray(XPLANE.read_bytes())
+def _damaged(rng: random.Random, data: bytes, path: Path) -> list[str]:
+    """``data`` truncated (2 in 5) or with up to 50 bytes flipped, written to ``path``; the analyze command."""
+    b = bytearray(data)
     if rng.random() < 0.4:
         b = b[:rng.randrange(1, len(b))]
     else:
         for _ in range(rng.randrange(1, 50)):
             b[rng.randrange(len(b))] = rng.randrange(256)
-    p = tmp / "t.xplane.pb"
-    p.write_bytes(bytes(b))
-    return ["analyze", str(p), "-q", "--json", str(tmp / "o.json")]
+    path.write_bytes(bytes(b))
+    return ["analyze", str(path), "-q", "--json", str(path.parent / "o.json")]
+
+
+def xplane(rng: random.Random, tmp: Path) -> list[str]:
+    return _damaged(rng, XPLANE.read_bytes(), tmp / "t.xplane.pb")
+
+
+_PARQUET: list[bytes] = []
+
+
+def parquet(rng: random.Random, tmp: Path) -> list[str]:
+    if not _PARQUET:
+        out = tmp / "pq"
+        subprocess.run([*EXE, "convert", str(KINETO), "-o", str(out)], check=True, capture_output=True)
+        _PARQUET.append(next(out.glob("*.parquet")).read_bytes())
+    return _damaged(rng, _PARQUET[0], tmp / "t.parquet")
 
 
 _REPORT: dict[str, Any] = {}
@@ -152,7 +168,7 @@ def network(rng: random.Random, tmp: Path) -> list[str]:
 
 
 TARGETS: dict[str, Callable[[random.Random, Path], list[str]]] = {
-    "kineto": kineto, "xplane": xplane, "report": report, "hardware": hardware, "rules": rules, "network": network}
+    "kineto": kineto, "xplane": xplane, "parquet": parquet, "report": report, "hardware": hardware, "rules": rules, "network": network}
 
 
 def main() -> int:

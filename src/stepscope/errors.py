@@ -18,9 +18,11 @@ class StepscopeError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
+        """Path, message and fix on one line: a message quoting a library's multi-line error (a
+        Parquet decoder's, a YAML parser's) is folded, its whitespace runs made single spaces."""
         where = f"{self.path}: " if self.path else ""
-        fix = f" ({self.fix})" if self.fix else ""
-        return f"{where}{self.message}{fix}"
+        fix = f" ({' '.join(self.fix.split())})" if self.fix else ""
+        return f"{where}{' '.join(self.message.split())}{fix}"
 
 
 class InputError(StepscopeError):

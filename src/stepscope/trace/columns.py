@@ -7,7 +7,7 @@ Lookups by category/phase run once per distinct value, never per row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -180,26 +180,41 @@ def file_read(path: str, parts: list[tuple[pa.Table, pa.Table | None]], state: S
             path=path,
             fix="re-capture the trace and let the profiler finish writing",
         )
-    table = concat_tables(tables)
-    comm_args = pa.concat_tables(sides) if sides else None
-    timed = pc.fill_null(pc.greater_equal(table["ts_ns"], 0), False).to_numpy(zero_copy_only=False)
-    if not timed.all():
-        skipped_events += int(timed.size - timed.sum())
-        table = table.filter(pa.array(timed))
-        if comm_args is not None:  # side rows point into the table: renumber them, drop the untimed
-            old = comm_args["row"].to_numpy()
-            keep = timed[old]
-            comm_args = comm_args.filter(pa.array(keep)).set_column(0, "row", pa.array((np.cumsum(timed) - 1)[old[keep]]))
-    return FileRead(
+    return keep_plausible(FileRead(
         path=path,
-        table=table,
+        table=concat_tables(tables),
         header=state.header,
         truncated=state.truncated,
         note=state.note,
         skipped_events=skipped_events,
         bytes_read=state.bytes_read,
-        comm_args=comm_args,
-    )
+        comm_args=pa.concat_tables(sides) if sides else None,
+    ))
+
+
+# event times a trace can hold, ns: epoch timestamps reach 2^62 in 2116 and no profiled event lasts
+# 2^50 ns (13 days); beyond is a damaged field, whose sums would overflow int64 in the analyses
+MAX_TS_NS = 2**62
+MAX_DUR_NS = 2**50
+
+
+def keep_plausible(fr: FileRead) -> FileRead:
+    """``fr`` without the events whose start is missing, negative or beyond MAX_TS_NS or whose
+    duration is negative or beyond MAX_DUR_NS (counted in ``skipped_events``), the comm side rows
+    renumbered. Every reader's table passes here: JSON fields, a damaged Parquet cache, XPlane."""
+    t = fr.table
+    ts, dur = t["ts_ns"], t["dur_ns"]
+    ok = pc.and_(pc.and_(pc.greater_equal(ts, 0), pc.less_equal(ts, MAX_TS_NS)),
+                 pc.and_(pc.greater_equal(dur, 0), pc.less_equal(dur, MAX_DUR_NS)))
+    keep = pc.fill_null(ok, False).to_numpy(zero_copy_only=False)
+    if keep.all():
+        return fr
+    comm = fr.comm_args
+    if comm is not None:  # side rows point into the table: renumber them, drop those of dropped events
+        old = comm["row"].to_numpy()
+        kept = keep[old]
+        comm = comm.filter(pa.array(kept)).set_column(0, "row", pa.array((np.cumsum(keep) - 1)[old[kept]]))
+    return replace(fr, table=t.filter(pa.array(keep)), comm_args=comm, skipped_events=fr.skipped_events + int(keep.size - keep.sum()))
 
 
 def _dict(a: pa.Array) -> pa.Array:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from ..errors import InputError, TraceFormatError
 from . import parquet
+from .columns import keep_plausible
 from .jsonstream import is_gzip
 from .kineto import FileRead, read_kineto
 
@@ -176,19 +177,19 @@ def _dir_traces(d: Path) -> list[Path]:
 def read_one(args: tuple[str, bool, str | None]) -> FileRead:
     path, include_python, cache_dir = args
     if path.endswith(".parquet"):
-        return parquet.read_parquet(path)
+        return keep_plausible(parquet.read_parquet(path))  # a damaged cache's values are untrusted too
     if cache_dir:
         hit = parquet.cache_lookup(path, cache_dir, include_python)
         if hit is not None:
-            return hit
+            return keep_plausible(hit)
     if path.endswith(".xplane.pb"):
         from .xplane import read_xplane
 
-        fr = read_xplane(path, include_python=include_python)
+        fr = keep_plausible(read_xplane(path, include_python=include_python))
     elif path.endswith(".zip"):
         from .nsys_jax import read_nsys_jax
 
-        fr = read_nsys_jax(path)
+        fr = keep_plausible(read_nsys_jax(path))
     else:
         fr = read_kineto(path, include_python=include_python)
     if cache_dir and not fr.truncated:
@@ -277,7 +278,7 @@ def assemble(reads: list[FileRead]) -> Trace:
         if fr.skipped_events:
             n = fr.skipped_events
             warnings.append(f"{fr.path}: skipped {n} unusable event{'s' if n != 1 else ''} (not valid JSON, a field of the wrong "
-                            "type, or a timestamp or duration missing, not a number or negative); the rest are analyzed")
+                            "type, or a timestamp or duration missing, not a number, negative or beyond any real trace); the rest are analyzed")
         table = fr.table.set_column(0, "rank", pa.array(np.full(fr.table.num_rows, rank, dtype=np.int32)))
         tables.append(table)
         raw_info = fr.header.get("distributedInfo")

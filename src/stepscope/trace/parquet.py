@@ -51,7 +51,11 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
         )
     header: dict[str, Any] = {}
     if _HEADER_KEY in meta:
-        header = msgspec.json.decode(meta[_HEADER_KEY])
+        try:
+            decoded = msgspec.json.decode(meta[_HEADER_KEY])
+        except msgspec.DecodeError:
+            decoded = None  # a damaged header only loses the rank and device facts
+        header = decoded if isinstance(decoded, dict) else {}
     comm = None
     if _COMM_KEY in meta:
         try:
