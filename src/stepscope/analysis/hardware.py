@@ -251,15 +251,18 @@ _BY_PROPERTIES: dict[tuple[int, int, int], str] = {
 REPORTED_MEMORY_RANGE = (1e8, 1e13)
 
 
-def reported_memory_bytes(props: dict[str, Any]) -> float | None:
-    """The device memory a trace's ``deviceProperties`` entry reports (``totalGlobalMem``), or
-    None when it is missing or not a plausible size (REPORTED_MEMORY_RANGE): trace fields are
-    untrusted input."""
-    m = props.get("totalGlobalMem")
+def plausible_memory_bytes(m: Any) -> float | None:
+    """``m`` as a device memory size in bytes, or None when it is not a number in
+    REPORTED_MEMORY_RANGE: trace and report fields are untrusted input."""
     if isinstance(m, bool) or not isinstance(m, (int, float)):
         return None
     lo, hi = REPORTED_MEMORY_RANGE
     return float(m) if lo <= m <= hi else None
+
+
+def reported_memory_bytes(props: dict[str, Any]) -> float | None:
+    """The device memory a trace's ``deviceProperties`` entry reports (``totalGlobalMem``), if plausible."""
+    return plausible_memory_bytes(props.get("totalGlobalMem"))
 
 
 def detect_from_properties(props: dict[str, Any], user_file: str | None = None) -> Hardware | None:

@@ -97,7 +97,7 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
         step_s=float(med) * 1e-9, gemm_eff=_ratio(oth_f, oth_d, peak), attn_eff=_ratio(att_f, att_d, peak),
         dp_overlap=(hidden / comm) if comm > 0 else None, hardware=_text(hw.get("name")), rank=int(r.get("rank") or 0),
         why_no_flops=(str(r.get("roofline_note")) if r.get("roofline_note") and not (oth_f or att_f) else None),
-        memory_bytes=hardware.reported_memory_bytes({"totalGlobalMem": hw.get("memory_bytes")}),
+        memory_bytes=hardware.plausible_memory_bytes(hw.get("memory_bytes")),
         parts_s=_median_step_parts(r.get("steps")),
         **_comm_scales(doc.get("cluster"), _measured_intra(hw.get("name"))),
     )
