@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -31,3 +31,17 @@ def browser_page() -> Iterator[tuple[Any, list[str]]]:
         page.on("dialog", lambda d: errors.append("dialog opened: " + d.message))
         yield page, errors
         browser.close()
+
+
+@pytest.fixture
+def run_json(capsys: pytest.CaptureFixture[str]) -> Callable[..., Any]:
+    """Run the CLI with these arguments (exit 0 expected) and return its JSON output."""
+    import json
+
+    from stepscope.cli import main
+
+    def run(*args: str) -> Any:
+        assert main(list(args)) == 0
+        return json.loads(capsys.readouterr().out)
+
+    return run

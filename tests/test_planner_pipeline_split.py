@@ -5,13 +5,14 @@ are split over the stages, so the first and the last stage hold one transformer 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from stepscope.analysis.model_flops import ModelShape
-from stepscope.cli import main
 from stepscope.planner.cost import Job, evaluate, stage_layers
 from stepscope.planner.search import hardware, parse_strategy
 
@@ -69,19 +70,15 @@ def test_the_pace_is_the_most_loaded_stage() -> None:
     assert split == pytest.approx(max(a * 2 / 1.5, a / 1.5 + 4 * b), rel=1e-9)
 
 
-def test_the_flag_and_the_batch_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_flag_and_the_batch_key(tmp_path: Path, run_json: Callable[..., Any]) -> None:
     args = ["plan", "--model", "llama3-405b", "--hardware", "h100", "--devices", "1024", "--global-batch", "512", "--seq-len", "8192",
             "--evaluate", "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1", "--json"]
-    assert main(args) == 0
-    plain = json.loads(capsys.readouterr().out)
-    assert main([*args, "--pipeline-split-embedding"]) == 0
-    split = json.loads(capsys.readouterr().out)
+    plain, split = run_json(*args), run_json(*args, "--pipeline-split-embedding")
     assert split["settings"]["pipeline_split_embedding"] is True and "pipeline_split_embedding" not in plain["settings"]
     assert split["memory_gb"]["weights"] < plain["memory_gb"]["weights"]
     batch = tmp_path / "b.jsonl"
     rec = {"model": "llama3-405b", "hardware": "h100", "devices": 1024, "global_batch": 512, "seq_len": 8192,
            "strategy": "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1", "pipeline_split_embedding": True}
     batch.write_text(json.dumps(rec) + "\n", encoding="utf-8")
-    assert main(["plan", "--batch", str(batch), "--json"]) == 0
-    line = json.loads(capsys.readouterr().out)
+    line = run_json("plan", "--batch", str(batch), "--json")
     assert "ignored_keys" not in line and line["memory_gb"]["weights"] == split["memory_gb"]["weights"]
