@@ -107,7 +107,9 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     # the max subtracted out of place
     titan_2025 = bool(re.search(r"2025-?06", r["source"]))
     loss = ("compiled" if titan_2025 else "unfused") if "torchtitan" in r["source"] else "copy" if "nanotron" in r["source"] else "fused"
+    # the SC21 runs (Megatron 2021) had --hidden-dropout 0.1, its default then: its masks are stored
     job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
+              hidden_dropout="Narayanan" in r["source"],
               param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate, loss=loss,
               # nanotron's MLP: down_proj(GLUActivation(gate_up_proj(x))), the activation eager (models/llama.py)
               eager_swiglu="nanotron" in r["source"],

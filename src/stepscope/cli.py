@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="the embedding and the loss count as one layer each when the layers are split over pipeline stages: "
                     "the first and the last stage hold one layer fewer (Megatron --account-for-embedding-in-pipeline-split "
                     "--account-for-loss-in-pipeline-split, set by Megatron-Bridge's Llama 3.1 405B recipe)")
+    pl.add_argument("--hidden-dropout", action="store_true",
+                    help="the residual branches' dropout is on (Megatron --hidden-dropout > 0, the 2021-22 GPT runs): a 1-byte "
+                    "mask per element after attention and after the MLP is kept for backward")
     pl.add_argument("--zero-sync-after-backward", dest="zero_sync_after_backward", action="store_true",
                     help="ZeRO-1/2: gradients are all-reduced after the backward, exposed (nanotron with fp32 gradient accumulation)")
     pl.add_argument("--dp-bucket-mb", type=float, metavar="MB",

@@ -51,6 +51,13 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
         keeps_core = np.full(len(act_c), scores_c)
         keeps_core[[SELECTIVE, FULL]] = 0.0
         act_c = act_c + keeps_core
+    if job.hidden_dropout:
+        # the residual branches' dropouts (after attention and after the MLP) keep a 1-byte mask
+        # each for backward, h wide outside the TP region (sharded by SP, whole without it):
+        # Korthikanti et al.'s 34 sbh counts them; full recompute keeps only the layer's input
+        masks = np.full(len(act_c), 2.0)
+        masks[FULL] = 0.0
+        act_c, rep_c = act_c + masks, rep_c + masks
     act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
     # the most loaded expert rank holds moe_imbalance x the routed copies the policy keeps (those
     # that store the expert MLP's tensors: no recompute and selective)

@@ -66,6 +66,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         fused_elementwise=_bool(d, "fused_elementwise", True),
         eager_swiglu=_bool(d, "eager_swiglu", False),
         pipeline_split_embedding=_bool(d, "pipeline_split_embedding", False),
+        hidden_dropout=_bool(d, "hidden_dropout", False),
         param_gather_overlap=_bool(d, "param_gather_overlap", False),
         zero_sync_after_backward=_bool(d, "zero_sync_after_backward", False),
         fused_projections=_bool(d, "fused_projections", True),
@@ -87,7 +88,7 @@ RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
     "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "dp_bucket_mb", "moe_imbalance",
-    "network", "framework", "strategy", "pipeline_split_embedding",
+    "network", "framework", "strategy", "pipeline_split_embedding", "hidden_dropout",
 })
 
 
@@ -197,7 +198,8 @@ def run(ns: argparse.Namespace) -> int:
                                                   "eager_swiglu", "fused_projections", "fp8_weight_cache", "fp8_saved_inputs")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
-                   ("zero_sync_after_backward", False), ("fused_loss", True), ("pipeline_split_embedding", False))})
+                   ("zero_sync_after_backward", False), ("fused_loss", True), ("pipeline_split_embedding", False),
+                   ("hidden_dropout", False))})
     job, calib = _calibrated(job, ns)
     # framework properties: apply to every strategy given (a --framework preset's TP overlap only
     # where neither --tp-overlap nor the strategy states one)

@@ -116,6 +116,10 @@ class Job:
     # layer each when the layers are split over the stages, so the first and the last stage hold
     # one transformer layer fewer than the others (cost.stage_layers)
     pipeline_split_embedding: bool = False
+    # residual-branch (hidden) dropout on, as Megatron's GPT runs of 2021-22 had (--hidden-dropout
+    # 0.1, its default then): a 1-byte mask per h-wide element after attention and after the MLP
+    # is kept for backward (activations.py); 0 (off) in today's LLM recipes
+    hidden_dropout: bool = False
     # ZeRO-1/2: the updated weights' all-gather runs under the next step's first forward (Megatron
     # --overlap-param-gather) instead of after the optimizer step, exposed
     param_gather_overlap: bool = False

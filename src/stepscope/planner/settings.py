@@ -34,6 +34,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["network"] = job.network.name
     if job.pipeline_split_embedding:
         out["pipeline_split_embedding"] = True
+    if job.hidden_dropout:
+        out["hidden_dropout"] = True
     return out
 
 
@@ -54,4 +56,6 @@ def settings_line(st: dict[str, Any]) -> str:
         parts.append(f"network {st['network']}")
     if st.get("pipeline_split_embedding"):
         parts.append("embedding and loss counted as pipeline layers")
+    if st.get("hidden_dropout"):
+        parts.append("hidden dropout masks kept")
     return "assumed: " + ", ".join(parts)
