@@ -58,7 +58,9 @@ Time per step (seconds):
   write an h-vector each), two residual adds (two reads, one write), the MLP activation (two reads
   and one write of an f-vector), forward, and about twice that in backward. It is what makes small
   hidden sizes and high FLOP/byte devices less efficient (the ratio to GEMM time is ~(peak/HBM
-  bandwidth)/h). Recompute multiplies it like the FLOPs. Left out when gemm_eff is given (measured
+  bandwidth)/h). MoE layers add their token permutations (work.moe_permutation_bytes: (5k + 4) h-wide
+  bf16 rows per token and layer, 8k more when a rank holds several experts and sorts the received
+  tokens by expert). Recompute multiplies it like the FLOPs. Left out when gemm_eff is given (measured
   in a trace: that efficiency already includes the elementwise kernels' time). Those are fused
   kernels (torch.compile, Transformer Engine / Apex, XLA). Run as separate eager PyTorch ops
   (``Job.fused_elementwise`` False; counted from torchtitan's eager Llama block) the forward moves
@@ -297,7 +299,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
     gemm_time, logits_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
     work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
-    elem_bytes = memory_bound_bytes(job, tokens, tp, sp, score_bytes)
+    elem_bytes = memory_bound_bytes(job, tokens, tp, sp, score_bytes, ep, etp)
     # layernorm_moe_act recomputes memory-bound ops only: their forward bytes once more
     elem_bytes = elem_bytes + np.where(rc == NORM_ACT, norm_moe_act(m, job.swiglu_eager)[1] * L * tokens, 0.0)
     # fp8: the linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES), once per step when

@@ -56,13 +56,16 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
     return gemm_time, logits_gemm
 
 
-def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, score_bytes: float) -> float | np.ndarray:
+def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, score_bytes: float,
+                       ep: np.ndarray | None = None, etp: np.ndarray | None = None) -> float | np.ndarray:
     """HBM bytes of the step's elementwise work, summed over the devices: per token and layer 2
     norms (read + write an h-vector), 2 residual adds (2 reads, 1 write), the MLP activation
     (gated: 2 reads + 1 write of an f-vector; else 1 + 1) in bf16, backward about twice the
-    forward; eager ops add their counted bytes; fp8 adds its recipe's casts; plus the attention
-    scores without flash attention (``score_bytes``). Without sequence parallelism (``sp`` 0)
-    every TP rank repeats the h-wide part on all of its replica's tokens."""
+    forward; eager ops add their counted bytes; fp8 adds its recipe's casts; MoE layers add the
+    token permutations (moe_permutation_bytes, with ``ep`` and ``etp``; ep = 1 and etp = tp when
+    not given); plus the attention scores without flash attention (``score_bytes``). Without
+    sequence parallelism (``sp`` 0) every TP rank repeats the h-wide part on all of its
+    replica's tokens."""
     m = job.model
     L = float(m.n_layers)
     q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
@@ -75,7 +78,39 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, 
                                       + 3 * (rotary + swiglu) * tokens)
     if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
         elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp) * (L - m.linear_layers) * tokens
+    if m.n_experts:
+        elem_bytes = elem_bytes + moe_permutation_bytes(job, tokens, np.ones_like(tp) if ep is None else ep,
+                                                        tp if etp is None else etp)
     return elem_bytes + h_wide * (tp - 1) * (1.0 - sp)
+
+
+def moe_permutation_bytes(job: Job, tokens: float, ep: np.ndarray, etp: np.ndarray) -> np.ndarray:
+    """HBM bytes of the MoE layers' token permutations in a step, summed over the devices.
+
+    Dropless token-choice routing gathers each token's k routed copies into expert order and, after
+    the experts, sums them back weighted by the router's probabilities. Counted per token and MoE
+    layer, in h-wide bf16 rows, from Transformer Engine's fused kernels as Megatron-core's
+    all-to-all dispatcher calls them (``token_dispatcher.py``: permutation 1, all-to-all,
+    permutation 2 when a rank holds several experts, the experts, and the inverses;
+    ``transformer_engine/pytorch/permutation.py``):
+    - permute: reads the row once, writes k copies (k + 1); backward, the unpermute of the
+      gradients: k reads, one write (k + 1);
+    - unpermute with probabilities: k reads, one write (k + 1); backward reads the output gradient
+      and the saved forward input (for the probabilities' gradient) and writes k rows (2k + 1);
+    - permutation 2 and its inverse (``sort_chunks_by_idxs``, run whenever a rank holds more than
+      one expert, n_experts / ep > 1): a read and a write of the k copies each, forward and
+      backward (8k); they run on the tokens gathered over the expert-TP group (x etp summed over
+      the devices) and on the most loaded rank's share (x ``Job.moe_imbalance``).
+    Total (5k + 4 + 8k [n_experts / ep > 1]) x 2h bytes; torchtitan's EP path (gather,
+    all-to-all, a second gather by local expert, and back) moves the same. Not counted: the
+    router's softmax / top-k over n_experts fp32 scores (~1% of this at n_experts <= 256),
+    dispatchers that fuse the permutation into the all-to-all (DeepEP), where permutation 2 is not
+    a separate pass. Unlike the expert GEMMs these bytes do not shrink with expert-TP."""
+    m = job.model
+    k, h = float(m.experts_per_token), float(m.d_model)
+    moe_layers = float(m.n_layers - m.first_dense_layers)
+    sort = np.where(m.n_experts / ep > 1, 8.0 * k, 0.0) * etp * job.moe_imbalance
+    return np.asarray((5.0 * k + 4.0 + sort) * 2.0 * h * moe_layers * tokens)
 
 
 def h_wide_elementwise_bytes(job: Job, tokens: float) -> float:
