@@ -31,7 +31,7 @@ import numpy as np
 
 from stepscope.analysis.model_flops import ModelShape
 from stepscope.errors import ConfigError
-from stepscope.planner.calibrate import Run, cross_validate
+from stepscope.planner.calibrate import Run, cross_validate, errors
 from stepscope.planner.cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
 from stepscope.planner.network import by_name as network_by_name
 from stepscope.planner.search import hardware, model, search, space
@@ -281,17 +281,19 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
                     "spearman": _spearman(list(p), list(m)), "naive_spearman": _spearman(list(nv), list(m))}
     out["ALL"] = {"rows": len(allp), "mape": round(float(np.mean(allp)), 3), "naive_mape": round(float(np.mean(alln)), 3), "skipped": skipped}
     # calibrated, leave-one-source-out: each source is predicted with scales fitted on the others
-    cv = cross_validate(runs)
+    errs = errors(runs)  # every run's calibration grid, evaluated once for the three cross-validations
+    cv = cross_validate(runs, errs=errs)
     cal_ape = []
     for src, v in cv.items():
         out[src]["calibrated_mape"] = round(float(v["mape"]), 3)
         out[src]["fit_on_others"] = {k: round(float(v[k]), 3) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale")}
+        out[src]["fit_on_others"]["layer_overhead_us"] = round(float(v["layer_overhead_s"]) * 1e6, 1)
         cal_ape += [float(v["mape"])] * int(v["rows"])
     out["ALL"]["calibrated_mape_loso"] = round(float(np.mean(cal_ape)), 3)
     # the same, fitted only on other publications of the held-out source's framework where there
     # are any (what a user calibrating on their own framework's runs gets on a new set of runs)
     fam_ape = []
-    for src, v in cross_validate(runs, by_family=True).items():
+    for src, v in cross_validate(runs, by_family=True, errs=errs).items():
         out[src]["calibrated_mape_framework"] = round(float(v["mape"]), 3)
         out[src]["framework_fit_on"] = v["fit_on"]
         fam_ape += [float(v["mape"])] * int(v["rows"])
@@ -300,9 +302,10 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
     # predicted by a fit on the source's other rows (leave-one-row-out; never the row itself)
     own_ape = []
     for src in out:
-        mine = [dataclasses.replace(r, group=str(i)) for i, r in enumerate(runs) if r.group == src]
+        idx = [i for i, r in enumerate(runs) if r.group == src]
+        mine = [dataclasses.replace(runs[i], group=str(i)) for i in idx]
         if len(mine) >= 3:
-            v = cross_validate(mine)
+            v = cross_validate(mine, errs=errs[idx])
             out[src]["calibrated_mape_own_runs"] = round(float(np.mean([float(x["mape"]) for x in v.values()])), 3)
             own_ape += [float(x["mape"]) for x in v.values()]
     out["ALL"]["calibrated_mape_own_runs"] = round(float(np.mean(own_ape)), 3)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .calibrate import Fit, Run, cross_validate, fit
+from .calibrate import Fit, Run, cross_validate, errors, fit
 from .cost import Job, evaluate
 from .search import parse_strategy
 
@@ -96,8 +96,9 @@ def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> C
     if len(runs) < 2:
         raise ConfigError("calibration needs at least 2 measured runs", path=path, fix="add rows (the fit is checked leave-one-out)")
     before = float(np.mean([abs(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0] - r.measured) / r.measured for r in runs]))
-    cv = cross_validate(runs)
+    errs = errors(runs)  # each run's grid, evaluated once for the leave-one-out check and the fit
+    cv = cross_validate(runs, errs=errs)
     after = float(np.mean([v["mape"] for v in cv.values()]))
     header = [k for k in rows[0] if k is not None] if rows and known_columns else []
     ignored = tuple(sorted(k for k in header if k not in known_columns and k not in _MEASURED))
-    return Calibration(fit(runs), len(runs), before, after, ignored)
+    return Calibration(fit(runs, errs), len(runs), before, after, ignored)

@@ -4,7 +4,11 @@ Four factors are fitted, each a multiplier on the model's prior: ``gemm_scale`` 
 the non-attention work), ``attn_scale`` (attention kernels), ``comm_scale`` (1 / the fraction
 of the catalog link bandwidth achieved: every transfer slower before the overlap rules hide what
 they can of it) and
-``inter_scale`` (transfers over inter-node links on top of that: the network tier). Among equally
+``inter_scale`` (transfers over inter-node links on top of that: the network tier); and a fifth
+that adds time, ``layer_overhead_s`` (seconds per layer and micro-batch the device waits on the
+host: launches and host synchronisations, as MoE dispatchers make; prior 0), which the fit may
+use only when leaving one run out at a time shows that it predicts the runs better (_select).
+Among equally
 good grid points the one closest to the priors (all scales 1) wins, so a factor the runs cannot
 inform (no inter-node traffic, say) stays at 1. Scales rather
 than absolute efficiencies keep what the priors know per device (the measured matmul ceiling). The fit minimizes the mean absolute
@@ -28,6 +32,8 @@ GEMM_GRID = 2.0 ** (np.arange(-16, 13) / 12)  # 0.40 .. 2.0
 ATTN_GRID = 2.0 ** (np.arange(-8, 7) / 4)  # 0.25 .. 2.83
 COMM_GRID = 2.0 ** (np.arange(-6, 7) / 3)  # 0.25 .. 4.0
 INTER_GRID = 2.0 ** (np.arange(-2, 7) / 2)  # 0.5 .. 8.0
+# host-bound seconds per layer and micro-batch: none (the prior), then 25 us .. 6.4 ms
+LAYER_GRID = np.concatenate([[0.0], 25e-6 * 2.0 ** np.arange(9)])
 
 
 @dataclass(frozen=True)
@@ -46,45 +52,82 @@ class Fit:
     attn_scale: float
     comm_scale: float
     inter_scale: float = 1.0
+    layer_overhead_s: float = 0.0
 
     def apply(self, job: Job) -> Job:
         return dataclasses.replace(job, gemm_scale=self.gemm_scale, attn_scale=self.attn_scale, comm_scale=self.comm_scale,
-                                   inter_scale=self.inter_scale)
+                                   inter_scale=self.inter_scale, layer_overhead_s=self.layer_overhead_s)
 
 
-def _grid() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    g, a, c, i = np.meshgrid(GEMM_GRID, ATTN_GRID, COMM_GRID, INTER_GRID, indexing="ij")
-    return g.ravel(), a.ravel(), c.ravel(), i.ravel()
+def _grid() -> tuple[np.ndarray, ...]:
+    g, a, c, i, o = np.meshgrid(GEMM_GRID, ATTN_GRID, COMM_GRID, INTER_GRID, LAYER_GRID, indexing="ij")
+    return g.ravel(), a.ravel(), c.ravel(), i.ravel(), o.ravel()
 
 
 def _errors(run: Run) -> np.ndarray:
     """|log error| for every grid point (flattened)."""
-    g, a, c, i = _grid()
+    g, a, c, i, o = _grid()
     s = {k: np.full(g.size, v) for k, v in run.strategy.items()}
-    job = dataclasses.replace(run.job, gemm_scale=g, attn_scale=a, comm_scale=c, inter_scale=i)
+    job = dataclasses.replace(run.job, gemm_scale=g, attn_scale=a, comm_scale=c, inter_scale=i, layer_overhead_s=o)
     pred = np.maximum(run.predict(job, s), 1e-12)
     return np.abs(np.log(pred / run.measured))
 
 
+def _prior_dist() -> np.ndarray:
+    g, a, c, i, o = _grid()
+    return np.abs(np.log(g)) + np.abs(np.log(a)) + np.abs(np.log(c)) + np.abs(np.log(i)) + np.log1p(o / LAYER_GRID[1])
+
+
 def _best(total: np.ndarray) -> Fit:
-    g, a, c, i = _grid()
+    g, a, c, i, o = _grid()
     # ties (factors the runs do not inform) go to the point nearest the priors
-    prior_dist = np.abs(np.log(g)) + np.abs(np.log(a)) + np.abs(np.log(c)) + np.abs(np.log(i))
-    k = int(np.lexsort((prior_dist, np.round(total, 9)))[0])
-    return Fit(float(g[k]), float(a[k]), float(c[k]), float(i[k]))
+    k = int(np.lexsort((_prior_dist(), np.round(total, 9)))[0])
+    return Fit(float(g[k]), float(a[k]), float(c[k]), float(i[k]), float(o[k]))
+
+
+def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
+    """The fit to the runs whose |log errors| over the grid are ``errs[rows]`` (all rows: None). The host overhead
+    (``layer_overhead_s``) trades off against the efficiencies and only runs that differ in their
+    micro-batches can tell them apart, so it is model selection by cross-validation: the fit may use
+    it only when, left one run out at a time, the fits with it predict the runs better than the
+    fits without it (3 runs or more; else it stays at its prior, 0)."""
+    rows = range(len(errs)) if rows is None else rows
+    total = np.zeros(errs.shape[1])
+    for k in rows:  # row by row: no copy of the (runs x grid) block
+        total += errs[k]
+    without = _grid()[4] > 0  # grid points with an overhead
+    if len(rows) >= 3:
+        tie = _prior_dist() * 1e-12  # below the 1e-9 rounding: the prior wins ties, as in _best
+        loo_with = loo_without = 0.0
+        for k in rows:
+            e = errs[k]
+            rest = np.round(total - e, 9) + tie
+            loo_with += float(e[int(np.argmin(rest))])
+            rest[without] = np.inf
+            loo_without += float(e[int(np.argmin(rest))])
+        if loo_with < loo_without:
+            return _best(total)
+    return _best(np.where(without, np.inf, total))
 
 
 def at_grid_edge(f: Fit) -> list[str]:
     """The factors that landed on the edge of their grid: the runs ask for more than the grid
     allows, which usually means they do not describe the jobs given (or the model misses a term)."""
     grids = {"gemm_scale": GEMM_GRID, "attn_scale": ATTN_GRID, "comm_scale": COMM_GRID, "inter_scale": INTER_GRID}
-    return [k for k, g in grids.items() if getattr(f, k) in (float(g[0]), float(g[-1]))]
+    edge = [k for k, g in grids.items() if getattr(f, k) in (float(g[0]), float(g[-1]))]
+    return edge + (["layer_overhead_s"] if f.layer_overhead_s == float(LAYER_GRID[-1]) else [])  # 0 is its prior, not an edge
 
 
-def fit(runs: Sequence[Run]) -> Fit:
+def errors(runs: Sequence[Run]) -> np.ndarray:
+    """(runs x grid) |log errors|: what fit and cross_validate start from (pass it to both to
+    evaluate each run's grid once)."""
+    return np.stack([_errors(r) for r in runs])
+
+
+def fit(runs: Sequence[Run], errs: np.ndarray | None = None) -> Fit:
     if not runs:
         return Fit(1.0, 1.0, 1.0, 1.0)
-    return _best(np.sum(np.stack([_errors(r) for r in runs]), axis=0))
+    return _select(errors(runs) if errs is None else errs)
 
 
 def predict_one(run: Run, f: Fit) -> float:
@@ -92,17 +135,17 @@ def predict_one(run: Run, f: Fit) -> float:
     return float(run.predict(f.apply(run.job), s)[0])
 
 
-def cross_validate(runs: Sequence[Run], by_family: bool = False) -> dict[str, dict[str, float | str]]:
+def cross_validate(runs: Sequence[Run], by_family: bool = False, errs: np.ndarray | None = None) -> dict[str, dict[str, float | str]]:
     """Leave-one-group-out: for each group, fit on the others and report its MAPE. ``by_family``:
     fit on the other groups of the held-out group's family (e.g. other publications of the same
     framework) when there are any, else on all other groups; ``fit_on`` says which."""
-    errs = {id(r): _errors(r) for r in runs}
+    errs = errors(runs) if errs is None else errs
     out: dict[str, dict[str, float | str]] = {}
     for grp in sorted({r.group for r in runs}):
         test = [r for r in runs if r.group == grp]
-        train = [r for r in runs if r.group != grp]
-        fam = [r for r in train if r.family == test[0].family] if by_family and test[0].family else []
-        f = _best(np.sum(np.stack([errs[id(r)] for r in (fam or train)]), axis=0))
+        train = [k for k, r in enumerate(runs) if r.group != grp]
+        fam = [k for k in train if runs[k].family == test[0].family] if by_family and test[0].family else []
+        f = _select(errs, fam or train)
         ape = [abs(predict_one(r, f) - r.measured) / r.measured for r in test]
         out[grp] = {"rows": len(test), "mape": float(np.mean(ape)), "fit_on": "family" if fam else "all", **dataclasses.asdict(f)}
     return out

@@ -58,7 +58,8 @@ Time per step (seconds):
   write an h-vector each), two residual adds (two reads, one write), the MLP activation (two reads
   and one write of an f-vector), forward, and about twice that in backward. It is what makes small
   hidden sizes and high FLOP/byte devices less efficient (the ratio to GEMM time is ~(peak/HBM
-  bandwidth)/h). MoE layers add their token permutations (work.moe_permutation_bytes: (5k + 4) h-wide
+  bandwidth)/h). Calibration may add a host wait (``Job.layer_overhead_s``, prior 0): seconds per
+  layer of the stage and micro-batch, x the recompute factor. MoE layers add their token permutations (work.moe_permutation_bytes: (5k + 4) h-wide
   bf16 rows per token and layer, 8k more when a rank holds several experts and sorts the received
   tokens by expert). Recompute multiplies it like the FLOPs. Left out when gemm_eff is given (measured
   in a trace: that efficiency already includes the elementwise kernels' time). Those are fused
@@ -328,6 +329,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + attn_flops / 3.0 / model_flops, rfactor[rc])  # for HFU
     # the pace: the most loaded stage, a middle one or the last with the output layer
     compute_s = np.maximum(layers_s * rf * uneven, layers_s * rf * end_L / (L / pp) + (logits_s + loss_s) * pp)
+    # host-bound waits (Job.layer_overhead_s): per layer of the stage and micro-batch, replayed by recompute
+    compute_s = compute_s + job.layer_overhead_s * stage_L * n_micro * rf
     net = Links.of(job)  # planner/links.py: bandwidth and latency by where a group sits
     link, ring = net.bandwidth, net.ring
     msg = seq * mb * h * 2 / cp

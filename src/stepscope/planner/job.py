@@ -180,6 +180,10 @@ class Job:
     # multiplies transfer time over inter-node links only (1 / the achieved fraction of the catalog's
     # inter-node bandwidth, on top of comm_scale): the network tier a cluster may fall short on
     inter_scale: float | np.ndarray = 1.0
+    # seconds per layer and micro-batch (forward and backward) that the device waits on the host:
+    # launches and host synchronisations the GPU cannot run ahead of (cost.py); 0 = none, the prior;
+    # only calibration on measured runs sets it
+    layer_overhead_s: float | np.ndarray = 0.0
     dp_overlap: float | np.ndarray = DP_OVERLAP
     # a measured cluster network (planner/network.py): collectives get its bus bandwidth by the
     # nodes they span instead of the catalog's nominal link rates

@@ -153,8 +153,9 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
     cal = rec.get("calibration") or {}
     if "runs" in cal:
         lines.append(f"calibrated on {cal['runs']} measured runs: GEMM x{cal['gemm_scale']:.3g}, attention x{cal['attn_scale']:.3g}, "
-                     f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}; error {cal['mape_before']:.1%} "
-                     f"before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)")
+                     f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}"
+                     + (f", host wait {cal['layer_overhead_s'] * 1e6:.0f} us per layer and micro-batch" if cal.get("layer_overhead_s") else "")
+                     + f"; error {cal['mape_before']:.1%} before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)")
         if cal.get("ignored_columns"):
             lines.append(f"note: columns the planner does not read were ignored: {', '.join(cal['ignored_columns'])}")
         if cal.get("at_grid_edge"):
