@@ -91,7 +91,7 @@ def calibrated(js: list[tuple[Any, dict[str, np.ndarray]]], validation: Path) ->
     from stepscope.planner.calibrate import fit, predict_tokens
 
     f = fit(validation_runs(validation))
-    print(json.dumps({"calibration_fit_on_validation": {k: round(v, 3) for k, v in vars(f).items()}}))
+    print(json.dumps({"calibration_fit_on_validation": {k: round(v, 6 if k == "layer_overhead_s" else 3) for k, v in vars(f).items()}}))
     return [float(predict_tokens(f.apply(job), s)[0]) for job, s in js]
 
 

@@ -27,9 +27,14 @@ def job(**kw: object) -> Job:
 ])
 def test_the_wait_by_hand(strategy: str, layers_times_micro: int, recompute_factor: float) -> None:
     s = parse_strategy(strategy)
-    base = float(evaluate(job(), s)["compute_s"][0])
-    waited = float(evaluate(job(layer_overhead_s=1e-3), s)["compute_s"][0])
-    assert waited - base == pytest.approx(1e-3 * layers_times_micro * recompute_factor)
+    base, waited = evaluate(job(), s), evaluate(job(layer_overhead_s=1e-3), s)
+    host_s = 1e-3 * layers_times_micro * recompute_factor
+    assert float(base["host_s"][0]) == 0.0
+    assert float(waited["host_s"][0]) == pytest.approx(host_s)
+    assert float(waited["compute_s"][0]) == float(base["compute_s"][0])
+    # the step: the wait itself, and with pp 2 the bubble of one micro-batch's share of it
+    bubble = (1 if "pp=2" in strategy else 0) * host_s / 4
+    assert float(waited["step_s"][0] - base["step_s"][0]) == pytest.approx(host_s + bubble)
 
 
 STRATEGIES = ("dp=8,mb=1", "dp=8,mb=2", "dp=8,mb=4", "dp=4,tp=2,mb=1", "dp=4,tp=2,mb=4", "dp=2,tp=4,mb=2")

@@ -30,3 +30,20 @@ def test_a_what_if_sets_the_model_baseline_against_the_traced_step(tmp_path: Pat
     assert sum(parts["model"].values()) == pytest.approx(w["predicted_baseline_step_time_s"])
     assert main(args) == 0
     assert "baseline, traced vs model: compute" in capsys.readouterr().out
+
+
+def test_the_traced_host_bound_idle_becomes_a_host_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The median step's host-bound idle is spread over the baseline's 32 layers x 1 micro-batch; the
+    what-if with 2 micro-batches (dp 4 of 8 sequences, mb 1) waits twice as long."""
+    report = tmp_path / "r.json"
+    assert main(["analyze", str(EXAMPLES / "a100_nccl_rank0.json.gz"), "--json", str(report), "-q"]) == 0
+    steps = json.loads(report.read_text(encoding="utf-8"))["ranks"][0]["steps"]
+    host_s = sorted(steps, key=lambda s: s["step_time_ns"])[len(steps) // 2]["idle_causes"]["host_bound_ns"] * 1e-9
+    assert host_s > 0
+    capsys.readouterr()
+    assert main(["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "8", "--seq-len", "2048",
+                 "--evaluate", "tp=2,dp=4,mb=1", "--baseline", "dp=8,mb=1", "--from-analysis", str(report), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["calibration"]["measured_layer_overhead_s"] == pytest.approx(host_s / 32)
+    assert rec["time_s"]["host"] == pytest.approx(2 * host_s)
+    assert rec["what_if"]["baseline_parts_s"]["model"]["idle"] == pytest.approx(host_s)  # no pipeline: no bubble

@@ -221,6 +221,9 @@ def run(ns: argparse.Namespace) -> int:
         if own_tp and not (no_sp and tp_overlap_needs_sp(preset)):
             tp_mode = preset
     if ns.evaluate:
+        if ns.baseline and calib.get("trace_host_bound_s"):  # the traced host-bound idle, spread over the baseline
+            job = _with_host_wait(job, ns.baseline, calib["trace_host_bound_s"])
+            calib["measured_layer_overhead_s"] = float(job.layer_overhead_s)
         rec = _one(job, ns.evaluate)
         measured = ns.measured_step_s or calib.get("trace_step_time_s")
         if ns.baseline or measured:
@@ -287,12 +290,22 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _with_host_wait(job: Job, baseline: str, host_bound_s: float) -> Job:
+    """The job with the traced step's host-bound idle as a host wait per layer and micro-batch
+    (Job.layer_overhead_s): that idle / the baseline's layers per stage x micro-batches x recompute
+    factor (its host time at 1 s per layer and micro-batch), so a what-if with more or fewer
+    micro-batches or layers per stage waits on the host in proportion."""
+    s = parse_strategy(baseline)
+    per_unit = float(evaluate(dataclasses.replace(job, layer_overhead_s=1.0), s, keys=("host_s",))["host_s"][0])
+    return dataclasses.replace(job, layer_overhead_s=host_bound_s / per_unit) if per_unit > 0 else job
+
+
 def _model_parts(rec: dict[str, Any]) -> dict[str, float]:
     """A predicted step in the trace's terms: compute (with the optimizer step and offload), exposed
-    communication (TP, EP, DP, CP, pipeline p2p) and idle (the pipeline bubble)."""
+    communication (TP, EP, DP, CP, pipeline p2p) and idle (the pipeline bubble, the host wait)."""
     t = rec["time_s"]
     return {"compute": t["compute"] + t["optimizer"] + t["offload"],
-            "exposed_comm": t["tp"] + t["ep"] + t["dp"] + t["cp"] + t["pp_p2p"], "idle": t["bubble"]}
+            "exposed_comm": t["tp"] + t["ep"] + t["dp"] + t["cp"] + t["pp_p2p"], "idle": t["bubble"] + t["host"]}
 
 
 def _capacity_line(job: Job) -> str:
@@ -383,6 +396,8 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
                      "trace_hardware": te.hardware, **{f"measured_{k}": v for k, v in changes.items()}})
         if te.parts_s:
             info["trace_step_parts_s"] = te.parts_s
+        if te.host_bound_s:
+            info["trace_host_bound_s"] = te.host_bound_s
         if te.why_no_flops:
             info["trace_why_no_flops"] = te.why_no_flops
         if te.hardware and te.hardware.lower() != job.hw.name.lower():

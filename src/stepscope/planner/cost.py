@@ -58,8 +58,7 @@ Time per step (seconds):
   write an h-vector each), two residual adds (two reads, one write), the MLP activation (two reads
   and one write of an f-vector), forward, and about twice that in backward. It is what makes small
   hidden sizes and high FLOP/byte devices less efficient (the ratio to GEMM time is ~(peak/HBM
-  bandwidth)/h). Calibration may add a host wait (``Job.layer_overhead_s``, prior 0): seconds per
-  layer of the stage and micro-batch, x the recompute factor. MoE layers add their token permutations (work.moe_permutation_bytes: (5k + 4) h-wide
+  bandwidth)/h). MoE layers add their token permutations (work.moe_permutation_bytes: (5k + 4) h-wide
   bf16 rows per token and layer, 8k more when a rank holds several experts and sorts the received
   tokens by expert). Recompute multiplies it like the FLOPs. Left out when gemm_eff is given (measured
   in a trace: that efficiency already includes the elementwise kernels' time). Those are fused
@@ -139,7 +138,12 @@ Time per step (seconds):
   ZB-V (vpp = 2) to a prior 1/10 (ideal 0; margin for unequal F, B, W);
 - activation offload: saved activations go to host and back (2x bytes) over ``host_gbps``
   (default 25 GB/s), 80% hidden behind compute (prior);
-- optimizer: read/write 16 B per local parameter at HBM bandwidth.
+- optimizer: read/write 16 B per local parameter at HBM bandwidth;
+- host wait (``host_s``, ``Job.layer_overhead_s`` per layer of the stage and micro-batch, x the
+  recompute factor; 0 unless a calibration or a trace's host-bound idle sets it): the device idle
+  while the host launches or synchronises; it lengthens each micro-batch (and so the bubble), and
+  collectives already launched on their own streams run on under it (DP, EP and offload hide in
+  compute + wait; TP, fused with the GEMMs, does not).
 Each link has a latency (alpha) of 10 us per collective step on intra-node, 20 us inter-node; a
 measured network profile replaces both tiers (planner/links.py, planner/network.py).
 """
@@ -329,8 +333,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + attn_flops / 3.0 / model_flops, rfactor[rc])  # for HFU
     # the pace: the most loaded stage, a middle one or the last with the output layer
     compute_s = np.maximum(layers_s * rf * uneven, layers_s * rf * end_L / (L / pp) + (logits_s + loss_s) * pp)
-    # host-bound waits (Job.layer_overhead_s): per layer of the stage and micro-batch, replayed by recompute
-    compute_s = compute_s + job.layer_overhead_s * stage_L * n_micro * rf
+    # the device waiting on the host (Job.layer_overhead_s): per layer of the stage and micro-batch,
+    # replayed by recompute. The compute stream is idle then, but collectives already launched on
+    # their own streams run on: the windows DP, EP and offload transfers hide in are compute + wait
+    host_s = job.layer_overhead_s * stage_L * n_micro * rf
+    busy_s = compute_s + host_s
     net = Links.of(job)  # planner/links.py: bandwidth and latency by where a group sits
     link, ring = net.bandwidth, net.ring
     msg = seq * mb * h * 2 / cp
@@ -369,7 +376,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     replicas = dpc / shard
     # windows a DP collective can hide in: the last micro-batch's backward (recompute included), one
     # micro-batch, or every micro-batch (module docstring)
-    micro_s = compute_s / np.maximum(n_micro, 1)
+    micro_s = busy_s / np.maximum(n_micro, 1)
     last_bwd_s = micro_s * (1 - 1 / (3 * rf))
     # gradient buckets (Job.dp_bucket_mb): each one a collective of its own, with its own latency
     buckets = np.maximum(np.ceil(2 * p_dev / (job.dp_bucket_mb * 1e6)), 1.0) if job.dp_bucket_mb > 0 else 1.0
@@ -381,7 +388,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2 * stage_L, "all_reduce")
     dp_s = np.where(
         zero >= 3,
-        np.where(keep, _hide(zero3_once, job.dp_overlap, micro_s), _hide(zero3_each * n_micro, job.dp_overlap, compute_s))
+        np.where(keep, _hide(zero3_once, job.dp_overlap, micro_s), _hide(zero3_each * n_micro, job.dp_overlap, busy_s))
         + _hide(replica_ar, job.dp_overlap, last_bwd_s),
         np.where(zero >= 1,
                  (ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
@@ -393,10 +400,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
     # EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
-    ep_s = _hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), compute_s)
+    ep_s = _hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), busy_s)
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
     cp_s = np.where(cp > 1, 0.5 * ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
-    per_micro = (compute_s + tp_s + ep_s) / np.maximum(n_micro, 1)
+    per_micro = (busy_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
     # PP point-to-point: activations (and their gradients) cross every stage boundary once per
     # micro-batch each way; the fill and drain hops are on the critical path, steady-state ones are
@@ -407,16 +414,16 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     pp_p2p_s = np.where(pp > 1, 2 * ((pp - 1) + n_micro * (1 - PP_P2P_HIDDEN)) * hop, 0.0)
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
-    offload_s = np.where(offload, _hide(offload_raw, OFFLOAD_HIDDEN, compute_s), 0.0)
+    offload_s = np.where(offload, _hide(offload_raw, OFFLOAD_HIDDEN, busy_s), 0.0)
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
-    step_s = compute_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
+    step_s = busy_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
     capacity_b = job.capacity_bytes
     fits = total_b <= capacity_b
     # the largest non-compute part names the bottleneck (a running max: argmax over a stacked
     # (parts, configs) array costs a third of the whole evaluation)
     top = tp_s
     bott = np.ones(tp.shape, dtype=np.int8)  # index into BOTTLENECKS
-    for code, part in enumerate((dp_s, ep_s, cp_s, bubble_s + pp_p2p_s, opt_s, offload_s), start=2):
+    for code, part in enumerate((dp_s, ep_s, cp_s, bubble_s + pp_p2p_s, opt_s, offload_s, host_s), start=2):
         more = part > top
         bott[more] = code
         top = np.maximum(top, part)
@@ -426,7 +433,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "weights_gb": w_b / 1e9, "grads_gb": g_b / 1e9, "optimizer_gb": o_b / 1e9, "activations_gb": act_b / 1e9,
         "buffers_gb": buf_b / 1e9, "reserve_gb": reserve_b / 1e9, "total_gb": total_b / 1e9, "fits": fits,
         "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s, "pp_p2p_s": pp_p2p_s,
-        "optimizer_s": opt_s, "offload_s": offload_s, "step_s": step_s,
+        "optimizer_s": opt_s, "offload_s": offload_s, "host_s": host_s + np.zeros_like(tp), "step_s": step_s,
         "mfu": model_flops / (step_s * job.devices * peak),
         "hfu": model_flops * hw_flops_factor / (step_s * job.devices * peak),
         "headroom_gb": (capacity_b - total_b) / 1e9,

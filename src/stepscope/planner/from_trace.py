@@ -8,6 +8,9 @@ From an ``stepscope analyze --json`` report (first rank, or the rank given):
   ``optimizer`` and ``other`` categories; communication and memcpy are excluded);
 - ``dp_overlap`` = overlapped / total collective time (the share the run hid behind compute);
 - ``step_s`` = the median step time; ``parts_s`` that step's compute, exposed communication and idle;
+  ``host_bound_s`` the part of its idle the host caused (the work that ended a gap was launched
+  after the gap began), which a what-if spreads over the baseline's layers and micro-batches as a
+  host wait (``Job.layer_overhead_s``);
 - ``memory_bytes`` = the traced device's memory, which a what-if on the same device fits against;
 - ``comm_scale`` (multi-rank reports) = 1 / median(bus bandwidth / link peak) over the matched
   collectives of >= 1 MiB that have both (the cluster view's transfer time, not the wait) and do
@@ -49,6 +52,7 @@ class TraceEfficiency:
     memory_bytes: float | None = None  # the traced device's memory (its runtime's figure where the trace has it)
     # the median step's parts, seconds: compute, exposed communication, idle (absent in old reports)
     parts_s: dict[str, float] | None = None
+    host_bound_s: float | None = None  # the median step's host-bound idle
 
 
 def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
@@ -99,17 +103,33 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
         why_no_flops=(str(r.get("roofline_note")) if r.get("roofline_note") and not (oth_f or att_f) else None),
         memory_bytes=hardware.plausible_memory_bytes(hw.get("memory_bytes")),
         parts_s=_median_step_parts(r.get("steps")),
+        host_bound_s=_median_step_host_bound(r.get("steps")),
         **_comm_scales(doc.get("cluster"), _measured_intra(hw.get("name"))),
     )
+
+
+def _median_step(steps: Any) -> dict[str, Any] | None:
+    """The step with the median step time (the upper one of an even count), None without steps."""
+    rows = [st for st in steps if isinstance(st, dict) and _positive(st.get("step_time_ns"))] if isinstance(steps, list) else []
+    return sorted(rows, key=lambda st: float(st["step_time_ns"]))[len(rows) // 2] if rows else None
+
+
+def _median_step_host_bound(steps: Any) -> float | None:
+    """The median step's host-bound idle in seconds; None when the report lacks it."""
+    med = _median_step(steps)
+    causes = med.get("idle_causes") if med else None
+    v = causes.get("host_bound_ns") if isinstance(causes, dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+        return None
+    return float(v) * 1e-9
 
 
 def _median_step_parts(steps: Any) -> dict[str, float] | None:
     """Compute, exposed communication and idle time of the step with the median step time, in
     seconds (what the model's baseline is set against in a what-if); None when the report lacks them."""
-    rows = [st for st in steps if isinstance(st, dict) and _positive(st.get("step_time_ns"))] if isinstance(steps, list) else []
-    if not rows:
+    med = _median_step(steps)
+    if med is None:
         return None
-    med = sorted(rows, key=lambda st: float(st["step_time_ns"]))[len(rows) // 2]
     keys = {"compute": "compute_ns", "exposed_comm": "exposed_comm_ns", "idle": "idle_ns"}
     vals = {k: med.get(v) for k, v in keys.items()}
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf for v in vals.values()):

@@ -9,7 +9,7 @@ _MEM = (("weights", "#3b82f6"), ("grads", "#8b5cf6"), ("optimizer", "#f59e0b"), 
         ("buffers", "#9ca3af"), ("reserve", "#d1d5db"))
 # every part of the step (cost.py: step = their sum), so each bar ends at the table's step time
 _TIME = (("compute", "#3b82f6"), ("tp", "#ef4444"), ("ep", "#ec4899"), ("dp", "#f97316"), ("cp", "#eab308"),
-         ("bubble", "#9ca3af"), ("pp_p2p", "#6b7280"), ("optimizer", "#14b8a6"), ("offload", "#a16207"))
+         ("bubble", "#9ca3af"), ("pp_p2p", "#6b7280"), ("optimizer", "#14b8a6"), ("offload", "#a16207"), ("host", "#a855f7"))
 
 
 def _label(r: dict[str, Any]) -> str:

@@ -80,7 +80,7 @@ def tp_overlap_needs_sp(code: int) -> bool:
 
 
 FP8_RECIPES = ("tensorwise", "rowwise")
-BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "memory")
+BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "host", "memory")
 
 
 def divisors(n: int) -> list[int]:

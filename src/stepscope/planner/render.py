@@ -10,7 +10,7 @@ from .cost import BOTTLENECKS, RECOMPUTE, SCHEDULES
 from .search import FIELDS
 
 _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
-_TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "pp_p2p_s", "optimizer_s", "offload_s")
+_TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "pp_p2p_s", "optimizer_s", "offload_s", "host_s")
 
 
 def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray], dense: bool = False) -> list[dict[str, Any]]:
