@@ -47,3 +47,9 @@ def test_the_traced_host_bound_idle_becomes_a_host_wait(tmp_path: Path, capsys: 
     assert rec["calibration"]["measured_layer_overhead_s"] == pytest.approx(host_s / 32)
     assert rec["time_s"]["host"] == pytest.approx(2 * host_s)
     assert rec["what_if"]["baseline_parts_s"]["model"]["idle"] == pytest.approx(host_s)  # no pipeline: no bubble
+    args = ["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "8", "--seq-len", "2048",
+            "--evaluate", "tp=2,dp=4,mb=1"]
+    assert main([*args, "--baseline", "dp=8,mb=1", "--from-analysis", str(report)]) == 0
+    assert "host s" in capsys.readouterr().out  # the table's column, shown when a row waits on the host
+    assert main(args) == 0
+    assert "host s" not in capsys.readouterr().out

@@ -52,7 +52,7 @@ def table(recs: list[dict[str, Any]]) -> Any:
 
     t = Table(title="Strategies, fastest that fit first")
     cols = ["TP", "SP", "PP", "VPP", "DP", "CP", "EP", "ETP", "ZeRO", "shard", "kept W", "sched", "MB", "GA", "remat", "offl", "W", "G", "O", "act",
-            "buf+res", "total GB", "compute", "TP s", "EP s", "DP s", "CP s", "PP+bubble", "offl s", "step s", "MFU", "bottleneck"]
+            "buf+res", "total GB", "compute", "host s", "TP s", "EP s", "DP s", "CP s", "PP+bubble", "offl s", "step s", "MFU", "bottleneck"]
     rows = []
     for r in recs:
         s, m, ts = r["strategy"], r["memory_gb"], r["time_s"]
@@ -62,13 +62,13 @@ def table(recs: list[dict[str, Any]]) -> Any:
                      f"{r['grad_accum']:g}", s["recompute"], "yes" if s["offload"] else "",
                      *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")),
                      f"{m['buffers'] + m['reserve']:.1f}", f"{m['total']:.1f}",
-                     *(f"{ts[k]:.2f}" for k in ("compute", "tp", "ep", "dp", "cp")), f"{ts['bubble'] + ts['pp_p2p']:.2f}",
+                     *(f"{ts[k]:.2f}" for k in ("compute", "host", "tp", "ep", "dp", "cp")), f"{ts['bubble'] + ts['pp_p2p']:.2f}",
                      f"{ts['offload']:.2f}", f"{r['step_time_s']:.2f}", f"{r['mfu']:.1%}",
                      r["bottleneck"] + ("" if r["fits"] else " (OOM)")])
     # columns that say nothing for these rows (off in every one: no CP, no experts, no offload, no
     # HSDP, plain 1F1B; expert-TP equal to TP) are left out so the rest fits a terminal
     trivial = {"SP": "", "VPP": "1", "CP": "1", "EP": "1", "shard": "0", "kept W": "", "sched": "1f1b", "offl": "", "EP s": "0.00",
-               "CP s": "0.00", "offl s": "0.00"}
+               "CP s": "0.00", "offl s": "0.00", "host s": "0.00"}
     tp_col = cols.index("TP")
 
     def says_something(i: int) -> bool:
