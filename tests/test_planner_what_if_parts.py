@@ -53,3 +53,14 @@ def test_the_traced_host_bound_idle_becomes_a_host_wait(tmp_path: Path, capsys: 
     assert "host s" in capsys.readouterr().out  # the table's column, shown when a row waits on the host
     assert main(args) == 0
     assert "host s" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("host_bound", [-1, 2e9, "many", True, float("nan")])
+def test_a_damaged_host_bound_idle_is_ignored(host_bound: object) -> None:
+    from stepscope.planner.from_trace import from_report
+
+    step = {"step_time_ns": 1e9, "compute_ns": 5e8, "exposed_comm_ns": 0, "idle_ns": 5e8, "idle_causes": {"host_bound_ns": host_bound}}
+    doc = {"ranks": [{"rank": 0, "step_stats": {"median_ns": 1e9}, "steps": [step]}]}
+    assert from_report(doc).host_bound_s is None
+    ok = {**step, "idle_causes": {"host_bound_ns": 4e8}}
+    assert from_report({"ranks": [{"rank": 0, "step_stats": {"median_ns": 1e9}, "steps": [ok]}]}).host_bound_s == pytest.approx(0.4)

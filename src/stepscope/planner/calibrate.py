@@ -86,11 +86,12 @@ def _best(total: np.ndarray) -> Fit:
 
 
 def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
-    """The fit to the runs whose |log errors| over the grid are ``errs[rows]`` (all rows: None). The host overhead
-    (``layer_overhead_s``) trades off against the efficiencies and only runs that differ in their
-    micro-batches can tell them apart, so it is model selection by cross-validation: the fit may use
-    it only when, left one run out at a time, the fits with it predict the runs better than the
-    fits without it (3 runs or more; else it stays at its prior, 0)."""
+    """The fit to the runs whose |log errors| over the grid are ``errs[rows]`` (all rows: None).
+    The host wait (``layer_overhead_s``) trades off against the efficiencies and only runs that
+    differ in their micro-batches can tell them apart, so it is model selection by
+    cross-validation: the fit may use it only when, leaving one run out at a time, the fits with it
+    predict the left-out runs better (mean |log error|) than the fits without it (3 runs or more;
+    else it stays at its prior, 0)."""
     rows = range(len(errs)) if rows is None else rows
     total = np.zeros(errs.shape[1])
     for k in rows:  # row by row: no copy of the (runs x grid) block
