@@ -64,3 +64,15 @@ def test_a_damaged_host_bound_idle_is_ignored(host_bound: object) -> None:
     assert from_report(doc).host_bound_s is None
     ok = {**step, "idle_causes": {"host_bound_ns": 4e8}}
     assert from_report({"ranks": [{"rank": 0, "step_stats": {"median_ns": 1e9}, "steps": [ok]}]}).host_bound_s == pytest.approx(0.4)
+
+
+def test_a_search_says_it_does_not_carry_the_host_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "r.json"
+    assert main(["analyze", str(EXAMPLES / "a100_nccl_rank0.json.gz"), "--json", str(report), "-q"]) == 0
+    capsys.readouterr()
+    base = ["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "8", "--seq-len", "2048",
+            "--from-analysis", str(report)]
+    assert main([*base, "--top", "2"]) == 0
+    assert "a search does not" in " ".join(capsys.readouterr().out.split())  # the terminal wraps long lines
+    assert main([*base, "--evaluate", "tp=2,dp=4,mb=1", "--baseline", "dp=8,mb=1"]) == 0
+    assert "a search does not" not in " ".join(capsys.readouterr().out.split())

@@ -167,6 +167,10 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
                      f"{cal['trace_step_time_s']:.4g} s; " + (got or "no efficiency could be measured, the priors stay"))
         if "trace_why_no_flops" in cal:
             lines.append(f"no compute efficiency from this trace: {cal['trace_why_no_flops']}")
+        if cal.get("trace_host_bound_s") and "measured_layer_overhead_s" not in cal:
+            lines.append(f"note: the traced step waited {cal['trace_host_bound_s']:.4g} s on the host "
+                         f"({cal['trace_host_bound_s'] / cal['trace_step_time_s']:.0%} of it); a what-if (--evaluate with --baseline) "
+                         "carries that over as a wait per layer and micro-batch, a search does not")
         if cal.get("trace_hardware_differs"):
             lines.append(f"warning: the trace ran on {cal['trace_hardware']}, not on the --hardware given; its efficiencies and "
                          "measured step describe that device")
