@@ -131,8 +131,10 @@ Time per step (seconds):
   DualPipe-style schedules, Megatron's EP-communication overlap), which hides it behind another
   micro-batch's compute, up to the compute time, with 2+ micro-batches;
 - CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes, 50% hidden;
-- PP p2p: ``s*b*h*2/(tp*cp)`` bytes per hop, each way; the 2(pp-1) fill/drain hops are exposed and
-  20% of the 2m steady-state hops (prior ``PP_P2P_HIDDEN`` = 0.8), on the link of tp*pp ranks;
+- PP p2p: ``s*b*h*2/(tp*cp)`` bytes per hop, each way; the 2(pp vpp - 1) fill/drain hops are exposed
+  and 20% of the 2 m vpp steady-state hops (prior ``PP_P2P_HIDDEN`` = 0.8), on the link of tp*pp
+  ranks (interleaving multiplies the hops by vpp: Narayanan et al. 2021, section 2.2.2; ZB-V's turn
+  on the last stage needs no hop, counted anyway);
 - PP: bubble ``(pp-1)/(m*vpp)`` of the per-micro-batch work (m micro-batches per replica) for 1F1B
   and interleaved; zero-bubble ZB-H1 (Qi et al. 2023) cuts it to 1/3 (with F = B = W),
   ZB-V (vpp = 2) to a prior 1/10 (ideal 0; margin for unequal F, B, W);
@@ -405,13 +407,15 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     cp_s = np.where(cp > 1, 0.5 * ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
     per_micro = (busy_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
-    # PP point-to-point: activations (and their gradients) cross every stage boundary once per
-    # micro-batch each way; the fill and drain hops are on the critical path, steady-state ones are
-    # PP_P2P_HIDDEN hidden behind compute (prior)
+    # PP point-to-point: activations (and their gradients) cross every model-chunk boundary once per
+    # micro-batch each way: with vpp chunks per stage, a stage sends vpp times per micro-batch and
+    # direction, and a micro-batch's path crosses pp x vpp - 1 boundaries (Narayanan et al. 2021,
+    # section 2.2.2: interleaving multiplies the communication by v); the fill and drain hops are on
+    # the critical path, steady-state ones are PP_P2P_HIDDEN hidden behind compute (prior)
     p2p_msg = seq * mb * h * 2 / (tp * cp)
     pp_span = tp * pp  # consecutive stages sit tp ranks apart
     hop = p2p_msg / link(pp_span) + net.step_s(pp_span)
-    pp_p2p_s = np.where(pp > 1, 2 * ((pp - 1) + n_micro * (1 - PP_P2P_HIDDEN)) * hop, 0.0)
+    pp_p2p_s = np.where(pp > 1, 2 * ((pp * vpp - 1) + n_micro * vpp * (1 - PP_P2P_HIDDEN)) * hop, 0.0)
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
     offload_s = np.where(offload, _hide(offload_raw, OFFLOAD_HIDDEN, busy_s), 0.0)
