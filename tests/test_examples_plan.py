@@ -27,3 +27,22 @@ def test_the_sweep_runs_every_record(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["plan", "--batch", str(EXAMPLES / "sweep.jsonl"), "--json"]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(out) == 3 and all("error" not in r and r["step_time_s"] > 0 for r in out)
+
+
+def test_a_row_that_does_not_describe_its_run_stands_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each row's prediction by a fit on the other rows is reported; a step time tripled by mistake
+    (line 5) is the one furthest from its prediction, and the terminal names it first."""
+    lines = (EXAMPLES / "nvidia_h100_runs.csv").read_text(encoding="utf-8").splitlines()
+    prefix, step_time = lines[4].rsplit(",", 1)
+    lines[4] = f"{prefix},{float(step_time) * 3}"
+    bad = tmp_path / "runs.csv"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "128", "--global-batch", "256", "--seq-len", "8192",
+            "--calibrate", str(bad), "--evaluate", "tp=4,pp=8,dp=4,mb=1"]
+    assert main([*args, "--json"]) == 0
+    per_run = json.loads(capsys.readouterr().out)["calibration"]["per_run"]
+    assert [r["line"] for r in per_run] == list(range(2, 11))  # CSV lines, the header being line 1
+    worst = max(per_run, key=lambda r: abs(r["predicted_loo_s"] / r["measured_s"] - 1))
+    assert worst["line"] == 5 and worst["predicted_loo_s"] < worst["measured_s"] / 2
+    assert main(args) == 0
+    assert " ".join(capsys.readouterr().out.split()).count("furthest left out: line 5 ") == 1

@@ -37,6 +37,8 @@ class Calibration:
     mape_before: float
     mape_after_loo: float
     ignored_columns: tuple[str, ...] = ()  # columns the planner does not read (notes, a misspelt flag)
+    # per row: {line, measured_s, predicted_s (the priors), predicted_loo_s (fitted on the other rows)}
+    per_run: tuple[dict[str, float], ...] = ()
 
 
 def _step(job: Job, s: dict[str, np.ndarray]) -> np.ndarray:
@@ -95,10 +97,13 @@ def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> C
         runs.append(Run(job, st, measured, _step, group=str(n)))
     if len(runs) < 2:
         raise ConfigError("calibration needs at least 2 measured runs", path=path, fix="add rows (the fit is checked leave-one-out)")
-    before = float(np.mean([abs(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0] - r.measured) / r.measured for r in runs]))
+    prior = [float(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0]) for r in runs]
+    before = float(np.mean([abs(p - r.measured) / r.measured for p, r in zip(prior, runs, strict=True)]))
     errs = errors(runs)  # each run's grid, evaluated once for the leave-one-out check and the fit
     cv = cross_validate(runs, errs=errs)
     after = float(np.mean([v["mape"] for v in cv.values()]))
     header = [k for k in rows[0] if k is not None] if rows and known_columns else []
     ignored = tuple(sorted(k for k in header if k not in known_columns and k not in _MEASURED))
-    return Calibration(fit(runs, errs), len(runs), before, after, ignored)
+    per_run = tuple({"line": int(r.group), "measured_s": r.measured, "predicted_s": p,
+                     "predicted_loo_s": r.measured * (1 + float(cv[r.group]["mean_signed"]))} for p, r in zip(prior, runs, strict=True))
+    return Calibration(fit(runs, errs), len(runs), before, after, ignored, per_run)

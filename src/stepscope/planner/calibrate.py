@@ -137,7 +137,8 @@ def predict_one(run: Run, f: Fit) -> float:
 
 
 def cross_validate(runs: Sequence[Run], by_family: bool = False, errs: np.ndarray | None = None) -> dict[str, dict[str, float | str]]:
-    """Leave-one-group-out: for each group, fit on the others and report its MAPE. ``by_family``:
+    """Leave-one-group-out: for each group, fit on the others and report its MAPE and mean signed
+    relative error (predicted / measured - 1 of the run's metric). ``by_family``:
     fit on the other groups of the held-out group's family (e.g. other publications of the same
     framework) when there are any, else on all other groups; ``fit_on`` says which."""
     errs = errors(runs) if errs is None else errs
@@ -147,8 +148,9 @@ def cross_validate(runs: Sequence[Run], by_family: bool = False, errs: np.ndarra
         train = [k for k, r in enumerate(runs) if r.group != grp]
         fam = [k for k in train if runs[k].family == test[0].family] if by_family and test[0].family else []
         f = _select(errs, fam or train)
-        ape = [abs(predict_one(r, f) - r.measured) / r.measured for r in test]
-        out[grp] = {"rows": len(test), "mape": float(np.mean(ape)), "fit_on": "family" if fam else "all", **dataclasses.asdict(f)}
+        rel = [(predict_one(r, f) - r.measured) / r.measured for r in test]
+        out[grp] = {"rows": len(test), "mape": float(np.mean(np.abs(rel))), "mean_signed": float(np.mean(rel)),
+                    "fit_on": "family" if fam else "all", **dataclasses.asdict(f)}
     return out
 
 

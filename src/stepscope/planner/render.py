@@ -157,6 +157,12 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
                      f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}"
                      + (f", host wait {cal['layer_overhead_s'] * 1e6:.0f} us per layer and micro-batch" if cal.get("layer_overhead_s") else "")
                      + f"; error {cal['mape_before']:.1%} before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)")
+        worst = sorted(cal.get("per_run") or [], key=lambda r: -abs(r["predicted_loo_s"] / r["measured_s"] - 1))[:3]
+        if worst and abs(worst[0]["predicted_loo_s"] / worst[0]["measured_s"] - 1) > 0.1:
+            lines.append("furthest left out: " + "; ".join(
+                f"line {r['line']} {r['measured_s']:.4g} s measured, {r['predicted_loo_s']:.4g} s predicted "
+                f"({r['predicted_loo_s'] / r['measured_s'] - 1:+.0%})" for r in worst if abs(r["predicted_loo_s"] / r["measured_s"] - 1) > 0.1)
+                + " (a row the others cannot predict may not describe its run)")
         if cal.get("ignored_columns"):
             lines.append(f"note: columns the planner does not read were ignored: {', '.join(cal['ignored_columns'])}")
         if cal.get("at_grid_edge"):
