@@ -45,4 +45,28 @@ def test_a_row_that_does_not_describe_its_run_stands_out(tmp_path: Path, capsys:
     worst = max(per_run, key=lambda r: abs(r["predicted_loo_s"] / r["measured_s"] - 1))
     assert worst["line"] == 5 and worst["predicted_loo_s"] < worst["measured_s"] / 2
     assert main(args) == 0
-    assert " ".join(capsys.readouterr().out.split()).count("furthest left out: line 5 ") == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.count("furthest left out: line 5 ") == 1 and "leave-one-out fits ranged: GEMM x" in out
+
+
+def test_runs_the_model_itself_predicts_calibrate_to_the_priors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Step times taken from the planner's own predictions: every leave-one-out fit is the priors
+    (scales 1, no host wait), so the ranges collapse and nothing is flagged."""
+    job = ["--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096"]
+    rows = ["model,hardware,devices,global_batch,seq_len,strategy,step_time_s"]
+    for strategy in ("tp=1,dp=16,mb=1", "tp=2,dp=8,mb=2", "tp=4,dp=4,mb=1", "tp=2,pp=2,dp=4,mb=1"):
+        assert main(["plan", *job, "--evaluate", strategy, "--json"]) == 0
+        step = json.loads(capsys.readouterr().out)["step_time_s"]
+        rows.append(f'llama3-8b,h100,16,64,4096,"{strategy}",{step!r}')
+    runs = tmp_path / "runs.csv"
+    runs.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    args = ["plan", *job, "--calibrate", str(runs), "--evaluate", "tp=8,dp=2,mb=1"]
+    assert main([*args, "--json"]) == 0
+    cal = json.loads(capsys.readouterr().out)["calibration"]
+    assert cal["mape_before"] == pytest.approx(0, abs=1e-9) and cal["mape_after_leave_one_out"] == pytest.approx(0, abs=1e-9)
+    assert {k: cal[k] for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale", "layer_overhead_s")} == {
+        "gemm_scale": 1.0, "attn_scale": 1.0, "comm_scale": 1.0, "inter_scale": 1.0, "layer_overhead_s": 0.0}
+    assert all(lo == hi for lo, hi in cal["leave_one_out_range"].values())
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "ranged" not in out and "furthest left out" not in out

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Collection
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,8 @@ class Calibration:
     ignored_columns: tuple[str, ...] = ()  # columns the planner does not read (notes, a misspelt flag)
     # per row: {line, measured_s, predicted_s (the priors), predicted_loo_s (fitted on the other rows)}
     per_run: tuple[dict[str, float], ...] = ()
+    # each factor's (lowest, highest) over the leave-one-out fits: how firmly the runs determine it
+    loo_range: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
 
 def _step(job: Job, s: dict[str, np.ndarray]) -> np.ndarray:
@@ -106,4 +109,6 @@ def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> C
     ignored = tuple(sorted(k for k in header if k not in known_columns and k not in _MEASURED))
     per_run = tuple({"line": int(r.group), "measured_s": r.measured, "predicted_s": p,
                      "predicted_loo_s": r.measured * (1 + float(cv[r.group]["mean_signed"]))} for p, r in zip(prior, runs, strict=True))
-    return Calibration(fit(runs, errs), len(runs), before, after, ignored, per_run)
+    loo_range = {k: (min(float(v[k]) for v in cv.values()), max(float(v[k]) for v in cv.values()))
+                 for k in (f.name for f in dataclasses.fields(Fit))}
+    return Calibration(fit(runs, errs), len(runs), before, after, ignored, per_run, loo_range)

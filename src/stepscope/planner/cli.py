@@ -378,7 +378,8 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         cal = from_csv(ns.calibrate, lambda r: job_from_record(_with_cli_defaults(r, ns)), RECORD_KEYS)
         job = cal.fit.apply(job)
         info.update({"runs": cal.rows, **dataclasses.asdict(cal.fit), "mape_before": cal.mape_before,
-                     "mape_after_leave_one_out": cal.mape_after_loo, "per_run": list(cal.per_run)})
+                     "mape_after_leave_one_out": cal.mape_after_loo, "per_run": list(cal.per_run),
+                     "leave_one_out_range": {k: list(v) for k, v in cal.loo_range.items()}})
         if cal.ignored_columns:
             info["ignored_columns"] = list(cal.ignored_columns)
         from .calibrate import at_grid_edge

@@ -157,6 +157,12 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
                      f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}"
                      + (f", host wait {cal['layer_overhead_s'] * 1e6:.0f} us per layer and micro-batch" if cal.get("layer_overhead_s") else "")
                      + f"; error {cal['mape_before']:.1%} before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)")
+        spread = {k: v for k, v in (cal.get("leave_one_out_range") or {}).items() if v[1] > v[0]}
+        if spread:  # factors the runs do not pin down move between the leave-one-out fits
+            names = {"gemm_scale": "GEMM", "attn_scale": "attention", "comm_scale": "communication", "inter_scale": "inter-node"}
+            lines.append("leave-one-out fits ranged: " + ", ".join(
+                f"host wait {lo * 1e6:.0f}-{hi * 1e6:.0f} us" if k == "layer_overhead_s" else f"{names.get(k, k)} x{lo:.3g}-{hi:.3g}"
+                for k, (lo, hi) in spread.items()))
         worst = sorted(cal.get("per_run") or [], key=lambda r: -abs(r["predicted_loo_s"] / r["measured_s"] - 1))[:3]
         if worst and abs(worst[0]["predicted_loo_s"] / worst[0]["measured_s"] - 1) > 0.1:
             lines.append("furthest left out: " + "; ".join(
