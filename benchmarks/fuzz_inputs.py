@@ -7,14 +7,16 @@ Targets (deterministic seeds): kineto (events and header of the bundled Kineto t
 (truncations and byte flips of the bundled XPlane), parquet (the same of its `stepscope convert`
 output), report (fields of an analyze report read by
 plan --from-analysis), hardware (--hardware-file for plan and analyze), rules (--rules), network
-(--network files). Run on purpose, not in the test suite: each variant is a CLI process.
+(--network files), calibrate (cells, rows and truncations of the example --calibrate CSV). Run on purpose, not in the test suite: each variant is a CLI process.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import csv
 import gzip
+import io
 import json
 import random
 import subprocess
@@ -167,8 +169,37 @@ def network(rng: random.Random, tmp: Path) -> list[str]:
             "--seq-len", "4096", "--top", "2"]
 
 
+CALIB_CSV = ROOT / "examples" / "plan" / "nvidia_h100_runs.csv"
+CELLS = ["", "abc", "-1", "0", "1e308", "nan", "inf", "2**70", "tp=0", "tp=3,pp=7", "zero=9", "mb=-1", '"', "h100x", "llama9"]
+
+
+def calibrate(rng: random.Random, tmp: Path) -> list[str]:
+    """The example calibration CSV with cells replaced by odd values, rows dropped or repeated, or
+    the file cut short."""
+    lines = CALIB_CSV.read_text(encoding="utf-8").splitlines()
+    head, rows = lines[0], [list(csv.reader([line]))[0] for line in lines[1:]]
+    for _ in range(rng.randrange(1, 4)):
+        kind = rng.random()
+        if kind < 0.6 and rows:
+            row = rng.choice(rows)
+            row[rng.randrange(len(row))] = rng.choice(CELLS)
+        elif kind < 0.8 and rows:
+            rows.pop(rng.randrange(len(rows)))
+        elif rows:
+            rows.append(list(rng.choice(rows)))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    text = head + "\n" + out.getvalue()
+    if rng.random() < 0.2:
+        text = text[: rng.randrange(len(text))]
+    p = tmp / "runs.csv"
+    p.write_text(text, encoding="utf-8")
+    return [*PLAN, "--hardware", "h100", "--calibrate", str(p), "--evaluate", "tp=2,dp=4,mb=1", "--json"]
+
+
 TARGETS: dict[str, Callable[[random.Random, Path], list[str]]] = {
-    "kineto": kineto, "xplane": xplane, "parquet": parquet, "report": report, "hardware": hardware, "rules": rules, "network": network}
+    "kineto": kineto, "xplane": xplane, "parquet": parquet, "report": report, "hardware": hardware, "rules": rules, "network": network,
+    "calibrate": calibrate}
 
 
 def main() -> int:

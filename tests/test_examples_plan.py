@@ -70,3 +70,13 @@ def test_runs_the_model_itself_predicts_calibrate_to_the_priors(tmp_path: Path, 
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "ranged" not in out and "furthest left out" not in out
+
+
+def test_a_row_missing_a_cell_names_its_line_and_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = tmp_path / "runs.csv"
+    runs.write_text('model,hardware,devices,global_batch,seq_len,strategy,step_time_s\n'
+                    'llama3-8b,,8,16,4096,"dp=8",3.0\nllama3-8b,h100,8,16,4096,"dp=8",3.0\n', encoding="utf-8")
+    assert main(["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
+                 "--calibrate", str(runs), "--evaluate", "dp=8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "line 2:" in err and "row: hardware)" in err

@@ -44,7 +44,8 @@ def job_from_record(d: dict[str, Any]) -> Job:
         d = {**d, "global_batch": tokens // seq}
     missing = [k for k in ("model", "hardware", "devices", "global_batch", "seq_len") if d.get(k) in (None, "")]
     if missing:
-        raise ConfigError(f"plan needs {', '.join('--' + m.replace('_', '-') for m in missing)}", fix="see stepscope plan --help")
+        raise ConfigError(f"plan needs {', '.join('--' + m.replace('_', '-') for m in missing)} (a --batch record or --calibrate row: "
+                          f"{', '.join(missing)})", fix="see stepscope plan --help")
     prec = str(d.get("precision") or "bf16").lower()
     if prec not in ("bf16", "fp16", "fp8"):
         raise ConfigError(f"precision must be bf16, fp16 or fp8, not {prec!r}", fix="e.g. --precision fp8")
