@@ -4,6 +4,7 @@ by leave-one-out on runs the model itself generated with and without it."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,24 @@ def test_the_calibration_line_names_it() -> None:
            "mape_after_leave_one_out": 0.05}
     assert "host wait" not in what_if_lines({"calibration": {**cal, "layer_overhead_s": 0.0}})[0]
     assert "host wait 400 us per layer and micro-batch" in what_if_lines({"calibration": {**cal, "layer_overhead_s": 4e-4}})[0]
+
+
+def test_a_known_wait_is_given_by_flag_or_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from stepscope.cli import main
+
+    job = ["--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096"]
+    assert main(["plan", *job, "--evaluate", "dp=8,mb=1,zero=1", "--host-wait-us", "250", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    # 32 layers x 16 / (8 x 1) = 2 micro-batches x 250 us
+    assert rec["time_s"]["host"] == pytest.approx(250e-6 * 32 * 2) and rec["settings"]["host_wait_us"] == pytest.approx(250)
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(json.dumps({"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 4096,
+                                 "strategy": "dp=8,mb=1,zero=1", "host_wait_us": 250}) + "\n", encoding="utf-8")
+    assert main(["plan", "--batch", str(batch), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "ignored_keys" not in out and out["time_s"]["host"] == pytest.approx(rec["time_s"]["host"])
+    for bad in ("-5", "nan", "2e6"):
+        assert main(["plan", *job, "--evaluate", "dp=8,mb=1", "--host-wait-us", bad]) == 2
+        assert "host wait must be" in capsys.readouterr().err

@@ -154,6 +154,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--moe-imbalance", type=float, metavar="F",
                     help="MoE routing imbalance: tokens on the most loaded expert-parallel rank / the mean (default 1, balanced); "
                     "scales the expert GEMMs, the all-to-all and the dispatched activations")
+    pl.add_argument("--host-wait-us", type=float, metavar="US",
+                    help="microseconds per layer and micro-batch the device waits on the host (launches, host syncs; default 0), "
+                    "e.g. what --calibrate fitted on your runs, to reuse in a search or a --batch sweep")
     pl.add_argument("--network", metavar="NAME",
                     help="a measured cluster network: a name from data/networks.yaml (e.g. hf-h100) or your own YAML file "
                     "of that layout (FILE.yaml, FILE.yaml#NAME): collective bandwidth and latency by the nodes a group spans, "

@@ -80,6 +80,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
         dp_bucket_mb=_number(d, "dp_bucket_mb", 0.0),
         moe_imbalance=_number(d, "moe_imbalance", 1.0),
+        layer_overhead_s=_host_wait_s(d),
         network=network_by_name(str(d["network"])) if d.get("network") not in (None, "") else None,
     )
 
@@ -89,7 +90,7 @@ RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
     "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "dp_bucket_mb", "moe_imbalance",
-    "network", "framework", "strategy", "pipeline_split_embedding", "hidden_dropout",
+    "network", "framework", "strategy", "pipeline_split_embedding", "hidden_dropout", "host_wait_us",
 })
 
 
@@ -118,6 +119,15 @@ def _whole(d: dict[str, Any], key: str, limit: int = 2**31) -> int:
     if x is None or x > limit:
         raise ConfigError(f"{key} must be a whole number up to {limit:,}, not {v!r}", fix=f"e.g. --{key.replace('_', '-')} 8")
     return x
+
+
+def _host_wait_s(d: dict[str, Any]) -> float:
+    """--host-wait-us / the batch key host_wait_us, in seconds: 0 up to (not including) a second per
+    layer and micro-batch, beyond which it is surely a typo."""
+    us = _number(d, "host_wait_us", 0.0)
+    if not 0 <= us < 1e6:
+        raise ConfigError(f"host wait must be >= 0 and under a second per layer and micro-batch, not {us:g} us", fix="e.g. --host-wait-us 200")
+    return us * 1e-6
 
 
 def _number(d: dict[str, Any], key: str, default: float) -> float:
@@ -195,7 +205,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = job_from_record({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
-                                                  "dp_bucket_mb", "network", "moe_imbalance", "loss", "hardware_file", "framework",
+                                                  "dp_bucket_mb", "network", "moe_imbalance", "host_wait_us", "loss", "hardware_file", "framework",
                                                   "eager_swiglu", "fused_projections", "fp8_weight_cache", "fp8_saved_inputs")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),

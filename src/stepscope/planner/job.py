@@ -243,6 +243,9 @@ class Job:
         if not 1.0 <= self.moe_imbalance < math.inf:
             raise ConfigError(f"MoE imbalance must be >= 1 (max / mean tokens per expert rank), not {self.moe_imbalance}",
                               fix="e.g. --moe-imbalance 1.2; 1 is perfectly balanced routing")
+        if isinstance(self.layer_overhead_s, float | int) and not 0 <= self.layer_overhead_s < math.inf:  # (calibration grids pass arrays)
+            raise ConfigError(f"host wait must be a number >= 0, not {self.layer_overhead_s * 1e6:g} us per layer and micro-batch",
+                              fix="e.g. --host-wait-us 200")
         if not 0 <= self.dp_bucket_mb < math.inf:
             raise ConfigError(f"DP bucket size must be >= 0 MB, not {self.dp_bucket_mb}", fix="e.g. --dp-bucket-mb 25 (PyTorch DDP's default)")
         if self.grad_bytes == 0:

@@ -36,6 +36,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["pipeline_split_embedding"] = True
     if job.hidden_dropout:
         out["hidden_dropout"] = True
+    if isinstance(job.layer_overhead_s, float | int) and job.layer_overhead_s > 0:
+        out["host_wait_us"] = job.layer_overhead_s * 1e6
     return out
 
 
@@ -58,4 +60,6 @@ def settings_line(st: dict[str, Any]) -> str:
         parts.append("embedding and loss counted as pipeline layers")
     if st.get("hidden_dropout"):
         parts.append("hidden dropout masks kept")
+    if st.get("host_wait_us"):
+        parts.append(f"host wait {st['host_wait_us']:.0f} us per layer and micro-batch")
     return "assumed: " + ", ".join(parts)
