@@ -64,6 +64,8 @@ def test_a_damaged_host_bound_idle_is_ignored(host_bound: object) -> None:
     assert from_report(doc).host_bound_s is None
     ok = {**step, "idle_causes": {"host_bound_ns": 4e8}}
     assert from_report({"ranks": [{"rank": 0, "step_stats": {"median_ns": 1e9}, "steps": [ok]}]}).host_bound_s == pytest.approx(0.4)
+    cpu_only = {**ok, "window_source": "cpu"}  # a rank without device work: nothing waited on the host
+    assert from_report({"ranks": [{"rank": 0, "step_stats": {"median_ns": 1e9}, "steps": [cpu_only]}]}).host_bound_s is None
 
 
 def test_a_search_says_it_does_not_carry_the_host_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
