@@ -132,7 +132,8 @@ def choice(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]], framew
 
 def own_runs(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]]) -> None:
     """What calibrating on one's own runs gives on these: within each kind (dense, MoE), each run
-    predicted by the four scales fitted on the kind's other runs (leave-one-run-out)."""
+    predicted by the calibration fitted on the kind's other runs (leave-one-run-out: the four scales
+    and, where an inner leave-one-out selects it, the host wait, whose range over the folds is shown)."""
     import dataclasses
 
     from stepscope.planner.calibrate import Run, cross_validate, predict_tokens
@@ -142,8 +143,11 @@ def own_runs(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]]) -> N
     for kind in ("dense", "MoE"):
         mine = [dataclasses.replace(x, group=str(i)) for i, x in enumerate(runs) if x.group == kind]
         if len(mine) >= 3:
-            ape = [float(v["mape"]) for v in cross_validate(mine).values()]
-            print(json.dumps({"calibrated_own_runs": kind, "rows": len(mine), "mape_leave_one_out": round(float(np.mean(ape)), 3)}))
+            cv = cross_validate(mine).values()
+            ape = [float(v["mape"]) for v in cv]
+            wait_us = [float(v["layer_overhead_s"]) * 1e6 for v in cv]
+            print(json.dumps({"calibrated_own_runs": kind, "rows": len(mine), "mape_leave_one_out": round(float(np.mean(ape)), 3),
+                              "host_wait_us_over_folds": [min(wait_us), max(wait_us)]}))
 
 
 def summary(rows: list[dict], key: str) -> dict:

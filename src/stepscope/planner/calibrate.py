@@ -32,8 +32,8 @@ GEMM_GRID = 2.0 ** (np.arange(-16, 13) / 12)  # 0.40 .. 2.0
 ATTN_GRID = 2.0 ** (np.arange(-8, 7) / 4)  # 0.25 .. 2.83
 COMM_GRID = 2.0 ** (np.arange(-6, 7) / 3)  # 0.25 .. 4.0
 INTER_GRID = 2.0 ** (np.arange(-2, 7) / 2)  # 0.5 .. 8.0
-# host-bound seconds per layer and micro-batch: none (the prior), then 25 us .. 6.4 ms
-LAYER_GRID = np.concatenate([[0.0], 25e-6 * 2.0 ** np.arange(9)])
+# host-bound seconds per layer and micro-batch: none (the prior), then 25 us .. 51.2 ms
+LAYER_GRID = np.concatenate([[0.0], 25e-6 * 2.0 ** np.arange(12)])
 
 
 @dataclass(frozen=True)
