@@ -15,9 +15,9 @@ rows it was fitted to.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from collections.abc import Collection
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 

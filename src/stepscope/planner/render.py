@@ -163,11 +163,10 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
             lines.append("leave-one-out fits ranged: " + ", ".join(
                 f"host wait {lo * 1e6:.0f}-{hi * 1e6:.0f} us" if k == "layer_overhead_s" else f"{names.get(k, k)} x{lo:.3g}-{hi:.3g}"
                 for k, (lo, hi) in spread.items()))
-        worst = sorted(cal.get("per_run") or [], key=lambda r: -abs(r["predicted_loo_s"] / r["measured_s"] - 1))[:3]
-        if worst and abs(worst[0]["predicted_loo_s"] / worst[0]["measured_s"] - 1) > 0.1:
+        off = sorted(((r["predicted_loo_s"] / r["measured_s"] - 1, r) for r in cal.get("per_run") or []), key=lambda x: -abs(x[0]))
+        if worst := [(e, r) for e, r in off[:3] if abs(e) > 0.1]:  # rows more than 10% from their leave-one-out prediction
             lines.append("furthest left out: " + "; ".join(
-                f"line {r['line']} {r['measured_s']:.4g} s measured, {r['predicted_loo_s']:.4g} s predicted "
-                f"({r['predicted_loo_s'] / r['measured_s'] - 1:+.0%})" for r in worst if abs(r["predicted_loo_s"] / r["measured_s"] - 1) > 0.1)
+                f"line {r['line']} {r['measured_s']:.4g} s measured, {r['predicted_loo_s']:.4g} s predicted ({e:+.0%})" for e, r in worst)
                 + " (a row the others cannot predict may not describe its run)")
         if cal.get("ignored_columns"):
             lines.append(f"note: columns the planner does not read were ignored: {', '.join(cal['ignored_columns'])}")
