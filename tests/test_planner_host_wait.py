@@ -100,3 +100,24 @@ def test_a_known_wait_is_given_by_flag_or_record(tmp_path: Path, capsys: pytest.
     for bad in ("-5", "nan", "2e6"):
         assert main(["plan", *job, "--evaluate", "dp=8,mb=1", "--host-wait-us", bad]) == 2
         assert "host wait must be" in capsys.readouterr().err
+
+
+def test_a_wait_that_only_fits_noise_is_not_selected() -> None:
+    """Runs the model predicts up to +-10% noise (fixed seed): in-sample a wait lowers the total
+    error, but leaving runs out it does not predict them better, so the fit keeps none."""
+    import random
+
+    import numpy as np
+
+    from stepscope.planner.calibrate import _grid, errors
+
+    rng = random.Random(4)
+    runs = []
+    for n, text in enumerate(STRATEGIES):
+        s = parse_strategy(text + ",recompute=none")
+        noisy = float(predict_tokens(job(), s)[0]) * (1 + rng.uniform(-0.1, 0.1))
+        runs.append(Run(job(), {k: int(v[0]) for k, v in s.items()}, noisy, predict_tokens, group=str(n)))
+    e = errors(runs)
+    total, with_wait = e.sum(axis=0), _grid()[4] > 0
+    assert float(np.min(total)) < float(np.min(total[~with_wait])) - 1e-6  # in-sample, a wait would help
+    assert fit(runs, e).layer_overhead_s == 0.0
