@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -59,9 +60,13 @@ class Fit:
                                    inter_scale=self.inter_scale, layer_overhead_s=self.layer_overhead_s)
 
 
+@cache
 def _grid() -> tuple[np.ndarray, ...]:
-    g, a, c, i, o = np.meshgrid(GEMM_GRID, ATTN_GRID, COMM_GRID, INTER_GRID, LAYER_GRID, indexing="ij")
-    return g.ravel(), a.ravel(), c.ravel(), i.ravel(), o.ravel()
+    """The flattened factor grids (built once; read-only, shared by every fit and fold)."""
+    out = tuple(x.ravel() for x in np.meshgrid(GEMM_GRID, ATTN_GRID, COMM_GRID, INTER_GRID, LAYER_GRID, indexing="ij"))
+    for x in out:
+        x.setflags(write=False)
+    return out
 
 
 def _errors(run: Run) -> np.ndarray:
@@ -73,9 +78,13 @@ def _errors(run: Run) -> np.ndarray:
     return np.abs(np.log(pred / run.measured))
 
 
+@cache
 def _prior_dist() -> np.ndarray:
+    """Each grid point's distance from the priors (ties go to the nearest); built once, read-only."""
     g, a, c, i, o = _grid()
-    return np.abs(np.log(g)) + np.abs(np.log(a)) + np.abs(np.log(c)) + np.abs(np.log(i)) + np.log1p(o / LAYER_GRID[1])
+    out = np.abs(np.log(g)) + np.abs(np.log(a)) + np.abs(np.log(c)) + np.abs(np.log(i)) + np.log1p(o / LAYER_GRID[1])
+    out.setflags(write=False)
+    return out
 
 
 def _best(total: np.ndarray) -> Fit:

@@ -118,11 +118,11 @@ def _median_step_host_bound(steps: Any) -> float | None:
     """The median step's host-bound idle in seconds; None when the report lacks it or it is not a
     part of that step (a damaged report)."""
     med = _median_step(steps)
-    if med is not None and med.get("window_source") == "cpu":  # a CPU-only rank: no device waited
+    if med is None or med.get("window_source") == "cpu":  # a CPU-only rank: no device waited
         return None
-    causes = med.get("idle_causes") if med else None
+    causes = med.get("idle_causes")
     v = causes.get("host_bound_ns") if isinstance(causes, dict) else None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= float(med["step_time_ns"]):  # type: ignore[index]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= float(med["step_time_ns"]):
         return None
     return float(v) * 1e-9
 

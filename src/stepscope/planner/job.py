@@ -182,7 +182,7 @@ class Job:
     inter_scale: float | np.ndarray = 1.0
     # seconds per layer and micro-batch (forward and backward) that the device waits on the host:
     # launches and host synchronisations the GPU cannot run ahead of (cost.py); 0 = none, the prior;
-    # only calibration on measured runs sets it
+    # set by a calibration, a traced what-if's host-bound idle or --host-wait-us
     layer_overhead_s: float | np.ndarray = 0.0
     dp_overlap: float | np.ndarray = DP_OVERLAP
     # a measured cluster network (planner/network.py): collectives get its bus bandwidth by the
