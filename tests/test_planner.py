@@ -159,6 +159,24 @@ def test_runs_the_model_already_fits_leave_every_factor_at_exactly_one() -> None
     assert fit(runs) == Fit(1.0, 1.0, 1.0, 1.0)
 
 
+def test_cross_validation_reports_the_step_times_error_beside_the_throughputs() -> None:
+    """A held-out run measured at half the model's throughput: the throughput is predicted 2x too
+    high (predicted / measured - 1 = +100%) and the step time half as long as measured
+    (|measured / predicted - 1| = |1/2 - 1| = 50%)."""
+    from stepscope.planner.calibrate import Run, cross_validate, predict_tokens
+
+    runs = []
+    for i, (strat, seq) in enumerate((("tp=8,dp=2", 2048), ("dp=16,zero=3", 4096), ("tp=4,dp=4,recompute=full", 32768),
+                                      ("tp=2,dp=8", 4096))):
+        job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
+        st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
+        tokens = float(predict_tokens(job, {k: np.array([v]) for k, v in st.items()})[0])
+        runs.append(Run(job, st, tokens / 2 if i == 3 else tokens, predict_tokens, group="slow" if i == 3 else "exact"))
+    slow = cross_validate(runs)["slow"]  # fitted on the three exact runs: the priors
+    assert slow["mape"] == pytest.approx(1.0) and slow["mean_signed"] == pytest.approx(1.0)
+    assert slow["mape_step_time"] == pytest.approx(0.5)
+
+
 def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
     out = tmp_path / "plan.html"
