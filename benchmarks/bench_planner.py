@@ -298,6 +298,7 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
         cal_time += [float(v["mape_step_time"])] * int(v["rows"])
         out[src]["fit_on_others"] = {k: round(float(v[k]), 3) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale")}
         out[src]["fit_on_others"]["layer_overhead_us"] = round(float(v["layer_overhead_s"]) * 1e6, 1)
+        out[src]["fit_on_others"]["prior_pull"] = float(v["prior_pull"])
         cal_ape += [float(v["mape"])] * int(v["rows"])
     out["ALL"]["calibrated_mape_loso"] = round(float(np.mean(cal_ape)), 3)
     out["ALL"]["calibrated_mape_loso_step_time"] = round(float(np.mean(cal_time)), 3)

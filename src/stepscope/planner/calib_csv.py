@@ -110,5 +110,5 @@ def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> C
     per_run = tuple({"line": int(r.group), "measured_s": r.measured, "predicted_s": p,
                      "predicted_loo_s": r.measured * (1 + float(cv[r.group]["mean_signed"]))} for p, r in zip(prior, runs, strict=True))
     loo_range = {k: (min(float(v[k]) for v in cv.values()), max(float(v[k]) for v in cv.values()))
-                 for k in (f.name for f in dataclasses.fields(Fit))}
+                 for k in (f.name for f in dataclasses.fields(Fit)) if k != "prior_pull"}
     return Calibration(fit(runs, errs), len(runs), before, after, ignored, per_run, loo_range)

@@ -10,11 +10,14 @@ host: launches and host synchronisations, as MoE dispatchers make; prior 0), whi
 use only when leaving one run out at a time shows that it predicts the runs better (_select).
 Among equally
 good grid points the one closest to the priors (all scales 1) wins, so a factor the runs cannot
-inform (no inter-node traffic, say) stays at 1. Scales rather
-than absolute efficiencies keep what the priors know per device (the measured matmul ceiling). The fit minimizes the mean absolute
-log error ``|log(predicted / measured)|`` over a grid (vectorized: every grid point for a run in
-one evaluation). Accuracy must be reported on runs the fit did not see: :func:`cross_validate`
-holds out one group (e.g. one publication) at a time.
+inform (no inter-node traffic, say) stays at 1. Scales rather than absolute efficiencies keep what
+the priors know per device (the measured matmul ceiling). The fit minimizes the summed absolute log
+error ``|log(predicted / measured)|`` over a grid (vectorized: every grid point for a run in one
+evaluation), plus, when leaving one run out at a time shows that it predicts better, a pull toward
+the priors (``PULLS`` x the grid point's distance from them): a few runs do not pin five factors,
+and without it an exact fit through a handful of runs lands anywhere along the trade-offs.
+Accuracy must be reported on runs the fit did not see: :func:`cross_validate` holds out one group
+(e.g. one publication) at a time.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class Fit:
     comm_scale: float
     inter_scale: float = 1.0
     layer_overhead_s: float = 0.0
+    # how hard the fit was pulled toward the priors (PULLS, chosen leave-one-out); not a factor of the job
+    prior_pull: float = 0.0
 
     def apply(self, job: Job) -> Job:
         return dataclasses.replace(job, gemm_scale=self.gemm_scale, attn_scale=self.attn_scale, comm_scale=self.comm_scale,
@@ -87,37 +92,57 @@ def _prior_dist() -> np.ndarray:
     return out
 
 
-def _best(total: np.ndarray) -> Fit:
+# the pull toward the priors, per unit of _prior_dist, added to the summed |log errors| of the runs
+# (a prior whose weight does not grow with the runs: a few runs stay near the priors, many runs
+# outweigh them); which one is used is chosen by leaving one run out at a time (_select)
+PULLS = (0.0, 0.03, 0.1, 0.3, 1.0)
+
+
+def _best(total: np.ndarray, pull: float = 0.0) -> Fit:
     g, a, c, i, o = _grid()
-    # ties (factors the runs do not inform) go to the point nearest the priors
-    k = int(np.lexsort((_prior_dist(), np.round(total, 9)))[0])
-    return Fit(float(g[k]), float(a[k]), float(c[k]), float(i[k]), float(o[k]))
+    if pull > 0:
+        k = int(np.argmin(total + pull * _prior_dist()))
+    else:  # ties (factors the runs do not inform) go to the point nearest the priors
+        k = int(np.lexsort((_prior_dist(), np.round(total, 9)))[0])
+    return Fit(float(g[k]), float(a[k]), float(c[k]), float(i[k]), float(o[k]), pull)
 
 
 def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
     """The fit to the runs whose |log errors| over the grid are ``errs[rows]`` (all rows: None).
-    The host wait (``layer_overhead_s``) trades off against the efficiencies and only runs that
-    differ in their micro-batches can tell them apart, so it is model selection by
-    cross-validation: the fit may use it only when, leaving one run out at a time, the fits with it
-    predict the left-out runs better (mean |log error|) than the fits without it (3 runs or more;
-    else it stays at its prior, 0)."""
+    Two choices are model selection by cross-validation: whether the host wait
+    (``layer_overhead_s``) is used (it trades off against the efficiencies, and only runs that
+    differ in their micro-batches tell them apart), and how hard the fit is pulled toward the
+    priors (``PULLS``: few runs do not pin five factors). Among the candidates (each pull, with and
+    without the host wait) the fit uses the one whose fits, leaving one run out at a time, predict
+    the left-out runs best (mean |log error|); ties go to the earlier candidate (no pull, no host
+    wait: the unregularised fit). With fewer than 3 runs: no host wait, no pull."""
     rows = range(len(errs)) if rows is None else rows
     total = np.zeros(errs.shape[1])
     for k in rows:  # row by row: no copy of the (runs x grid) block
         total += errs[k]
     without = _grid()[4] > 0  # grid points with an overhead
-    if len(rows) >= 3:
-        tie = _prior_dist() * 1e-12  # below the 1e-9 rounding: the prior wins ties, as in _best
-        loo_with = loo_without = 0.0
-        for k in rows:
-            e = errs[k]
-            rest = np.round(total - e, 9) + tie
-            loo_with += float(e[int(np.argmin(rest))])
-            rest[without] = np.inf
-            loo_without += float(e[int(np.argmin(rest))])
-        if loo_with < loo_without:
-            return _best(total)
-    return _best(np.where(without, np.inf, total))
+    if len(rows) < 3:
+        return _best(np.where(without, np.inf, total))
+    dist = _prior_dist()
+    tie = dist * 1e-12  # below the 1e-9 rounding: the prior wins ties, as in _best
+    candidates = [(pull, host) for pull in PULLS for host in (False, True)]
+    loo = np.zeros(len(candidates))
+    rest = np.empty_like(total)
+    for k in rows:
+        e = errs[k]
+        base = total - e
+        for j, (pull, host) in enumerate(candidates):
+            if pull > 0:
+                np.multiply(dist, pull, out=rest)
+                rest += base
+            else:
+                np.round(base, 9, out=rest)
+                rest += tie
+            if not host:
+                rest[without] = np.inf
+            loo[j] += float(e[int(np.argmin(rest))])
+    pull, host = candidates[int(np.argmin(loo))]  # the first of equals
+    return _best(total if host else np.where(without, np.inf, total), pull)
 
 
 def at_grid_edge(f: Fit) -> list[str]:

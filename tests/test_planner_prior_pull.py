@@ -1,0 +1,81 @@
+"""The calibration's pull toward the priors (calibrate.PULLS): the objective by hand on a grid of
+made-up errors, and its selection by leave-one-out on noisy runs the priors generated."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from stepscope.analysis.model_flops import from_config_dict
+from stepscope.planner.calibrate import GEMM_GRID, Fit, Run, _best, _grid, errors, fit, predict_tokens
+from stepscope.planner.cost import Job
+from stepscope.planner.search import hardware, parse_strategy
+
+MODEL = from_config_dict({"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16,
+                          "intermediate_size": 4096, "vocab_size": 32000, "hidden_act": "silu"})
+STRATEGIES = ("dp=8,mb=1", "dp=8,mb=2", "dp=8,mb=4", "dp=4,tp=2,mb=1", "dp=4,tp=2,mb=4", "dp=2,tp=4,mb=2")
+
+
+def job() -> Job:
+    return Job(MODEL, hardware("h100"), 8, 8, 32, 2048)
+
+
+def _point(gemm: float) -> int:
+    """The grid index with this GEMM scale and every other factor at its prior."""
+    g, a, c, i, o = _grid()
+    return int(np.flatnonzero((g == gemm) & (a == 1.0) & (c == 1.0) & (i == 1.0) & (o == 0.0))[0])
+
+
+@pytest.mark.parametrize(("pull", "gemm"), [
+    (0.0, 2.0),  # no pull: the lowest error wins, 0 < 0.05
+    (0.03, 2.0),  # 0 + 0.03 x ln 2 = 0.0208 < 0.05
+    (0.1, 1.0),  # 0 + 0.1 x ln 2 = 0.0693 > 0.05: the priors win
+])
+def test_the_pulled_objective_by_hand(pull: float, gemm: float) -> None:
+    total = np.full(_grid()[0].size, 10.0)
+    total[_point(1.0)] = 0.05  # the priors: summed |log error| 0.05
+    total[_point(float(GEMM_GRID[-1]))] = 0.0  # GEMM x2 (distance ln 2 from the priors): 0
+    assert GEMM_GRID[-1] == 2.0
+    assert _best(total, pull).gemm_scale == gemm
+
+
+def _noisy(seed: int) -> list[Run]:
+    """Six runs the priors predict, each measured +-15% off (uniform, fixed seed)."""
+    rng = random.Random(seed)
+    runs = []
+    for n, text in enumerate(STRATEGIES):
+        s = parse_strategy(text + ",recompute=none")
+        measured = float(predict_tokens(job(), s)[0]) * (1 + rng.uniform(-0.15, 0.15))
+        runs.append(Run(job(), {k: int(v[0]) for k, v in s.items()}, measured, predict_tokens, group=str(n)))
+    return runs
+
+
+def test_noise_is_not_fitted_when_leaving_runs_out_says_so() -> None:
+    """Noise only (the truth is the priors): the unpulled fit chases it (attention x2.4 on these
+    six runs), the selected pull keeps the priors."""
+    runs = _noisy(1)
+    e = errors(runs)
+    unpulled = _best(np.where(_grid()[4] > 0, np.inf, e.sum(axis=0)))
+    assert unpulled.attn_scale > 2.0
+    f = fit(runs, e)
+    assert f.prior_pull > 0
+    assert (f.gemm_scale, f.attn_scale, f.comm_scale, f.inter_scale, f.layer_overhead_s) == (1.0, 1.0, 1.0, 1.0, 0.0)
+
+
+def test_exact_runs_are_not_pulled() -> None:
+    """Runs the priors predict exactly: every candidate predicts the left-out runs exactly, and the
+    tie goes to the unpulled fit."""
+    runs = [Run(r.job, r.strategy, float(predict_tokens(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0]),
+                predict_tokens, r.group) for r in _noisy(1)]
+    assert fit(runs) == Fit(1.0, 1.0, 1.0, 1.0, 0.0, 0.0)
+
+
+def test_the_calibration_line_names_the_pull() -> None:
+    from stepscope.planner.render import what_if_lines
+
+    cal = {"runs": 6, "gemm_scale": 1.0, "attn_scale": 1.0, "comm_scale": 1.0, "inter_scale": 1.0, "mape_before": 0.2,
+           "mape_after_leave_one_out": 0.05}
+    assert "held toward the priors" not in what_if_lines({"calibration": {**cal, "prior_pull": 0.0}})[0]
+    assert "held toward the priors at strength 0.3" in what_if_lines({"calibration": {**cal, "prior_pull": 0.3}})[0]
