@@ -35,6 +35,7 @@ from stepscope.analysis.model_flops import ModelShape
 from stepscope.errors import ConfigError
 from stepscope.planner.calibrate import Run, cross_validate, errors
 from stepscope.planner.cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
+from stepscope.planner.job import DP_OVERLAP
 from stepscope.planner.network import by_name as network_by_name
 from stepscope.planner.search import hardware, model, search, space
 
@@ -123,7 +124,12 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               fp8_saved_inputs="bf16" if "torchtitan" in r["source"] else "fp8",
               # the cluster's measured collective bandwidth where published (data/networks.yaml)
               network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
-              dp_bucket_mb=25.0 if "nanotron" in r["source"] else 0.0)
+              dp_bucket_mb=25.0 if "nanotron" in r["source"] else 0.0,
+              # Megatron-LM of 2021 (SC21's PTD-P runs) with its default --DDP-impl local all-reduced
+              # the gradients after the whole forward-backward pass (training.py train_step:
+              # "All-reduce if needed", model.allreduce_gradients()): nothing hidden. DeepSpeed's
+              # ZeRO-3 rows keep the prior
+              dp_overlap=0.0 if "Narayanan" in r["source"] and "zero3" not in r["zero_or_fsdp"].lower() else DP_OVERLAP)
     # TP/GEMM overlap by the framework's mechanism (cost.TP_OVERLAP): full chunked overlap where the
     # row says so (Megatron --tp-comm-overlap, torchtitan "AsyncTP"/"async TP"; not "vanilla TP");
     # nanotron's "async TP comm" is its own scheme (bwd+shard, from nanotron's
