@@ -125,23 +125,23 @@ def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
         return _best(np.where(without, np.inf, total))
     dist = _prior_dist()
     tie = dist * 1e-12  # below the 1e-9 rounding: the prior wins ties, as in _best
-    candidates = [(pull, host) for pull in PULLS for host in (False, True)]
-    loo = np.zeros(len(candidates))
+    step = len(LAYER_GRID)  # the host wait varies fastest in the grid: [::step] are the points without one
+    loo = np.zeros((len(PULLS), 2))  # [pull, with the host wait]
     rest = np.empty_like(total)
     for k in rows:
         e = errs[k]
         base = total - e
-        for j, (pull, host) in enumerate(candidates):
+        for j, pull in enumerate(PULLS):
             if pull > 0:
                 np.multiply(dist, pull, out=rest)
                 rest += base
             else:
                 np.round(base, 9, out=rest)
                 rest += tie
-            if not host:
-                rest[without] = np.inf
-            loo[j] += float(e[int(np.argmin(rest))])
-    pull, host = candidates[int(np.argmin(loo))]  # the first of equals
+            loo[j, 0] += float(e[int(np.argmin(rest[::step])) * step])
+            loo[j, 1] += float(e[int(np.argmin(rest))])
+    candidates = [(pull, host) for pull in PULLS for host in (False, True)]  # loo's order, flattened
+    pull, host = candidates[int(np.argmin(loo.ravel()))]  # the first of equals
     return _best(total if host else np.where(without, np.inf, total), pull)
 
 
