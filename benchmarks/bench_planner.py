@@ -344,8 +344,11 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
     if every:
         out["MEMORY"]["ALL"] = {"rows": len(every), "mape": round(float(np.mean([abs(p - m) / m for p, m in every])), 3),
                                 "mean_signed": round(float(np.mean([(p - m) / m for p, m in every])), 3)}
+    # every pair of runs within a group whose measured values differ: is the faster one predicted faster?
+    pairs = [(a, b) for v in groups for i, a in enumerate(v) for b in v[i + 1:] if a[1] != b[1]]
+    concordant = sum((pa - pb) * (ma - mb) > 0 for (pa, ma), (pb, mb) in pairs)
     out["STRATEGY_CHOICE"] = {
-        "groups": len(groups), "groups_with_3plus": len(rhos),
+        "groups": len(groups), "groups_with_3plus": len(rhos), "pairs": len(pairs), "pairs_ordered_right": concordant,
         "mean_spearman": round(float(np.mean(rhos)), 3) if rhos else None,
         "picked_best_within_10pct": sum(g <= 0.10 for g in gaps), "mean_gap_to_best": round(float(np.mean(gaps)), 3) if gaps else None,
     }
