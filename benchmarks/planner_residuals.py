@@ -26,10 +26,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_planner import ROOT, validation_runs  # noqa: E402
+from bench_planner import ROOT, validation_runs
 
-from stepscope.planner.calibrate import _select, errors, predict_one  # noqa: E402
-from stepscope.planner.cost import evaluate  # noqa: E402
+from stepscope.planner.calibrate import _select, errors, predict_one
+from stepscope.planner.cost import evaluate
 
 FEATURES = ("tp", "pp", "dp", "mb", "micro_batches", "seq_len", "hidden", "devices", "tokens_per_device",
             "compute_share", "tp_share", "dp_share", "bubble_share")
