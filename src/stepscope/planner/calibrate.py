@@ -185,9 +185,9 @@ def cross_validate(runs: Sequence[Run], by_family: bool = False, errs: np.ndarra
         fam = [k for k in train if runs[k].family == test[0].family] if by_family and test[0].family else []
         f = _select(errs, fam or train)
         pred = [predict_one(r, f) for r in test]
-        rel = [(p - r.measured) / r.measured for p, r in zip(pred, test)]
+        rel = [(p - r.measured) / r.measured for p, r in zip(pred, test, strict=True)]
         out[grp] = {"rows": len(test), "mape": float(np.mean(np.abs(rel))), "mean_signed": float(np.mean(rel)),
-                    "mape_step_time": float(np.mean([abs(r.measured / max(p, 1e-12) - 1) for p, r in zip(pred, test)])),
+                    "mape_step_time": float(np.mean([abs(r.measured / max(p, 1e-12) - 1) for p, r in zip(pred, test, strict=True)])),
                     "fit_on": "family" if fam else "all", **dataclasses.asdict(f)}
     return out
 
