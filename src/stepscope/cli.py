@@ -157,6 +157,11 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--host-wait-us", type=float, metavar="US",
                     help="microseconds per layer and micro-batch the device waits on the host (launches, host syncs; default 0), "
                     "e.g. what --calibrate fitted on your runs, to reuse in a search or a --batch sweep")
+    pl.add_argument("--dp-overlap", type=float, metavar="SHARE",
+                    help="share (0-1) of the data-parallel / FSDP gradient and weight traffic the framework hides behind "
+                    "compute, never more than its window (default 0.7; 0: the gradients are reduced after the backward, as "
+                    "Megatron without --overlap-grad-reduce or Megatron-LM's 2021 DDP did; with --from-analysis it replaces "
+                    "the trace's measured share)")
     pl.add_argument("--network", metavar="NAME",
                     help="a measured cluster network: a name from data/networks.yaml (e.g. hf-h100) or your own YAML file "
                     "of that layout (FILE.yaml, FILE.yaml#NAME): collective bandwidth and latency by the nodes a group spans, "

@@ -16,7 +16,7 @@ from ..outfile import write_output
 from . import frameworks
 from .alternatives import alternatives_line, fitting_alternatives
 from .cost import TP_OVERLAP, Job, evaluate
-from .job import tp_overlap_needs_sp
+from .job import DP_OVERLAP, tp_overlap_needs_sp
 from .network import by_name as network_by_name
 from .rates import base_dtype
 from .render import (
@@ -81,6 +81,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         dp_bucket_mb=_number(d, "dp_bucket_mb", 0.0),
         moe_imbalance=_number(d, "moe_imbalance", 1.0),
         layer_overhead_s=_host_wait_s(d),
+        dp_overlap=_number(d, "dp_overlap", DP_OVERLAP),
         network=network_by_name(str(d["network"])) if d.get("network") not in (None, "") else None,
     )
 
@@ -90,7 +91,7 @@ RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
     "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "dp_bucket_mb", "moe_imbalance",
-    "network", "framework", "strategy", "pipeline_split_embedding", "hidden_dropout", "host_wait_us",
+    "network", "framework", "strategy", "pipeline_split_embedding", "hidden_dropout", "host_wait_us", "dp_overlap",
 })
 
 
@@ -205,7 +206,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = job_from_record({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
-                                                  "dp_bucket_mb", "network", "moe_imbalance", "host_wait_us", "loss", "hardware_file", "framework",
+                                                  "dp_bucket_mb", "network", "moe_imbalance", "host_wait_us", "dp_overlap", "loss", "hardware_file", "framework",
                                                   "eager_swiglu", "fused_projections", "fp8_weight_cache", "fp8_saved_inputs")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
@@ -401,7 +402,9 @@ def _calibrated(job: Job, ns: argparse.Namespace) -> tuple[Job, dict[str, Any]]:
         from .from_trace import read
 
         te = read(ns.from_analysis, ns.rank)
-        changes: dict[str, Any] = {k: v for k, v in (("gemm_eff", te.gemm_eff), ("attn_eff", te.attn_eff), ("dp_overlap", te.dp_overlap),
+        # a share given by --dp-overlap wins over the trace's (a what-if of another overlap)
+        traced_overlap = te.dp_overlap if getattr(ns, "dp_overlap", None) is None else None
+        changes: dict[str, Any] = {k: v for k, v in (("gemm_eff", te.gemm_eff), ("attn_eff", te.attn_eff), ("dp_overlap", traced_overlap),
                                                      ("comm_scale", te.comm_scale), ("inter_scale", te.inter_scale)) if v is not None}
         job = dataclasses.replace(job, **changes)
         info.update({"trace": ns.from_analysis, "trace_rank": te.rank, "trace_step_time_s": te.step_s,

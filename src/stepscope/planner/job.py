@@ -184,6 +184,8 @@ class Job:
     # launches and host synchronisations the GPU cannot run ahead of (cost.py); 0 = none, the prior;
     # set by a calibration, a traced what-if's host-bound idle or --host-wait-us
     layer_overhead_s: float | np.ndarray = 0.0
+    # share of the DP/FSDP traffic hidden behind compute (cost.py), never more than its window;
+    # DP_OVERLAP the prior, a trace's measured share, or --dp-overlap
     dp_overlap: float | np.ndarray = DP_OVERLAP
     # a measured cluster network (planner/network.py): collectives get its bus bandwidth by the
     # nodes they span instead of the catalog's nominal link rates
@@ -246,6 +248,9 @@ class Job:
         if isinstance(self.layer_overhead_s, float | int) and not 0 <= self.layer_overhead_s < math.inf:  # (calibration grids pass arrays)
             raise ConfigError(f"host wait must be a number >= 0, not {self.layer_overhead_s * 1e6:g} us per layer and micro-batch",
                               fix="e.g. --host-wait-us 200")
+        if isinstance(self.dp_overlap, float | int) and not 0 <= self.dp_overlap <= 1:  # (a NaN fails too)
+            raise ConfigError(f"DP overlap must be a share from 0 to 1, not {self.dp_overlap:g}",
+                              fix="e.g. --dp-overlap 0 when the gradients are reduced after the backward")
         if not 0 <= self.dp_bucket_mb < math.inf:
             raise ConfigError(f"DP bucket size must be >= 0 MB, not {self.dp_bucket_mb}", fix="e.g. --dp-bucket-mb 25 (PyTorch DDP's default)")
         if self.grad_bytes == 0:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .job import LOSS_BYTES, Job
+from .job import DP_OVERLAP, LOSS_BYTES, Job
 
 _LOSS_TEXT = {"fused": "fused vocab-parallel loss", "unfused": "eager F.cross_entropy on fp32 logits",
               "copy": "nanotron's sharded cross entropy", "compiled": "compiled F.cross_entropy"}
@@ -38,6 +38,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["hidden_dropout"] = True
     if isinstance(job.layer_overhead_s, float | int) and job.layer_overhead_s > 0:
         out["host_wait_us"] = job.layer_overhead_s * 1e6
+    if isinstance(job.dp_overlap, float | int) and job.dp_overlap != DP_OVERLAP:
+        out["dp_overlap"] = float(job.dp_overlap)
     return out
 
 
@@ -62,4 +64,6 @@ def settings_line(st: dict[str, Any]) -> str:
         parts.append("hidden dropout masks kept")
     if st.get("host_wait_us"):
         parts.append(f"host wait {st['host_wait_us']:.0f} us per layer and micro-batch")
+    if "dp_overlap" in st:
+        parts.append(f"{st['dp_overlap']:.0%} of the DP/FSDP traffic hidden at most" if st["dp_overlap"] else "DP/FSDP traffic not hidden")
     return "assumed: " + ", ".join(parts)
