@@ -78,4 +78,27 @@ def test_the_calibration_line_names_the_pull() -> None:
     cal = {"runs": 6, "gemm_scale": 1.0, "attn_scale": 1.0, "comm_scale": 1.0, "inter_scale": 1.0, "mape_before": 0.2,
            "mape_after_leave_one_out": 0.05}
     assert "held toward the priors" not in what_if_lines({"calibration": {**cal, "prior_pull": 0.0}})[0]
-    assert "held toward the priors at strength 0.3" in what_if_lines({"calibration": {**cal, "prior_pull": 0.3}})[0]
+    assert "held toward the priors at strength 0.3, chosen leave-one-out" in what_if_lines({"calibration": {**cal, "prior_pull": 0.3}})[0]
+    two = what_if_lines({"calibration": {**cal, "runs": 2, "prior_pull": 1.0}})[0]
+    assert "at strength 1, the strongest: too few runs to choose" in two
+
+
+def test_two_runs_take_the_strongest_pull() -> None:
+    """Two runs cannot choose a pull by leaving one out; they get the strongest. Two noisy runs
+    (seed 1's first two): the unpulled fit moves factors the two cannot pin, the pulled one
+    stays nearer the priors by the grid's own distance."""
+    from stepscope.planner.calibrate import PULLS, _prior_dist
+
+    runs = _noisy(1)[:2]
+    e = errors(runs)
+    f = fit(runs, e)
+    assert f.prior_pull == PULLS[-1] and f.layer_overhead_s == 0.0
+    unpulled = _best(np.where(_grid()[4] > 0, np.inf, e.sum(axis=0)))
+    dist = {fit_: float(_prior_dist()[_index(fit_)]) for fit_ in (f, unpulled)}
+    assert dist[f] < dist[unpulled]
+
+
+def _index(f: Fit) -> int:
+    g, a, c, i, o = _grid()
+    return int(np.flatnonzero((g == f.gemm_scale) & (a == f.attn_scale) & (c == f.comm_scale) & (i == f.inter_scale)
+                              & (o == f.layer_overhead_s))[0])

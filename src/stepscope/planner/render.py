@@ -156,7 +156,8 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
         lines.append(f"calibrated on {cal['runs']} measured runs: GEMM x{cal['gemm_scale']:.3g}, attention x{cal['attn_scale']:.3g}, "
                      f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}"
                      + (f", host wait {cal['layer_overhead_s'] * 1e6:.0f} us per layer and micro-batch" if cal.get("layer_overhead_s") else "")
-                     + (f" (held toward the priors at strength {cal['prior_pull']:g}, chosen leave-one-out)" if cal.get("prior_pull") else "")
+                     + (f" (held toward the priors at strength {cal['prior_pull']:g}, "
+                        + ("chosen leave-one-out)" if cal["runs"] >= 3 else "the strongest: too few runs to choose)") if cal.get("prior_pull") else "")
                      + f"; error {cal['mape_before']:.1%} before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)")
         spread = {k: v for k, v in (cal.get("leave_one_out_range") or {}).items() if v[1] > v[0]}
         if spread:  # factors the runs do not pin down move between the leave-one-out fits
