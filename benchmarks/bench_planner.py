@@ -219,10 +219,20 @@ def validation_runs(csv_path: Path) -> list[Run]:
     return runs
 
 
-def _spearman(a: list[float], b: list[float]) -> float | None:
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 0, tied values sharing the mean of their ranks (Spearman's definition)."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=np.float64)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return (sums / counts)[inverse]
+
+
+def _spearman(a: list[float] | np.ndarray, b: list[float] | np.ndarray) -> float | None:
     if len(a) < 3:
         return None
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    ra, rb = _ranks(np.asarray(a, dtype=np.float64)), _ranks(np.asarray(b, dtype=np.float64))
     if ra.std() == 0 or rb.std() == 0:
         return None
     return float(np.corrcoef(ra, rb)[0, 1])

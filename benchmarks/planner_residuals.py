@@ -26,31 +26,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_planner import ROOT, validation_runs
+from bench_planner import ROOT, _spearman, validation_runs
 
 from stepscope.planner.calibrate import _select, errors, predict_one
 from stepscope.planner.cost import evaluate
 
 FEATURES = ("tp", "pp", "dp", "mb", "micro_batches", "seq_len", "hidden", "devices", "tokens_per_device",
             "compute_share", "tp_share", "dp_share", "bubble_share")
-
-
-def _rank(x: np.ndarray) -> np.ndarray:
-    """Average ranks (ties share their mean rank)."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x), dtype=np.float64)
-    for v in np.unique(x):
-        tie = x == v
-        ranks[tie] = ranks[tie].mean()
-    return ranks
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float | None:
-    ra, rb = _rank(a), _rank(b)
-    if ra.std() == 0 or rb.std() == 0:
-        return None
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def rows(csv_path: Path) -> list[dict]:
@@ -85,7 +67,7 @@ def main() -> None:
             w.writerows(table)
     for name, subset in (("all", table), ("without nanotron", [t for t in table if "nanotron" not in t["source"]])):
         e = np.array([t["error"] for t in subset])
-        corr = {k: spearman(np.array([float(t[k]) for t in subset]), e) for k in FEATURES}
+        corr = {k: _spearman(np.array([float(t[k]) for t in subset]), e) for k in FEATURES}
         print(json.dumps({"rows": name, "n": len(subset), "mape": round(float(np.abs(e).mean()), 3),
                           "mean_signed": round(float(e.mean()), 3),
                           "spearman_with_error": {k: None if v is None else round(v, 3) for k, v in corr.items()}}))
