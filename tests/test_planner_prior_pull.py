@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from stepscope.analysis.model_flops import from_config_dict
-from stepscope.planner.calibrate import GEMM_GRID, Fit, Run, _best, _grid, errors, fit, predict_tokens
+from stepscope.planner.calibrate import (
+    GEMM_GRID,
+    Fit,
+    Run,
+    _best,
+    _grid,
+    errors,
+    fit,
+    predict_tokens,
+)
 from stepscope.planner.cost import Job
 from stepscope.planner.search import hardware, parse_strategy
 
@@ -22,10 +31,11 @@ def job() -> Job:
     return Job(MODEL, hardware("h100"), 8, 8, 32, 2048)
 
 
-def _point(gemm: float) -> int:
-    """The grid index with this GEMM scale and every other factor at its prior."""
+def _index(f: Fit) -> int:
+    """The grid index of a fit's factors."""
     g, a, c, i, o = _grid()
-    return int(np.flatnonzero((g == gemm) & (a == 1.0) & (c == 1.0) & (i == 1.0) & (o == 0.0))[0])
+    return int(np.flatnonzero((g == f.gemm_scale) & (a == f.attn_scale) & (c == f.comm_scale) & (i == f.inter_scale)
+                              & (o == f.layer_overhead_s))[0])
 
 
 @pytest.mark.parametrize(("pull", "gemm"), [
@@ -35,8 +45,8 @@ def _point(gemm: float) -> int:
 ])
 def test_the_pulled_objective_by_hand(pull: float, gemm: float) -> None:
     total = np.full(_grid()[0].size, 10.0)
-    total[_point(1.0)] = 0.05  # the priors: summed |log error| 0.05
-    total[_point(float(GEMM_GRID[-1]))] = 0.0  # GEMM x2 (distance ln 2 from the priors): 0
+    total[_index(Fit(1.0, 1.0, 1.0, 1.0))] = 0.05  # the priors: summed |log error| 0.05
+    total[_index(Fit(float(GEMM_GRID[-1]), 1.0, 1.0, 1.0))] = 0.0  # GEMM x2 (distance ln 2 from the priors): 0
     assert GEMM_GRID[-1] == 2.0
     assert _best(total, pull).gemm_scale == gemm
 
@@ -97,8 +107,3 @@ def test_two_runs_take_the_strongest_pull() -> None:
     dist = {fit_: float(_prior_dist()[_index(fit_)]) for fit_ in (f, unpulled)}
     assert dist[f] < dist[unpulled]
 
-
-def _index(f: Fit) -> int:
-    g, a, c, i, o = _grid()
-    return int(np.flatnonzero((g == f.gemm_scale) & (a == f.attn_scale) & (c == f.comm_scale) & (i == f.inter_scale)
-                              & (o == f.layer_overhead_s))[0])
