@@ -120,6 +120,10 @@ Time per step (seconds):
   within the shard group g plus an all-reduce 2(r-1)/r of the sharded gradients across the r =
   dp/g replicas, under the last backward. A group's link is inter-node when it spans nodes;
   ``dp_overlap`` (prior 0.7) of each part hides, never more than its window;
+- the transfers that hide (TP under its GEMMs, EP, DP/FSDP, activation offload) share one
+  communication stream: together they hide at most the compute (+ host wait) time, taken in
+  that order, so a faster compute never makes the step slower (each used to hide under the
+  whole window, and every window-bound transfer then exposed the time compute saved);
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
   1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5),
   except TP under policies that say which collectives they keep (``TP_REPLAY``): selective
@@ -213,10 +217,25 @@ def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
     return np.zeros(like.shape) if v is None else v.astype(np.float64)
 
 
-def _hide(raw: np.ndarray, share: float | np.ndarray, under: np.ndarray) -> np.ndarray:
-    """What stays exposed of ``raw`` when ``share`` of it can run under ``under`` (never more
-    than ``under`` itself)."""
-    return np.maximum(raw - share * np.minimum(raw, under), 0.0)
+class _Window:
+    """The compute time transfers can still hide under, shared by all of them: the transfers run one
+    after another on the communication stream, so what one hides under a stretch of compute another
+    cannot hide there too. Without it, each transfer hid under the whole window, and faster compute
+    could make the step slower (every window-bound transfer exposed the time compute saved)."""
+
+    def __init__(self, busy_s: np.ndarray) -> None:
+        self.left_s = busy_s.astype(np.float64, copy=True)
+
+    def take(self, hidden_s: np.ndarray) -> np.ndarray:
+        """Hide up to ``hidden_s`` under what is left of the window; returns what was hidden."""
+        hidden_s = np.minimum(np.maximum(hidden_s, 0.0), self.left_s)
+        self.left_s = self.left_s - hidden_s
+        return hidden_s
+
+    def hide(self, raw: np.ndarray, share: float | np.ndarray, under: np.ndarray) -> np.ndarray:
+        """What stays exposed of ``raw`` when ``share`` of it can run under ``under`` (never more
+        than ``under`` itself, nor than what is left of the shared window)."""
+        return np.maximum(raw - self.take(share * np.minimum(raw, under)), 0.0)
 
 
 CHUNK = 32768  # configurations per block: the block's temporaries stay in cache (1.4x faster at 1M)
@@ -340,6 +359,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # their own streams run on: the windows DP, EP and offload transfers hide in are compute + wait
     host_s = job.layer_overhead_s * stage_L * n_micro * rf
     busy_s = compute_s + host_s
+    window = _Window(busy_s)  # TP, EP, DP/FSDP and offload transfers hide under it, in that order
     net = Links.of(job)  # planner/links.py: bandwidth and latency by where a group sits
     link, ring = net.bandwidth, net.ring
     msg = seq * mb * h * 2 / cp
@@ -371,7 +391,13 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         qkv_s, o_s, up_s, down_s = (g * prec_factor / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp))
         hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections, sp)
         hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections, sp) * tp_moe
-        tp_s = tp_s - np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s)
+        tp_s = tp_s - window.take(np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s))
+    ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp) * job.moe_imbalance  # the most loaded rank's tokens
+    ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
+    # (before DP's: the all-to-all sits inside every layer, on the critical path; the gradients'
+    # reduction can wait) EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
+    # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
+    ep_s = window.hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), busy_s)
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard
@@ -388,21 +414,16 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     zero3_once = ring(shard, 2 * p_dev + grad_bytes, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
     zero3_each = ring(shard, 4 * p_dev + grad_bytes, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
     replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2 * stage_L, "all_reduce")
-    dp_s = np.where(
-        zero >= 3,
-        np.where(keep, _hide(zero3_once, job.dp_overlap, micro_s), _hide(zero3_each * n_micro, job.dp_overlap, busy_s))
-        + _hide(replica_ar, job.dp_overlap, last_bwd_s),
-        np.where(zero >= 1,
-                 (ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
-                  else _hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap, last_bwd_s))
-                 + _hide(ring(dpc, 2 * p_dev, span_dp), job.dp_overlap if job.param_gather_overlap else 0.0, micro_s - last_bwd_s),
-                 _hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap, last_bwd_s)),
-    )
-    ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp) * job.moe_imbalance  # the most loaded rank's tokens
-    ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
-    # EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
-    # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
-    ep_s = _hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), busy_s)
+    # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
+    z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)
+    z3_s = (window.hide(np.where(keep, zero3_once, zero3_each * n_micro), job.dp_overlap * z3, np.where(keep, micro_s, busy_s))
+            + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s))
+    z12_s = ((ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
+              else window.hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s))
+             + window.hide(ring(dpc, 2 * p_dev, span_dp), (job.dp_overlap if job.param_gather_overlap else 0.0) * z12,
+                           micro_s - last_bwd_s))
+    z0_s = window.hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s)
+    dp_s = np.where(z3, z3_s, np.where(z12, z12_s, z0_s))
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
     cp_s = np.where(cp > 1, 0.5 * ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
     per_micro = (busy_s + tp_s + ep_s) / np.maximum(n_micro, 1)
@@ -418,7 +439,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     pp_p2p_s = np.where(pp > 1, 2 * ((pp * vpp - 1) + n_micro * vpp * (1 - PP_P2P_HIDDEN)) * hop, 0.0)
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
-    offload_s = np.where(offload, _hide(offload_raw, OFFLOAD_HIDDEN, busy_s), 0.0)
+    offload_s = window.hide(np.where(offload, offload_raw, 0.0), OFFLOAD_HIDDEN, busy_s)
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
     step_s = busy_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
     capacity_b = job.capacity_bytes
