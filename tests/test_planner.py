@@ -1000,6 +1000,25 @@ def test_recompute_policies_replay_the_tp_collectives_they_do_not_keep(policy: s
     assert r["tp_s"][0] == pytest.approx(none["tp_s"][0] * replayed)
 
 
+@pytest.mark.parametrize("policy,cp_replayed,ep_replayed", [
+    ("selective", 1.5, 1.0),  # the attention core holds the ring exchange of K and V, not the all-to-all
+    ("full", 1.5, 1.5),  # the whole forward: half of fwd + bwd, again
+    ("layernorm_moe_act", 1.0, 1.0),  # norms and the experts' activation: no collective
+])
+def test_recompute_policies_replay_the_cp_and_ep_collectives_they_recompute(policy: str, cp_replayed: float,
+                                                                             ep_replayed: float) -> None:
+    dense = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    base = evaluate(dense, parse_strategy("cp=4,dp=2"))
+    r = evaluate(dense, parse_strategy(f"cp=4,dp=2,recompute={policy}"))
+    assert base["cp_s"][0] > 0
+    assert r["cp_s"][0] == pytest.approx(base["cp_s"][0] * cp_replayed)
+    moe = Job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096)
+    base = evaluate(moe, parse_strategy("ep=8,dp=8,zero=3"))
+    r = evaluate(moe, parse_strategy(f"ep=8,dp=8,zero=3,recompute={policy}"))
+    assert base["ep_s"][0] > 0
+    assert r["ep_s"][0] == pytest.approx(base["ep_s"][0] * ep_replayed)
+
+
 def test_pytorch_async_tp_leaves_the_summed_input_gradient_reduce_scatters_exposed() -> None:
     """With separate projections, 6 of a layer's 8 collectives fuse with their matmul: 6/8 x 7/8."""
     job = _nominal_links(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, fused_projections=False))

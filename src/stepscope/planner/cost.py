@@ -126,10 +126,11 @@ Time per step (seconds):
   whole window, and every window-bound transfer then exposed the time compute saved);
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
   1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5),
-  except TP under policies that say which collectives they keep (``TP_REPLAY``): selective
-  (Korthikanti's: only the attention core, between collectives) replays none, torchtitan's op
-  policy (it saves reduce-scatter outputs, not all-gather outputs) the forward's two all-gathers
-  of the layer's eight collectives (x 1.25);
+  except under policies that say which collectives they replay (``TP_REPLAY``, ``EP_REPLAY``,
+  ``CP_REPLAY``): selective (Korthikanti's: only the attention core) replays no TP collective (they
+  sit outside the core) and no EP all-to-all, but all of CP's forward ring exchange (it runs inside
+  the core: x 1.5); torchtitan's op policy (it saves reduce-scatter outputs, not all-gather
+  outputs) the forward's two all-gathers of the layer's eight TP collectives (x 1.25);
 - EP: dispatch + combine all-to-all, fwd + bwd, of ``tokens*k*h*2`` bytes * (ep-1)/ep per MoE layer,
   on the link of the ep*etp group; exposed unless the framework overlaps it (``ep_overlap`` = 1:
   DualPipe-style schedules, Megatron's EP-communication overlap), which hides it behind another
@@ -169,7 +170,9 @@ from .buffers import comm_buffer_bytes
 from .job import (
     BOTTLENECKS,
     BUBBLE_FACTOR,
+    CP_REPLAY,
     DP_OVERLAP,
+    EP_REPLAY,
     HOST_GBPS,
     OFFLOAD_HIDDEN,
     PP_P2P_HIDDEN,
@@ -381,6 +384,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # recomputes only the attention core, between the collectives (none replayed); torchtitan's op
     # policy saves the reduce-scatter outputs and regathers: the forward's 2 all-gathers of 8 again
     tp_replay = np.where(np.isnan(TP_REPLAY[rc]), replay, TP_REPLAY[rc])
+    ep_replay = np.where(np.isnan(EP_REPLAY[rc]), replay, EP_REPLAY[rc])  # job.EP_REPLAY, CP_REPLAY
+    cp_replay = np.where(np.isnan(CP_REPLAY[rc]), replay, CP_REPLAY[rc])
     tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * tp_replay * uneven
     fp8_tp = 0.75 if job.precision == "fp8" and job.fp8_recipe == "tensorwise" else 1.0
     tp_s = tp_s * fp8_tp  # tensorwise: the 4 all-gathers of 8 collectives move fp8 (rates.fp8_cast_bytes)
@@ -393,7 +398,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections, sp) * tp_moe
         tp_s = tp_s - window.take(np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s))
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp) * job.moe_imbalance  # the most loaded rank's tokens
-    ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * replay * uneven
+    ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * ep_replay * uneven
     # (before DP's: the all-to-all sits inside every layer, on the critical path; the gradients'
     # reduction can wait) EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
@@ -425,7 +430,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     z0_s = window.hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s)
     dp_s = np.where(z3, z3_s, np.where(z12, z12_s, z0_s))
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
-    cp_s = np.where(cp > 1, 0.5 * ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * replay * uneven
+    cp_s = np.where(cp > 1, 0.5 * ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * cp_replay * uneven
     per_micro = (busy_s + tp_s + ep_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
     # PP point-to-point: activations (and their gradients) cross every model-chunk boundary once per

@@ -41,6 +41,12 @@ RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3
 # TP collectives replayed by a policy's recompute, where the policy says (nan: in proportion to
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
 TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25, 1.0])
+# EP all-to-all and CP ring exchange replayed, the same way: selective recomputes the attention
+# core, which under CP holds the ring exchange of K and V (all of the forward's: 1.5) and no MoE
+# all-to-all (1); layernorm_moe_act recomputes no collective. Before, selective's replay followed its
+# share of the recomputed *time*, which grew as GEMMs got faster and was wrong for both.
+EP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, np.nan, 1.0])
+CP_REPLAY = np.array([1.0, 1.5, 1.5, np.nan, np.nan, np.nan, np.nan, np.nan, 1.0])
 # (bytes per logit held at the loss's peak, bytes per logit moved by the loss's kernels), by
 # Job.loss. Fused (in place on one fp32 copy: Megatron, Transformer Engine): bf16 logits + the
 # fp32 copy; upcast, max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused
