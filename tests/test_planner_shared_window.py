@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stepscope.planner.cost import _Window, evaluate
-from stepscope.planner.job import RECOMPUTE, Job
+from stepscope.planner.job import Job
 from stepscope.planner.search import hardware, model, space
 
 
@@ -44,13 +44,10 @@ def llama8b_space() -> tuple[Job, dict[str, np.ndarray], dict[str, np.ndarray]]:
 def test_faster_gemms_never_make_a_step_slower(llama8b_space: tuple[Job, dict[str, np.ndarray], dict[str, np.ndarray]]) -> None:
     job, strategies, base = llama8b_space
     faster = evaluate(dataclasses.replace(job, gemm_scale=1.5), strategies)
-    # policies whose recompute factor is fixed (none, full); the others' collective replay follows
-    # the recomputed share of the time, which grows as GEMMs get faster (a known coupling)
-    fixed = np.isin(strategies["recompute"], [RECOMPUTE.index("none"), RECOMPUTE.index("full")])
-    assert fixed.sum() > 1000
     # a transfer's own window (the last backward, one micro-batch) still shrinks with compute, so
-    # in a narrow regime the sum of the caps falls a little faster than compute: up to 0.3% seen
-    assert np.max(faster["step_s"][fixed] / base["step_s"][fixed]) <= 1.005
+    # in a narrow regime the sum of the caps falls a little faster than compute: up to 0.4% seen
+    # over the catalog's models (11% before the window was shared)
+    assert np.max(faster["step_s"] / base["step_s"]) <= 1.005
 
 
 @pytest.mark.parametrize(("field", "value"), [("dp_overlap", 1.0), ("comm_scale", 0.5), ("inter_scale", 0.5), ("attn_scale", 1.5)])
