@@ -7,30 +7,33 @@ time compute saved: Llama 3 8B on 64 H100, FSDP + offload + TP overlap, 11% slow
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
+from stepscope.cli import main
 from stepscope.planner.cost import _Window, evaluate
 from stepscope.planner.job import Job
-from stepscope.planner.search import hardware, model, space
+from stepscope.planner.search import hardware, model, parse_strategy, space
 
 
 def test_transfers_take_turns_under_one_window_by_hand() -> None:
     window = _Window(np.array([1.0]))
     # TP hides 0.6 s under its GEMMs: 0.4 s of compute is left
-    assert window.take(np.array([0.6]))[0] == pytest.approx(0.6)
+    assert window.take(np.array([0.6]), "tp")[0] == pytest.approx(0.6)
     # DP: 0.8 s, 70% of it could hide (0.56 s), but only 0.4 s is left: 0.8 - 0.4 = 0.4 s exposed
-    assert window.hide(np.array([0.8]), 0.7, np.array([1.0]))[0] == pytest.approx(0.4)
+    assert window.hide(np.array([0.8]), 0.7, np.array([1.0]), "dp")[0] == pytest.approx(0.4)
     # offload: nothing is left, all 0.5 s exposed
-    assert window.hide(np.array([0.5]), 0.9, np.array([1.0]))[0] == pytest.approx(0.5)
+    assert window.hide(np.array([0.5]), 0.9, np.array([1.0]), "offload")[0] == pytest.approx(0.5)
     assert window.left_s[0] == pytest.approx(0.0)
+    assert {p: float(v[0]) for p, v in window.hidden_s.items()} == pytest.approx({"tp": 0.6, "dp": 0.4, "offload": 0.0})
 
 
 def test_its_own_window_still_caps_a_transfer_by_hand() -> None:
     window = _Window(np.array([2.0]))
     # 1 s of gradient reduction may hide only under the last backward, 0.3 s: 0.7 s exposed
-    assert window.hide(np.array([1.0]), 1.0, np.array([0.3]))[0] == pytest.approx(0.7)
+    assert window.hide(np.array([1.0]), 1.0, np.array([0.3]), "dp")[0] == pytest.approx(0.7)
     assert window.left_s[0] == pytest.approx(1.7)
 
 
@@ -70,3 +73,21 @@ def test_hidden_transfers_never_exceed_the_compute(llama8b_space: tuple[Job, dic
     hidden = sum(exposed_all[k] for k in parts) - sum(hiding[k] for k in parts)
     assert np.all(hidden <= hiding["compute_s"] + hiding["host_s"] + 1e-9)
     assert np.all(hidden >= -1e-9)
+
+
+def test_what_hides_plus_what_stays_exposed_is_the_whole_transfer(capsys: pytest.CaptureFixture[str]) -> None:
+    job = Job(model=model("llama3-8b"), hw=hardware("h100"), devices=16, devices_per_node=8, global_batch=64, seq_len=4096)
+    strategy = parse_strategy("dp=16,zero=0,mb=1")
+    bare = evaluate(dataclasses.replace(job, dp_overlap=0.0), strategy)
+    r = evaluate(job, strategy)
+    assert bare["hidden_dp_s"][0] == 0.0
+    assert r["hidden_dp_s"][0] + r["dp_s"][0] == pytest.approx(bare["dp_s"][0])
+    # the all-reduce hides under the last micro-batch's backward only, 0.7 of it at most
+    assert r["hidden_dp_s"][0] == pytest.approx(0.7 * min(bare["dp_s"][0], r["compute_s"][0] / 4 * (1 - 1 / 3)))
+    argv = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64",
+            "--seq-len", "4096", "--evaluate", "dp=16,zero=0,mb=1"]
+    assert main([*argv, "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["hidden_s"]["dp"] == pytest.approx(r["hidden_dp_s"][0])
+    assert main(argv) == 0
+    assert "overlap: " in capsys.readouterr().out

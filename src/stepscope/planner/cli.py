@@ -22,6 +22,7 @@ from .rates import base_dtype
 from .render import (
     caveat_lines,
     memory_line,
+    overlap_line,
     rate_line,
     records,
     sensitivity_line,
@@ -267,7 +268,9 @@ def run(ns: argparse.Namespace) -> int:
             rec["fitting_alternatives"] = fitting_alternatives(job, parse_strategy(ns.evaluate), policies=fw.recompute if fw else None)
             fit_lines.append(alternatives_line(rec["fitting_alternatives"]))
         caveats = _caveats(job, [rec])
-        lines = [rate_line(rec), memory_line(rec), *fit_lines, sensitivity_line(rec["sensitivity"]), settings_line(rec["settings"]),
+        overlap = overlap_line(rec)
+        lines = [rate_line(rec), *([overlap] if overlap else []), memory_line(rec), *fit_lines, sensitivity_line(rec["sensitivity"]),
+                 settings_line(rec["settings"]),
                  *what_if_lines(rec), *caveats]
         rec["caveats"] = [c.removeprefix("note: ") for c in caveats]  # the least validated terms it leans on
         if ns.html:  # the strategy, and beside it the baseline of a what-if

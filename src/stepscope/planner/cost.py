@@ -228,19 +228,22 @@ class _Window:
 
     def __init__(self, busy_s: np.ndarray) -> None:
         self.left_s = busy_s.astype(np.float64, copy=True)
+        self.hidden_s: dict[str, np.ndarray] = {}  # by part (tp, ep, dp, offload): seconds hidden
 
-    def take(self, hidden_s: np.ndarray) -> np.ndarray:
-        """Hide up to ``hidden_s`` under what is left of the window; returns what was hidden."""
+    def take(self, hidden_s: np.ndarray, part: str) -> np.ndarray:
+        """Hide up to ``hidden_s`` of ``part`` under what is left of the window; returns what was hidden."""
         hidden_s = np.minimum(np.maximum(hidden_s, 0.0), self.left_s)
         self.left_s = self.left_s - hidden_s
+        self.hidden_s[part] = self.hidden_s.get(part, 0.0) + hidden_s
         return hidden_s
 
-    def hide(self, raw: np.ndarray, share: float | np.ndarray, under: np.ndarray) -> np.ndarray:
+    def hide(self, raw: np.ndarray, share: float | np.ndarray, under: np.ndarray, part: str) -> np.ndarray:
         """What stays exposed of ``raw`` when ``share`` of it can run under ``under`` (never more
         than ``under`` itself, nor than what is left of the shared window)."""
-        return np.maximum(raw - self.take(share * np.minimum(raw, under)), 0.0)
+        return np.maximum(raw - self.take(share * np.minimum(raw, under), part), 0.0)
 
 
+HIDDEN_PARTS = ("tp", "ep", "dp", "offload")  # transfers that hide under compute, in the order they take it
 CHUNK = 32768  # configurations per block: the block's temporaries stay in cache (1.4x faster at 1M)
 
 
@@ -396,13 +399,13 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         qkv_s, o_s, up_s, down_s = (g * prec_factor / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp))
         hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections, sp)
         hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections, sp) * tp_moe
-        tp_s = tp_s - window.take(np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s))
+        tp_s = tp_s - window.take(np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s), "tp")
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp) * job.moe_imbalance  # the most loaded rank's tokens
     ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * ep_replay * uneven
     # (before DP's: the all-to-all sits inside every layer, on the critical path; the gradients'
     # reduction can wait) EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
-    ep_s = window.hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), busy_s)
+    ep_s = window.hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), busy_s, "ep")
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard
@@ -421,13 +424,13 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2 * stage_L, "all_reduce")
     # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
     z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)
-    z3_s = (window.hide(np.where(keep, zero3_once, zero3_each * n_micro), job.dp_overlap * z3, np.where(keep, micro_s, busy_s))
-            + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s))
+    z3_s = (window.hide(np.where(keep, zero3_once, zero3_each * n_micro), job.dp_overlap * z3, np.where(keep, micro_s, busy_s), "dp")
+            + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s, "dp"))
     z12_s = ((ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
-              else window.hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s))
+              else window.hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s, "dp"))
              + window.hide(ring(dpc, 2 * p_dev, span_dp), (job.dp_overlap if job.param_gather_overlap else 0.0) * z12,
-                           micro_s - last_bwd_s))
-    z0_s = window.hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s)
+                           micro_s - last_bwd_s, "dp"))
+    z0_s = window.hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s, "dp")
     dp_s = np.where(z3, z3_s, np.where(z12, z12_s, z0_s))
     kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
     cp_s = np.where(cp > 1, 0.5 * ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * cp_replay * uneven
@@ -444,7 +447,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     pp_p2p_s = np.where(pp > 1, 2 * ((pp * vpp - 1) + n_micro * vpp * (1 - PP_P2P_HIDDEN)) * hop, 0.0)
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
-    offload_s = window.hide(np.where(offload, offload_raw, 0.0), OFFLOAD_HIDDEN, busy_s)
+    offload_s = window.hide(np.where(offload, offload_raw, 0.0), OFFLOAD_HIDDEN, busy_s, "offload")
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
     step_s = busy_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
     capacity_b = job.capacity_bytes
@@ -464,6 +467,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "buffers_gb": buf_b / 1e9, "reserve_gb": reserve_b / 1e9, "total_gb": total_b / 1e9, "fits": fits,
         "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s, "pp_p2p_s": pp_p2p_s,
         "optimizer_s": opt_s, "offload_s": offload_s, "host_s": host_s + np.zeros_like(tp), "step_s": step_s,
+        # what the transfers hid under compute (the parts above are what stays exposed)
+        **{f"hidden_{part}_s": window.hidden_s.get(part, 0.0) + np.zeros_like(tp) for part in HIDDEN_PARTS},
         "mfu": model_flops / (step_s * job.devices * peak),
         "hfu": model_flops * hw_flops_factor / (step_s * job.devices * peak),
         "headroom_gb": (capacity_b - total_b) / 1e9,

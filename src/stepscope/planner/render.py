@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .cost import BOTTLENECKS, RECOMPUTE, SCHEDULES
+from .cost import BOTTLENECKS, HIDDEN_PARTS, RECOMPUTE, SCHEDULES
 from .search import FIELDS
 
 _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
@@ -43,6 +43,8 @@ def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray], d
             "bottleneck": BOTTLENECKS[int(results["bottleneck"][i])],
             "grad_accum": float(results["grad_accum"][i]),
             "time_s": {k[:-2]: float(results[k][i]) for k in _TIME},
+            # seconds of each transfer hidden under compute (time_s holds what stays exposed)
+            "hidden_s": {p: float(results[f"hidden_{p}_s"][i]) for p in HIDDEN_PARTS},
         })
     return out
 
@@ -130,6 +132,19 @@ def rate_line(rec: dict[str, Any]) -> str:
     HFU (with recompute's extra forward) beside MFU."""
     return (f"step {rec['step_time_s']:.4g} s: {rec['tokens_per_s_per_device']:,.0f} tokens/s per device, "
             f"{rec['tflops_per_device']:,.0f} model TFLOP/s per device, MFU {rec['mfu']:.1%}, HFU {rec['hfu']:.1%}")
+
+
+def overlap_line(rec: dict[str, Any]) -> str | None:
+    """The line under an --evaluate table with what the transfers hid under compute beside what
+    they left exposed; None when nothing hides."""
+    hidden = {p: s for p, s in rec["hidden_s"].items() if s > 0}
+    if not hidden:
+        return None
+    exposed = sum(rec["time_s"][p] for p in HIDDEN_PARTS)
+    names = {"tp": "TP", "ep": "EP", "dp": "DP", "offload": "offload"}
+    parts = ", ".join(f"{names[p]} {s:.3g}" for p, s in hidden.items())
+    return (f"overlap: {sum(hidden.values()):.3g} s of transfers hidden under compute ({parts}), "
+            f"{exposed:.3g} s exposed")
 
 
 def memory_line(rec: dict[str, Any]) -> str:
