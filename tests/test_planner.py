@@ -309,7 +309,9 @@ def test_expert_tp_and_offload() -> None:
     logits = s * b * 32000 * 6 / 4  # last stage: bf16 + fp32 logits, vocab-parallel over tp=4
     assert on["activations_gb"][0] == pytest.approx((2 * act_layer + logits) / 1e9)
     traffic = 2 * act_layer * 16 * (256 / 8) / (64e9)  # out and back, 32 micro-batches, PCIe Gen5 64 GB/s
-    assert on["offload_s"][0] == pytest.approx(max(traffic - 0.8 * min(traffic, on["compute_s"][0]), 0.0))
+    # 80% of it can overlap, under what the transfers before it (offload goes last) left of the compute
+    left = on["compute_s"][0] + on["host_s"][0] - sum(on[f"hidden_{p}_s"][0] for p in ("tp", "ep", "cp", "pp_p2p", "dp"))
+    assert on["offload_s"][0] == pytest.approx(traffic - min(0.8 * traffic, left))
 
 
 def test_space_has_new_dimensions_within_constraints() -> None:

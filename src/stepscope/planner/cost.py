@@ -120,7 +120,7 @@ Time per step (seconds):
   within the shard group g plus an all-reduce 2(r-1)/r of the sharded gradients across the r =
   dp/g replicas, under the last backward. A group's link is inter-node when it spans nodes;
   ``dp_overlap`` (prior 0.7) of each part hides, never more than its window;
-- the transfers that hide (TP under its GEMMs, EP, DP/FSDP, activation offload) share one
+- the transfers that hide (TP under its GEMMs, EP, CP, PP p2p, DP/FSDP, activation offload) share one
   communication stream: together they hide at most the compute (+ host wait) time, taken in
   that order, so a faster compute never makes the step slower (each used to hide under the
   whole window, and every window-bound transfer then exposed the time compute saved);
@@ -135,7 +135,8 @@ Time per step (seconds):
   on the link of the ep*etp group; exposed unless the framework overlaps it (``ep_overlap`` = 1:
   DualPipe-style schedules, Megatron's EP-communication overlap), which hides it behind another
   micro-batch's compute, up to the compute time, with 2+ micro-batches;
-- CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes, 50% hidden;
+- CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes, ``CP_HIDDEN`` (50%) of it hidden
+  (from the shared window, after TP's and EP's);
 - PP p2p: ``s*b*h*2/(tp*cp)`` bytes per hop, each way; the 2(pp vpp - 1) fill/drain hops are exposed
   and 20% of the 2 m vpp steady-state hops (prior ``PP_P2P_HIDDEN`` = 0.8), on the link of tp*pp
   ranks (interleaving multiplies the hops by vpp: Narayanan et al. 2021, section 2.2.2; ZB-V's turn
@@ -170,6 +171,7 @@ from .buffers import comm_buffer_bytes
 from .job import (
     BOTTLENECKS,
     BUBBLE_FACTOR,
+    CP_HIDDEN,
     CP_REPLAY,
     DP_OVERLAP,
     EP_REPLAY,
@@ -228,7 +230,7 @@ class _Window:
 
     def __init__(self, busy_s: np.ndarray) -> None:
         self.left_s = busy_s.astype(np.float64, copy=True)
-        self.hidden_s: dict[str, np.ndarray] = {}  # by part (tp, ep, dp, offload): seconds hidden
+        self.hidden_s: dict[str, np.ndarray] = {}  # by part (HIDDEN_PARTS): seconds hidden
 
     def take(self, hidden_s: np.ndarray, part: str) -> np.ndarray:
         """Hide up to ``hidden_s`` of ``part`` under what is left of the window; returns what was hidden."""
@@ -242,8 +244,15 @@ class _Window:
         than ``under`` itself, nor than what is left of the shared window)."""
         return np.maximum(raw - self.take(share * np.minimum(raw, under), part), 0.0)
 
+    def overlap(self, raw: np.ndarray, share: float, part: str) -> np.ndarray:
+        """What stays exposed of ``raw`` when ``share`` of it can overlap anywhere in the shared
+        window (CP's ring exchange, the pipeline's steady-state hops, offload): ``raw - min(share x
+        raw, left)``. Unlike ``hide``'s ``share x min(raw, under)``, a window-bound transfer uses
+        all that is left, so less compute never costs more than itself."""
+        return np.maximum(raw - self.take(share * raw, part), 0.0)
 
-HIDDEN_PARTS = ("tp", "ep", "dp", "offload")  # transfers that hide under compute, in the order they take it
+
+HIDDEN_PARTS = ("tp", "ep", "cp", "pp_p2p", "dp", "offload")  # transfers that hide under compute, in the order they take it
 CHUNK = 32768  # configurations per block: the block's temporaries stay in cache (1.4x faster at 1M)
 
 
@@ -365,7 +374,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # their own streams run on: the windows DP, EP and offload transfers hide in are compute + wait
     host_s = job.layer_overhead_s * stage_L * n_micro * rf
     busy_s = compute_s + host_s
-    window = _Window(busy_s)  # TP, EP, DP/FSDP and offload transfers hide under it, in that order
+    window = _Window(busy_s)  # TP, EP, CP, PP p2p, DP/FSDP and offload transfers hide under it, in that order
     net = Links.of(job)  # planner/links.py: bandwidth and latency by where a group sits
     link, ring = net.bandwidth, net.ring
     msg = seq * mb * h * 2 / cp
@@ -406,6 +415,28 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # reduction can wait) EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
     ep_s = window.hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), busy_s, "ep")
+    # CP (before DP's, like EP's: the ring exchange sits inside every attention layer): K and V
+    # blocks, CP_HIDDEN of them behind the attention of the block before (a prior share of the
+    # exchange, bounded by what is left of the window, not by the attention alone: a cap that
+    # shrinks with faster attention made it slower when the window also held offload or DP)
+    kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
+    cp_raw = np.where(cp > 1, ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * cp_replay * uneven
+    cp_s = window.overlap(cp_raw, CP_HIDDEN, "cp")
+    # PP point-to-point: activations (and their gradients) cross every model-chunk boundary once per
+    # micro-batch each way: with vpp chunks per stage, a stage sends vpp times per micro-batch and
+    # direction, and a micro-batch's path crosses pp x vpp - 1 boundaries (Narayanan et al. 2021,
+    # section 2.2.2: interleaving multiplies the communication by v); the fill and drain hops are on
+    # the critical path, steady-state ones are PP_P2P_HIDDEN hidden behind compute (prior), from
+    # the same window as the other transfers
+    p2p_msg = seq * mb * h * 2 / (tp * cp)
+    pp_span = tp * pp  # consecutive stages sit tp ranks apart
+    hop = p2p_msg / link(pp_span) + net.step_s(pp_span)
+    steady_s = np.where(pp > 1, 2 * n_micro * vpp * hop, 0.0)
+    pp_p2p_s = np.where(pp > 1, 2 * (pp * vpp - 1) * hop, 0.0) + window.overlap(steady_s, PP_P2P_HIDDEN, "pp_p2p")
+    # the pipeline's bubble: idle stages for (pp-1)/vpp micro-batches' worth of a stage's work,
+    # which its exposed in-layer transfers (TP, EP, CP) lengthen
+    per_micro = (busy_s + tp_s + ep_s + cp_s) / np.maximum(n_micro, 1)
+    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard
@@ -432,22 +463,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                            micro_s - last_bwd_s, "dp"))
     z0_s = window.hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s, "dp")
     dp_s = np.where(z3, z3_s, np.where(z12, z12_s, z0_s))
-    kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
-    cp_s = np.where(cp > 1, 0.5 * ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * cp_replay * uneven
-    per_micro = (busy_s + tp_s + ep_s) / np.maximum(n_micro, 1)
-    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
-    # PP point-to-point: activations (and their gradients) cross every model-chunk boundary once per
-    # micro-batch each way: with vpp chunks per stage, a stage sends vpp times per micro-batch and
-    # direction, and a micro-batch's path crosses pp x vpp - 1 boundaries (Narayanan et al. 2021,
-    # section 2.2.2: interleaving multiplies the communication by v); the fill and drain hops are on
-    # the critical path, steady-state ones are PP_P2P_HIDDEN hidden behind compute (prior)
-    p2p_msg = seq * mb * h * 2 / (tp * cp)
-    pp_span = tp * pp  # consecutive stages sit tp ranks apart
-    hop = p2p_msg / link(pp_span) + net.step_s(pp_span)
-    pp_p2p_s = np.where(pp > 1, 2 * ((pp * vpp - 1) + n_micro * vpp * (1 - PP_P2P_HIDDEN)) * hop, 0.0)
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
-    offload_s = window.hide(np.where(offload, offload_raw, 0.0), OFFLOAD_HIDDEN, busy_s, "offload")
+    offload_s = window.overlap(np.where(offload, offload_raw, 0.0), OFFLOAD_HIDDEN, "offload")
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
     step_s = busy_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
     capacity_b = job.capacity_bytes

@@ -74,6 +74,7 @@ ATTN_REL = 0.6  # prior: attention kernels' efficiency relative to the dense wor
 DP_OVERLAP = 0.7  # prior: share of DP/FSDP traffic hidden behind the backward pass
 OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
 PP_P2P_HIDDEN = 0.8  # prior: share of steady-state pipeline p2p hidden behind compute
+CP_HIDDEN = 0.5  # prior: share of the ring exchange of K and V hidden behind attention
 HOST_GBPS = 25.0  # device <-> host when the catalog has no figure (PCIe Gen4 x16, effective)
 TP_OVERLAP = ("none", "full", "bwd", "bwd+shard")  # TP/GEMM overlap mechanisms (see the module docstring)
 

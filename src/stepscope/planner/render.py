@@ -141,7 +141,7 @@ def overlap_line(rec: dict[str, Any]) -> str | None:
     if not hidden:
         return None
     exposed = sum(rec["time_s"][p] for p in HIDDEN_PARTS)
-    names = {"tp": "TP", "ep": "EP", "dp": "DP", "offload": "offload"}
+    names = {"tp": "TP", "ep": "EP", "cp": "CP", "pp_p2p": "PP p2p", "dp": "DP", "offload": "offload"}
     parts = ", ".join(f"{names[p]} {s:.3g}" for p, s in hidden.items())
     return (f"overlap: {sum(hidden.values()):.3g} s of transfers hidden under compute ({parts}), "
             f"{exposed:.3g} s exposed")
