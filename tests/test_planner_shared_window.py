@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from stepscope.cli import main
-from stepscope.planner.cost import _Window, evaluate
+from stepscope.planner.cost import evaluate
 from stepscope.planner.job import Job
 from stepscope.planner.search import hardware, model, parse_strategy, space
+from stepscope.planner.window import Window
 
 
 def test_transfers_take_turns_under_one_window_by_hand() -> None:
-    window = _Window(np.array([1.0]))
+    window = Window(np.array([1.0]))
     # TP hides 0.6 s under its GEMMs: 0.4 s of compute is left
     assert window.take(np.array([0.6]), "tp")[0] == pytest.approx(0.6)
     # DP: 0.8 s, 70% of it could hide (0.56 s), but only 0.4 s is left: 0.8 - 0.4 = 0.4 s exposed
@@ -31,7 +32,7 @@ def test_transfers_take_turns_under_one_window_by_hand() -> None:
 
 
 def test_its_own_window_still_caps_a_transfer_by_hand() -> None:
-    window = _Window(np.array([2.0]))
+    window = Window(np.array([2.0]))
     # 1 s of gradient reduction may hide only under the last backward, 0.3 s: 0.7 s exposed
     assert window.hide(np.array([1.0]), 1.0, np.array([0.3]), "dp")[0] == pytest.approx(0.7)
     assert window.left_s[0] == pytest.approx(1.7)

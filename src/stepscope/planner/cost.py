@@ -122,8 +122,7 @@ Time per step (seconds):
   ``dp_overlap`` (prior 0.7) of each part hides, never more than its window;
 - the transfers that hide (TP under its GEMMs, EP, CP, PP p2p, DP/FSDP, activation offload) share one
   communication stream: together they hide at most the compute (+ host wait) time, taken in
-  that order, so a faster compute never makes the step slower (each used to hide under the
-  whole window, and every window-bound transfer then exposed the time compute saved);
+  that order (planner/window.py);
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
   1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5),
   except under policies that say which collectives they replay (``TP_REPLAY``, ``EP_REPLAY``,
@@ -194,6 +193,7 @@ from .rates import (
     params,
 )
 from .tp_overlap import hidden_per_layer, share_of_all
+from .window import HIDDEN_PARTS, Window
 from .work import (
     gemm_seconds_at_peak,
     memory_bound_bytes,
@@ -222,37 +222,6 @@ def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
     return np.zeros(like.shape) if v is None else v.astype(np.float64)
 
 
-class _Window:
-    """The compute time transfers can still hide under, shared by all of them: the transfers run one
-    after another on the communication stream, so what one hides under a stretch of compute another
-    cannot hide there too. Without it, each transfer hid under the whole window, and faster compute
-    could make the step slower (every window-bound transfer exposed the time compute saved)."""
-
-    def __init__(self, busy_s: np.ndarray) -> None:
-        self.left_s = busy_s.astype(np.float64, copy=True)
-        self.hidden_s: dict[str, np.ndarray] = {}  # by part (HIDDEN_PARTS): seconds hidden
-
-    def take(self, hidden_s: np.ndarray, part: str) -> np.ndarray:
-        """Hide up to ``hidden_s`` of ``part`` under what is left of the window; returns what was hidden."""
-        hidden_s = np.minimum(np.maximum(hidden_s, 0.0), self.left_s)
-        self.left_s = self.left_s - hidden_s
-        self.hidden_s[part] = self.hidden_s.get(part, 0.0) + hidden_s
-        return hidden_s
-
-    def hide(self, raw: np.ndarray, share: float | np.ndarray, under: np.ndarray, part: str) -> np.ndarray:
-        """What stays exposed of ``raw`` when ``share`` of it can run under ``under`` (never more
-        than ``under`` itself, nor than what is left of the shared window)."""
-        return np.maximum(raw - self.take(share * np.minimum(raw, under), part), 0.0)
-
-    def overlap(self, raw: np.ndarray, share: float, part: str) -> np.ndarray:
-        """What stays exposed of ``raw`` when ``share`` of it can overlap anywhere in the shared
-        window (CP's ring exchange, the pipeline's steady-state hops, offload): ``raw - min(share x
-        raw, left)``. Unlike ``hide``'s ``share x min(raw, under)``, a window-bound transfer uses
-        all that is left, so less compute never costs more than itself."""
-        return np.maximum(raw - self.take(share * raw, part), 0.0)
-
-
-HIDDEN_PARTS = ("tp", "ep", "cp", "pp_p2p", "dp", "offload")  # transfers that hide under compute, in the order they take it
 CHUNK = 32768  # configurations per block: the block's temporaries stay in cache (1.4x faster at 1M)
 
 
@@ -374,7 +343,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # their own streams run on: the windows DP, EP and offload transfers hide in are compute + wait
     host_s = job.layer_overhead_s * stage_L * n_micro * rf
     busy_s = compute_s + host_s
-    window = _Window(busy_s)  # TP, EP, CP, PP p2p, DP/FSDP and offload transfers hide under it, in that order
+    window = Window(busy_s)  # TP, EP, CP, PP p2p, DP/FSDP and offload transfers hide under it, in that order
     net = Links.of(job)  # planner/links.py: bandwidth and latency by where a group sits
     link, ring = net.bandwidth, net.ring
     msg = seq * mb * h * 2 / cp

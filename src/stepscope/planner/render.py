@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from .cost import BOTTLENECKS, HIDDEN_PARTS, RECOMPUTE, SCHEDULES
+from .cost import BOTTLENECKS, RECOMPUTE, SCHEDULES
 from .search import FIELDS
+from .window import HIDDEN_PARTS
 
 _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
 _TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "pp_p2p_s", "optimizer_s", "offload_s", "host_s")
