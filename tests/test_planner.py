@@ -200,6 +200,11 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
     text = one.read_text()
     assert "global batch 32 x 4096" in text and "tp2 pp1x1 dp4" in text and "tp1 pp1x1 dp8 cp1 ep1 z3" in text
     assert "what-if: baseline tp=1,pp=1,dp=8,zero=3" in text  # the anchored prediction, not only the model's times
+    # the transfers each strategy hid under compute, by transfer (FSDP's gathers under the baseline's micro-batches)
+    assert main(tokens + ["--evaluate", "dp=8,zero=3", "--json"]) == 0
+    base = json.loads(capsys.readouterr().out)
+    assert base["hidden_s"]["dp"] > 0 and "Transfers hidden under compute" in text
+    assert f"<title>dp: {base['hidden_s']['dp']:.2f} s</title>" in text
     from stepscope.planner.html import render
 
     page = render([rec], "t", 80.0, ["<script>alert(1)</script> from a trace path"])
@@ -1533,7 +1538,10 @@ def test_html_bars_end_at_the_step_time_and_memory_total(tmp_path: Path, capsys:
     assert all(r["time_s"]["pp_p2p"] > 0 for r in recs)  # the case the old bars got wrong
     html = out.read_text(encoding="utf-8")
     step_svg, mem_svg = html.split("<h2>Step time (s)</h2>")[1].split("<h2>Memory per device")
+    step_svg, hidden_svg = step_svg.split("<h2>Transfers hidden under compute")
     ends_s = [float(v) for v in re.findall(r">([0-9.]+) s</text>", step_svg)]
+    # the hidden transfers' bars end at their sum, which is no part of the step
+    assert [float(v) for v in re.findall(r">([0-9.]+) s</text>", hidden_svg)] == [round(sum(r["hidden_s"].values()), 2) for r in recs]
     ends_gb = [float(v) for v in re.findall(r">([0-9.]+) GB</text>", mem_svg)]
     assert ends_s == [round(r["step_time_s"], 2) for r in recs]
     assert ends_gb == [round(r["memory_gb"]["total"], 2) for r in recs]

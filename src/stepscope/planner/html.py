@@ -10,6 +10,9 @@ _MEM = (("weights", "#3b82f6"), ("grads", "#8b5cf6"), ("optimizer", "#f59e0b"), 
 # every part of the step (cost.py: step = their sum), so each bar ends at the table's step time
 _TIME = (("compute", "#3b82f6"), ("tp", "#ef4444"), ("ep", "#ec4899"), ("dp", "#f97316"), ("cp", "#eab308"),
          ("bubble", "#9ca3af"), ("pp_p2p", "#6b7280"), ("optimizer", "#14b8a6"), ("offload", "#a16207"), ("host", "#a855f7"))
+# what each transfer hid under compute (records' hidden_s; not part of the step): what the plan's
+# speed leans on the overlap for, in the transfers' colors
+_HIDDEN = tuple((p, c) for p, c in _TIME if p in ("tp", "ep", "cp", "pp_p2p", "dp", "offload"))
 
 
 def _label(r: dict[str, Any]) -> str:
@@ -24,11 +27,18 @@ def _label(r: dict[str, Any]) -> str:
                      s["recompute"], *extra])
 
 
-def _bars(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ...], unit: str, limit: float | None) -> str:
+def _total(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ...]) -> float:
+    return max(sum(r[key][p] for p, _ in parts) for r in recs)
+
+
+def _bars(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ...], unit: str, limit: float | None,
+          scale: float | None = None) -> str:
+    """Stacked bars, one per record; ``scale`` (the value of the full width) draws them on another
+    chart's scale."""
     row = 22
     lab = max(300, 7 * max(len(_label(r)) for r in recs) + 12)  # 11 px text: about 6.5 px a character
     w = lab + 600
-    mx = max(max(sum(r[key][p] for p, _ in parts) for r in recs), limit or 0) or 1
+    mx = scale or max(_total(recs, key, parts), limit or 0) or 1
     svg = [f"<svg width='{w}' height='{row * len(recs) + 10}' xmlns='http://www.w3.org/2000/svg'>"]
     for i, r in enumerate(recs):
         y = 4 + i * row
@@ -53,7 +63,7 @@ def render(recs: list[dict[str, Any]], title: str, capacity_gb: float | None, no
     """The page; ``notes`` are lines under the title (a what-if's anchoring, the calibration)."""
     rows = "".join(
         f"<tr><td>{escape(_label(r))}</td><td>{r['step_time_s']:.3f}</td><td>{r['mfu']:.1%}</td><td>{r['memory_gb']['total']:.1f}</td>"
-        f"<td>{'yes' if r['fits'] else 'no'}</td><td>{escape(r['bottleneck'])}</td></tr>"
+        f"<td>{'yes' if r['fits'] else 'no'}</td><td>{escape(r['bottleneck'])}</td><td>{sum(r['hidden_s'].values()):.3f}</td></tr>"
         for r in recs
     )
     return (
@@ -61,7 +71,10 @@ def render(recs: list[dict[str, Any]], title: str, capacity_gb: float | None, no
         "<style>body{font-family:system-ui,sans-serif;margin:24px}td,th{border:1px solid #ddd;padding:3px 8px;font-size:13px}"
         "table{border-collapse:collapse}</style></head><body>"
         f"<h1>stepscope plan</h1><p>{escape(title)}</p>{''.join(f'<p>{escape(n)}</p>' for n in notes)}"
-        "<table><tr><th>strategy</th><th>step s</th><th>MFU</th><th>memory GB</th><th>fits</th><th>bottleneck</th></tr>"
+        "<table><tr><th>strategy</th><th>step s</th><th>MFU</th><th>memory GB</th><th>fits</th><th>bottleneck</th>"
+        "<th>hidden s</th></tr>"
         f"{rows}</table><h2>Step time (s)</h2>{_bars(recs, 'time_s', _TIME, 's', None)}"
+        "<h2>Transfers hidden under compute (s, on the same scale: inside the compute above)</h2>"
+        f"{_bars(recs, 'hidden_s', _HIDDEN, 's', None, scale=_total(recs, 'time_s', _TIME))}"
         f"<h2>Memory per device (GB; dashed: the device's capacity)</h2>{_bars(recs, 'memory_gb', _MEM, 'GB', capacity_gb)}</body></html>"
     )
