@@ -73,6 +73,12 @@ def test_caveats_name_the_least_validated_terms() -> None:
     assert "cp > 1" in lines[1] and "rowwise fp8" in lines[2]
     assert caveat_lines(plain, measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, moe=True)[0].startswith(
         "note: MoE step times are the least validated")
+    # gradient traffic a fifth of the step over 64 nodes: the regime of nanotron's 512-GPU runs
+    wide = {"strategy": {"cp": 1, "dp": 128}, "time_s": {"dp": 0.25}, "step_time_s": 1.0}
+    narrow = {"strategy": {"cp": 1, "dp": 128}, "time_s": {"dp": 0.15}, "step_time_s": 1.0}
+    assert "DP/FSDP traffic is 20%+" in caveat_lines([wide], measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, nodes=64)[0]
+    assert caveat_lines([narrow], measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, nodes=64) == []
+    assert caveat_lines([wide], measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, nodes=16) == []
 
 
 def test_moe_models_carry_the_moe_caveat(capsys: pytest.CaptureFixture[str]) -> None:

@@ -356,7 +356,8 @@ def _caveats(job: Job, recs: list[dict[str, Any]]) -> list[str]:
     prior, so the missing-ceiling note is left out then."""
     measured = base_dtype(job.precision) in job.hw.matmul_eff or job.gemm_eff is not None or job.gemm_scale != 1.0
     return caveat_lines(recs, measured_ceiling=measured, device=job.hw.name,
-                        fp8_rowwise=job.precision == "fp8" and job.fp8_recipe == "rowwise", moe=job.model.n_experts > 0)
+                        fp8_rowwise=job.precision == "fp8" and job.fp8_recipe == "rowwise", moe=job.model.n_experts > 0,
+                        nodes=job.devices // job.devices_per_node)
 
 
 def _network_note(job: Job) -> str:

@@ -99,11 +99,17 @@ def _strategy_text(s: dict[str, Any]) -> str:
 TIGHT_HEADROOM = 0.05
 
 
+# data parallelism over at least this many nodes, exposed for at least this share of the step:
+# where the validation's DP-bound runs were furthest off (nanotron's 64-node runs)
+WIDE_DP_NODES, WIDE_DP_SHARE = 32, 0.2
+
+
 def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: str, fp8_rowwise: bool,
-                 moe: bool = False) -> list[str]:
+                 moe: bool = False, nodes: int = 1) -> list[str]:
     """Where the rows shown lean on the model's least validated terms (docs/planner.md, Accuracy):
     a device without a measured matmul ceiling, context parallelism, torchao's rowwise fp8, MoE
-    layers (BENCHMARKS.md, held-out runs)."""
+    layers (BENCHMARKS.md, held-out runs), and gradient/FSDP traffic that dominates a step over
+    ``WIDE_DP_NODES``+ nodes."""
     lines = []
     if moe:
         lines.append("note: MoE step times are the least validated: against NVIDIA's published Megatron-Bridge MoE runs "
@@ -119,6 +125,11 @@ def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: 
     if fp8_rowwise:
         lines.append("note: rowwise fp8 is optimistic against torchtitan's published rowwise runs, most with async TP "
                      "(the narrow GEMMs' fp8 penalty is not modeled)")
+    if nodes >= WIDE_DP_NODES and any(
+            int(r["strategy"]["dp"]) * int(r["strategy"]["cp"]) > 1 and r["time_s"]["dp"] >= WIDE_DP_SHARE * r["step_time_s"] for r in recs):
+        lines.append(f"note: rows where DP/FSDP traffic is {WIDE_DP_SHARE:.0%}+ of the step across {WIDE_DP_NODES}+ nodes lean on the "
+                     "inter-node collective model where it was least accurate: against nanotron's 64-node runs its predictions ranged from 34% too slow "
+                     "to 2.5x too fast (ring latency and congestion at hundreds of ranks): profile yours from nccl-tests logs (stepscope network) for --network, or --calibrate")
     return lines
 
 
