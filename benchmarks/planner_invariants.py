@@ -5,7 +5,8 @@
 For each model x device x size (64 devices, 256 x 4k tokens; 512 devices, 1024 x 8k), every valid
 configuration (TP and EP overlap allowed) is evaluated and checked:
 - structure: every part finite and >= 0, the step the sum of its parts, memory the sum of its
-  parts, MFU <= HFU < 1, tokens/s x step x devices = the batch's tokens;
+  parts, MFU <= HFU < 1, tokens/s x step x devices = the batch's tokens, the transfers hidden
+  under compute no more than the compute (+ host wait);
 - monotonicity: faster GEMMs or attention (x1.5), more DP overlap (1.0), faster links (all, or
   inter-node only, x2) never make a step slower. Printed: the worst ratio new step / old step
   (<= 1 holds the invariant) and how many configurations exceed it by more than 1e-9.
@@ -25,6 +26,7 @@ from stepscope.errors import StepscopeError
 from stepscope.planner.cost import evaluate
 from stepscope.planner.job import Job
 from stepscope.planner.search import hardware, model, space
+from stepscope.planner.window import HIDDEN_PARTS
 
 TIME_PARTS = ("compute_s", "tp_s", "dp_s", "ep_s", "cp_s", "bubble_s", "pp_p2p_s", "optimizer_s", "offload_s", "host_s")
 MEMORY_PARTS = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
@@ -47,6 +49,9 @@ def structure(r: dict[str, np.ndarray], tokens: float, devices: int) -> list[str
         broken.append("MFU > HFU or HFU >= 1")
     if not np.allclose(r["tokens_per_s_per_device"] * r["step_s"] * devices, tokens):
         broken.append("tokens")
+    # the transfers share one window: together they hide no more than the compute (+ host wait)
+    if np.any(sum(r[f"hidden_{p}_s"] for p in HIDDEN_PARTS) > (r["compute_s"] + r["host_s"]) * (1 + 1e-9)):
+        broken.append("hidden > compute")
     return broken
 
 
