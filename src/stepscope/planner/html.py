@@ -5,6 +5,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from .window import HIDDEN_PARTS
+
 _MEM = (("weights", "#3b82f6"), ("grads", "#8b5cf6"), ("optimizer", "#f59e0b"), ("activations", "#10b981"),
         ("buffers", "#9ca3af"), ("reserve", "#d1d5db"))
 # every part of the step (cost.py: step = their sum), so each bar ends at the table's step time
@@ -12,7 +14,7 @@ _TIME = (("compute", "#3b82f6"), ("tp", "#ef4444"), ("ep", "#ec4899"), ("dp", "#
          ("bubble", "#9ca3af"), ("pp_p2p", "#6b7280"), ("optimizer", "#14b8a6"), ("offload", "#a16207"), ("host", "#a855f7"))
 # what each transfer hid under compute (records' hidden_s; not part of the step): what the plan's
 # speed leans on the overlap for, in the transfers' colors
-_HIDDEN = tuple((p, c) for p, c in _TIME if p in ("tp", "ep", "cp", "pp_p2p", "dp", "offload"))
+_HIDDEN = tuple((p, c) for p, c in _TIME if p in HIDDEN_PARTS)
 
 
 def _label(r: dict[str, Any]) -> str:
