@@ -39,6 +39,9 @@ from stepscope.planner.job import DP_OVERLAP
 from stepscope.planner.network import by_name as network_by_name
 from stepscope.planner.search import hardware, model, search, space
 
+# host seconds per (parameter tensor, DP rank) of nanotron's ZeRO-1 all-gather: benchmarks/zero_gather_host.py
+ZERO_GATHER_COPY_S = 10e-6
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -117,6 +120,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               # nanotron's MLP: down_proj(GLUActivation(gate_up_proj(x))), the activation eager (models/llama.py)
               eager_swiglu="nanotron" in r["source"],
               zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],
+              # nanotron's ZeRO-1 all-gather puts every (tensor, rank) shard back one op at a time, from Python
+              zero_gather_copy_s=ZERO_GATHER_COPY_S if "nanotron" in r["source"] else 0.0,
               fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise",
               # torchao's float8 (torchtitan) casts the weights in every forward; TE caches them per step
               fp8_weight_cache="torchtitan" not in r["source"],

@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
                     "mask per element after attention and after the MLP is kept for backward")
     pl.add_argument("--zero-sync-after-backward", dest="zero_sync_after_backward", action="store_true",
                     help="ZeRO-1/2: gradients are all-reduced after the backward, exposed (nanotron with fp32 gradient accumulation)")
+    pl.add_argument("--zero-gather-copy-us", dest="zero_gather_copy_us", type=float, metavar="US",
+                    help="ZeRO-1/2: host microseconds per parameter tensor and DP rank the weights' all-gather spends putting "
+                    "shards back one at a time (nanotron: about 10); default 0, a flat buffer gathered in place")
     pl.add_argument("--dp-bucket-mb", type=float, metavar="MB",
                     help="gradients reduced under the backward in buckets of this many MB, each paying its own latency "
                     "(PyTorch DDP and nanotron: 25); default: one collective")

@@ -5,7 +5,7 @@ the time, ``analysis``: a ``stepscope analyze --json`` report of the run, whose 
 used) and optionally
 ``devices_per_node, precision`` and the framework's properties as in ``--batch`` records
 (``fp8_recipe``, ``fused_projections``, ``fused_loss``, ``loss``, ``fused_elementwise``, ``eager_swiglu``, ``flash_attention``,
-``param_gather_overlap``, ``zero_sync_after_backward``, ``dp_bucket_mb``, ``moe_imbalance``, ``network``, ``grad_dtype``,
+``param_gather_overlap``, ``zero_sync_after_backward``, ``zero_gather_copy_us``, ``dp_bucket_mb``, ``moe_imbalance``, ``network``, ``grad_dtype``,
 ``hardware_file`` (default: ``--hardware-file``);
 blank = the default). The fit (see :mod:`calibrate`) uses every row; the accuracy it
 reports after calibration is leave-one-out (each row predicted by a fit on the others), never on
@@ -92,7 +92,7 @@ def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> C
             raise ConfigError(f"line {n}: {exc.message}", path=path, fix=exc.fix) from None
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"line {n}: a value of the wrong type ({exc})", path=path,
-                              fix="numbers in devices, global_batch, seq_len, devices_per_node, reserve_gb, dp_bucket_mb, moe_imbalance") from None
+                              fix="numbers in devices, global_batch, seq_len, devices_per_node, reserve_gb, dp_bucket_mb, zero_gather_copy_us, moe_imbalance") from None
         measured = _measured(r, n, path)
         if not 0 < measured < math.inf:  # NaN fails this too
             raise ConfigError(f"line {n}: step_time_s must be a finite number > 0, not {measured}", path=path,

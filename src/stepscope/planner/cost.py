@@ -145,7 +145,9 @@ Time per step (seconds):
   ZB-V (vpp = 2) to a prior 1/10 (ideal 0; margin for unequal F, B, W);
 - activation offload: saved activations go to host and back (2x bytes) over ``host_gbps``
   (default 25 GB/s), 80% hidden behind compute (prior);
-- optimizer: read/write 16 B per local parameter at HBM bandwidth;
+- optimizer: read/write 16 B per local parameter at HBM bandwidth; with ZeRO-1/2 weights gathered
+  tensor by tensor on the host (``Job.zero_gather_copy_s``, nanotron), that time x the stage's
+  parameter tensors (rates.weight_tensors_per_layer x its layers, + 2) x dp, exposed;
 - host wait (``host_s``, ``Job.layer_overhead_s`` per layer of the stage and micro-batch, x the
   recompute factor; 0 unless a calibration or a trace's host-bound idle sets it): the device idle
   while the host launches or synchronises; it lengthens each micro-batch (and so the bubble), and
@@ -191,6 +193,7 @@ from .rates import (
     gemm_shape,
     norm_moe_act,
     params,
+    weight_tensors_per_layer,
 )
 from .tp_overlap import hidden_per_layer, share_of_all
 from .window import HIDDEN_PARTS, Window
@@ -436,6 +439,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     offload_raw = 2 * act_layer * stage_L * n_micro / host
     offload_s = window.overlap(np.where(offload, offload_raw, 0.0), OFFLOAD_HIDDEN, "offload")
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
+    # ZeRO-1/2 weights gathered tensor by tensor and rank by rank on the host (Job.zero_gather_copy_s),
+    # after the optimizer step: the stage's tensors (and the end stage's embedding or head) x dp
+    if job.zero_gather_copy_s:
+        tensors = stage_L * weight_tensors_per_layer(m, job.fused_projections) + 2.0
+        opt_s = opt_s + np.where(z12 & (dpc > 1), job.zero_gather_copy_s * tensors * dpc, 0.0)
     step_s = busy_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
     capacity_b = job.capacity_bytes
     fits = total_b <= capacity_b

@@ -17,7 +17,8 @@ from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP, tp_overlap_needs_
 from .search import KEY_ALIASES, parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
-SETTINGS = ("fused_projections", "loss", "fp8_weight_cache", "fp8_saved_inputs", "eager_swiglu", "tp_overlap")
+SETTINGS = ("fused_projections", "loss", "fp8_weight_cache", "fp8_saved_inputs", "eager_swiglu", "tp_overlap", "zero_gather_copy_us")
+_NUMBERS = ("zero_gather_copy_us",)  # settings that are numbers >= 0 (the rest: names or true/false)
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,13 @@ def _parse(name: str, e: Any) -> Framework:
     refuse_unknown_keys(settings, SETTINGS, path=_PATH, owner=f"framework {name} settings: ")
     checks: dict[str, tuple[str, ...]] = {"loss": tuple(LOSS_BYTES), "tp_overlap": TP_OVERLAP, "fp8_saved_inputs": ("fp8", "bf16")}
     for key, value in settings.items():
-        ok = value in checks[key] if key in checks else isinstance(value, bool)
+        if key in _NUMBERS:
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf")
+        else:
+            ok = value in checks[key] if key in checks else isinstance(value, bool)
         if not ok:
             raise ConfigError(f"framework {name}: {key} cannot be {value!r}", path=_PATH,
-                              fix=f"one of {', '.join(checks[key])}" if key in checks else "true or false")
+                              fix=f"one of {', '.join(checks[key])}" if key in checks else "a number >= 0" if key in _NUMBERS else "true or false")
     policies = tuple(str(p) for p in e.get("recompute") or ())
     if not policies or any(p not in RECOMPUTE for p in policies):
         raise ConfigError(f"framework {name}: recompute must list policies of {', '.join(RECOMPUTE)}", path=_PATH,

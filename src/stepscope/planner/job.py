@@ -135,6 +135,14 @@ class Job:
     # accumulate_grad_in_fp32 and zero_stage > 0, then calls sync_gradients_across_dp with
     # reduce_scatter=False after train_batch_iter, "too memory hungry, instead we run all_reduce")
     zero_sync_after_backward: bool = False
+    # ZeRO-1/2: host seconds per parameter tensor of the stage and DP rank that the updated
+    # weights' all-gather spends putting each rank's shard of each tensor back in place, one
+    # small op at a time (nanotron: ZeroDistributedOptimizer._all_gather_params slices every
+    # tensor for every rank, and its all_gather_coalesced flattens per rank, gathers, then
+    # unflattens and copy_s every (tensor, rank) pair from Python); exposed after the optimizer
+    # step. 0 = a flat buffer gathered in place (Megatron's distributed optimizer, DeepSpeed,
+    # FSDP); see benchmarks/zero_gather_host.py for the measured cost per pair
+    zero_gather_copy_s: float = 0.0
     # ZeRO-0/1/2 gradients reduced under the backward in buckets of this many MB of gradients in the
     # parameters' dtype (PyTorch DDP's bucket_cap_mb, 25 by default; nanotron's ddp_bucket_cap_mb,
     # 25): each bucket is its own collective and pays its own ring latency; 0 = one collective
@@ -258,6 +266,9 @@ class Job:
         if isinstance(self.dp_overlap, float | int) and not 0 <= self.dp_overlap <= 1:  # (a NaN fails too)
             raise ConfigError(f"DP overlap must be a share from 0 to 1, not {self.dp_overlap:g}",
                               fix="e.g. --dp-overlap 0 when the gradients are reduced after the backward")
+        if not 0 <= self.zero_gather_copy_s < math.inf:
+            raise ConfigError(f"ZeRO gather copy time must be >= 0 us per tensor and rank, not {self.zero_gather_copy_s * 1e6:g}",
+                              fix="e.g. --zero-gather-copy-us 10 (nanotron's per-tensor all-gather)")
         if not 0 <= self.dp_bucket_mb < math.inf:
             raise ConfigError(f"DP bucket size must be >= 0 MB, not {self.dp_bucket_mb}", fix="e.g. --dp-bucket-mb 25 (PyTorch DDP's default)")
         if self.grad_bytes == 0:

@@ -196,3 +196,18 @@ def fp8_cast_bytes(m: ModelShape, recipe: str, tp: np.ndarray) -> np.ndarray:
     if recipe == "rowwise":
         return 6.0 * (inputs + grads) + 4.0 * inputs
     return 4.0 * (inputs + grads)
+
+
+def weight_tensors_per_layer(m: ModelShape, fused_projections: bool) -> float:
+    """Parameter tensors in an average transformer layer, as a framework registers them (no biases,
+    as in Llama-style models): 2 norms; attention q, k, v, o (q/k/v one fused tensor with
+    ``fused_projections``), MLA's q_a, q_b, kv_a, kv_b, o and its 2 latent norms; an MLP's up and
+    down (gated: gate and up, one fused tensor with ``fused_projections``); MoE layers: each
+    routed and shared expert's MLP and the router. Counted for per-tensor host work
+    (Job.zero_gather_copy_s)."""
+    attn = 7.0 if m.mla else (2.0 if fused_projections else 4.0)
+    mlp = 2.0 if (fused_projections or not m.gated_mlp) else 3.0
+    if not m.n_experts:
+        return 2.0 + attn + mlp
+    moe = (m.n_layers - m.first_dense_layers) / m.n_layers
+    return 2.0 + attn + moe * (mlp * (m.n_experts + m.n_shared_experts) + 1.0) + (1.0 - moe) * mlp

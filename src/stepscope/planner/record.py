@@ -64,6 +64,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         reserve_gb=_number(d, "reserve_gb", 3.0),
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
         dp_bucket_mb=_number(d, "dp_bucket_mb", 0.0),
+        zero_gather_copy_s=_number(d, "zero_gather_copy_us", 0.0) * 1e-6,
         moe_imbalance=_number(d, "moe_imbalance", 1.0),
         layer_overhead_s=_host_wait_s(d),
         dp_overlap=_number(d, "dp_overlap", DP_OVERLAP),
@@ -76,7 +77,7 @@ RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
     "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "dp_bucket_mb", "moe_imbalance",
-    "network", "framework", "strategy", "pipeline_split_embedding", "hidden_dropout", "host_wait_us", "dp_overlap",
+    "zero_gather_copy_us", "network", "framework", "strategy", "pipeline_split_embedding", "hidden_dropout", "host_wait_us", "dp_overlap",
 })
 
 

@@ -129,7 +129,7 @@ def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: 
             int(r["strategy"]["dp"]) * int(r["strategy"]["cp"]) > 1 and r["time_s"]["dp"] >= WIDE_DP_SHARE * r["step_time_s"] for r in recs):
         lines.append(f"note: rows where DP/FSDP traffic is {WIDE_DP_SHARE:.0%}+ of the step across {WIDE_DP_NODES}+ nodes lean on the "
                      "inter-node collective model where it was least accurate: against nanotron's 64-node runs its predictions ranged from 34% too slow "
-                     "to 2.5x too fast (ring latency and congestion at hundreds of ranks): profile yours from nccl-tests logs (stepscope network) for --network, or --calibrate")
+                     "to 1.7x too fast (ring latency and congestion at hundreds of ranks): profile yours from nccl-tests logs (stepscope network) for --network, or --calibrate")
     return lines
 
 

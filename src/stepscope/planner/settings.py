@@ -30,6 +30,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["param_gather_overlap"] = True
     if job.zero_sync_after_backward:
         out["zero_sync_after_backward"] = True
+    if job.zero_gather_copy_s:
+        out["zero_gather_copy_us"] = job.zero_gather_copy_s * 1e6
     if job.network is not None:
         out["network"] = job.network.name
     if job.pipeline_split_embedding:
@@ -56,6 +58,8 @@ def settings_line(st: dict[str, Any]) -> str:
                      f"{st['fp8_saved_inputs']} inputs saved")
     if "moe_imbalance" in st and st["moe_imbalance"] != 1.0:
         parts.append(f"MoE imbalance {st['moe_imbalance']:g}")
+    if st.get("zero_gather_copy_us"):
+        parts.append(f"ZeRO weights gathered tensor by tensor ({st['zero_gather_copy_us']:g} us of host time per tensor and rank)")
     if st.get("network"):
         parts.append(f"network {st['network']}")
     if st.get("pipeline_split_embedding"):
