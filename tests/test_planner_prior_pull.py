@@ -107,22 +107,3 @@ def test_two_runs_take_the_strongest_pull() -> None:
     dist = {fit_: float(_prior_dist()[_index(fit_)]) for fit_ in (f, unpulled)}
     assert dist[f] < dist[unpulled]
 
-
-
-def test_leaving_a_group_out_is_leaving_out_its_summed_errors() -> None:
-    """With groups, _select leaves a whole group out at a time: the same choice as leaving one run
-    out among "runs" that are the groups' summed errors (an independent formulation), and with
-    fewer than 3 groups it falls back to leaving one run out."""
-    from stepscope.planner.calibrate import _select
-
-    rng = np.random.default_rng(0)
-    g, a = np.log(_grid()[0]), np.log(_grid()[1])
-    # made-up |log errors|: each group's two runs agree on their best GEMM and attention factors
-    # (a grid point drawn per group), plus noise
-    best = rng.integers(0, g.size, 3)
-    errs = np.stack([np.abs(g - g[best[k // 2]]) + np.abs(a - a[best[k // 2]]) + 0.05 * rng.random(g.size) for k in range(6)])
-    groups = ["a", "a", "b", "b", "c", "c"]
-    summed = np.stack([errs[0] + errs[1], errs[2] + errs[3], errs[4] + errs[5]])
-    assert _select(errs, None, groups) == _select(summed)
-    assert _select(errs, None, groups) != _select(errs)  # (the folds matter here: siblings stay in a run's fold)
-    assert _select(errs, None, ["a", "a", "a", "b", "b", "b"]) == _select(errs)

@@ -107,7 +107,7 @@ def _best(total: np.ndarray, pull: float = 0.0) -> Fit:
     return Fit(float(g[k]), float(a[k]), float(c[k]), float(i[k]), float(o[k]), pull)
 
 
-def _select(errs: np.ndarray, rows: Sequence[int] | None = None, groups: Sequence[str] | None = None) -> Fit:
+def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
     """The fit to the runs whose |log errors| over the grid are ``errs[rows]`` (all rows: None).
     Two choices are model selection by cross-validation: whether the host wait
     (``layer_overhead_s``) is used (it trades off against the efficiencies, and only runs that
@@ -118,11 +118,7 @@ def _select(errs: np.ndarray, rows: Sequence[int] | None = None, groups: Sequenc
     wait: the unregularised fit). With fewer than 3 runs leaving one out cannot choose: no host
     wait, and the strongest pull (two runs do not pin five factors: calibrated on two runs of a
     validation source, the source's other runs came out 18.7% off unpulled, 15.8% with the pull,
-    16.2% with the priors alone; BENCHMARKS.md, session 14). With ``groups`` (a label per run,
-    e.g. its publication) and 3+ groups among the rows, a whole group is left out at a time
-    instead of one run: the choice then mimics predicting a new group, which is what
-    :func:`cross_validate` reports (a source's runs share their biases, so leaving one run out
-    favours fits that lean on its siblings)."""
+    16.2% with the priors alone; BENCHMARKS.md, session 14)."""
     rows = range(len(errs)) if rows is None else rows
     total = np.zeros(errs.shape[1])
     for k in rows:  # row by row: no copy of the (runs x grid) block
@@ -135,11 +131,8 @@ def _select(errs: np.ndarray, rows: Sequence[int] | None = None, groups: Sequenc
     step = len(LAYER_GRID)  # the host wait varies fastest in the grid: [::step] are the points without one
     loo = np.zeros((len(PULLS), 2))  # [pull, with the host wait]
     rest = np.empty_like(total)
-    folds: list[list[int]] = [[k] for k in rows]
-    if groups is not None and len({groups[k] for k in rows}) >= 3:
-        folds = [[k for k in rows if groups[k] == g] for g in sorted({groups[k] for k in rows})]
-    for fold in folds:
-        e = errs[fold[0]] if len(fold) == 1 else errs[fold].sum(axis=0)
+    for k in rows:
+        e = errs[k]
         base = total - e
         for j, pull in enumerate(PULLS):
             if pull > 0:
@@ -193,7 +186,7 @@ def cross_validate(runs: Sequence[Run], by_family: bool = False, errs: np.ndarra
         test = [r for r in runs if r.group == grp]
         train = [k for k, r in enumerate(runs) if r.group != grp]
         fam = [k for k in train if runs[k].family == test[0].family] if by_family and test[0].family else []
-        f = _select(errs, fam or train, [r.group for r in runs])
+        f = _select(errs, fam or train)
         pred = [predict_one(r, f) for r in test]
         rel = [(p - r.measured) / r.measured for p, r in zip(pred, test, strict=True)]
         out[grp] = {"rows": len(test), "mape": float(np.mean(np.abs(rel))), "mean_signed": float(np.mean(rel)),
