@@ -16,22 +16,8 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   ZeRO-1 shards the optimizer over dp x cp (context-parallel ranks hold the same weights), ZeRO-2
   also gradients, ZeRO-3/FSDP also weights; HSDP (``hsdp`` = shard-group size < dp) shards all
   three over the shard group (x cp) only;
-- activations per layer and micro-batch (Korthikanti et al. 2022, with sequence parallelism and
-  flash attention): ``s*b*h*c/(tp*cp)`` bytes, c counted tensor by tensor from the model's widths
-  without recompute and with selective recompute (rates.stored_per_token: norms, q/k/v with GQA or
-  MLA widths, attention output, gated or plain MLP, MoE routed copies and experts; GPT-3: 32 and
-  30, Llama-3-8B 34 and 32, Mixtral 59 and 57), 2 with full recompute (only the layer input is
-  kept); without sequence parallelism (strategy ``sp=0``) the policy's h-wide tensors outside the
-  TP region (job.REPLICATED_BYTES: the norms' inputs and outputs, 8) are whole on every TP rank,
-  ``s*b*h*(c/tp + r*(1 - 1/tp))/cp``, and every TP rank repeats the norms' and residual adds'
-  elementwise traffic; with ``Job.moe_imbalance`` f the routed part is f x on the hot rank;
-  with recompute, one layer's no-recompute activations are live while backward regenerates it;
-  1F1B (also ZB-H1 and ZB-V, which keep 1F1B's peak) holds ``min(pp, micro-batches)`` micro-batches
-  (interleaved 1F1B x (1 + (pp-1)/(pp vpp)), at most all of them: activations.py)
-  in flight on the first stage, AFAB all of them; activation offload keeps two layers' worth on
-  the device; the output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the
-  loss; 12 unfused, 10 with nanotron's copy, 4 compiled: job.LOSS_BYTES by ``Job.loss``) on the last stage, which holds one
-  micro-batch; the peak is the larger stage;
+- activations by recompute policy, sequence parallelism, the micro-batches a pipeline schedule
+  holds in flight and the output layer's logits (formulas in planner/activations.py);
 - communication buffers (buffers.py: 1 GB, and under ZeRO-3/FSDP two gathered layers' weights and
   one layer's whole gradients) and a framework reserve (default 3 GB).
 
@@ -101,25 +87,9 @@ Time per step (seconds):
   running under the GEMM on the rank's own 1/tp shard: 1/4 + 2/8 x 2/tp = 1/4 + 1/(2 tp). These
   shares hold when every GEMM outlasts the collective fused with it; each collective hides no
   longer than its GEMM runs (planner/tp_overlap.py), which binds for narrow GEMMs at high tp;
-- DP / FSDP (over the dp x cp ranks that share weights, written dp here), with when each
-  collective can run (a gradient is final only after the last micro-batch's backward):
-  ZeRO-0: all-reduce 2(dp-1)/dp x gradient bytes, under the last micro-batch's backward;
-  ZeRO-1/2 (distributed optimizer): reduce-scatter of the gradients, (dp-1)/dp x gradient bytes,
-  under the last backward, then all-gather of the updated bf16 weights, (dp-1)/dp x 2 B/param,
-  after the optimizer step: exposed (DeepSpeed, nanotron's ZeRO-1) unless the framework overlaps
-  it with the next step's first forward (``Job.param_gather_overlap``, Megatron's
-  --overlap-param-gather); ``Job.zero_sync_after_backward`` (nanotron with fp32 gradient
-  accumulation) all-reduces the gradients after the backward instead, exposed; ZeRO-3: per micro-batch, 2 all-gathers of the
-  bf16 weights (forward, backward) + a reduce-scatter of its gradients (FSDP2's and DeepSpeed's
-  default under gradient accumulation), each under that micro-batch's compute and run layer by
-  layer (one collective per layer and pass, each paying its ring latency); with
-  ``keep_params`` (weights stay gathered for the whole step: FSDP2 under torchtitan's pipelines)
-  one all-gather + one reduce-scatter per step, under one micro-batch (with pp > 1 the stage's
-  gradients then accumulate unsharded until that reduce-scatter: PyTorch's pipelining turns
-  FSDP2's gradient sync off for all but the last micro-batch; memory holds them whole). HSDP: the ZeRO-3 traffic
-  within the shard group g plus an all-reduce 2(r-1)/r of the sharded gradients across the r =
-  dp/g replicas, under the last backward. A group's link is inter-node when it spans nodes;
-  ``dp_overlap`` (prior 0.7) of each part hides, never more than its window;
+- DP / FSDP (over the dp x cp ranks that share weights): ZeRO-0's all-reduce, ZeRO-1/2's
+  reduce-scatter and weight all-gather, ZeRO-3/FSDP's per-layer gathers, HSDP's replica
+  all-reduce, each hidden where and as much as it can run (planner/data_parallel.py);
 - the transfers that hide (TP under its GEMMs, EP, CP, PP p2p, DP/FSDP, activation offload) share one
   communication stream: together they hide at most the compute (+ host wait) time, taken in
   that order (planner/window.py);
@@ -145,9 +115,8 @@ Time per step (seconds):
   ZB-V (vpp = 2) to a prior 1/10 (ideal 0; margin for unequal F, B, W);
 - activation offload: saved activations go to host and back (2x bytes) over ``host_gbps``
   (default 25 GB/s), 80% hidden behind compute (prior);
-- optimizer: read/write 16 B per local parameter at HBM bandwidth; with ZeRO-1/2 weights gathered
-  tensor by tensor on the host (``Job.zero_gather_copy_s``, nanotron), that time x the stage's
-  parameter tensors (rates.weight_tensors_per_layer x its layers, + 2) x dp, exposed;
+- optimizer: read/write 16 B per local parameter at HBM bandwidth, + ZeRO-1/2 weights gathered
+  tensor by tensor on the host (``Job.zero_gather_copy_s``, nanotron; planner/data_parallel.py);
 - host wait (``host_s``, ``Job.layer_overhead_s`` per layer of the stage and micro-batch, x the
   recompute factor; 0 unless a calibration or a trace's host-bound idle sets it): the device idle
   while the host launches or synchronises; it lengthens each micro-batch (and so the bubble), and
@@ -167,6 +136,7 @@ import numpy as np
 
 from .activations import NORM_ACT, SELECTIVE, activations
 from .buffers import comm_buffer_bytes
+from .data_parallel import dp_seconds, zero_gather_host_s
 
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
 from .job import (
@@ -193,7 +163,6 @@ from .rates import (
     gemm_shape,
     norm_moe_act,
     params,
-    weight_tensors_per_layer,
 )
 from .tp_overlap import hidden_per_layer, share_of_all
 from .window import HIDDEN_PARTS, Window
@@ -409,41 +378,13 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # which its exposed in-layer transfers (TP, EP, CP) lengthen
     per_micro = (busy_s + tp_s + ep_s + cp_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
-    grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
-    # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
-    span_dp, span_shard = tp * pp * dpc, tp * pp * shard
-    replicas = dpc / shard
-    # windows a DP collective can hide in: the last micro-batch's backward (recompute included), one
-    # micro-batch, or every micro-batch (module docstring)
-    micro_s = busy_s / np.maximum(n_micro, 1)
-    last_bwd_s = micro_s * (1 - 1 / (3 * rf))
-    # gradient buckets (Job.dp_bucket_mb): each one a collective of its own, with its own latency
-    buckets = np.maximum(np.ceil(2 * p_dev / (job.dp_bucket_mb * 1e6)), 1.0) if job.dp_bucket_mb > 0 else 1.0
-    # ZeRO-3/FSDP gathers and reduces layer by layer (FSDP2's fully_shard per transformer block,
-    # DeepSpeed's per-module fetch, XLA's per-layer collectives in a scanned stack): one collective
-    # per layer of the stage and pass, each paying its ring latency
-    zero3_once = ring(shard, 2 * p_dev + grad_bytes, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
-    zero3_each = ring(shard, 4 * p_dev + grad_bytes, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
-    replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2 * stage_L, "all_reduce")
-    # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
-    z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)
-    z3_s = (window.hide(np.where(keep, zero3_once, zero3_each * n_micro), job.dp_overlap * z3, np.where(keep, micro_s, busy_s), "dp")
-            + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s, "dp"))
-    z12_s = ((ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
-              else window.hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s, "dp"))
-             + window.hide(ring(dpc, 2 * p_dev, span_dp), (job.dp_overlap if job.param_gather_overlap else 0.0) * z12,
-                           micro_s - last_bwd_s, "dp"))
-    z0_s = window.hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s, "dp")
-    dp_s = np.where(z3, z3_s, np.where(z12, z12_s, z0_s))
+    dp_s = dp_seconds(job, ring=ring, window=window, p_dev=p_dev, tp=tp, pp=pp, dpc=dpc, shard=shard, zero=zero, keep=keep,
+                      stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf)  # planner/data_parallel.py
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
     offload_s = window.overlap(np.where(offload, offload_raw, 0.0), OFFLOAD_HIDDEN, "offload")
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
-    # ZeRO-1/2 weights gathered tensor by tensor and rank by rank on the host (Job.zero_gather_copy_s),
-    # after the optimizer step: the stage's tensors (and the end stage's embedding or head) x dp
-    if job.zero_gather_copy_s:
-        tensors = stage_L * weight_tensors_per_layer(m, job.fused_projections) + 2.0
-        opt_s = opt_s + np.where(z12 & (dpc > 1), job.zero_gather_copy_s * tensors * dpc, 0.0)
+    opt_s = opt_s + zero_gather_host_s(job, zero=zero, dpc=dpc, stage_L=stage_L)  # ZeRO weights gathered tensor by tensor
     step_s = busy_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
     capacity_b = job.capacity_bytes
     fits = total_b <= capacity_b

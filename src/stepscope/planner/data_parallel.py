@@ -1,0 +1,85 @@
+"""Data-parallel time of a step: gradient reduction, ZeRO/FSDP gathers and when each can run.
+
+Over the dp x cp ranks that share weights (written dp here), with when each collective can run (a
+gradient is final only after the last micro-batch's backward):
+- ZeRO-0: all-reduce 2(dp-1)/dp x gradient bytes, under the last micro-batch's backward;
+- ZeRO-1/2 (distributed optimizer): reduce-scatter of the gradients, (dp-1)/dp x gradient bytes,
+  under the last backward, then all-gather of the updated bf16 weights, (dp-1)/dp x 2 B/param,
+  after the optimizer step: exposed (DeepSpeed, nanotron's ZeRO-1) unless the framework overlaps
+  it with the next step's first forward (``Job.param_gather_overlap``, Megatron's
+  --overlap-param-gather); ``Job.zero_sync_after_backward`` (nanotron with fp32 gradient
+  accumulation) all-reduces the gradients after the backward instead, exposed;
+- ZeRO-3: per micro-batch, 2 all-gathers of the bf16 weights (forward, backward) + a
+  reduce-scatter of its gradients (FSDP2's and DeepSpeed's default under gradient accumulation),
+  each under that micro-batch's compute and run layer by layer (one collective per layer and
+  pass, each paying its ring latency); with ``keep_params`` (weights stay gathered for the whole
+  step: FSDP2 under torchtitan's pipelines) one all-gather + one reduce-scatter per step, under
+  one micro-batch (with pp > 1 the stage's gradients then accumulate unsharded until that
+  reduce-scatter: PyTorch's pipelining turns FSDP2's gradient sync off for all but the last
+  micro-batch; memory holds them whole);
+- HSDP: the ZeRO-3 traffic within the shard group g plus an all-reduce 2(r-1)/r of the sharded
+  gradients across the r = dp/g replicas, under the last backward.
+A group's link is inter-node when it spans nodes; ``Job.dp_overlap`` (prior 0.7) of each part
+hides, never more than its window (planner/window.py); ZeRO-0/1/2 gradients reduced in
+``Job.dp_bucket_mb`` buckets pay one ring latency per bucket.
+
+ZeRO-1/2 weights gathered tensor by tensor on the host (``Job.zero_gather_copy_s``, nanotron):
+that time x the stage's parameter tensors (rates.weight_tensors_per_layer x its layers, + 2 for
+the embedding or the head) x dp, after the optimizer step, exposed (:func:`zero_gather_host_s`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .job import Job
+from .rates import weight_tensors_per_layer
+from .window import Window
+
+Ring = Callable[..., np.ndarray]  # links.Links.ring: (ranks, bytes, span, calls[, kind]) -> seconds
+
+
+def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, tp: np.ndarray, pp: np.ndarray, dpc: np.ndarray,
+               shard: np.ndarray, zero: np.ndarray, keep: np.ndarray, stage_L: np.ndarray, n_micro: np.ndarray,
+               busy_s: np.ndarray, rf: np.ndarray) -> np.ndarray:
+    """Exposed DP/FSDP seconds per configuration (module docstring); what hides is taken from
+    ``window``. ``p_dev`` parameters on the most loaded stage, ``dpc`` = dp x cp ranks sharing
+    weights, ``shard`` the group ZeRO shards over, ``busy_s`` the compute + host wait, ``rf`` the
+    recompute factor."""
+    grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
+    # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
+    span_dp, span_shard = tp * pp * dpc, tp * pp * shard
+    replicas = dpc / shard
+    # windows a DP collective can hide in: the last micro-batch's backward (recompute included), one
+    # micro-batch, or every micro-batch (module docstring)
+    micro_s = busy_s / np.maximum(n_micro, 1)
+    last_bwd_s = micro_s * (1 - 1 / (3 * rf))
+    # gradient buckets (Job.dp_bucket_mb): each one a collective of its own, with its own latency
+    buckets = np.maximum(np.ceil(2 * p_dev / (job.dp_bucket_mb * 1e6)), 1.0) if job.dp_bucket_mb > 0 else 1.0
+    # ZeRO-3/FSDP gathers and reduces layer by layer (FSDP2's fully_shard per transformer block,
+    # DeepSpeed's per-module fetch, XLA's per-layer collectives in a scanned stack): one collective
+    # per layer of the stage and pass, each paying its ring latency
+    zero3_once = ring(shard, 2 * p_dev + grad_bytes, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
+    zero3_each = ring(shard, 4 * p_dev + grad_bytes, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
+    replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2 * stage_L, "all_reduce")
+    # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
+    z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)
+    z3_s = (window.hide(np.where(keep, zero3_once, zero3_each * n_micro), job.dp_overlap * z3, np.where(keep, micro_s, busy_s), "dp")
+            + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s, "dp"))
+    z12_s = ((ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
+              else window.hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s, "dp"))
+             + window.hide(ring(dpc, 2 * p_dev, span_dp), (job.dp_overlap if job.param_gather_overlap else 0.0) * z12,
+                           micro_s - last_bwd_s, "dp"))
+    z0_s = window.hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s, "dp")
+    return np.asarray(np.where(z3, z3_s, np.where(z12, z12_s, z0_s)))
+
+
+def zero_gather_host_s(job: Job, *, zero: np.ndarray, dpc: np.ndarray, stage_L: np.ndarray) -> np.ndarray | float:
+    """Host seconds of a ZeRO-1/2 weight gather done tensor by tensor (``Job.zero_gather_copy_s``
+    x the stage's tensors x dp; module docstring), 0 elsewhere."""
+    if not job.zero_gather_copy_s:
+        return 0.0
+    tensors = stage_L * weight_tensors_per_layer(job.model, job.fused_projections) + 2.0
+    return np.where((zero >= 1) & (zero < 3) & (dpc > 1), job.zero_gather_copy_s * tensors * dpc, 0.0)
