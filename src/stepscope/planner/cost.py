@@ -115,13 +115,14 @@ Time per step (seconds):
   ZB-V (vpp = 2) to a prior 1/10 (ideal 0; margin for unequal F, B, W);
 - activation offload: saved activations go to host and back (2x bytes) over ``host_gbps``
   (default 25 GB/s), 80% hidden behind compute (prior);
-- optimizer: read/write 16 B per local parameter at HBM bandwidth, + ZeRO-1/2 weights gathered
-  tensor by tensor on the host (``Job.zero_gather_copy_s``, nanotron; planner/data_parallel.py);
+- optimizer: read/write 16 B per local parameter at HBM bandwidth;
 - host wait (``host_s``, ``Job.layer_overhead_s`` per layer of the stage and micro-batch, x the
   recompute factor; 0 unless a calibration or a trace's host-bound idle sets it): the device idle
   while the host launches or synchronises; it lengthens each micro-batch (and so the bubble), and
   collectives already launched on their own streams run on under it (DP, EP and offload hide in
-  compute + wait; TP, fused with the GEMMs, does not).
+  compute + wait; TP, fused with the GEMMs, does not). Plus, once per step after the optimizer,
+  ZeRO-1/2 weights gathered tensor by tensor on the host (``Job.zero_gather_copy_s``, nanotron;
+  planner/data_parallel.py): nothing runs under it.
 Each link has a latency (alpha) of 10 us per collective step on intra-node, 20 us inter-node; a
 measured network profile replaces both tiers (planner/links.py, planner/network.py).
 """
@@ -384,8 +385,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     offload_raw = 2 * act_layer * stage_L * n_micro / host
     offload_s = window.overlap(np.where(offload, offload_raw, 0.0), OFFLOAD_HIDDEN, "offload")
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
-    opt_s = opt_s + zero_gather_host_s(job, zero=zero, dpc=dpc, stage_L=stage_L)  # ZeRO weights gathered tensor by tensor
-    step_s = busy_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s
+    # after the optimizer step, outside every window: ZeRO weights gathered tensor by tensor on the host
+    gather_s = zero_gather_host_s(job, zero=zero, dpc=dpc, stage_L=stage_L)
+    host_s = host_s + gather_s
+    step_s = busy_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s + gather_s
     capacity_b = job.capacity_bytes
     fits = total_b <= capacity_b
     # the largest non-compute part names the bottleneck (a running max: argmax over a stacked
