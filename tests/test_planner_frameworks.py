@@ -46,7 +46,7 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     # Megatron-core with sequence parallelism: the backward reduce-scatter under the wgrad GEMM
     assert all(r["strategy"]["tp_overlap"] == 2 for r in rows if r["strategy"]["tp"] > 1)
     assert main([*big, "--framework", "megatron", "--top", "1"]) == 0
-    assert "valid configurations (megatron's recompute policies and schedules) evaluated" in capsys.readouterr().out
+    assert "valid configurations (megatron's recompute policies, schedules and ZeRO stages) evaluated" in capsys.readouterr().out
     # --tp-overlap given explicitly wins over the preset's, in --evaluate too
     ev = ["--evaluate", "tp=8,pp=4,dp=2,vpp=2", "--json"]
     assert main([*big, "--framework", "megatron", "--tp-overlap", "none", *ev]) == 0
@@ -107,3 +107,35 @@ def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(cap
     assert main([*big, "--framework", "megatron", "--top", "5", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert all(r["strategy"]["tp_overlap"] == 2 and r["strategy"]["sp"] == 0 for r in rows if r["strategy"]["tp"] > 1)
+
+
+def test_only_the_frameworks_zero_stages_and_pipeline_interleaving(capsys: pytest.CaptureFixture[str]) -> None:
+    """nanotron has ZeRO-0/1 and no interleaved stages; torchtitan plain DP or FSDP. The search
+    keeps to them and --evaluate refuses the others in one line."""
+    big = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "64", "--global-batch", "256", "--seq-len", "4096"]
+    assert main([*big, "--framework", "nanotron", "--top", "200", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and {r["strategy"]["zero"] for r in rows} <= {0, 1} and {r["strategy"]["vpp"] for r in rows} == {1}
+    # without the preset the same search does use the others (the restriction is the preset's)
+    assert main([*big, "--top", "200", "--json"]) == 0
+    free = json.loads(capsys.readouterr().out)
+    assert {r["strategy"]["zero"] for r in free} - {0, 1} or {r["strategy"]["vpp"] for r in free} - {1}
+    assert main([*big, "--framework", "torchtitan", "--top", "200", "--json"]) == 0
+    assert {r["strategy"]["zero"] for r in json.loads(capsys.readouterr().out)} <= {0, 3}
+    assert main([*big, "--framework", "nanotron", "--evaluate", "dp=64,zero=3"]) == 2
+    err = capsys.readouterr().err
+    assert "nanotron has no ZeRO stage 3 (its stages: zero=0|1)" in err and len(err.strip().splitlines()) == 1
+    assert main([*big, "--framework", "nanotron", "--evaluate", "pp=4,vpp=2,dp=16,zero=1"]) == 2
+    assert "nanotron has no interleaved pipeline stages (vpp=2)" in capsys.readouterr().err
+    # an explicit --where on the field wins over the preset's restriction
+    assert main([*big, "--framework", "nanotron", "--where", "zero=3", "--top", "3", "--json"]) == 0
+    assert {r["strategy"]["zero"] for r in json.loads(capsys.readouterr().out)} == {3}
+
+
+def test_bad_zero_or_interleaving_entries_are_refused() -> None:
+    ok = {"recompute": ["none"]}
+    for bad, words in (({**ok, "zero": [4]}, "zero must list ZeRO stages"), ({**ok, "zero": [True]}, "zero must list ZeRO stages"),
+                       ({**ok, "virtual_stages": "no"}, "virtual_stages cannot be 'no'")):
+        with pytest.raises(ConfigError, match=words):
+            frameworks._parse("x", bad)
+    assert frameworks._parse("x", {**ok, "zero": [0, 1], "virtual_stages": False}).zero == (0, 1)

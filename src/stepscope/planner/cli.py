@@ -167,7 +167,7 @@ def run(ns: argparse.Namespace) -> int:
         r["settings"] = settings
     notes = [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs)]
     meeting = f" meeting --where {ns.where}" if getattr(ns, "where", None) else ""
-    meeting += f" ({fw.name}'s recompute policies and schedules)" if fw is not None else ""
+    meeting += f" ({fw.name}'s recompute policies, schedules and ZeRO stages)" if fw is not None else ""
     distinct = "; one row per layout (the fastest of each)" if getattr(ns, "distinct", False) else ""
     if ns.html:
         _write_html(ns.html, job, ns.model, recs, f"{plan.evaluated:,} configurations{meeting}{distinct}", [settings_line(settings), *notes])

@@ -29,12 +29,15 @@ class Framework:
     recompute: tuple[str, ...]  # RECOMPUTE names
     schedules: tuple[str, ...]  # SCHEDULES names; empty: no restriction
     source: str
+    zero: tuple[int, ...] = ()  # the ZeRO stages it offers (0 plain DP .. 3 FSDP); empty: no restriction
+    virtual_stages: bool = True  # interleaved pipeline stages (vpp > 1)
 
 
 def _parse(name: str, e: Any) -> Framework:
     if not isinstance(e, dict):
         raise ConfigError(f"framework {name!r} is not a mapping", path=_PATH, fix="see the file's header")
-    refuse_unknown_keys(e, ("description", "settings", "recompute", "schedules", "source"), path=_PATH, owner=f"framework {name}: ")
+    refuse_unknown_keys(e, ("description", "settings", "recompute", "schedules", "zero", "virtual_stages", "source"), path=_PATH,
+                        owner=f"framework {name}: ")
     settings = dict(e.get("settings") or {})
     refuse_unknown_keys(settings, SETTINGS, path=_PATH, owner=f"framework {name} settings: ")
     checks: dict[str, tuple[str, ...]] = {"loss": tuple(LOSS_BYTES), "tp_overlap": TP_OVERLAP, "fp8_saved_inputs": ("fp8", "bf16")}
@@ -53,7 +56,14 @@ def _parse(name: str, e: Any) -> Framework:
     schedules = tuple(str(p) for p in e.get("schedules") or ())
     if any(p not in SCHEDULES for p in schedules):
         raise ConfigError(f"framework {name}: schedules must be of {', '.join(SCHEDULES)}", path=_PATH, fix="e.g. schedules: [1f1b]")
-    return Framework(name, str(e.get("description", "")), settings, policies, schedules, str(e.get("source", "")))
+    zero = tuple(e.get("zero") or ())
+    if any(isinstance(z, bool) or z not in (0, 1, 2, 3) for z in zero):
+        raise ConfigError(f"framework {name}: zero must list ZeRO stages of 0, 1, 2, 3", path=_PATH, fix="e.g. zero: [0, 1]")
+    virtual = e.get("virtual_stages", True)
+    if not isinstance(virtual, bool):
+        raise ConfigError(f"framework {name}: virtual_stages cannot be {virtual!r}", path=_PATH, fix="true or false")
+    return Framework(name, str(e.get("description", "")), settings, policies, schedules, str(e.get("source", "")), tuple(int(z) for z in zero),
+                     virtual)
 
 
 @lru_cache(maxsize=1)
@@ -79,8 +89,13 @@ def apply(record: dict[str, Any], fw: Framework) -> dict[str, Any]:
     return out
 
 
-def check(fw: Framework, policy: str, schedule: str) -> None:
-    """A strategy's recompute policy and pipeline schedule must be ones the framework offers."""
+def check(fw: Framework, policy: str, schedule: str, zero: int = 0, vpp: int = 1) -> None:
+    """A strategy's recompute policy, pipeline schedule, ZeRO stage and interleaving must be ones
+    the framework offers."""
+    if fw.zero and zero not in fw.zero:
+        raise ConfigError(f"{fw.name} has no ZeRO stage {zero}", fix=f"its stages: zero={'|'.join(map(str, fw.zero))}")
+    if vpp > 1 and not fw.virtual_stages:
+        raise ConfigError(f"{fw.name} has no interleaved pipeline stages (vpp={vpp})", fix="use vpp=1")
     if policy not in fw.recompute:
         raise ConfigError(f"{fw.name} has no recompute policy {policy!r}", fix=f"its policies: {', '.join(fw.recompute)}")
     if fw.schedules and schedule not in fw.schedules:
@@ -95,7 +110,7 @@ def strategy(fw: Framework | None, text: str, *, add_tp_overlap: bool = True) ->
     if fw is None:
         return text
     s = parse_strategy(text)
-    check(fw, RECOMPUTE[int(s["recompute"][0])], SCHEDULES[int(s["sched"][0])])
+    check(fw, RECOMPUTE[int(s["recompute"][0])], SCHEDULES[int(s["sched"][0])], int(s["zero"][0]), int(s["vpp"][0]))
     keys = {part.split("=", 1)[0].strip().lower() for part in text.split(",") if "=" in part}
     tp = fw.settings.get("tp_overlap", "none")
     allowed = int(s["sp"][0]) or not tp_overlap_needs_sp(TP_OVERLAP.index(tp))
@@ -105,8 +120,8 @@ def strategy(fw: Framework | None, text: str, *, add_tp_overlap: bool = True) ->
 
 
 def where(fw: Framework | None, conditions: str) -> str:
-    """--where with the framework's recompute policies and schedules added, each unless --where
-    constrains it itself."""
+    """--where with the framework's recompute policies, schedules, ZeRO stages and (without
+    interleaving) vpp=1 added, each unless --where constrains it itself."""
     if fw is None:
         return conditions
     parts = [conditions.strip()] if conditions.strip() else []
@@ -114,4 +129,8 @@ def where(fw: Framework | None, conditions: str) -> str:
         parts.append(f"recompute={'|'.join(fw.recompute)}")
     if fw.schedules and "sched" not in conditions.lower():
         parts.append(f"sched={'|'.join(fw.schedules)}")
+    if fw.zero and not any(k in conditions.lower() for k in ("zero", "fsdp")):
+        parts.append(f"zero={'|'.join(map(str, fw.zero))}")
+    if not fw.virtual_stages and "vpp" not in conditions.lower():
+        parts.append("vpp=1")
     return ",".join(parts)
