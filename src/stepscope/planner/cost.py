@@ -72,21 +72,9 @@ Time per step (seconds):
 - TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd: with
   sequence parallelism 4 all-gathers + 4 reduce-scatters), each ``2(tp-1)/tp * bytes / link``, on
   the intra-node link (inter-node when tp > devices per node); in MoE layers the MLP's two are
-  replaced by the same over the expert-TP group with k routed copies of the tokens. How much hides
-  behind GEMMs depends on the framework's mechanism (``tp_overlap``, a TP_OVERLAP code; never more
-  than the compute time): ``none`` (0); ``full`` (1: Megatron ``--tp-comm-overlap``, PyTorch async
-  TP), every collective split into tp chunks each hidden behind the GEMM on the previous one, so
-  (tp-1)/tp hides; PyTorch's async TP (torch/_inductor/fx_passes/micro_pipeline_tp.py) fuses a
-  reduce-scatter only with the single matmul producing its input, so with separate q/k/v and
-  gate/up projections (``Job.fused_projections`` False) the two backward reduce-scatters of the
-  input gradient (a sum of matmuls) stay exposed: 6/8 x (tp-1)/tp; ``bwd`` (2: Megatron with sequence parallelism and
-  CUDA_DEVICE_MAX_CONNECTIONS=1), the column-parallel layers' backward reduce-scatter of the input
-  gradient runs under their weight-gradient GEMM: 2 of the 8 collectives (4 all-gathers + 4
-  reduce-scatters) per layer, 1/4; ``bwd+shard`` (3: nanotron's async TP), that plus the forward
-  all-gather of a column-parallel layer and the backward all-gather of a row-parallel one each
-  running under the GEMM on the rank's own 1/tp shard: 1/4 + 2/8 x 2/tp = 1/4 + 1/(2 tp). These
-  shares hold when every GEMM outlasts the collective fused with it; each collective hides no
-  longer than its GEMM runs (planner/tp_overlap.py), which binds for narrow GEMMs at high tp;
+  replaced by the same over the expert-TP group with k routed copies of the tokens. What hides
+  behind the GEMMs depends on the framework's mechanism (``tp_overlap``: none, full, bwd,
+  bwd+shard), each collective no longer than the GEMM it is fused with (planner/tp_overlap.py);
 - DP / FSDP (over the dp x cp ranks that share weights): ZeRO-0's all-reduce, ZeRO-1/2's
   reduce-scatter and weight all-gather, ZeRO-3/FSDP's per-layer gathers, HSDP's replica
   all-reduce, each hidden where and as much as it can run (planner/data_parallel.py);

@@ -13,9 +13,12 @@ qkv, o, up, down (backward: input and weight gradients, each as long as the forw
   projections they feed (qkv, up), the forward reduce-scatters with the GEMMs producing their
   input (o, down), the backward all-gathers with both backward GEMMs of the row-parallel layer
   (2 o, 2 down), the backward reduce-scatters with the input-gradient GEMM (qkv, up), unless the
-  projections are separate GEMMs (a sum of matmuls: PyTorch fuses none, those 2 stay exposed);
-- ``bwd`` (Megatron with sequence parallelism): the backward reduce-scatters of the column-parallel
-  layers' input gradients under their weight-gradient GEMMs (qkv, up), whole; without sequence
+  projections are separate GEMMs (a sum of matmuls: PyTorch's micro-pipeline TP,
+  torch/_inductor/fx_passes/micro_pipeline_tp.py, fuses a reduce-scatter only with the single
+  matmul producing its input, so those 2 stay exposed);
+- ``bwd`` (Megatron with sequence parallelism and CUDA_DEVICE_MAX_CONNECTIONS=1): the backward
+  reduce-scatters of the column-parallel layers' input gradients under their weight-gradient
+  GEMMs (qkv, up), whole; without sequence
   parallelism (4 all-reduces of time 2c per layer instead of 8 collectives) the same layers'
   input-gradient all-reduces, 2c each, under the same GEMMs (Megatron's asynchronous
   tensor-parallel all-reduce, LinearWithGradAccumulationAndAsyncCommunication: launched before
