@@ -48,12 +48,8 @@ Time per step (seconds):
   bf16 rows per token and layer, 8k more when a rank holds several experts and sorts the received
   tokens by expert). Recompute multiplies it like the FLOPs. Left out when gemm_eff is given (measured
   in a trace: that efficiency already includes the elementwise kernels' time). Those are fused
-  kernels (torch.compile, Transformer Engine / Apex, XLA). Run as separate eager PyTorch ops
-  (``Job.fused_elementwise`` False; counted from torchtitan's eager Llama block) the forward moves
-  ``64 h + 20 (q + kv) + 4 f`` bytes more per token and layer: an RMSNorm upcasts to fp32, squares,
-  averages, scales, casts back and multiplies by its weight, 36 B per element instead of 4; rotary
-  embeddings go through fp32 complex numbers, ~20 B per element of q and k; SwiGLU's SiLU and
-  product are two kernels, 10 B instead of 6;
+  kernels (torch.compile, Transformer Engine / Apex, XLA); run as separate eager PyTorch ops
+  (``Job.fused_elementwise`` False) they move more (work.memory_bound_bytes);
 - without flash attention (``Job.flash_attention`` False) the full s x s scores are computed (no
   causal skipping) and each score element moves 32 B through HBM (QK^T write, fused softmax and
   dropout read/write with a 1-byte mask, AV read; about 19 B in backward);
@@ -63,24 +59,19 @@ Time per step (seconds):
   pipeline goes at its pace;
 - fp8 (and any precision with a faster GEMM peak): only the GEMM share (0.75) of the dense work
   speeds up, by (fp8 peak x fp8 matmul_eff) / (bf16 peak x bf16 matmul_eff); attention and the
-  elementwise rest stay at bf16; dynamic scaling's casts move the bytes torchao's float8 roofline
-  counts per recipe (rates.fp8_cast_bytes: tensorwise 4 B, rowwise 6 B + 4 B of backward rescale
-  per element of each GEMM input and output gradient; 8 / 14 B per weight element per
-  micro-batch); with tensorwise scaling under TP the activations are cast before they are
-  all-gathered, so half of a layer's TP collectives (the all-gathers) move fp8; MFU is always
-  against the bf16 peak (as fp8 runs report it);
+  elementwise rest stay at bf16; dynamic scaling's casts move the bytes counted per recipe
+  (rates.fp8_cast_bytes), and under TP with tensorwise scaling the all-gathers (half of a layer's
+  TP collectives) move fp8; MFU is always against the bf16 peak (as fp8 runs report it);
 - TP: 4 all-reduce-equivalents of ``s*b*h*2`` bytes per layer per micro-batch (fwd + bwd: with
   sequence parallelism 4 all-gathers + 4 reduce-scatters), each ``2(tp-1)/tp * bytes / link``, on
   the intra-node link (inter-node when tp > devices per node); in MoE layers the MLP's two are
   replaced by the same over the expert-TP group with k routed copies of the tokens. What hides
   behind the GEMMs depends on the framework's mechanism (``tp_overlap``: none, full, bwd,
   bwd+shard), each collective no longer than the GEMM it is fused with (planner/tp_overlap.py);
-- DP / FSDP (over the dp x cp ranks that share weights): ZeRO-0's all-reduce, ZeRO-1/2's
-  reduce-scatter and weight all-gather, ZeRO-3/FSDP's per-layer gathers, HSDP's replica
-  all-reduce, each hidden where and as much as it can run (planner/data_parallel.py);
-- the transfers that hide (TP under its GEMMs, EP, CP, PP p2p, DP/FSDP, activation offload) share one
-  communication stream: together they hide at most the compute (+ host wait) time, taken in
-  that order (planner/window.py);
+- DP / FSDP over the dp x cp ranks that share weights, by ZeRO stage, each collective hidden
+  where and as much as it can run (planner/data_parallel.py);
+- the transfers that hide share one communication stream: together at most the compute (+ host
+  wait), taken in the order TP, EP, CP, PP p2p, DP/FSDP, offload (planner/window.py);
 - recompute replays the forward's TP, EP and CP collectives: they are multiplied by
   1 + 1.5 x (recompute factor - 1) (forward traffic is half the total; full recompute: x 1.5),
   except under policies that say which collectives they replay (``TP_REPLAY``, ``EP_REPLAY``,

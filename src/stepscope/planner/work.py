@@ -65,13 +65,19 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, 
     token permutations (moe_permutation_bytes, with ``ep`` and ``etp``; ep = 1 and etp = tp when
     not given); plus the attention scores without flash attention (``score_bytes``). Without
     sequence parallelism (``sp`` 0) every TP rank repeats the h-wide part on all of its
-    replica's tokens."""
+    replica's tokens.
+
+    Eager ops (``Job.fused_elementwise`` False; counted from torchtitan's eager Llama block): the
+    forward moves ``64 h + 20 (q + kv) + 4 f`` bytes more per token and layer. An RMSNorm upcasts
+    to fp32, squares, averages, scales, casts back and multiplies by its weight, 36 B per element
+    instead of 4; rotary embeddings go through fp32 complex numbers, ~20 B per element of q and k;
+    SwiGLU's SiLU and product are two kernels, 10 B instead of 6."""
     m = job.model
     L = float(m.n_layers)
     q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
     h_wide = h_wide_elementwise_bytes(job, tokens)
-    # eager ops (cost.py docstring): rotary embeddings, SwiGLU as two kernels (norms: h_wide_elementwise_bytes)
+    # eager ops (docstring): rotary embeddings, SwiGLU as two kernels (norms: h_wide_elementwise_bytes)
     rotary = 0.0 if job.fused_elementwise else 20 * (q_w + kv_w) * (L - m.linear_layers)
     swiglu = 4 * f_act * L if m.gated_mlp and job.swiglu_eager else 0.0
     elem_bytes: float | np.ndarray = (3 * 2 * (3 if m.gated_mlp else 2) * f_act * L * tokens + score_bytes + h_wide
