@@ -82,3 +82,13 @@ def test_the_cli_line_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert "the layout needs more model parallelism" in " ".join(capsys.readouterr().out.split())
     assert main([*args[:-1], "tp=8,dp=8,mb=1,zero=2", "--json"]) == 0  # fits: no alternatives given
     assert "fitting_alternatives" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_framework_limits_the_zero_stages_tried() -> None:
+    """Llama 3 70B, tp 8 x dp 8, ZeRO-0: higher ZeRO stages are among the fixes unrestricted; with
+    nanotron's stages (0, 1) no ZeRO-2/3 is offered, and what is offered still fits."""
+    job, s = _job(64), parse_strategy("tp=8,dp=8,mb=1,zero=0")
+    every = {a["strategy"]["zero"] for a in fitting_alternatives(job, s, top=200)}
+    assert every & {2, 3}  # the case is one where the restriction matters
+    limited = fitting_alternatives(job, s, zero_stages=(0, 1), top=200)
+    assert limited and {a["strategy"]["zero"] for a in limited} <= {0, 1}

@@ -16,11 +16,11 @@ from .render import records
 KNOBS = ("recompute", "zero", "mb", "offload", "keep_params")
 
 
-def _options(base: dict[str, int], policies: tuple[int, ...]) -> dict[str, list[int]]:
+def _options(base: dict[str, int], policies: tuple[int, ...], zero_stages: tuple[int, ...]) -> dict[str, list[int]]:
     """Each knob's values other than the base's that keep the strategy valid."""
     opts: dict[str, list[int]] = {"recompute": [p for p in policies if p != base["recompute"]]}
     # ZeRO shards over the dp x cp replicas: higher stages only where there are several
-    opts["zero"] = [z for z in (1, 2, 3) if z > base["zero"]] if base["dp"] * base["cp"] > 1 and not base["hsdp"] else []
+    opts["zero"] = [z for z in zero_stages if z > base["zero"]] if base["dp"] * base["cp"] > 1 and not base["hsdp"] else []
     # smaller micro-batches that divide the given one (the batch still splits evenly); a stated ga fixes them
     opts["mb"] = [m for m in range(1, base["mb"]) if base["mb"] % m == 0] if not base["ga"] else []
     opts["offload"] = [1] if not base["offload"] else []
@@ -29,14 +29,15 @@ def _options(base: dict[str, int], policies: tuple[int, ...]) -> dict[str, list[
 
 
 def fitting_alternatives(job: Job, s: dict[str, np.ndarray], *, policies: tuple[str, ...] | None = None,
-                         top: int = 3) -> list[dict[str, Any]]:
+                         zero_stages: tuple[int, ...] = (), top: int = 3) -> list[dict[str, Any]]:
     """Up to ``top`` configurations that fit, fastest first, each ``{"change", "strategy",
     "step_time_s", "step_change", "memory_gb"}`` (step_change: relative to the given one); one knob
     changed if any such fits, else two; empty when neither does. ``policies``: the recompute
-    policies the framework has (RECOMPUTE names), default all."""
+    policies the framework has (RECOMPUTE names), default all; ``zero_stages``: its ZeRO stages
+    (frameworks.Framework.zero), default all."""
     base = {k: int(v[0]) for k, v in s.items()}
     allowed = tuple(RECOMPUTE.index(p) for p in policies) if policies else tuple(range(len(RECOMPUTE)))
-    opts = _options(base, allowed)
+    opts = _options(base, allowed, zero_stages or (1, 2, 3))
     dense = not job.model.n_experts
     given = records(s, evaluate(job, s), dense=dense)[0]
     base_step = given["step_time_s"]

@@ -141,7 +141,8 @@ def run(ns: argparse.Namespace) -> int:
         rec["settings"] = job_settings(job)
         fit_lines = []
         if not rec["fits"]:  # what to change first: the fastest that fit with the same layout
-            rec["fitting_alternatives"] = fitting_alternatives(job, parse_strategy(ns.evaluate), policies=fw.recompute if fw else None)
+            rec["fitting_alternatives"] = fitting_alternatives(job, parse_strategy(ns.evaluate), policies=fw.recompute if fw else None,
+                                                              zero_stages=fw.zero if fw else ())
             fit_lines.append(alternatives_line(rec["fitting_alternatives"]))
         caveats = _caveats(job, [rec])
         overlap = overlap_line(rec)
