@@ -33,14 +33,16 @@ import numpy as np
 
 from stepscope.analysis.model_flops import ModelShape
 from stepscope.errors import ConfigError
+from stepscope.planner import frameworks
 from stepscope.planner.calibrate import Run, cross_validate, errors
 from stepscope.planner.cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
 from stepscope.planner.job import DP_OVERLAP
 from stepscope.planner.network import by_name as network_by_name
 from stepscope.planner.search import hardware, model, search, space
 
-# host seconds per (parameter tensor, DP rank) of nanotron's ZeRO-1 all-gather: benchmarks/zero_gather_host.py
-ZERO_GATHER_COPY_S = 10e-6
+# host seconds per (parameter tensor, DP rank) of nanotron's ZeRO-1 all-gather, as its preset has it
+# (data/frameworks.yaml; measured by benchmarks/zero_gather_host.py)
+ZERO_GATHER_COPY_S = float(frameworks.by_name("nanotron").settings["zero_gather_copy_us"]) * 1e-6
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -135,6 +135,7 @@ def test_only_the_frameworks_zero_stages_and_pipeline_interleaving(capsys: pytes
 def test_bad_zero_or_interleaving_entries_are_refused() -> None:
     ok = {"recompute": ["none"]}
     for bad, words in (({**ok, "zero": [4]}, "zero must list ZeRO stages"), ({**ok, "zero": [True]}, "zero must list ZeRO stages"),
+                       ({**ok, "zero": 1}, "zero must list ZeRO stages"),
                        ({**ok, "virtual_stages": "no"}, "virtual_stages cannot be 'no'")):
         with pytest.raises(ConfigError, match=words):
             frameworks._parse("x", bad)

@@ -56,8 +56,8 @@ def _parse(name: str, e: Any) -> Framework:
     schedules = tuple(str(p) for p in e.get("schedules") or ())
     if any(p not in SCHEDULES for p in schedules):
         raise ConfigError(f"framework {name}: schedules must be of {', '.join(SCHEDULES)}", path=_PATH, fix="e.g. schedules: [1f1b]")
-    zero = tuple(e.get("zero") or ())
-    if any(isinstance(z, bool) or z not in (0, 1, 2, 3) for z in zero):
+    zero = e.get("zero") or ()
+    if not isinstance(zero, list | tuple) or any(isinstance(z, bool) or z not in (0, 1, 2, 3) for z in zero):
         raise ConfigError(f"framework {name}: zero must list ZeRO stages of 0, 1, 2, 3", path=_PATH, fix="e.g. zero: [0, 1]")
     virtual = e.get("virtual_stages", True)
     if not isinstance(virtual, bool):
