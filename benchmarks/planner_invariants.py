@@ -59,11 +59,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default=",".join(catalog()))
     ap.add_argument("--hardware", default="h100,a100,tpu-v5p")
+    ap.add_argument("--zero-gather-copy-us", type=float, default=0.0,
+                    help="host us per tensor and rank of a ZeRO-1/2 weight gather (nanotron's preset: 10)")
     args = ap.parse_args()
     for mname, hname in itertools.product(args.models.split(","), args.hardware.split(",")):
         for devices, batch, seq in ((64, 256, 4096), (512, 1024, 8192)):
             try:
-                job = Job(model=model(mname), hw=hardware(hname), devices=devices, devices_per_node=8, global_batch=batch, seq_len=seq)
+                job = Job(model=model(mname), hw=hardware(hname), devices=devices, devices_per_node=8, global_batch=batch, seq_len=seq,
+                          zero_gather_copy_s=args.zero_gather_copy_us * 1e-6)
                 strategies = space(job, tp_overlap=1, ep_overlap=True)
             except StepscopeError as e:
                 print(json.dumps({"model": mname, "hardware": hname, "devices": devices, "skipped": str(e)}))
