@@ -55,6 +55,26 @@ def test_the_traced_host_bound_idle_becomes_a_host_wait(tmp_path: Path, capsys: 
     assert "host s" not in capsys.readouterr().out
 
 
+def test_the_host_wait_is_the_idle_the_model_does_not_already_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With a ZeRO-1 gather done tensor by tensor (1 us per tensor and rank), the baseline dp 8
+    already spends (32 layers x 6 tensors + 2) x 8 ranks x 1 us = 1.552 ms on the host: only the
+    traced host-bound idle beyond that is spread over its 32 layers x 1 micro-batch."""
+    report = tmp_path / "r.json"
+    assert main(["analyze", str(EXAMPLES / "a100_nccl_rank0.json.gz"), "--json", str(report), "-q"]) == 0
+    steps = json.loads(report.read_text(encoding="utf-8"))["ranks"][0]["steps"]
+    host_s = sorted(steps, key=lambda s: s["step_time_ns"])[len(steps) // 2]["idle_causes"]["host_bound_ns"] * 1e-9
+    gather_s = (32 * 6 + 2) * 8 * 1e-6
+    assert host_s > gather_s  # (the case is one where the subtraction shows)
+    capsys.readouterr()
+    assert main(["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "8", "--seq-len", "2048",
+                 "--evaluate", "tp=2,dp=4,mb=1,zero=1", "--baseline", "dp=8,mb=1,zero=1", "--from-analysis", str(report),
+                 "--zero-gather-copy-us", "1", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["calibration"]["measured_layer_overhead_s"] == pytest.approx((host_s - gather_s) / 32)
+    # the baseline's modeled host time is then the traced idle again, not the idle plus the gather
+    assert rec["what_if"]["baseline_parts_s"]["model"]["idle"] == pytest.approx(host_s)
+
+
 @pytest.mark.parametrize("host_bound", [-1, 2e9, "many", True, float("nan")])
 def test_a_damaged_host_bound_idle_is_ignored(host_bound: object) -> None:
     from stepscope.planner.from_trace import from_report

@@ -184,12 +184,14 @@ def run(ns: argparse.Namespace) -> int:
 
 def _with_host_wait(job: Job, baseline: str, host_bound_s: float) -> Job:
     """The job with the traced step's host-bound idle as a host wait per layer and micro-batch
-    (Job.layer_overhead_s): that idle / the baseline's layers per stage x micro-batches x recompute
-    factor (its host time at 1 s per layer and micro-batch), so a what-if with more or fewer
-    micro-batches or layers per stage waits on the host in proportion."""
+    (Job.layer_overhead_s): the idle the baseline's modeled host time does not already explain (a
+    ZeRO gather done tensor by tensor, Job.zero_gather_copy_s) / the baseline's layers per stage x
+    micro-batches x recompute factor (its host time at 1 s per layer and micro-batch), so a what-if
+    with more or fewer micro-batches or layers per stage waits on the host in proportion."""
     s = parse_strategy(baseline)
-    per_unit = float(evaluate(dataclasses.replace(job, layer_overhead_s=1.0), s, keys=("host_s",))["host_s"][0])
-    return dataclasses.replace(job, layer_overhead_s=host_bound_s / per_unit) if per_unit > 0 else job
+    modeled, at_1s = (float(evaluate(dataclasses.replace(job, layer_overhead_s=w), s, keys=("host_s",))["host_s"][0]) for w in (0.0, 1.0))
+    per_unit = at_1s - modeled
+    return dataclasses.replace(job, layer_overhead_s=max(host_bound_s - modeled, 0.0) / per_unit) if per_unit > 0 else job
 
 
 def _model_parts(rec: dict[str, Any]) -> dict[str, float]:
