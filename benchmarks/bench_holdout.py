@@ -51,7 +51,9 @@ def records(rows: list[dict], recipes: bool = False, pipeline_split: bool = Fals
         out.append({"model": model, "hardware": system, "devices": int(r["devices"]),
                     "devices_per_node": per_node, "global_batch": int(r["global_batch"]), "seq_len": int(r["seq_len"]),
                     "precision": "bf16" if r["precision"] == "BF16" else "fp8", "param_gather_overlap": True,
-                    "strategy": strategy})
+                    # NeMo / Megatron-Bridge attend through Transformer Engine: cuDNN's fused attention on
+                    # Hopper (data/frameworks.yaml megatron; measured only there, the rest keep the prior)
+                    "attention_kernel": "cudnn", "strategy": strategy})
         if recipes:
             if out[-1]["precision"] == "fp8":
                 out[-1]["grad_dtype"] = "bf16"

@@ -25,12 +25,14 @@ def _step(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[float, float]
 def test_a_preset_is_its_flags_and_an_explicit_flag_wins(capsys: pytest.CaptureFixture[str]) -> None:
     ev = ["--precision", "fp8", "--evaluate", "tp=1,dp=8,zero=3,mb=1"]
     titan = _step(capsys, "--framework", "torchtitan", *ev)
-    assert titan == _step(capsys, "--separate-projections", "--loss", "compiled", "--fp8-recast-weights", "--fp8-saved-inputs", "bf16", *ev)
+    assert titan == _step(capsys, "--separate-projections", "--loss", "compiled", "--fp8-recast-weights", "--fp8-saved-inputs", "bf16",
+                          "--attention-kernel", "fa2", *ev)
     assert titan != _step(capsys, *ev)  # the defaults are Megatron's
     # --loss fused given: the preset's other settings stay, its loss does not
     assert _step(capsys, "--framework", "torchtitan", "--loss", "fused", *ev) == _step(
-        capsys, "--separate-projections", "--fp8-recast-weights", "--fp8-saved-inputs", "bf16", *ev)
-    assert _step(capsys, "--framework", "megatron", *ev) == _step(capsys, *ev)
+        capsys, "--separate-projections", "--fp8-recast-weights", "--fp8-saved-inputs", "bf16", "--attention-kernel", "fa2", *ev)
+    # Megatron's are the planner's defaults, with Transformer Engine's cuDNN attention
+    assert _step(capsys, "--framework", "megatron", *ev) == _step(capsys, "--attention-kernel", "cudnn", *ev)
 
 
 def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,7 +64,7 @@ def test_a_batch_record_names_its_framework(tmp_path: Path, capsys: pytest.Captu
     path = tmp_path / "b.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in (
         {**rec, "framework": "nanotron"},
-        {**rec, "loss": "copy", "eager_swiglu": True},
+        {**rec, "loss": "copy", "eager_swiglu": True, "attention_kernel": "fa2"},
         {**rec, "framework": "nanotron", "strategy": "tp=2,dp=4,recompute=selective"},
     )), encoding="utf-8")
     assert main(["plan", "--batch", str(path), "--json"]) == 0
@@ -100,7 +102,7 @@ def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(cap
     ev = ["--evaluate", "tp=8,pp=4,dp=2", "--json"]
     assert main([*big, "--framework", "megatron", *ev]) == 0
     preset = json.loads(capsys.readouterr().out)
-    assert main([*big, "--tp-overlap", "bwd", *ev]) == 0
+    assert main([*big, "--tp-overlap", "bwd", "--attention-kernel", "cudnn", *ev]) == 0
     explicit = json.loads(capsys.readouterr().out)
     assert preset["strategy"]["tp_overlap"] == explicit["strategy"]["tp_overlap"] == 2
     assert preset["step_time_s"] == explicit["step_time_s"]

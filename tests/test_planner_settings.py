@@ -34,7 +34,7 @@ def test_the_terminal_says_what_it_assumed(capsys: pytest.CaptureFixture[str]) -
     assert main([*JOB, "--framework", "nanotron", "--evaluate", "dp=8"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert ("assumed: nanotron's sharded cross entropy (10 B per logit live), fused q/k/v and gate/up GEMMs, fused elementwise kernels, "
-            "eager SwiGLU, flash attention, fp32 gradients") in out
+            "eager SwiGLU, flash attention (FlashAttention-2's measured speed), fp32 gradients") in out
 
 
 def test_a_batch_record_carries_its_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -114,6 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--separate-projections", dest="fused_projections", action="store_false", default=None,
                     help="q, k, v (and gate, up) are separate GEMMs, narrow for k and v under GQA and TP (torchtitan, "
                     "Hugging Face, MaxText); default: fused (Megatron, nanotron)")
+    pl.add_argument("--attention-kernel", choices=("fa2", "cudnn", "fa3"), default=None,
+                    help="the fused attention kernel, timed on the device's architecture (data/attention_kernels.yaml): "
+                    "fa2 FlashAttention-2 (flash-attn, PyTorch SDPA's flash backend), cudnn (Transformer Engine on "
+                    "Hopper), fa3 FlashAttention-3; default: a prior of 0.45 x the matmul ceiling")
     pl.add_argument("--fp8-recipe", choices=("tensorwise", "rowwise"),
                     help="with --precision fp8: scaling per tensor (default: Transformer Engine, torchao tensorwise) or per row "
                     "(torchao rowwise: more cast traffic, bf16 TP all-gathers)")

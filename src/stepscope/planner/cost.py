@@ -245,7 +245,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
     # ---- time ---------------------------------------------------------------------------------
     peak = hw.peak_flops(base_dtype(job.precision))
-    gemm_eff, attn_eff, prec_factor = efficiencies(job)
+    gemm_eff, attn_eff, prec_factor = efficiencies(job, cp)
     gemm_eff, attn_eff = gemm_eff * job.gemm_scale, attn_eff * job.attn_scale
     tokens = job.global_batch * seq
     model_flops = m.flops_per_token(job.seq_len) * tokens  # per step, all devices

@@ -11,6 +11,7 @@ import numpy as np
 from ..analysis.hardware import HBM_VISIBLE, Hardware
 from ..analysis.model_flops import ModelShape
 from ..errors import ConfigError
+from .attention import KERNELS as ATTENTION_KERNELS
 from .network import NetworkProfile
 
 # Recompute policies: activation bytes per layer = c * s*b*h/(tp*cp), compute x factor.
@@ -177,6 +178,9 @@ class Job:
     # input, recast in backward (torchao's float8: matmul_with_hp_or_float8_args saves input_hp);
     # see rates.stored_per_token
     fp8_saved_inputs: str = "fp8"
+    # the fused attention kernel (planner/attention.py: "fa2", "cudnn", "fa3"): its measured speed
+    # replaces the attention prior on devices where the catalog has measurements of it; "" = the prior
+    attention_kernel: str = ""
     # bytes per gradient kept and reduced; 0 = by precision: fp32 (4 B) with bf16 and fp8 (Megatron
     # forces fp32 accumulation and reduction with bf16; torchtitan's FSDP2 reduce dtype; nanotron's
     # fp32 accumulator), 2 B with fp16 (Megatron without --accumulate-allreduce-grads-in-fp32 and
@@ -249,6 +253,9 @@ class Job:
             raise ConfigError(f"loss must be one of {', '.join(LOSS_BYTES)}, not {self.loss!r}", fix="e.g. --loss unfused")
         if self.fp8_saved_inputs not in ("fp8", "bf16"):
             raise ConfigError(f"fp8 saved inputs must be fp8 or bf16, not {self.fp8_saved_inputs!r}", fix="e.g. --fp8-saved-inputs bf16 (torchao)")
+        if self.attention_kernel not in ("", *ATTENTION_KERNELS):
+            raise ConfigError(f"attention kernel must be one of {', '.join(ATTENTION_KERNELS)}, not {self.attention_kernel!r}",
+                              fix="e.g. --attention-kernel fa2 (FlashAttention-2, PyTorch SDPA's flash backend)")
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}", fix="e.g. --fp8-recipe rowwise")
         if self.network is not None and self.network.device and self.network.device.lower() != self.hw.name.lower():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.model_flops import ModelShape
+from .attention import kernel_share
 from .job import ATTN_REL, GEMM_SHARE, MATMUL_EFF, Job
 
 
@@ -129,12 +130,14 @@ def base_dtype(precision: str) -> str:
     return "fp16" if precision == "fp16" else "bf16"
 
 
-def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, float]:
+def efficiencies(job: Job, cp: np.ndarray | int = 1) -> tuple[float | np.ndarray, float | np.ndarray, float]:
     """(gemm_eff, attn_eff, dense-work time factor of the precision), before calibration scales.
     Efficiencies are achieved / bf16 (fp16) peak; the factor is < 1 when the precision has a faster
     GEMM peak (fp8): GEMM_SHARE of the dense work runs faster by the ratio of achievable rates. On
     devices whose vector work overlaps the matrix units (TPUs: ``elementwise_overlaps_matmul``)
-    the share is 1."""
+    the share is 1. With a flash attention kernel named (``Job.attention_kernel``) and measured on
+    the device's architecture, attn_eff is its measured share of the matmul ceiling x the device's
+    ceiling, at seq_len / cp tokens per kernel call (planner/attention.py; one value per cp)."""
     hw = job.hw
     base = base_dtype(job.precision)
     mm = hw.matmul_eff.get(base, MATMUL_EFF)
@@ -142,6 +145,10 @@ def efficiencies(job: Job) -> tuple[float | np.ndarray, float | np.ndarray, floa
     share = 1.0 if hw.elementwise_overlaps_matmul else GEMM_SHARE
     gemm = share * mm if job.gemm_eff is None else job.gemm_eff
     attn = ATTN_REL * share * mm if job.attn_eff is None else job.attn_eff
+    if job.attn_eff is None and job.attention_kernel and job.flash_attention:
+        kernel = kernel_share(job.attention_kernel, hw.name, job.seq_len / np.asarray(cp, dtype=np.float64))
+        if kernel is not None:
+            attn = kernel * mm
     factor = 1.0
     if job.precision not in ("bf16", "fp16") and hw.peak_flops(job.precision) > hw.peak_flops(base):
         speedup = hw.peak_flops(job.precision) * hw.matmul_eff.get(job.precision, mm) / (hw.peak_flops(base) * mm)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .attention import kernel_share
 from .job import DP_OVERLAP, LOSS_BYTES, Job
 
+_KERNEL_TEXT = {"fa2": "FlashAttention-2's measured speed", "cudnn": "cuDNN's measured speed", "fa3": "FlashAttention-3's measured speed"}
 _LOSS_TEXT = {"fused": "fused vocab-parallel loss", "unfused": "eager F.cross_entropy on fp32 logits",
               "copy": "nanotron's sharded cross entropy", "compiled": "compiled F.cross_entropy"}
 
@@ -20,6 +22,9 @@ def job_settings(job: Job) -> dict[str, Any]:
         "fused_elementwise": job.fused_elementwise, "eager_swiglu": job.swiglu_eager, "flash_attention": job.flash_attention,
         "grad_bytes": job.grad_bytes, "reserve_gb": job.reserve_gb,
     }
+    if job.attention_kernel and job.flash_attention:
+        measured = kernel_share(job.attention_kernel, job.hw.name, job.seq_len) is not None
+        out["attention_kernel"] = job.attention_kernel if measured else f"{job.attention_kernel} (not measured on {job.hw.name}: the prior)"
     if job.precision == "fp8":
         out |= {"fp8_recipe": job.fp8_recipe, "fp8_weight_cache": job.fp8_weight_cache, "fp8_saved_inputs": job.fp8_saved_inputs}
     if job.model.n_experts:
@@ -51,7 +56,8 @@ def settings_line(st: dict[str, Any]) -> str:
              "fused q/k/v and gate/up GEMMs" if st["fused_projections"] else "separate q, k, v (and gate, up) GEMMs",
              "fused elementwise kernels" if st["fused_elementwise"] else "eager elementwise ops",
              *(["eager SwiGLU"] if st["eager_swiglu"] and st["fused_elementwise"] else []),
-             "flash attention" if st["flash_attention"] else "attention scores materialized",
+             (f"flash attention ({_KERNEL_TEXT.get(st['attention_kernel'], st['attention_kernel'])})" if st.get("attention_kernel")
+              else "flash attention") if st["flash_attention"] else "attention scores materialized",
              f"{'fp32' if st['grad_bytes'] == 4 else '16-bit'} gradients"]
     if st["precision"] == "fp8":
         parts.append(f"fp8 {st['fp8_recipe']}, weights cast {'once per step' if st['fp8_weight_cache'] else 'every micro-batch'}, "
