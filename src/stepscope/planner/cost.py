@@ -37,8 +37,8 @@ Time per step (seconds):
   Priors: gemm_eff = 0.75 x the device's measured maximum achievable matmul efficiency
   (``matmul_eff`` in the hardware catalog, 0.7 where unmeasured): GEMMs at their ceiling for ~0.75
   of the time, norms and elementwise ops the rest (1.0 on TPUs, whose VLIW bundles issue the
-  vector work beside the matrix units: ``elementwise_overlaps_matmul``); attn_eff = 0.6 x gemm_eff (flash attention:
-  FlashAttention-2 reports 50-70% of peak forward, less backward);
+  vector work beside the matrix units: ``elementwise_overlaps_matmul``); attn_eff = 0.6 x gemm_eff, or the named
+  kernel's measured speed where the catalog has it (``Job.attention_kernel``, planner/attention.py);
 - plus memory-bound elementwise work at HBM bandwidth, per token and layer
   ``3 * 2 B * (10 h + 3 f)`` (2 f for a plain MLP; f = the active MLP width): two norms (read and
   write an h-vector each), two residual adds (two reads, one write), the MLP activation (two reads
