@@ -24,7 +24,7 @@ def job_settings(job: Job) -> dict[str, Any]:
     }
     if job.attention_kernel and job.flash_attention:
         measured = kernel_share(job.attention_kernel, job.hw.name, job.seq_len) is not None
-        out["attention_kernel"] = job.attention_kernel if measured else f"{job.attention_kernel} (not measured on {job.hw.name}: the prior)"
+        out["attention_kernel"] = job.attention_kernel if measured else f"{job.attention_kernel}: not measured on {job.hw.name}, the prior"
     if job.precision == "fp8":
         out |= {"fp8_recipe": job.fp8_recipe, "fp8_weight_cache": job.fp8_weight_cache, "fp8_saved_inputs": job.fp8_saved_inputs}
     if job.model.n_experts:
