@@ -75,12 +75,6 @@ _HW = [(r"H200", "h200"), (r"H100-96GB", "h100-96gb"), (r"H100", "h100"), (r"A10
        (r"v5p", "tpu-v5p"), (r"TPU v4", "tpu-v4")]
 
 
-def _attention_kernel(source: str) -> str:
-    if re.search(r"torchtitan|nanotron", source):
-        return "fa2"
-    return "cudnn" if "NVIDIA/Megatron-LM" in source else ""
-
-
 def _row_job(r: dict) -> tuple[Job, dict] | None:
     hw = next((alias for pat, alias in _HW if re.search(pat, r["hardware"])), None)
     L, h, heads = _num(r["n_layers"]), _num(r["d_model"]), _num(r["n_heads"])
@@ -135,10 +129,9 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               fp8_weight_cache="torchtitan" not in r["source"],
               # torchao's float8 keeps the bf16 inputs for backward; TE the fp8 copies
               fp8_saved_inputs="bf16" if "torchtitan" in r["source"] else "fp8",
-              # the attention kernel each framework runs (data/frameworks.yaml): torchtitan's SDPA and
-              # nanotron's flash-attn FlashAttention-2, Megatron-core's Transformer Engine cuDNN's
-              # fused attention on Hopper; the Ascend rows keep the prior (no measurements there)
-              attention_kernel=_attention_kernel(r["source"]),
+              # the attention kernel the source's framework runs, from its preset (data/frameworks.yaml);
+              # kept at the prior where it is not measured (Ascend, TPU) or without flash attention (SC21)
+              attention_kernel=_preset(r["source"]).get("attention_kernel", ""),
               # the cluster's measured collective bandwidth where published (data/networks.yaml)
               network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
               dp_bucket_mb=25.0 if "nanotron" in r["source"] else 0.0,
@@ -390,6 +383,12 @@ def _framework(source: str) -> str:
         if key.lower() in source.lower():
             return fw
     return ""
+
+
+def _preset(source: str) -> dict:
+    """The job settings of the source's framework preset (none for the sources without one)."""
+    fw = _framework(source)
+    return dict(frameworks.by_name(fw).settings) if fw in frameworks.catalog() else {}
 
 
 def _predictor(r: dict, job: Job):  # noqa: ANN202

@@ -74,9 +74,10 @@ def test_attention_time_follows_the_kernel_and_nothing_else_moves() -> None:
     tokens = job.global_batch * job.seq_len
     attn_flops = (m.flops_per_token(job.seq_len) - 6.0 * m.matmul_params_per_token()) * tokens
     peak = job.hw.peak_flops("bf16")
-    eff = {k: float(kernel_share(k, "H100-SXM", 16384)) * 0.803 for k in ("fa2", "cudnn")}
+    # at 16k: FA2 279.09 TFLOP/s (above), cuDNN 3 / (1/539 + 2.5/516) = 3 / (0.0018553 + 0.0048450) = 447.74
+    eff = {k: tflops / H100_CEILING * 0.803 for k, tflops in (("fa2", 279.09), ("cudnn", 447.74))}
     want = attn_flops * (1 / eff["fa2"] - 1 / eff["cudnn"]) / peak / job.devices * 4 / 3
-    assert float(fa2["compute_s"][0] - cudnn["compute_s"][0]) == pytest.approx(want, rel=1e-6)
+    assert float(fa2["compute_s"][0] - cudnn["compute_s"][0]) == pytest.approx(want, rel=1e-4)
     assert float(fa2["dp_s"][0]) == pytest.approx(float(cudnn["dp_s"][0]))
     assert float(fa2["total_gb"][0]) == pytest.approx(float(cudnn["total_gb"][0]))
 

@@ -32,11 +32,9 @@ BACKWARD_FLOPS = 2.5  # the source's backward FLOPs per forward FLOP (it recompu
 
 @dataclass(frozen=True)
 class Architecture:
-    name: str
     devices: frozenset[str]  # lower-case device names (hardware.yaml)
-    log2_seq: np.ndarray
+    log2_seq: np.ndarray  # increasing
     shares: dict[str, np.ndarray]  # kernel -> forward + backward speed / the reference matmul ceiling, by log2_seq
-    source: str
 
 
 def combined_tflops(forward: float | np.ndarray, backward: float | np.ndarray) -> float | np.ndarray:
@@ -45,19 +43,23 @@ def combined_tflops(forward: float | np.ndarray, backward: float | np.ndarray) -
     return 3.0 / (1.0 / np.asarray(forward, dtype=np.float64) + BACKWARD_FLOPS / np.asarray(backward, dtype=np.float64))
 
 
-def _floats(v: Any, n: int, what: str) -> np.ndarray:
-    if not isinstance(v, list) or len(v) != n or not all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in v):
-        raise ConfigError(f"{what} must list {n} positive numbers", path=_PATH, fix="one per entry of seq")
+def _floats(v: Any, n: int | None, what: str) -> np.ndarray:
+    """A list of positive numbers (n of them, when given)."""
+    if not isinstance(v, list) or not v or (n is not None and len(v) != n) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in v):
+        raise ConfigError(f"{what} must list {n or 'some'} positive numbers", path=_PATH, fix="one per entry of seq")
     return np.asarray(v, dtype=np.float64)
 
 
 @lru_cache(maxsize=1)
 def architectures() -> tuple[Architecture, ...]:
-    raw = yaml.safe_load(resources.files("stepscope").joinpath("data/attention_kernels.yaml").read_text())
+    raw = yaml.safe_load(resources.files("stepscope.data").joinpath("attention_kernels.yaml").read_text(encoding="utf-8"))
     out = []
     for name, a in (raw.get("architectures") or {}).items():
-        seq = _floats(a.get("seq"), len(a.get("seq") or []), f"{name}: seq")
-        ref = float(a["reference_matmul_tflops"])
+        seq = _floats(a.get("seq"), None, f"{name}: seq")
+        if np.any(np.diff(seq) <= 0):
+            raise ConfigError(f"{name}: seq must increase", path=_PATH, fix="list the measured sequence lengths in order")
+        ref = float(_floats([a.get("reference_matmul_tflops")], 1, f"{name}: reference_matmul_tflops")[0])
         shares = {}
         for kernel, k in (a.get("kernels") or {}).items():
             if kernel not in KERNELS:
@@ -65,8 +67,7 @@ def architectures() -> tuple[Architecture, ...]:
             fwd = _floats(k.get("forward_causal"), len(seq), f"{name} {kernel} forward_causal")
             bwd = _floats(k.get("backward"), len(seq), f"{name} {kernel} backward")
             shares[kernel] = np.asarray(combined_tflops(fwd, bwd)) / ref
-        out.append(Architecture(name, frozenset(str(d).lower() for d in a.get("devices") or ()), np.log2(seq), shares,
-                                " ".join(str(a.get("source", "")).split())))
+        out.append(Architecture(frozenset(str(d).lower() for d in a.get("devices") or ()), np.log2(seq), shares))
     return tuple(out)
 
 
