@@ -95,6 +95,12 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
         return None
     prec = "fp8" if re.search(r"fp8|float8", r["precision"], re.I) else ("fp16" if "fp16" in r["precision"] else "bf16")
     # SC21 (2021) predates FlashAttention: Megatron materialized the attention scores.
+    # SC21 Table 1 (examples/sc21/run_table_1.sh) ran its four PP=1 sizes (1.7B-18B) with
+    # DDP=torch, PyTorch's DDP: gradients all-reduced in 25 MB buckets during the last
+    # micro-batch's backward (Megatron ran the others under model.no_sync); the PP>1 sizes, and
+    # the Table 2 PTD-P runs, with DDP=local
+    torch_ddp = "Table 1" in r["source"] and "Narayanan" in r["source"] and _num(r["pp"], 1) == 1
+    sc21_local_ddp = "Narayanan" in r["source"] and "zero3" not in r["zero_or_fsdp"].lower() and not torch_ddp
     # TPU multislice rows: FSDP within each slice (ICI), data parallel across slices (DCN)
     dev = hardware(hw)
     ms = re.search(r"fsdp(\d+) within slice x DCN DP (\d+) slice", r["zero_or_fsdp"])
@@ -134,12 +140,12 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               attention_kernel=_preset(r["source"]).get("attention_kernel", ""),
               # the cluster's measured collective bandwidth where published (data/networks.yaml)
               network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
-              dp_bucket_mb=25.0 if "nanotron" in r["source"] else 0.0,
-              # Megatron-LM of 2021 (SC21's PTD-P runs) with its default --DDP-impl local all-reduced
-              # the gradients after the whole forward-backward pass (training.py train_step:
-              # "All-reduce if needed", model.allreduce_gradients()): nothing hidden. DeepSpeed's
-              # ZeRO-3 rows keep the prior
-              dp_overlap=0.0 if "Narayanan" in r["source"] and "zero3" not in r["zero_or_fsdp"].lower() else DP_OVERLAP)
+              dp_bucket_mb=25.0 if "nanotron" in r["source"] or torch_ddp else 0.0,
+              # Megatron-LM of 2021 (SC21's PTD-P runs) with --DDP-impl local all-reduced the
+              # gradients after the whole forward-backward pass (training.py train_step: "All-reduce
+              # if needed", model.allreduce_gradients()): nothing hidden. Table 1's PP=1 runs used
+              # --DDP-impl torch (below), DeepSpeed's ZeRO-3 rows keep the prior
+              dp_overlap=0.0 if sc21_local_ddp else DP_OVERLAP)
     # TP/GEMM overlap by the framework's mechanism (cost.TP_OVERLAP): full chunked overlap where the
     # row says so (Megatron --tp-comm-overlap, torchtitan "AsyncTP"/"async TP"; not "vanilla TP");
     # nanotron's "async TP comm" is its own scheme (bwd+shard, from nanotron's
