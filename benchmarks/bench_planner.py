@@ -14,7 +14,8 @@
    the same restricted to other sources of the held-out source's framework, and leave-one-row-out
    within each source (what calibrating on one's own runs gives). A row is never in its own fit.
 4. Choosing (predicted-best vs measured-best among rows that differ only in strategy) and memory
-   against the peaks recorded in the rows' notes.
+   against the peaks recorded in the rows' notes; ``FITS``: the measured runs the memory model
+   says would not fit on their devices (every one ran, so the right count is 0).
 """
 
 from __future__ import annotations
@@ -199,13 +200,20 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
         # MaxText's per_device_batch_size counts every device, the tensor-parallel ones too, and
         # there is no gradient accumulation: one micro-batch of gb/dp sequences per replica
         strat["mb"] = max(gb // dp, 1)
-    elif not r["micro_batch"].strip():
-        # the source states the parallel layout but not the micro-batch: like an unconfigured row,
-        # take the planner's best micro-batch (that fits) for the stated layout
-        mbs = [b for b in (1, 2, 4, 8) if (gb // dp) % b == 0] or [1]
-        res = evaluate(job, {k: np.array([v if k != "mb" else b for b in mbs]) for k, v in strat.items()})
+        return job, strat
+    # the source states the parallel layout but not the micro-batch, or not the recompute policy
+    # ("unknown", "not stated"): like an unconfigured row, the planner's best choice (that fits)
+    # for the stated layout. A measured run fit in memory: SC21 Table 2's DeepSpeed ZeRO-3 175B
+    # and 530B rows need 276-1,729 GB of activations per GPU without recompute. The policies the
+    # source's framework had: selective recompute came with Korthikanti et al. 2022, after SC21
+    mbs = ([b for b in (1, 2, 4, 8) if (gb // dp) % b == 0] or [1]) if not r["micro_batch"].strip() else [strat["mb"]]
+    stated = not re.fullmatch(r"\s*(unknown|not stated)\s*", rc)
+    policies = [rci] if stated else [RECOMPUTE.index(p) for p in (("none", "full") if "Narayanan" in r["source"] else ("none", "selective", "full"))]
+    pairs = [(b, p) for p in policies for b in mbs]
+    if len(pairs) > 1:
+        res = evaluate(job, {k: np.array([b if k == "mb" else p if k == "recompute" else v for b, p in pairs]) for k, v in strat.items()})
         step = np.where(res["fits"], res["step_s"], np.inf)
-        strat["mb"] = mbs[int(np.argmin(step))]
+        strat["mb"], strat["recompute"] = pairs[int(np.argmin(step))]
     return job, strat
 
 
@@ -266,6 +274,7 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
     runs: list[Run] = []
     same_job: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     mem_pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    unfit: dict[str, list[str]] = defaultdict(list)
     skipped = 0
     for row_no, r in enumerate(rows, 1):
         rr = _row_run(r)
@@ -289,10 +298,12 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
                         "measured": float(measured), "predicted": round(float(pred), 4),
                         "error": round(float(pred) / float(measured) - 1, 4)})
         runs.append(Run(job, st, float(measured), predict, src, family=_framework(r["source"])))
+        res = evaluate(job, {k: np.array([v]) for k, v in st.items()})
+        if not res["fits"][0]:  # every run here was measured, so it fit: the memory model says otherwise
+            unfit[src].append(f"{r['model_name']} on {job.devices}: {float(res['total_gb'][0]):.1f} GB")
         mem = re.search(r"peak[ _]mem(?:ory)?(?:_gib)?\s*=\s*([0-9.]+)\s*(GiB|GB)?", r["notes"], re.I)
         if mem:
             gb = float(mem.group(1)) * (1.073741824 if ("gib" in mem.group(0).lower()) else 1.0)
-            res = evaluate(job, {k: np.array([v]) for k, v in st.items()})
             mem_pairs[src].append((float(res["total_gb"][0]), gb))
         key = (r["model_name"], r["hardware"], r["n_devices"], r["global_batch"], r["seq_len"], r["precision"], metric)
         same_job[key].append((float(pred), float(measured)))
@@ -370,6 +381,8 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
     if every:
         out["MEMORY"]["ALL"] = {"rows": len(every), "mape": round(float(np.mean([abs(p - m) / m for p, m in every])), 3),
                                 "mean_signed": round(float(np.mean([(p - m) / m for p, m in every])), 3)}
+    # measured runs the memory model says do not fit on their devices (each one ran, so 0 is right)
+    out["FITS"] = {"rows": len(per_row), "predicted_not_to_fit": sum(len(v) for v in unfit.values()), **unfit}
     # every pair of runs within a group whose measured values differ: is the faster one predicted faster?
     pairs = [(a, b) for v in groups for i, a in enumerate(v) for b in v[i + 1:] if a[1] != b[1]]
     concordant = sum((pa - pb) * (ma - mb) > 0 for (pa, ma), (pb, mb) in pairs)

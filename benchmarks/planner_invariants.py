@@ -1,6 +1,7 @@
 """Physical invariants of the planner's cost model over every catalog model's whole search space.
 
     python benchmarks/planner_invariants.py [--models llama3-8b,deepseek-v3] [--hardware h100,tpu-v5p]
+                                            [--zero-gather-copy-us 10] [--attention-kernel fa2]
 
 For each model x device x size (64 devices, 256 x 4k tokens; 512 devices, 1024 x 8k), every valid
 configuration (TP and EP overlap allowed) is evaluated and checked:
@@ -61,12 +62,14 @@ def main() -> None:
     ap.add_argument("--hardware", default="h100,a100,tpu-v5p")
     ap.add_argument("--zero-gather-copy-us", type=float, default=0.0,
                     help="host us per tensor and rank of a ZeRO-1/2 weight gather (nanotron's preset: 10)")
+    ap.add_argument("--attention-kernel", default="", choices=("", "fa2", "cudnn", "fa3"),
+                    help="the measured attention kernel (Hopper devices; data/attention_kernels.yaml)")
     args = ap.parse_args()
     for mname, hname in itertools.product(args.models.split(","), args.hardware.split(",")):
         for devices, batch, seq in ((64, 256, 4096), (512, 1024, 8192)):
             try:
                 job = Job(model=model(mname), hw=hardware(hname), devices=devices, devices_per_node=8, global_batch=batch, seq_len=seq,
-                          zero_gather_copy_s=args.zero_gather_copy_us * 1e-6)
+                          zero_gather_copy_s=args.zero_gather_copy_us * 1e-6, attention_kernel=args.attention_kernel)
                 strategies = space(job, tp_overlap=1, ep_overlap=True)
             except StepscopeError as e:
                 print(json.dumps({"model": mname, "hardware": hname, "devices": devices, "skipped": str(e)}))
