@@ -8,9 +8,9 @@ factors can reach on the validation set; neither is a figure to report as accura
 is fitted on the very rows it is scored on:
 
 1. ``global``: one set of factors fitted to every row (the grid point with the least summed
-   |log error|). Leave-one-source-out fits each source on the others, so it is rarely below this:
-   if this floor is above the 10% target, calibration alone cannot meet the target and only the
-   model's terms can.
+   |log error|, ties to the priors: ``calibrate._best`` without a pull). Leave-one-source-out
+   fits each source on the others, so it is rarely below this: if this floor is above the 10%
+   target, calibration alone cannot meet the target and only the model's terms can.
 2. ``per_source``: each source its own best factors (its rows' least summed |log error|): what is
    left is spread within a source that no choice of the five factors removes.
 
@@ -33,11 +33,6 @@ from bench_planner import ROOT, validation_runs
 from stepscope.planner import calibrate as c
 
 
-def _fit_at(k: int) -> c.Fit:
-    g, a, m, i, o = c._grid()
-    return c.Fit(float(g[k]), float(a[k]), float(m[k]), float(i[k]), float(o[k]))
-
-
 def _ape(run: c.Run, f: c.Fit) -> float:
     return abs(c.predict_one(run, f) / run.measured - 1)
 
@@ -49,14 +44,14 @@ def main() -> None:
     runs = validation_runs(Path(a.csv))
     errs = c.errors(runs)  # (runs x grid) |log error|
     prior = c.Fit(1.0, 1.0, 1.0, 1.0, 0.0)
-    best = _fit_at(int(np.argmin(errs.sum(axis=0))))
+    best = c._best(errs.sum(axis=0))  # the unpulled fit: ties go to the priors
     out: dict = {"rows": len(runs), "priors_mape": round(float(np.mean([_ape(r, prior) for r in runs])), 4),
                  "global_mape": round(float(np.mean([_ape(r, best) for r in runs])), 4),
                  "global_fit": {k: round(v, 4) for k, v in vars(best).items() if k != "prior_pull"}}
     per_source, every = {}, []
     for grp in sorted({r.group for r in runs}):
         idx = [k for k, r in enumerate(runs) if r.group == grp]
-        f = _fit_at(int(np.argmin(errs[idx].sum(axis=0))))
+        f = c._best(errs[idx].sum(axis=0))
         apes = [_ape(runs[k], f) for k in idx]
         every += apes
         per_source[grp] = {"rows": len(idx), "priors_mape": round(float(np.mean([_ape(runs[k], prior) for k in idx])), 4),

@@ -24,6 +24,7 @@ import numpy as np
 
 from stepscope.analysis.models import catalog
 from stepscope.errors import StepscopeError
+from stepscope.planner.attention import KERNELS
 from stepscope.planner.cost import evaluate
 from stepscope.planner.job import Job
 from stepscope.planner.search import hardware, model, space
@@ -62,7 +63,7 @@ def main() -> None:
     ap.add_argument("--hardware", default="h100,a100,tpu-v5p")
     ap.add_argument("--zero-gather-copy-us", type=float, default=0.0,
                     help="host us per tensor and rank of a ZeRO-1/2 weight gather (nanotron's preset: 10)")
-    ap.add_argument("--attention-kernel", default="", choices=("", "fa2", "cudnn", "fa3"),
+    ap.add_argument("--attention-kernel", default="", choices=("", *KERNELS),
                     help="the measured attention kernel (Hopper devices; data/attention_kernels.yaml)")
     args = ap.parse_args()
     for mname, hname in itertools.product(args.models.split(","), args.hardware.split(",")):
