@@ -142,3 +142,19 @@ def test_bad_zero_or_interleaving_entries_are_refused() -> None:
         with pytest.raises(ConfigError, match=words):
             frameworks._parse("x", bad)
     assert frameworks._parse("x", {**ok, "zero": [0, 1], "virtual_stages": False}).zero == (0, 1)
+
+
+def test_maxtext_gathers_fsdp_weights_tensor_by_tensor(capsys: pytest.CaptureFixture[str]) -> None:
+    # GPT-3 175B: a layer 1.81e9 parameters, the largest tensor the embedding (50257 x 12288, 6.18e8)
+    tpu = ["plan", "--model", "gpt3-175b", "--hardware", "tpu-v5p", "--devices", "64", "--global-batch", "64", "--seq-len", "2048",
+           "--evaluate", "dp=64,zero=3,mb=1,recompute=full", "--json"]
+    assert main([*tpu, "--framework", "maxtext"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["settings"]["zero3_gather"] == "tensor" and rec["settings"]["reserve_gb"] == 0.0
+    # the same as the flag; the default (PyTorch FSDP, a block at once) holds more
+    assert main([*tpu, "--separate-projections", "--zero3-gather", "tensor"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_gb"]["buffers"] == pytest.approx(rec["memory_gb"]["buffers"])
+    assert main([*tpu, "--separate-projections"]) == 0
+    assert rec["memory_gb"]["buffers"] == pytest.approx(10 * 50257 * 12288 / 1e9, rel=1e-3)
+    layer = json.loads(capsys.readouterr().out)["memory_gb"]["buffers"]
+    assert layer == pytest.approx(10 * 12 * 12288**2 / 1e9, rel=1e-3)

@@ -94,7 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--seq-len", type=int, help="tokens per sequence")
     pl.add_argument("--devices-per-node", type=int, help="devices sharing the intra-node link (default: the catalog's, 8 for GPUs, the ICI slice for TPUs)")
     pl.add_argument("--precision", default="bf16", help="bf16, fp16 or fp8 (fp8 GEMMs, the rest bf16)")
-    pl.add_argument("--reserve-gb", type=float, default=3.0, help="framework reserve per device: CUDA context, allocator slack (default 3)")
+    pl.add_argument("--reserve-gb", type=float, help="framework reserve per device: CUDA context, allocator slack (default 3 GB; "
+                    "0 on TPUs, whose XLA runtime assigns memory ahead of time)")
+    pl.add_argument("--zero3-gather", choices=("layer", "tensor"),
+                    help="ZeRO-3/FSDP gathers a block's weights at once (layer: PyTorch FSDP, default) or each weight tensor "
+                    "just before its op (tensor: XLA, DeepSpeed ZeRO-3): sets the gathered memory held")
     pl.add_argument("--grad-dtype", choices=("fp32", "bf16", "fp16"),
                     help="gradients kept and reduced in (default fp32 with bf16/fp8: Megatron, FSDP2, nanotron; "
                     "fp16 with fp16: Megatron, DeepSpeed)")

@@ -56,6 +56,11 @@ class Hardware:
     # share of compute time outside GEMMs, planner/rates.efficiencies)
     elementwise_overlaps_matmul: bool = False
     cores: int = 1
+    # True: the runtime assigns every buffer of a compiled program ahead of time (XLA on TPU): no
+    # driver context, no caching allocator's slack and no collective library's own buffers come
+    # out of the capacity the runtime reports, so the planner's framework reserve defaults to 0 and
+    # its communicator-buffer prior to none (planner/buffers.py)
+    static_memory: bool = False
     # measured memory the device runtime reports (cudaDeviceProp.totalGlobalMem / HIP's, as Kineto's
     # deviceProperties record it); None = unmeasured, capacity_bytes then derives it from hbm_gb
     hbm_bytes: int | None = None
@@ -120,6 +125,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     matmul_eff={str(k): float(v) for k, v in dict(d.get("matmul_eff") or {}).items()},
                     elementwise_overlaps_matmul=bool(d.get("elementwise_overlaps_matmul", False)),
                     cores=int(d.get("cores", 1)),
+                    static_memory=bool(d.get("static_memory", False)),
                     hbm_bytes=int(d["hbm_bytes"]) if d.get("hbm_bytes") else None,
                     source=str(d.get("source", "")),
                     note=str(d.get("note", "")),

@@ -18,8 +18,9 @@ Memory per device (bytes), for the pipeline stage that holds the most:
   three over the shard group (x cp) only;
 - activations by recompute policy, sequence parallelism, the micro-batches a pipeline schedule
   holds in flight and the output layer's logits (formulas in planner/activations.py);
-- communication buffers (buffers.py: 1 GB, and under ZeRO-3/FSDP two gathered layers' weights and
-  one layer's whole gradients) and a framework reserve (default 3 GB).
+- communication buffers (buffers.py: 1 GB on CUDA/ROCm devices, and under ZeRO-3/FSDP two gathered
+  layers' (or, gathered tensor by tensor, the largest tensor's) weights and gradients) and a
+  framework reserve (default 3 GB; 0 on statically allocated TPUs).
 
 Time per step (seconds):
 - pipelines split a replica's batch into at least pp micro-batches, unless the strategy states
@@ -115,7 +116,7 @@ from typing import Any
 import numpy as np
 
 from .activations import NORM_ACT, SELECTIVE, activations
-from .buffers import comm_buffer_bytes
+from .buffers import comm_buffer_bytes, largest_tensor_params
 from .data_parallel import dp_seconds, zero_gather_host_s
 
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
@@ -240,8 +241,13 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     mb = np.where((pp > 1) | (ga > 0), job.global_batch / (dp * n_micro), mb)
     act_b, act_layer, rfactor, sp = activations(job, s, tp=tp, pp=pp, cp=cp, mb=mb, n_micro=n_micro, rc=rc, sched=sched,
                                                 offload=offload, stage_L=stage_L, end_L=end_L)
-    buf_b = comm_buffer_bytes(zero, keep, dense / tp + experts / (ep * etp), job.grad_bytes)
-    reserve_b = np.full(tp.shape, job.reserve_gb * 1e9)
+    # what ZeRO-3 holds gathered at once: a layer, or the embedding / output layer where it is
+    # larger (FSDP wraps them as units of their own; Llama 3 8B's 128K x 4096 is 2.4 layers), or
+    # gathered tensor by tensor, the largest tensor
+    unit_p = (largest_tensor_params(m, job.fused_projections, tp, ep, etp) if job.zero3_gather == "tensor"
+              else np.maximum(dense / tp + experts / (ep * etp), emb / tp))
+    buf_b = comm_buffer_bytes(zero, keep, unit_p, job.grad_bytes, static_memory=hw.static_memory)
+    reserve_b = np.full(tp.shape, job.reserve_bytes)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
     # ---- time ---------------------------------------------------------------------------------
     peak = hw.peak_flops(base_dtype(job.precision))

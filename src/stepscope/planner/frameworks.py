@@ -14,12 +14,12 @@ import yaml
 
 from ..errors import ConfigError, refuse_unknown_keys
 from .attention import KERNELS as ATTENTION_KERNELS
-from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP, tp_overlap_needs_sp
+from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP, ZERO3_GATHER, tp_overlap_needs_sp
 from .search import KEY_ALIASES, parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
 SETTINGS = ("fused_projections", "loss", "fp8_weight_cache", "fp8_saved_inputs", "eager_swiglu", "tp_overlap", "zero_gather_copy_us",
-            "attention_kernel")
+            "attention_kernel", "zero3_gather")
 _NUMBERS = ("zero_gather_copy_us",)  # settings that are numbers >= 0 (the rest: names or true/false)
 
 
@@ -42,7 +42,7 @@ def _parse(name: str, e: Any) -> Framework:
                         owner=f"framework {name}: ")
     settings = dict(e.get("settings") or {})
     refuse_unknown_keys(settings, SETTINGS, path=_PATH, owner=f"framework {name} settings: ")
-    checks: dict[str, tuple[str, ...]] = {"loss": tuple(LOSS_BYTES), "tp_overlap": TP_OVERLAP, "fp8_saved_inputs": ("fp8", "bf16"),
+    checks: dict[str, tuple[str, ...]] = {"loss": tuple(LOSS_BYTES), "tp_overlap": TP_OVERLAP, "fp8_saved_inputs": ("fp8", "bf16"), "zero3_gather": ZERO3_GATHER,
                                           "attention_kernel": ATTENTION_KERNELS}
     for key, value in settings.items():
         if key in _NUMBERS:

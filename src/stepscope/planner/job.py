@@ -88,6 +88,10 @@ def tp_overlap_needs_sp(code: int) -> bool:
 
 
 FP8_RECIPES = ("tensorwise", "rowwise")
+ZERO3_GATHER = ("layer", "tensor")
+# a CUDA/ROCm device's framework reserve (GB): the CUDA context (~0.5-1 GB) and the caching
+# allocator's fragmentation; a prior
+RESERVE_GB = 3.0
 BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "host", "memory")
 
 
@@ -106,7 +110,10 @@ class Job:
     global_batch: int  # sequences per step
     seq_len: int
     precision: str = "bf16"
-    reserve_gb: float = 3.0
+    # framework reserve per device (driver context, allocator slack); None = by the device's
+    # runtime: RESERVE_GB under CUDA/ROCm, 0 where memory is assigned statically (XLA on TPU,
+    # Hardware.static_memory); resolved in __post_init__, so it is always a number afterwards
+    reserve_gb: float | None = None
     # False: attention materializes the s x s scores (no FlashAttention-style kernel, e.g. 2021
     # Megatron): every score is computed (no causal skipping) and moved through HBM
     flash_attention: bool = True
@@ -144,6 +151,12 @@ class Job:
     # step. 0 = a flat buffer gathered in place (Megatron's distributed optimizer, DeepSpeed,
     # FSDP); see benchmarks/zero_gather_host.py for the measured cost per pair
     zero_gather_copy_s: float = 0.0
+    # how ZeRO-3 / FSDP gathers the weights (planner/buffers.py): "layer", a transformer block's
+    # weights in one collective (PyTorch FSDP wrapped per block: torchtitan, Megatron's FSDP), or
+    # "tensor", each parameter tensor by itself just before its op (XLA's SPMD partitioner, one
+    # all-gather per sharded array; DeepSpeed ZeRO-3's per-module fetch): it sets how much is held
+    # gathered at the peak, not the bytes moved
+    zero3_gather: str = "layer"
     # ZeRO-0/1/2 gradients reduced under the backward in buckets of this many MB of gradients in the
     # parameters' dtype (PyTorch DDP's bucket_cap_mb, 25 by default; nanotron's ddp_bucket_cap_mb,
     # 25): each bucket is its own collective and pays its own ring latency; 0 = one collective
@@ -217,6 +230,11 @@ class Job:
         return self.hw.capacity_bytes or 80 * 2**30 * HBM_VISIBLE
 
     @property
+    def reserve_bytes(self) -> float:
+        """The framework reserve per device in bytes (reserve_gb, resolved by __post_init__)."""
+        return float(self.reserve_gb or 0.0) * 1e9
+
+    @property
     def loss_run(self) -> str:
         """The loss's kernels as the job runs them: ``loss``, except that a compiled loss in an eager
         job (fused_elementwise False: no torch.compile) runs unfused."""
@@ -244,7 +262,9 @@ class Job:
             fits = max(d for d in divisors(self.devices) if d <= self.devices_per_node)
             raise ConfigError(f"{self.devices} devices do not fill whole nodes of {self.devices_per_node}",
                               fix=f"pass the devices per node the job really has as --devices-per-node (e.g. {fits}; TPUs: its slice size)")
-        if not 0 <= self.reserve_gb < math.inf:
+        reserve = self.reserve_gb if self.reserve_gb is not None else 0.0 if self.hw.static_memory else RESERVE_GB
+        object.__setattr__(self, "reserve_gb", reserve)
+        if not 0 <= reserve < math.inf:
             raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
         if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):
             raise ConfigError(f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
@@ -276,6 +296,9 @@ class Job:
         if not 0 <= self.zero_gather_copy_s < math.inf:
             raise ConfigError(f"ZeRO gather copy time must be >= 0 us per tensor and rank, not {self.zero_gather_copy_s * 1e6:g}",
                               fix="e.g. --zero-gather-copy-us 10 (nanotron's per-tensor all-gather)")
+        if self.zero3_gather not in ZERO3_GATHER:
+            raise ConfigError(f"ZeRO-3 gather must be one of {', '.join(ZERO3_GATHER)}, not {self.zero3_gather!r}",
+                              fix="e.g. --zero3-gather tensor (XLA, DeepSpeed)")
         if not 0 <= self.dp_bucket_mb < math.inf:
             raise ConfigError(f"DP bucket size must be >= 0 MB, not {self.dp_bucket_mb}", fix="e.g. --dp-bucket-mb 25 (PyTorch DDP's default)")
         if self.grad_bytes == 0:

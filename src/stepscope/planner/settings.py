@@ -37,6 +37,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["zero_sync_after_backward"] = True
     if job.zero_gather_copy_s:
         out["zero_gather_copy_us"] = job.zero_gather_copy_s * 1e6
+    if job.zero3_gather != "layer":
+        out["zero3_gather"] = job.zero3_gather
     if job.network is not None:
         out["network"] = job.network.name
     if job.pipeline_split_embedding:
@@ -66,6 +68,8 @@ def settings_line(st: dict[str, Any]) -> str:
         parts.append(f"MoE imbalance {st['moe_imbalance']:g}")
     if st.get("zero_gather_copy_us"):
         parts.append(f"ZeRO weights gathered tensor by tensor ({st['zero_gather_copy_us']:g} us of host time per tensor and rank)")
+    if st.get("zero3_gather") == "tensor":
+        parts.append("ZeRO-3 weights gathered tensor by tensor")
     if st.get("network"):
         parts.append(f"network {st['network']}")
     if st.get("pipeline_split_embedding"):
