@@ -171,7 +171,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     zero = 3 if ("fsdp" in z or "zero3" in z) else 2 if "zero2" in z else 1 if ("zero1" in z or "distributed" in z) else 0
     rc = r["recompute"].lower()
     # torchtitan's "selective (op)" / "per-op SAC" is its op-level policy (cost.RECOMPUTE "op")
-    policy = ("full" if "full" in rc else "minimal" if "minimal" in rc else "save_qkv_proj" if "qkv" in rc
+    policy = ("full" if "full" in rc else "minimal" if "minimal" in rc else "qkv_proj_offloaded" if "qkv_proj_offloaded" in rc
+              else "save_qkv_proj" if "qkv" in rc
               else "op" if re.search(r"\(op\)|per-op", rc) else "selective" if any(x in rc for x in ("selective", "sac")) else "none")
     rci = RECOMPUTE.index(policy)
     if not (r["tp"] or r["dp"]):

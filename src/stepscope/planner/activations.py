@@ -38,6 +38,7 @@ from .rates import dots_saveable, norm_moe_act, op_sac, stored_per_token
 
 OP_SAC, MINIMAL, NORM_ACT = RECOMPUTE.index("op"), RECOMPUTE.index("minimal"), RECOMPUTE.index("layernorm_moe_act")
 SELECTIVE, FULL = RECOMPUTE.index("selective"), RECOMPUTE.index("full")
+QKV_OFFLOADED = RECOMPUTE.index("qkv_proj_offloaded")
 
 
 def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,

@@ -115,7 +115,7 @@ from typing import Any
 
 import numpy as np
 
-from .activations import NORM_ACT, SELECTIVE, activations
+from .activations import NORM_ACT, QKV_OFFLOADED, SELECTIVE, activations
 from .buffers import comm_buffer_bytes, largest_tensor_params
 from .data_parallel import dp_seconds, zero_gather_host_s
 
@@ -130,6 +130,7 @@ from .job import (
     HOST_GBPS,
     OFFLOAD_HIDDEN,
     PP_P2P_HIDDEN,
+    QKV_OFFLOADED_BYTES,
     RECOMPUTE,
     SCHEDULES,
     TP_OVERLAP,
@@ -368,7 +369,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                       stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf)  # planner/data_parallel.py
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
-    offload_s = window.overlap(np.where(offload, offload_raw, 0.0), OFFLOAD_HIDDEN, "offload")
+    # qkv_proj_offloaded: the q, k, v projections (job.QKV_OFFLOADED_BYTES) to the host and back
+    qkv_raw = 2 * seq * mb * h * QKV_OFFLOADED_BYTES / (tp * cp) * stage_L * n_micro / host
+    offload_raw = np.where(offload, offload_raw, 0.0) + np.where(rc == QKV_OFFLOADED, qkv_raw, 0.0)
+    offload_s = window.overlap(offload_raw, OFFLOAD_HIDDEN, "offload")
     opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
     # after the optimizer step, outside every window: ZeRO weights gathered tensor by tensor on the host
     gather_s = zero_gather_host_s(job, zero=zero, dpc=dpc, stage_L=stage_L)

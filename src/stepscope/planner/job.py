@@ -22,32 +22,39 @@ from .network import NetworkProfile
 # (~2/3 of the forward FLOPs), "save_qkv_proj" keeps only the QKV projections, "save_out_proj" only
 # the attention output projection (both recompute nearly the whole forward); "op" is torchtitan's
 # op-level selective AC, computed from the model's shape (see op_sac); "layernorm_moe_act" is
-# Megatron-core's --recompute-modules layernorm moe_act (rates.norm_moe_act).
+# Megatron-core's --recompute-modules layernorm moe_act (rates.norm_moe_act); "qkv_proj_offloaded"
+# is MaxText's policy of that name (JAX save_and_offload_only_these_names: the q, k, v projections
+# offloaded to pinned host memory, nothing else saved): on the device only the block input, the
+# recompute of save_qkv_proj, and the q, k, v bytes (save_qkv_proj's less the block input) to the
+# host in forward and back in backward (cost.py, QKV_OFFLOADED_BYTES).
 RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "op",
-             "layernorm_moe_act")
+             "layernorm_moe_act", "qkv_proj_offloaded")
 # nan: counted from the model's shape (none and selective: rates.stored_per_token, GPT-3 32 and
 # 30, Korthikanti et al.'s 34 and 30 less the dropout masks; op and minimal: rates.op_sac,
 # rates.dots_saveable)
-ACT_BYTES = np.array([np.nan, np.nan, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan, np.nan])
+ACT_BYTES = np.array([np.nan, np.nan, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan, np.nan, 2.0])
 # Of the stored bytes, the h-wide tensors outside the TP region, whole on every TP rank without sequence
 # parallelism: both norms' inputs and outputs, 8 (Korthikanti's 10 less the two dropout masks,
 # which stored_per_token leaves out); a policy that keeps less keeps the block input (2) and any
 # kept h-wide projection output (attention out, MLP down): minimal 2 + 2 + 2,
 # save_dot_except_mlp 2 + 2, save_qkv_proj 2, save_out_proj 2 + 2; "op" 2, + 2 for a gated MLP's
 # kept down projection (cost.py); layernorm_moe_act keeps the norms' inputs, not their outputs: 4
-REPLICATED_BYTES = np.array([8.0, 8.0, 2.0, 6.0, 4.0, 2.0, 4.0, np.nan, 4.0])
+REPLICATED_BYTES = np.array([8.0, 8.0, 2.0, 6.0, 4.0, 2.0, 4.0, np.nan, 4.0, 2.0])
 # layernorm_moe_act recomputes no GEMM: its recompute is memory-bound bytes (cost.py, rates.norm_moe_act);
 # selective's entry is nominal: cost.py charges the attention core's forward per configuration
-RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan, 1.0])
+# bytes per token and layer / h that qkv_proj_offloaded moves to the host and back: save_qkv_proj's
+# kept bytes less the block input
+QKV_OFFLOADED_BYTES = 8.0 - 2.0
+RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan, 1.0, 1.28])
 # TP collectives replayed by a policy's recompute, where the policy says (nan: in proportion to
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
-TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25, 1.0])
+TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25, 1.0, np.nan])
 # EP all-to-all and CP ring exchange replayed, the same way: selective recomputes the attention
 # core, which under CP holds the ring exchange of K and V (all of the forward's: 1.5) and no MoE
 # all-to-all (1); layernorm_moe_act recomputes no collective. Before, selective's replay followed its
 # share of the recomputed *time*, which grew as GEMMs got faster and was wrong for both.
-EP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, np.nan, 1.0])
-CP_REPLAY = np.array([1.0, 1.5, 1.5, np.nan, np.nan, np.nan, np.nan, np.nan, 1.0])
+EP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, np.nan, 1.0, np.nan])
+CP_REPLAY = np.array([1.0, 1.5, 1.5, np.nan, np.nan, np.nan, np.nan, np.nan, 1.0, np.nan])
 # (bytes per logit held at the loss's peak, bytes per logit moved by the loss's kernels), by
 # Job.loss. Fused (in place on one fp32 copy: Megatron, Transformer Engine): bf16 logits + the
 # fp32 copy; upcast, max/sum, exp in place, gradient in place, downcast: ~6 fp32 passes. Unfused
