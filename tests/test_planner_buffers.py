@@ -3,6 +3,8 @@ gradients (or the embedding's, or the largest tensor's), counted by hand on tiny
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from stepscope.analysis.model_flops import from_config_dict
@@ -88,3 +90,28 @@ def test_bad_gather_mode_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="ZeRO-3 gather must be one of layer, tensor"):
         job_from_record(zero3_gather="module")
+
+
+def test_batch_records_and_flags_carry_the_gather_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from stepscope.cli import main
+
+    base = {"model": "gpt3-175b", "hardware": "h100", "devices": 64, "global_batch": 64, "seq_len": 2048,
+            "strategy": "dp=64,zero=3,recompute=full"}
+    batch = tmp_path / "b.jsonl"
+    batch.write_text("\n".join(json.dumps(r) for r in (base, {**base, "zero3_gather": "tensor"}, {**base, "zero3_gather": "module"})) + "\n")
+    assert main(["plan", "--batch", str(batch)]) == 0
+    layer, tensor, bad = (json.loads(x) for x in capsys.readouterr().out.splitlines())
+    # GPT-3 175B: a layer 12 x 12288^2 parameters, its largest tensor the embedding 50257 x 12288;
+    # 10 B each, beside the 1 GB communicator prior of a GPU
+    assert layer["memory_gb"]["buffers"] == pytest.approx(1.0 + 10 * 12 * 12288**2 / 1e9, rel=1e-3)
+    assert tensor["memory_gb"]["buffers"] == pytest.approx(1.0 + 10 * 50257 * 12288 / 1e9, rel=1e-3)
+    assert tensor["settings"]["zero3_gather"] == "tensor" and "zero3_gather" not in layer["settings"]
+    assert "ZeRO-3 gather must be one of layer, tensor, not 'module'" in bad["error"]
+    # a bad flag is one line and exit 2 (argparse's choices)
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "--model", "gpt3-175b", "--hardware", "h100", "--devices", "64", "--global-batch", "64",
+              "--seq-len", "2048", "--zero3-gather", "module"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'module'" in capsys.readouterr().err
