@@ -140,7 +140,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               # kept at the prior where it is not measured (Ascend, TPU) or without flash attention (SC21)
               attention_kernel=_preset(r["source"]).get("attention_kernel", ""),
               # ZeRO-3 gathered tensor by tensor: MaxText (XLA, its preset) and SC21's ZeRO-3 rows
-              # (DeepSpeed, which fetches each submodule's parameters before its forward)
+              # (DeepSpeed, which fetches each submodule's parameters before its forward: the
+              # deepspeed preset's zero3_gather)
               zero3_gather="tensor" if "Narayanan" in r["source"] else _preset(r["source"]).get("zero3_gather", "layer"),
               # the cluster's measured collective bandwidth where published (data/networks.yaml)
               network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,

@@ -90,7 +90,7 @@ def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture
                        ({**ok, "schedules": ["dualpipe"]}, "schedules must be of")):
         with pytest.raises(ConfigError, match=words):
             frameworks._parse("x", bad)
-    assert set(frameworks.catalog()) == {"megatron", "torchtitan", "maxtext", "nanotron"}
+    assert set(frameworks.catalog()) == {"megatron", "torchtitan", "maxtext", "nanotron", "deepspeed"}
 
 
 def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,3 +158,15 @@ def test_maxtext_gathers_fsdp_weights_tensor_by_tensor(capsys: pytest.CaptureFix
     assert rec["memory_gb"]["buffers"] == pytest.approx(10 * 50257 * 12288 / 1e9, rel=1e-3)
     layer = json.loads(capsys.readouterr().out)["memory_gb"]["buffers"]
     assert layer == pytest.approx(10 * 12 * 12288**2 / 1e9, rel=1e-3)
+
+
+def test_deepspeed_sets_only_its_engines_properties(capsys: pytest.CaptureFixture[str]) -> None:
+    big = ["plan", "--model", "gpt3-175b", "--hardware", "a100", "--devices", "64", "--global-batch", "64", "--seq-len", "2048"]
+    assert main([*big, "--framework", "deepspeed", "--evaluate", "dp=64,zero=3,mb=1,recompute=full", "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)["settings"]
+    # ZeRO-3 fetched module by module; the model code's choices stay the planner's defaults
+    assert st["zero3_gather"] == "tensor" and st["loss"] == "fused" and st["fused_projections"] is True
+    assert main([*big, "--framework", "deepspeed", "--evaluate", "tp=8,pp=4,vpp=2,dp=2"]) == 2
+    assert "deepspeed has no interleaved pipeline stages" in capsys.readouterr().err
+    assert main([*big, "--framework", "deepspeed", "--evaluate", "dp=64,zero=3,recompute=op"]) == 2
+    assert "deepspeed has no recompute policy 'op'" in capsys.readouterr().err

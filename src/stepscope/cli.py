@@ -114,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="norms, rotary embeddings and activations run as eager PyTorch ops (no torch.compile or fused kernels)")
     pl.add_argument("--framework", metavar="NAME",
                     help="model this training framework: its defaults for the flags below (a flag given wins) and only its "
-                    "recompute policies (data/frameworks.yaml: megatron, torchtitan, maxtext, nanotron)")
+                    "recompute policies (data/frameworks.yaml: megatron, torchtitan, maxtext, nanotron, deepspeed)")
     pl.add_argument("--separate-projections", dest="fused_projections", action="store_false", default=None,
                     help="q, k, v (and gate, up) are separate GEMMs, narrow for k and v under GQA and TP (torchtitan, "
                     "Hugging Face, MaxText); default: fused (Megatron, nanotron)")
