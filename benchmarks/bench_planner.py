@@ -101,7 +101,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     # micro-batch's backward (Megatron ran the others under model.no_sync); the PP>1 sizes, and
     # the Table 2 PTD-P runs, with DDP=local
     torch_ddp = "Table 1" in r["source"] and "Narayanan" in r["source"] and _num(r["pp"], 1) == 1
-    sc21_local_ddp = "Narayanan" in r["source"] and "zero3" not in r["zero_or_fsdp"].lower() and not torch_ddp
+    deepspeed = "Narayanan" in r["source"] and "zero3" in r["zero_or_fsdp"].lower()  # SC21's ZeRO-3 baselines ran DeepSpeed
+    sc21_local_ddp = "Narayanan" in r["source"] and not deepspeed and not torch_ddp
     # TPU multislice rows: FSDP within each slice (ICI), data parallel across slices (DCN)
     dev = hardware(hw)
     ms = re.search(r"fsdp(\d+) within slice x DCN DP (\d+) slice", r["zero_or_fsdp"])
@@ -139,10 +140,9 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               # the attention kernel the source's framework runs, from its preset (data/frameworks.yaml);
               # kept at the prior where it is not measured (Ascend, TPU) or without flash attention (SC21)
               attention_kernel=_preset(r["source"]).get("attention_kernel", ""),
-              # ZeRO-3 gathered tensor by tensor: MaxText (XLA, its preset) and SC21's ZeRO-3 rows
-              # (DeepSpeed, which fetches each submodule's parameters before its forward: the
-              # deepspeed preset's zero3_gather)
-              zero3_gather="tensor" if "Narayanan" in r["source"] else _preset(r["source"]).get("zero3_gather", "layer"),
+              # how ZeRO-3 gathers, from the framework's preset: MaxText's (XLA) and, for SC21's
+              # ZeRO-3 rows, DeepSpeed's (each submodule's parameters fetched before its forward)
+              zero3_gather=(frameworks.by_name("deepspeed").settings if deepspeed else _preset(r["source"])).get("zero3_gather", "layer"),
               # the cluster's measured collective bandwidth where published (data/networks.yaml)
               network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
               dp_bucket_mb=25.0 if "nanotron" in r["source"] or torch_ddp else 0.0,

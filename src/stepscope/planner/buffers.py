@@ -56,7 +56,7 @@ def largest_tensor_params(m: ModelShape, fused_projections: bool, tp: np.ndarray
         q_lora, kv_lora, nope, rope, v = m.mla
         attn = max(float(q_lora or h) * m.n_heads * (nope + rope), float(kv_lora) * m.n_heads * (nope + v), float(m.n_heads) * v * h)
     else:
-        attn = h * hd * max(m.n_heads + (2 * m.n_kv_heads if fused_projections else 0), m.n_heads)
+        attn = h * hd * (m.n_heads + (2 * m.n_kv_heads if fused_projections else 0))  # q (or qkv); o is as wide as q
     if m.linear_attn:
         hk, dk, hv, dv = m.linear_attn
         attn = max(attn, h * max(hk * dk, hv * dv))

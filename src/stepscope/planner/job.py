@@ -42,10 +42,10 @@ ACT_BYTES = np.array([np.nan, np.nan, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan, np.na
 REPLICATED_BYTES = np.array([8.0, 8.0, 2.0, 6.0, 4.0, 2.0, 4.0, np.nan, 4.0, 2.0])
 # layernorm_moe_act recomputes no GEMM: its recompute is memory-bound bytes (cost.py, rates.norm_moe_act);
 # selective's entry is nominal: cost.py charges the attention core's forward per configuration
-# bytes per token and layer / h that qkv_proj_offloaded moves to the host and back: save_qkv_proj's
-# kept bytes less the block input
-QKV_OFFLOADED_BYTES = 8.0 - 2.0
 RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan, 1.0, 1.28])
+# bytes per token and layer / h that qkv_proj_offloaded moves to the host and back: save_qkv_proj's
+# kept bytes less what qkv_proj_offloaded keeps on the device (the block input)
+QKV_OFFLOADED_BYTES = float(ACT_BYTES[RECOMPUTE.index("save_qkv_proj")] - ACT_BYTES[RECOMPUTE.index("qkv_proj_offloaded")])
 # TP collectives replayed by a policy's recompute, where the policy says (nan: in proportion to
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
 TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25, 1.0, np.nan])
