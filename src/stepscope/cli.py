@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--separate-projections", dest="fused_projections", action="store_false", default=None,
                     help="q, k, v (and gate, up) are separate GEMMs, narrow for k and v under GQA and TP (torchtitan, "
                     "Hugging Face, MaxText); default: fused (Megatron, nanotron)")
+    pl.add_argument("--repeated-kv", dest="kv_repeated", action="store_true", default=None,
+                    help="K and V are repeated to every query head before the attention kernel (torchtitan's Llama: "
+                    "repeat_kv before SDPA): under GQA context parallelism exchanges n_heads-wide K and V")
     pl.add_argument("--attention-kernel", choices=("fa2", "cudnn", "fa3"), default=None,
                     help="the fused attention kernel, timed on the device's architecture (data/attention_kernels.yaml): "
                     "fa2 FlashAttention-2 (flash-attn, PyTorch SDPA's flash backend), cudnn (Transformer Engine on "

@@ -51,7 +51,7 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     h, seq = float(m.d_model), float(job.seq_len)
     act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # the nan entries follow the model's shape
     fp8_inputs = job.precision == "fp8" and job.fp8_saved_inputs == "fp8"
-    act_c[0], act_c[1], routed_c = stored_per_token(m, job.swiglu_eager, fp8_inputs)  # none and selective from the model's widths
+    act_c[0], act_c[1], routed_c = stored_per_token(m, job.swiglu_eager, fp8_inputs, job.kv_repeated)  # none and selective from the model's widths
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
     act_c[NORM_ACT] = norm_moe_act(m, job.swiglu_eager)[0]

@@ -84,7 +84,7 @@ Time per step (seconds):
   on the link of the ep*etp group; exposed unless the framework overlaps it (``ep_overlap`` = 1:
   DualPipe-style schedules, Megatron's EP-communication overlap), which hides it behind another
   micro-batch's compute, up to the compute time, with 2+ micro-batches;
-- CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes, ``CP_HIDDEN`` (50%) of it hidden
+- CP: ring exchange of K and V, 2(cp-1)/cp of the layer's KV bytes (n_heads wide with ``Job.kv_repeated``), ``CP_HIDDEN`` (50%) of it hidden
   (from the shared window, after TP's and EP's);
 - PP p2p: ``s*b*h*2/(tp*cp)`` bytes per hop, each way; the 2(pp vpp - 1) fill/drain hops are exposed
   and 20% of the 2 m vpp steady-state hops (prior ``PP_P2P_HIDDEN`` = 0.8), on the link of tp*pp
@@ -347,7 +347,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # blocks, CP_HIDDEN of them behind the attention of the block before (a prior share of the
     # exchange, bounded by what is left of the window, not by the attention alone: a cap that
     # shrinks with faster attention made it slower when the window also held offload or DP)
-    kv_bytes = seq * mb * 2 * m.n_kv_heads * m.head_dim * 2 / tp
+    # (Job.kv_repeated: the kernel's K and V, and so the exchanged ones, are n_heads wide)
+    kv_heads = m.n_heads if job.kv_repeated and not m.mla else m.n_kv_heads
+    kv_bytes = seq * mb * 2 * kv_heads * m.head_dim * 2 / tp
     cp_raw = np.where(cp > 1, ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * cp_replay * uneven
     cp_s = window.overlap(cp_raw, CP_HIDDEN, "cp")
     # PP point-to-point: activations (and their gradients) cross every model-chunk boundary once per

@@ -177,6 +177,12 @@ class Job:
     # key/value GEMMs are only kv_heads*head_dim/tp wide; True: one fused GEMM each (Megatron's
     # linear_qkv and linear_fc1, nanotron's qkv_proj and gate_up_proj)
     fused_projections: bool = True
+    # True: the model repeats K and V to every query head before the attention kernel (torchtitan's
+    # Llama: repeat_kv ahead of F.scaled_dot_product_attention), so under GQA the kernel's K and V
+    # are n_heads wide: context parallelism exchanges those, the no-recompute policies store them
+    # for the kernel's backward, and the copy moves them once more (cost.py, rates.stored_per_token);
+    # False: the kernel reads kv_heads-wide K and V (Megatron, nanotron, MaxText, flash-attn's GQA)
+    kv_repeated: bool = False
     # the loss's kernels (LOSS_BYTES): "fused", a vocab-parallel cross entropy in place on one fp32
     # copy of the logits (Megatron, Transformer Engine): 6 B per logit held, ~24 B moved;
     # "unfused", PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face): 12 B held

@@ -57,14 +57,16 @@ def norm_moe_act(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, floa
     return none - 2 * (2 * h + copies) / h, 8 * h + (6 if m.gated_mlp else 4) * copies
 
 
-def stored_per_token(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False) -> tuple[float, float, float]:
+def stored_per_token(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False,
+                     kv_repeated: bool = False) -> tuple[float, float, float]:
     """(no recompute, selective recompute, routed-expert part) activation bytes per token and layer
     / h, tensor by tensor: Korthikanti et al.'s accounting (bf16, flash attention so no s x s
     scores, no dropout masks) with the model's own widths, averaged over the layers:
     - the two norms' inputs and outputs, 4 h;
-    - attention: q, k, v (GQA: k and v kv_heads wide; MLA: the q and kv latents too, per-head
-      q/k of nope + rope and v of v_head_dim), its output; linear-attention layers: q, k, v, the
-      output gate and the output;
+    - attention: q, k, v (GQA: k and v kv_heads wide, n_heads wide when ``kv_repeated``: the
+      kernel then saves the repeated copies; MLA: the q and kv latents too, per-head q/k of
+      nope + rope and v of v_head_dim), its output; linear-attention layers: q, k, v, the output
+      gate and the output;
     - MLP: a gated one's gate, up and product (3 f; 4 f with ``eager_swiglu``: separate eager ops
       also store act(gate) for the multiply's backward), a plain one's activation input and output
       (2 f); MoE layers: each of the k routed copies of the token (h) with its expert's 3 f_e
@@ -85,7 +87,7 @@ def stored_per_token(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool
         qk, v_w = m.n_heads * (nope + rope), m.n_heads * v
         attn, out = q_lora + kv_lora + rope + 2.0 * qk + v_w, float(v_w)
     else:
-        attn, out = q_w + 2 * kv_w, q_w
+        attn, out = q_w + 2 * (q_w if kv_repeated else kv_w), q_w
     if m.linear_layers and m.linear_attn:
         hk, dk, hv, dv = m.linear_attn
         share = m.linear_layers / m.n_layers  # linear-attention layers: q, k, v, gate (+ output below)

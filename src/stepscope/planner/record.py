@@ -56,6 +56,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         param_gather_overlap=_bool(d, "param_gather_overlap", False),
         zero_sync_after_backward=_bool(d, "zero_sync_after_backward", False),
         fused_projections=_bool(d, "fused_projections", True),
+        kv_repeated=_bool(d, "kv_repeated", False),
         # the loss by name, or the older flag: "fused_loss": false is "unfused"
         loss=str(d.get("loss") or ("fused" if _bool(d, "fused_loss", True) else "unfused")).lower(),
         fp8_recipe=str(d.get("fp8_recipe") or "tensorwise").lower(),
@@ -78,7 +79,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
 RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
-    "zero_sync_after_backward", "fused_projections", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "attention_kernel", "dp_bucket_mb", "moe_imbalance", "zero3_gather",
+    "zero_sync_after_backward", "fused_projections", "kv_repeated", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "attention_kernel", "dp_bucket_mb", "moe_imbalance", "zero3_gather",
     "zero_gather_copy_us", "network", "framework", "strategy", "pipeline_split_embedding", "hidden_dropout", "host_wait_us", "dp_overlap",
 })
 

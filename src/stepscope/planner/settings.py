@@ -27,6 +27,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["attention_kernel"] = job.attention_kernel if measured else f"{job.attention_kernel}: not measured on {job.hw.name}, the prior"
     if job.precision == "fp8":
         out |= {"fp8_recipe": job.fp8_recipe, "fp8_weight_cache": job.fp8_weight_cache, "fp8_saved_inputs": job.fp8_saved_inputs}
+    if job.kv_repeated:
+        out["kv_repeated"] = True
     if job.model.n_experts:
         out["moe_imbalance"] = job.moe_imbalance
     if job.dp_bucket_mb:
@@ -56,6 +58,7 @@ def settings_line(st: dict[str, Any]) -> str:
     """One line: ``assumed: ...`` in the order the cost model's terms come."""
     parts = [f"{_LOSS_TEXT[st['loss']]} ({LOSS_BYTES[st['loss']][0]:g} B per logit live)",
              "fused q/k/v and gate/up GEMMs" if st["fused_projections"] else "separate q, k, v (and gate, up) GEMMs",
+             *(["K and V repeated to every query head"] if st.get("kv_repeated") else []),
              "fused elementwise kernels" if st["fused_elementwise"] else "eager elementwise ops",
              *(["eager SwiGLU"] if st["eager_swiglu"] and st["fused_elementwise"] else []),
              (f"flash attention ({_KERNEL_TEXT.get(st['attention_kernel'], st['attention_kernel'])})" if st.get("attention_kernel")

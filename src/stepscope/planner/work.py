@@ -71,7 +71,13 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, 
     forward moves ``64 h + 20 (q + kv) + 4 f`` bytes more per token and layer. An RMSNorm upcasts
     to fp32, squares, averages, scales, casts back and multiplies by its weight, 36 B per element
     instead of 4; rotary embeddings go through fp32 complex numbers, ~20 B per element of q and k;
-    SwiGLU's SiLU and product are two kernels, 10 B instead of 6."""
+    SwiGLU's SiLU and product are two kernels, 10 B instead of 6.
+
+    K and V repeated to every query head (``Job.kv_repeated``, torchtitan): the copy writes the
+    (n_heads - kv_heads) x head_dim extra elements of K and of V in forward, the attention kernel
+    writes their gradients in backward and the repeat's backward reads them to sum them:
+    3 x 2 x (q - kv) x 2 B = 12 (q - kv) bytes per token and softmax-attention layer (compiled:
+    the rotary kernel writes the repeated heads directly, so the kv-wide part is not counted again)."""
     m = job.model
     L = float(m.n_layers)
     q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
@@ -80,8 +86,11 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, 
     # eager ops (docstring): rotary embeddings, SwiGLU as two kernels (norms: h_wide_elementwise_bytes)
     rotary = 0.0 if job.fused_elementwise else 20 * (q_w + kv_w) * (L - m.linear_layers)
     swiglu = 4 * f_act * L if m.gated_mlp and job.swiglu_eager else 0.0
+    # K and V repeated to n_heads (Job.kv_repeated): the extra heads written in forward, their
+    # gradients written by the kernel and read by the repeat's backward (docstring)
+    repeat = 12.0 * (q_w - kv_w) * (L - m.linear_layers) if job.kv_repeated and not m.mla else 0.0
     elem_bytes: float | np.ndarray = (3 * 2 * (3 if m.gated_mlp else 2) * f_act * L * tokens + score_bytes + h_wide
-                                      + 3 * (rotary + swiglu) * tokens)
+                                      + 3 * (rotary + swiglu) * tokens + repeat * tokens)
     if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
         elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp) * (L - m.linear_layers) * tokens
     if m.n_experts:
