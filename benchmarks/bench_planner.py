@@ -277,7 +277,7 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
     with open(csv_path, encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     per_row: list[dict] = []
-    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    per: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     runs: list[Run] = []
     same_job: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     mem_pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -317,6 +317,7 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
         per[src]["pred"].append(float(pred))
         per[src]["naive"].append(float(naive))
         per[src]["meas"].append(float(measured))
+        per[src]["metric"].append(metric)
     if rows_out is not None:  # per-row predictions, for inspection (signed error: + = predicted faster/higher)
         with open(rows_out, "w", encoding="utf-8", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(per_row[0]))
@@ -332,9 +333,15 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
         allp += list(ep)
         alln += list(en)
         allt += list(et)
+        # ranks only compare like with like: within a source, over the rows of its most common
+        # metric (the Megatron-LM README mixes 9 TFLOP/s rows with 2 MFU rows, whose small numbers
+        # would rank last in both lists and count as agreement)
+        metric_main = max(set(d["metric"]), key=d["metric"].count)
+        same = np.array([x == metric_main for x in d["metric"]])
         out[src] = {"rows": len(m), "mape": round(float(ep.mean()), 3), "naive_mape": round(float(en.mean()), 3),
                     "mape_step_time": round(float(et.mean()), 3),
-                    "spearman": _spearman(list(p), list(m)), "naive_spearman": _spearman(list(nv), list(m))}
+                    "spearman": _spearman(list(p[same]), list(m[same])), "naive_spearman": _spearman(list(nv[same]), list(m[same])),
+                    "spearman_rows": int(same.sum())}
     out["ALL"] = {"rows": len(allp), "mape": round(float(np.mean(allp)), 3), "naive_mape": round(float(np.mean(alln)), 3),
                   "mape_step_time": round(float(np.mean(allt)), 3), "naive_mape_step_time": round(float(np.mean(allnt)), 3),
                   "skipped": skipped}

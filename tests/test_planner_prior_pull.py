@@ -74,12 +74,32 @@ def test_noise_is_not_fitted_when_leaving_runs_out_says_so() -> None:
     assert (f.gemm_scale, f.attn_scale, f.comm_scale, f.inter_scale, f.layer_overhead_s) == (1.0, 1.0, 1.0, 1.0, 0.0)
 
 
-def test_exact_runs_are_not_pulled() -> None:
-    """Runs the priors predict exactly: every candidate predicts the left-out runs exactly, and the
-    tie goes to the unpulled fit."""
+def test_exact_runs_keep_the_priors() -> None:
+    """Runs the priors predict exactly: every candidate predicts the left-out runs exactly, so by
+    the one-standard-error rule the strongest pull is as good as any; the factors stay at 1."""
     runs = [Run(r.job, r.strategy, float(predict_tokens(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0]),
                 predict_tokens, r.group) for r in _noisy(1)]
-    assert fit(runs) == Fit(1.0, 1.0, 1.0, 1.0, 0.0, 0.0)
+    assert fit(runs) == Fit(1.0, 1.0, 1.0, 1.0, 0.0, 1.0)
+
+
+def test_one_standard_error_rule_by_hand() -> None:
+    from stepscope.planner.calibrate import one_standard_error
+
+    cands = [(0.0, False), (0.0, True), (0.3, False), (0.3, True), (1.0, False), (1.0, True)]
+    # four runs' leave-one-out errors; no pull without the wait is best (mean 0.10, sample sd of
+    # (0.05, 0.15, 0.05, 0.15) = 0.0577, se = 0.0289): pull 0.3 (mean 0.12) is within it, 1.0
+    # (mean 0.20) is not; the wait's candidates do not count
+    scores = np.array([[0.05, 0.15, 0.05, 0.15], [0.3] * 4, [0.12] * 4, [0.01, 0.9, 0.9, 0.9],
+                       [0.2] * 4, [0.0, 1.0, 1.0, 1.0]])
+    assert one_standard_error(cands, scores) == (0.3, False)
+    # the same with the wait's best clearly ahead: its choice is kept and its pulls are weighed
+    scores_wait = scores.copy()
+    scores_wait[1] = [0.01, 0.03, 0.01, 0.03]  # mean 0.02, se 0.00577
+    scores_wait[3] = [0.024] * 4  # within: 0.024 <= 0.0258
+    scores_wait[5] = [0.03] * 4  # not within
+    assert one_standard_error(cands, scores_wait) == (0.3, True)
+    # identical scores everywhere: the strongest pull, no wait (the first of equals)
+    assert one_standard_error(cands, np.full((6, 4), 0.1)) == (1.0, False)
 
 
 def test_the_calibration_line_names_the_pull() -> None:

@@ -112,10 +112,14 @@ def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
     Two choices are model selection by cross-validation: whether the host wait
     (``layer_overhead_s``) is used (it trades off against the efficiencies, and only runs that
     differ in their micro-batches tell them apart), and how hard the fit is pulled toward the
-    priors (``PULLS``: few runs do not pin five factors). Among the candidates (each pull, with and
-    without the host wait) the fit uses the one whose fits, leaving one run out at a time, predict
-    the left-out runs best (mean |log error|); ties go to the earlier candidate (no pull, no host
-    wait: the unregularised fit). With fewer than 3 runs leaving one out cannot choose: no host
+    priors (``PULLS``: few runs do not pin five factors). Each candidate (each pull, with and
+    without the host wait) is scored by how well its fits, leaving one run out at a time, predict
+    the left-out runs (mean |log error|). The host wait is used if the best candidate uses it
+    (ties: not); the pull is the strongest whose score, with that host-wait choice, is within one
+    standard error of the best score (the one-standard-error rule: the best score is itself an
+    estimate from the same runs, and the simpler fit within its noise varies less from one set of
+    runs to the next; on the validation runs it took leave-one-source-out calibration from 12.7%
+    to 12.3%, BENCHMARKS.md session 21). With fewer than 3 runs leaving one out cannot choose: no host
     wait, and the strongest pull (two runs do not pin five factors: calibrated on two runs of a
     validation source, the source's other runs came out 18.7% off unpulled, 15.8% with the pull,
     16.2% with the priors alone; BENCHMARKS.md, session 14)."""
@@ -129,9 +133,9 @@ def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
     dist = _prior_dist()
     tie = dist * 1e-12  # below the 1e-9 rounding: the prior wins ties, as in _best
     step = len(LAYER_GRID)  # the host wait varies fastest in the grid: [::step] are the points without one
-    loo = np.zeros((len(PULLS), 2))  # [pull, with the host wait]
+    loo = np.zeros((len(PULLS), 2, len(rows)))  # [pull, with the host wait, left-out run]
     rest = np.empty_like(total)
-    for k in rows:
+    for n, k in enumerate(rows):
         e = errs[k]
         base = total - e
         for j, pull in enumerate(PULLS):
@@ -141,11 +145,24 @@ def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
             else:
                 np.round(base, 9, out=rest)
                 rest += tie
-            loo[j, 0] += float(e[int(np.argmin(rest[::step])) * step])
-            loo[j, 1] += float(e[int(np.argmin(rest))])
+            loo[j, 0, n] = float(e[int(np.argmin(rest[::step])) * step])
+            loo[j, 1, n] = float(e[int(np.argmin(rest))])
     candidates = [(pull, host) for pull in PULLS for host in (False, True)]  # loo's order, flattened
-    pull, host = candidates[int(np.argmin(loo.ravel()))]  # the first of equals
+    pull, host = one_standard_error(candidates, loo.reshape(len(candidates), -1))
     return _best(total if host else np.where(without, np.inf, total), pull)
+
+
+def one_standard_error(candidates: Sequence[tuple[float, bool]], scores: np.ndarray) -> tuple[float, bool]:
+    """(pull, host wait) by the one-standard-error rule (_select): ``scores[c]`` are candidate c's
+    leave-one-out errors, one per run. The host-wait choice is the best mean's (the first of
+    equals); the pull the strongest, with that choice, whose mean is within one standard error
+    (sample standard deviation / sqrt(runs)) of the best mean."""
+    means = scores.mean(axis=1)
+    best = int(np.argmin(means))
+    host = candidates[best][1]
+    se = float(np.std(scores[best], ddof=1) / np.sqrt(scores.shape[1]))
+    pull = max(p for c, (p, h) in enumerate(candidates) if h == host and means[c] <= means[best] + se)
+    return pull, host
 
 
 def at_grid_edge(f: Fit) -> list[str]:
