@@ -137,6 +137,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               fp8_weight_cache="torchtitan" not in r["source"],
               # torchao's float8 keeps the bf16 inputs for backward; TE the fp8 copies
               fp8_saved_inputs="bf16" if "torchtitan" in r["source"] else "fp8",
+              # torchao's FSDP float8 all-gather where the row says so (the Trainy H200 runs)
+              fp8_all_gather=bool(re.search(r"fsdp float8 all-gather", r["precision"], re.IGNORECASE)),
               # the attention kernel the source's framework runs, from its preset (data/frameworks.yaml);
               # kept at the prior where it is not measured (Ascend, TPU) or without flash attention (SC21)
               attention_kernel=_preset(r["source"]).get("attention_kernel", ""),

@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--fp8-saved-inputs", choices=("fp8", "bf16"), default=None,
                     help="with --precision fp8: what the linear layers keep of their inputs for the weight gradient: the "
                     "fp8 copy (default: Transformer Engine) or the bf16 input, recast in backward (torchao's float8)")
+    pl.add_argument("--fp8-all-gather", dest="fp8_all_gather", action="store_true", default=None,
+                    help="with --precision fp8 and ZeRO-3/FSDP: the layers' weights are cast to fp8 before their all-gather "
+                    "(torchao's enable_fsdp_float8_all_gather): half the gather traffic and gathered buffers")
     pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
                     help="ZeRO-1/2: the updated weights' all-gather runs under the next forward (Megatron --overlap-param-gather)")
     pl.add_argument("--pipeline-split-embedding", action="store_true",

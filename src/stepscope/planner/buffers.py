@@ -35,11 +35,13 @@ GATHERED_LAYERS = 2  # the running layer and the prefetched next one
 
 
 def comm_buffer_bytes(zero: np.ndarray, keep: np.ndarray, unit_params_dev: np.ndarray, grad_bytes: float, *,
-                      static_memory: bool = False) -> np.ndarray:
+                      static_memory: bool = False, param_bytes: float | np.ndarray = 2.0) -> np.ndarray:
     """Bytes per device; ``unit_params_dev``: the parameters ZeRO-3 gathers at once on this device
-    (after TP and EP, before ZeRO sharding): one layer's, or the largest tensor's (module docstring)."""
+    (after TP and EP, before ZeRO sharding): one layer's, or the largest tensor's (module docstring);
+    ``param_bytes`` per gathered parameter: 2 (bf16), 1 when the weights are gathered in fp8
+    (Job.fp8_all_gather)."""
     grads = 2.0 + (grad_bytes if grad_bytes != 2 else 0.0)
-    params = np.where(keep, 0.0, GATHERED_LAYERS * 2.0)
+    params = np.where(keep, 0.0, GATHERED_LAYERS * param_bytes)
     gathered = np.where(zero >= 3, (params + grads) * unit_params_dev, 0.0)
     return (0.0 if static_memory else COMM_BUFFER_BYTES) + gathered
 

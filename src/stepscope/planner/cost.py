@@ -225,6 +225,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     uneven = stage_L / (L / pp)
     layer_p = dense / tp + experts / (ep * etp)
     p_dev = np.maximum(stage_L * layer_p, end_L * layer_p + emb / tp)
+    # bytes of one ZeRO-3 all-gather of the stage's weights: bf16, or (Job.fp8_all_gather) the
+    # layers' weights in fp8 and the embedding / output layer in bf16
+    fp8_gather = job.precision == "fp8" and job.fp8_all_gather
+    gather_b = 2 * p_dev - (np.where(stage_L * layer_p >= end_L * layer_p + emb / tp, stage_L, end_L) * layer_p if fp8_gather else 0.0)
     # FSDP without resharding after forward (``keep_params``, FSDP2 reshard_after_forward=False,
     # torchtitan's default under pipeline parallelism): the stage's bf16 weights stay gathered from
     # forward to backward, which saves the backward all-gather
@@ -247,7 +251,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # gathered tensor by tensor, the largest tensor
     unit_p = (largest_tensor_params(m, job.fused_projections, tp, ep, etp) if job.zero3_gather == "tensor"
               else np.maximum(dense / tp + experts / (ep * etp), emb / tp))
-    buf_b = comm_buffer_bytes(zero, keep, unit_p, job.grad_bytes, static_memory=hw.static_memory)
+    # fp8-gathered (Job.fp8_all_gather) when the unit is a layer; the embedding stays bf16
+    unit_fp8 = fp8_gather and job.zero3_gather == "layer"
+    unit_bytes = np.where(unit_fp8 & (dense / tp + experts / (ep * etp) >= emb / tp), 1.0, 2.0)
+    buf_b = comm_buffer_bytes(zero, keep, unit_p, job.grad_bytes, static_memory=hw.static_memory, param_bytes=unit_bytes)
     reserve_b = np.full(tp.shape, job.reserve_bytes)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
     # ---- time ---------------------------------------------------------------------------------
@@ -367,8 +374,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # which its exposed in-layer transfers (TP, EP, CP) lengthen
     per_micro = (busy_s + tp_s + ep_s + cp_s) / np.maximum(n_micro, 1)
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
-    dp_s = dp_seconds(job, ring=ring, window=window, p_dev=p_dev, tp=tp, pp=pp, dpc=dpc, shard=shard, zero=zero, keep=keep,
-                      stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf)  # planner/data_parallel.py
+    dp_s = dp_seconds(job, ring=ring, window=window, p_dev=p_dev, gather_b=gather_b, tp=tp, pp=pp, dpc=dpc, shard=shard, zero=zero,
+                      keep=keep, stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf)  # planner/data_parallel.py
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
     # qkv_proj_offloaded: the q, k, v projections (job.QKV_OFFLOADED_BYTES) to the host and back

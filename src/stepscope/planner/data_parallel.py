@@ -9,7 +9,8 @@ gradient is final only after the last micro-batch's backward):
   it with the next step's first forward (``Job.param_gather_overlap``, Megatron's
   --overlap-param-gather); ``Job.zero_sync_after_backward`` (nanotron with fp32 gradient
   accumulation) all-reduces the gradients after the backward instead, exposed;
-- ZeRO-3: per micro-batch, 2 all-gathers of the bf16 weights (forward, backward) + a
+- ZeRO-3: per micro-batch, 2 all-gathers of the bf16 weights (the layers' in fp8 with
+  ``Job.fp8_all_gather``) (forward, backward) + a
   reduce-scatter of its gradients (FSDP2's and DeepSpeed's default under gradient accumulation),
   each under that micro-batch's compute and run layer by layer (one collective per layer and
   pass, each paying its ring latency); with ``keep_params`` (weights stay gathered for the whole
@@ -41,12 +42,14 @@ from .window import Window
 Ring = Callable[..., np.ndarray]  # links.Links.ring: (ranks, bytes, span, calls[, kind]) -> seconds
 
 
-def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, tp: np.ndarray, pp: np.ndarray, dpc: np.ndarray,
+def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gather_b: np.ndarray, tp: np.ndarray, pp: np.ndarray,
+               dpc: np.ndarray,
                shard: np.ndarray, zero: np.ndarray, keep: np.ndarray, stage_L: np.ndarray, n_micro: np.ndarray,
                busy_s: np.ndarray, rf: np.ndarray) -> np.ndarray:
     """Exposed DP/FSDP seconds per configuration (module docstring); what hides is taken from
     ``window``. ``p_dev`` parameters on the most loaded stage, ``dpc`` = dp x cp ranks sharing
-    weights, ``shard`` the group ZeRO shards over, ``busy_s`` the compute + host wait, ``rf`` the
+    weights, ``gather_b`` the bytes of one ZeRO-3 all-gather of the stage's weights (2 B per
+    parameter, 1 for the layers' under ``Job.fp8_all_gather``), ``shard`` the group ZeRO shards over, ``busy_s`` the compute + host wait, ``rf`` the
     recompute factor."""
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
@@ -61,8 +64,8 @@ def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, tp: n
     # ZeRO-3/FSDP gathers and reduces layer by layer (FSDP2's fully_shard per transformer block,
     # DeepSpeed's per-module fetch, XLA's per-layer collectives in a scanned stack): one collective
     # per layer of the stage and pass, each paying its ring latency
-    zero3_once = ring(shard, 2 * p_dev + grad_bytes, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
-    zero3_each = ring(shard, 4 * p_dev + grad_bytes, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
+    zero3_once = ring(shard, gather_b + grad_bytes, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
+    zero3_each = ring(shard, 2 * gather_b + grad_bytes, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
     replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2 * stage_L, "all_reduce")
     # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
     z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)

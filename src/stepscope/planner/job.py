@@ -204,6 +204,11 @@ class Job:
     # input, recast in backward (torchao's float8: matmul_with_hp_or_float8_args saves input_hp);
     # see rates.stored_per_token
     fp8_saved_inputs: str = "fp8"
+    # with precision fp8 under ZeRO-3/FSDP: the layers' weights are cast to fp8 before their
+    # all-gather (torchao's enable_fsdp_float8_all_gather, off by default in torchtitan), so the
+    # gathers move, and the gathered buffers hold, 1 B per layer parameter instead of 2 (the
+    # embedding and the output layer stay bf16; the gradients' reduce-scatter is unchanged)
+    fp8_all_gather: bool = False
     # the fused attention kernel (planner/attention.py: "fa2", "cudnn", "fa3"): its measured speed
     # replaces the attention prior on devices where the catalog has measurements of it; "" = the prior
     attention_kernel: str = ""

@@ -27,6 +27,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["attention_kernel"] = job.attention_kernel if measured else f"{job.attention_kernel}: not measured on {job.hw.name}, the prior"
     if job.precision == "fp8":
         out |= {"fp8_recipe": job.fp8_recipe, "fp8_weight_cache": job.fp8_weight_cache, "fp8_saved_inputs": job.fp8_saved_inputs}
+        if job.fp8_all_gather:
+            out["fp8_all_gather"] = True
     if job.kv_repeated:
         out["kv_repeated"] = True
     if job.model.n_experts:
@@ -66,7 +68,7 @@ def settings_line(st: dict[str, Any]) -> str:
              f"{'fp32' if st['grad_bytes'] == 4 else '16-bit'} gradients"]
     if st["precision"] == "fp8":
         parts.append(f"fp8 {st['fp8_recipe']}, weights cast {'once per step' if st['fp8_weight_cache'] else 'every micro-batch'}, "
-                     f"{st['fp8_saved_inputs']} inputs saved")
+                     f"{st['fp8_saved_inputs']} inputs saved" + (", FSDP gathers fp8 weights" if st.get("fp8_all_gather") else ""))
     if "moe_imbalance" in st and st["moe_imbalance"] != 1.0:
         parts.append(f"MoE imbalance {st['moe_imbalance']:g}")
     if st.get("zero_gather_copy_us"):
