@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.model_flops import ModelShape
+from .job import Job
 
 COMM_BUFFER_BYTES = 1e9  # prior: NCCL channel buffers and bucket copies
 GATHERED_LAYERS = 2  # the running layer and the prefetched next one
@@ -67,3 +68,13 @@ def largest_tensor_params(m: ModelShape, fused_projections: bool, tp: np.ndarray
     per_tp = max(attn, dense_mlp, shared, float(m.vocab) * h) / tp
     experts = gate_up * h * m.d_ff_expert * m.n_experts / (ep * etp) if m.n_experts else 0.0
     return np.asarray(np.maximum(per_tp, experts))
+
+
+def gather_bytes(job: Job, *, p_dev: np.ndarray, layers_p: np.ndarray, unit_is_layer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes of one ZeRO-3 all-gather of the stage's weights, bytes per parameter ZeRO-3 holds
+    gathered). bf16, 2 B; with ``Job.fp8_all_gather`` (and fp8) the layers' weights (``layers_p`` of
+    the stage's ``p_dev``) are gathered in fp8, 1 B, and so is the gathered unit when it is a layer
+    gathered whole (``unit_is_layer``); the embedding and the output layer stay bf16."""
+    fp8 = job.precision == "fp8" and job.fp8_all_gather
+    per_param = np.where(np.logical_and(fp8 and job.zero3_gather == "layer", unit_is_layer), 1.0, 2.0)
+    return 2 * p_dev - (layers_p if fp8 else 0.0), per_param

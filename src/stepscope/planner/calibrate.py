@@ -160,7 +160,8 @@ def one_standard_error(candidates: Sequence[tuple[float, bool]], scores: np.ndar
     means = scores.mean(axis=1)
     best = int(np.argmin(means))
     host = candidates[best][1]
-    se = float(np.std(scores[best], ddof=1) / np.sqrt(scores.shape[1]))
+    runs = scores.shape[1]
+    se = float(np.std(scores[best], ddof=1) / np.sqrt(runs)) if runs > 1 else 0.0
     pull = max(p for c, (p, h) in enumerate(candidates) if h == host and means[c] <= means[best] + se)
     return pull, host
 

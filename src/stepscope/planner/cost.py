@@ -116,7 +116,7 @@ from typing import Any
 import numpy as np
 
 from .activations import NORM_ACT, QKV_OFFLOADED, SELECTIVE, activations
-from .buffers import comm_buffer_bytes, largest_tensor_params
+from .buffers import comm_buffer_bytes, gather_bytes, largest_tensor_params
 from .data_parallel import dp_seconds, zero_gather_host_s
 
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
@@ -225,10 +225,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     uneven = stage_L / (L / pp)
     layer_p = dense / tp + experts / (ep * etp)
     p_dev = np.maximum(stage_L * layer_p, end_L * layer_p + emb / tp)
-    # bytes of one ZeRO-3 all-gather of the stage's weights: bf16, or (Job.fp8_all_gather) the
-    # layers' weights in fp8 and the embedding / output layer in bf16
-    fp8_gather = job.precision == "fp8" and job.fp8_all_gather
-    gather_b = 2 * p_dev - (np.where(stage_L * layer_p >= end_L * layer_p + emb / tp, stage_L, end_L) * layer_p if fp8_gather else 0.0)
+    # ZeRO-3's all-gather of the stage and the bytes per gathered parameter (Job.fp8_all_gather)
+    gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=np.where(stage_L * layer_p >= end_L * layer_p + emb / tp, stage_L, end_L)
+                                        * layer_p, unit_is_layer=layer_p >= emb / tp)
     # FSDP without resharding after forward (``keep_params``, FSDP2 reshard_after_forward=False,
     # torchtitan's default under pipeline parallelism): the stage's bf16 weights stay gathered from
     # forward to backward, which saves the backward all-gather
@@ -251,9 +250,6 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # gathered tensor by tensor, the largest tensor
     unit_p = (largest_tensor_params(m, job.fused_projections, tp, ep, etp) if job.zero3_gather == "tensor"
               else np.maximum(dense / tp + experts / (ep * etp), emb / tp))
-    # fp8-gathered (Job.fp8_all_gather) when the unit is a layer; the embedding stays bf16
-    unit_fp8 = fp8_gather and job.zero3_gather == "layer"
-    unit_bytes = np.where(unit_fp8 & (dense / tp + experts / (ep * etp) >= emb / tp), 1.0, 2.0)
     buf_b = comm_buffer_bytes(zero, keep, unit_p, job.grad_bytes, static_memory=hw.static_memory, param_bytes=unit_bytes)
     reserve_b = np.full(tp.shape, job.reserve_bytes)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
