@@ -21,7 +21,9 @@ gradient is final only after the last micro-batch's backward):
 - HSDP: the ZeRO-3 traffic within the shard group g plus an all-reduce 2(r-1)/r of the sharded
   gradients across the r = dp/g replicas, under the last backward.
 A group's link is inter-node when it spans nodes; ``Job.dp_overlap`` (prior 0.7) of each part
-hides, never more than its window (planner/window.py); ZeRO-0/1/2 gradients reduced in
+hides (ZeRO-3 prefetched a layer ahead, ``Job.zero3_prefetch``: all but a micro-batch's first
+all-gather and last reduce-scatter, 1 - 2 / (3 layers) of it; with kept weights 1 - 1 / layers),
+never more than its window (planner/window.py); ZeRO-0/1/2 gradients reduced in
 ``Job.dp_bucket_mb`` buckets pay one ring latency per bucket.
 
 ZeRO-1/2 weights gathered tensor by tensor on the host (``Job.zero_gather_copy_s``, nanotron):
@@ -69,7 +71,10 @@ def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gathe
     replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2 * stage_L, "all_reduce")
     # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
     z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)
-    z3_s = (window.hide(np.where(keep, zero3_once, zero3_each * n_micro), job.dp_overlap * z3, np.where(keep, micro_s, busy_s), "dp")
+    # prefetched a layer ahead (Job.zero3_prefetch): of a micro-batch's collectives (3 per layer;
+    # kept weights: 2) only the first all-gather and the last reduce-scatter have no compute beside them
+    z3_share = np.where(keep, 1 - 1 / stage_L, 1 - 2 / (3 * stage_L)) if job.zero3_prefetch else job.dp_overlap
+    z3_s = (window.hide(np.where(keep, zero3_once, zero3_each * n_micro), z3_share * z3, np.where(keep, micro_s, busy_s), "dp")
             + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s, "dp"))
     z12_s = ((ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
               else window.hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s, "dp"))

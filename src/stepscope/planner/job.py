@@ -209,6 +209,12 @@ class Job:
     # gathers move, and the gathered buffers hold, 1 B per layer parameter instead of 2 (the
     # embedding and the output layer stay bf16; the gradients' reduce-scatter is unchanged)
     fp8_all_gather: bool = False
+    # ZeRO-3/FSDP collectives issued a layer ahead (FSDP2's implicit prefetching: the next block's
+    # all-gather in forward, the previous block's all-gather and the next's reduce-scatter in
+    # backward, each on its own stream): all but a micro-batch's first all-gather and last
+    # reduce-scatter run under a neighbouring layer's compute while they are shorter than it
+    # (data_parallel.py); False: the share Job.dp_overlap hides
+    zero3_prefetch: bool = False
     # the fused attention kernel (planner/attention.py: "fa2", "cudnn", "fa3"): its measured speed
     # replaces the attention prior on devices where the catalog has measurements of it; "" = the prior
     attention_kernel: str = ""

@@ -1,8 +1,9 @@
-"""FSDP with fp8 all-gather (torchao's enable_fsdp_float8_all_gather): the layers' weights are cast to
-fp8 before their all-gather, so ZeRO-3's gathers move, and its gathered buffers hold, 1 B per layer
-parameter instead of 2; the embedding and the output layer stay bf16, the gradients' reduce-scatter is
-unchanged. Hand counts on a small model (h 1024, 8 layers of 16,777,216 matmul parameters, vocab 8000;
-the planner leaves the norms' 2,048 per layer out)."""
+"""FSDP (ZeRO-3) terms by hand. fp8 all-gather (torchao's enable_fsdp_float8_all_gather): the layers'
+weights are cast to fp8 before their all-gather, so the gathers move, and the gathered buffers hold,
+1 B per layer parameter instead of 2; the embedding and the output layer stay bf16, the gradients'
+reduce-scatter is unchanged. Prefetching (FSDP2): only a micro-batch's first all-gather and last
+reduce-scatter are exposed. A small model: h 1024, 8 layers of 16,777,216 matmul parameters, vocab
+8000 (the planner leaves the norms' 2,048 per layer out)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,23 @@ def test_flag_and_record_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*args, "--fp8-all-gather"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["settings"]["fp8_all_gather"] is True
+
+
+def test_prefetched_zero3_exposes_only_the_first_gather_and_the_last_reduce_by_hand() -> None:
+    """FSDP2's implicit prefetching (Job.zero3_prefetch): 3 collectives per layer and micro-batch, of
+    which only the first all-gather and the last reduce-scatter have no layer's compute beside them:
+    2 of 3 x 8 exposed while the traffic is shorter than the compute; kept weights, 2 of 2 x 8."""
+    def bytes_only(n: np.ndarray, nbytes: np.ndarray, span: np.ndarray, calls: np.ndarray | float = 1.0, kind: str = "") -> np.ndarray:
+        return np.where(n > 1, nbytes, 0.0)
+
+    one = np.ones(1)
+    args = {"ring": bytes_only, "p_dev": one * 100.0, "gather_b": one * 200.0, "tp": one, "pp": one, "dpc": one * 8,
+            "shard": one * 8, "zero": one * 3, "stage_L": one * 8, "n_micro": one * 4, "busy_s": one * 1e6, "rf": one}
+    raw = 4 * (2 * 200 + 4 * 100)  # 4 micro-batches: two gathers of 200 B, a reduce-scatter of 400 (fp32)
+    each = dp_seconds(_job(zero3_prefetch=True), window=Window(one * 1e6), keep=np.zeros(1, dtype=bool), **args)
+    assert float(each[0]) == pytest.approx(raw * 2 / 24)
+    once = dp_seconds(_job(zero3_prefetch=True), window=Window(one * 1e6), keep=np.ones(1, dtype=bool), **args)
+    assert float(once[0]) == pytest.approx((200 + 400) * 2 / 16)
+    # without it, the 0.7 prior share hides
+    plain = dp_seconds(_job(), window=Window(one * 1e6), keep=np.zeros(1, dtype=bool), **args)
+    assert float(plain[0]) == pytest.approx(raw * 0.3)
