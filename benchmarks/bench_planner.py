@@ -146,6 +146,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               kv_repeated=bool(_preset(r["source"]).get("kv_repeated", False)),
               # FSDP2 prefetches the next block's collectives (torchtitan's preset)
               zero3_prefetch=bool(_preset(r["source"]).get("zero3_prefetch", False)),
+              # torchtitan's TP plan keeps the all-gathered linear inputs (its preset)
+              sp_saves_gathered=bool(_preset(r["source"]).get("sp_saves_gathered", False)),
               # how ZeRO-3 gathers, from the framework's preset: MaxText's (XLA) and, for SC21's
               # ZeRO-3 rows, DeepSpeed's (each submodule's parameters fetched before its forward)
               zero3_gather=(frameworks.by_name("deepspeed").settings if deepspeed else _preset(r["source"])).get("zero3_gather", "layer"),

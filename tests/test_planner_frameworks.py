@@ -25,7 +25,8 @@ def _step(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[float, float]
 def test_a_preset_is_its_flags_and_an_explicit_flag_wins(capsys: pytest.CaptureFixture[str]) -> None:
     ev = ["--precision", "fp8", "--evaluate", "tp=1,dp=8,zero=3,mb=1"]
     titan = _step(capsys, "--framework", "torchtitan", *ev)
-    assert titan == _step(capsys, "--separate-projections", "--repeated-kv", "--zero3-prefetch", "--loss", "compiled", "--fp8-recast-weights",
+    assert titan == _step(capsys, "--separate-projections", "--repeated-kv", "--zero3-prefetch", "--sp-saves-gathered", "--loss", "compiled",
+                          "--fp8-recast-weights",
                           "--fp8-saved-inputs", "bf16", "--attention-kernel", "fa2", *ev)
     assert titan != _step(capsys, *ev)  # the defaults are Megatron's
     # --loss fused given: the preset's other settings stay, its loss does not

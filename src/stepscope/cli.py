@@ -141,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="ZeRO-3/FSDP collectives run a layer ahead under the neighbouring layer's compute (FSDP2's implicit "
                     "prefetching; the torchtitan preset): only a micro-batch's first all-gather and last reduce-scatter are exposed "
                     "while each is shorter than a layer's compute")
+    pl.add_argument("--sp-saves-gathered", dest="sp_saves_gathered", action="store_true", default=None,
+                    help="sequence parallelism keeps the all-gathered inputs of the column-parallel layers for their weight "
+                    "gradients (torchtitan's DTensor plan; the torchtitan preset) instead of gathering them again in backward")
     pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
                     help="ZeRO-1/2: the updated weights' all-gather runs under the next forward (Megatron --overlap-param-gather)")
     pl.add_argument("--pipeline-split-embedding", action="store_true",

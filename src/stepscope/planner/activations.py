@@ -28,6 +28,7 @@ import numpy as np
 
 from .job import (
     ACT_BYTES,
+    GATHERED_BYTES,
     RECOMPUTE,
     RECOMPUTE_FACTOR,
     REPLICATED_BYTES,
@@ -78,7 +79,10 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
         masks = np.full(len(act_c), 2.0)
         masks[FULL] = 0.0
         act_c, rep_c = act_c + masks, rep_c + masks
-    act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp) / cp
+    # sequence parallelism that saves its all-gathered inputs (Job.sp_saves_gathered): the policy's
+    # gathered bytes (GATHERED_BYTES) whole, (1 - 1/tp) of them more than Korthikanti's sharded count
+    sp_saved = sp * (1.0 - 1.0 / tp) if job.sp_saves_gathered else np.zeros(tp.shape)
+    act_layer = seq * mb * h * (act_c[rc] / tp + rep_c[rc] * no_sp + GATHERED_BYTES[rc] * sp_saved) / cp
     # the most loaded expert rank holds moe_imbalance x the routed copies the policy keeps (those
     # that store the expert MLP's tensors: no recompute and selective)
     act_layer = act_layer + np.where(rc <= 1, (job.moe_imbalance - 1) * routed_c, 0.0) * seq * mb * h / (tp * cp)
@@ -100,7 +104,8 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     inflight = np.minimum(full, n)
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
-    work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp) / cp
+    work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp
+                                 + (GATHERED_BYTES[0] - GATHERED_BYTES[rc]) * sp_saved) / cp
     # the first stage holds the most micro-batches; with fewer layers there (end_L < stage_L) the
     # second stage, one micro-batch (interleaved: two chunks) fewer of more layers, can hold more
     held = np.maximum(end_L * inflight, np.where(pp > 2, stage_L * np.minimum(second, n), 0.0))

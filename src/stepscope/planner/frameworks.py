@@ -18,7 +18,7 @@ from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP, ZERO3_GATHER, tp_
 from .search import KEY_ALIASES, parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
-SETTINGS = ("fused_projections", "kv_repeated", "zero3_prefetch", "loss", "fp8_weight_cache", "fp8_saved_inputs", "eager_swiglu", "tp_overlap", "zero_gather_copy_us",
+SETTINGS = ("fused_projections", "kv_repeated", "zero3_prefetch", "sp_saves_gathered", "loss", "fp8_weight_cache", "fp8_saved_inputs", "eager_swiglu", "tp_overlap", "zero_gather_copy_us",
             "attention_kernel", "zero3_gather")
 _NUMBERS = ("zero_gather_copy_us",)  # settings that are numbers >= 0 (the rest: names or true/false)
 

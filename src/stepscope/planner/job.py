@@ -40,6 +40,12 @@ ACT_BYTES = np.array([np.nan, np.nan, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan, np.na
 # save_dot_except_mlp 2 + 2, save_qkv_proj 2, save_out_proj 2 + 2; "op" 2, + 2 for a gated MLP's
 # kept down projection (cost.py); layernorm_moe_act keeps the norms' inputs, not their outputs: 4
 REPLICATED_BYTES = np.array([8.0, 8.0, 2.0, 6.0, 4.0, 2.0, 4.0, np.nan, 4.0, 2.0])
+# With sequence parallelism whose all-gathered inputs are saved (Job.sp_saves_gathered): the two
+# column-parallel inputs (attention's q/k/v input, the MLP's input), 2 B each, that a policy keeps
+# whole where Korthikanti's count keeps them sharded: the policies that keep the linear layers'
+# inputs (none, selective, layernorm_moe_act); the others recompute them, and torchtitan's op
+# policy re-gathers (it saves reduce-scatter outputs, not all-gather outputs)
+GATHERED_BYTES = np.array([4.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0])
 # layernorm_moe_act recomputes no GEMM: its recompute is memory-bound bytes (cost.py, rates.norm_moe_act);
 # selective's entry is nominal: cost.py charges the attention core's forward per configuration
 RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan, 1.0, 1.28])
@@ -215,6 +221,12 @@ class Job:
     # reduce-scatter run under a neighbouring layer's compute while they are shorter than it
     # (data_parallel.py); False: the share Job.dp_overlap hides
     zero3_prefetch: bool = False
+    # sequence parallelism's all-gathered inputs of the column-parallel layers are saved for their
+    # weight gradients (torchtitan: PrepareModuleInput gathers the norm's output to Replicate and
+    # F.linear saves that input), so (1 - 1/tp) of two h-wide inputs more per token and layer stay
+    # on each TP rank (activations.py); False: re-gathered in backward (Megatron's sequence
+    # parallelism saves the shard and all-gathers again for the weight gradient)
+    sp_saves_gathered: bool = False
     # the fused attention kernel (planner/attention.py: "fa2", "cudnn", "fa3"): its measured speed
     # replaces the attention prior on devices where the catalog has measurements of it; "" = the prior
     attention_kernel: str = ""

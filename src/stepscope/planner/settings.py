@@ -33,6 +33,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["kv_repeated"] = True
     if job.zero3_prefetch:
         out["zero3_prefetch"] = True
+    if job.sp_saves_gathered:
+        out["sp_saves_gathered"] = True
     if job.model.n_experts:
         out["moe_imbalance"] = job.moe_imbalance
     if job.dp_bucket_mb:
@@ -64,6 +66,7 @@ def settings_line(st: dict[str, Any]) -> str:
              "fused q/k/v and gate/up GEMMs" if st["fused_projections"] else "separate q, k, v (and gate, up) GEMMs",
              *(["K and V repeated to every query head"] if st.get("kv_repeated") else []),
              *(["ZeRO-3 collectives prefetched a layer ahead"] if st.get("zero3_prefetch") else []),
+             *(["sequence parallelism keeps its gathered inputs"] if st.get("sp_saves_gathered") else []),
              "fused elementwise kernels" if st["fused_elementwise"] else "eager elementwise ops",
              *(["eager SwiGLU"] if st["eager_swiglu"] and st["fused_elementwise"] else []),
              (f"flash attention ({_KERNEL_TEXT.get(st['attention_kernel'], st['attention_kernel'])})" if st.get("attention_kernel")

@@ -1,7 +1,8 @@
-"""K and V repeated to every query head before the attention kernel (torchtitan's Llama runs
-repeat_kv ahead of scaled_dot_product_attention): under GQA context parallelism exchanges n_heads-wide
-K and V, the no-recompute policy stores them, and the copy moves the extra heads. Values by hand on a
-small GQA model (h 1024, 16 heads of 64, 4 KV heads, f 4096, 8 layers)."""
+"""torchtitan's mechanisms by hand, on a small GQA model (h 1024, 16 heads of 64, 4 KV heads, f 4096,
+8 layers). K and V repeated to every query head before the attention kernel (its Llama runs
+repeat_kv ahead of scaled_dot_product_attention): under GQA context parallelism exchanges
+n_heads-wide K and V, the no-recompute policy stores them, and the copy moves the extra heads.
+Sequence parallelism that keeps its all-gathered linear inputs (its DTensor TP plan)."""
 
 from __future__ import annotations
 
@@ -71,3 +72,26 @@ def test_flag_reaches_the_settings(capsys: pytest.CaptureFixture[str]) -> None:
     a, b = json.loads(plain), json.loads(repeated)
     assert b["settings"]["kv_repeated"] is True and a["settings"].get("kv_repeated") in (None, False)
     assert b["step_time_s"] > a["step_time_s"]
+
+
+def test_sequence_parallelism_that_keeps_its_gathered_inputs_by_hand() -> None:
+    """torchtitan's TP plan gathers each norm's output (PrepareModuleInput, Shard(1) -> Replicate)
+    before the column-parallel linears, and autograd keeps that whole input: per token and layer,
+    two h-wide bf16 inputs, of which Korthikanti's count (re-gathered in backward, as Megatron does)
+    keeps 1/tp. At tp 4: 2 x 2 B x 1024 x 3/4 = 3,072 B per token and layer more."""
+    extra_per_token_layer = 2 * 2 * H * (1 - 1 / 4)
+    tokens = SEQ  # one micro-batch of one sequence in flight (no pipeline)
+    for policy, layers in (("none", L), ("full", 1)):  # full: only the layer backward regenerates
+        s = parse_strategy(f"tp=4,dp=2,mb=1,recompute={policy}")
+        base, kept = evaluate(_job(), s), evaluate(_job(sp_saves_gathered=True), s)
+        assert float(kept["activations_gb"][0] - base["activations_gb"][0]) == pytest.approx(
+            layers * tokens * extra_per_token_layer / 1e9)
+    # torchtitan's op policy re-gathers (it saves reduce-scatter outputs, not all-gather outputs):
+    # only the regenerated layer holds them
+    s = parse_strategy("tp=4,dp=2,mb=1,recompute=op")
+    assert float(evaluate(_job(sp_saves_gathered=True), s)["activations_gb"][0] - evaluate(_job(), s)["activations_gb"][0]) == \
+        pytest.approx(tokens * extra_per_token_layer / 1e9)
+    # without sequence parallelism the inputs are whole anyway, and at tp 1 there is nothing to gather
+    for strategy in ("tp=4,sp=0,dp=2,mb=1,recompute=none", "tp=1,dp=8,mb=1,recompute=none"):
+        s = parse_strategy(strategy)
+        assert evaluate(_job(sp_saves_gathered=True), s)["activations_gb"][0] == pytest.approx(evaluate(_job(), s)["activations_gb"][0])
