@@ -124,6 +124,7 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     titan_2025 = bool(re.search(r"2025-?06", r["source"]))
     loss = ("compiled" if titan_2025 else "unfused") if "torchtitan" in r["source"] else "copy" if "nanotron" in r["source"] else "fused"
     # the SC21 runs (Megatron 2021) had --hidden-dropout 0.1, its default then: its masks are stored
+    preset = _preset(r["source"])  # the source's framework preset (data/frameworks.yaml)
     job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
               hidden_dropout="Narayanan" in r["source"],
               param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate, loss=loss,
@@ -141,16 +142,16 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               fp8_all_gather=bool(re.search(r"fsdp float8 all-gather", r["precision"], re.IGNORECASE)),
               # the attention kernel the source's framework runs, from its preset (data/frameworks.yaml);
               # kept at the prior where it is not measured (Ascend, TPU) or without flash attention (SC21)
-              attention_kernel=_preset(r["source"]).get("attention_kernel", ""),
+              attention_kernel=preset.get("attention_kernel", ""),
               # torchtitan's Llama repeats K and V to n_heads before SDPA (its preset)
-              kv_repeated=bool(_preset(r["source"]).get("kv_repeated", False)),
+              kv_repeated=bool(preset.get("kv_repeated", False)),
               # FSDP2 prefetches the next block's collectives (torchtitan's preset)
-              zero3_prefetch=bool(_preset(r["source"]).get("zero3_prefetch", False)),
+              zero3_prefetch=bool(preset.get("zero3_prefetch", False)),
               # torchtitan's TP plan keeps the all-gathered linear inputs (its preset)
-              sp_saves_gathered=bool(_preset(r["source"]).get("sp_saves_gathered", False)),
+              sp_saves_gathered=bool(preset.get("sp_saves_gathered", False)),
               # how ZeRO-3 gathers, from the framework's preset: MaxText's (XLA) and, for SC21's
               # ZeRO-3 rows, DeepSpeed's (each submodule's parameters fetched before its forward)
-              zero3_gather=(frameworks.by_name("deepspeed").settings if deepspeed else _preset(r["source"])).get("zero3_gather", "layer"),
+              zero3_gather=(frameworks.by_name("deepspeed").settings if deepspeed else preset).get("zero3_gather", "layer"),
               # the cluster's measured collective bandwidth where published (data/networks.yaml)
               network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
               dp_bucket_mb=25.0 if "nanotron" in r["source"] or torch_ddp else 0.0,

@@ -224,10 +224,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     stage_L, end_L = stage_layers(L, pp, job.pipeline_split_embedding)
     uneven = stage_L / (L / pp)
     layer_p = dense / tp + experts / (ep * etp)
-    p_dev = np.maximum(stage_L * layer_p, end_L * layer_p + emb / tp)
+    stage_p, end_p = stage_L * layer_p, end_L * layer_p + emb / tp  # a middle stage's, an end stage's (+ embedding)
+    p_dev = np.maximum(stage_p, end_p)
     # ZeRO-3's all-gather of the stage and the bytes per gathered parameter (Job.fp8_all_gather)
-    gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=np.where(stage_L * layer_p >= end_L * layer_p + emb / tp, stage_L, end_L)
-                                        * layer_p, unit_is_layer=layer_p >= emb / tp)
+    gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=np.where(stage_p >= end_p, stage_p, end_L * layer_p),
+                                        unit_is_layer=layer_p >= emb / tp)
     # FSDP without resharding after forward (``keep_params``, FSDP2 reshard_after_forward=False,
     # torchtitan's default under pipeline parallelism): the stage's bf16 weights stay gathered from
     # forward to backward, which saves the backward all-gather
@@ -249,7 +250,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # larger (FSDP wraps them as units of their own; Llama 3 8B's 128K x 4096 is 2.4 layers), or
     # gathered tensor by tensor, the largest tensor
     unit_p = (largest_tensor_params(m, job.fused_projections, tp, ep, etp) if job.zero3_gather == "tensor"
-              else np.maximum(dense / tp + experts / (ep * etp), emb / tp))
+              else np.maximum(layer_p, emb / tp))
     buf_b = comm_buffer_bytes(zero, keep, unit_p, job.grad_bytes, static_memory=hw.static_memory, param_bytes=unit_bytes)
     reserve_b = np.full(tp.shape, job.reserve_bytes)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b

@@ -45,14 +45,13 @@ Ring = Callable[..., np.ndarray]  # links.Links.ring: (ranks, bytes, span, calls
 
 
 def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gather_b: np.ndarray, tp: np.ndarray, pp: np.ndarray,
-               dpc: np.ndarray,
-               shard: np.ndarray, zero: np.ndarray, keep: np.ndarray, stage_L: np.ndarray, n_micro: np.ndarray,
+               dpc: np.ndarray, shard: np.ndarray, zero: np.ndarray, keep: np.ndarray, stage_L: np.ndarray, n_micro: np.ndarray,
                busy_s: np.ndarray, rf: np.ndarray) -> np.ndarray:
     """Exposed DP/FSDP seconds per configuration (module docstring); what hides is taken from
     ``window``. ``p_dev`` parameters on the most loaded stage, ``dpc`` = dp x cp ranks sharing
     weights, ``gather_b`` the bytes of one ZeRO-3 all-gather of the stage's weights (2 B per
-    parameter, 1 for the layers' under ``Job.fp8_all_gather``), ``shard`` the group ZeRO shards over, ``busy_s`` the compute + host wait, ``rf`` the
-    recompute factor."""
+    parameter, 1 for the layers' under ``Job.fp8_all_gather``), ``shard`` the group ZeRO shards
+    over, ``busy_s`` the compute + host wait, ``rf`` the recompute factor."""
     grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard
