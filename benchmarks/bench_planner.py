@@ -149,6 +149,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               zero3_prefetch=bool(preset.get("zero3_prefetch", False)),
               # torchtitan's TP plan keeps the all-gathered linear inputs (its preset)
               sp_saves_gathered=bool(preset.get("sp_saves_gathered", False)),
+              # nanotron places pipeline blocks by their cost, the output layer's too (its preset)
+              pipeline_split_cost=bool(preset.get("pipeline_split_cost", False)),
               # how ZeRO-3 gathers, from the framework's preset: MaxText's (XLA) and, for SC21's
               # ZeRO-3 rows, DeepSpeed's (each submodule's parameters fetched before its forward)
               zero3_gather=(frameworks.by_name("deepspeed").settings if deepspeed else preset).get("zero3_gather", "layer"),

@@ -1,6 +1,8 @@
-"""Megatron's account_for_embedding_in_pipeline_split + account_for_loss_in_pipeline_split
-(Job.pipeline_split_embedding): the embedding and the loss count as one layer each when the layers
-are split over the stages, so the first and the last stage hold one transformer layer fewer."""
+"""How layers are split over pipeline stages. Megatron's account_for_embedding_in_pipeline_split +
+account_for_loss_in_pipeline_split (Job.pipeline_split_embedding): the embedding and the loss count
+as one layer each, so the first and the last stage hold one transformer layer fewer. nanotron's
+split by cost (Job.pipeline_split_cost): blocks fill a stage until their cumulative cost passes
+k/pp of the total, the output layer counted at V h against a layer's 4 n_heads d_head h + 3 d_ff h."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import numpy as np
 import pytest
 
 from stepscope.analysis.model_flops import ModelShape
-from stepscope.planner.cost import Job, evaluate, stage_layers
+from stepscope.cli import main
+from stepscope.planner.cost import Job, cost_split, evaluate, split_costs, stage_layers
 from stepscope.planner.search import hardware, parse_strategy
 
 # 6 layers of h = 64, 4 MHA heads, a plain MLP of 256: 4 h^2 + 2 h 256 = 49,152 matmul weights a
@@ -29,12 +32,32 @@ M = ModelShape(d_model=64, n_layers=6, n_heads=4, n_kv_heads=4, head_dim=16, d_f
     (6, 1, True, (6, 6)),  # no pipeline: nothing to split
 ])
 def test_stage_layers(L: int, pp: int, split: bool, expected: tuple[int, int]) -> None:
-    stage, end = stage_layers(float(L), np.array([pp]), split)
-    assert (int(stage[0]), int(end[0])) == expected
+    stage, first, last = stage_layers(float(L), np.array([pp]), split)
+    assert (int(stage[0]), int(first[0])) == expected and last[0] == first[0]
 
 
-def _job(split: bool) -> Job:
-    return Job(M, hardware("h100"), 4, 4, 16, 1024, pipeline_split_embedding=split)
+@pytest.mark.parametrize(("L", "pp", "layer", "head", "expected"), [
+    # 16 layers of cost 1, an output layer of 4: total 20, the first stage closes when its
+    # cumulative cost passes 10, after its 11th layer; the second holds 5 layers and the output layer
+    (16, 2, 1, 4, (11, 11, 5)),
+    # equal layers, no output layer: thresholds 2, 4, 6 over cumulative 1..6; a stage closes only
+    # once it has passed its threshold (the crossing layer stays), so 3, 2, 1 layers
+    (6, 3, 1, 0, (3, 3, 1)),
+    (6, 1, 1, 4, (6, 6, 6)),  # no pipeline
+])
+def test_cost_split(L: int, pp: int, layer: int, head: int, expected: tuple[int, int, int]) -> None:
+    assert cost_split(L, pp, layer, head) == expected
+    stage, first, last = stage_layers(float(L), np.array([pp, pp]), False, (layer, head))
+    assert [stage.tolist(), first.tolist(), last.tolist()] == [[float(x)] * 2 for x in expected]
+
+
+def test_split_costs_follow_nanotron() -> None:
+    """4 x 4 heads x 16 x 64 + 3 x 256 x 64 (nanotron's formula counts 3 d_ff h, gated or not) and 100 x 64."""
+    assert split_costs(M) == (16_384 + 49_152, 6_400)
+
+
+def _job(split: bool, cost: bool = False) -> Job:
+    return Job(M, hardware("h100"), 4, 4, 16, 1024, pipeline_split_embedding=split, pipeline_split_cost=cost)
 
 
 def test_weights_of_the_most_loaded_stage() -> None:
@@ -68,6 +91,36 @@ def test_the_pace_is_the_most_loaded_stage() -> None:
     assert a > 0 and b > 0
     split = float(evaluate(_job(True), parse_strategy("pp=4,mb=1"))["compute_s"][0])
     assert split == pytest.approx(max(a * 2 / 1.5, a / 1.5 + 4 * b), rel=1e-9)
+
+
+def test_split_by_cost_weights_and_pace() -> None:
+    """pp = 2 split by cost: a layer 65,536, the output layer 6,400, total 399,616; the first stage
+    passes half (199,808) with its 4th layer, so it holds 4 layers and the embedding, the last
+    2 layers and the output layer. Weights: 2 B x (4 x 49,152 + 6,400). The pace, with A and B as
+    in test_the_pace_is_the_most_loaded_stage: max(A 4/3, A 2/3 + 2 B); the even split's is A + 2 B
+    (3 layers each, the output layer on the last)."""
+    s = parse_strategy("pp=2,mb=1")
+    r = evaluate(_job(False, cost=True), s)
+    assert r["weights_gb"][0] == pytest.approx(2 * (4 * 49_152 + 6_400) / 1e9)
+    one = float(evaluate(_job(False), parse_strategy("dp=4,mb=1"))["compute_s"][0])
+    four = float(evaluate(_job(False), parse_strategy("pp=4,mb=1"))["compute_s"][0])
+    a = (4 * one - four) / (4 - 2 / 1.5)
+    b = one - a
+    assert float(r["compute_s"][0]) == pytest.approx(max(a * 4 / 3, a * 2 / 3 + 2 * b), rel=1e-9)
+    assert float(evaluate(_job(False), s)["compute_s"][0]) == pytest.approx(a + 2 * b, rel=1e-9)
+
+
+def test_split_by_cost_flag_preset_and_conflict(run_json: Callable[..., Any], capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096",
+            "--evaluate", "tp=1,pp=4,dp=4,mb=1,zero=1", "--json"]
+    plain, cost = run_json(*args), run_json(*args, "--pipeline-split-cost")
+    assert cost["settings"]["pipeline_split_cost"] is True and "pipeline_split_cost" not in plain["settings"]
+    assert run_json(*args, "--framework", "nanotron")["settings"]["pipeline_split_cost"] is True
+    # Megatron's split asked for wins over the preset's; both asked for is refused
+    mixed = run_json(*args, "--framework", "nanotron", "--pipeline-split-embedding")["settings"]
+    assert mixed.get("pipeline_split_embedding") is True and "pipeline_split_cost" not in mixed
+    assert main(list(args) + ["--pipeline-split-cost", "--pipeline-split-embedding"]) == 2
+    assert "--pipeline-split-cost" in capsys.readouterr().err
 
 
 def test_the_flag_and_the_batch_key(tmp_path: Path, run_json: Callable[..., Any]) -> None:

@@ -150,6 +150,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="the embedding and the loss count as one layer each when the layers are split over pipeline stages: "
                     "the first and the last stage hold one layer fewer (Megatron --account-for-embedding-in-pipeline-split "
                     "--account-for-loss-in-pipeline-split, set by Megatron-Bridge's Llama 3.1 405B recipe)")
+    pl.add_argument("--pipeline-split-cost", action="store_true", default=None,
+                    help="pipeline stages are filled by the blocks' cumulative cost, the output layer's (V h) against a "
+                    "layer's, as nanotron's build_model does: the last stage holds fewer layers, the first more "
+                    "(the nanotron preset)")
     pl.add_argument("--hidden-dropout", action="store_true",
                     help="the residual branches' dropout is on (Megatron --hidden-dropout > 0, the 2021-22 GPT runs): a 1-byte "
                     "mask per element after attention and after the MLP is kept for backward")

@@ -44,10 +44,10 @@ QKV_OFFLOADED = RECOMPUTE.index("qkv_proj_offloaded")
 
 def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,
                 n_micro: np.ndarray, rc: np.ndarray, sched: np.ndarray, offload: np.ndarray,
-                stage_L: np.ndarray, end_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                stage_L: np.ndarray, first_L: np.ndarray, last_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(peak activation bytes per device, bytes one stored layer takes, recompute factor by policy,
     sequence parallelism 0/1) per configuration. ``stage_L``: the layers of the most loaded stage,
-    ``end_L``: of the first and the last (cost.stage_layers)."""
+    ``first_L``: of the first, ``last_L``: of the last, the one with the output layer (cost.stage_layers)."""
     m = job.model
     h, seq = float(m.d_model), float(job.seq_len)
     act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # the nan entries follow the model's shape
@@ -106,14 +106,14 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     # (the no-recompute size) are live on top of what the policy stores
     work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp
                                  + (GATHERED_BYTES[0] - GATHERED_BYTES[rc]) * sp_saved) / cp
-    # the first stage holds the most micro-batches; with fewer layers there (end_L < stage_L) the
+    # the first stage holds the most micro-batches; with fewer layers there (first_L < stage_L) the
     # second stage, one micro-batch (interleaved: two chunks) fewer of more layers, can hold more
-    held = np.maximum(end_L * inflight, np.where(pp > 2, stage_L * np.minimum(second, n), 0.0))
+    held = np.maximum(first_L * inflight, np.where(pp > 2, stage_L * np.minimum(second, n), 0.0))
     act_stage = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * held) + work_layer
     # the output layer: the loss's live bytes per logit (LOSS_BYTES; fused: bf16 logits + their
     # fp32 copy, s*b*V*(2+4)/(tp*cp)) on the last stage (vocab-parallel under TP), which holds one
     # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
     logits = seq * mb * m.vocab * job.loss_bytes[0] / (tp * cp)
-    act_last = np.where(offload, act_layer * np.minimum(2.0, end_L), act_layer * end_L) + work_layer + logits
+    act_last = np.where(offload, act_layer * np.minimum(2.0, last_L), act_layer * last_L) + work_layer + logits
     act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
     return act_b, act_layer, rfactor, sp

@@ -85,7 +85,7 @@ def run(ns: argparse.Namespace) -> int:
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
                                                   "dp_bucket_mb", "zero_gather_copy_us", "network", "moe_imbalance", "host_wait_us", "dp_overlap", "loss", "hardware_file", "framework",
                                                   "eager_swiglu", "fused_projections", "kv_repeated", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "zero3_prefetch", "sp_saves_gathered", "attention_kernel",
-                                                  "zero3_gather")}
+                                                  "zero3_gather", "pipeline_split_cost")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
                    ("zero_sync_after_backward", False), ("fused_loss", True), ("pipeline_split_embedding", False),

@@ -111,10 +111,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import fields, replace
+from functools import cache
 from typing import Any
 
 import numpy as np
 
+from ..analysis.model_flops import ModelShape
 from .activations import NORM_ACT, QKV_OFFLOADED, SELECTIVE, activations
 from .buffers import comm_buffer_bytes, gather_bytes, largest_tensor_params
 from .data_parallel import dp_seconds, zero_gather_host_s
@@ -157,18 +159,53 @@ from .work import (
 __all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
 
 
-def stage_layers(L: float, pp: np.ndarray, split_embedding: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(layers of the most loaded stage, layers of the first and the last stage). Megatron splits
-    ceil(L / pp) per stage; with account_for_embedding_in_pipeline_split and
-    account_for_loss_in_pipeline_split the embedding and the loss count as one layer each:
+def stage_layers(L: float, pp: np.ndarray, split_embedding: bool,
+                 split_cost: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(layers of the most loaded stage, of the first stage, of the last stage: the one with the
+    output layer). Megatron splits ceil(L / pp) per stage; with account_for_embedding_in_pipeline_split
+    and account_for_loss_in_pipeline_split the embedding and the loss count as one layer each:
     ceil((L + 2) / pp) per stage, the first and the last stage holding one transformer layer
-    fewer (with 2 stages both are end stages)."""
+    fewer (with 2 stages both are end stages). ``split_cost``: (a layer's cost, the output layer's
+    cost), the split balances these (nanotron, :func:`cost_split`)."""
+    if split_cost is not None:
+        out = np.array([cost_split(int(L), int(p), *split_cost) for p in np.unique(pp)]).reshape(-1, 3)
+        k = np.searchsorted(np.unique(pp), pp)
+        return out[k, 0], out[k, 1], out[k, 2]
     if not split_embedding:
         stage_L = np.ceil(L / pp)
-        return stage_L, stage_L
+        return stage_L, stage_L, stage_L
     u = np.ceil((L + 2) / pp)
     end_L = np.where(pp > 1, u - 1, L)
-    return np.where(pp > 2, u, end_L), end_L
+    return np.where(pp > 2, u, end_L), end_L, end_L
+
+
+def split_costs(m: ModelShape) -> tuple[int, int]:
+    """nanotron's block costs (get_block_compute_costs): a decoder layer 4 n_heads d_head h +
+    3 d_ff h (its formula, GQA or not), the output layer V h."""
+    h = m.d_model
+    return 4 * m.n_heads * m.head_dim * h + 3 * m.d_ff * h, m.vocab * h
+
+
+@cache
+def cost_split(L: int, pp: int, layer_cost: int, head_cost: int) -> tuple[float, float, float]:
+    """(most layers on a stage, layers of the first stage, of the stage holding the output layer)
+    when pipeline blocks are placed by their cumulative cost, as nanotron's build_model does: the
+    blocks in forward order (the embedding, cost 0; L layers of ``layer_cost``; the output layer of
+    ``head_cost``) go to the current stage, which moves on to the next once the cumulative cost
+    exceeds k/pp of the total (the block that crosses stays). Integer costs compared exactly
+    (cum x pp > total x k). nanotron's costs: a layer 4 n_heads d_head h + 3 d_ff h, the output
+    layer V h; with a heavy output layer the last stage gets fewer layers and the first more."""
+    if pp <= 1:
+        return float(L), float(L), float(L)
+    total = L * layer_cost + head_cost
+    layers = [0] * pp
+    k, cum = 0, 0
+    for _ in range(L):  # at most a few hundred layers, once per (L, pp, costs)
+        layers[k] += 1
+        cum += layer_cost
+        if cum * pp > total * (k + 1) and k < pp - 1:
+            k += 1
+    return float(max(layers)), float(layers[0]), float(layers[k])
 
 
 def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
@@ -221,7 +258,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # pipeline's pace (its layers' compute and communication are x `uneven` the even share).
     # end_L: the layers of the first and the last stage, one fewer than the middle stages' when
     # the embedding and the loss count as a layer each in the split (Job.pipeline_split_embedding)
-    stage_L, end_L = stage_layers(L, pp, job.pipeline_split_embedding)
+    stage_L, first_L, last_L = stage_layers(L, pp, job.pipeline_split_embedding, split_costs(m) if job.pipeline_split_cost else None)
+    end_L = np.maximum(first_L, last_L)
     uneven = stage_L / (L / pp)
     layer_p = dense / tp + experts / (ep * etp)
     stage_p, end_p = stage_L * layer_p, end_L * layer_p + emb / tp  # a middle stage's, an end stage's (+ embedding)
@@ -245,7 +283,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     n_micro = np.where(ga > 0, ga, np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb)))
     mb = np.where((pp > 1) | (ga > 0), job.global_batch / (dp * n_micro), mb)
     act_b, act_layer, rfactor, sp = activations(job, s, tp=tp, pp=pp, cp=cp, mb=mb, n_micro=n_micro, rc=rc, sched=sched,
-                                                offload=offload, stage_L=stage_L, end_L=end_L)
+                                                offload=offload, stage_L=stage_L, first_L=first_L, last_L=last_L)
     # what ZeRO-3 holds gathered at once: a layer, or the embedding / output layer where it is
     # larger (FSDP wraps them as units of their own; Llama 3 8B's 128K x 4096 is 2.4 layers), or
     # gathered tensor by tensor, the largest tensor
@@ -300,7 +338,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     rf = np.where(rc == SELECTIVE, 1.0 + sel_extra_s / np.maximum(layers_s, 1e-30), rfactor[rc])
     hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + attn_flops / 3.0 / model_flops, rfactor[rc])  # for HFU
     # the pace: the most loaded stage, a middle one or the last with the output layer
-    compute_s = np.maximum(layers_s * rf * uneven, layers_s * rf * end_L / (L / pp) + (logits_s + loss_s) * pp)
+    compute_s = np.maximum(layers_s * rf * uneven, layers_s * rf * last_L / (L / pp) + (logits_s + loss_s) * pp)
     # the device waiting on the host (Job.layer_overhead_s): per layer of the stage and micro-batch,
     # replayed by recompute. The compute stream is idle then, but collectives already launched on
     # their own streams run on: the windows DP, EP and offload transfers hide in are compute + wait

@@ -19,7 +19,7 @@ from .search import KEY_ALIASES, parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
 SETTINGS = ("fused_projections", "kv_repeated", "zero3_prefetch", "sp_saves_gathered", "loss", "fp8_weight_cache", "fp8_saved_inputs", "eager_swiglu", "tp_overlap", "zero_gather_copy_us",
-            "attention_kernel", "zero3_gather")
+            "attention_kernel", "zero3_gather", "pipeline_split_cost")
 _NUMBERS = ("zero_gather_copy_us",)  # settings that are numbers >= 0 (the rest: names or true/false)
 
 
@@ -88,6 +88,8 @@ def apply(record: dict[str, Any], fw: Framework) -> dict[str, Any]:
     tp_overlap is a strategy property and is not set here)."""
     out = dict(record)
     own = {k for k, v in out.items() if v not in (None, "")} | ({"loss"} if out.get("fused_loss") is False else set())
+    # Megatron's embedding-counting split, asked for, wins over a preset's split by cost
+    own |= {"pipeline_split_cost"} if out.get("pipeline_split_embedding") is True else set()
     out.update({k: v for k, v in fw.settings.items() if k != "tp_overlap" and k not in own})
     return out
 

@@ -144,6 +144,10 @@ class Job:
     # layer each when the layers are split over the stages, so the first and the last stage hold
     # one transformer layer fewer than the others (cost.stage_layers)
     pipeline_split_embedding: bool = False
+    # pipeline blocks placed by their cumulative cost, as nanotron's build_model does (a layer
+    # 4 n_heads d_head h + 3 d_ff h, the output layer V h): a heavy output layer leaves the last
+    # stage fewer layers and the first more (cost.cost_split)
+    pipeline_split_cost: bool = False
     # residual-branch (hidden) dropout on, as Megatron's GPT runs of 2021-22 had (--hidden-dropout
     # 0.1, its default then): a 1-byte mask per h-wide element after attention and after the MLP
     # is kept for backward (activations.py); 0 (off) in today's LLM recipes
@@ -305,6 +309,9 @@ class Job:
         if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):
             raise ConfigError(f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
                               fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml")
+        if self.pipeline_split_embedding and self.pipeline_split_cost:
+            raise ConfigError("the pipeline split is either by layers with the embedding and loss counted (Megatron) or by cost (nanotron), not both",
+                              fix="drop --pipeline-split-embedding or --pipeline-split-cost")
         if self.loss not in LOSS_BYTES:
             raise ConfigError(f"loss must be one of {', '.join(LOSS_BYTES)}, not {self.loss!r}", fix="e.g. --loss unfused")
         if self.fp8_saved_inputs not in ("fp8", "bf16"):

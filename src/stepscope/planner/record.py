@@ -52,6 +52,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         fused_elementwise=_bool(d, "fused_elementwise", True),
         eager_swiglu=_bool(d, "eager_swiglu", False),
         pipeline_split_embedding=_bool(d, "pipeline_split_embedding", False),
+        pipeline_split_cost=_bool(d, "pipeline_split_cost", False),
         hidden_dropout=_bool(d, "hidden_dropout", False),
         param_gather_overlap=_bool(d, "param_gather_overlap", False),
         zero_sync_after_backward=_bool(d, "zero_sync_after_backward", False),
@@ -83,7 +84,7 @@ RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
     "zero_sync_after_backward", "fused_projections", "kv_repeated", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "zero3_prefetch", "sp_saves_gathered", "attention_kernel", "dp_bucket_mb", "moe_imbalance", "zero3_gather",
-    "zero_gather_copy_us", "network", "framework", "strategy", "pipeline_split_embedding", "hidden_dropout", "host_wait_us", "dp_overlap",
+    "zero_gather_copy_us", "network", "framework", "strategy", "pipeline_split_embedding", "pipeline_split_cost", "hidden_dropout", "host_wait_us", "dp_overlap",
 })
 
 

@@ -51,6 +51,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["network"] = job.network.name
     if job.pipeline_split_embedding:
         out["pipeline_split_embedding"] = True
+    if job.pipeline_split_cost:
+        out["pipeline_split_cost"] = True
     if job.hidden_dropout:
         out["hidden_dropout"] = True
     if isinstance(job.layer_overhead_s, float | int) and job.layer_overhead_s > 0:
@@ -85,6 +87,8 @@ def settings_line(st: dict[str, Any]) -> str:
         parts.append(f"network {st['network']}")
     if st.get("pipeline_split_embedding"):
         parts.append("embedding and loss counted as pipeline layers")
+    if st.get("pipeline_split_cost"):
+        parts.append("pipeline stages balanced by cost, the output layer's included")
     if st.get("hidden_dropout"):
         parts.append("hidden dropout masks kept")
     if st.get("host_wait_us"):
