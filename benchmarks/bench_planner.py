@@ -133,6 +133,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],
               # nanotron's ZeRO-1 all-gather puts every (tensor, rank) shard back one op at a time, from Python
               zero_gather_copy_s=ZERO_GATHER_COPY_S if "nanotron" in r["source"] else 0.0,
+              # nanotron's fp32 gradient accumulator adds every gradient into its fp32 buffer after each backward
+              grad_accum_bytes=float(preset.get("grad_accum_bytes", 0.0)) if "fp32 grad" in r["precision"] else 0.0,
               fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise",
               # torchao's float8 (torchtitan) casts the weights in every forward; TE caches them per step
               fp8_weight_cache="torchtitan" not in r["source"],

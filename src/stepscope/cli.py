@@ -162,6 +162,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--zero-gather-copy-us", dest="zero_gather_copy_us", type=float, metavar="US",
                     help="ZeRO-1/2: host microseconds per parameter tensor and DP rank the weights' all-gather spends putting "
                     "shards back one at a time (nanotron: about 10); default 0, a flat buffer gathered in place")
+    pl.add_argument("--grad-accum-bytes", dest="grad_accum_bytes", type=float, metavar="B",
+                    help="bytes per parameter and micro-batch a separate gradient-accumulation kernel moves after each "
+                    "backward (nanotron's fp32 accumulator: 10, the nanotron preset); default 0, accumulated in place")
     pl.add_argument("--dp-bucket-mb", type=float, metavar="MB",
                     help="gradients reduced under the backward in buckets of this many MB, each paying its own latency "
                     "(PyTorch DDP and nanotron: 25); default: one collective")

@@ -339,6 +339,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + attn_flops / 3.0 / model_flops, rfactor[rc])  # for HFU
     # the pace: the most loaded stage, a middle one or the last with the output layer
     compute_s = np.maximum(layers_s * rf * uneven, layers_s * rf * last_L / (L / pp) + (logits_s + loss_s) * pp)
+    # a separate gradient-accumulation kernel (Job.grad_accum_bytes) over the stage's parameters
+    # after every micro-batch's backward: memory-bound device work in the stage's pace
+    compute_s = compute_s + job.grad_accum_bytes * p_dev * n_micro / hw.hbm_bytes_per_s
     # the device waiting on the host (Job.layer_overhead_s): per layer of the stage and micro-batch,
     # replayed by recompute. The compute stream is idle then, but collectives already launched on
     # their own streams run on: the windows DP, EP and offload transfers hide in are compute + wait

@@ -168,6 +168,13 @@ class Job:
     # step. 0 = a flat buffer gathered in place (Megatron's distributed optimizer, DeepSpeed,
     # FSDP); see benchmarks/zero_gather_host.py for the measured cost per pair
     zero_gather_copy_s: float = 0.0
+    # bytes per parameter of the stage and micro-batch that a separate gradient-accumulation kernel
+    # moves after each backward: nanotron's FP32GradientAccumulator.backward runs
+    # fp32_grad.add_(half_param.grad) for every parameter (read the bf16 gradient, 2 B, read and
+    # write the fp32 one, 8 B: 10), on every micro-batch, whole even under ZeRO-1. 0 where the
+    # weight-gradient GEMM accumulates in place (Megatron's gradient_accumulation_fusion) or
+    # gradients are reduce-scattered each micro-batch (FSDP)
+    grad_accum_bytes: float = 0.0
     # how ZeRO-3 / FSDP gathers the weights (planner/buffers.py): "layer", a transformer block's
     # weights in one collective (PyTorch FSDP wrapped per block: torchtitan, Megatron's FSDP), or
     # "tensor", each parameter tensor by itself just before its op (XLA's SPMD partitioner, one
@@ -336,6 +343,9 @@ class Job:
         if isinstance(self.dp_overlap, float | int) and not 0 <= self.dp_overlap <= 1:  # (a NaN fails too)
             raise ConfigError(f"DP overlap must be a share from 0 to 1, not {self.dp_overlap:g}",
                               fix="e.g. --dp-overlap 0 when the gradients are reduced after the backward")
+        if not 0 <= self.grad_accum_bytes < math.inf:
+            raise ConfigError(f"gradient accumulation must move >= 0 bytes per parameter, not {self.grad_accum_bytes:g}",
+                              fix="e.g. --grad-accum-bytes 10 (nanotron's fp32 accumulator)")
         if not 0 <= self.zero_gather_copy_s < math.inf:
             raise ConfigError(f"ZeRO gather copy time must be >= 0 us per tensor and rank, not {self.zero_gather_copy_s * 1e6:g}",
                               fix="e.g. --zero-gather-copy-us 10 (nanotron's per-tensor all-gather)")

@@ -45,6 +45,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["zero_sync_after_backward"] = True
     if job.zero_gather_copy_s:
         out["zero_gather_copy_us"] = job.zero_gather_copy_s * 1e6
+    if job.grad_accum_bytes:
+        out["grad_accum_bytes"] = job.grad_accum_bytes
     if job.zero3_gather != "layer":
         out["zero3_gather"] = job.zero3_gather
     if job.network is not None:
@@ -79,6 +81,8 @@ def settings_line(st: dict[str, Any]) -> str:
                      f"{st['fp8_saved_inputs']} inputs saved" + (", FSDP gathers fp8 weights" if st.get("fp8_all_gather") else ""))
     if "moe_imbalance" in st and st["moe_imbalance"] != 1.0:
         parts.append(f"MoE imbalance {st['moe_imbalance']:g}")
+    if st.get("grad_accum_bytes"):
+        parts.append(f"gradients accumulated by a separate kernel ({st['grad_accum_bytes']:g} B per parameter and micro-batch)")
     if st.get("zero_gather_copy_us"):
         parts.append(f"ZeRO weights gathered tensor by tensor ({st['zero_gather_copy_us']:g} us of host time per tensor and rank)")
     if st.get("zero3_gather") == "tensor":
