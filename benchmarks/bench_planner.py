@@ -142,6 +142,8 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               fp8_saved_inputs="bf16" if "torchtitan" in r["source"] else "fp8",
               # torchao's FSDP float8 all-gather where the row says so (the Trainy H200 runs)
               fp8_all_gather=bool(re.search(r"fsdp float8 all-gather", r["precision"], re.IGNORECASE)),
+              # torchao converts narrow TP shards too, which its own thresholds say gain nothing (its preset)
+              fp8_gain_thresholds=bool(preset.get("fp8_gain_thresholds", False)),
               # the attention kernel the source's framework runs, from its preset (data/frameworks.yaml);
               # kept at the prior where it is not measured (Ascend, TPU) or without flash attention (SC21)
               attention_kernel=preset.get("attention_kernel", ""),

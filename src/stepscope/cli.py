@@ -137,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--fp8-all-gather", dest="fp8_all_gather", action="store_true", default=None,
                     help="with --precision fp8 and ZeRO-3/FSDP: the layers' weights are cast to fp8 before their all-gather "
                     "(torchao's enable_fsdp_float8_all_gather): half the gather traffic and gathered buffers")
+    pl.add_argument("--fp8-gain-thresholds", dest="fp8_gain_thresholds", action="store_true", default=None,
+                    help="with --precision fp8: only linears whose per-device shape clears torchao's H100 thresholds run "
+                    "faster than bf16 (the torchtitan preset; torchao converts narrow TP shards too)")
     pl.add_argument("--zero3-prefetch", dest="zero3_prefetch", action="store_true", default=None,
                     help="ZeRO-3/FSDP collectives run a layer ahead under the neighbouring layer's compute (FSDP2's implicit "
                     "prefetching; the torchtitan preset): only a micro-batch's first all-gather and last reduce-scatter are exposed "

@@ -308,8 +308,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         # mask), AV reads it (13 B forward); backward about 19 B: 32 B at fp16
         score_bytes = 32.0 * m.n_heads * seq * tokens * attn_layers
     moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
-    gemm_time, logits_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
-    work = gemm_time * prec_factor / gemm_eff + attn_flops / attn_eff
+    gemm_time, logits_gemm, bf16_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
+    # a faster precision speeds up all GEMMs but those that run at the bf16 rate (work.py)
+    work = ((gemm_time - bf16_gemm) * prec_factor + bf16_gemm) / gemm_eff + attn_flops / attn_eff
     elem_bytes = memory_bound_bytes(job, tokens, tp, sp, score_bytes, ep, etp)
     # layernorm_moe_act recomputes memory-bound ops only: their forward bytes once more
     elem_bytes = elem_bytes + np.where(rc == NORM_ACT, norm_moe_act(m, job.swiglu_eager)[1] * L * tokens, 0.0)
@@ -326,7 +327,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # the output layer (logits GEMM, part of `work`, and the loss) is not recomputed and runs on the
     # last pipeline stage only: that stage does pp x its evenly spread share, and the pipeline
     # runs at the pace of its slowest stage
-    logits_s = logits_gemm * prec_factor / gemm_eff / peak / job.devices
+    logits_s = logits_gemm / gemm_eff / peak / job.devices
     loss_s = loss_bytes / hw.hbm_bytes_per_s / job.devices
     layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - logits_s + fp8_weight_s
     # selective recompute (Megatron's core attention: QK^T, softmax, dropout, attention over V)

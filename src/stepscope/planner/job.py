@@ -226,6 +226,11 @@ class Job:
     # gathers move, and the gathered buffers hold, 1 B per layer parameter instead of 2 (the
     # embedding and the output layer stay bf16; the gradients' reduce-scatter is unchanged)
     fp8_all_gather: bool = False
+    # fp8's GEMM speedup only for the linears whose per-device shape clears torchao's H100
+    # thresholds (torchao.float8 _auto_filter_for_rowwise / _auto_filter_for_tensorwise, drawn
+    # from its float8 linear benchmarks: below them "worse performance"); the others run at the
+    # bf16 rate and still pay their casts (rates.fp8_gains). False: every linear gains
+    fp8_gain_thresholds: bool = False
     # ZeRO-3/FSDP collectives issued a layer ahead (FSDP2's implicit prefetching: the next block's
     # all-gather in forward, the previous block's all-gather and the next's reduce-scatter in
     # backward, each on its own stream): all but a micro-batch's first all-gather and last

@@ -177,6 +177,18 @@ def gemm_shape(d: np.ndarray | float) -> np.ndarray:
 FP8_WEIGHT_BYTES = {"tensorwise": 8.0, "rowwise": 14.0}
 
 
+def fp8_gains(recipe: str, in_dim: np.ndarray | float, out_dim: np.ndarray | float) -> np.ndarray:
+    """Whether an fp8 linear of ``in_dim`` input and ``out_dim`` output features runs faster than
+    bf16 on an H100, by torchao's thresholds (``torchao/float8/float8_linear_utils.py``,
+    ``_auto_filter_for_recipe``; there ``K, N = weight.shape``, i.e. K the output and N the input
+    features): rowwise gains unless in <= 2048, out <= 1024, or in <= 4096 and out <= 2048;
+    tensorwise unless out <= 4096 and in <= 1024. Applied to the GEMM a device runs (TP's shard)."""
+    i, o = np.asarray(in_dim, dtype=np.float64), np.asarray(out_dim, dtype=np.float64)
+    if recipe == "rowwise":
+        return ~((i <= 2048) | (o <= 1024) | ((i <= 4096) & (o <= 2048)))
+    return ~((o <= 4096) & (i <= 1024))
+
+
 def fp8_cast_bytes(m: ModelShape, recipe: str, tp: np.ndarray) -> np.ndarray:
     """Bytes per token and softmax-attention layer, summed over the devices, that dynamic fp8
     scaling moves through HBM besides the GEMMs (weights: ``FP8_WEIGHT_BYTES``).

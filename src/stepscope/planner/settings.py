@@ -29,6 +29,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out |= {"fp8_recipe": job.fp8_recipe, "fp8_weight_cache": job.fp8_weight_cache, "fp8_saved_inputs": job.fp8_saved_inputs}
         if job.fp8_all_gather:
             out["fp8_all_gather"] = True
+        if job.fp8_gain_thresholds:
+            out["fp8_gain_thresholds"] = True
     if job.kv_repeated:
         out["kv_repeated"] = True
     if job.zero3_prefetch:
@@ -78,7 +80,8 @@ def settings_line(st: dict[str, Any]) -> str:
              f"{'fp32' if st['grad_bytes'] == 4 else '16-bit'} gradients"]
     if st["precision"] == "fp8":
         parts.append(f"fp8 {st['fp8_recipe']}, weights cast {'once per step' if st['fp8_weight_cache'] else 'every micro-batch'}, "
-                     f"{st['fp8_saved_inputs']} inputs saved" + (", FSDP gathers fp8 weights" if st.get("fp8_all_gather") else ""))
+                     f"{st['fp8_saved_inputs']} inputs saved" + (", FSDP gathers fp8 weights" if st.get("fp8_all_gather") else "")
+                     + (", no fp8 gain below torchao's shape thresholds" if st.get("fp8_gain_thresholds") else ""))
     if "moe_imbalance" in st and st["moe_imbalance"] != 1.0:
         parts.append(f"MoE imbalance {st['moe_imbalance']:g}")
     if st.get("grad_accum_bytes"):

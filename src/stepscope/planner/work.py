@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .job import Job
-from .rates import fp8_cast_bytes, gemm_shape
+from .rates import fp8_cast_bytes, fp8_gains, gemm_shape
 
 
 def _projection_shapes(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -20,12 +20,20 @@ def _projection_shapes(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tuple[np.
 
 
 def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.ndarray, tp: np.ndarray, ep: np.ndarray,
-                         etp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                         etp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the step's GEMM FLOPs divided by each class's shape efficiency, the output layer's part of
-    it). Classes by their narrowest per-device dimension, at most ``m_tok`` (the micro-batch's
-    tokens on a device): attention projections (q/o q_w/tp; k/v fused with q into one
-    (q_w + 2 kv_w)/tp GEMM, or separate kv_w/tp ones), MLPs f/tp, routed experts d_ff_expert/etp
-    with the tokens one local expert receives, the output layer V/tp."""
+    it, the part that runs at the bf16 rate under fp8). Classes by their narrowest per-device
+    dimension, at most ``m_tok`` (the micro-batch's tokens on a device): attention projections
+    (q/o q_w/tp; k/v fused with q into one (q_w + 2 kv_w)/tp GEMM, or separate kv_w/tp ones),
+    MLPs f/tp, routed experts d_ff_expert/etp with the tokens one local expert receives, the
+    output layer V/tp.
+
+    At the bf16 rate under fp8: the output layer (torchtitan's float8 configs filter "output";
+    Megatron's output layer is a plain ColumnParallelLinear, outside Transformer Engine's fp8),
+    and, with ``Job.fp8_gain_thresholds``, the projections and MLP linears whose per-device
+    (input, output) features fail torchao's thresholds (rates.fp8_gains): q (h, q_w/tp), k and v
+    (h, kv_w/tp) or fused qkv (h, (q_w + 2 kv_w)/tp), o (q_w/tp, h), the MLP's up projections
+    (h, f/tp each; fused gate and up 2f/tp: 2/3 of a gated MLP's FLOPs) and down (f/tp, h)."""
     m = job.model
     h, L = float(m.d_model), float(m.n_layers)
     attn_layers = L - m.linear_layers
@@ -44,16 +52,30 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
         qo_flops, kv_flops = 12.0 * q_w * h * attn_layers * tokens, 12.0 * kv_w * h * attn_layers * tokens
         q_shape, kv_shape = _projection_shapes(job, m_tok, tp)
         if job.fused_projections:
-            proj_time = (qo_flops / 2 + kv_flops) / kv_shape + qo_flops / 2 / q_shape
+            qkv_s, o_s = (qo_flops / 2 + kv_flops) / kv_shape, qo_flops / 2 / q_shape
+            proj_time = qkv_s + o_s
         else:
             proj_time = qo_flops / q_shape + kv_flops / kv_shape
         mixer_time = proj_time + (mixer_flops - qo_flops - kv_flops) / q_shape
-    gemm_time = mixer_time + mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok)) + logits_gemm
+    mlp_time = mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok))
+    gemm_time = mixer_time + mlp_time + logits_gemm
+    bf16_time = logits_gemm + np.zeros_like(tp)
+    if job.precision == "fp8" and job.fp8_gain_thresholds and attn_layers and not m.mla:
+        def slow(in_dim: float | np.ndarray, out_dim: float | np.ndarray) -> np.ndarray:
+            return ~fp8_gains(job.fp8_recipe, in_dim, out_dim)
+        if job.fused_projections:
+            bf16_time = bf16_time + np.where(slow(h, (q_w + 2 * kv_w) / tp), qkv_s, 0.0) + np.where(slow(q_w / tp, h), o_s, 0.0)
+        else:
+            bf16_time = (bf16_time + np.where(slow(h, q_w / tp), qo_flops / 2 / q_shape, 0.0) + np.where(slow(q_w / tp, h), qo_flops / 2 / q_shape, 0.0)
+                         + np.where(slow(h, kv_w / tp), kv_flops / kv_shape, 0.0))
+        up = 2.0 / 3.0 if m.gated_mlp else 0.5  # the up (gate and up) projections' share of the MLP's FLOPs
+        up_out = mlp_w * (2 if m.gated_mlp and job.fused_projections else 1)
+        bf16_time = bf16_time + np.where(slow(h, up_out), up * mlp_time, 0.0) + np.where(slow(mlp_w, h), (1 - up) * mlp_time, 0.0)
     if m.n_experts:
         m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
         # the most loaded expert rank sets the pace (Job.moe_imbalance)
         gemm_time = gemm_time + expert_flops * job.moe_imbalance / gemm_shape(np.minimum(m.d_ff_expert / np.maximum(etp, 1), m_expert))
-    return gemm_time, logits_gemm
+    return gemm_time, logits_gemm, bf16_time
 
 
 def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, score_bytes: float,
