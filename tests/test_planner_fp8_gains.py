@@ -74,3 +74,17 @@ def test_flag_and_preset(run_json: Callable[..., Any]) -> None:
     assert preset["settings"]["fp8_gain_thresholds"] is True
     # every Llama 3 8B linear at TP 8 fails rowwise's thresholds: slower than without them
     assert flagged["step_time_s"] > plain["step_time_s"]
+
+
+def test_tp_overlap_gemms_take_the_same_rates() -> None:
+    """The GEMMs TP collectives hide under run at the same rates: with rowwise thresholds every
+    linear of this model stays at the bf16 time; with tensorwise every one takes the factor."""
+    from stepscope.planner.work import tp_gemm_seconds_at_peak
+
+    tp, m_tok = np.array([1.0]), np.array([1024.0])
+    bf16 = tp_gemm_seconds_at_peak(_job("rowwise", True), m_tok, tp)
+    rowwise = tp_gemm_seconds_at_peak(_job("rowwise", True), m_tok, tp, 0.6)
+    tensorwise = tp_gemm_seconds_at_peak(_job("tensorwise", True), m_tok, tp, 0.6)
+    unfiltered = tp_gemm_seconds_at_peak(_job("rowwise", False), m_tok, tp, 0.6)
+    for b, r, t, u in zip(bf16, rowwise, tensorwise, unfiltered, strict=True):
+        assert r[0] == pytest.approx(b[0]) and t[0] == pytest.approx(0.6 * b[0]) and u[0] == pytest.approx(0.6 * b[0])

@@ -379,7 +379,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # (planner/tp_overlap.py); MoE layers' expert-TP collectives by the mechanism's share
     mode = _opt(s, "tp_overlap", tp).astype(np.int64)
     if np.any(mode > 0):  # (a search without an overlap mechanism skips the GEMM-by-GEMM terms)
-        qkv_s, o_s, up_s, down_s = (g * prec_factor / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp))
+        qkv_s, o_s, up_s, down_s = (g / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp, prec_factor))
         hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections, sp)
         hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections, sp) * tp_moe
         tp_s = tp_s - window.take(np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s), "tp")

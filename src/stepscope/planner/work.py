@@ -159,25 +159,34 @@ def h_wide_elementwise_bytes(job: Job, tokens: float) -> float:
     return 3 * (2 * 10 * h + (0.0 if job.fused_elementwise else 64 * h)) * L * tokens
 
 
-def tp_gemm_seconds_at_peak(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tuple[np.ndarray, ...]:
+def tp_gemm_seconds_at_peak(job: Job, m_tok: np.ndarray, tp: np.ndarray, prec_factor: float = 1.0) -> tuple[np.ndarray, ...]:
     """Forward FLOPs / shape efficiency (seconds at peak) of the four GEMM groups next to a
     layer's TP collectives, on one rank for one micro-batch of ``m_tok`` tokens: the q/k/v
     projections (one fused GEMM or separate ones, as in gemm_seconds_at_peak; MLA and linear
     attention mixers: the mixer's weights other than the output projection), the output
-    projection, the dense MLP's up (and gate) projections and its down projection."""
+    projection, the dense MLP's up (and gate) projections and its down projection; each x the
+    precision's time factor ``prec_factor``, except linears that fail fp8's shape thresholds
+    (``Job.fp8_gain_thresholds``, as in gemm_seconds_at_peak), which stay at the bf16 rate."""
     m = job.model
     h = float(m.d_model)
     q_w, kv_w = float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
     q_shape, kv_shape = _projection_shapes(job, m_tok, tp)
+    thresholds = job.precision == "fp8" and job.fp8_gain_thresholds and prec_factor != 1.0
+
+    def rate(in_dim: float | np.ndarray, out_dim: float | np.ndarray) -> np.ndarray | float:
+        return np.where(fp8_gains(job.fp8_recipe, in_dim, out_dim), prec_factor, 1.0) if thresholds else prec_factor
+
     o = 2.0 * m_tok * q_w * h / tp / q_shape
     if m.mla or m.linear_layers:
-        qkv = np.maximum(2.0 * m_tok * m.mixer_params_total() / m.n_layers / tp - o * q_shape, 0.0) / q_shape
+        qkv = np.maximum(2.0 * m_tok * m.mixer_params_total() / m.n_layers / tp - o * q_shape, 0.0) / q_shape * prec_factor
     elif job.fused_projections:
-        qkv = 2.0 * m_tok * h * (q_w + 2 * kv_w) / tp / kv_shape
+        qkv = 2.0 * m_tok * h * (q_w + 2 * kv_w) / tp / kv_shape * rate(h, (q_w + 2 * kv_w) / tp)
     else:
-        qkv = 2.0 * m_tok * h * q_w / tp / q_shape + 4.0 * m_tok * h * kv_w / tp / kv_shape
+        qkv = 2.0 * m_tok * h * q_w / tp / q_shape * rate(h, q_w / tp) + 4.0 * m_tok * h * kv_w / tp / kv_shape * rate(h, kv_w / tp)
+    o = o * (prec_factor if m.mla or m.linear_layers else rate(q_w / tp, h))
     f = float(m.d_ff)
     f_shape = gemm_shape(np.minimum(np.minimum(h, f / tp), m_tok))
-    up = 2.0 * m_tok * h * (2 if m.gated_mlp else 1) * f / tp / f_shape
-    down = 2.0 * m_tok * f * h / tp / f_shape
+    up_out = f / tp * (2 if m.gated_mlp and job.fused_projections else 1)
+    up = 2.0 * m_tok * h * (2 if m.gated_mlp else 1) * f / tp / f_shape * rate(h, up_out)
+    down = 2.0 * m_tok * f * h / tp / f_shape * rate(f / tp, h)
     return qkv, o, up, down
