@@ -16,8 +16,9 @@ import pytest
 
 from stepscope.analysis.model_flops import ModelShape
 from stepscope.cli import main
-from stepscope.planner.cost import Job, cost_split, evaluate, split_costs, stage_layers
+from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.stages import cost_split, split_costs, stage_layers
 
 # 6 layers of h = 64, 4 MHA heads, a plain MLP of 256: 4 h^2 + 2 h 256 = 49,152 matmul weights a
 # layer; a 100-word vocabulary: 6,400 embedding weights

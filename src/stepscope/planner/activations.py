@@ -47,7 +47,7 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
                 stage_L: np.ndarray, first_L: np.ndarray, last_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(peak activation bytes per device, bytes one stored layer takes, recompute factor by policy,
     sequence parallelism 0/1) per configuration. ``stage_L``: the layers of the most loaded stage,
-    ``first_L``: of the first, ``last_L``: of the last, the one with the output layer (cost.stage_layers)."""
+    ``first_L``: of the first, ``last_L``: of the last, the one with the output layer (stages.stage_layers)."""
     m = job.model
     h, seq = float(m.d_model), float(job.seq_len)
     act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # the nan entries follow the model's shape

@@ -111,12 +111,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import fields, replace
-from functools import cache
 from typing import Any
 
 import numpy as np
 
-from ..analysis.model_flops import ModelShape
 from .activations import NORM_ACT, QKV_OFFLOADED, SELECTIVE, activations
 from .buffers import comm_buffer_bytes, gather_bytes, largest_tensor_params
 from .data_parallel import dp_seconds, zero_gather_host_s
@@ -148,6 +146,7 @@ from .rates import (
     norm_moe_act,
     params,
 )
+from .stages import split_costs, stage_layers
 from .tp_overlap import hidden_per_layer, share_of_all
 from .window import HIDDEN_PARTS, Window
 from .work import (
@@ -157,55 +156,6 @@ from .work import (
 )
 
 __all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
-
-
-def stage_layers(L: float, pp: np.ndarray, split_embedding: bool,
-                 split_cost: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(layers of the most loaded stage, of the first stage, of the last stage: the one with the
-    output layer). Megatron splits ceil(L / pp) per stage; with account_for_embedding_in_pipeline_split
-    and account_for_loss_in_pipeline_split the embedding and the loss count as one layer each:
-    ceil((L + 2) / pp) per stage, the first and the last stage holding one transformer layer
-    fewer (with 2 stages both are end stages). ``split_cost``: (a layer's cost, the output layer's
-    cost), the split balances these (nanotron, :func:`cost_split`)."""
-    if split_cost is not None:
-        out = np.array([cost_split(int(L), int(p), *split_cost) for p in np.unique(pp)]).reshape(-1, 3)
-        k = np.searchsorted(np.unique(pp), pp)
-        return out[k, 0], out[k, 1], out[k, 2]
-    if not split_embedding:
-        stage_L = np.ceil(L / pp)
-        return stage_L, stage_L, stage_L
-    u = np.ceil((L + 2) / pp)
-    end_L = np.where(pp > 1, u - 1, L)
-    return np.where(pp > 2, u, end_L), end_L, end_L
-
-
-def split_costs(m: ModelShape) -> tuple[int, int]:
-    """nanotron's block costs (get_block_compute_costs): a decoder layer 4 n_heads d_head h +
-    3 d_ff h (its formula, GQA or not), the output layer V h."""
-    h = m.d_model
-    return 4 * m.n_heads * m.head_dim * h + 3 * m.d_ff * h, m.vocab * h
-
-
-@cache
-def cost_split(L: int, pp: int, layer_cost: int, head_cost: int) -> tuple[float, float, float]:
-    """(most layers on a stage, layers of the first stage, of the stage holding the output layer)
-    when pipeline blocks are placed by their cumulative cost, as nanotron's build_model does: the
-    blocks in forward order (the embedding, cost 0; L layers of ``layer_cost``; the output layer of
-    ``head_cost``) go to the current stage, which moves on to the next once the cumulative cost
-    exceeds k/pp of the total (the block that crosses stays). Integer costs compared exactly
-    (cum x pp > total x k). nanotron's costs: a layer 4 n_heads d_head h + 3 d_ff h, the output
-    layer V h; with a heavy output layer the last stage gets fewer layers and the first more."""
-    if pp <= 1:
-        return float(L), float(L), float(L)
-    total = L * layer_cost + head_cost
-    layers = [0] * pp
-    k, cum = 0, 0
-    for _ in range(L):  # at most a few hundred layers, once per (L, pp, costs)
-        layers[k] += 1
-        cum += layer_cost
-        if cum * pp > total * (k + 1) and k < pp - 1:
-            k += 1
-    return float(max(layers)), float(layers[0]), float(layers[k])
 
 
 def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:

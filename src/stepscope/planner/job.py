@@ -142,11 +142,11 @@ class Job:
     # Megatron's account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split
     # (set by Megatron-Bridge's Llama 3.1 405B recipe): the embedding and the loss count as one
     # layer each when the layers are split over the stages, so the first and the last stage hold
-    # one transformer layer fewer than the others (cost.stage_layers)
+    # one transformer layer fewer than the others (stages.stage_layers)
     pipeline_split_embedding: bool = False
     # pipeline blocks placed by their cumulative cost, as nanotron's build_model does (a layer
     # 4 n_heads d_head h + 3 d_ff h, the output layer V h): a heavy output layer leaves the last
-    # stage fewer layers and the first more (cost.cost_split)
+    # stage fewer layers and the first more (stages.cost_split)
     pipeline_split_cost: bool = False
     # residual-branch (hidden) dropout on, as Megatron's GPT runs of 2021-22 had (--hidden-dropout
     # 0.1, its default then): a 1-byte mask per h-wide element after attention and after the MLP
