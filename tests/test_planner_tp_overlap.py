@@ -39,11 +39,14 @@ def job_from_record() -> Job:
 
 def test_full_overlap_is_capped_by_each_fused_gemm() -> None:
     """Here the output projection (3 us) is far shorter than a collective (43 us), so its two
-    collectives hide only (tp-1)/tp of it; 8 layers, 4 micro-batches (4 sequences, mb 1)."""
+    collectives (the forward reduce-scatter under it, the backward all-gather under its
+    input-gradient GEMM only: the weight gradient takes the gathered tensor transposed, which
+    PyTorch's fusion pass does not match) hide only (tp-1)/tp of it each; 8 layers, 4
+    micro-batches (4 sequences, mb 1)."""
     c, qkv, o, up, down = _by_hand()
     s = 3 / 4
-    attn = min(s * c, s * qkv) + min(s * c, s * o) + min(s * c, s * 2 * o) + min(s * c, s * qkv)
-    mlp = min(s * c, s * up) + min(s * c, s * down) + min(s * c, s * 2 * down) + min(s * c, s * up)
+    attn = min(s * c, s * qkv) + min(s * c, s * o) + min(s * c, s * o) + min(s * c, s * qkv)
+    mlp = min(s * c, s * up) + min(s * c, s * down) + min(s * c, s * down) + min(s * c, s * up)
     assert s * o < s * c  # the capped regime
     off = evaluate(job_from_record(), parse_strategy("tp=4,mb=1"))
     on = evaluate(job_from_record(), parse_strategy("tp=4,mb=1,tp_overlap=full"))

@@ -11,8 +11,11 @@ hidden = min(share x c, (tp-1)/tp x GEMM). Per mechanism (TP_OVERLAP), with GEMM
 qkv, o, up, down (backward: input and weight gradients, each as long as the forward):
 - ``full`` (Megatron --tp-comm-overlap, PyTorch async TP): the forward all-gathers with the
   projections they feed (qkv, up), the forward reduce-scatters with the GEMMs producing their
-  input (o, down), the backward all-gathers with both backward GEMMs of the row-parallel layer
-  (2 o, 2 down), the backward reduce-scatters with the input-gradient GEMM (qkv, up), unless the
+  input (o, down), the backward all-gathers with the row-parallel layer's input-gradient GEMM
+  only (o, down: PyTorch's pass fuses an all-gather with the matmuls that take the gathered
+  tensor as their left operand, ``_find_consumer_matmuls``, and the weight gradient takes it
+  transposed; Transformer Engine overlaps that all-gather with the dgrad GEMM), the backward
+  reduce-scatters with the input-gradient GEMM (qkv, up), unless the
   projections are separate GEMMs (a sum of matmuls: PyTorch's micro-pipeline TP,
   torch/_inductor/fx_passes/micro_pipeline_tp.py, fuses a reduce-scatter only with the single
   matmul producing its input, so those 2 stay exposed);
@@ -47,8 +50,8 @@ def hidden_per_layer(mode: np.ndarray, tp: np.ndarray, c: np.ndarray, qkv: np.nd
     def fused_with(gemm: np.ndarray) -> np.ndarray:
         return np.minimum(s * c, s * gemm)
 
-    full_a = fused_with(qkv) + fused_with(o) + fused_with(2 * o) + (fused_with(qkv) if fused else 0.0)
-    full_m = fused_with(up) + fused_with(down) + fused_with(2 * down) + (fused_with(up) if fused else 0.0)
+    full_a = 2 * fused_with(o) + fused_with(qkv) + (fused_with(qkv) if fused else 0.0)
+    full_m = 2 * fused_with(down) + fused_with(up) + (fused_with(up) if fused else 0.0)
     bwd_a, bwd_m = np.minimum(grad_c, qkv), np.minimum(grad_c, up)
     shard_a = bwd_a + np.minimum(2 / tp * c, qkv / tp)
     shard_m = bwd_m + np.minimum(2 / tp * c, up / tp)
