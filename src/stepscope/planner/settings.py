@@ -14,6 +14,11 @@ _LOSS_TEXT = {"fused": "fused vocab-parallel loss", "unfused": "eager F.cross_en
               "copy": "nanotron's sharded cross entropy", "compiled": "compiled F.cross_entropy"}
 
 
+def _flags(job: Job, *names: str) -> dict[str, bool]:
+    """The boolean job settings among ``names`` that are on (those off are left out)."""
+    return {n: True for n in names if getattr(job, n)}
+
+
 def job_settings(job: Job) -> dict[str, Any]:
     """The settings the cost model reads from the job, by the names of the batch-record keys; the
     loss as it runs (a compiled loss in an eager job is unfused), gradients in bytes."""
@@ -27,24 +32,13 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["attention_kernel"] = job.attention_kernel if measured else f"{job.attention_kernel}: not measured on {job.hw.name}, the prior"
     if job.precision == "fp8":
         out |= {"fp8_recipe": job.fp8_recipe, "fp8_weight_cache": job.fp8_weight_cache, "fp8_saved_inputs": job.fp8_saved_inputs}
-        if job.fp8_all_gather:
-            out["fp8_all_gather"] = True
-        if job.fp8_gain_thresholds:
-            out["fp8_gain_thresholds"] = True
-    if job.kv_repeated:
-        out["kv_repeated"] = True
-    if job.zero3_prefetch:
-        out["zero3_prefetch"] = True
-    if job.sp_saves_gathered:
-        out["sp_saves_gathered"] = True
+        out |= _flags(job, "fp8_all_gather", "fp8_gain_thresholds")
+    out |= _flags(job, "kv_repeated", "zero3_prefetch", "sp_saves_gathered")
     if job.model.n_experts:
         out["moe_imbalance"] = job.moe_imbalance
     if job.dp_bucket_mb:
         out["dp_bucket_mb"] = job.dp_bucket_mb
-    if job.param_gather_overlap:
-        out["param_gather_overlap"] = True
-    if job.zero_sync_after_backward:
-        out["zero_sync_after_backward"] = True
+    out |= _flags(job, "param_gather_overlap", "zero_sync_after_backward")
     if job.zero_gather_copy_s:
         out["zero_gather_copy_us"] = job.zero_gather_copy_s * 1e6
     if job.grad_accum_bytes:
@@ -53,12 +47,7 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["zero3_gather"] = job.zero3_gather
     if job.network is not None:
         out["network"] = job.network.name
-    if job.pipeline_split_embedding:
-        out["pipeline_split_embedding"] = True
-    if job.pipeline_split_cost:
-        out["pipeline_split_cost"] = True
-    if job.hidden_dropout:
-        out["hidden_dropout"] = True
+    out |= _flags(job, "pipeline_split_embedding", "pipeline_split_cost", "hidden_dropout")
     if isinstance(job.layer_overhead_s, float | int) and job.layer_overhead_s > 0:
         out["host_wait_us"] = job.layer_overhead_s * 1e6
     if isinstance(job.dp_overlap, float | int) and job.dp_overlap != DP_OVERLAP:

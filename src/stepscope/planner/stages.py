@@ -21,8 +21,8 @@ def stage_layers(L: float, pp: np.ndarray, split_embedding: bool,
     fewer (with 2 stages both are end stages). ``split_cost``: (a layer's cost, the output layer's
     cost), the split balances these (nanotron, :func:`cost_split`)."""
     if split_cost is not None:
-        out = np.array([cost_split(int(L), int(p), *split_cost) for p in np.unique(pp)]).reshape(-1, 3)
-        k = np.searchsorted(np.unique(pp), pp)
+        sizes, k = np.unique(pp, return_inverse=True)
+        out = np.array([cost_split(int(L), int(p), *split_cost) for p in sizes]).reshape(-1, 3)
         return out[k, 0], out[k, 1], out[k, 2]
     if not split_embedding:
         stage_L = np.ceil(L / pp)

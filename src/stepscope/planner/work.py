@@ -19,6 +19,23 @@ def _projection_shapes(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tuple[np.
     return (gemm_shape(np.minimum(np.minimum(h, q_w / tp), m_tok)), gemm_shape(np.minimum(np.minimum(h, kv_wide / tp), m_tok)))
 
 
+def fp8_slow_linears(job: Job, tp: np.ndarray, mlp_w: np.ndarray | float) -> dict[str, np.ndarray] | None:
+    """Which of a layer's linears run at the bf16 rate under fp8 (``Job.fp8_gain_thresholds``;
+    None when every linear gains): q (h in, q_w/tp out), kv (h, kv_w/tp each), the fused qkv
+    (h, (q_w + 2 kv_w)/tp), o (q_w/tp, h), the MLP's up (h, ``mlp_w`` per device each; fused gate
+    and up 2 mlp_w) and down (mlp_w, h), each failing torchao's thresholds (rates.fp8_gains)."""
+    if not (job.precision == "fp8" and job.fp8_gain_thresholds):
+        return None
+    m = job.model
+    h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
+
+    def slow(in_dim: float | np.ndarray, out_dim: float | np.ndarray) -> np.ndarray:
+        return ~fp8_gains(job.fp8_recipe, in_dim, out_dim)
+
+    return {"q": slow(h, q_w / tp), "kv": slow(h, kv_w / tp), "qkv": slow(h, (q_w + 2 * kv_w) / tp), "o": slow(q_w / tp, h),
+            "up": slow(h, mlp_w * (2 if m.gated_mlp and job.fused_projections else 1)), "down": slow(mlp_w, h)}
+
+
 def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.ndarray, tp: np.ndarray, ep: np.ndarray,
                          etp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the step's GEMM FLOPs divided by each class's shape efficiency, the output layer's part of
@@ -30,10 +47,9 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
 
     At the bf16 rate under fp8: the output layer (torchtitan's float8 configs filter "output";
     Megatron's output layer is a plain ColumnParallelLinear, outside Transformer Engine's fp8),
-    and, with ``Job.fp8_gain_thresholds``, the projections and MLP linears whose per-device
-    (input, output) features fail torchao's thresholds (rates.fp8_gains): q (h, q_w/tp), k and v
-    (h, kv_w/tp) or fused qkv (h, (q_w + 2 kv_w)/tp), o (q_w/tp, h), the MLP's up projections
-    (h, f/tp each; fused gate and up 2f/tp: 2/3 of a gated MLP's FLOPs) and down (f/tp, h)."""
+    and, with ``Job.fp8_gain_thresholds``, the projections and MLP linears whose per-device shape
+    fails torchao's thresholds (fp8_slow_linears; the up projections are 2/3 of a gated MLP's
+    FLOPs)."""
     m = job.model
     h, L = float(m.d_model), float(m.n_layers)
     attn_layers = L - m.linear_layers
@@ -60,17 +76,15 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
     mlp_time = mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok))
     gemm_time = mixer_time + mlp_time + logits_gemm
     bf16_time = logits_gemm + np.zeros_like(tp)
-    if job.precision == "fp8" and job.fp8_gain_thresholds and attn_layers and not m.mla:
-        def slow(in_dim: float | np.ndarray, out_dim: float | np.ndarray) -> np.ndarray:
-            return ~fp8_gains(job.fp8_recipe, in_dim, out_dim)
+    slow = fp8_slow_linears(job, tp, mlp_w)
+    if slow is not None and attn_layers and not m.mla:
         if job.fused_projections:
-            bf16_time = bf16_time + np.where(slow(h, (q_w + 2 * kv_w) / tp), qkv_s, 0.0) + np.where(slow(q_w / tp, h), o_s, 0.0)
+            bf16_time = bf16_time + np.where(slow["qkv"], qkv_s, 0.0) + np.where(slow["o"], o_s, 0.0)
         else:
-            bf16_time = (bf16_time + np.where(slow(h, q_w / tp), qo_flops / 2 / q_shape, 0.0) + np.where(slow(q_w / tp, h), qo_flops / 2 / q_shape, 0.0)
-                         + np.where(slow(h, kv_w / tp), kv_flops / kv_shape, 0.0))
+            bf16_time = (bf16_time + np.where(slow["q"], qo_flops / 2 / q_shape, 0.0) + np.where(slow["o"], qo_flops / 2 / q_shape, 0.0)
+                         + np.where(slow["kv"], kv_flops / kv_shape, 0.0))
         up = 2.0 / 3.0 if m.gated_mlp else 0.5  # the up (gate and up) projections' share of the MLP's FLOPs
-        up_out = mlp_w * (2 if m.gated_mlp and job.fused_projections else 1)
-        bf16_time = bf16_time + np.where(slow(h, up_out), up * mlp_time, 0.0) + np.where(slow(mlp_w, h), (1 - up) * mlp_time, 0.0)
+        bf16_time = bf16_time + np.where(slow["up"], up * mlp_time, 0.0) + np.where(slow["down"], (1 - up) * mlp_time, 0.0)
     if m.n_experts:
         m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
         # the most loaded expert rank sets the pace (Job.moe_imbalance)
@@ -171,22 +185,21 @@ def tp_gemm_seconds_at_peak(job: Job, m_tok: np.ndarray, tp: np.ndarray, prec_fa
     h = float(m.d_model)
     q_w, kv_w = float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
     q_shape, kv_shape = _projection_shapes(job, m_tok, tp)
-    thresholds = job.precision == "fp8" and job.fp8_gain_thresholds and prec_factor != 1.0
+    f = float(m.d_ff)
+    slow = fp8_slow_linears(job, tp, f / tp) if prec_factor != 1.0 else None
 
-    def rate(in_dim: float | np.ndarray, out_dim: float | np.ndarray) -> np.ndarray | float:
-        return np.where(fp8_gains(job.fp8_recipe, in_dim, out_dim), prec_factor, 1.0) if thresholds else prec_factor
+    def rate(linear: str) -> np.ndarray | float:
+        return prec_factor if slow is None else np.where(slow[linear], 1.0, prec_factor)
 
     o = 2.0 * m_tok * q_w * h / tp / q_shape
     if m.mla or m.linear_layers:
         qkv = np.maximum(2.0 * m_tok * m.mixer_params_total() / m.n_layers / tp - o * q_shape, 0.0) / q_shape * prec_factor
     elif job.fused_projections:
-        qkv = 2.0 * m_tok * h * (q_w + 2 * kv_w) / tp / kv_shape * rate(h, (q_w + 2 * kv_w) / tp)
+        qkv = 2.0 * m_tok * h * (q_w + 2 * kv_w) / tp / kv_shape * rate("qkv")
     else:
-        qkv = 2.0 * m_tok * h * q_w / tp / q_shape * rate(h, q_w / tp) + 4.0 * m_tok * h * kv_w / tp / kv_shape * rate(h, kv_w / tp)
-    o = o * (prec_factor if m.mla or m.linear_layers else rate(q_w / tp, h))
-    f = float(m.d_ff)
+        qkv = 2.0 * m_tok * h * q_w / tp / q_shape * rate("q") + 4.0 * m_tok * h * kv_w / tp / kv_shape * rate("kv")
+    o = o * (prec_factor if m.mla or m.linear_layers else rate("o"))
     f_shape = gemm_shape(np.minimum(np.minimum(h, f / tp), m_tok))
-    up_out = f / tp * (2 if m.gated_mlp and job.fused_projections else 1)
-    up = 2.0 * m_tok * h * (2 if m.gated_mlp else 1) * f / tp / f_shape * rate(h, up_out)
-    down = 2.0 * m_tok * f * h / tp / f_shape * rate(f / tp, h)
+    up = 2.0 * m_tok * h * (2 if m.gated_mlp else 1) * f / tp / f_shape * rate("up")
+    down = 2.0 * m_tok * f * h / tp / f_shape * rate("down")
     return qkv, o, up, down
