@@ -66,7 +66,8 @@ def test_a_batch_record_names_its_framework(tmp_path: Path, capsys: pytest.Captu
     path = tmp_path / "b.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in (
         {**rec, "framework": "nanotron"},
-        {**rec, "loss": "copy", "eager_swiglu": True, "attention_kernel": "fa2", "grad_accum_bytes": 10, "pipeline_split_cost": True},
+        {**rec, "loss": "copy", "eager_swiglu": True, "attention_kernel": "fa2", "grad_accum_bytes": 10, "pipeline_split_cost": True,
+             "sp_regather": True},
         {**rec, "framework": "nanotron", "strategy": "tp=2,dp=4,recompute=selective"},
     )), encoding="utf-8")
     assert main(["plan", "--batch", str(path), "--json"]) == 0

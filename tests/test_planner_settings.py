@@ -33,8 +33,8 @@ def test_the_torchtitan_preset_is_named_in_the_settings(capsys: pytest.CaptureFi
 def test_the_terminal_says_what_it_assumed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*JOB, "--framework", "nanotron", "--evaluate", "dp=8"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
-    assert ("assumed: nanotron's sharded cross entropy (10 B per logit live), fused q/k/v and gate/up GEMMs, fused elementwise kernels, "
-            "eager SwiGLU, flash attention (FlashAttention-2's measured speed), fp32 gradients") in out
+    assert ("assumed: nanotron's sharded cross entropy (10 B per logit live), fused q/k/v and gate/up GEMMs, "
+            "sequence parallelism re-gathers its inputs in backward, fused elementwise kernels, eager SwiGLU, flash attention (FlashAttention-2's measured speed), fp32 gradients") in out
 
 
 def test_a_batch_record_carries_its_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -147,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--sp-saves-gathered", dest="sp_saves_gathered", action="store_true", default=None,
                     help="sequence parallelism keeps the all-gathered inputs of the column-parallel layers for their weight "
                     "gradients (torchtitan's DTensor plan; the torchtitan preset) instead of gathering them again in backward")
+    pl.add_argument("--sp-regather", dest="sp_regather", action="store_true", default=None,
+                    help="count the time of sequence parallelism's backward all-gathers of the column-parallel inputs, 2 per "
+                    "layer under the input-gradient GEMMs (Megatron, nanotron; their presets)")
     pl.add_argument("--overlap-param-gather", dest="param_gather_overlap", action="store_true",
                     help="ZeRO-1/2: the updated weights' all-gather runs under the next forward (Megatron --overlap-param-gather)")
     pl.add_argument("--pipeline-split-embedding", action="store_true",

@@ -69,6 +69,8 @@ Time per step (seconds):
   replaced by the same over the expert-TP group with k routed copies of the tokens. What hides
   behind the GEMMs depends on the framework's mechanism (``tp_overlap``: none, full, bwd,
   bwd+shard), each collective no longer than the GEMM it is fused with (planner/tp_overlap.py);
+  frameworks that keep only the shards (``Job.sp_regather``) all-gather them again in backward,
+  2 more per dense layer, under the input-gradient GEMMs (tp_overlap.regather_per_layer);
 - DP / FSDP over the dp x cp ranks that share weights, by ZeRO stage, each collective hidden
   where and as much as it can run (planner/data_parallel.py);
 - the transfers that hide share one communication stream: together at most the compute (+ host
@@ -147,7 +149,7 @@ from .rates import (
     params,
 )
 from .stages import split_costs, stage_layers
-from .tp_overlap import hidden_per_layer, share_of_all
+from .tp_overlap import hidden_per_layer, regather_per_layer, share_of_all
 from .window import HIDDEN_PARTS, Window
 from .work import (
     gemm_seconds_at_peak,
@@ -333,6 +335,13 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections, sp)
         hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections, sp) * tp_moe
         tp_s = tp_s - window.take(np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s), "tp")
+    if job.sp_regather:  # sequence parallelism's backward re-gathers (planner/tp_overlap.py)
+        qkv_s, _, up_s, _ = (g / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp, prec_factor))
+        # one all-gather of the saved shards (fp8 where tensorwise fp8 saves its cast inputs)
+        c = np.where((tp > 1) & (sp > 0), ring(tp, msg * (0.5 if fp8_tp < 1.0 and job.fp8_saved_inputs == "fp8" else 1.0), tp), 0.0)
+        raw, hid = regather_per_layer(mode, c, qkv_s, up_s, L, L - moe_layers)
+        per_stage = n_micro / pp * uneven
+        tp_s = tp_s + raw * per_stage - window.take(np.minimum(hid * per_stage, compute_s), "tp")
     ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp) * job.moe_imbalance  # the most loaded rank's tokens
     ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * ep_replay * uneven
     # (before DP's: the all-to-all sits inside every layer, on the critical path; the gradients'

@@ -19,7 +19,7 @@ from .search import KEY_ALIASES, parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
 SETTINGS = ("fused_projections", "kv_repeated", "zero3_prefetch", "sp_saves_gathered", "loss", "fp8_weight_cache", "fp8_saved_inputs", "eager_swiglu", "tp_overlap", "zero_gather_copy_us",
-            "attention_kernel", "zero3_gather", "pipeline_split_cost", "grad_accum_bytes", "fp8_gain_thresholds")
+            "attention_kernel", "zero3_gather", "pipeline_split_cost", "grad_accum_bytes", "fp8_gain_thresholds", "sp_regather")
 _NUMBERS = ("zero_gather_copy_us", "grad_accum_bytes")  # settings that are numbers >= 0 (the rest: names or true/false)
 
 

@@ -243,6 +243,11 @@ class Job:
     # on each TP rank (activations.py); False: re-gathered in backward (Megatron's sequence
     # parallelism saves the shard and all-gathers again for the weight gradient)
     sp_saves_gathered: bool = False
+    # sequence parallelism's backward all-gathers the column-parallel layers' saved shards again
+    # for their weight gradients (cost.py: time): Megatron's LinearWithGradAccumulationAndAsync-
+    # Communication and nanotron's column linears (tp_recompute_allgather) launch it before the
+    # input-gradient GEMM and wait for it before the weight gradient; False: not counted
+    sp_regather: bool = False
     # the fused attention kernel (planner/attention.py: "fa2", "cudnn", "fa3"): its measured speed
     # replaces the attention prior on devices where the catalog has measurements of it; "" = the prior
     attention_kernel: str = ""

@@ -67,6 +67,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         fp8_gain_thresholds=_bool(d, "fp8_gain_thresholds", False),
         zero3_prefetch=_bool(d, "zero3_prefetch", False),
         sp_saves_gathered=_bool(d, "sp_saves_gathered", False),
+        sp_regather=_bool(d, "sp_regather", False),
         attention_kernel=str(d.get("attention_kernel") or "").lower(),
         reserve_gb=None if d.get("reserve_gb") in (None, "") else _number(d, "reserve_gb", 3.0),
         zero3_gather=str(d.get("zero3_gather") or "layer").lower(),
@@ -85,7 +86,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
 RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
-    "zero_sync_after_backward", "fused_projections", "kv_repeated", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "fp8_gain_thresholds", "zero3_prefetch", "sp_saves_gathered", "attention_kernel", "dp_bucket_mb", "moe_imbalance", "zero3_gather",
+    "zero_sync_after_backward", "fused_projections", "kv_repeated", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "fp8_gain_thresholds", "zero3_prefetch", "sp_saves_gathered", "sp_regather", "attention_kernel", "dp_bucket_mb", "moe_imbalance", "zero3_gather",
     "zero_gather_copy_us", "grad_accum_bytes", "network", "framework", "strategy", "pipeline_split_embedding", "pipeline_split_cost", "hidden_dropout", "host_wait_us", "dp_overlap",
 })
 

@@ -33,7 +33,7 @@ def job_settings(job: Job) -> dict[str, Any]:
     if job.precision == "fp8":
         out |= {"fp8_recipe": job.fp8_recipe, "fp8_weight_cache": job.fp8_weight_cache, "fp8_saved_inputs": job.fp8_saved_inputs}
         out |= _flags(job, "fp8_all_gather", "fp8_gain_thresholds")
-    out |= _flags(job, "kv_repeated", "zero3_prefetch", "sp_saves_gathered")
+    out |= _flags(job, "kv_repeated", "zero3_prefetch", "sp_saves_gathered", "sp_regather")
     if job.model.n_experts:
         out["moe_imbalance"] = job.moe_imbalance
     if job.dp_bucket_mb:
@@ -62,6 +62,7 @@ def settings_line(st: dict[str, Any]) -> str:
              *(["K and V repeated to every query head"] if st.get("kv_repeated") else []),
              *(["ZeRO-3 collectives prefetched a layer ahead"] if st.get("zero3_prefetch") else []),
              *(["sequence parallelism keeps its gathered inputs"] if st.get("sp_saves_gathered") else []),
+             *(["sequence parallelism re-gathers its inputs in backward"] if st.get("sp_regather") else []),
              "fused elementwise kernels" if st["fused_elementwise"] else "eager elementwise ops",
              *(["eager SwiGLU"] if st["eager_swiglu"] and st["fused_elementwise"] else []),
              (f"flash attention ({_KERNEL_TEXT.get(st['attention_kernel'], st['attention_kernel'])})" if st.get("attention_kernel")

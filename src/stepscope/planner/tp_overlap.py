@@ -32,6 +32,17 @@ With GEMMs longer than their collectives this is the share rule the model used b
 (tp-1)/tp of all 8 (6 of 8 with separate projections), bwd 2 of 8 (without sequence parallelism
 4 of 8: half of the traffic), bwd+shard 2/8 + 2/8 x 2/tp. ``full`` and ``bwd+shard`` split
 all-gathers and reduce-scatters, so they need sequence parallelism (search.parse_strategy).
+
+Frameworks whose sequence parallelism saves the column-parallel layers' input shards, not the
+gathered inputs (``Job.sp_regather``: Megatron's LinearWithGradAccumulationAndAsyncCommunication,
+nanotron's column linears with tp_recompute_allgather, its default), all-gather them again in
+backward for the weight gradient: 2 more collectives of time ``c`` per dense layer (q/k/v's input,
+the MLP's), 1 per MoE layer (the attention's; the experts' input is not counted). Both launch it
+before the input-gradient GEMM and wait for it before the weight gradient, so under every overlap
+mechanism it hides under the input-gradient GEMM (as long as the forward GEMM), ``min(c, GEMM)``;
+the reduce-scatter queued after it on the same stream then runs under the weight gradient, which
+adds nothing when both GEMMs are as long: the exposed time of the pair is ``2 max(c - GEMM, 0)``
+either way. Without a mechanism (nanotron's synchronous column linear) it is exposed.
 """
 
 from __future__ import annotations
@@ -67,3 +78,13 @@ def share_of_all(mode: np.ndarray, tp: np.ndarray, fused: bool, sp: np.ndarray |
     ones, endless = np.ones_like(tp), np.full_like(tp, 1e300)  # GEMMs longer than any collective (finite: 0 x inf is nan)
     attn, mlp = hidden_per_layer(mode, tp, ones, endless, endless, endless, endless, fused, sp)
     return (attn + mlp) / 8
+
+
+def regather_per_layer(mode: np.ndarray, c: np.ndarray, qkv: np.ndarray, up: np.ndarray, layers: float,
+                       dense_layers: float) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds, seconds hidden) of the backward re-gathers (module docstring) of ``layers`` layers,
+    ``dense_layers`` of them with a dense MLP, per micro-batch: ``c`` per collective, forward GEMM
+    times ``qkv`` and ``up``."""
+    raw = c * (layers + dense_layers)
+    hidden = np.where(mode > 0, np.minimum(c, qkv) * layers + np.minimum(c, up) * dense_layers, 0.0)
+    return raw, hidden
