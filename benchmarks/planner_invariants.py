@@ -65,12 +65,15 @@ def main() -> None:
                     help="host us per tensor and rank of a ZeRO-1/2 weight gather (nanotron's preset: 10)")
     ap.add_argument("--attention-kernel", default="", choices=("", *KERNELS),
                     help="the measured attention kernel (Hopper devices; data/attention_kernels.yaml)")
+    ap.add_argument("--sp-regather", action="store_true",
+                    help="count sequence parallelism's backward re-gathers (the megatron and nanotron presets)")
     args = ap.parse_args()
     for mname, hname in itertools.product(args.models.split(","), args.hardware.split(",")):
         for devices, batch, seq in ((64, 256, 4096), (512, 1024, 8192)):
             try:
                 job = Job(model=model(mname), hw=hardware(hname), devices=devices, devices_per_node=8, global_batch=batch, seq_len=seq,
-                          zero_gather_copy_s=args.zero_gather_copy_us * 1e-6, attention_kernel=args.attention_kernel)
+                          zero_gather_copy_s=args.zero_gather_copy_us * 1e-6, attention_kernel=args.attention_kernel,
+                          sp_regather=args.sp_regather)
                 strategies = space(job, tp_overlap=1, ep_overlap=True)
             except StepscopeError as e:
                 print(json.dumps({"model": mname, "hardware": hname, "devices": devices, "skipped": str(e)}))

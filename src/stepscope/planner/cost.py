@@ -330,13 +330,13 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # TP/GEMM overlap per mechanism, each collective capped by the GEMM it is fused with
     # (planner/tp_overlap.py); MoE layers' expert-TP collectives by the mechanism's share
     mode = _opt(s, "tp_overlap", tp).astype(np.int64)
-    if np.any(mode > 0):  # (a search without an overlap mechanism skips the GEMM-by-GEMM terms)
+    if np.any(mode > 0) or job.sp_regather:  # (a search without an overlap mechanism skips the GEMM-by-GEMM terms)
         qkv_s, o_s, up_s, down_s = (g / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp, prec_factor))
+    if np.any(mode > 0):
         hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections, sp)
         hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections, sp) * tp_moe
         tp_s = tp_s - window.take(np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s), "tp")
     if job.sp_regather:  # sequence parallelism's backward re-gathers (planner/tp_overlap.py)
-        qkv_s, _, up_s, _ = (g / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp, prec_factor))
         # one all-gather of the saved shards (fp8 where tensorwise fp8 saves its cast inputs)
         c = np.where((tp > 1) & (sp > 0), ring(tp, msg * (0.5 if fp8_tp < 1.0 and job.fp8_saved_inputs == "fp8" else 1.0), tp), 0.0)
         raw, hid = regather_per_layer(mode, c, qkv_s, up_s, L, L - moe_layers)
