@@ -76,3 +76,13 @@ def test_presets(run_json: Callable[..., Any]) -> None:
         r = run_json(*JOB, "--framework", fw, "--evaluate", "tp=2,dp=4,mb=1", "--json")
         assert r["settings"].get("sp_regather", False) is on, fw
     assert run_json(*JOB, "--sp-regather", "--evaluate", "tp=2,dp=4,mb=1", "--json")["settings"]["sp_regather"] is True
+
+
+def test_kept_inputs_and_regathers_exclude_each_other(run_json: Callable[..., Any], capsys: pytest.CaptureFixture[str]) -> None:
+    from stepscope.cli import main
+
+    assert main([*JOB, "--sp-saves-gathered", "--sp-regather", "--evaluate", "tp=2,dp=4"]) == 2
+    assert "not both" in capsys.readouterr().err
+    # asked for, kept inputs win over the megatron preset's re-gathers
+    r = run_json(*JOB, "--framework", "megatron", "--sp-saves-gathered", "--evaluate", "tp=2,dp=4,mb=1", "--json")
+    assert r["settings"].get("sp_saves_gathered") is True and "sp_regather" not in r["settings"]

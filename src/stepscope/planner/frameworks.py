@@ -90,6 +90,8 @@ def apply(record: dict[str, Any], fw: Framework) -> dict[str, Any]:
     own = {k for k, v in out.items() if v not in (None, "")} | ({"loss"} if out.get("fused_loss") is False else set())
     # Megatron's embedding-counting split, asked for, wins over a preset's split by cost
     own |= {"pipeline_split_cost"} if out.get("pipeline_split_embedding") is True else set()
+    # and gathered inputs kept, asked for, win over a preset's re-gathers
+    own |= {"sp_regather"} if out.get("sp_saves_gathered") is True else set()
     out.update({k: v for k, v in fw.settings.items() if k != "tp_overlap" and k not in own})
     return out
 

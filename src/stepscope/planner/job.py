@@ -326,6 +326,9 @@ class Job:
         if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):
             raise ConfigError(f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
                               fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml")
+        if self.sp_saves_gathered and self.sp_regather:
+            raise ConfigError("sequence parallelism either keeps its gathered inputs (torchtitan) or gathers them again in backward (Megatron, nanotron), not both",
+                              fix="drop --sp-saves-gathered or --sp-regather")
         if self.pipeline_split_embedding and self.pipeline_split_cost:
             raise ConfigError("the pipeline split is either by layers with the embedding and loss counted (Megatron) or by cost (nanotron), not both",
                               fix="drop --pipeline-split-embedding or --pipeline-split-cost")
