@@ -86,3 +86,13 @@ def test_kept_inputs_and_regathers_exclude_each_other(run_json: Callable[..., An
     # asked for, kept inputs win over the megatron preset's re-gathers
     r = run_json(*JOB, "--framework", "megatron", "--sp-saves-gathered", "--evaluate", "tp=2,dp=4,mb=1", "--json")
     assert r["settings"].get("sp_saves_gathered") is True and "sp_regather" not in r["settings"]
+
+
+def test_a_pipeline_stage_gathers_for_its_own_layers() -> None:
+    """pp = 2 over 4 devices (tp = 2): each stage runs 2 of the 4 layers, 2 micro-batches, so it
+    pays 2 layers x 2 gathers x 2 micro-batches = 8 re-gathers, half of the unpipelined 16."""
+    job = Job(SMALL, HW, 4, 8, 2, 1024)
+    s = parse_strategy("tp=2,pp=2,mb=1,tp_overlap=none")
+    base, more = evaluate(job, s), evaluate(replace(job, sp_regather=True), s)
+    c = _all_gather_s(1024 * 1024 * 2, HW.intra_node_busbw_gbps["all_gather"] * 1e9)
+    assert float(more["tp_s"][0] - base["tp_s"][0]) == pytest.approx(8 * c, rel=1e-9)
