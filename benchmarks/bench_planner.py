@@ -153,8 +153,10 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
               zero3_prefetch=bool(preset.get("zero3_prefetch", False)),
               # torchtitan's TP plan keeps the all-gathered linear inputs (its preset)
               sp_saves_gathered=bool(preset.get("sp_saves_gathered", False)),
-              # Megatron's and nanotron's sequence parallelism re-gathers in backward (their presets);
-              # Megatron of 2021 (SC21) had no sequence parallelism
+              # Megatron's and nanotron's sequence parallelism re-gathers in backward (their presets).
+              # Megatron of 2021 (SC21) had no sequence parallelism; its rows still run with the
+              # planner's default (sp=0 made every figure worse: BENCHMARKS.md session 23, item 7),
+              # but are not charged the re-gathers it did not have
               sp_regather=bool(preset.get("sp_regather", False)) and "Narayanan" not in r["source"],
               # nanotron places pipeline blocks by their cost, the output layer's too (its preset)
               pipeline_split_cost=bool(preset.get("pipeline_split_cost", False)),

@@ -206,10 +206,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     offload = _opt(s, "offload", tp) > 0
     L, h, seq = float(m.n_layers), float(m.d_model), float(job.seq_len)
     dense, experts, emb = params(m)
-    # uneven stages: the most loaded stage has ceil(L/pp) layers; it sets the memory peak and the
-    # pipeline's pace (its layers' compute and communication are x `uneven` the even share).
-    # end_L: the layers of the first and the last stage, one fewer than the middle stages' when
-    # the embedding and the loss count as a layer each in the split (Job.pipeline_split_embedding)
+    # uneven stages (planner/stages.py): the most loaded stage sets the memory peak and the
+    # pipeline's pace (its layers' compute and communication are x `uneven` the even share); the
+    # first stage holds the most micro-batches, the last the output layer; end_L: the larger end
+    # stage, which also holds the embedding or the output layer's weights
     stage_L, first_L, last_L = stage_layers(L, pp, job.pipeline_split_embedding, split_costs(m) if job.pipeline_split_cost else None)
     end_L = np.maximum(first_L, last_L)
     uneven = stage_L / (L / pp)
@@ -325,7 +325,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     ep_replay = np.where(np.isnan(EP_REPLAY[rc]), replay, EP_REPLAY[rc])  # job.EP_REPLAY, CP_REPLAY
     cp_replay = np.where(np.isnan(CP_REPLAY[rc]), replay, CP_REPLAY[rc])
     tp_s = (tp_attn * L + tp_mlp) / pp * n_micro * tp_replay * uneven
-    fp8_tp = 0.75 if job.precision == "fp8" and job.fp8_recipe == "tensorwise" else 1.0
+    fp8_tensorwise = job.precision == "fp8" and job.fp8_recipe == "tensorwise"
+    fp8_tp = 0.75 if fp8_tensorwise else 1.0
     tp_s = tp_s * fp8_tp  # tensorwise: the 4 all-gathers of 8 collectives move fp8 (rates.fp8_cast_bytes)
     # TP/GEMM overlap per mechanism, each collective capped by the GEMM it is fused with
     # (planner/tp_overlap.py); MoE layers' expert-TP collectives by the mechanism's share
@@ -338,7 +339,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         tp_s = tp_s - window.take(np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s), "tp")
     if job.sp_regather:  # sequence parallelism's backward re-gathers (planner/tp_overlap.py)
         # one all-gather of the saved shards (fp8 where tensorwise fp8 saves its cast inputs)
-        c = np.where((tp > 1) & (sp > 0), ring(tp, msg * (0.5 if fp8_tp < 1.0 and job.fp8_saved_inputs == "fp8" else 1.0), tp), 0.0)
+        c = np.where(sp > 0, ring(tp, msg * (0.5 if fp8_tensorwise and job.fp8_saved_inputs == "fp8" else 1.0), tp), 0.0)
         raw, hid = regather_per_layer(mode, c, qkv_s, up_s, L, L - moe_layers)
         per_stage = n_micro / pp * uneven
         tp_s = tp_s + raw * per_stage - window.take(np.minimum(hid * per_stage, compute_s), "tp")

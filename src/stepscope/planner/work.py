@@ -67,8 +67,9 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
         # softmax attention by projection; linear-attention mixers (hybrid models) as q
         qo_flops, kv_flops = 12.0 * q_w * h * attn_layers * tokens, 12.0 * kv_w * h * attn_layers * tokens
         q_shape, kv_shape = _projection_shapes(job, m_tok, tp)
+        o_s = qo_flops / 2 / q_shape  # the output projection; a separate q projection takes as long
         if job.fused_projections:
-            qkv_s, o_s = (qo_flops / 2 + kv_flops) / kv_shape, qo_flops / 2 / q_shape
+            qkv_s = (qo_flops / 2 + kv_flops) / kv_shape
             proj_time = qkv_s + o_s
         else:
             proj_time = qo_flops / q_shape + kv_flops / kv_shape
@@ -81,7 +82,7 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
         if job.fused_projections:
             bf16_time = bf16_time + np.where(slow["qkv"], qkv_s, 0.0) + np.where(slow["o"], o_s, 0.0)
         else:
-            bf16_time = (bf16_time + np.where(slow["q"], qo_flops / 2 / q_shape, 0.0) + np.where(slow["o"], qo_flops / 2 / q_shape, 0.0)
+            bf16_time = (bf16_time + np.where(slow["q"], o_s, 0.0) + np.where(slow["o"], o_s, 0.0)
                          + np.where(slow["kv"], kv_flops / kv_shape, 0.0))
         up = 2.0 / 3.0 if m.gated_mlp else 0.5  # the up (gate and up) projections' share of the MLP's FLOPs
         bf16_time = bf16_time + np.where(slow["up"], up * mlp_time, 0.0) + np.where(slow["down"], (1 - up) * mlp_time, 0.0)
