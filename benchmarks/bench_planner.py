@@ -35,7 +35,7 @@ import numpy as np
 from stepscope.analysis.model_flops import ModelShape
 from stepscope.errors import ConfigError
 from stepscope.planner import frameworks
-from stepscope.planner.calibrate import Run, cross_validate, errors
+from stepscope.planner.calibrate import Fit, Run, cross_validate, errors, predict_one
 from stepscope.planner.cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
 from stepscope.planner.job import DP_OVERLAP
 from stepscope.planner.network import by_name as network_by_name
@@ -336,11 +336,6 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
         per[src]["naive"].append(float(naive))
         per[src]["meas"].append(float(measured))
         per[src]["metric"].append(metric)
-    if rows_out is not None:  # per-row predictions, for inspection (signed error: + = predicted faster/higher)
-        with open(rows_out, "w", encoding="utf-8", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(per_row[0]))
-            w.writeheader()
-            w.writerows(per_row)
     out = {}
     allp, alln, allt, allnt = [], [], [], []
     for src, d in per.items():
@@ -376,6 +371,18 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
         out[src]["fit_on_others"]["prior_pull"] = float(v["prior_pull"])
         cal_ape += [float(v["mape"])] * int(v["rows"])
     out["ALL"]["calibrated_mape_loso"] = round(float(np.mean(cal_ape)), 3)
+    if rows_out is not None:  # per-row predictions, for inspection and paired comparisons (compare_rows.py);
+        # signed errors, + = predicted faster/higher; loso_*: fitted on the other sources (the fit in cv)
+        for row, run in zip(per_row, runs, strict=True):
+            v = cv[run.group]
+            f = Fit(**{k: float(v[k]) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale", "layer_overhead_s")})
+            pred = predict_one(run, f)
+            row["loso_predicted"] = round(pred, 4)
+            row["loso_error"] = round(pred / run.measured - 1, 4)
+        with open(rows_out, "w", encoding="utf-8", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(per_row[0]))
+            w.writeheader()
+            w.writerows(per_row)
     out["ALL"]["calibrated_mape_loso_step_time"] = round(float(np.mean(cal_time)), 3)
     # the same, fitted only on other publications of the held-out source's framework where there
     # are any (what a user calibrating on their own framework's runs gets on a new set of runs)
