@@ -1550,3 +1550,11 @@ def test_html_bars_end_at_the_step_time_and_memory_total(tmp_path: Path, capsys:
     ends_gb = [float(v) for v in re.findall(r">([0-9.]+) GB</text>", mem_svg)]
     assert ends_s == [round(r["step_time_s"], 2) for r in recs]
     assert ends_gb == [round(r["memory_gb"]["total"], 2) for r in recs]
+
+
+@pytest.mark.parametrize(("written", "name"), [("save out_proj", "save_out_proj"), ("Save-Dot-Except-MLP", "save_dot_except_mlp"),
+                                               ("save  qkv_proj", "save_qkv_proj"), ("selective", "selective")])
+def test_recompute_policy_written_as_the_issue_names_it(written: str, name: str) -> None:
+    """Spaces and hyphens in a policy name read as its underscores (the names as users write them)."""
+    from stepscope.planner.job import RECOMPUTE
+    assert int(parse_strategy(f"tp=1,recompute={written}")["recompute"][0]) == RECOMPUTE.index(name)

@@ -138,6 +138,7 @@ def parse_value(key: str, value: str, part: str) -> tuple[str, int]:
     if k not in STRATEGY_DEFAULTS and k != "reshard":
         raise ConfigError(f"unknown strategy key {k!r}", fix=f"keys: {', '.join(FIELDS)}")
     if k == "recompute":
+        value = "_".join(value.replace("-", " ").split())  # "save out_proj", "save-dot-except-mlp": the policies' written names
         value = {"layernorm": "layernorm_moe_act"}.get(value, value)  # --recompute-modules layernorm: the same on a dense model
         if value not in RECOMPUTE:
             raise ConfigError(f"recompute must be one of {RECOMPUTE}", fix="e.g. recompute=selective")
