@@ -85,6 +85,15 @@ def test_space_constraints() -> None:
     assert np.all((s["zero"] == 0) | (s["dp"] > 1))
 
 
+def test_space_interleaves_every_even_split_of_a_stage() -> None:
+    """GPT-3 175B has 96 layers: on 8 stages of 12 layers the chunk counts that split a stage evenly
+    are 1, 2, 3, 4, 6 and 12 (NVIDIA's recipe runs 6), and 5 or 8 never appear; on 16 stages of 6,
+    1, 2, 3 and 6."""
+    s = space(Job(model("gpt3-175b"), hardware("h100"), 1024, 8, 1536, 2048))
+    assert set(np.unique(s["vpp"][s["pp"] == 8]).tolist()) == {1, 2, 3, 4, 6, 12}
+    assert set(np.unique(s["vpp"][s["pp"] == 16]).tolist()) == {1, 2, 3, 6}
+
+
 def test_moe_expert_parallel_space_and_memory() -> None:
     m = model("mixtral-8x7b")
     job = Job(m, hardware("h100"), 64, 8, 256, 4096)

