@@ -35,6 +35,7 @@ import numpy as np
 from stepscope.analysis.model_flops import ModelShape
 from stepscope.errors import ConfigError
 from stepscope.planner import frameworks
+from compare_rows import clustered_se
 from stepscope.planner.calibrate import Fit, Run, cross_validate, errors, predict_one
 from stepscope.planner.cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
 from stepscope.planner.job import DP_OVERLAP
@@ -371,14 +372,21 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
         out[src]["fit_on_others"]["prior_pull"] = float(v["prior_pull"])
         cal_ape += [float(v["mape"])] * int(v["rows"])
     out["ALL"]["calibrated_mape_loso"] = round(float(np.mean(cal_ape)), 3)
-    if rows_out is not None:  # per-row predictions, for inspection and paired comparisons (compare_rows.py);
-        # signed errors, + = predicted faster/higher; loso_*: fitted on the other sources (the fit in cv)
-        for row, run in zip(per_row, runs, strict=True):
-            v = cv[run.group]
-            f = Fit(**{k: float(v[k]) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale", "layer_overhead_s")})
-            pred = predict_one(run, f)
-            row["loso_predicted"] = round(pred, 4)
-            row["loso_error"] = round(pred / run.measured - 1, 4)
+    # per-row predictions, for inspection and paired comparisons (compare_rows.py); signed errors,
+    # + = predicted faster/higher; loso_*: fitted on the other sources (the fit in cv)
+    for row, run in zip(per_row, runs, strict=True):
+        v = cv[run.group]
+        f = Fit(**{k: float(v[k]) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale", "layer_overhead_s")})
+        pred = predict_one(run, f)
+        row["loso_predicted"] = round(pred, 4)
+        row["loso_error"] = round(pred / run.measured - 1, 4)
+    # how precise the two headline figures are: standard errors clustered by source (compare_rows.py)
+    groups = [run.group for run in runs]
+    out["ALL"]["mape_se_sources"] = round(clustered_se(np.abs([float(x["error"]) for x in per_row]), groups), 3)
+    loso = np.array([float(x["loso_error"]) for x in per_row])
+    out["ALL"]["calibrated_mape_loso_se_sources"] = round(clustered_se(np.abs(loso), groups), 3)
+    out["ALL"]["calibrated_mape_loso_step_time_se_sources"] = round(clustered_se(np.abs(1 / (1 + loso) - 1), groups), 3)
+    if rows_out is not None:
         with open(rows_out, "w", encoding="utf-8", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(per_row[0]))
             w.writeheader()
