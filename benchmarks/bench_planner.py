@@ -288,6 +288,16 @@ def _spearman(a: list[float] | np.ndarray, b: list[float] | np.ndarray) -> float
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def _spearman_interval(a: np.ndarray, b: np.ndarray, draws: int = 2000) -> list[float] | None:
+    """A 90% bootstrap interval of the Spearman correlation (rows resampled with replacement, fixed
+    seed; resamples whose ranks are all tied are skipped): how far a source's few rows pin it."""
+    if len(a) < 4:
+        return None
+    rng = np.random.default_rng(0)
+    vals = [x for x in (_spearman(a[k], b[k]) for k in rng.integers(0, len(a), size=(draws, len(a)))) if x is not None]
+    return [round(float(np.percentile(vals, 5)), 2), round(float(np.percentile(vals, 95)), 2)] if vals else None
+
+
 def _name(key: str, value: int) -> str | int:
     return RECOMPUTE[value] if key == "recompute" else TP_OVERLAP[value] if key == "tp_overlap" else value
 
@@ -354,7 +364,8 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
         same = np.array([x == metric_main for x in d["metric"]])
         out[src] = {"rows": len(m), "mape": round(float(ep.mean()), 3), "naive_mape": round(float(en.mean()), 3),
                     "mape_step_time": round(float(et.mean()), 3),
-                    "spearman": _spearman(list(p[same]), list(m[same])), "naive_spearman": _spearman(list(nv[same]), list(m[same])),
+                    "spearman": _spearman(list(p[same]), list(m[same])), "spearman_interval90": _spearman_interval(p[same], m[same]),
+                    "naive_spearman": _spearman(list(nv[same]), list(m[same])),
                     "spearman_rows": int(same.sum())}
     out["ALL"] = {"rows": len(allp), "mape": round(float(np.mean(allp)), 3), "naive_mape": round(float(np.mean(alln)), 3),
                   "mape_step_time": round(float(np.mean(allt)), 3), "naive_mape_step_time": round(float(np.mean(allnt)), 3),
