@@ -216,7 +216,8 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--measured-step-s", type=_positive_float, metavar="S", help="what-if: measured step time of --baseline")
     pl.add_argument("--batch", metavar="FILE.jsonl", help="evaluate many records, one JSON line out per record")
     pl.add_argument("--calibrate", metavar="RUNS.csv", help="fit efficiencies to measured runs first (columns: model, hardware, "
-                    "devices, global_batch, seq_len, strategy, step_time_s); accuracy reported leave-one-out")
+                    "devices, global_batch, seq_len, strategy, and step_time_s or analysis: a stepscope analyze --json report "
+                    "of the run); accuracy reported leave-one-out")
     pl.add_argument("--from-analysis", metavar="REPORT.json", help="what-if from a measured trace: use the efficiencies and step "
                     "time measured in this stepscope analyze --json report (with --baseline = the traced run's strategy)")
     pl.add_argument("--rank", type=int, help="with --from-analysis: which rank of the report (default: the first)")
