@@ -36,11 +36,9 @@ def _load(path: Path) -> dict[int, dict[str, str]]:
 
 def clustered_se(values: np.ndarray, groups: list[str]) -> float:
     """Cluster-robust standard error of the mean of ``values`` (module docstring)."""
-    dev = values - values.mean()
-    sums: dict[str, float] = defaultdict(float)
-    for d, g in zip(dev, groups, strict=True):
-        sums[g] += float(d)
-    return float(np.sqrt(sum(s * s for s in sums.values())) / len(values))
+    _, source = np.unique(np.asarray(groups), return_inverse=True)
+    sums = np.bincount(source, weights=values - values.mean())  # each source's summed deviations
+    return float(np.sqrt(np.sum(sums * sums)) / len(values))
 
 
 def summary(values: np.ndarray, groups: list[str]) -> dict[str, float]:

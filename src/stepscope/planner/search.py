@@ -73,7 +73,8 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     # model chunks per stage: every count that splits the stage evenly, down to one layer per chunk
     # (NVIDIA's published recipes run 5, 6, 8, 10, 20 and 24: benchmarks/holdout)
     g = _cross(g, "vpp", divisors(m.n_layers))
-    g = _keep(g, (g["vpp"] == 1) | (m.n_layers % (g["pp"] * g["vpp"]) == 0))
+    # (dropped here rather than after the later crosses: without a pipeline there is nothing to interleave)
+    g = _keep(g, (g["vpp"] == 1) | ((g["pp"] > 1) & (m.n_layers % (g["pp"] * g["vpp"]) == 0)))
     g = _cross(g, "ep", eps)
     g = _keep(g, (g["dp"] % g["ep"] == 0) & (g["ep"] <= g["dp"]))
     g = _cross(g, "etp", [0, 1] if m.n_experts else [0])  # 0 = same as tp
