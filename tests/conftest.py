@@ -45,3 +45,22 @@ def run_json(capsys: pytest.CaptureFixture[str]) -> Callable[..., Any]:
         return json.loads(capsys.readouterr().out)
 
     return run
+
+
+@pytest.fixture
+def bench_module() -> Callable[[str], Any]:
+    """Import a script of benchmarks/ by name (they import each other as top-level modules)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
+
+    def load(name: str) -> Any:
+        sys.path.insert(0, bench)
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path.remove(bench)
+
+    return load

@@ -3,37 +3,26 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
-
-def _module():  # noqa: ANN202
-    sys.path.insert(0, str(BENCH))
-    try:
-        import compare_rows
-    finally:
-        sys.path.remove(str(BENCH))
-    return compare_rows
-
-
-def test_clustered_standard_error_by_hand() -> None:
+def test_clustered_standard_error_by_hand(bench_module: Callable[[str], Any]) -> None:
     """Values 1, 2, 3, 4 in sources a, a, b, b: mean 2.5, deviations -1.5, -0.5, 0.5, 1.5, summed by
     source -2 and 2: sqrt(4 + 4) / 4."""
-    cr = _module()
+    cr = bench_module("compare_rows")
     assert cr.clustered_se(np.array([1.0, 2.0, 3.0, 4.0]), ["a", "a", "b", "b"]) == pytest.approx(np.sqrt(8) / 4)
     # one row per source: the usual standard error without the n - 1 correction, sqrt(sum dev^2) / n
     assert cr.clustered_se(np.array([1.0, 3.0]), ["a", "b"]) == pytest.approx(np.sqrt(2) / 2)
 
 
-def test_paired_difference_of_absolute_errors_by_hand() -> None:
+def test_paired_difference_of_absolute_errors_by_hand(bench_module: Callable[[str], Any]) -> None:
     """|errors| before 0.1, 0.2, 0.3, 0.4 and after 0.1, 0.1, 0.3, 0.2 (signs do not matter): the
     paired differences 0, -0.1, 0, -0.2 have mean -0.075; two rows changed."""
-    cr = _module()
+    cr = bench_module("compare_rows")
     before = {k: {"source": s, "error": str(e), "loso_error": str(e)} for k, (s, e) in enumerate(
         [("a", 0.1), ("a", -0.2), ("b", 0.3), ("b", 0.4)], 1)}
     after = {k: {"source": s, "error": str(e), "loso_error": str(e)} for k, (s, e) in enumerate(
