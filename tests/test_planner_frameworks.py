@@ -90,7 +90,7 @@ def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture
                        ({**ok, "settings": {"loss": "fast"}}, "loss cannot be 'fast'"),
                        ({**ok, "settings": {"fused_projections": "yes"}}, "fused_projections cannot be 'yes'"),
                        ({**ok, "recompute": ["sometimes"]}, "recompute must list policies"),
-                       ({**ok, "schedules": ["dualpipe"]}, "schedules must be of")):
+                       ({**ok, "schedules": ["chimera"]}, "schedules must be of")):
         with pytest.raises(ConfigError, match=words):
             frameworks._parse("x", bad)
     assert set(frameworks.catalog()) == {"megatron", "torchtitan", "maxtext", "nanotron", "deepspeed"}

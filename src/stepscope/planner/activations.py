@@ -31,6 +31,8 @@ from .job import (
     GATHERED_BYTES,
     RECOMPUTE,
     RECOMPUTE_FACTOR,
+    DUALPIPE,
+    DUALPIPEV,
     REPLICATED_BYTES,
     SCHEDULES,
     Job,
@@ -101,6 +103,10 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
         if interleaved.any():
             full = np.where(interleaved, full * (1 + (pp - 1) / (pp * vpp)), full)
             second = np.where(interleaved, full - 2.0 / np.maximum(vpp, 1), second)  # 2 chunks fewer in the warm-up
+    # DualPipe holds pp + 1 micro-batches of a stage (its README's table), spread over the rank's two
+    # stages; DualPipeV pp + 1 of its 2 pp half-stage chunks: (pp + 1/2) x the rank's layers
+    dual = (sched == DUALPIPE) & (pp > 1)
+    full = np.where(dual, pp + 1.0, np.where((sched == DUALPIPEV) & (pp > 1), pp + 0.5, full))
     inflight = np.minimum(full, n)
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
@@ -109,11 +115,17 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     # the first stage holds the most micro-batches; with fewer layers there (first_L < stage_L) the
     # second stage, one micro-batch (interleaved: two chunks) fewer of more layers, can hold more
     held = np.maximum(first_L * inflight, np.where(pp > 2, stage_L * np.minimum(second, n), 0.0))
+    # DualPipe's first rank also runs the last stage (the reverse direction's): its micro-batches
+    # hold that stage's layers half the time
+    held = np.where(dual, inflight * np.maximum(stage_L, (first_L + last_L) / 2), held)
     act_stage = np.where(offload, act_layer * np.minimum(2.0, stage_L), act_layer * held) + work_layer
     # the output layer: the loss's live bytes per logit (LOSS_BYTES; fused: bf16 logits + their
     # fp32 copy, s*b*V*(2+4)/(tp*cp)) on the last stage (vocab-parallel under TP), which holds one
     # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
     logits = seq * mb * m.vocab * job.loss_bytes[0] / (tp * cp)
     act_last = np.where(offload, act_layer * np.minimum(2.0, last_L), act_layer * last_L) + work_layer + logits
-    act_b = np.where(pp > 1, np.maximum(act_stage, act_last), act_stage + logits)
+    # V-shaped schedules (ZB-V, DualPipeV) and DualPipe put the output layer on the first rank, beside
+    # the most micro-batches in flight
+    first_has_last = dual | (((sched == SCHEDULES.index("zb-v")) | (sched == DUALPIPEV)) & (pp > 1))
+    act_b = np.where(pp > 1, np.where(first_has_last, act_stage + logits, np.maximum(act_stage, act_last)), act_stage + logits)
     return act_b, act_layer, rfactor, sp

@@ -6,16 +6,10 @@ arithmetic is elementwise, so a million configurations cost a few numpy passes. 
 "off" when absent, ``sp`` (sequence parallelism) to on.
 
 Memory per device (bytes), for the pipeline stage that holds the most:
-- parameters ``P_dev = ceil(layers/pp) * (dense/tp + experts/(ep*etp)) + vocab*h/tp`` (embedding or
-  head) on the most loaded stage (stages may be uneven; that stage also sets the pipeline's pace);
-  expert-TP ``etp`` shards each expert's weights (default: etp = tp);
-- weights 2 B/param (bf16), gradients ``grad_bytes`` (default by precision: 4 with bf16/fp8, fp32
-  accumulation and reduction as Megatron with bf16, torchtitan's FSDP2 and nanotron do; 2 with
-  fp16, as Megatron and DeepSpeed reduce fp16 gradients), optimizer 12 B/param (fp32 master +
-  Adam m, v);
-  ZeRO-1 shards the optimizer over dp x cp (context-parallel ranks hold the same weights), ZeRO-2
-  also gradients, ZeRO-3/FSDP also weights; HSDP (``hsdp`` = shard-group size < dp) shards all
-  three over the shard group (x cp) only;
+- parameters on the most loaded rank (planner/stages.py: a stage's layers, the embedding or the
+  output layer on the end stages, what each pipeline schedule puts where; expert-TP ``etp`` shards
+  each expert's weights, default etp = tp); their weights, gradients and optimizer states by ZeRO
+  stage and HSDP shard group (planner/states.py);
 - activations by recompute policy, sequence parallelism, the micro-batches a pipeline schedule
   holds in flight and the output layer's logits (formulas in planner/activations.py);
 - communication buffers (buffers.py: 1 GB on CUDA/ROCm devices, and under ZeRO-3/FSDP two gathered
@@ -94,7 +88,9 @@ Time per step (seconds):
   on the last stage needs no hop, counted anyway);
 - PP: bubble ``(pp-1)/(m*vpp)`` of the per-micro-batch work (m micro-batches per replica) for 1F1B
   and interleaved; zero-bubble ZB-H1 (Qi et al. 2023) cuts it to 1/3 (with F = B = W),
-  ZB-V (vpp = 2) to a prior 1/10 (ideal 0; margin for unequal F, B, W);
+  ZB-V (vpp = 2) to a prior 1/10 (ideal 0; margin for unequal F, B, W); DualPipe and DualPipeV
+  as job.SCHEDULES derives them (DualPipe also holds two copies of the parameters and halves the
+  output layer's imbalance: its first rank runs the last stage every other micro-batch);
 - activation offload: saved activations go to host and back (2x bytes) over ``host_gbps``
   (default 25 GB/s), 80% hidden behind compute (prior);
 - optimizer: read/write 16 B per local parameter at HBM bandwidth;
@@ -128,6 +124,8 @@ from .job import (
     CP_HIDDEN,
     CP_REPLAY,
     DP_OVERLAP,
+    DUALPIPE,
+    DUALPIPEV,
     EP_REPLAY,
     HOST_GBPS,
     OFFLOAD_HIDDEN,
@@ -138,6 +136,7 @@ from .job import (
     TP_OVERLAP,
     TP_REPLAY,
     Job,
+    bottleneck_codes,
 )
 from .links import Links, ring_share
 from .rates import (
@@ -148,14 +147,11 @@ from .rates import (
     norm_moe_act,
     params,
 )
-from .stages import split_costs, stage_layers
+from .stages import stage_params
+from .states import state_bytes
 from .tp_overlap import hidden_per_layer, regather_per_layer, share_of_all
 from .window import HIDDEN_PARTS, Window
-from .work import (
-    gemm_seconds_at_peak,
-    memory_bound_bytes,
-    tp_gemm_seconds_at_peak,
-)
+from .work import gemm_seconds_at_peak, memory_bound_bytes, tp_gemm_seconds_at_peak
 
 __all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
 
@@ -206,29 +202,18 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     offload = _opt(s, "offload", tp) > 0
     L, h, seq = float(m.n_layers), float(m.d_model), float(job.seq_len)
     dense, experts, emb = params(m)
-    # uneven stages (planner/stages.py): the most loaded stage sets the memory peak and the
-    # pipeline's pace (its layers' compute and communication are x `uneven` the even share); the
-    # first stage holds the most micro-batches, the last the output layer; end_L: the larger end
-    # stage, which also holds the embedding or the output layer's weights
-    stage_L, first_L, last_L = stage_layers(L, pp, job.pipeline_split_embedding, split_costs(m) if job.pipeline_split_cost else None)
-    end_L = np.maximum(first_L, last_L)
-    uneven = stage_L / (L / pp)
-    layer_p = dense / tp + experts / (ep * etp)
-    stage_p, end_p = stage_L * layer_p, end_L * layer_p + emb / tp  # a middle stage's, an end stage's (+ embedding)
-    p_dev = np.maximum(stage_p, end_p)
+    # uneven stages and where each schedule puts the parameters (planner/stages.py): the most
+    # loaded stage sets the memory peak and the pipeline's pace (its layers' compute and
+    # communication are x `uneven` the even share); the first stage holds the most micro-batches,
+    # the last the output layer; end_L: the larger end stage, which also holds the embedding or
+    # the output layer's weights
+    stage_L, first_L, last_L, end_L, uneven, layer_p, stage_p, end_p, p_dev = stage_params(job, tp=tp, pp=pp, ep=ep, etp=etp, sched=sched)
+    dual = (sched == DUALPIPE) & (pp > 1)
     # ZeRO-3's all-gather of the stage and the bytes per gathered parameter (Job.fp8_all_gather)
     gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=np.where(stage_p >= end_p, stage_p, end_L * layer_p),
                                         unit_is_layer=layer_p >= emb / tp)
-    # FSDP without resharding after forward (``keep_params``, FSDP2 reshard_after_forward=False,
-    # torchtitan's default under pipeline parallelism): the stage's bf16 weights stay gathered from
-    # forward to backward, which saves the backward all-gather
-    keep = (_opt(s, "keep_params", tp) > 0) & (zero >= 3)
-    w_b = np.where(keep, 2 * p_dev, 2 * p_dev / np.where(zero >= 3, shard, 1))
-    # under a pipeline schedule, kept FSDP weights also mean gradients accumulate unsharded (in the
-    # reduction dtype) until the last micro-batch's backward reduce-scatters them: PyTorch's
-    # pipelining turns FSDP2's gradient sync and post-backward resharding off for the others
-    g_b = job.grad_bytes * p_dev / np.where((zero >= 2) & ~(keep & (pp > 1)), shard, 1)
-    o_b = 12 * p_dev / np.where(zero >= 1, shard, 1)
+    keep = (_opt(s, "keep_params", tp) > 0) & (zero >= 3)  # FSDP's gathered weights kept forward to backward
+    w_b, g_b, o_b = state_bytes(job, p_dev=p_dev, zero=zero, shard=shard, keep=keep, pp=pp)  # planner/states.py
     # pipeline schedules split a replica's batch into at least pp micro-batches, unless the
     # strategy states its gradient accumulation (ga > 0): then exactly that many
     ga = _opt(s, "ga", tp)
@@ -291,7 +276,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     rf = np.where(rc == SELECTIVE, 1.0 + sel_extra_s / np.maximum(layers_s, 1e-30), rfactor[rc])
     hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + attn_flops / 3.0 / model_flops, rfactor[rc])  # for HFU
     # the pace: the most loaded stage, a middle one or the last with the output layer
-    compute_s = np.maximum(layers_s * rf * uneven, layers_s * rf * last_L / (L / pp) + (logits_s + loss_s) * pp)
+    compute_s = np.maximum(layers_s * rf * uneven, np.where(
+        dual, layers_s * rf * (first_L + last_L) / 2 / (L / pp) + (logits_s + loss_s) * pp / 2,  # the last stage every other micro-batch
+        layers_s * rf * last_L / (L / pp) + (logits_s + loss_s) * pp))
     # a separate gradient-accumulation kernel (Job.grad_accum_bytes) over the stage's parameters
     # after every micro-batch's backward: memory-bound device work in the stage's pace
     compute_s = compute_s + job.grad_accum_bytes * p_dev * n_micro / hw.hbm_bytes_per_s
@@ -348,7 +335,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # (before DP's: the all-to-all sits inside every layer, on the critical path; the gradients'
     # reduction can wait) EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
-    ep_s = window.hide(ep_s, ((_opt(s, "ep_overlap", tp) > 0) & (n_micro >= 2)).astype(np.float64), busy_s, "ep")
+    ep_on = (_opt(s, "ep_overlap", tp) > 0) | dual | (sched == DUALPIPEV)  # the DualPipes pair forward and backward chunks
+    ep_s = window.hide(ep_s, (ep_on & (n_micro >= 2)).astype(np.float64), busy_s, "ep")
     # CP (before DP's, like EP's: the ring exchange sits inside every attention layer): K and V
     # blocks, CP_HIDDEN of them behind the attention of the block before (a prior share of the
     # exchange, bounded by what is left of the window, not by the attention alone: a cap that
@@ -372,7 +360,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # the pipeline's bubble: idle stages for (pp-1)/vpp micro-batches' worth of a stage's work,
     # which its exposed in-layer transfers (TP, EP, CP) lengthen
     per_micro = (busy_s + tp_s + ep_s + cp_s) / np.maximum(n_micro, 1)
-    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * BUBBLE_FACTOR[sched], 0.0)
+    bubble_f = np.where(dual, (pp - 2) / (3 * np.maximum(pp - 1, 1)), BUBBLE_FACTOR[sched])  # job.SCHEDULES
+    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * bubble_f, 0.0)
     dp_s = dp_seconds(job, ring=ring, window=window, p_dev=p_dev, gather_b=gather_b, tp=tp, pp=pp, dpc=dpc, shard=shard, zero=zero,
                       keep=keep, stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf)  # planner/data_parallel.py
     host = (hw.host_gbps or HOST_GBPS) * 1e9
@@ -388,16 +377,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     step_s = busy_s + tp_s + dp_s + ep_s + cp_s + bubble_s + pp_p2p_s + opt_s + offload_s + gather_s
     capacity_b = job.capacity_bytes
     fits = total_b <= capacity_b
-    # the largest non-compute part names the bottleneck (a running max: argmax over a stacked
-    # (parts, configs) array costs a third of the whole evaluation)
-    top = tp_s
-    bott = np.ones(tp.shape, dtype=np.int8)  # index into BOTTLENECKS
-    for code, part in enumerate((dp_s, ep_s, cp_s, bubble_s + pp_p2p_s, opt_s, offload_s, host_s), start=2):
-        more = part > top
-        bott[more] = code
-        top = np.maximum(top, part)
-    bott[top < 0.25 * compute_s] = 0
-    bott[~fits] = len(BOTTLENECKS) - 1
+    bott = bottleneck_codes(compute_s, (tp_s, dp_s, ep_s, cp_s, bubble_s + pp_p2p_s, opt_s, offload_s, host_s), fits)
     return {
         "weights_gb": w_b / 1e9, "grads_gb": g_b / 1e9, "optimizer_gb": o_b / 1e9, "activations_gb": act_b / 1e9,
         "buffers_gb": buf_b / 1e9, "reserve_gb": reserve_b / 1e9, "total_gb": total_b / 1e9, "fits": fits,

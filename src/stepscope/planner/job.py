@@ -80,8 +80,18 @@ CP_REPLAY = np.array([1.0, 1.5, 1.5, np.nan, np.nan, np.nan, np.nan, np.nan, 1.0
 LOSS_BYTES = {"fused": (6.0, 24.0), "unfused": (12.0, 44.0), "copy": (10.0, 52.0), "compiled": (4.0, 8.0)}
 # 1f1b is interleaved when vpp > 1; afab (all forwards, then all backwards: GPipe, nanotron's default
 # pipeline engine) has 1F1B's bubble but holds every micro-batch's activations until its backward
-SCHEDULES = ("1f1b", "zb-h1", "zb-v", "afab")
-BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1, 1.0])
+# DeepSeek-V3's DualPipe (bidirectional: each rank holds stages i and pp-1-i, micro-batches enter
+# from both ends; two copies of the parameters, pp+1 micro-batches of a stage in flight) and
+# DualPipeV (its V-shaped "cut-in-half" form: two chunks per rank, vpp = 2, one copy); both overlap
+# a forward chunk with a backward chunk of another micro-batch, which hides the EP all-to-all
+# (ep_overlap implied). Bubbles from the DualPipe README's table with F = W = B/2 (F forward, B full
+# backward, W its weight part; F&B = F + B): DualPipe (pp/2 - 1)(F&B + B - 3W) = (pp - 2) F, against
+# 1F1B's (pp - 1) x 3F: factor (pp - 2) / (3 (pp - 1)), per pipeline depth (cost.py; nan here);
+# DualPipeV (pp - 1) x 2 F_chunk with 2 chunks per rank, written against (pp - 1) / vpp: 2/3
+# (the same as ZB-H1's (pp - 1) F)
+SCHEDULES = ("1f1b", "zb-h1", "zb-v", "afab", "dualpipe", "dualpipev")
+BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1, 1.0, np.nan, 2.0 / 3.0])
+DUALPIPE, DUALPIPEV = SCHEDULES.index("dualpipe"), SCHEDULES.index("dualpipev")
 GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
 MATMUL_EFF = 0.7  # prior: GEMM ceiling / peak for devices without a measured matmul_eff
 ATTN_REL = 0.6  # prior: attention kernels' efficiency relative to the dense work's
@@ -106,6 +116,22 @@ ZERO3_GATHER = ("layer", "tensor")
 # allocator's fragmentation; a prior
 RESERVE_GB = 3.0
 BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "host", "memory")
+
+
+def bottleneck_codes(compute_s: np.ndarray, parts: tuple[np.ndarray, ...], fits: np.ndarray) -> np.ndarray:
+    """Index into BOTTLENECKS per configuration: the largest of ``parts`` (the exposed times in
+    BOTTLENECKS order from TP), compute where none reaches a quarter of the compute, memory where
+    the configuration does not fit. A running max: argmax over a stacked (parts, configs) array
+    costs a third of a whole evaluation."""
+    top = parts[0]
+    bott = np.ones(compute_s.shape, dtype=np.int8)
+    for code, part in enumerate(parts[1:], start=2):
+        more = part > top
+        bott[more] = code
+        top = np.maximum(top, part)
+    bott[top < 0.25 * compute_s] = 0
+    bott[~fits] = len(BOTTLENECKS) - 1
+    return bott
 
 
 def divisors(n: int) -> list[int]:

@@ -147,7 +147,8 @@ def parse_value(key: str, value: str, part: str) -> tuple[str, int]:
             raise ConfigError(f"recompute must be one of {RECOMPUTE}", fix="e.g. recompute=selective")
         return k, RECOMPUTE.index(value)
     if k == "sched":
-        v = {"interleaved": "1f1b", "zbh1": "zb-h1", "zbv": "zb-v", "zero-bubble": "zb-h1", "gpipe": "afab"}.get(value, value)
+        v = {"interleaved": "1f1b", "zbh1": "zb-h1", "zbv": "zb-v", "zero-bubble": "zb-h1", "gpipe": "afab",
+             "dualpipe-v": "dualpipev", "dualpipe_v": "dualpipev"}.get(value, value)
         if v not in SCHEDULES:
             raise ConfigError(f"sched must be one of {SCHEDULES}", fix="e.g. sched=zb-h1")
         return k, SCHEDULES.index(v)
@@ -170,7 +171,8 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     accumulation derived from the batch: global batch / (dp x mb), at least pp micro-batches under
     a pipeline; ga=N runs exactly N micro-batches of global batch / (dp x N) sequences, fewer than
     pp too, as a framework does when told so). ``sched`` takes a
-    name (1f1b, zb-h1, zb-v, afab = gpipe: evaluated, not searched, since it only adds memory); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
+    name (1f1b, zb-h1, zb-v; afab = gpipe, dualpipe and dualpipev are evaluated, not searched: AFAB only
+    adds memory, and few frameworks run the DualPipes: DeepSeek's own, PyTorch's ScheduleDualPipeV); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
     (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false; ``sp`` (sequence
     parallelism with TP, default on) 0/1."""
     vals: dict[str, Any] = dict(STRATEGY_DEFAULTS)
@@ -198,6 +200,11 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
         raise ConfigError("AFAB (GPipe) runs one model chunk per stage", fix="drop vpp or use sched=1f1b (interleaved)")
     if vals["sched"] == SCHEDULES.index("zb-v") and vals["vpp"] != 2:
         raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
+    if vals["sched"] == SCHEDULES.index("dualpipe") and (vals["vpp"] != 1 or vals["pp"] % 2):
+        raise ConfigError("DualPipe runs one stage per rank in each direction over an even number of ranks",
+                          fix="use an even pp without vpp, or sched=dualpipev with vpp=2")
+    if vals["sched"] == SCHEDULES.index("dualpipev") and vals["vpp"] != 2:
+        raise ConfigError("DualPipeV needs two model chunks per stage", fix="add vpp=2 with sched=dualpipev")
     if vals["keep_params"] and vals["zero"] != 3:
         raise ConfigError("keeping gathered weights (reshard_after_forward=false) applies to ZeRO-3 / FSDP", fix="add zero=3")
     if tp_overlap_needs_sp(vals["tp_overlap"]) and not vals["sp"]:
@@ -255,7 +262,7 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
                 values = np.unique(s.get(f, np.array([STRATEGY_DEFAULTS[f]])))
                 tried = f"; the search tries {f} = " + ", ".join(names[int(v)] if names else str(int(v)) for v in values)
             raise ConfigError(f"no valid configuration meets --where {where!r} (of {s['tp'].size:,} valid{tried})",
-                              fix="loosen --where (sp=0 is searched with --no-sequence-parallel; sched=afab is evaluated, not searched)")
+                              fix="loosen --where (sp=0 is searched with --no-sequence-parallel; sched=afab, dualpipe and dualpipev are evaluated, not searched)")
         s = {k: v[keep] for k, v in s.items()}
     # rank on the three results the ranking needs, then evaluate the chosen rows in full (a
     # configuration's results do not depend on the others evaluated with it)

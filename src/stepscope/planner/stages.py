@@ -1,15 +1,57 @@
 """How a model's layers are split over pipeline stages: Megatron's even split (with the embedding
 and the loss optionally counted as layers) and nanotron's split by cumulative block cost. The cost
 model (cost.py) takes the most loaded stage's layers for its pace and memory, the first stage's
-for the micro-batches it holds in flight and the last stage's for the output layer."""
+for the micro-batches it holds in flight and the last stage's for the output layer; and which
+parameters the most loaded rank holds under each pipeline schedule (:func:`stage_params`)."""
 
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ..analysis.model_flops import ModelShape
+from .job import DUALPIPE, DUALPIPEV, SCHEDULES
+from .rates import params
+
+if TYPE_CHECKING:
+    from .job import Job
+
+
+class StageParams(NamedTuple):
+    """Per configuration: layers of the most loaded stage, the first and the last stage, the larger
+    end stage; ``uneven`` = the most loaded stage / the even share; parameters of a layer, a middle
+    stage and an end stage on one rank; ``p_dev`` the most any rank holds."""
+    stage_L: np.ndarray
+    first_L: np.ndarray
+    last_L: np.ndarray
+    end_L: np.ndarray
+    uneven: np.ndarray
+    layer_p: np.ndarray
+    stage_p: np.ndarray
+    end_p: np.ndarray
+    p_dev: np.ndarray
+
+
+def stage_params(job: Job, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray, etp: np.ndarray, sched: np.ndarray) -> StageParams:
+    """Parameters per rank: a stage's layers x (dense / tp + experts / (ep x etp)), an end stage's
+    plus the embedding or the output layer (vocab x h / tp). DualPipe's rank i holds stages i and
+    pp-1-i (two copies of the parameters; the first rank both ends, embedding and output layer);
+    V-shaped schedules (ZB-V, DualPipeV) put the first and the last chunk on the first rank, so it
+    holds both the embedding and the output layer."""
+    m = job.model
+    L = float(m.n_layers)
+    dense, experts, emb = params(m)
+    stage_L, first_L, last_L = stage_layers(L, pp, job.pipeline_split_embedding, split_costs(m) if job.pipeline_split_cost else None)
+    end_L = np.maximum(first_L, last_L)
+    layer_p = dense / tp + experts / (ep * etp)
+    stage_p, end_p = stage_L * layer_p, end_L * layer_p + emb / tp
+    dual = (sched == DUALPIPE) & (pp > 1)
+    v_ends = ((sched == SCHEDULES.index("zb-v")) | (sched == DUALPIPEV)) & (pp > 1)
+    end_p = np.where(dual, (first_L + last_L) * layer_p + 2 * emb / tp, end_p + np.where(v_ends, emb / tp, 0.0))
+    p_dev = np.maximum(np.where(dual, 2 * stage_p, stage_p), end_p)
+    return StageParams(stage_L, first_L, last_L, end_L, stage_L / (L / pp), layer_p, stage_p, end_p, p_dev)
 
 
 def stage_layers(L: float, pp: np.ndarray, split_embedding: bool,

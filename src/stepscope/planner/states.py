@@ -1,0 +1,33 @@
+"""Weights, gradients and optimizer states per device, by ZeRO stage.
+
+Weights 2 B per parameter (bf16); gradients ``Job.grad_bytes`` (default by precision: 4 with
+bf16/fp8, fp32 accumulation and reduction as Megatron with bf16, torchtitan's FSDP2 and nanotron
+do; 2 with fp16, as Megatron and DeepSpeed reduce fp16 gradients); optimizer 12 B (fp32 master +
+Adam m, v). ZeRO-1 shards the optimizer over the ``shard`` group (dp x cp: context-parallel ranks
+hold the same weights), ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights; HSDP shards all
+three over its shard group (x cp) only (cost.py picks ``shard``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .job import Job
+
+
+def state_bytes(job: Job, *, p_dev: np.ndarray, zero: np.ndarray, shard: np.ndarray, keep: np.ndarray,
+                pp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weights, gradients, optimizer states) in bytes for ``p_dev`` parameters on the device.
+    ``keep``: FSDP without resharding after forward (``keep_params``, FSDP2
+    reshard_after_forward=False, torchtitan's default under pipeline parallelism): the stage's bf16
+    weights stay gathered from forward to backward; under a pipeline schedule the gradients then
+    also accumulate unsharded until the last micro-batch's backward reduce-scatters them
+    (PyTorch's pipelining turns FSDP2's gradient sync and post-backward resharding off for the
+    others)."""
+    w_b = np.where(keep, 2 * p_dev, 2 * p_dev / np.where(zero >= 3, shard, 1))
+    g_b = job.grad_bytes * p_dev / np.where((zero >= 2) & ~(keep & (pp > 1)), shard, 1)
+    o_b = 12 * p_dev / np.where(zero >= 1, shard, 1)
+    return w_b, g_b, o_b
