@@ -3,7 +3,9 @@
     python benchmarks/published_reports.py [--rows OUT.csv]
 
 ``holdout/technical_reports.csv`` holds runs whose layout a model's technical report states
-(DeepSeek-V3 on 2,048 H800s, Llama 3 405B on 8K-16K H100s), with the report's measured throughput.
+(DeepSeek-V3 on 2,048 H800s, Llama 3 405B on 8K-16K H100s, Nemotron-4 340B on 128 and 6,144
+H100s), with the report's measured throughput; a ``settings`` column carries framework settings
+(``key=value;...``) into the record.
 None of these rows is in ``../shared/validation/published_runs.csv`` and none was used to set a
 planner constant. What a report leaves unstated is listed in the row's ``unknowns`` column as
 ``key=a|b|c`` choices (``;`` between keys); every combination is predicted and the script prints
@@ -41,12 +43,24 @@ def choices(unknowns: str) -> list[dict[str, str]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
+def settings(text: str) -> dict:
+    """``"a=true;b=cudnn"`` -> {"a": True, "b": "cudnn"}: framework settings for the --batch record."""
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        key, _, value = part.partition("=")
+        out[key.strip()] = {"true": True, "false": False}.get(value.strip(), value.strip())
+    return out
+
+
 def records(row: dict[str, str]) -> list[tuple[dict[str, str], dict]]:
     """(the unknowns' values, the --batch record) for each combination of the row's unknowns:
     a value goes into the strategy string when it is a strategy key, else into the record."""
     out = []
     for combo in choices(row["unknowns"]):
         rec: dict = {k: int(row[k]) if k in INTS else row[k] for k in RECORD_FIELDS}
+        if rec["model"].endswith(".json"):
+            rec["model"] = str(TABLE.parent / rec["model"])
+        rec.update(settings(row.get("settings", "")))
         strategy = row["strategy"]
         for key, value in combo.items():
             if key in ("vpp", "tp_overlap", "sched", "mb", "recompute", "ep_overlap"):

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -50,3 +52,30 @@ def test_llama3_batches_are_16m_tokens() -> None:
     rows = _rows()
     for rid in ("r2", "r3", "r4"):
         assert int(rows[rid]["global_batch"]) * int(rows[rid]["seq_len"]) == 16_777_216
+
+
+def test_nemotron_throughputs_are_the_reports_step_times() -> None:
+    """Table 2: 2,304 x 4,096 tokens in 8.0 s on 6,144 GPUs = 192.0; the DGXC recipe: 32 x 4,096
+    in 4.77 s on 128 = 214.7 tokens/s per GPU."""
+    rows = _rows()
+    assert float(rows["r5"]["measured_value"]) == round(2304 * 4096 / 8.0 / 6144, 1)
+    assert float(rows["r6"]["measured_value"]) == round(32 * 4096 / 4.77 / 128, 1)
+
+
+def test_nemotron_shape_against_the_recipes_flops_per_sequence() -> None:
+    """The DGXC recipe's MFU uses 1.01e16 model FLOPs per 4,096-token sequence: Megatron's formula
+    without recompute, 72 s L h^2 (1 + s/(6h) + V/(12 L h)), which counts every head's K and V (no
+    GQA) and the full s x s attention. From NeMo's Nemotron4Config340B (h 18,432, 96 layers, FFN
+    4h) and V = 256,000 that gives 1.009e16, so the shape matches the recipe. The planner counts
+    GQA's 8 K/V groups (head_dim 192) and causal attention: per layer q/k/v 18,432 x (18,432 +
+    2 x 8 x 192), out 18,432^2, MLP 2 x 18,432 x 73,728, plus the output layer, 6 x 336.3e9 per
+    token, and 6 s h L per token of attention: 8.44e15 per sequence."""
+    from stepscope.planner.search import model
+
+    s, h, L, V = 4096, 18432, 96, 256000
+    megatron = 72 * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h))
+    assert megatron == pytest.approx(1.01e16, rel=0.005)
+    per_layer = h * (h + 2 * 8 * 192) + h * h + 2 * h * 4 * h
+    ours = 6 * (L * per_layer + V * h) * s + 6 * s * h * L * s
+    m = model(str(BENCH / "holdout" / "models" / "nemotron-4-340b.json"))
+    assert m.flops_per_token(s) * s == pytest.approx(ours, rel=1e-3)
