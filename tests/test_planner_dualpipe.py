@@ -97,3 +97,11 @@ def test_v_shapes_put_both_ends_on_the_first_rank() -> None:
         assert r["weights_gb"][0] == pytest.approx(2 * (2 * dense + 2 * 32000 * H) / 1e9), sched
     plain = evaluate(job, parse_strategy("pp=4,dp=2,mb=1"))
     assert plain["weights_gb"][0] == pytest.approx(2 * (2 * dense + 32000 * H) / 1e9)
+
+
+def test_dualpipe_rows_carry_their_caveat(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--model", "mixtral-8x7b", "--hardware", "h100", "--devices", "64", "--global-batch", "256", "--seq-len", "4096"]
+    assert main([*args, "--evaluate", "pp=4,dp=16,ep=8,mb=1,zero=1,sched=dualpipe"]) == 0
+    assert "note: DualPipe rows" in capsys.readouterr().out
+    assert main([*args, "--evaluate", "pp=4,dp=16,ep=8,mb=1,zero=1"]) == 0
+    assert "DualPipe" not in capsys.readouterr().out

@@ -107,8 +107,8 @@ WIDE_DP_NODES, WIDE_DP_SHARE = 32, 0.2
 def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: str, fp8_rowwise: bool,
                  moe: bool = False, nodes: int = 1) -> list[str]:
     """Where the rows shown lean on the model's least validated terms (docs/planner.md, Accuracy):
-    a device without a measured matmul ceiling, context parallelism, torchao's rowwise fp8, MoE
-    layers (BENCHMARKS.md, held-out runs), and gradient/FSDP traffic that dominates a step over
+    a device without a measured matmul ceiling, context parallelism, DeepSeek's DualPipe schedules,
+    torchao's rowwise fp8, MoE layers (BENCHMARKS.md, held-out runs), and gradient/FSDP traffic that dominates a step over
     ``WIDE_DP_NODES``+ nodes."""
     lines = []
     if moe:
@@ -123,6 +123,10 @@ def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: 
     if any(int(r["strategy"]["cp"]) > 1 for r in recs):
         lines.append("note: rows with cp > 1 lean on ring attention's cost, the least validated term: against torchtitan's "
                      "published context-parallel runs the model was optimistic, more so at higher cp")
+    if any(str(r["strategy"].get("sched", "")).startswith("dualpipe") for r in recs):
+        lines.append("note: DualPipe rows take their bubble from the DualPipe README's table (with F = W = B/2) and hide the "
+                     "all-to-all as ep_overlap does; checked against one run only (DeepSeek-V3, 7.7% fast against its whole-run average), "
+                     "and its FP8 activation storage is not modeled (memory: that run fit in 80 GB, the model says 146 GB)")
     if fp8_rowwise:
         lines.append("note: rowwise fp8 is optimistic against torchtitan's published rowwise runs, most with async TP "
                      "(the narrow GEMMs' fp8 penalty is not modeled)")
