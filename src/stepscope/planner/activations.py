@@ -28,11 +28,11 @@ import numpy as np
 
 from .job import (
     ACT_BYTES,
+    DUALPIPE,
+    DUALPIPEV,
     GATHERED_BYTES,
     RECOMPUTE,
     RECOMPUTE_FACTOR,
-    DUALPIPE,
-    DUALPIPEV,
     REPLICATED_BYTES,
     SCHEDULES,
     Job,

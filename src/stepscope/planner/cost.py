@@ -210,7 +210,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     stage_L, first_L, last_L, end_L, uneven, layer_p, stage_p, end_p, p_dev = stage_params(job, tp=tp, pp=pp, ep=ep, etp=etp, sched=sched)
     dual = (sched == DUALPIPE) & (pp > 1)
     # ZeRO-3's all-gather of the stage and the bytes per gathered parameter (Job.fp8_all_gather)
-    gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=np.where(stage_p >= end_p, stage_p, end_L * layer_p),
+    layers_p = np.where(dual, np.maximum(2 * stage_p, (first_L + last_L) * layer_p), np.where(stage_p >= end_p, stage_p, end_L * layer_p))
+    gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=layers_p,
                                         unit_is_layer=layer_p >= emb / tp)
     keep = (_opt(s, "keep_params", tp) > 0) & (zero >= 3)  # FSDP's gathered weights kept forward to backward
     w_b, g_b, o_b = state_bytes(job, p_dev=p_dev, zero=zero, shard=shard, keep=keep, pp=pp)  # planner/states.py
