@@ -4,6 +4,7 @@ README's table: 2x parameters and pp + 1 micro-batches in flight for DualPipe; b
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from stepscope.analysis.model_flops import from_config_dict
@@ -105,3 +106,20 @@ def test_dualpipe_rows_carry_their_caveat(capsys: pytest.CaptureFixture[str]) ->
     assert "note: DualPipe rows" in capsys.readouterr().out
     assert main([*args, "--evaluate", "pp=4,dp=16,ep=8,mb=1,zero=1"]) == 0
     assert "DualPipe" not in capsys.readouterr().out
+
+
+def test_the_search_tries_the_dualpipes_when_named() -> None:
+    """16 devices, 64 sequences: every row DualPipe (an even pp, no vpp) or DualPipeV (vpp 2), with
+    an even number of micro-batches, at least 2 x pp; the default search has neither."""
+    from stepscope.planner.search import search
+
+    job = Job(model("llama3-8b"), hardware("h100"), 16, 8, 64, 4096)
+    plain = search(job, top=10**9)
+    assert not np.isin(plain.strategies["sched"], (4, 5)).any()
+    got = search(job, top=10**9, where="sched=dualpipe|dualpipev")
+    st = got.strategies
+    assert got.evaluated > 0 and set(np.unique(st["sched"]).tolist()) == {4, 5}
+    n_micro = 64 // (st["dp"] * st["mb"])
+    assert ((n_micro % 2 == 0) & (n_micro >= 2 * st["pp"])).all()
+    assert (st["vpp"][st["sched"] == 4] == 1).all() and (st["pp"][st["sched"] == 4] % 2 == 0).all()
+    assert (st["vpp"][st["sched"] == 5] == 2).all()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -55,8 +57,12 @@ def test_plan_prints_what_it_searched(capsys: pytest.CaptureFixture[str]) -> Non
     # a condition nothing meets on its own is named with the values the search tries
     assert main([*args, "--where", "tp=16"]) == 2
     assert "the search tries tp = 1, 2, 4, 8" in capsys.readouterr().err  # 16 devices on nodes of 8: TP stays in a node
-    assert main([*args, "--where", "sched=afab"]) == 2
-    assert "the search tries sched = 1f1b, zb-h1, zb-v" in capsys.readouterr().err
+    assert main([*args, "--where", "sched=afab,pp=1"]) == 2  # AFAB is a pipeline schedule
+    assert "no valid configuration meets --where 'sched=afab,pp=1'" in capsys.readouterr().err
+    # schedules the search leaves out are searched when named
+    assert main([*args, "--top", "3", "--where", "sched=afab", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(r["strategy"]["sched"] == "afab" and r["strategy"]["pp"] > 1 for r in rows)
 
 
 def test_distinct_keeps_the_first_row_of_each_layout_in_ranking_order(capsys: pytest.CaptureFixture[str]) -> None:

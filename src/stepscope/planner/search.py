@@ -15,7 +15,7 @@ from ..analysis.model_flops import ModelShape
 from ..analysis.models import resolve
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
-from .job import divisors, tp_overlap_needs_sp
+from .job import DUALPIPE, DUALPIPEV, divisors, tp_overlap_needs_sp
 
 FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap",
           "ep_overlap", "keep_params")
@@ -40,8 +40,11 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
+SEARCHED_SCHEDULES = (0, 1, 2)  # 1f1b (interleaved with vpp > 1), zb-h1, zb-v; the others when --where names them
+
+
 def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
-          sequence_parallel: bool = True) -> dict[str, np.ndarray]:
+          sequence_parallel: bool = True, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node; pp <=
     layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; dp = devices /
     (tp*pp*cp) integer; ep | experts and ep | dp; expert-TP etp in {1, tp} (MoE only); global
@@ -53,7 +56,10 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     / ``ep_overlap``: how the framework overlaps TP communication with GEMMs / the EP
     all-to-all with another micro-batch (properties of the framework, not searched); ``tp_across_nodes`` lifts the default limit of TP to one node;
     ``sequence_parallel`` False: TP without sequence parallelism (the framework has none, or it is
-    off), which only costs memory and elementwise time, so the search does not try both."""
+    off), which only costs memory and elementwise time, so the search does not try both.
+    ``schedules``: the SCHEDULES codes to try; AFAB only with pp > 1 and no vpp, DualPipe with an
+    even pp and no vpp, DualPipeV with vpp = 2, both with an even number of micro-batches, at least
+    2 x pp."""
     m = job.model
     tp_max = job.devices if tp_across_nodes else min(job.devices_per_node, job.devices)
     # any divisor, not only powers of two (TP 12, PP 6 or 35 are real configurations); pipeline
@@ -83,8 +89,13 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     g = _keep(g, job.global_batch % (g["dp"] * g["mb"]) == 0)
     n_micro = job.global_batch // (g["dp"] * g["mb"])
     g = _keep(g, (g["vpp"] == 1) | ((g["pp"] > 1) & (n_micro % g["pp"] == 0)))
-    g = _cross(g, "sched", [0, 1, 2])
-    g = _keep(g, (g["sched"] == 0) | ((g["pp"] > 1) & ((g["sched"] == 1) | (g["vpp"] == 2))))
+    g = _cross(g, "sched", list(schedules))
+    n_micro = job.global_batch // (g["dp"] * g["mb"])
+    sched, pp, vpp = g["sched"], g["pp"], g["vpp"]
+    dual_ok = (n_micro % 2 == 0) & (n_micro >= 2 * pp)
+    g = _keep(g, (sched == 0) | ((pp > 1) & ((sched == 1) | ((sched == 2) & (vpp == 2)) | ((sched == 3) & (vpp == 1))
+                                             | ((sched == DUALPIPE) & (vpp == 1) & (pp % 2 == 0) & dual_ok)
+                                             | ((sched == DUALPIPEV) & (vpp == 2) & dual_ok))))
     g = _cross(g, "zero", [0, 1, 2, 3])
     g = _keep(g, (g["zero"] == 0) | (g["dp"] > 1))  # ZeRO stages are the same thing without data parallelism
     g = _cross(g, "hsdp", [0] + _pow2_upto(max(job.devices // 2, 1))[1:])
@@ -171,8 +182,9 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     accumulation derived from the batch: global batch / (dp x mb), at least pp micro-batches under
     a pipeline; ga=N runs exactly N micro-batches of global batch / (dp x N) sequences, fewer than
     pp too, as a framework does when told so). ``sched`` takes a
-    name (1f1b, zb-h1, zb-v; afab = gpipe, dualpipe and dualpipev are evaluated, not searched: AFAB only
-    adds memory, and few frameworks run the DualPipes: DeepSeek's own, PyTorch's ScheduleDualPipeV); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
+    name (1f1b, zb-h1, zb-v; afab = gpipe, dualpipe and dualpipev are searched only when --where names
+    them: AFAB only adds memory, and few frameworks run the DualPipes: DeepSeek's own, PyTorch's
+    ScheduleDualPipeV); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
     (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false; ``sp`` (sequence
     parallelism with TP, default on) 0/1."""
     vals: dict[str, Any] = dict(STRATEGY_DEFAULTS)
@@ -245,13 +257,17 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
            sequence_parallel: bool = True, where: str = "", distinct: bool = False) -> Plan:
     """The ``top`` fastest configurations that fit (``where``: constraints, planner/where.py;
     ``distinct``: only the fastest of each LAYOUT, so the rows are alternatives, not variants)."""
-    s = space(job, tp_overlap, tp_across_nodes, ep_overlap, sequence_parallel)
-    if not s["tp"].size:
-        raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
+    conditions = []
     if where:
         from .where import mask, parse_where
 
         conditions = parse_where(where)
+    # schedules the search leaves out (AFAB, the DualPipes) are tried when --where names them
+    named = {v for c in conditions if c.field == "sched" and c.op == "in" for v in c.values}
+    s = space(job, tp_overlap, tp_across_nodes, ep_overlap, sequence_parallel, tuple(sorted(set(SEARCHED_SCHEDULES) | named)))
+    if not s["tp"].size:
+        raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
+    if where:
         keep = mask(s, conditions)
         if not keep.any():
             alone = [c for c in conditions if not mask(s, [c]).any()]  # a condition nothing meets on its own
@@ -262,7 +278,7 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
                 values = np.unique(s.get(f, np.array([STRATEGY_DEFAULTS[f]])))
                 tried = f"; the search tries {f} = " + ", ".join(names[int(v)] if names else str(int(v)) for v in values)
             raise ConfigError(f"no valid configuration meets --where {where!r} (of {s['tp'].size:,} valid{tried})",
-                              fix="loosen --where (sp=0 is searched with --no-sequence-parallel; sched=afab, dualpipe and dualpipev are evaluated, not searched)")
+                              fix="loosen --where (sp=0 is searched with --no-sequence-parallel)")
         s = {k: v[keep] for k, v in s.items()}
     # rank on the three results the ranking needs, then evaluate the chosen rows in full (a
     # configuration's results do not depend on the others evaluated with it)
