@@ -1567,3 +1567,12 @@ def test_recompute_policy_written_as_the_issue_names_it(written: str, name: str)
     """Spaces and hyphens in a policy name read as its underscores (the names as users write them)."""
     from stepscope.planner.job import RECOMPUTE
     assert int(parse_strategy(f"tp=1,recompute={written}")["recompute"][0]) == RECOMPUTE.index(name)
+
+
+def test_long_sequences_search_wider_context_parallelism() -> None:
+    """CP up to 8, and beyond while a rank keeps 1,024+ tokens: 4,096 tokens stay at 1-8; 131,072
+    tokens on 16,384 devices go to 128 (1,024 tokens a rank), as Llama 3 405B's CP 16 needs."""
+    short = space(Job(model("llama3-8b"), hardware("h100"), 64, 8, 64, 4096))
+    assert sorted(set(short["cp"].tolist())) == [1, 2, 4, 8]
+    long = space(Job(model("llama3-405b"), hardware("h100"), 16384, 8, 128, 131072))
+    assert sorted(set(long["cp"].tolist())) == [1, 2, 4, 8, 16, 32, 64, 128]

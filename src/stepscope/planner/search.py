@@ -40,13 +40,15 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
+CP_MIN_TOKENS = 1024  # the search's context parallelism beyond 8 keeps at least this many tokens a rank
 SEARCHED_SCHEDULES = (0, 1, 2)  # 1f1b (interleaved with vpp > 1), zb-h1, zb-v; the others when --where names them
 
 
 def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
           sequence_parallel: bool = True, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node; pp <=
-    layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; dp = devices /
+    layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; cp a power of two up to 8,
+    or up to seq / CP_MIN_TOKENS for long sequences; dp = devices /
     (tp*pp*cp) integer; ep | experts and ep | dp; expert-TP etp in {1, tp} (MoE only); global
     batch % (dp*mb) == 0 (with pp > 1 and fewer micro-batches than stages, ga states them: run as
     they are); vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
@@ -66,7 +68,9 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     # stages may be uneven (the cost model paces the pipeline by the most loaded stage)
     tps = [t for t in divisors(m.n_heads) if t <= tp_max and job.devices % t == 0]
     pps = [p for p in divisors(job.devices) if p <= m.n_layers]
-    cps = [c for c in (1, 2, 4, 8) if job.seq_len % c == 0 and c <= job.devices]
+    # context parallelism up to 8, and beyond while each rank keeps at least CP_MIN_TOKENS of the
+    # sequence (Llama 3 405B trained 128K with CP 16: 8K tokens a rank)
+    cps = [c for c in _pow2_upto(max(8, job.seq_len // CP_MIN_TOKENS)) if job.seq_len % c == 0 and c <= job.devices]
     eps = [e for e in _pow2_upto(max(m.n_experts, 1)) if (m.n_experts % e == 0 if m.n_experts else e == 1)]
     # the product is built one field at a time and filtered as soon as a constraint can be checked,
     # so the arrays never hold the (much larger) unfiltered grid
