@@ -165,6 +165,9 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--grad-accum-bytes", dest="grad_accum_bytes", type=float, metavar="B",
                     help="bytes per parameter and micro-batch a separate gradient-accumulation kernel moves after each "
                     "backward (nanotron's fp32 accumulator: 10, the nanotron preset); default 0, accumulated in place")
+    pl.add_argument("--optimizer-bytes", dest="optimizer_bytes", type=float, metavar="B",
+                    help="bytes per parameter of the optimizer's states (default 12: fp32 master weights, Adam's m and v; "
+                    "8 with the moments in bf16, as DeepSeek-V3 and Megatron's precision-aware optimizer keep them)")
     pl.add_argument("--dp-bucket-mb", type=float, metavar="MB",
                     help="gradients reduced under the backward in buckets of this many MB, each paying its own latency "
                     "(PyTorch DDP and nanotron: 25); default: one collective")

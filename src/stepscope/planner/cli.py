@@ -87,7 +87,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     job = job_from_record({k: getattr(ns, k, None) for k in ("model", "hardware", "devices", "global_batch", "global_batch_tokens", "seq_len",
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
-                                                  "dp_bucket_mb", "zero_gather_copy_us", "grad_accum_bytes", "network", "moe_imbalance", "host_wait_us", "dp_overlap", "loss", "hardware_file", "framework",
+                                                  "dp_bucket_mb", "zero_gather_copy_us", "grad_accum_bytes", "optimizer_bytes", "network", "moe_imbalance", "host_wait_us", "dp_overlap", "loss", "hardware_file", "framework",
                                                   "eager_swiglu", "fused_projections", "kv_repeated", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "fp8_gain_thresholds", "zero3_prefetch", "sp_saves_gathered", "sp_regather", "attention_kernel",
                                                   "zero3_gather", "pipeline_split_cost")}
                | {k: getattr(ns, k, default) for k, default in

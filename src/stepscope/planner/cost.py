@@ -93,7 +93,7 @@ Time per step (seconds):
   output layer's imbalance: its first rank runs the last stage every other micro-batch);
 - activation offload: saved activations go to host and back (2x bytes) over ``host_gbps``
   (default 25 GB/s), 80% hidden behind compute (prior);
-- optimizer: read/write 16 B per local parameter at HBM bandwidth;
+- optimizer: its states (``Job.optimizer_bytes``, 12) and a 4-byte gradient per local parameter at HBM bandwidth;
 - host wait (``host_s``, ``Job.layer_overhead_s`` per layer of the stage and micro-batch, x the
   recompute factor; 0 unless a calibration or a trace's host-bound idle sets it): the device idle
   while the host launches or synchronises; it lengthens each micro-batch (and so the bubble), and
@@ -371,7 +371,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     qkv_raw = 2 * seq * mb * h * QKV_OFFLOADED_BYTES / (tp * cp) * stage_L * n_micro / host
     offload_raw = np.where(offload, offload_raw, 0.0) + np.where(rc == QKV_OFFLOADED, qkv_raw, 0.0)
     offload_s = window.overlap(offload_raw, OFFLOAD_HIDDEN, "offload")
-    opt_s = 16 * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s
+    opt_s = (job.optimizer_bytes + 4.0) * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s  # states + fp32 gradient
     # after the optimizer step, outside every window: ZeRO weights gathered tensor by tensor on the host
     gather_s = zero_gather_host_s(job, zero=zero, dpc=dpc, stage_L=stage_L)
     host_s = host_s + gather_s

@@ -12,6 +12,7 @@ from ..analysis.hardware import HBM_VISIBLE, Hardware
 from ..analysis.model_flops import ModelShape
 from ..errors import ConfigError
 from .attention import KERNELS as ATTENTION_KERNELS
+from .bottleneck import BOTTLENECKS, bottleneck_codes  # noqa: F401  (re-exported for cost.py and the renderers)
 from .network import NetworkProfile
 
 # Recompute policies: activation bytes per layer = c * s*b*h/(tp*cp), compute x factor.
@@ -115,25 +116,6 @@ ZERO3_GATHER = ("layer", "tensor")
 # a CUDA/ROCm device's framework reserve (GB): the CUDA context (~0.5-1 GB) and the caching
 # allocator's fragmentation; a prior
 RESERVE_GB = 3.0
-BOTTLENECKS = ("compute", "TP", "FSDP+DP", "EP", "CP", "PP bubble", "optimizer", "offload", "host", "memory")
-
-
-def bottleneck_codes(compute_s: np.ndarray, parts: tuple[np.ndarray, ...], fits: np.ndarray) -> np.ndarray:
-    """Index into BOTTLENECKS per configuration: the largest of ``parts`` (the exposed times in
-    BOTTLENECKS order from TP), compute where none reaches a quarter of the compute, memory where
-    the configuration does not fit. A running max: argmax over a stacked (parts, configs) array
-    costs a third of a whole evaluation."""
-    top = parts[0]
-    bott = np.ones(compute_s.shape, dtype=np.int8)
-    for code, part in enumerate(parts[1:], start=2):
-        more = part > top
-        bott[more] = code
-        top = np.maximum(top, part)
-    bott[top < 0.25 * compute_s] = 0
-    bott[~fits] = len(BOTTLENECKS) - 1
-    return bott
-
-
 def divisors(n: int) -> list[int]:
     """The divisors of n, ascending, found up to sqrt(n): trying every d <= n took 24 s for 2^28 devices."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
@@ -201,6 +183,11 @@ class Job:
     # weight-gradient GEMM accumulates in place (Megatron's gradient_accumulation_fusion) or
     # gradients are reduce-scattered each micro-batch (FSDP)
     grad_accum_bytes: float = 0.0
+    # bytes per parameter of the optimizer's states: fp32 master weights and Adam's m and v, 12;
+    # 8 with the moments in bf16 (DeepSeek-V3's report, section 3.3.3; Megatron-Core's
+    # --use-precision-aware-optimizer with --exp-avg-dtype/--exp-avg-sq-dtype bf16); sharded by
+    # ZeRO as the states are (planner/states.py); the optimizer step moves these and a 4-byte gradient
+    optimizer_bytes: float = 12.0
     # how ZeRO-3 / FSDP gathers the weights (planner/buffers.py): "layer", a transformer block's
     # weights in one collective (PyTorch FSDP wrapped per block: torchtitan, Megatron's FSDP), or
     # "tensor", each parameter tensor by itself just before its op (XLA's SPMD partitioner, one
@@ -382,6 +369,9 @@ class Job:
         if isinstance(self.dp_overlap, float | int) and not 0 <= self.dp_overlap <= 1:  # (a NaN fails too)
             raise ConfigError(f"DP overlap must be a share from 0 to 1, not {self.dp_overlap:g}",
                               fix="e.g. --dp-overlap 0 when the gradients are reduced after the backward")
+        if not 0 < self.optimizer_bytes <= 64:
+            raise ConfigError(f"optimizer states must take more than 0 and at most 64 bytes per parameter, not {self.optimizer_bytes:g}",
+                              fix="e.g. --optimizer-bytes 8 (fp32 master weights, Adam moments in bf16)")
         if not 0 <= self.grad_accum_bytes < math.inf:
             raise ConfigError(f"gradient accumulation must move >= 0 bytes per parameter, not {self.grad_accum_bytes:g}",
                               fix="e.g. --grad-accum-bytes 10 (nanotron's fp32 accumulator)")

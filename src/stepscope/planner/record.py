@@ -75,6 +75,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         dp_bucket_mb=_number(d, "dp_bucket_mb", 0.0),
         zero_gather_copy_s=_number(d, "zero_gather_copy_us", 0.0) * 1e-6,
         grad_accum_bytes=_number(d, "grad_accum_bytes", 0.0),
+        optimizer_bytes=_number(d, "optimizer_bytes", 12.0),
         moe_imbalance=_number(d, "moe_imbalance", 1.0),
         layer_overhead_s=_host_wait_s(d),
         dp_overlap=_number(d, "dp_overlap", DP_OVERLAP),
@@ -87,7 +88,7 @@ RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
     "zero_sync_after_backward", "fused_projections", "kv_repeated", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "fp8_gain_thresholds", "zero3_prefetch", "sp_saves_gathered", "sp_regather", "attention_kernel", "dp_bucket_mb", "moe_imbalance", "zero3_gather",
-    "zero_gather_copy_us", "grad_accum_bytes", "network", "framework", "strategy", "pipeline_split_embedding", "pipeline_split_cost", "hidden_dropout", "host_wait_us", "dp_overlap",
+    "zero_gather_copy_us", "grad_accum_bytes", "optimizer_bytes", "network", "framework", "strategy", "pipeline_split_embedding", "pipeline_split_cost", "hidden_dropout", "host_wait_us", "dp_overlap",
 })
 
 

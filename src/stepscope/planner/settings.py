@@ -43,6 +43,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["zero_gather_copy_us"] = job.zero_gather_copy_s * 1e6
     if job.grad_accum_bytes:
         out["grad_accum_bytes"] = job.grad_accum_bytes
+    if job.optimizer_bytes != 12.0:
+        out["optimizer_bytes"] = job.optimizer_bytes
     if job.zero3_gather != "layer":
         out["zero3_gather"] = job.zero3_gather
     if job.network is not None:
@@ -74,6 +76,8 @@ def settings_line(st: dict[str, Any]) -> str:
                      + (", no fp8 gain below torchao's shape thresholds" if st.get("fp8_gain_thresholds") else ""))
     if "moe_imbalance" in st and st["moe_imbalance"] != 1.0:
         parts.append(f"MoE imbalance {st['moe_imbalance']:g}")
+    if st.get("optimizer_bytes"):
+        parts.append(f"optimizer states {st['optimizer_bytes']:g} B per parameter")
     if st.get("grad_accum_bytes"):
         parts.append(f"gradients accumulated by a separate kernel ({st['grad_accum_bytes']:g} B per parameter and micro-batch)")
     if st.get("zero_gather_copy_us"):

@@ -2,10 +2,11 @@
 
 Weights 2 B per parameter (bf16); gradients ``Job.grad_bytes`` (default by precision: 4 with
 bf16/fp8, fp32 accumulation and reduction as Megatron with bf16, torchtitan's FSDP2 and nanotron
-do; 2 with fp16, as Megatron and DeepSpeed reduce fp16 gradients); optimizer 12 B (fp32 master +
-Adam m, v). ZeRO-1 shards the optimizer over the ``shard`` group (dp x cp: context-parallel ranks
-hold the same weights), ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights; HSDP shards all
-three over its shard group (x cp) only (cost.py picks ``shard``).
+do; 2 with fp16, as Megatron and DeepSpeed reduce fp16 gradients); optimizer
+``Job.optimizer_bytes`` (12: fp32 master + Adam m, v; 8 with the moments in bf16). ZeRO-1 shards
+the optimizer over the ``shard`` group (dp x cp: context-parallel ranks hold the same weights),
+ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights; HSDP shards all three over its shard
+group (x cp) only (cost.py picks ``shard``).
 """
 
 from __future__ import annotations
@@ -29,5 +30,5 @@ def state_bytes(job: Job, *, p_dev: np.ndarray, zero: np.ndarray, shard: np.ndar
     others)."""
     w_b = np.where(keep, 2 * p_dev, 2 * p_dev / np.where(zero >= 3, shard, 1))
     g_b = job.grad_bytes * p_dev / np.where((zero >= 2) & ~(keep & (pp > 1)), shard, 1)
-    o_b = 12 * p_dev / np.where(zero >= 1, shard, 1)
+    o_b = job.optimizer_bytes * p_dev / np.where(zero >= 1, shard, 1)
     return w_b, g_b, o_b
