@@ -28,6 +28,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_holdout import run_batch  # noqa: E402
 
+from stepscope.planner.search import STRATEGY_DEFAULTS  # noqa: E402
+
 TABLE = ROOT / "benchmarks" / "holdout" / "technical_reports.csv"
 RECORD_FIELDS = ("model", "hardware", "devices", "devices_per_node", "global_batch", "seq_len", "precision")
 INTS = ("devices", "devices_per_node", "global_batch", "seq_len")
@@ -63,7 +65,7 @@ def records(row: dict[str, str]) -> list[tuple[dict[str, str], dict]]:
         rec.update(settings(row.get("settings", "")))
         strategy = row["strategy"]
         for key, value in combo.items():
-            if key in ("vpp", "tp_overlap", "sched", "mb", "recompute", "ep_overlap"):
+            if key in STRATEGY_DEFAULTS:  # a strategy key (as --evaluate reads it); the rest are record settings
                 strategy = ",".join(p for p in strategy.split(",") if not p.startswith(key + "=")) + f",{key}={value}"
             else:
                 rec[key] = value

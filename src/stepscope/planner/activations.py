@@ -36,6 +36,7 @@ from .job import (
     REPLICATED_BYTES,
     SCHEDULES,
     Job,
+    ends_on_first_rank,
 )
 from .rates import dots_saveable, norm_moe_act, op_sac, stored_per_token
 
@@ -126,6 +127,6 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     act_last = np.where(offload, act_layer * np.minimum(2.0, last_L), act_layer * last_L) + work_layer + logits
     # V-shaped schedules (ZB-V, DualPipeV) and DualPipe put the output layer on the first rank, beside
     # the most micro-batches in flight
-    first_has_last = dual | (((sched == SCHEDULES.index("zb-v")) | (sched == DUALPIPEV)) & (pp > 1))
-    act_b = np.where(pp > 1, np.where(first_has_last, act_stage + logits, np.maximum(act_stage, act_last)), act_stage + logits)
+    act_b = np.where(pp > 1, np.where(ends_on_first_rank(sched, pp), act_stage + logits, np.maximum(act_stage, act_last)),
+                     act_stage + logits)
     return act_b, act_layer, rfactor, sp

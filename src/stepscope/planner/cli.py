@@ -15,7 +15,7 @@ from ..outfile import write_output
 from . import frameworks
 from .alternatives import alternatives_line, fitting_alternatives
 from .cost import TP_OVERLAP, Job, evaluate
-from .job import SCHEDULES, tp_overlap_needs_sp
+from .job import DUALPIPE, DUALPIPEV, dualpipe_micro_batches_ok, tp_overlap_needs_sp
 from .rates import base_dtype
 from .record import RECORD_KEYS, ignored_keys, job_from_record
 from .render import (
@@ -51,7 +51,7 @@ def _one(job: Job, strategy: str) -> dict[str, Any]:
                           f"which {replica} sequences cannot fill evenly",
                           fix=f"state ga={replica // mb} to run fewer micro-batches than stages, or change dp/pp")
     n_micro = ga or replica // mb
-    if SCHEDULES[int(s["sched"][0])].startswith("dualpipe") and (n_micro % 2 or n_micro < 2 * pp):
+    if int(s["sched"][0]) in (DUALPIPE, DUALPIPEV) and not dualpipe_micro_batches_ok(n_micro, pp):
         raise ConfigError(f"DualPipe splits each replica's batch into an even number of micro-batches, at least 2 x pp = {2 * pp} "
                           f"(here {n_micro})", fix="lower mb or dp, or raise the global batch")
     return records(s, evaluate(job, s), dense=not job.model.n_experts)[0]

@@ -207,10 +207,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # communication are x `uneven` the even share); the first stage holds the most micro-batches,
     # the last the output layer; end_L: the larger end stage, which also holds the embedding or
     # the output layer's weights
-    stage_L, first_L, last_L, end_L, uneven, layer_p, stage_p, end_p, p_dev = stage_params(job, tp=tp, pp=pp, ep=ep, etp=etp, sched=sched)
+    stage_L, first_L, last_L, end_L, uneven, layer_p, stage_p, end_p, p_dev, layers_p = stage_params(job, tp=tp, pp=pp, ep=ep, etp=etp,
+                                                                                                       sched=sched)
     dual = (sched == DUALPIPE) & (pp > 1)
     # ZeRO-3's all-gather of the stage and the bytes per gathered parameter (Job.fp8_all_gather)
-    layers_p = np.where(dual, np.maximum(2 * stage_p, (first_L + last_L) * layer_p), np.where(stage_p >= end_p, stage_p, end_L * layer_p))
     gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=layers_p,
                                         unit_is_layer=layer_p >= emb / tp)
     keep = (_opt(s, "keep_params", tp) > 0) & (zero >= 3)  # FSDP's gathered weights kept forward to backward

@@ -93,6 +93,17 @@ LOSS_BYTES = {"fused": (6.0, 24.0), "unfused": (12.0, 44.0), "copy": (10.0, 52.0
 SCHEDULES = ("1f1b", "zb-h1", "zb-v", "afab", "dualpipe", "dualpipev")
 BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1, 1.0, np.nan, 2.0 / 3.0])
 DUALPIPE, DUALPIPEV = SCHEDULES.index("dualpipe"), SCHEDULES.index("dualpipev")
+
+
+def ends_on_first_rank(sched: np.ndarray, pp: np.ndarray) -> np.ndarray:
+    """Where the first pipeline rank also holds the last stage (the embedding and the output layer):
+    DualPipe (stages i and pp-1-i on rank i) and the V shapes (ZB-V, DualPipeV)."""
+    return np.isin(sched, (DUALPIPE, SCHEDULES.index("zb-v"), DUALPIPEV)) & (pp > 1)
+
+
+def dualpipe_micro_batches_ok(n_micro: np.ndarray | int, pp: np.ndarray | int) -> np.ndarray | bool:
+    """The DualPipes' micro-batches per replica: even and at least 2 x pp (DualPipe's own assertion)."""
+    return (n_micro % 2 == 0) & (n_micro >= 2 * pp)
 GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
 MATMUL_EFF = 0.7  # prior: GEMM ceiling / peak for devices without a measured matmul_eff
 ATTN_REL = 0.6  # prior: attention kernels' efficiency relative to the dense work's

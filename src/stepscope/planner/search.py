@@ -15,7 +15,7 @@ from ..analysis.model_flops import ModelShape
 from ..analysis.models import resolve
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
-from .job import DUALPIPE, DUALPIPEV, divisors, tp_overlap_needs_sp
+from .job import DUALPIPE, DUALPIPEV, divisors, dualpipe_micro_batches_ok, tp_overlap_needs_sp
 
 FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap",
           "ep_overlap", "keep_params")
@@ -96,7 +96,7 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     g = _cross(g, "sched", list(schedules))
     n_micro = job.global_batch // (g["dp"] * g["mb"])
     sched, pp, vpp = g["sched"], g["pp"], g["vpp"]
-    dual_ok = (n_micro % 2 == 0) & (n_micro >= 2 * pp)
+    dual_ok = dualpipe_micro_batches_ok(n_micro, pp)
     g = _keep(g, (sched == 0) | ((pp > 1) & ((sched == 1) | ((sched == 2) & (vpp == 2)) | ((sched == 3) & (vpp == 1))
                                              | ((sched == DUALPIPE) & (vpp == 1) & (pp % 2 == 0) & dual_ok)
                                              | ((sched == DUALPIPEV) & (vpp == 2) & dual_ok))))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from ..analysis.model_flops import ModelShape
-from .job import DUALPIPE, DUALPIPEV, SCHEDULES
+from .job import DUALPIPE, ends_on_first_rank
 from .rates import params
 
 if TYPE_CHECKING:
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 class StageParams(NamedTuple):
     """Per configuration: layers of the most loaded stage, the first and the last stage, the larger
     end stage; ``uneven`` = the most loaded stage / the even share; parameters of a layer, a middle
-    stage and an end stage on one rank; ``p_dev`` the most any rank holds."""
+    stage and an end stage on one rank; ``p_dev`` the most any rank holds, ``layers_p`` the
+    transformer layers' share of it (without the embedding and the output layer)."""
     stage_L: np.ndarray
     first_L: np.ndarray
     last_L: np.ndarray
@@ -32,6 +33,7 @@ class StageParams(NamedTuple):
     stage_p: np.ndarray
     end_p: np.ndarray
     p_dev: np.ndarray
+    layers_p: np.ndarray
 
 
 def stage_params(job: Job, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray, etp: np.ndarray, sched: np.ndarray) -> StageParams:
@@ -48,10 +50,10 @@ def stage_params(job: Job, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray, et
     layer_p = dense / tp + experts / (ep * etp)
     stage_p, end_p = stage_L * layer_p, end_L * layer_p + emb / tp
     dual = (sched == DUALPIPE) & (pp > 1)
-    v_ends = ((sched == SCHEDULES.index("zb-v")) | (sched == DUALPIPEV)) & (pp > 1)
-    end_p = np.where(dual, (first_L + last_L) * layer_p + 2 * emb / tp, end_p + np.where(v_ends, emb / tp, 0.0))
+    end_p = np.where(dual, (first_L + last_L) * layer_p + 2 * emb / tp, end_p + np.where(ends_on_first_rank(sched, pp), emb / tp, 0.0))
     p_dev = np.maximum(np.where(dual, 2 * stage_p, stage_p), end_p)
-    return StageParams(stage_L, first_L, last_L, end_L, stage_L / (L / pp), layer_p, stage_p, end_p, p_dev)
+    layers_p = np.where(dual, np.maximum(2 * stage_p, (first_L + last_L) * layer_p), np.where(stage_p >= end_p, stage_p, end_L * layer_p))
+    return StageParams(stage_L, first_L, last_L, end_L, stage_L / (L / pp), layer_p, stage_p, end_p, p_dev, layers_p)
 
 
 def stage_layers(L: float, pp: np.ndarray, split_embedding: bool,
