@@ -58,7 +58,7 @@ def records(rows: list[dict], recipes: bool = False, pipeline_split: bool = Fals
             if out[-1]["precision"] == "fp8":
                 out[-1]["grad_dtype"] = "bf16"
             if "deepseek" in r["model"]:
-                out[-1]["strategy"] += ",recompute=selective"
+                out[-1]["strategy"] += ",recompute=mla_up_proj"
         if pipeline_split and "405b" in r["model"]:
             out[-1]["pipeline_split_embedding"] = True
     return out

@@ -38,9 +38,10 @@ from .job import (
     Job,
     ends_on_first_rank,
 )
-from .rates import dots_saveable, norm_moe_act, op_sac, stored_per_token
+from .rates import dots_saveable, mla_up_proj, norm_moe_act, op_sac, stored_per_token
 
 OP_SAC, MINIMAL, NORM_ACT = RECOMPUTE.index("op"), RECOMPUTE.index("minimal"), RECOMPUTE.index("layernorm_moe_act")
+MLA_UP, NORM_MLA = RECOMPUTE.index("mla_up_proj"), RECOMPUTE.index("layernorm_mla_up_proj_moe_act")
 SELECTIVE, FULL = RECOMPUTE.index("selective"), RECOMPUTE.index("full")
 QKV_OFFLOADED = RECOMPUTE.index("qkv_proj_offloaded")
 
@@ -59,6 +60,10 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
     act_c[NORM_ACT] = norm_moe_act(m, job.swiglu_eager)[0]
+    # MLA's per-head q, k, v freed after the attention kernel and regenerated (rates.mla_up_proj)
+    mla_freed, rfactor[MLA_UP] = mla_up_proj(m, job.seq_len)
+    rfactor[NORM_MLA] = rfactor[MLA_UP]
+    act_c[MLA_UP], act_c[NORM_MLA] = act_c[0] - mla_freed, act_c[NORM_ACT] - mla_freed
     # without sequence parallelism (sp=0) the h-wide tensors outside the TP region (REPLICATED_BYTES)
     # are whole on every TP rank: (1 - 1/tp) of them more per rank
     sp = s["sp"].astype(np.float64) if "sp" in s else np.ones(tp.shape)

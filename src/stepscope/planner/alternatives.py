@@ -12,6 +12,7 @@ import numpy as np
 
 from .cost import RECOMPUTE, Job, evaluate
 from .render import records
+from .search import recompute_policies
 
 KNOBS = ("recompute", "zero", "mb", "offload", "keep_params")
 
@@ -36,7 +37,8 @@ def fitting_alternatives(job: Job, s: dict[str, np.ndarray], *, policies: tuple[
     policies the framework has (RECOMPUTE names), default all; ``zero_stages``: its ZeRO stages
     (frameworks.Framework.zero), default all."""
     base = {k: int(v[0]) for k, v in s.items()}
-    allowed = tuple(RECOMPUTE.index(p) for p in policies) if policies else tuple(range(len(RECOMPUTE)))
+    runnable = recompute_policies(job.model)
+    allowed = tuple(k for k in (RECOMPUTE.index(p) for p in policies) if k in runnable) if policies else tuple(runnable)
     opts = _options(base, allowed, zero_stages or (1, 2, 3))
     dense = not job.model.n_experts
     given = records(s, evaluate(job, s), dense=dense)[0]

@@ -113,7 +113,7 @@ from typing import Any
 
 import numpy as np
 
-from .activations import NORM_ACT, QKV_OFFLOADED, SELECTIVE, activations
+from .activations import NORM_ACT, NORM_MLA, QKV_OFFLOADED, SELECTIVE, activations
 from .buffers import comm_buffer_bytes, gather_bytes, largest_tensor_params
 from .data_parallel import dp_seconds, zero_gather_host_s
 
@@ -250,8 +250,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # a faster precision speeds up all GEMMs but those that run at the bf16 rate (work.py)
     work = ((gemm_time - bf16_gemm) * prec_factor + bf16_gemm) / gemm_eff + attn_flops / attn_eff
     elem_bytes = memory_bound_bytes(job, tokens, tp, sp, score_bytes, ep, etp)
-    # layernorm_moe_act recomputes memory-bound ops only: their forward bytes once more
-    elem_bytes = elem_bytes + np.where(rc == NORM_ACT, norm_moe_act(m, job.swiglu_eager)[1] * L * tokens, 0.0)
+    # layernorm_moe_act recomputes memory-bound ops only: their forward bytes once more (also with
+    # MLA's up-projections, whose GEMMs are in that policy's recompute factor)
+    elem_bytes = elem_bytes + np.where((rc == NORM_ACT) | (rc == NORM_MLA), norm_moe_act(m, job.swiglu_eager)[1] * L * tokens, 0.0)
     # fp8: the linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES), once per step when
     # the framework caches them across micro-batches (Job.fp8_weight_cache), else every micro-batch
     fp8_weight_s = 0.0 if job.precision != "fp8" else (

@@ -57,6 +57,29 @@ def norm_moe_act(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, floa
     return none - 2 * (2 * h + copies) / h, 8 * h + (6 if m.gated_mlp else 4) * copies
 
 
+def mla_up_proj(m: ModelShape, seq: int) -> tuple[float, float]:
+    """(activation bytes per token and layer / h not stored, recompute factor) of Megatron-core's
+    ``--recompute-modules mla_up_proj`` (``MLASelfAttention``: the up-projections and the rotary
+    embedding run inside a ``CheckpointWithoutOutput`` whose outputs are freed once the attention
+    kernel has run, and regenerated before its backward). Not stored: the per-head q and k
+    (nope + rope wide each) and v (v_head_dim), 2 B per element, in the softmax-attention layers;
+    the latents they are made from stay (stored_per_token counts them). Recomputed: the q
+    up-projection (from the q latent, or from h without one) and the kv up-projection, their
+    forward FLOPs once more (the rotary embedding's elementwise work is left out): factor =
+    1 + 3 x their FLOPs / the layers' FLOPs per token (forward and backward, causal attention, MTP
+    modules in, output layer out). DeepSeek-V3: 65,536 of the 67,648 attention elements per token
+    not stored (18.3 B per token / h of about 62), factor 1.08. (0, 1) for models without MLA."""
+    if not m.mla:
+        return 0.0, 1.0
+    q_lora, kv_lora, nope, rope, v = m.mla
+    share = (m.n_layers - m.linear_layers) / m.n_layers
+    per_head = m.n_heads * (2 * (nope + rope) + v)
+    macs = (q_lora or m.d_model) * m.n_heads * (nope + rope) + kv_lora * m.n_heads * (nope + v)
+    layers_flops = m.flops_per_token(seq) - 6.0 * m.d_model * m.vocab  # forward and backward, per token
+    redone = 2.0 * macs * (m.n_layers - m.linear_layers + m.mtp_layers)  # MTP modules are MLA layers too
+    return 2.0 * share * per_head / m.d_model, 1.0 + 3.0 * redone / max(layers_flops, 1.0)
+
+
 def stored_per_token(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False,
                      kv_repeated: bool = False) -> tuple[float, float, float]:
     """(no recompute, selective recompute, routed-expert part) activation bytes per token and layer

@@ -15,7 +15,7 @@ from ..analysis.model_flops import ModelShape
 from ..analysis.models import resolve
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
-from .job import DUALPIPE, DUALPIPEV, divisors, dualpipe_micro_batches_ok, tp_overlap_needs_sp
+from .job import DUALPIPE, DUALPIPEV, MLA_POLICIES, divisors, dualpipe_micro_batches_ok, tp_overlap_needs_sp
 
 FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap",
           "ep_overlap", "keep_params")
@@ -104,7 +104,7 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     g = _keep(g, (g["zero"] == 0) | (g["dp"] > 1))  # ZeRO stages are the same thing without data parallelism
     g = _cross(g, "hsdp", [0] + _pow2_upto(max(job.devices // 2, 1))[1:])
     g = _keep(g, (g["hsdp"] == 0) | ((g["zero"] == 3) & (g["hsdp"] < g["dp"]) & (g["dp"] % np.maximum(g["hsdp"], 1) == 0)))
-    g = _cross(g, "recompute", list(range(len(RECOMPUTE))))
+    g = _cross(g, "recompute", recompute_policies(m))
     g = _cross(g, "offload", [0, 1])
     g = _cross(g, "keep_params", [0, 1])
     g = _keep(g, (g["keep_params"] == 0) | (g["zero"] == 3))
@@ -116,6 +116,13 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     g["tp_overlap"] = np.full(g["tp"].shape, int(tp_overlap), dtype=np.int64)
     g["ep_overlap"] = np.full(g["tp"].shape, int(ep_overlap), dtype=np.int64)
     return {k: g[k] for k in FIELDS}
+
+
+def recompute_policies(m: ModelShape) -> list[int]:
+    """The recompute policies a model can run (RECOMPUTE indices): those that recompute MLA's
+    up-projections only for multi-latent attention models (elsewhere they are the same as none and
+    layernorm_moe_act)."""
+    return [k for k in range(len(RECOMPUTE)) if m.mla or k not in MLA_POLICIES]
 
 
 def _cross(g: dict[str, np.ndarray], key: str, values: list[int]) -> dict[str, np.ndarray]:
