@@ -214,7 +214,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=layers_p,
                                         unit_is_layer=layer_p >= emb / tp)
     keep = (_opt(s, "keep_params", tp) > 0) & (zero >= 3)  # FSDP's gathered weights kept forward to backward
-    w_b, g_b, o_b = state_bytes(job, p_dev=p_dev, zero=zero, shard=shard, keep=keep, pp=pp)  # planner/states.py
+    # the experts' parameters on the device and how many times fewer ranks share them than the dense
+    # ones (Megatron's expert data-parallel group: dp x cp x tp / (ep x etp); planner/states.py)
+    e_dev = layers_p * (experts / (ep * etp)) / np.maximum(layer_p, 1e-30)
+    ep_fold = ep * etp / tp
+    w_b, g_b, o_b = state_bytes(job, p_dev=p_dev, zero=zero, shard=shard, keep=keep, pp=pp, e_dev=e_dev, ep_fold=ep_fold)
     # pipeline schedules split a replica's batch into at least pp micro-batches, unless the
     # strategy states its gradient accumulation (ga > 0): then exactly that many
     ga = _opt(s, "ga", tp)
@@ -365,14 +369,14 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     bubble_f = np.where(dual, (pp - 2) / (3 * np.maximum(pp - 1, 1)), BUBBLE_FACTOR[sched])  # job.SCHEDULES
     bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * bubble_f, 0.0)
     dp_s = dp_seconds(job, ring=ring, window=window, p_dev=p_dev, gather_b=gather_b, tp=tp, pp=pp, dpc=dpc, shard=shard, zero=zero,
-                      keep=keep, stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf)  # planner/data_parallel.py
+                      keep=keep, stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf, e_dev=e_dev, ep_fold=ep_fold)
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * stage_L * n_micro / host
     # qkv_proj_offloaded: the q, k, v projections (job.QKV_OFFLOADED_BYTES) to the host and back
     qkv_raw = 2 * seq * mb * h * QKV_OFFLOADED_BYTES / (tp * cp) * stage_L * n_micro / host
     offload_raw = np.where(offload, offload_raw, 0.0) + np.where(rc == QKV_OFFLOADED, qkv_raw, 0.0)
     offload_s = window.overlap(offload_raw, OFFLOAD_HIDDEN, "offload")
-    opt_s = (job.optimizer_bytes + 4.0) * p_dev / np.where(zero >= 1, shard, 1) / hw.hbm_bytes_per_s  # states + fp32 gradient
+    opt_s = (job.optimizer_bytes + 4.0) * o_b / job.optimizer_bytes / hw.hbm_bytes_per_s  # states + fp32 gradient, as sharded
     # after the optimizer step, outside every window: ZeRO weights gathered tensor by tensor on the host
     gather_s = zero_gather_host_s(job, zero=zero, dpc=dpc, stage_L=stage_L)
     host_s = host_s + gather_s

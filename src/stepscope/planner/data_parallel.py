@@ -26,6 +26,13 @@ all-gather and last reduce-scatter, 1 - 2 / (3 layers) of it; with kept weights 
 never more than its window (planner/window.py); ZeRO-0/1/2 gradients reduced in
 ``Job.dp_bucket_mb`` buckets pay one ring latency per bucket.
 
+Expert parameters (``e_dev`` of ``p_dev``) are shared by fewer ranks: Megatron's expert
+data-parallel group, dp x cp x tp / (ep x etp) (``ep_fold`` = ep x etp / tp times smaller than the
+dense one; HSDP's shard group likewise). Their gradients are reduced and their ZeRO-3 weights
+gathered over that group: a ring there moves (n_e - 1)/n_e of their bytes, none when each expert
+shard has one replica; written as the dense group's ring over effective bytes, so the latency
+terms are the dense group's.
+
 ZeRO-1/2 weights gathered tensor by tensor on the host (``Job.zero_gather_copy_s``, nanotron):
 that time x the stage's parameter tensors (rates.weight_tensors_per_layer x its layers, + 2 for
 the embedding or the head) x dp, after the optimizer step, exposed (:func:`zero_gather_host_s`).
@@ -46,13 +53,20 @@ Ring = Callable[..., np.ndarray]  # links.Links.ring: (ranks, bytes, span, calls
 
 def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gather_b: np.ndarray, tp: np.ndarray, pp: np.ndarray,
                dpc: np.ndarray, shard: np.ndarray, zero: np.ndarray, keep: np.ndarray, stage_L: np.ndarray, n_micro: np.ndarray,
-               busy_s: np.ndarray, rf: np.ndarray) -> np.ndarray:
+               busy_s: np.ndarray, rf: np.ndarray, e_dev: np.ndarray | float = 0.0, ep_fold: np.ndarray | float = 1.0) -> np.ndarray:
     """Exposed DP/FSDP seconds per configuration (module docstring); what hides is taken from
-    ``window``. ``p_dev`` parameters on the most loaded stage, ``dpc`` = dp x cp ranks sharing
-    weights, ``gather_b`` the bytes of one ZeRO-3 all-gather of the stage's weights (2 B per
-    parameter, 1 for the layers' under ``Job.fp8_all_gather``), ``shard`` the group ZeRO shards
-    over, ``busy_s`` the compute + host wait, ``rf`` the recompute factor."""
-    grad_bytes = job.grad_bytes * p_dev  # reduced in the gradients' dtype
+    ``window``. ``p_dev`` parameters on the most loaded stage, ``e_dev`` the experts' of them,
+    ``dpc`` = dp x cp ranks sharing weights (experts: dpc / ``ep_fold``), ``gather_b`` the bytes of
+    one ZeRO-3 all-gather of the stage's weights (2 B per parameter, 1 for the layers' under
+    ``Job.fp8_all_gather``), ``shard`` the group ZeRO shards over, ``busy_s`` the compute + host
+    wait, ``rf`` the recompute factor."""
+    # the experts' bytes as the dense group's ring would move them (module docstring)
+    e12, e3 = e_dev * _fold(dpc, ep_fold), e_dev * _fold(shard, ep_fold)
+    p12, p3 = p_dev - e_dev + e12, p_dev - e_dev + e3
+    layer_b = 1.0 if job.precision == "fp8" and job.fp8_all_gather else 2.0  # bytes per gathered layer parameter (buffers.gather_bytes)
+    gather_b = gather_b - layer_b * (e_dev - e3)
+    grad_bytes = job.grad_bytes * p12  # reduced in the gradients' dtype
+    grad3 = job.grad_bytes * p3
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
     span_dp, span_shard = tp * pp * dpc, tp * pp * shard
     replicas = dpc / shard
@@ -65,9 +79,11 @@ def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gathe
     # ZeRO-3/FSDP gathers and reduces layer by layer (FSDP2's fully_shard per transformer block,
     # DeepSpeed's per-module fetch, XLA's per-layer collectives in a scanned stack): one collective
     # per layer of the stage and pass, each paying its ring latency
-    zero3_once = ring(shard, gather_b + grad_bytes, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
-    zero3_each = ring(shard, 2 * gather_b + grad_bytes, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
-    replica_ar = ring(replicas, 2 * grad_bytes / shard, span_dp, 2 * stage_L, "all_reduce")
+    zero3_once = ring(shard, gather_b + grad3, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
+    zero3_each = ring(shard, 2 * gather_b + grad3, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
+    # HSDP's replicas all-reduce the sharded gradients (experts' shards are ep_fold x larger)
+    sharded = (p_dev - e_dev) / shard + e_dev / np.maximum(shard / ep_fold, 1.0)
+    replica_ar = ring(replicas, 2 * job.grad_bytes * sharded, span_dp, 2 * stage_L, "all_reduce")
     # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
     z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)
     # prefetched a layer ahead (Job.zero3_prefetch): of a micro-batch's collectives (3 per layer;
@@ -77,10 +93,18 @@ def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gathe
             + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s, "dp"))
     z12_s = ((ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
               else window.hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s, "dp"))
-             + window.hide(ring(dpc, 2 * p_dev, span_dp), (job.dp_overlap if job.param_gather_overlap else 0.0) * z12,
+             + window.hide(ring(dpc, 2 * p12, span_dp), (job.dp_overlap if job.param_gather_overlap else 0.0) * z12,
                            micro_s - last_bwd_s, "dp"))
     z0_s = window.hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s, "dp")
     return np.asarray(np.where(z3, z3_s, np.where(z12, z12_s, z0_s)))
+
+
+def _fold(group: np.ndarray, ep_fold: np.ndarray | float) -> np.ndarray:
+    """The share of the experts' bytes a ring over ``group`` ranks moves when they are shared by
+    group / ep_fold ranks: ((n_e - 1)/n_e) / ((n - 1)/n), 0 with one replica, 1 without EP."""
+    n = np.maximum(np.asarray(group, dtype=np.float64), 1.0)
+    n_e = np.maximum(n / ep_fold, 1.0)
+    return np.where(n > 1, ((n_e - 1) / n_e) / np.maximum((n - 1) / n, 1e-30), 0.0)
 
 
 def zero_gather_host_s(job: Job, *, zero: np.ndarray, dpc: np.ndarray, stage_L: np.ndarray) -> np.ndarray | float:
