@@ -59,6 +59,10 @@ def records(rows: list[dict], recipes: bool = False, pipeline_split: bool = Fals
                 out[-1]["grad_dtype"] = "bf16"
             if "deepseek" in r["model"]:
                 out[-1]["strategy"] += ",recompute=mla_up_proj"
+            if "gpt-oss" in r["model"]:  # gpt_oss_workload_base_configs.py: recompute_modules=["layernorm", "moe_act"]
+                out[-1]["strategy"] += ",recompute=layernorm_moe_act"
+            if "Megatron-Bridge" in r["source"]:  # its performance recipes' _benchmark_common: cross_entropy_impl="te"
+                out[-1]["loss"] = "te"
         if pipeline_split and "405b" in r["model"]:
             out[-1]["pipeline_split_embedding"] = True
     return out

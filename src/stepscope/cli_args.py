@@ -177,8 +177,10 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--eager-swiglu", action="store_true", default=None,
                     help="the gated MLP's activation and product run as separate PyTorch ops though the norms are fused "
                          "(nanotron): act(gate) is stored too, 4 f per token instead of 3, and 10 B per element moved instead of 6")
-    pl.add_argument("--loss", choices=("fused", "unfused", "copy", "compiled"), default=None,
-                    help="the loss's kernels: fused (in place on one fp32 copy: Megatron, Transformer Engine; the default), "
+    pl.add_argument("--loss", choices=("fused", "unfused", "copy", "compiled", "te"), default=None,
+                    help="the loss's kernels: fused (in place on one fp32 copy: Megatron's native fused loss; the default), "
+                         "te (Transformer Engine's: the gradient written in place into the bf16 logits, 2 B per logit live; "
+                         "Megatron's cross_entropy_fusion_impl=te, set by Megatron-Bridge's performance recipes), "
                          "unfused (F.cross_entropy on an fp32 upcast: torchtitan, Hugging Face; = --unfused-loss), "
                          "copy (nanotron: the max subtracted out of place, 10 B per logit live), "
                          "compiled (F.cross_entropy under torch.compile: torchtitan since 2025-04; 4 B per logit live)")

@@ -88,7 +88,11 @@ CP_REPLAY = np.array([1.0, 1.5, 1.5, np.nan, np.nan, np.nan, np.nan, np.nan, 1.0
 # TODO left it eager): Inductor fuses the upcast into the reductions and the softmax gradient into
 # one kernel, so only the bf16 logits (saved) and their bf16 gradient are live (4 B); moved: max
 # and sum-exp passes 2+2, backward read 2 + write 2 = 8 B. Under --eager it runs unfused.
-LOSS_BYTES = {"fused": (6.0, 24.0), "unfused": (12.0, 44.0), "copy": (10.0, 52.0), "compiled": (4.0, 8.0)}
+# Transformer Engine (its Triton parallel cross entropy, transformer_engine/pytorch/triton/cross_entropy.py;
+# Megatron's cross_entropy_fusion_impl="te", which Megatron-Bridge's performance recipes set): an online
+# softmax pass over the bf16 logits keeps only each row's max and sum; backward writes the gradient
+# in place into the logits: 2 B held; moved: forward read 2, backward read 2 + write 2 = 6 B.
+LOSS_BYTES = {"fused": (6.0, 24.0), "unfused": (12.0, 44.0), "copy": (10.0, 52.0), "compiled": (4.0, 8.0), "te": (2.0, 6.0)}
 # 1f1b is interleaved when vpp > 1; afab (all forwards, then all backwards: GPipe, nanotron's default
 # pipeline engine) has 1F1B's bubble but holds every micro-batch's activations until its backward
 # DeepSeek-V3's DualPipe (bidirectional: each rank holds stages i and pp-1-i, micro-batches enter
@@ -235,7 +239,8 @@ class Job:
     # False: the kernel reads kv_heads-wide K and V (Megatron, nanotron, MaxText, flash-attn's GQA)
     kv_repeated: bool = False
     # the loss's kernels (LOSS_BYTES): "fused", a vocab-parallel cross entropy in place on one fp32
-    # copy of the logits (Megatron, Transformer Engine): 6 B per logit held, ~24 B moved;
+    # copy of the logits (Megatron's native fused loss): 6 B per logit held, ~24 B moved; "te",
+    # Transformer Engine's, the gradient in place in the bf16 logits: 2 B held, 6 B moved;
     # "unfused", PyTorch's F.cross_entropy on an fp32 upcast (torchtitan, Hugging Face): 12 B held
     # at the start of backward, ~44 B moved; "copy", nanotron's sharded cross entropy, which
     # subtracts the max out of place: 10 B held, ~52 B moved; "compiled", the unfused loss under

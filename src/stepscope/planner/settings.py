@@ -11,7 +11,8 @@ from .job import DP_OVERLAP, LOSS_BYTES, Job
 
 _KERNEL_TEXT = {"fa2": "FlashAttention-2's measured speed", "cudnn": "cuDNN's measured speed", "fa3": "FlashAttention-3's measured speed"}
 _LOSS_TEXT = {"fused": "fused vocab-parallel loss", "unfused": "eager F.cross_entropy on fp32 logits",
-              "copy": "nanotron's sharded cross entropy", "compiled": "compiled F.cross_entropy"}
+              "copy": "nanotron's sharded cross entropy", "compiled": "compiled F.cross_entropy",
+              "te": "Transformer Engine's cross entropy (gradient in place)"}
 
 
 def _flags(job: Job, *names: str) -> dict[str, bool]:
