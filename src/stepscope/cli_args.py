@@ -93,6 +93,10 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--zero3-gather", choices=("layer", "tensor"),
                     help="ZeRO-3/FSDP gathers a block's weights at once (layer: PyTorch FSDP, default) or each weight tensor "
                     "just before its op (tensor: XLA, DeepSpeed ZeRO-3): sets the gathered memory held")
+    pl.add_argument("--ep-dispatch", choices=("all_to_all", "deepep"),
+                    help="how expert parallelism sends tokens across nodes: all_to_all (every routed copy to its expert's rank: "
+                    "Megatron's alltoall dispatcher, torchtitan; default) or deepep (once per destination node, then over NVLink: "
+                    "DeepEP, Megatron's flex dispatcher; with the model's group-limited routing, n_group/topk_group)")
     pl.add_argument("--grad-dtype", choices=("fp32", "bf16", "fp16"),
                     help="gradients kept and reduced in (default fp32 with bf16/fp8: Megatron, FSDP2, nanotron; "
                     "fp16 with fp16: Megatron, DeepSpeed)")

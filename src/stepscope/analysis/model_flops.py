@@ -58,6 +58,10 @@ class ModelShape:
     mtp_layers: int = 0  # multi-token-prediction modules (DeepSeek-V3 num_nextn_predict_layers)
     linear_layers: int = 0  # of n_layers, how many use linear attention (hybrid models)
     linear_attn: tuple[int, int, int, int] | None = None  # (key heads, key dim, value heads, value dim)
+    # group-limited routing (DeepSeek-V3 n_group / topk_group): the experts form routing_groups groups
+    # and a token's experts come from at most routing_group_topk of them (0: no limit)
+    routing_groups: int = 0
+    routing_group_topk: int = 0
     sliding_layers: int = 0  # of the softmax-attention layers, how many attend to a sliding window
     sliding_window: int = 0
 
@@ -172,6 +176,7 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
                 if cfg.get("kv_lora_rank") else None
             ),
             mtp_layers=int(_get(cfg, "num_nextn_predict_layers", "num_mtp_layers", default=0) or 0),
+            **_routing_groups(cfg, n_experts),
             linear_layers=linear_layers,
             linear_attn=linear_attn,
             **_sliding(cfg, layers - linear_layers, path),
@@ -273,6 +278,16 @@ def _linear_layers(cfg: dict[str, Any], layers: int, heads: int, path: str) -> t
     except (TypeError, ValueError):
         raise ConfigError("linear-attention head sizes are not integers", path=str(path), fix="check linear_num_key_heads / linear_key_head_dim") from None
     return min(n, layers), (hk, dk, hv, dv)
+
+
+def _routing_groups(cfg: dict[str, Any], n_experts: int) -> dict[str, int]:
+    """DeepSeek's group-limited routing (``n_group`` expert groups, ``topk_group`` of them per
+    token), kept only when it limits anything: a MoE model whose groups split the experts evenly
+    and fewer groups chosen than there are."""
+    groups, chosen = int(cfg.get("n_group") or 0), int(cfg.get("topk_group") or 0)
+    if n_experts and groups > 1 and 0 < chosen < groups and n_experts % groups == 0:
+        return {"routing_groups": groups, "routing_group_topk": chosen}
+    return {}
 
 
 def _dense_layers(cfg: dict[str, Any], layers: int) -> int:

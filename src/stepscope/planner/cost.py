@@ -138,6 +138,7 @@ from .job import (
     Job,
     bottleneck_codes,
 )
+from .dispatch import exchange_seconds
 from .links import Links, ring_share
 from .rates import (
     FP8_WEIGHT_BYTES,
@@ -336,8 +337,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         raw, hid = regather_per_layer(mode, c, qkv_s, up_s, L, L - moe_layers)
         per_stage = n_micro / pp * uneven
         tp_s = tp_s + raw * per_stage - window.take(np.minimum(hid * per_stage, compute_s), "tp")
-    ep_bytes = seq * mb * m.experts_per_token * h * 2 / (tp * cp) * job.moe_imbalance  # the most loaded rank's tokens
-    ep_s = np.where(ep > 1, 4 * ep_bytes * ring_share(ep) / link(ep * etp, ep), 0.0) * (moe_layers / pp) * n_micro * ep_replay * uneven
+    # the token exchange of each MoE layer (planner/dispatch.py), the most loaded rank's tokens
+    exchange = exchange_seconds(m, dispatch=job.ep_dispatch, tokens=seq * mb / (tp * cp), h=h, imbalance=job.moe_imbalance, ep=ep,
+                                span=ep * etp, node=net.node, link=link)
+    ep_s = np.where(ep > 1, exchange, 0.0) * (moe_layers / pp) * n_micro * ep_replay * uneven
     # (before DP's: the all-to-all sits inside every layer, on the critical path; the gradients'
     # reduction can wait) EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
     # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute

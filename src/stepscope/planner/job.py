@@ -13,6 +13,7 @@ from ..analysis.model_flops import ModelShape
 from ..errors import ConfigError
 from .attention import KERNELS as ATTENTION_KERNELS
 from .bottleneck import BOTTLENECKS, bottleneck_codes  # noqa: F401  (re-exported for cost.py and the renderers)
+from .dispatch import EP_DISPATCH
 from .network import NetworkProfile
 
 # Recompute policies: activation bytes per layer = c * s*b*h/(tp*cp), compute x factor.
@@ -219,6 +220,9 @@ class Job:
     # all-gather per sharded array; DeepSpeed ZeRO-3's per-module fetch): it sets how much is held
     # gathered at the peak, not the bytes moved
     zero3_gather: str = "layer"
+    # how expert parallelism exchanges tokens across nodes (planner/dispatch.py): "all_to_all", every
+    # routed copy to its expert's rank; "deepep", once per destination node, then over NVLink
+    ep_dispatch: str = "all_to_all"
     # ZeRO-0/1/2 gradients reduced under the backward in buckets of this many MB of gradients in the
     # parameters' dtype (PyTorch DDP's bucket_cap_mb, 25 by default; nanotron's ddp_bucket_cap_mb,
     # 25): each bucket is its own collective and pays its own ring latency; 0 = one collective
@@ -404,6 +408,9 @@ class Job:
         if not 0 <= self.zero_gather_copy_s < math.inf:
             raise ConfigError(f"ZeRO gather copy time must be >= 0 us per tensor and rank, not {self.zero_gather_copy_s * 1e6:g}",
                               fix="e.g. --zero-gather-copy-us 10 (nanotron's per-tensor all-gather)")
+        if self.ep_dispatch not in EP_DISPATCH:
+            raise ConfigError(f"EP dispatch must be one of {', '.join(EP_DISPATCH)}, not {self.ep_dispatch!r}",
+                              fix="e.g. --ep-dispatch deepep (DeepEP's node-deduplicated dispatch)")
         if self.zero3_gather not in ZERO3_GATHER:
             raise ConfigError(f"ZeRO-3 gather must be one of {', '.join(ZERO3_GATHER)}, not {self.zero3_gather!r}",
                               fix="e.g. --zero3-gather tensor (XLA, DeepSpeed)")

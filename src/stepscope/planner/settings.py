@@ -48,6 +48,8 @@ def job_settings(job: Job) -> dict[str, Any]:
         out["optimizer_bytes"] = job.optimizer_bytes
     if job.zero3_gather != "layer":
         out["zero3_gather"] = job.zero3_gather
+    if job.ep_dispatch != "all_to_all":
+        out["ep_dispatch"] = job.ep_dispatch
     if job.network is not None:
         out["network"] = job.network.name
     out |= _flags(job, "pipeline_split_embedding", "pipeline_split_cost", "hidden_dropout")
@@ -85,6 +87,8 @@ def settings_line(st: dict[str, Any]) -> str:
         parts.append(f"ZeRO weights gathered tensor by tensor ({st['zero_gather_copy_us']:g} us of host time per tensor and rank)")
     if st.get("zero3_gather") == "tensor":
         parts.append("ZeRO-3 weights gathered tensor by tensor")
+    if st.get("ep_dispatch") == "deepep":
+        parts.append("EP tokens sent once per destination node (DeepEP)")
     if st.get("network"):
         parts.append(f"network {st['network']}")
     if st.get("pipeline_split_embedding"):
