@@ -48,3 +48,17 @@ def test_on_a_dense_model_the_policy_is_named_layernorm(capsys: pytest.CaptureFi
     assert "use recompute=layernorm_moe_act" in capsys.readouterr().err
     assert main([*moe, "--evaluate", "tp=2,pp=4,ep=8,dp=8,recompute=layernorm_moe_act", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["strategy"]["recompute"] == "layernorm_moe_act"
+
+
+def test_under_fp8_the_fp8_copies_are_freed_too_by_hand() -> None:
+    """With fp8 (Transformer Engine's linears keep fp8 copies of their inputs) Megatron has the linears
+    after a recomputed norm or expert activation save the original input instead, so the policy
+    frees every copy of those outputs: Mixtral (all 32 layers MoE, no shared expert) per token and
+    layer the first norm's fp8 copy (1 B x 4096), the router's bf16 second-norm output (2 B x 4096)
+    and both routed copies' fp8 activation outputs (1 B x 2 x 14336): 40,960 B, 4096 tokens:
+    167,772,160 B a layer, 31 of them fewer (backward regenerates one layer)."""
+    job = job_from_record({"model": "mixtral-8x7b", "hardware": "h100", "devices": 8, "global_batch": 8, "seq_len": 4096,
+                           "precision": "fp8"})
+    none, nma = (evaluate(job, parse_strategy(f"tp=1,pp=1,dp=8,ep=1,zero=3,mb=1,recompute={p}"))
+                 for p in ("none", "layernorm_moe_act"))
+    assert float(none["activations_gb"][0] - nma["activations_gb"][0]) == pytest.approx(31 * 167_772_160 / 1e9, rel=1e-9)

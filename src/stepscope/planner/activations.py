@@ -59,7 +59,7 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     act_c[0], act_c[1], routed_c = stored_per_token(m, job.swiglu_eager, fp8_inputs, job.kv_repeated)  # none and selective from the model's widths
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
-    act_c[NORM_ACT] = norm_moe_act(m, job.swiglu_eager)[0]
+    act_c[NORM_ACT] = norm_moe_act(m, job.swiglu_eager, fp8_inputs)[0]
     # MLA's per-head q, k, v freed after the attention kernel and regenerated (rates.mla_up_proj)
     mla_freed, rfactor[MLA_UP] = mla_up_proj(m, job.seq_len)
     rfactor[NORM_MLA] = rfactor[MLA_UP]

@@ -43,18 +43,30 @@ def op_sac(m: ModelShape, seq: int) -> tuple[float, float]:
     return 2 * kept / h, 1.0 + redone / (3 * layer)
 
 
-def norm_moe_act(m: ModelShape, eager_swiglu: bool = False) -> tuple[float, float]:
+def norm_moe_act(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False) -> tuple[float, float]:
     """(activation bytes per token and layer / h, recomputed forward bytes per token and layer) of
     Megatron-core's ``--recompute-modules layernorm moe_act``: the two norms keep their inputs and
     recompute their outputs (2 h fewer stored: read h + write h each, 8 h B again in backward); in
     MoE layers each routed copy recomputes the experts' activation from the kept fc1 output (one
     f_e fewer: the gated product, or a plain MLP's activation output; gated: read 2 f_e + write f_e,
-    6 f_e B). No GEMM is recomputed; dense layers keep their MLP activation."""
-    none = stored_per_token(m, eager_swiglu)[0]
+    6 f_e B). No GEMM is recomputed; dense layers keep their MLP activation.
+    ``fp8_inputs`` (stored_per_token's fp8 count): Megatron then has the linear layers after a
+    recomputed norm or expert activation save the original input instead of their fp8 copy
+    (``set_for_recompute_input_layernorm``, ``set_for_recompute_pre_mlp_layernorm``,
+    ``set_save_original_input(linear_fc2)`` in Megatron-core), so what is freed is every copy of
+    those outputs the fp8 count holds: the first norm's fp8 copy (h x 1 B), the second's (1 B in
+    dense layers; in MoE layers the router's bf16 2 B and the shared experts' fp8 copy, 1 B) and
+    each routed copy's fp8 activation output (f_e x 1 B); the quantization is redone in backward
+    (its traffic is left out)."""
     h = float(m.d_model)
     moe = (m.n_layers - m.first_dense_layers) / m.n_layers if m.n_experts else 0.0
     copies = moe * m.experts_per_token * m.d_ff_expert
-    return none - 2 * (2 * h + copies) / h, 8 * h + (6 if m.gated_mlp else 4) * copies
+    redone = 8 * h + (6 if m.gated_mlp else 4) * copies
+    if fp8_inputs:
+        shared = 1.0 if m.n_shared_experts else 0.0
+        freed = h + (1 - moe) * h + moe * (2 + shared) * h + copies
+        return stored_per_token(m, eager_swiglu, True)[0] - freed / h, redone
+    return stored_per_token(m, eager_swiglu)[0] - 2 * (2 * h + copies) / h, redone
 
 
 def mla_up_proj(m: ModelShape, seq: int) -> tuple[float, float]:
