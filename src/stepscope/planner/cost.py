@@ -208,17 +208,14 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # communication are x `uneven` the even share); the first stage holds the most micro-batches,
     # the last the output layer; end_L: the larger end stage, which also holds the embedding or
     # the output layer's weights
-    stage_L, first_L, last_L, end_L, uneven, layer_p, stage_p, end_p, p_dev, layers_p = stage_params(job, tp=tp, pp=pp, ep=ep, etp=etp,
-                                                                                                       sched=sched)
+    stage_L, first_L, last_L, end_L, uneven, layer_p, stage_p, end_p, p_dev, layers_p, e_dev = stage_params(job, tp=tp, pp=pp, ep=ep,
+                                                                                                              etp=etp, sched=sched)
     dual = (sched == DUALPIPE) & (pp > 1)
     # ZeRO-3's all-gather of the stage and the bytes per gathered parameter (Job.fp8_all_gather)
     gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=layers_p,
                                         unit_is_layer=layer_p >= emb / tp)
     keep = (_opt(s, "keep_params", tp) > 0) & (zero >= 3)  # FSDP's gathered weights kept forward to backward
-    # the experts' parameters on the device and how many times fewer ranks share them than the dense
-    # ones (Megatron's expert data-parallel group: dp x cp x tp / (ep x etp); planner/states.py)
-    e_dev = layers_p * (experts / (ep * etp)) / np.maximum(layer_p, 1e-30)
-    ep_fold = ep * etp / tp
+    ep_fold = ep * etp / tp  # e_dev, the experts' parameters, are shared by this many times fewer ranks (planner/states.py)
     w_b, g_b, o_b = state_bytes(job, p_dev=p_dev, zero=zero, shard=shard, keep=keep, pp=pp, e_dev=e_dev, ep_fold=ep_fold)
     # pipeline schedules split a replica's batch into at least pp micro-batches, unless the
     # strategy states its gradient accumulation (ga > 0): then exactly that many
@@ -341,9 +338,8 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     exchange = exchange_seconds(m, dispatch=job.ep_dispatch, tokens=seq * mb / (tp * cp), h=h, imbalance=job.moe_imbalance, ep=ep,
                                 span=ep * etp, node=net.node, link=link)
     ep_s = np.where(ep > 1, exchange, 0.0) * (moe_layers / pp) * n_micro * ep_replay * uneven
-    # (before DP's: the all-to-all sits inside every layer, on the critical path; the gradients'
-    # reduction can wait) EP overlap (DualPipe-style schedules, Megatron's EP-communication overlap): one micro-batch's
-    # all-to-all runs under another's compute, so with 2+ micro-batches it hides up to the compute
+    # (before DP's: the exchange sits inside every layer; gradients can wait) EP overlap (DualPipe, Megatron's
+    # EP-communication overlap): one micro-batch's exchange runs under another's compute (2+ micro-batches)
     ep_on = (_opt(s, "ep_overlap", tp) > 0) | dual | (sched == DUALPIPEV)  # the DualPipes pair forward and backward chunks
     ep_s = window.hide(ep_s, (ep_on & (n_micro >= 2)).astype(np.float64), busy_s, "ep")
     # CP (before DP's, like EP's: the ring exchange sits inside every attention layer): K and V

@@ -23,7 +23,8 @@ class StageParams(NamedTuple):
     """Per configuration: layers of the most loaded stage, the first and the last stage, the larger
     end stage; ``uneven`` = the most loaded stage / the even share; parameters of a layer, a middle
     stage and an end stage on one rank; ``p_dev`` the most any rank holds, ``layers_p`` the
-    transformer layers' share of it (without the embedding and the output layer)."""
+    transformer layers' share of it (without the embedding and the output layer), ``experts_p``
+    the experts' share of that."""
     stage_L: np.ndarray
     first_L: np.ndarray
     last_L: np.ndarray
@@ -34,6 +35,7 @@ class StageParams(NamedTuple):
     end_p: np.ndarray
     p_dev: np.ndarray
     layers_p: np.ndarray
+    experts_p: np.ndarray
 
 
 def stage_params(job: Job, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray, etp: np.ndarray, sched: np.ndarray) -> StageParams:
@@ -53,7 +55,8 @@ def stage_params(job: Job, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray, et
     end_p = np.where(dual, (first_L + last_L) * layer_p + 2 * emb / tp, end_p + np.where(ends_on_first_rank(sched, pp), emb / tp, 0.0))
     p_dev = np.maximum(np.where(dual, 2 * stage_p, stage_p), end_p)
     layers_p = np.where(dual, np.maximum(2 * stage_p, (first_L + last_L) * layer_p), np.where(stage_p >= end_p, stage_p, end_L * layer_p))
-    return StageParams(stage_L, first_L, last_L, end_L, stage_L / (L / pp), layer_p, stage_p, end_p, p_dev, layers_p)
+    experts_p = layers_p * (experts / (ep * etp)) / np.maximum(layer_p, 1e-30)
+    return StageParams(stage_L, first_L, last_L, end_L, stage_L / (L / pp), layer_p, stage_p, end_p, p_dev, layers_p, experts_p)
 
 
 def stage_layers(L: float, pp: np.ndarray, split_embedding: bool,
