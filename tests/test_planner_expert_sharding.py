@@ -72,3 +72,11 @@ def test_expert_gradients_not_reduced_without_replicas(moe_job) -> None:  # noqa
     narrow_s, wide_s = (_gb(j, "dp=8,ep=8,zero=1", "dp_s") for j in (job, wide))
     assert wide_s == pytest.approx(narrow_s, rel=1e-12)
     assert _gb(wide, "dp=8,ep=4,zero=1", "dp_s") > _gb(job, "dp=8,ep=4,zero=1", "dp_s")  # with 2 replicas they are reduced
+
+
+@pytest.mark.parametrize("layout", ["tp=2,dp=4,ep=1,etp=1", "tp=2,dp=4,ep=2", "tp=2,dp=4,ep=4,etp=1", "tp=1,dp=8,ep=2", "tp=4,dp=2,ep=2,etp=1"])
+def test_zero1_spreads_every_state_once_over_the_ranks(moe_job, layout: str) -> None:  # noqa: ANN001
+    """Without a pipeline, ZeRO-1 over 8 ranks holds each parameter's optimizer states exactly once:
+    12 x (DENSE + EXPERTS) / 8 per rank, however TP, EP and expert-TP split the weights (with etp=1
+    the TP ranks hold whole experts and Megatron folds them into the expert data-parallel group)."""
+    assert _gb(moe_job, f"{layout},zero=1", "optimizer_gb") == pytest.approx(12 * (DENSE + EXPERTS) / 8 / 1e9, rel=1e-9)
