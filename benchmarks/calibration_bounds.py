@@ -15,6 +15,10 @@ is fitted on the very rows it is scored on:
    left is spread within a source that no choice of the five factors removes.
 
 Both are MAPE of the row's throughput metric, as in bench_planner.py.
+
+A third line is an honest out-of-sample figure beside them (``--by-device``): leave-one-source-out
+with each held-out source fitted on the other sources of the same device, when there are any
+(else on all others), against the usual fit on all others (BENCHMARKS.md session 26, item 6).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ def _ape(run: c.Run, f: c.Fit) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
+    ap.add_argument("--by-device", action="store_true", help="also leave-one-source-out fitted on the same device's other sources")
     a = ap.parse_args()
     runs = validation_runs(Path(a.csv))
     errs = c.errors(runs)  # (runs x grid) |log error|
@@ -61,6 +66,15 @@ def main() -> None:
     print(json.dumps(out))
     for grp, v in per_source.items():
         print(json.dumps({"source": grp, **v}))
+    if a.by_device:
+        import dataclasses
+
+        def loso(rs: list[c.Run], by_family: bool) -> float:
+            res = c.cross_validate(rs, by_family=by_family, errs=errs)
+            return round(sum(float(v["mape"]) * int(v["rows"]) for v in res.values()) / len(rs), 4)
+
+        by_device = [dataclasses.replace(r, family=r.job.hw.name) for r in runs]
+        print(json.dumps({"loso_all_others": loso(runs, False), "loso_same_device": loso(by_device, True)}))
 
 
 if __name__ == "__main__":
