@@ -63,6 +63,8 @@ def records(rows: list[dict], recipes: bool = False, pipeline_split: bool = Fals
                 out[-1]["strategy"] += ",recompute=layernorm_moe_act"
             if "Megatron-Bridge" in r["source"]:  # its performance recipes' _benchmark_common: cross_entropy_impl="te"
                 out[-1]["loss"] = "te"
+            if "llama3-70b" in r["model"] and system == "gb200" and r["fsdp"] == "1":  # llama3_workload_base_configs.py:
+                out[-1]["strategy"] += ",offload_layers=40"  # cpu_offloading_num_layers=40 (the Grace CPU holds them)
             if "qwen3-235b" in r["model"] and system == "h100":  # qwen3_workload_base_configs.py: moe_a2a_overlap=True,
                 out[-1]["strategy"] = out[-1]["strategy"].replace("tp_overlap=full", "tp_overlap=none") + ",ep_overlap=1"  # tp_comm_overlap=False
         if pipeline_split and "405b" in r["model"]:

@@ -62,7 +62,7 @@ def table(recs: list[dict[str, Any]]) -> Any:
         rows.append([str(s["tp"]), "no" if s["tp"] > 1 and not s["sp"] else "",
                      *(str(s[k]) for k in ("pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp")),
                      "yes" if s["keep_params"] else "", *(str(s[k]) for k in ("sched", "mb")),
-                     f"{r['grad_accum']:g}", s["recompute"], "yes" if s["offload"] else "",
+                     f"{r['grad_accum']:g}", s["recompute"], (str(s["offload_layers"]) if s["offload_layers"] else "yes") if s["offload"] else "",
                      *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")),
                      f"{m['buffers'] + m['reserve']:.1f}", f"{m['total']:.1f}",
                      *(f"{ts[k]:.2f}" for k in ("compute", "host", "tp", "ep", "dp", "cp")), f"{ts['bubble'] + ts['pp_p2p']:.2f}",
@@ -89,7 +89,7 @@ def table(recs: list[dict[str, Any]]) -> Any:
 
 def _strategy_text(s: dict[str, Any]) -> str:
     """A strategy as --evaluate spells it, without the fields at their defaults."""
-    quiet = {"sp": 1, "vpp": 1, "cp": 1, "ep": 1, "etp": s["tp"], "zero": 0, "hsdp": s["dp"] if s["zero"] == 3 else 0, "offload": 0,
+    quiet = {"sp": 1, "vpp": 1, "cp": 1, "ep": 1, "etp": s["tp"], "zero": 0, "hsdp": s["dp"] if s["zero"] == 3 else 0, "offload": 0, "offload_layers": 0,
              "tp_overlap": 0, "ep_overlap": 0, "keep_params": 0, "recompute": "none", "sched": "1f1b"}
     return ",".join(f"{k}={v}" for k, v in s.items() if quiet.get(k, object()) != v)
 

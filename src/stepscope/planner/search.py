@@ -17,8 +17,8 @@ from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
 from .job import DUALPIPE, DUALPIPEV, MLA_POLICIES, divisors, dualpipe_micro_batches_ok, tp_overlap_needs_sp
 
-FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "tp_overlap",
-          "ep_overlap", "keep_params")
+FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "offload_layers",
+          "tp_overlap", "ep_overlap", "keep_params")
 
 
 def hardware(name: str, user_file: str | None = None) -> Hardware:
@@ -113,6 +113,7 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     n_micro = job.global_batch // (g["dp"] * g["mb"])
     g["ga"] = np.where((g["pp"] > 1) & (n_micro < g["pp"]), n_micro, 0).astype(np.int64)
     g["sp"] = np.full(g["tp"].shape, int(sequence_parallel), dtype=np.int64)
+    g["offload_layers"] = np.zeros(g["tp"].shape, dtype=np.int64)  # offload takes every layer (partial offload: --evaluate)
     g["tp_overlap"] = np.full(g["tp"].shape, int(tp_overlap), dtype=np.int64)
     g["ep_overlap"] = np.full(g["tp"].shape, int(ep_overlap), dtype=np.int64)
     return {k: g[k] for k in FIELDS}
@@ -148,11 +149,11 @@ def _flag(v: str, part: str) -> int:
 
 
 STRATEGY_DEFAULTS: dict[str, int] = {"tp": 1, "sp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
-                                     "sched": 0, "mb": 1, "ga": 0, "recompute": 0, "offload": 0, "tp_overlap": 0, "ep_overlap": 0,
+                                     "sched": 0, "mb": 1, "ga": 0, "recompute": 0, "offload": 0, "offload_layers": 0, "tp_overlap": 0, "ep_overlap": 0,
                                      "keep_params": 0}
 KEY_ALIASES = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "grad_accum": "ga", "gas": "ga", "remat": "recompute",
                "schedule": "sched", "expert_tp": "etp", "shard_group": "hsdp", "async_tp": "tp_overlap", "tp_comm_overlap": "tp_overlap",
-               "reshard_after_forward": "reshard", "sequence_parallel": "sp"}
+               "reshard_after_forward": "reshard", "sequence_parallel": "sp", "cpu_offloading_num_layers": "offload_layers"}
 
 
 def parse_value(key: str, value: str, part: str) -> tuple[str, int]:
@@ -197,7 +198,8 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     them: AFAB only adds memory, and few frameworks run the DualPipes: DeepSeek's own, PyTorch's
     ScheduleDualPipeV); ``tp_overlap`` a mechanism name (none, full, bwd, bwd+shard) or 0/1
     (true = full); ``offload``, ``ep_overlap``, ``keep_params`` 0/1 or true/false; ``sp`` (sequence
-    parallelism with TP, default on) 0/1."""
+    parallelism with TP, default on) 0/1; ``offload_layers=N`` (Megatron's
+    ``--cpu-offloading-num-layers``) offloads N layers of each stage instead of all of them (0)."""
     vals: dict[str, Any] = dict(STRATEGY_DEFAULTS)
     given: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -214,7 +216,9 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "mb"):
         if vals[k] < 1:
             raise ConfigError(f"strategy {k}={vals[k]} must be at least 1", fix=f"e.g. {k}=1")
-    for k in ("etp", "hsdp", "ga"):
+    if vals["offload_layers"] > 0:
+        vals["offload"] = 1  # offloading some layers is offloading
+    for k in ("etp", "hsdp", "ga", "offload_layers"):
         if vals[k] < 0:
             raise ConfigError(f"strategy {k}={vals[k]} must be 0 (derived) or positive", fix=f"drop {k} or give a positive value")
     if vals["zero"] not in (0, 1, 2, 3):
