@@ -79,3 +79,20 @@ def test_unknown_dispatch_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="EP dispatch must be one of all_to_all, deepep"):
         job_from_record({"model": "deepseek-v3", "hardware": "h100", "devices": 8, "global_batch": 8, "seq_len": 4096, "ep_dispatch": "nvshmem"})
+
+
+def test_deepep_sms_slow_the_compute_they_hide_under() -> None:
+    """DeepEP's 20 SMs of an H100's 132: an exchange hidden under compute leaves the compute 112 SMs,
+    20/112 of the hidden time longer. DeepSeek-V3, EP 64 over 8 nodes with EP overlap: all of the
+    exchange hides, and what the step pays for it is 20/112 of it. The all-to-all, and devices
+    without an SM count, pay nothing for it; a record may set another SM count."""
+    from stepscope.planner.dispatch import sm_contention_s
+
+    assert float(sm_contention_s("deepep", np.array([10.0]), 20, 132)[0]) == pytest.approx(10 * 20 / 112, rel=1e-12)
+    assert sm_contention_s("all_to_all", np.array([10.0]), 20, 132) == 0.0 and sm_contention_s("deepep", np.array([10.0]), 20, None) == 0.0
+    rec = {"model": "deepseek-v3", "hardware": "h100", "devices": 512, "global_batch": 1024, "seq_len": 4096, "ep_dispatch": "deepep"}
+    s = parse_strategy("tp=1,pp=8,dp=64,ep=64,zero=1,mb=1,ep_overlap=1")
+    r = evaluate(job_from_record(rec), s)
+    assert float(r["hidden_ep_s"][0]) > 0 and float(r["ep_s"][0]) == pytest.approx(float(r["hidden_ep_s"][0]) * 20 / 112, rel=1e-9)
+    r24 = evaluate(job_from_record({**rec, "deepep_sms": 24}), s)
+    assert float(r24["ep_s"][0]) == pytest.approx(float(r24["hidden_ep_s"][0]) * 24 / 108, rel=1e-9)

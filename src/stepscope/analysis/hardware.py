@@ -56,6 +56,9 @@ class Hardware:
     # share of compute time outside GEMMs, planner/rates.efficiencies)
     elementwise_overlaps_matmul: bool = False
     cores: int = 1
+    # streaming multiprocessors (GPUs): what a communication kernel that takes some of them (DeepEP)
+    # leaves the compute it overlaps; None where unknown
+    sms: int | None = None
     # True: the runtime assigns every buffer of a compiled program ahead of time (XLA on TPU): no
     # driver context, no caching allocator's slack and no collective library's own buffers come
     # out of the capacity the runtime reports, so the planner's framework reserve defaults to 0 and
@@ -125,6 +128,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     matmul_eff={str(k): float(v) for k, v in dict(d.get("matmul_eff") or {}).items()},
                     elementwise_overlaps_matmul=bool(d.get("elementwise_overlaps_matmul", False)),
                     cores=int(d.get("cores", 1)),
+                    sms=int(d["sms"]) if d.get("sms") is not None else None,
                     static_memory=bool(d.get("static_memory", False)),
                     hbm_bytes=int(d["hbm_bytes"]) if d.get("hbm_bytes") else None,
                     source=str(d.get("source", "")),
@@ -156,8 +160,8 @@ def _check(hw: Hardware, where: str) -> None:
         if not 0 < v <= 1:
             raise ConfigError(f"device {hw.name}: matmul_eff.{key} is {v!r}, not a fraction of the peak in (0, 1]", path=where,
                               fix="the measured matmul rate / the peak, e.g. 0.8")
-    if (hw.node_devices is not None and hw.node_devices < 1) or hw.cores < 1:
-        raise ConfigError(f"device {hw.name}: node_devices and cores must be at least 1", path=where, fix="fix the count")
+    if (hw.node_devices is not None and hw.node_devices < 1) or hw.cores < 1 or (hw.sms is not None and hw.sms < 1):
+        raise ConfigError(f"device {hw.name}: node_devices, cores and sms must be at least 1", path=where, fix="fix the count")
     try:
         re.compile(hw.match)
     except re.error as exc:

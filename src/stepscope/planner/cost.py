@@ -138,7 +138,7 @@ from .job import (
     Job,
     bottleneck_codes,
 )
-from .dispatch import exchange_seconds
+from .dispatch import exchange_seconds, sm_contention_s
 from .links import Links, ring_share
 from .rates import (
     FP8_WEIGHT_BYTES,
@@ -342,7 +342,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # (before DP's: the exchange sits inside every layer; gradients can wait) EP overlap (DualPipe, Megatron's
     # EP-communication overlap): one micro-batch's exchange runs under another's compute (2+ micro-batches)
     ep_on = (_opt(s, "ep_overlap", tp) > 0) | dual | (sched == DUALPIPEV)  # the DualPipes pair forward and backward chunks
+    ep_raw = ep_s
     ep_s = window.hide(ep_s, (ep_on & (n_micro >= 2)).astype(np.float64), busy_s, "ep")
+    ep_s = ep_s + sm_contention_s(job.ep_dispatch, ep_raw - ep_s, job.deepep_sms, hw.sms)  # planner/dispatch.py
     # CP (before DP's, like EP's: the ring exchange sits inside every attention layer): K and V
     # blocks, CP_HIDDEN of them behind the attention of the block before (a prior share of the
     # exchange, bounded by what is left of the window, not by the attention alone: a cap that

@@ -14,7 +14,9 @@ gets them back (dispatch and combine), forward and backward: four transfers of
   inside the destination node up to k; the two stages pipeline, so the transfer takes the longer.
   With group-limited routing (``ModelShape.routing_groups``, DeepSeek-V3's n_group 8 /
   topk_group 4) a token reaches at most the nodes of its chosen groups. Inside one node both
-  dispatchers are the same all-to-all.
+  dispatchers are the same all-to-all. DeepEP's kernels run on SMs of their own
+  (``Job.deepep_sms``, 20: DeepEP's and Megatron's default, the 20 of DeepSeek-V3's report), so the
+  compute an exchange hides under runs on the rest (:func:`sm_contention_s`).
 """
 
 from __future__ import annotations
@@ -74,3 +76,14 @@ def exchange_seconds(m: ModelShape, *, dispatch: str, tokens: np.ndarray, h: flo
     inter = copy_b * remote_nodes(m, nodes) / link(np.full(np.shape(span), node + 1.0))
     intra = copy_b * k * (node - 1.0) / node / link(np.ones(np.shape(span)))  # the forwarding inside the destination node
     return np.asarray(np.where(span > node, np.maximum(inter, intra), plain))
+
+
+def sm_contention_s(dispatch: str, hidden_s: np.ndarray, comm_sms: int, sms: int | None) -> np.ndarray | float:
+    """Seconds the compute loses to DeepEP's kernels while they overlap it: for ``hidden_s`` of
+    exchange hidden under compute, the compute runs on (sms - comm_sms) of the device's ``sms``
+    SMs, f / (1 - f) x hidden_s longer (f = comm_sms / sms, at most 0.9); 0 for the all-to-all
+    (NCCL's share is in the overlap priors) and where the catalog gives no SM count."""
+    if dispatch != "deepep" or not sms:
+        return 0.0
+    f = min(comm_sms / sms, 0.9)
+    return np.asarray(hidden_s) * f / (1.0 - f)

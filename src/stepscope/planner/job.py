@@ -178,6 +178,9 @@ class Job:
     # how expert parallelism exchanges tokens across nodes (planner/dispatch.py): "all_to_all", every
     # routed copy to its expert's rank; "deepep", once per destination node, then over NVLink
     ep_dispatch: str = "all_to_all"
+    # SMs DeepEP's kernels take while they run (Megatron's moe_deepep_num_sms, DeepEP's Buffer.num_sms:
+    # 20; DeepSeek-V3's report, section 3.2.2): the compute under a hidden exchange runs on the rest
+    deepep_sms: int = 20
     # ZeRO-0/1/2 gradients reduced under the backward in buckets of this many MB of gradients in the
     # parameters' dtype (PyTorch DDP's bucket_cap_mb, 25 by default; nanotron's ddp_bucket_cap_mb,
     # 25): each bucket is its own collective and pays its own ring latency; 0 = one collective
@@ -363,6 +366,8 @@ class Job:
         if not 0 <= self.zero_gather_copy_s < math.inf:
             raise ConfigError(f"ZeRO gather copy time must be >= 0 us per tensor and rank, not {self.zero_gather_copy_s * 1e6:g}",
                               fix="e.g. --zero-gather-copy-us 10 (nanotron's per-tensor all-gather)")
+        if not 0 <= self.deepep_sms < 1024:
+            raise ConfigError(f"DeepEP SMs must be between 0 and 1023, not {self.deepep_sms}", fix="e.g. deepep_sms 20 (DeepEP's default)")
         if self.ep_dispatch not in EP_DISPATCH:
             raise ConfigError(f"EP dispatch must be one of {', '.join(EP_DISPATCH)}, not {self.ep_dispatch!r}",
                               fix="e.g. --ep-dispatch deepep (DeepEP's node-deduplicated dispatch)")

@@ -72,6 +72,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
         reserve_gb=None if d.get("reserve_gb") in (None, "") else _number(d, "reserve_gb", 3.0),
         zero3_gather=str(d.get("zero3_gather") or "layer").lower(),
         ep_dispatch=str(d.get("ep_dispatch") or "all_to_all").lower(),
+        deepep_sms=int(_number(d, "deepep_sms", 20.0)),
         grad_bytes={"": 0, "fp32": 4}.get(grad, 2),
         dp_bucket_mb=_number(d, "dp_bucket_mb", 0.0),
         zero_gather_copy_s=_number(d, "zero_gather_copy_us", 0.0) * 1e-6,
@@ -88,7 +89,7 @@ def job_from_record(d: dict[str, Any]) -> Job:
 RECORD_KEYS = frozenset({
     "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
     "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
-    "zero_sync_after_backward", "fused_projections", "kv_repeated", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "fp8_gain_thresholds", "zero3_prefetch", "sp_saves_gathered", "sp_regather", "attention_kernel", "dp_bucket_mb", "moe_imbalance", "zero3_gather", "ep_dispatch",
+    "zero_sync_after_backward", "fused_projections", "kv_repeated", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "fp8_gain_thresholds", "zero3_prefetch", "sp_saves_gathered", "sp_regather", "attention_kernel", "dp_bucket_mb", "moe_imbalance", "zero3_gather", "ep_dispatch", "deepep_sms",
     "zero_gather_copy_us", "grad_accum_bytes", "optimizer_bytes", "network", "framework", "strategy", "pipeline_split_embedding", "pipeline_split_cost", "hidden_dropout", "host_wait_us", "dp_overlap",
 })
 
