@@ -125,7 +125,7 @@ def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: 
                      "published context-parallel runs the model was optimistic, more so at higher cp")
     if any(str(r["strategy"].get("sched", "")).startswith("dualpipe") for r in recs):
         lines.append("note: DualPipe rows take their bubble from the DualPipe README's table (with F = W = B/2) and hide the "
-                     "all-to-all as ep_overlap does; checked against one run only (DeepSeek-V3, 6% fast against its whole-run average), "
+                     "all-to-all as ep_overlap does; checked against one run only (DeepSeek-V3, within 2% of its whole-run average), "
                      "and its FP8 activation caching is not modeled (memory: that run fit in 80 GB, the model says 110 GB)")
     if fp8_rowwise:
         lines.append("note: rowwise fp8 is optimistic against torchtitan's published rowwise runs, most with async TP "
