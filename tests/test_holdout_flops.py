@@ -84,3 +84,26 @@ def test_every_korthikanti_run_is_a_valid_batch_record() -> None:
     a, b = model(str(HOLDOUT / "models/korthikanti-gpt-22b.json")), model(str(HOLDOUT / "models/korthikanti-gpt-22b-49l.json"))
     per_layer = 4 * 6144 * 6144 + 2 * 6144 * 4 * 6144  # q, k, v, o + up, down (GPT: no gate)
     assert b.n_layers - a.n_layers == 1 and b.matmul_params_per_token() - a.matmul_params_per_token() == per_layer
+
+
+def test_the_recipes_view_changes_only_what_it_names() -> None:
+    """The pre-registered records carry none of the settings read from NVIDIA's recipes afterwards;
+    the --recipes view gives each to the rows its recipe names, and to no other (BENCHMARKS.md
+    sessions 10 and 26)."""
+    import sys
+
+    sys.path.insert(0, str(HOLDOUT.parent))
+    try:
+        from bench_holdout import records
+    finally:
+        sys.path.remove(str(HOLDOUT.parent))
+    rows = [r for r in csv.DictReader((HOLDOUT / "nvidia_perf_tables.csv").read_text(encoding="utf-8").splitlines()) if r["use"] == "yes"]
+    rules = records(rows)
+    assert not any("recompute" in r["strategy"] or "offload" in r["strategy"] or "ep_overlap" in r["strategy"] or "loss" in r
+                   for r in rules)
+    view = {row["id"]: rec for row, rec in zip(rows, records(rows, recipes=True), strict=True)}
+    assert {i for i, r in view.items() if "offload_layers=40" in r["strategy"]} == {"g2", "h1"}
+    assert {i for i, r in view.items() if "ep_overlap=1" in r["strategy"]} == {"b6"} and "tp_overlap=none" in view["b6"]["strategy"]
+    assert {i for i, r in view.items() if "recompute=mla_up_proj" in r["strategy"]} == {
+        row["id"] for row in rows if "deepseek" in row["model"]}
+    assert {i for i, r in view.items() if r.get("loss") == "te"} == {row["id"] for row in rows if row["source"].startswith("Megatron-Bridge")}
