@@ -97,6 +97,9 @@ def parser() -> argparse.ArgumentParser:
                     help="how expert parallelism sends tokens across nodes: all_to_all (every routed copy to its expert's rank: "
                     "Megatron's alltoall dispatcher, torchtitan; default) or deepep (once per destination node, then over NVLink: "
                     "DeepEP, Megatron's flex dispatcher; with the model's group-limited routing, n_group/topk_group)")
+    pl.add_argument("--deepep-sms", type=int, metavar="N",
+                    help="SMs DeepEP's kernels take while they run (default 20, DeepEP's and Megatron's): with --ep-dispatch deepep "
+                    "the compute a hidden exchange overlaps runs on the device's other SMs")
     pl.add_argument("--grad-dtype", choices=("fp32", "bf16", "fp16"),
                     help="gradients kept and reduced in (default fp32 with bf16/fp8: Megatron, FSDP2, nanotron; "
                     "fp16 with fp16: Megatron, DeepSpeed)")

@@ -92,7 +92,7 @@ def run(ns: argparse.Namespace) -> int:
                                                   "devices_per_node", "precision", "reserve_gb", "grad_dtype", "fp8_recipe",
                                                   "dp_bucket_mb", "zero_gather_copy_us", "grad_accum_bytes", "optimizer_bytes", "network", "moe_imbalance", "host_wait_us", "dp_overlap", "loss", "hardware_file", "framework",
                                                   "eager_swiglu", "fused_projections", "kv_repeated", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "fp8_gain_thresholds", "zero3_prefetch", "sp_saves_gathered", "sp_regather", "attention_kernel",
-                                                  "zero3_gather", "ep_dispatch", "pipeline_split_cost")}
+                                                  "zero3_gather", "ep_dispatch", "deepep_sms", "pipeline_split_cost")}
                | {k: getattr(ns, k, default) for k, default in
                   (("flash_attention", True), ("fused_elementwise", True), ("param_gather_overlap", False),
                    ("zero_sync_after_backward", False), ("fused_loss", True), ("pipeline_split_embedding", False),

@@ -216,9 +216,12 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "mb"):
         if vals[k] < 1:
             raise ConfigError(f"strategy {k}={vals[k]} must be at least 1", fix=f"e.g. {k}=1")
+    if vals["offload_layers"] < 0:
+        raise ConfigError(f"strategy offload_layers={vals['offload_layers']} is negative",
+                          fix="give the layers of each stage to offload, or 0 (with offload=1) for all of them")
     if vals["offload_layers"] > 0:
         vals["offload"] = 1  # offloading some layers is offloading
-    for k in ("etp", "hsdp", "ga", "offload_layers"):
+    for k in ("etp", "hsdp", "ga"):
         if vals[k] < 0:
             raise ConfigError(f"strategy {k}={vals[k]} must be 0 (derived) or positive", fix=f"drop {k} or give a positive value")
     if vals["zero"] not in (0, 1, 2, 3):
