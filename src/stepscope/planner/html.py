@@ -24,7 +24,8 @@ def _label(r: dict[str, Any]) -> str:
     extra = [s["sched"]] if s["pp"] > 1 else []
     extra += ["no-SP"] if s["tp"] > 1 and not s.get("sp", 1) else []
     extra += [f"hsdp{s['hsdp']}"] if s["zero"] == 3 and s["hsdp"] != s["dp"] else []
-    extra += ["kept-W"] * bool(s["keep_params"]) + ["offload"] * bool(s["offload"])
+    extra += ["kept-W"] * bool(s["keep_params"])
+    extra += [f"offload{s['offload_layers']}" if s.get("offload_layers") else "offload"] * bool(s["offload"])
     return " ".join([f"tp{s['tp']} pp{s['pp']}x{s['vpp']} dp{s['dp']} cp{s['cp']} ep{s['ep']} z{s['zero']} mb{s['mb']}x{s['ga']}",
                      s["recompute"], *extra])
 
