@@ -47,7 +47,7 @@ QKV_OFFLOADED = RECOMPUTE.index("qkv_proj_offloaded")
 
 
 def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,
-                n_micro: np.ndarray, rc: np.ndarray, sched: np.ndarray, offload: np.ndarray, offloaded: np.ndarray,
+                n_micro: np.ndarray, rc: np.ndarray, sched: np.ndarray, offloaded: np.ndarray,
                 stage_L: np.ndarray, first_L: np.ndarray, last_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(peak activation bytes per device, bytes one stored layer takes, recompute factor by policy,
     sequence parallelism 0/1) per configuration. ``stage_L``: the layers of the most loaded stage,
@@ -124,17 +124,15 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     # DualPipe's first rank also runs the last stage (the reverse direction's): its micro-batches
     # hold that stage's layers half the time
     held = np.where(dual, inflight * np.maximum(stage_L, (first_L + last_L) / 2), held)
-    # offload: every layer (two layers' worth stay for the transfers in flight), or ``offloaded``
-    # layers of each micro-batch in flight (Megatron's --cpu-offloading-num-layers)
-    kept = np.where(offloaded > 0, np.maximum(held - inflight * np.minimum(offloaded, stage_L), np.minimum(2.0, stage_L)),
-                    np.minimum(2.0, stage_L))
-    act_stage = np.where(offload, act_layer * kept, act_layer * held) + work_layer
+    # offload: ``offloaded`` layers of each micro-batch in flight go to the host (all of the stage's,
+    # or Megatron's --cpu-offloading-num-layers); at least two layers' worth stay for the transfers
+    act_stage = act_layer * np.where(offloaded > 0, np.maximum(held - inflight * offloaded, np.minimum(2.0, stage_L)), held) + work_layer
     # the output layer: the loss's live bytes per logit (LOSS_BYTES; fused: bf16 logits + their
     # fp32 copy, s*b*V*(2+4)/(tp*cp)) on the last stage (vocab-parallel under TP), which holds one
     # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
     logits = seq * mb * m.vocab * job.loss_bytes[0] / (tp * cp)
-    kept_last = np.where(offloaded > 0, np.maximum(last_L - np.minimum(offloaded, last_L), np.minimum(2.0, last_L)), np.minimum(2.0, last_L))
-    act_last = np.where(offload, act_layer * kept_last, act_layer * last_L) + work_layer + logits
+    kept_last = np.where(offloaded > 0, np.maximum(last_L - np.minimum(offloaded, last_L), np.minimum(2.0, last_L)), last_L)
+    act_last = act_layer * kept_last + work_layer + logits
     # V-shaped schedules (ZB-V, DualPipeV) and DualPipe put the output layer on the first rank, beside
     # the most micro-batches in flight
     act_b = np.where(pp > 1, np.where(ends_on_first_rank(sched, pp), act_stage + logits, np.maximum(act_stage, act_last)),

@@ -70,11 +70,17 @@ def largest_tensor_params(m: ModelShape, fused_projections: bool, tp: np.ndarray
     return np.asarray(np.maximum(per_tp, experts))
 
 
+def layer_gather_bytes(job: Job) -> float:
+    """Bytes per transformer-layer parameter a ZeRO-3 all-gather moves: 1 with
+    ``Job.fp8_all_gather`` under fp8, else 2 (bf16)."""
+    return 1.0 if job.precision == "fp8" and job.fp8_all_gather else 2.0
+
+
 def gather_bytes(job: Job, *, p_dev: np.ndarray, layers_p: np.ndarray, unit_is_layer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(bytes of one ZeRO-3 all-gather of the stage's weights, bytes per parameter ZeRO-3 holds
     gathered). bf16, 2 B; with ``Job.fp8_all_gather`` (and fp8) the layers' weights (``layers_p`` of
     the stage's ``p_dev``) are gathered in fp8, 1 B, and so is the gathered unit when it is a layer
     gathered whole (``unit_is_layer``); the embedding and the output layer stay bf16."""
-    fp8 = job.precision == "fp8" and job.fp8_all_gather
+    fp8 = layer_gather_bytes(job) == 1.0
     per_param = np.where(np.logical_and(fp8 and job.zero3_gather == "layer", unit_is_layer), 1.0, 2.0)
-    return 2 * p_dev - (layers_p if fp8 else 0.0), per_param
+    return 2 * p_dev - (2.0 - layer_gather_bytes(job)) * layers_p, per_param

@@ -15,7 +15,7 @@ from ..outfile import write_output
 from . import frameworks
 from .alternatives import alternatives_line, fitting_alternatives
 from .cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
-from .job import DUALPIPE, DUALPIPEV, MLA_POLICIES, dualpipe_micro_batches_ok, tp_overlap_needs_sp
+from .job import DUALPIPE, DUALPIPEV, dualpipe_micro_batches_ok, tp_overlap_needs_sp
 from .rates import base_dtype
 from .record import RECORD_KEYS, ignored_keys, job_from_record
 from .render import (
@@ -28,7 +28,7 @@ from .render import (
     table,
     what_if_lines,
 )
-from .search import parse_strategy, search
+from .search import parse_strategy, recompute_policies, search
 from .settings import job_settings, settings_line
 
 
@@ -37,7 +37,7 @@ def _one(job: Job, strategy: str) -> dict[str, Any]:
         raise ConfigError("recompute=layernorm names Megatron's --recompute-modules layernorm on a dense model; "
                           "for MoE models the planner models layernorm with moe_act", fix="use recompute=layernorm_moe_act")
     s = parse_strategy(strategy)
-    if int(s["recompute"][0]) in MLA_POLICIES and not job.model.mla:
+    if int(s["recompute"][0]) not in recompute_policies(job.model):
         raise ConfigError(f"recompute={RECOMPUTE[int(s['recompute'][0])]} recomputes multi-latent attention's up-projections, "
                           "which this model does not have", fix="use recompute=none (or layernorm_moe_act)")
     if (s["tp"] * s["pp"] * s["cp"] * s["dp"])[0] != job.devices:

@@ -201,7 +201,6 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     shard = np.where((zero >= 3) & (hsdp > 0) & (hsdp < dp), hsdp * cp, dpc)  # the group ZeRO shards over
     sched = _opt(s, "sched", tp).astype(np.int64)
     offload = _opt(s, "offload", tp) > 0
-    offloaded = np.where(offload, _opt(s, "offload_layers", tp), 0.0)  # layers of a stage offloaded (0: all)
     L, h, seq = float(m.n_layers), float(m.d_model), float(job.seq_len)
     dense, experts, emb = params(m)
     # uneven stages and where each schedule puts the parameters (planner/stages.py): the most
@@ -212,6 +211,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     stage_L, first_L, last_L, end_L, uneven, layer_p, stage_p, end_p, p_dev, layers_p, e_dev = stage_params(job, tp=tp, pp=pp, ep=ep,
                                                                                                               etp=etp, sched=sched)
     dual = (sched == DUALPIPE) & (pp > 1)
+    # activation offload: the layers of each micro-batch that go to the host (offload_layers, or all of the stage's)
+    part = _opt(s, "offload_layers", tp)
+    offloaded = np.where(offload, np.where(part > 0, np.minimum(part, stage_L), stage_L), 0.0)
     # ZeRO-3's all-gather of the stage and the bytes per gathered parameter (Job.fp8_all_gather)
     gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=layers_p,
                                         unit_is_layer=layer_p >= emb / tp)
@@ -224,7 +226,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     n_micro = np.where(ga > 0, ga, np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb)))
     mb = np.where((pp > 1) | (ga > 0), job.global_batch / (dp * n_micro), mb)
     act_b, act_layer, rfactor, sp = activations(job, s, tp=tp, pp=pp, cp=cp, mb=mb, n_micro=n_micro, rc=rc, sched=sched,
-                                                offload=offload, offloaded=offloaded, stage_L=stage_L, first_L=first_L, last_L=last_L)
+                                                offloaded=offloaded, stage_L=stage_L, first_L=first_L, last_L=last_L)
     # what ZeRO-3 holds gathered at once: a layer, or the embedding / output layer where it is
     # larger (FSDP wraps them as units of their own; Llama 3 8B's 128K x 4096 is 2.4 layers), or
     # gathered tensor by tensor, the largest tensor
@@ -373,10 +375,10 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     dp_s = dp_seconds(job, ring=ring, window=window, p_dev=p_dev, gather_b=gather_b, tp=tp, pp=pp, dpc=dpc, shard=shard, zero=zero,
                       keep=keep, stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf, e_dev=e_dev, ep_fold=ep_fold)
     host = (hw.host_gbps or HOST_GBPS) * 1e9
-    offload_raw = 2 * act_layer * np.where(offloaded > 0, np.minimum(offloaded, stage_L), stage_L) * n_micro / host
+    offload_raw = 2 * act_layer * offloaded * n_micro / host
     # qkv_proj_offloaded: the q, k, v projections (job.QKV_OFFLOADED_BYTES) to the host and back
     qkv_raw = 2 * seq * mb * h * QKV_OFFLOADED_BYTES / (tp * cp) * stage_L * n_micro / host
-    offload_raw = np.where(offload, offload_raw, 0.0) + np.where(rc == QKV_OFFLOADED, qkv_raw, 0.0)
+    offload_raw = offload_raw + np.where(rc == QKV_OFFLOADED, qkv_raw, 0.0)
     offload_s = window.overlap(offload_raw, OFFLOAD_HIDDEN, "offload")
     opt_s = (job.optimizer_bytes + 4.0) * o_b / job.optimizer_bytes / hw.hbm_bytes_per_s  # states + fp32 gradient, as sharded
     # after the optimizer step, outside every window: ZeRO weights gathered tensor by tensor on the host

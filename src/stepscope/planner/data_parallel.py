@@ -45,7 +45,9 @@ from collections.abc import Callable
 import numpy as np
 
 from .job import Job
+from .buffers import layer_gather_bytes
 from .rates import weight_tensors_per_layer
+from .states import sharded_params
 from .window import Window
 
 Ring = Callable[..., np.ndarray]  # links.Links.ring: (ranks, bytes, span, calls[, kind]) -> seconds
@@ -63,8 +65,7 @@ def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gathe
     # the experts' bytes as the dense group's ring would move them (module docstring)
     e12, e3 = e_dev * _fold(dpc, ep_fold), e_dev * _fold(shard, ep_fold)
     p12, p3 = p_dev - e_dev + e12, p_dev - e_dev + e3
-    layer_b = 1.0 if job.precision == "fp8" and job.fp8_all_gather else 2.0  # bytes per gathered layer parameter (buffers.gather_bytes)
-    gather_b = gather_b - layer_b * (e_dev - e3)
+    gather_b = gather_b - layer_gather_bytes(job) * (e_dev - e3)
     grad_bytes = job.grad_bytes * p12  # reduced in the gradients' dtype
     grad3 = job.grad_bytes * p3
     # DP groups are strided by tp*pp*cp ranks; the shard group of HSDP is the innermost part of it
@@ -82,8 +83,7 @@ def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gathe
     zero3_once = ring(shard, gather_b + grad3, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
     zero3_each = ring(shard, 2 * gather_b + grad3, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
     # HSDP's replicas all-reduce the sharded gradients (experts' shards are ep_fold x larger)
-    sharded = (p_dev - e_dev) / shard + e_dev / np.maximum(shard / ep_fold, 1.0)
-    replica_ar = ring(replicas, 2 * job.grad_bytes * sharded, span_dp, 2 * stage_L, "all_reduce")
+    replica_ar = ring(replicas, 2 * job.grad_bytes * sharded_params(p_dev, e_dev, shard, ep_fold), span_dp, 2 * stage_L, "all_reduce")
     # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
     z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)
     # prefetched a layer ahead (Job.zero3_prefetch): of a micro-batch's collectives (3 per layer;

@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from .job import Job
 
 
+def sharded_params(p_dev: np.ndarray, e_dev: np.ndarray | float, shard: np.ndarray, ep_fold: np.ndarray | float) -> np.ndarray:
+    """Parameters a device holds when ZeRO shards ``p_dev`` over ``shard`` ranks: the dense ones
+    / shard, the experts' (``e_dev``) / their own group, shard / ``ep_fold`` (at least 1)."""
+    return (p_dev - e_dev) / shard + e_dev / np.maximum(shard / ep_fold, 1.0)
+
+
 def state_bytes(job: Job, *, p_dev: np.ndarray, zero: np.ndarray, shard: np.ndarray, keep: np.ndarray,
                 pp: np.ndarray, e_dev: np.ndarray | float = 0.0,
                 ep_fold: np.ndarray | float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -32,10 +38,8 @@ def state_bytes(job: Job, *, p_dev: np.ndarray, zero: np.ndarray, shard: np.ndar
     also accumulate unsharded until the last micro-batch's backward reduce-scatters them
     (PyTorch's pipelining turns FSDP2's gradient sync and post-backward resharding off for the
     others). ``e_dev``: the experts' share of ``p_dev``; ``ep_fold``: ep x etp / tp."""
-    e_shard = np.maximum(shard / ep_fold, 1.0)
-
     def held(on: np.ndarray) -> np.ndarray:  # parameters on the device, sharded where ``on``
-        return np.where(on, (p_dev - e_dev) / shard + e_dev / e_shard, p_dev)
+        return np.where(on, sharded_params(p_dev, e_dev, shard, ep_fold), p_dev)
 
     w_b = np.where(keep, 2 * p_dev, 2 * held(zero >= 3))
     g_b = job.grad_bytes * held((zero >= 2) & ~(keep & (pp > 1)))
