@@ -12,8 +12,12 @@ import pytest
 from stepscope.analysis.model_flops import from_config_dict
 from stepscope.cli import main
 from stepscope.errors import ConfigError
-from stepscope.planner.cost import Job, evaluate, gemm_shape, params
+from stepscope.planner.cost import Job, evaluate, params
+from stepscope.planner.rates import gemm_rate
 from stepscope.planner.search import hardware, model, parse_strategy, space
+
+from .gemm_by_hand import H100_KERNEL_S
+from .gemm_by_hand import linear_shape as _linear_shape
 
 TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
         "vocab_size": 32000, "hidden_act": "silu"}
@@ -23,13 +27,33 @@ def job_from_record(devices: int = 8, batch: int = 16, seq: int = 2048) -> Job:
     return Job(from_config_dict(TINY), hardware("h100"), devices, 8, batch, seq)
 
 
-def test_gemm_shape_follows_the_measured_h100_points() -> None:
-    """XLA's sm_90 matmul table (openxla matmul_interpolator_data.h), rates relative to 4096^3
-    (783.3 TFLOP/s) with the other dimensions >= 4096, mean of the narrow dimension as N and as K:
-    256: (503.9 + 588.7) / 2 / 783.3, 512: (619.9 + 729.7) / 2, 1024: (678.7 + 750.6) / 2,
-    2048: (763.0 + 783.2) / 2."""
-    for d, pair in ((256, (503.9, 588.7)), (512, (619.9, 729.7)), (1024, (678.7, 750.6)), (2048, (763.0, 783.2))):
-        assert float(gemm_shape(d)) == pytest.approx(sum(pair) / 2 / 783.3, abs=0.05)
+@pytest.mark.parametrize(("b", "m", "n", "k", "tflops"), [
+    (1, 4096, 4096, 4096, 783.3), (1, 4096, 1024, 1024, 488.1), (1, 2048, 2048, 2048, 632.0), (1, 1024, 4096, 4096, 738.5),
+    (1, 4096, 512, 4096, 650.0), (1, 512, 2048, 1024, 232.6), (1, 512, 512, 512, 40.7), (1, 4096, 4096, 512, 543.1),
+    (4, 256, 2048, 2048, 478.5), (2, 1024, 1024, 4096, 649.6), (4, 1024, 512, 1024, 371.8)])
+def test_gemm_rate_follows_the_measured_h100_table(b: int, m: int, n: int, k: int, tflops: float) -> None:
+    """XLA's sm_90 matmul table (openxla matmul_interpolator_data.h, bf16, b GEMMs of m x n x k
+    per kernel), read by hand: each GEMM's time is the 5.3 us kernel floor plus its FLOPs at the
+    4096^3 rate (783.3 TFLOP/s, less the floor: 807.7) x gemm_rate; within 8% over the fitted
+    range, and for batched kernels, whose b x m x n outputs count together."""
+    flops = 2.0 * b * m * n * k
+    ref = 2.0 * 4096**3 / (2.0 * 4096**3 / 783.3e12 - H100_KERNEL_S)
+    predicted = H100_KERNEL_S + flops / (ref * float(gemm_rate(b * m * n, k)))
+    assert predicted == pytest.approx(flops / (tflops * 1e12), rel=0.08)
+
+
+def test_linear_shape_is_the_harmonic_mean_of_its_three_gemms() -> None:
+    from stepscope.planner.rates import linear_shape
+
+    # a 4096-token, 1024 x 512 linear: forward 4096 x 512 outputs deep 1024, input gradient
+    # 4096 x 1024 deep 512, weight gradient 1024 x 512 deep 4096. By hand, ref = (1 + (642^2 /
+    # 4096^2)^1.5) (1 + 202/4096) = 1.003851 x 1.049316 = 1.053357; forward: 642^2 / 2,097,152 =
+    # 0.19654, ^1.5 = 0.08713, x (1 + 202/1024 = 1.19727): 1.30159, rate 0.80928; input gradient
+    # (0.098268^1.5 = 0.030805) x 1.394531 = 1.437490: 0.73278; weight gradient (0.786140^1.5 =
+    # 0.697026) x 1.049316 = 1.780716: 0.59154
+    assert float(linear_shape(4096, 1024, 512)) == pytest.approx(3 / (1 / 0.80928 + 1 / 0.73278 + 1 / 0.59154), abs=2e-4)
+    assert float(linear_shape(4096, 512, 1024)) == pytest.approx(float(linear_shape(4096, 1024, 512)))  # symmetric
+    assert float(linear_shape(8192, 8192, 8192)) == 1.0  # large GEMMs at the measured ceiling
 
 
 def test_memory_by_hand() -> None:
@@ -65,7 +89,8 @@ def test_memory_by_hand() -> None:
     # 0.75 x 0.803 of the H100 peak, 16000 wide with M = 2 x 2048 tokens, and the loss's
     # 24 B per token and vocabulary entry at HBM bandwidth, all on the last of pp = 2 stages
     tokens = 16 * 2048
-    out = (6 * 32000 * h * tokens / gemm_shape(4096) / (0.75 * 0.803) / 989.4e12 + 24 * 32000 * tokens / 3350e9) / 8
+    out = (6 * 32000 * h * tokens / _linear_shape(4096, 1024, 16000) / (0.75 * 0.803) / 989.4e12 + 24 * 32000 * tokens / 3350e9) / 8
+    out += 3 * H100_KERNEL_S * 4 / 2  # its GEMMs' kernel floor: 3 per micro-batch, 16 / (2 x 2) = 4 of them, x pp below
     assert full["compute_s"][0] - 2 * out == pytest.approx((r["compute_s"][0] - 2 * out) * 4 / 3)
     # the last stage's extra: the same strategy without the pipeline's imbalance is out shorter
     assert r["compute_s"][0] - out == pytest.approx(evaluate(job, parse_strategy("tp=2,pp=1,dp=4,zero=1,mb=2"))["compute_s"][0])
@@ -493,8 +518,11 @@ def test_pipeline_p2p_by_hand() -> None:
 def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gemms() -> None:
     """compute = (GEMM FLOPs / shape x fp8 factor / gemm_eff + attention FLOPs / attn_eff) /
     (devices x bf16 peak), with gemm_eff = 0.75 x matmul_eff and attn_eff = 0.6 x that (priors).
-    dp-only, 8 sequences of 4096 on 8 devices: one sequence (M = 4096 tokens) per micro-batch; the
-    attention projections are 2048 wide, the MLP 4096, the output layer min(32000, M) = 4096."""
+    dp-only, 8 sequences of 4096 on 8 devices: one sequence (4096 tokens) per micro-batch; each
+    linear at its shape efficiency (gemm_by_hand.linear_shape): the fused q/k/v 2048 x 6144, the
+    output projection 2048 x 2048, the fused gate and up 2048 x 8192, the down projection 4096 x
+    2048, the output layer 2048 x 32000; plus each GEMM kernel's 5.3 us (H100): per layer 4
+    forward kernels (q/k/v, o, gate-and-up, down), x 3 with the backward's, and the output layer's 3."""
     from stepscope.planner.cost import efficiencies
 
     cfg = {**TINY, "hidden_size": 2048, "num_attention_heads": 16}
@@ -506,7 +534,10 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     mixer, logits = 6 * 4 * 2048 * 2048 * 8 * tokens, 6 * 32000 * 2048 * tokens
     mlp = 6 * n * tokens - mixer - logits
     assert mlp == 6 * 3 * 2048 * 4096 * 8 * tokens and attn_flops > 0
-    dense_flops = mixer / gemm_shape(2048) + mlp / gemm_shape(4096) + logits / gemm_shape(4096)  # shape-weighted
+    dense_flops = (mixer * 3 / 4 / _linear_shape(4096, 2048, 6144) + mixer / 4 / _linear_shape(4096, 2048, 2048)
+                   + mlp * 2 / 3 / _linear_shape(4096, 2048, 8192) + mlp / 3 / _linear_shape(4096, 4096, 2048)
+                   + logits / _linear_shape(4096, 2048, 32000))  # shape-weighted
+    kernels_s = (3 * 4 * 8 + 3) * H100_KERNEL_S  # one micro-batch
     h100 = hardware("h100")
     g, a = 0.75 * 0.803, 0.6 * 0.75 * 0.803  # MAMF 794.5 / 989.4 TFLOP/s (catalog source)
     # elementwise bytes: 6 B x (10 h + 3 f) per token and layer (2 norms, 2 residual adds, SwiGLU)
@@ -514,7 +545,7 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     # and the loss: 24 B per token and vocabulary entry at HBM bandwidth
     loss_s = 24 * 32000 * tokens / 3350e9 / 8
     bf16 = evaluate(Job(m, h100, 8, 8, batch, seq), parse_strategy("dp=8"))
-    assert bf16["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12) + elem_s + loss_s)
+    assert bf16["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12) + elem_s + loss_s + kernels_s)
     # fp8: the GEMM 75% of the dense work speeds up by the ratio of achievable rates, except the
     # output layer's; attention and the elementwise rest stay at the bf16 rate
     speedup = (1978.9 * 0.709) / (989.4 * 0.803)
@@ -527,16 +558,17 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     weights_s = 8 * (4 * 2048 * 2048 + 3 * 2048 * 4096) * 8 / 3350e9
     # the output layer stays at the bf16 rate (torchtitan filters "output"; Megatron's is not a
     # Transformer Engine layer)
-    out_gemm = logits / gemm_shape(4096)
+    out_gemm = logits / _linear_shape(4096, 2048, 32000)
     assert fp8["compute_s"][0] == pytest.approx(((dense_flops - out_gemm) * (0.75 / speedup + 0.25) + out_gemm) / g / (8 * 989.4e12)
-                                                 + attn_flops / a / (8 * 989.4e12) + elem_s + loss_s + cast_s + weights_s)
+                                                 + attn_flops / a / (8 * 989.4e12) + elem_s + loss_s + cast_s + weights_s + kernels_s)
     # a device without a measured ceiling takes 0.7; explicit efficiencies (from a trace) win
     # devices without a measured ceiling take the 0.7 prior: a GPU 0.75 of it, a TPU (vector work
     # issued beside the matrix units) all of it
     assert efficiencies(Job(m, hardware("H100-SXM-96GB-500W"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
     assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.7, 0.6 * 0.7))
     assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)
-    # a measured (trace) efficiency already includes the elementwise kernels: no separate term
+    # a measured (trace) efficiency already includes the elementwise kernels and the GEMM kernels'
+    # fixed time: no separate terms
     measured = evaluate(Job(m, h100, 8, 8, batch, seq, gemm_eff=g, attn_eff=a), parse_strategy("dp=8"))  # shape still applies
     assert measured["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12))
 
@@ -977,18 +1009,22 @@ def test_tensorwise_fp8_gathers_tp_activations_in_fp8() -> None:
 def test_separate_projections_run_narrow_key_value_gemms() -> None:
     """Llama-3-8B (h 4096, q 4096, kv 1024) at tp 8 with a fixed GEMM efficiency (no elementwise
     terms): fused, q/k/v is one (4096 + 2048)/8 = 768-wide GEMM; separate, q is 512 wide and k, v
-    128 wide. Only those GEMMs' time changes: per token, q and o have 2 x 4096^2 multiply-adds,
-    k and v 2 x 4096 x 1024; g(d) = 1 / (1 + (137/d)^1.5)."""
+    128 wide, and the MLP's gate and up (14336/8 = 1792 wide each) are two GEMMs instead of one
+    3584 wide. Only those GEMMs' time changes: per token, q and o have 2 x 4096^2 multiply-adds,
+    k and v 2 x 4096 x 1024, gate and up 2 x 4096 x 14336; each linear of 4096 inputs and d outputs per device at its shape
+    efficiency g(d) (gemm_by_hand.linear_shape, 16 x 4096 tokens); a set GEMM efficiency
+    includes the kernels' fixed time."""
     def g(d: float) -> float:
-        return 1 / (1 + (137 / d) ** 1.5)
+        return _linear_shape(16 * 4096, 4096, d)
 
     job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, gemm_eff=0.5, attn_eff=0.3)
     fused = evaluate(job, parse_strategy("tp=8,mb=16"))
     separate = evaluate(dataclasses.replace(job, fused_projections=False), parse_strategy("tp=8,mb=16"))
     tokens, layers = 16 * 4096, 32
     q_flops, kv_flops = 6 * 4096 * 4096 * layers * tokens, 6 * 2 * 4096 * 1024 * layers * tokens
-    fused_t = (q_flops + kv_flops) / g(768) + q_flops / g(512)
-    separate_t = 2 * q_flops / g(512) + kv_flops / g(128)
+    up_flops = 6 * 2 * 4096 * 14336 * layers * tokens
+    fused_t = (q_flops + kv_flops) / g(768) + q_flops / g(512) + up_flops / g(3584)
+    separate_t = 2 * q_flops / g(512) + kv_flops / g(128) + up_flops / g(1792)
     expected = (separate_t - fused_t) / 0.5 / (8 * 989.4e12)
     assert separate["compute_s"][0] - fused["compute_s"][0] == pytest.approx(expected)
 

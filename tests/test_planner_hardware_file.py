@@ -1,8 +1,8 @@
 """plan --hardware-file: a device of your own, in the layout of data/hardware.yaml, for the CLI's
 job and for --batch and --calibrate rows. Checked against the catalog: the H100 copied under
 another name plans exactly like the catalog's H100, and a device with twice its peaks and
-memory bandwidth runs a 1-GPU job's compute (FLOPs / peak + elementwise bytes / bandwidth) in
-half the time."""
+memory bandwidth, and GEMM kernels of half the fixed time, runs a 1-GPU job's compute (FLOPs /
+peak + elementwise bytes / bandwidth + kernels x their fixed time) in half the time."""
 
 from __future__ import annotations
 
@@ -19,11 +19,13 @@ ARGS = ["--model", "llama3-8b", "--devices", "8", "--global-batch", "16", "--seq
 
 
 def _h100_as(tmp_path: Path, name: str, speed: float = 1.0) -> Path:
-    """The catalog's H100 under another name, its peaks and memory bandwidth x ``speed``."""
+    """The catalog's H100 under another name, its peaks and memory bandwidth x ``speed`` and its
+    GEMM kernels' fixed time / ``speed``."""
     doc = yaml.safe_load(resources.files("stepscope.data").joinpath("hardware.yaml").read_text())
     h100 = next(d for d in doc["devices"] if d["name"] == "H100-SXM")
     mine = {**h100, "name": name, "match": name, "hbm_gbps": h100["hbm_gbps"] * speed,
-            "peak_tflops": {k: (v * speed if v else v) for k, v in h100["peak_tflops"].items()}}
+            "peak_tflops": {k: (v * speed if v else v) for k, v in h100["peak_tflops"].items()},
+            "gemm_kernel_us": h100["gemm_kernel_us"] / speed}
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump({"version": 1, "devices": [mine]}), encoding="utf-8")
     return path

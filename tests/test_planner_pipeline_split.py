@@ -100,7 +100,7 @@ def test_split_by_cost_weights_and_pace() -> None:
     2 layers and the output layer. Weights: 2 B x (4 x 49,152 + 6,400). The pace, with A and B as
     in test_the_pace_is_the_most_loaded_stage: max(A 4/3, A 2/3 + 2 B); the even split's is A + 2 B
     (3 layers each, the output layer on the last)."""
-    s = parse_strategy("pp=2,mb=1")
+    s = parse_strategy("pp=2,dp=2,mb=1")  # all 4 devices: 8 micro-batches of a 2-stage pipeline
     r = evaluate(_job(False, cost=True), s)
     assert r["weights_gb"][0] == pytest.approx(2 * (4 * 49_152 + 6_400) / 1e9)
     one = float(evaluate(_job(False), parse_strategy("dp=4,mb=1"))["compute_s"][0])

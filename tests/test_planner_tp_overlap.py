@@ -10,12 +10,10 @@ from stepscope.planner.cost import Job, evaluate
 from stepscope.errors import ConfigError
 from stepscope.planner.search import hardware, parse_strategy
 
+from .gemm_by_hand import linear_shape
+
 TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
         "vocab_size": 32000, "hidden_act": "silu"}
-
-
-def _shape(d: float) -> float:
-    return 1.0 / (1.0 + (137.0 / d) ** 1.5)  # the GEMM-shape curve (rates.gemm_shape)
 
 
 def _by_hand() -> tuple[float, float, float, float, float]:
@@ -26,10 +24,11 @@ def _by_hand() -> tuple[float, float, float, float, float]:
     # an all-gather or reduce-scatter of s*b*h*2 B over 4 ranks in a node: 3/4 of it at the H100
     # node's measured 249.8 GB/s, plus 3 steps of 10 us
     c = 3 / 4 * (m_tok * h * 2) / 249.8e9 + 3 * 10e-6
-    qkv = 2 * m_tok * h * (3 * h) / tp / _shape(3 * h / tp) / rate  # fused q, k, v (MHA): 768 wide
-    o = 2 * m_tok * h * h / tp / _shape(h / tp) / rate  # K = 256
-    up = 2 * m_tok * h * 2 * f / tp / _shape(f / tp) / rate  # gate + up, 1024 wide
-    down = 2 * m_tok * f * h / tp / _shape(f / tp) / rate
+    # each linear at its shape efficiency (gemm_by_hand.linear_shape): inputs x outputs per device
+    qkv = 2 * m_tok * h * (3 * h) / tp / linear_shape(m_tok, h, 3 * h / tp) / rate  # fused q, k, v (MHA): 1024 x 768
+    o = 2 * m_tok * h * h / tp / linear_shape(m_tok, h / tp, h) / rate  # 256 x 1024
+    up = 2 * m_tok * h * 2 * f / tp / linear_shape(m_tok, h, 2 * f / tp) / rate  # gate + up fused: 1024 x 2048
+    down = 2 * m_tok * f * h / tp / linear_shape(m_tok, f / tp, h) / rate  # 1024 x 1024
     return c, qkv, o, up, down
 
 
@@ -38,7 +37,7 @@ def job_from_record() -> Job:
 
 
 def test_full_overlap_is_capped_by_each_fused_gemm() -> None:
-    """Here the output projection (3 us) is far shorter than a collective (43 us), so its two
+    """Here the output projection (5 us) is far shorter than a collective (43 us), so its two
     collectives (the forward reduce-scatter under it, the backward all-gather under its
     input-gradient GEMM only: the weight gradient takes the gathered tensor transposed, which
     PyTorch's fusion pass does not match) hide only (tp-1)/tp of it each; 8 layers, 4
@@ -73,8 +72,8 @@ def test_megatron_backward_overlap_without_sequence_parallelism_hides_whole_all_
     m_tok, h, f, tp = 2048, 8192, 16384, 4
     rate = 0.5 * 989.4e12
     c = 3 / 4 * (m_tok * h * 2) / 249.8e9 + 3 * 10e-6
-    qkv = 2 * m_tok * h * (3 * h) / tp / _shape(3 * h / tp) / rate
-    up = 2 * m_tok * h * 2 * f / tp / _shape(f / tp) / rate
+    qkv = 2 * m_tok * h * (3 * h) / tp / linear_shape(m_tok, h, 3 * h / tp) / rate
+    up = 2 * m_tok * h * 2 * f / tp / linear_shape(m_tok, h, 2 * f / tp) / rate
     assert qkv > 2 * c and up > 2 * c  # the uncapped regime
     big = {**TINY, "hidden_size": h, "num_attention_heads": 64, "intermediate_size": f}
     job = Job(from_config_dict(big), hardware("h100"), 4, 8, 4, 2048, gemm_eff=0.5)

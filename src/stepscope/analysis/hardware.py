@@ -59,6 +59,9 @@ class Hardware:
     # streaming multiprocessors (GPUs): what a communication kernel that takes some of them (DeepEP)
     # leaves the compute it overlaps; None where unknown
     sms: int | None = None
+    # the shortest time a GEMM kernel takes, in us (its fixed cost beside the work: filling and
+    # draining the device; planner/work.py); None where unmeasured (then not charged)
+    gemm_kernel_us: float | None = None
     # True: the runtime assigns every buffer of a compiled program ahead of time (XLA on TPU): no
     # driver context, no caching allocator's slack and no collective library's own buffers come
     # out of the capacity the runtime reports, so the planner's framework reserve defaults to 0 and
@@ -129,6 +132,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     elementwise_overlaps_matmul=bool(d.get("elementwise_overlaps_matmul", False)),
                     cores=int(d.get("cores", 1)),
                     sms=int(d["sms"]) if d.get("sms") is not None else None,
+                    gemm_kernel_us=float(d["gemm_kernel_us"]) if d.get("gemm_kernel_us") is not None else None,
                     static_memory=bool(d.get("static_memory", False)),
                     hbm_bytes=int(d["hbm_bytes"]) if d.get("hbm_bytes") else None,
                     source=str(d.get("source", "")),
@@ -148,7 +152,7 @@ def _check(hw: Hardware, where: str) -> None:
     rates: dict[str, Any] = {f"peak_tflops.{k}": v for k, v in hw.peak_tflops.items() if v is not None}
     rates.update({f"intra_node_busbw_gbps.{k}": v for k, v in hw.intra_node_busbw_gbps.items()})
     rates.update({"hbm_gbps": hw.hbm_gbps, "hbm_gb": hw.hbm_gb, "hbm_bytes": hw.hbm_bytes, "intra_node_gbps": hw.intra_node_gbps,
-                  "inter_node_gbps": hw.inter_node_gbps, "host_gbps": hw.host_gbps})
+                  "inter_node_gbps": hw.inter_node_gbps, "host_gbps": hw.host_gbps, "gemm_kernel_us": hw.gemm_kernel_us})
     for key, v in rates.items():
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf):
             raise ConfigError(f"device {hw.name}: {key} is {v!r}, not a finite number > 0", path=where,

@@ -21,14 +21,18 @@ Time per step (seconds):
   its gradient accumulation ``ga`` (then exactly ga micro-batches of global batch / (dp x ga)
   sequences: with fewer than pp the pipeline's bubble, (pp - 1) micro-batch times, is a larger
   share of the step);
-- compute = (sum over GEMM classes of FLOPs / gemm_shape(narrowest per-device dimension) * fp8
-  factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3; selective: the
+- compute = (sum over linear layers of FLOPs / linear_shape(tokens, inputs, outputs per device) *
+  fp8 factor / gemm_eff + attention FLOPs / attn_eff) * recompute factor (full 4/3; selective: the
   attention core's forward once more, its FLOPs / 3 at attn_eff plus, without flash attention, 13 B
-  per score) / (devices * bf16 peak); gemm_shape is fitted to measured H100 GEMM rates by shape (see there):
-  attention projections are q/tp wide (q = heads x head_dim; with ``Job.fused_projections`` q, k
-  and v form one (q + 2 kv)/tp GEMM, else k and v are separate kv/tp-wide GEMMs, narrow under
-  GQA), MLPs f/tp, routed experts d_ff_expert/etp with the tokens one local expert receives, the
-  output layer V/tp, all at most the micro-batch's tokens.
+  per score) / (devices * bf16 peak); linear_shape rates a layer's forward, input-gradient and
+  weight-gradient GEMMs by their whole shape, fitted to measured H100 GEMM rates (rates.gemm_rate):
+  attention projections h x q/tp (q = heads x head_dim; with ``Job.fused_projections`` q, k and v
+  form one h x (q + 2 kv)/tp GEMM, else k and v are separate h x kv/tp GEMMs, narrow under GQA),
+  MLPs h x f/tp (fused gate and up 2 f/tp), routed experts h x d_ff_expert/etp as one grouped GEMM
+  over the local experts with the tokens each receives, the output layer h x V/tp, each the
+  micro-batch's tokens tall; plus each GEMM kernel's fixed time (``Hardware.gemm_kernel_us``, 5.3 us
+  on H100s from the same table; work.gemm_kernels_per_layer: a layer's forward kernels, x 3 with
+  the backward's) per micro-batch.
   Priors: gemm_eff = 0.75 x the device's measured maximum achievable matmul efficiency
   (``matmul_eff`` in the hardware catalog, 0.7 where unmeasured): GEMMs at their ceiling for ~0.75
   of the time, norms and elementwise ops the rest (1.0 on TPUs, whose VLIW bundles issue the
@@ -144,7 +148,7 @@ from .rates import (
     FP8_WEIGHT_BYTES,
     base_dtype,
     efficiencies,
-    gemm_shape,
+    linear_shape,
     norm_moe_act,
     params,
 )
@@ -152,9 +156,9 @@ from .stages import stage_params
 from .states import state_bytes
 from .tp_overlap import hidden_per_layer, regather_per_layer, share_of_all
 from .window import HIDDEN_PARTS, Window
-from .work import gemm_seconds_at_peak, memory_bound_bytes, tp_gemm_seconds_at_peak
+from .work import gemm_kernels_per_layer, gemm_seconds_at_peak, memory_bound_bytes, tp_gemm_seconds_at_peak
 
-__all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "gemm_shape", "params"]
+__all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "linear_shape", "params"]
 
 
 def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
@@ -274,6 +278,11 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     logits_s = logits_gemm / gemm_eff / peak / job.devices
     loss_s = loss_bytes / hw.hbm_bytes_per_s / job.devices
     layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - logits_s + fp8_weight_s
+    # each GEMM kernel's fixed time (Hardware.gemm_kernel_us; a measured efficiency includes it):
+    # the forward's kernels and the backward's two per forward one, per layer and micro-batch
+    kernel_s = 3e-6 * (hw.gemm_kernel_us or 0.0) * (job.gemm_eff is None) * n_micro
+    layers_s = layers_s + kernel_s * gemm_kernels_per_layer(job) * L / pp
+    logits_s = logits_s + kernel_s / pp  # one output-layer GEMM, on the last stage (x pp below)
     # selective recompute (Megatron's core attention: QK^T, softmax, dropout, attention over V)
     # re-runs the attention core's forward in backward: its FLOPs at the attention rate and, without
     # flash attention, the 13 of the 32 B per score its forward moves; as a per-configuration factor

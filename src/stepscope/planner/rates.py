@@ -193,18 +193,38 @@ def efficiencies(job: Job, cp: np.ndarray | int = 1) -> tuple[float | np.ndarray
     return gemm, attn, factor
 
 
-GEMM_D0, GEMM_P = 137.0, 1.5  # gemm_shape's fit (see there)
+# gemm_rate's fit to XLA's sm_90 matmul table (see there): the output elements at which the
+# parallelism term doubles a GEMM's time, and the reduction depth at which the depth term does
+GEMM_OUT0, GEMM_K0 = 642.0**2, 202.0
+_GEMM_REF = (1.0 + (GEMM_OUT0 / 4096.0**2) ** 1.5) * (1.0 + GEMM_K0 / 4096.0)  # 4096^3, the reference
 
 
-def gemm_shape(d: np.ndarray | float) -> np.ndarray:
-    """GEMM throughput relative to the device's large-GEMM ceiling when its narrowest dimension is
-    ``d`` (the others large): ``1 / (1 + (137 / d)^1.5)``. Fitted to measured H100 bf16 GEMM rates
-    in XLA's matmul performance table (openxla ``xla/service/gpu/model/matmul_interpolator_data.h``,
-    ``sm_90``), where with the other dimensions >= 4096 the rate relative to 4096^3 (783 TFLOP/s)
-    is ~0.72 at d = 256, ~0.88 at 512, ~0.93 at 1024, ~0.99 at 2048 (mean of d as N and as K).
-    Assumed to carry over to other devices as a shape effect (tile and wave quantization)."""
-    r = GEMM_D0 / np.maximum(np.asarray(d, dtype=np.float64), 1.0)
-    return 1.0 / (1.0 + r * np.sqrt(r))  # r ** GEMM_P with GEMM_P = 1.5, without the slow pow
+def gemm_rate(outputs: np.ndarray | float, depth: np.ndarray | float) -> np.ndarray:
+    """A GEMM's throughput relative to a 4096^3 GEMM (at most 1) from the output elements it
+    computes in parallel, ``outputs`` = b x m x n for b GEMMs of m x n in one kernel, and its
+    reduction depth k: ``ref / ((1 + (642^2 / outputs)^1.5) x (1 + 202 / k))``. Fitted (least
+    squares on log time, with a fixed 5.3 us per kernel beside it, not counted here) to the 64
+    bf16 rates of XLA's H100 matmul table with m, n, k in 512..4096 (openxla
+    ``xla/service/gpu/model/matmul_interpolator_data.h``, ``sm_90``, b = 1): rms error 2.6%, at
+    most 10%. Few output tiles leave SMs idle (wave quantization); a short reduction spends more
+    of the time filling and draining the pipeline. Its b = 2 and 4 entries run as fast as one GEMM
+    b x as tall (within 3-9%), so a grouped GEMM (MoE experts in one kernel) counts its groups'
+    outputs together. Assumed to carry over to other devices as a shape effect."""
+    r = GEMM_OUT0 / np.maximum(np.asarray(outputs, dtype=np.float64), 1.0)
+    slow = (1.0 + r * np.sqrt(r)) * (1.0 + GEMM_K0 / np.maximum(np.asarray(depth, dtype=np.float64), 1.0))
+    return np.minimum(_GEMM_REF / slow, 1.0)
+
+
+def linear_shape(tokens: np.ndarray | float, d_in: np.ndarray | float, d_out: np.ndarray | float,
+                 groups: np.ndarray | float = 1.0) -> np.ndarray:
+    """Shape efficiency of a linear layer's training GEMMs (``groups`` of them in one kernel,
+    each ``tokens`` tall): the forward (tokens x d_out outputs, depth d_in), the input gradient
+    (tokens x d_in, depth d_out) and the weight gradient (d_in x d_out, depth tokens) do equal
+    FLOPs, so the layer runs at their harmonic mean (gemm_rate). Symmetric in d_in and d_out."""
+    fwd = gemm_rate(groups * tokens * d_out, d_in)
+    dgrad = gemm_rate(groups * tokens * d_in, d_out)
+    wgrad = gemm_rate(groups * d_in * d_out, tokens)
+    return np.asarray(3.0 / (1.0 / fwd + 1.0 / dgrad + 1.0 / wgrad))
 
 
 # bytes per linear weight element and micro-batch that dynamic fp8 scaling moves: tensorwise an

@@ -7,16 +7,17 @@ from __future__ import annotations
 import numpy as np
 
 from .job import Job
-from .rates import fp8_cast_bytes, fp8_gains, gemm_shape
+from .rates import fp8_cast_bytes, fp8_gains, linear_shape
 
 
 def _projection_shapes(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(shape efficiency of the q and output projections, q_w/tp wide; of the GEMM k and v run in:
-    fused with q, (q_w + 2 kv_w)/tp wide, or their own kv_w/tp-wide GEMMs), at most m_tok tall."""
+    """(shape efficiency (rates.linear_shape) of the q and output projections, h by q_w/tp; of
+    the GEMM k and v run in: fused with q, h by (q_w + 2 kv_w)/tp, or their own h by kv_w/tp),
+    m_tok tokens tall."""
     m = job.model
     h, q_w, kv_w = float(m.d_model), m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     kv_wide = q_w + 2 * kv_w if job.fused_projections else kv_w
-    return (gemm_shape(np.minimum(np.minimum(h, q_w / tp), m_tok)), gemm_shape(np.minimum(np.minimum(h, kv_wide / tp), m_tok)))
+    return linear_shape(m_tok, h, q_w / tp), linear_shape(m_tok, h, kv_wide / tp)
 
 
 def fp8_slow_linears(job: Job, tp: np.ndarray, mlp_w: np.ndarray | float) -> dict[str, np.ndarray] | None:
@@ -60,9 +61,9 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
     mlp_flops = dense_flops - mixer_flops - logits_flops - expert_flops
     q_w, kv_w = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
     mlp_w = (m.d_ff if not m.n_experts or m.first_dense_layers else max(m.n_shared_experts, 1) * m.d_ff_expert) / tp
-    logits_gemm = logits_flops / gemm_shape(np.minimum(m.vocab / tp, m_tok))
+    logits_gemm = logits_flops / linear_shape(m_tok, h, m.vocab / tp)
     if m.mla or not attn_layers:
-        mixer_time = mixer_flops / gemm_shape(np.minimum(min(h, q_w) / tp, m_tok))
+        mixer_time = mixer_flops / linear_shape(m_tok, h, min(h, q_w) / tp)
     else:
         # softmax attention by projection; linear-attention mixers (hybrid models) as q
         qo_flops, kv_flops = 12.0 * q_w * h * attn_layers * tokens, 12.0 * kv_w * h * attn_layers * tokens
@@ -74,7 +75,11 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
         else:
             proj_time = qo_flops / q_shape + kv_flops / kv_shape
         mixer_time = proj_time + (mixer_flops - qo_flops - kv_flops) / q_shape
-    mlp_time = mlp_flops / gemm_shape(np.minimum(mlp_w, m_tok))
+    up = 2.0 / 3.0 if m.gated_mlp else 0.5  # the up (gate and up) projections' share of an MLP's FLOPs
+    fused_up = 2.0 if m.gated_mlp and job.fused_projections else 1.0
+    up_time = up * mlp_flops / linear_shape(m_tok, h, fused_up * mlp_w)
+    down_time = (1.0 - up) * mlp_flops / linear_shape(m_tok, mlp_w, h)
+    mlp_time = up_time + down_time
     gemm_time = mixer_time + mlp_time + logits_gemm
     bf16_time = logits_gemm + np.zeros_like(tp)
     slow = fp8_slow_linears(job, tp, mlp_w)
@@ -84,13 +89,37 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
         else:
             bf16_time = (bf16_time + np.where(slow["q"], o_s, 0.0) + np.where(slow["o"], o_s, 0.0)
                          + np.where(slow["kv"], kv_flops / kv_shape, 0.0))
-        up = 2.0 / 3.0 if m.gated_mlp else 0.5  # the up (gate and up) projections' share of the MLP's FLOPs
-        bf16_time = bf16_time + np.where(slow["up"], up * mlp_time, 0.0) + np.where(slow["down"], (1 - up) * mlp_time, 0.0)
+        bf16_time = bf16_time + np.where(slow["up"], up_time, 0.0) + np.where(slow["down"], down_time, 0.0)
     if m.n_experts:
         m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
         # the most loaded expert rank sets the pace (Job.moe_imbalance)
-        gemm_time = gemm_time + expert_flops * job.moe_imbalance / gemm_shape(np.minimum(m.d_ff_expert / np.maximum(etp, 1), m_expert))
+        local = m.n_experts / ep  # one grouped GEMM runs the local experts (rates.gemm_rate)
+        e_w = m.d_ff_expert / np.maximum(etp, 1)
+        e_up = 2.0 if m.gated_mlp else 1.0  # gate and up fused (Megatron's grouped fc1)
+        gemm_time = gemm_time + expert_flops * job.moe_imbalance * (
+            up / linear_shape(m_expert, h, e_up * e_w, local) + (1.0 - up) / linear_shape(m_expert, e_w, h, local))
     return gemm_time, logits_gemm, bf16_time
+
+
+def gemm_kernels_per_layer(job: Job) -> float:
+    """Forward GEMM kernels per layer, averaged over the model's layers (the backward runs two per
+    forward one): softmax attention q/k/v fused into one and the output projection (2; separate
+    projections 4), MLA's q down and up (or one q), kv down and up and output (5 or 4), a
+    linear-attention or Mamba mixer's input and output projections (2, at least); a dense MLP's
+    fused gate-and-up and down (2; separate gate and up 3; ungated 2), a MoE layer's router and
+    its two grouped expert GEMMs, one kernel each over the local experts (rates.gemm_rate), plus
+    a shared expert's MLP."""
+    m = job.model
+    L = float(m.n_layers)
+    if m.mla:
+        mixer = 5.0 if m.mla[0] else 4.0
+    else:
+        mixer = 2.0 if job.fused_projections else 4.0
+    mlp = 2.0 if job.fused_projections or not m.gated_mlp else 3.0
+    moe = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
+    moe_mlp = 3.0 + (mlp if m.n_shared_experts else 0.0)
+    total = (L - m.linear_layers) * mixer + m.linear_layers * 2.0 + (L - moe) * mlp + moe * moe_mlp
+    return total / L
 
 
 def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, score_bytes: float,
@@ -200,7 +229,7 @@ def tp_gemm_seconds_at_peak(job: Job, m_tok: np.ndarray, tp: np.ndarray, prec_fa
     else:
         qkv = 2.0 * m_tok * h * q_w / tp / q_shape * rate("q") + 4.0 * m_tok * h * kv_w / tp / kv_shape * rate("kv")
     o = o * (prec_factor if m.mla or m.linear_layers else rate("o"))
-    f_shape = gemm_shape(np.minimum(np.minimum(h, f / tp), m_tok))
-    up = 2.0 * m_tok * h * (2 if m.gated_mlp else 1) * f / tp / f_shape * rate("up")
-    down = 2.0 * m_tok * f * h / tp / f_shape * rate("down")
+    up_w = (2 if m.gated_mlp else 1) * f / tp
+    up = 2.0 * m_tok * h * up_w / linear_shape(m_tok, h, up_w if job.fused_projections else f / tp) * rate("up")
+    down = 2.0 * m_tok * f * h / tp / linear_shape(m_tok, f / tp, h) * rate("down")
     return qkv, o, up, down
