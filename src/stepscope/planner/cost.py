@@ -124,7 +124,6 @@ from .data_parallel import dp_seconds, zero_gather_host_s
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
 from .job import (
     BOTTLENECKS,
-    BUBBLE_FACTOR,
     CP_HIDDEN,
     CP_REPLAY,
     DP_OVERLAP,
@@ -133,7 +132,6 @@ from .job import (
     EP_REPLAY,
     HOST_GBPS,
     OFFLOAD_HIDDEN,
-    PP_P2P_HIDDEN,
     QKV_OFFLOADED_BYTES,
     RECOMPUTE,
     SCHEDULES,
@@ -152,7 +150,7 @@ from .rates import (
     norm_moe_act,
     params,
 )
-from .stages import stage_params
+from .stages import pipeline_seconds, stage_params
 from .states import state_bytes
 from .tp_overlap import hidden_per_layer, regather_per_layer, share_of_all
 from .window import HIDDEN_PARTS, Window
@@ -278,8 +276,7 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     logits_s = logits_gemm / gemm_eff / peak / job.devices
     loss_s = loss_bytes / hw.hbm_bytes_per_s / job.devices
     layers_s = (work / peak + elem_bytes / hw.hbm_bytes_per_s) / job.devices - logits_s + fp8_weight_s
-    # each GEMM kernel's fixed time (Hardware.gemm_kernel_us; a measured efficiency includes it):
-    # the forward's kernels and the backward's two per forward one, per layer and micro-batch
+    # each GEMM kernel's fixed time, forward and backward's two (a measured efficiency includes it)
     kernel_s = 3e-6 * (hw.gemm_kernel_us or 0.0) * (job.gemm_eff is None) * n_micro
     layers_s = layers_s + kernel_s * gemm_kernels_per_layer(job) * L / pp
     logits_s = logits_s + kernel_s / pp  # one output-layer GEMM, on the last stage (x pp below)
@@ -365,22 +362,9 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     kv_bytes = seq * mb * 2 * kv_heads * m.head_dim * 2 / tp
     cp_raw = np.where(cp > 1, ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * cp_replay * uneven
     cp_s = window.overlap(cp_raw, CP_HIDDEN, "cp")
-    # PP point-to-point: activations (and their gradients) cross every model-chunk boundary once per
-    # micro-batch each way: with vpp chunks per stage, a stage sends vpp times per micro-batch and
-    # direction, and a micro-batch's path crosses pp x vpp - 1 boundaries (Narayanan et al. 2021,
-    # section 2.2.2: interleaving multiplies the communication by v); the fill and drain hops are on
-    # the critical path, steady-state ones are PP_P2P_HIDDEN hidden behind compute (prior), from
-    # the same window as the other transfers
-    p2p_msg = seq * mb * h * 2 / (tp * cp)
-    pp_span = tp * pp  # consecutive stages sit tp ranks apart
-    hop = p2p_msg / link(pp_span) + net.step_s(pp_span)
-    steady_s = np.where(pp > 1, 2 * n_micro * vpp * hop, 0.0)
-    pp_p2p_s = np.where(pp > 1, 2 * (pp * vpp - 1) * hop, 0.0) + window.overlap(steady_s, PP_P2P_HIDDEN, "pp_p2p")
-    # the pipeline's bubble: idle stages for (pp-1)/vpp micro-batches' worth of a stage's work,
-    # which its exposed in-layer transfers (TP, EP, CP) lengthen
-    per_micro = (busy_s + tp_s + ep_s + cp_s) / np.maximum(n_micro, 1)
-    bubble_f = np.where(dual, (pp - 2) / (3 * np.maximum(pp - 1, 1)), BUBBLE_FACTOR[sched])  # job.SCHEDULES
-    bubble_s = np.where(pp > 1, (pp - 1) / vpp * per_micro * bubble_f, 0.0)
+    # the pipeline's point-to-point transfers and bubble (planner/stages.py)
+    pp_p2p_s, bubble_s = pipeline_seconds(net, window, p2p_bytes=seq * mb * h * 2 / (tp * cp), tp=tp, pp=pp, vpp=vpp,
+                                          n_micro=n_micro, sched=sched, dual=dual, stage_s=busy_s + tp_s + ep_s + cp_s)
     dp_s = dp_seconds(job, ring=ring, window=window, p_dev=p_dev, gather_b=gather_b, tp=tp, pp=pp, dpc=dpc, shard=shard, zero=zero,
                       keep=keep, stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf, e_dev=e_dev, ep_fold=ep_fold)
     host = (hw.host_gbps or HOST_GBPS) * 1e9

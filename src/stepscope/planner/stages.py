@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from ..analysis.model_flops import ModelShape
-from .job import DUALPIPE, ends_on_first_rank
+from .job import BUBBLE_FACTOR, DUALPIPE, PP_P2P_HIDDEN, ends_on_first_rank
 from .rates import params
 
 if TYPE_CHECKING:
     from .job import Job
+    from .links import Links
+    from .window import Window
 
 
 class StageParams(NamedTuple):
@@ -106,3 +108,25 @@ def cost_split(L: int, pp: int, layer_cost: int, head_cost: int) -> tuple[float,
         if cum * pp > total * (k + 1) and k < pp - 1:
             k += 1
     return float(max(layers)), float(layers[0]), float(layers[k])
+
+
+def pipeline_seconds(net: Links, window: Window, *, p2p_bytes: np.ndarray, tp: np.ndarray, pp: np.ndarray, vpp: np.ndarray,
+                     n_micro: np.ndarray, sched: np.ndarray, dual: np.ndarray, stage_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(exposed point-to-point seconds, bubble seconds) of the pipeline, per configuration.
+
+    Activations (and their gradients), ``p2p_bytes`` per micro-batch, cross every model-chunk
+    boundary once per micro-batch each way: with vpp chunks per stage a stage sends vpp times per
+    micro-batch and direction, and a micro-batch's path crosses pp x vpp - 1 boundaries
+    (Narayanan et al. 2021, section 2.2.2: interleaving multiplies the communication by v). The
+    fill and drain hops are on the critical path; the steady-state ones are PP_P2P_HIDDEN hidden
+    behind compute (prior), from the same window as the other transfers. Consecutive stages sit tp
+    ranks apart. The bubble: idle stages for (pp - 1)/vpp micro-batches' worth of a stage's work
+    (``stage_s``: its compute and exposed in-layer transfers, TP, EP, CP) x the schedule's factor
+    (job.SCHEDULES; DualPipe's (pp - 2) / (3 (pp - 1)))."""
+    pp_span = tp * pp
+    hop = p2p_bytes / net.bandwidth(pp_span) + net.step_s(pp_span)
+    steady_s = np.where(pp > 1, 2 * n_micro * vpp * hop, 0.0)
+    p2p_s = np.where(pp > 1, 2 * (pp * vpp - 1) * hop, 0.0) + window.overlap(steady_s, PP_P2P_HIDDEN, "pp_p2p")
+    per_micro = stage_s / np.maximum(n_micro, 1)
+    bubble_f = np.where(dual, (pp - 2) / (3 * np.maximum(pp - 1, 1)), BUBBLE_FACTOR[sched])
+    return p2p_s, np.where(pp > 1, (pp - 1) / vpp * per_micro * bubble_f, 0.0)
