@@ -39,12 +39,13 @@ def fp8_slow_linears(job: Job, tp: np.ndarray, mlp_w: np.ndarray | float) -> dic
 
 def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.ndarray, tp: np.ndarray, ep: np.ndarray,
                          etp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the step's GEMM FLOPs divided by each class's shape efficiency, the output layer's part of
-    it, the part that runs at the bf16 rate under fp8). Classes by their narrowest per-device
-    dimension, at most ``m_tok`` (the micro-batch's tokens on a device): attention projections
-    (q/o q_w/tp; k/v fused with q into one (q_w + 2 kv_w)/tp GEMM, or separate kv_w/tp ones),
-    MLPs f/tp, routed experts d_ff_expert/etp with the tokens one local expert receives, the
-    output layer V/tp.
+    """(the step's GEMM FLOPs divided by each linear's shape efficiency, the output layer's part
+    of it, the part that runs at the bf16 rate under fp8). Each linear by its inputs and outputs
+    per device, ``m_tok`` (the micro-batch's tokens on a device) tall (rates.linear_shape):
+    attention projections (q and o h by q_w/tp; k/v fused with q into one h by (q_w + 2 kv_w)/tp
+    GEMM, or separate h by kv_w/tp ones), the MLP's gate and up (one 2f/tp wide GEMM when fused,
+    else two f/tp) and down (f/tp by h), routed experts h by d_ff_expert/etp as one grouped GEMM
+    over the local experts with the tokens each receives, the output layer h by V/tp.
 
     At the bf16 rate under fp8: the output layer (torchtitan's float8 configs filter "output";
     Megatron's output layer is a plain ColumnParallelLinear, outside Transformer Engine's fp8),
