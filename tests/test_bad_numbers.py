@@ -115,6 +115,15 @@ def test_device_figures(peak: str, hbm: str, says: str, command: str, tmp_path: 
     assert says in err and str(path) in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(("value", "says"), [("-5", "gemm_kernel_us is -5.0, not a finite number > 0"), (".nan", "gemm_kernel_us is nan")])
+def test_gemm_kernel_time(value: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "hw.yaml"
+    path.write_text(DEVICE.format(peak="500", hbm="2000") + f"    gemm_kernel_us: {value}\n", encoding="utf-8")
+    assert main([*BASE[:3], *BASE[5:], "--hardware", "MyGPU", "--hardware-file", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "device MyGPU: " + says in err and str(path) in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("rep") / "r.json"
