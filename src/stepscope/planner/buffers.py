@@ -81,6 +81,6 @@ def gather_bytes(job: Job, *, p_dev: np.ndarray, layers_p: np.ndarray, unit_is_l
     gathered). bf16, 2 B; with ``Job.fp8_all_gather`` (and fp8) the layers' weights (``layers_p`` of
     the stage's ``p_dev``) are gathered in fp8, 1 B, and so is the gathered unit when it is a layer
     gathered whole (``unit_is_layer``); the embedding and the output layer stay bf16."""
-    fp8 = layer_gather_bytes(job) == 1.0
-    per_param = np.where(np.logical_and(fp8 and job.zero3_gather == "layer", unit_is_layer), 1.0, 2.0)
-    return 2 * p_dev - (2.0 - layer_gather_bytes(job)) * layers_p, per_param
+    per_layer_param = layer_gather_bytes(job)
+    per_param = np.where(np.logical_and(per_layer_param == 1.0 and job.zero3_gather == "layer", unit_is_layer), 1.0, 2.0)
+    return 2 * p_dev - (2.0 - per_layer_param) * layers_p, per_param
