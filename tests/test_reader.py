@@ -97,7 +97,7 @@ def test_truncated_file_recovers_complete_events(tmp_path: Path, gz: bool) -> No
         (b"", "empty"),
         (b"   \n", "empty"),
         (b"hello world", "not JSON"),
-        (b"SQLite format 3\x00" + bytes(100), "an SQLite database (an Nsight Systems export?)"),
+        (b"SQLite format 3\x00" + bytes(100), "not a readable SQLite database"),  # sniffed: read as an Nsight export
         (b'{"foo": 1}', "no 'traceEvents'"),
         (b"\x1f\x8b\x08\x00garbage", "gzip"),
         (b'{"traceEvents": []}', "no events to analyze (the event list is empty)"),  # was an empty report, exit 0

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..trace.counters import read_counter_ranges
-from ..trace.loader import RankInfo, Trace, assemble, rank_of, read_one, resolve_ranks
+from ..trace.loader import SPLIT_WARNING as _SPLIT
+from ..trace.loader import RankInfo, Trace, assemble, is_nsys_sqlite_path, rank_of, read_one, resolve_ranks
 from . import cluster, comm_events, hardware, mfu_diagnosis, phases, roofline, scopes, xla
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
@@ -148,6 +149,19 @@ def _read_and_analyze(job: tuple[str, bool, str | None, AnalyzeConfig]) -> list[
     path, include_python, cache_dir, cfg = job
     if "://" in path:  # fsspec URL (s3://, gs://, memory://...): copy to a local temp file first
         return _remote(job)
+    if is_nsys_sqlite_path(path):
+        from ..trace.nsys_sqlite import gpu_processes
+
+        procs = gpu_processes(path)
+        if len(procs) > 1:  # every rank nsys launched, in one export: one rank per process, by device
+            out: list[tuple[RankAnalysis, tuple[int | None, str], list[str]]] = []
+            for i, (pid, device) in enumerate(procs):
+                part = read_one((path, include_python, cache_dir, (pid, i)))
+                result = analyze(assemble([part]), cfg)
+                r0 = result.ranks[0]
+                w = _renumbered(result.warnings, r0.rank, device)
+                out.append((dataclasses.replace(r0, rank=device), (None, "nsys process"), w if i == 0 else [x for x in w if _SPLIT not in x]))
+            return out
     fr = read_one((path, include_python, cache_dir))
     found = rank_of(fr)
     if fr.header.get("format") == "xplane" and cfg.split_devices:

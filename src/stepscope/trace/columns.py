@@ -222,8 +222,9 @@ def _dict(a: pa.Array) -> pa.Array:
 
 
 def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
-    """Readers that build whole columns (XPlane, nsys-jax): their columns (strings as Arrow arrays,
-    ints as numpy) plus the columns they do not have (-1 / null) -> the event table, sorted by time."""
+    """Readers that build whole columns (XPlane, nsys-jax, Nsight SQLite): their columns (strings as
+    Arrow arrays, ints as numpy; ``bytes`` optional) plus the columns they do not have (-1 / null)
+    -> the event table, sorted by time."""
     n = len(c["ts"])
     neg = pa.array(np.full(n, -1, dtype=np.int64))
     null_dict = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
@@ -252,7 +253,7 @@ def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
         "group_size": pa.array(np.full(n, -1, dtype=np.int32)),
         "pg_name": null_dict,
         "pg_desc": null_dict,
-        "bytes": neg,
+        "bytes": pa.array(np.asarray(c["bytes"], np.int64)) if "bytes" in c else neg,
         "op": c["op"],
         "module": c["module"],
         "scope": c["scope"],

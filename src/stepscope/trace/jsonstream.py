@@ -99,7 +99,7 @@ def _blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool) -> Iterator
 
 
 # what a non-JSON file most likely is, by its first bytes, for the error line
-_MAGIC = ((b"SQLite format 3\x00", "an SQLite database (an Nsight Systems export?), which stepscope does not read"),
+_MAGIC = ((b"SQLite format 3\x00", "an SQLite database (an Nsight Systems export? those are read from local files)"),
           (b"PK\x03\x04", "a zip archive that is not an nsys-jax output (no pfs/ parquet member)"),
           (b"\x89PNG", "a PNG image"))
 

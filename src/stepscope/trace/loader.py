@@ -21,7 +21,10 @@ from .columns import keep_plausible
 from .jsonstream import is_gzip
 from .kineto import FileRead, read_kineto
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip")
+TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip", ".sqlite")
+_NSYS_REPORT = (".nsys-rep", ".qdrep")
+SPLIT_WARNING = ("holds several GPU processes; each is a rank, numbered in order of the lowest CUDA device it used "
+                 "(torchrun's LOCAL_RANK convention)")
 _RANK_IN_NAME = re.compile(r"(?:rank[-_]?|_r|proc[-_]?)(\d+)(?![\d])", re.IGNORECASE)
 
 
@@ -31,7 +34,7 @@ class RankInfo:
 
     rank: int
     path: str
-    rank_source: str  # "distributedInfo" | "filename" | "order"
+    rank_source: str  # "distributedInfo" | "filename" | "order" | "nsys process"
     device_name: str | None
     world_size: int | None
     backend: str | None
@@ -174,8 +177,62 @@ def _dir_traces(d: Path) -> list[Path]:
     return [q for q in found if not (q.name.endswith(".trace.json.gz") and q.name[: -len(".trace.json.gz")] in hosts)]
 
 
-def read_one(args: tuple[str, bool, str | None]) -> FileRead:
-    path, include_python, cache_dir = args
+Job = tuple[str, bool, str | None, tuple[int, int] | None]  # path, include_python, cache_dir, (pid, ordinal) of an nsys process
+
+
+def is_nsys_sqlite_path(path: str) -> bool:
+    """A local file named .sqlite or starting with SQLite's header (URLs: no; analyze copies them first)."""
+    if "://" in path:
+        return False
+    if path.endswith(".sqlite"):
+        return True
+    from .nsys_sqlite import is_nsys_sqlite
+
+    return os.path.isfile(path) and is_nsys_sqlite(path)
+
+
+def _jobs(paths: Sequence[str | os.PathLike[str]], include_python: bool, cache_dir: str | None) -> list[Job]:
+    """One job per file; an Nsight SQLite export holding several GPU processes (every rank that
+    ``nsys profile`` launched) one per process, numbered in order of the CUDA device each used."""
+    out: list[Job] = []
+    for p in paths:
+        s = str(p)
+        procs: list[tuple[int, int]] = []
+        if is_nsys_sqlite_path(s):
+            from .nsys_sqlite import gpu_processes
+
+            procs = gpu_processes(s)
+        if len(procs) > 1:
+            out.extend((s, include_python, cache_dir, (pid, i)) for i, (pid, _) in enumerate(procs))
+        else:
+            out.append((s, include_python, cache_dir, None))
+    return out
+
+
+def read_one(args: tuple[str, bool, str | None] | Job) -> FileRead:
+    path, include_python, cache_dir = args[:3]
+    part = args[3] if len(args) > 3 else None
+    if path.endswith(_NSYS_REPORT):
+        raise TraceFormatError("an Nsight Systems report, which only nsys itself reads", path=path,
+                               fix=f"export it first: nsys export --type sqlite -o {Path(path).stem}.sqlite {Path(path).name}")
+    if "://" in path and path.endswith(".sqlite"):
+        raise TraceFormatError("an Nsight SQLite export is read from a local file", path=path,
+                               fix="copy it to local disk, or use stepscope analyze, which copies URLs first")
+    if is_nsys_sqlite_path(path):
+        from dataclasses import replace
+
+        from .nsys_sqlite import read_nsys_sqlite
+
+        if part is not None:  # one process of several: no cache entry (the cache is per file)
+            fr = keep_plausible(read_nsys_sqlite(path, process=part[0]))
+            return replace(fr, header={**fr.header, "nsys_rank": part[1]})
+        hit = parquet.cache_lookup(path, cache_dir, include_python) if cache_dir else None
+        if hit is not None:
+            return keep_plausible(hit)
+        fr = keep_plausible(read_nsys_sqlite(path))
+        if cache_dir:
+            parquet.cache_store(fr, cache_dir, include_python)
+        return fr
     if path.endswith(".parquet"):
         return keep_plausible(parquet.read_parquet(path))  # a damaged cache's values are untrusted too
     if cache_dir:
@@ -198,6 +255,8 @@ def read_one(args: tuple[str, bool, str | None]) -> FileRead:
 
 
 def rank_of(fr: FileRead) -> tuple[int | None, str]:
+    if isinstance(fr.header.get("nsys_rank"), int):
+        return int(fr.header["nsys_rank"]), "nsys process"
     info = fr.header.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return int(info["rank"]), "distributedInfo"
@@ -219,13 +278,14 @@ def load(
 ) -> Trace:
     """Read traces into one :class:`Trace`.
 
-    ``inputs``: a file, a directory of per-rank files, a glob, or a list of these.
+    ``inputs``: a file, a directory of per-rank files, a glob, or a list of these (Kineto JSON,
+    XPlane, nsys-jax archives, Nsight Systems SQLite exports, stepscope Parquet).
     Ranks come from ``distributedInfo.rank``, else the file name (``rank-3``, ``rank3``, ``_r3``),
     else the file's position in the sorted list (with a warning). Files are read in parallel
     over ``workers`` processes (default: one per file, at most the CPU count).
     """
     paths = expand_paths(inputs)
-    jobs = [(str(p), include_python, cache_dir) for p in paths]
+    jobs = _jobs(paths, include_python, cache_dir)
     n_workers = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
     reads: list[FileRead] = []
     if n_workers > 1 and len(jobs) > 1:
@@ -269,6 +329,8 @@ def assemble(reads: list[FileRead]) -> Trace:
     ranks: list[RankInfo] = []
     tables: list[pa.Table] = []
     resolved, warnings = resolve_ranks([fr.path for fr in reads], [rank_of(fr) for fr in reads])
+    split = sorted({fr.path for fr in reads if "nsys_rank" in fr.header})
+    warnings.extend(f"{path}: {SPLIT_WARNING}" for path in split)
     for fr, (rank, source) in zip(reads, resolved):
         if fr.truncated:
             warnings.append(

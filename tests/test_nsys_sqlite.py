@@ -1,0 +1,192 @@
+"""Nsight Systems SQLite exports (trace/nsys_sqlite.py): a small export built here with hand-computed
+answers, two real exports (tests/fixtures, extra-p/extrap), several processes in one export, bad files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import stepscope
+from stepscope.cli import main
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CONCURRENT = FIXTURES / "nsys_concurrent_profile4.sqlite"
+CON_KERNEL = FIXTURES / "nsys_con_kernel.sqlite"
+
+GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4>"
+
+
+def _gid(pid: int, tid: int = 0) -> int:
+    """nsys's packed id: process in bits 24-47, thread in bits 0-23 (hardware id above)."""
+    return (1 << 56) | (pid << 24) | tid
+
+
+def _export(path: Path, processes: list[tuple[int, int]]) -> None:
+    """An export in nsys's layout (the columns the reader uses): for each (pid, device), two NVTX
+    steps, [0, 10 us) and [10 us, 20 us), each with the same launches shifted by 10 us x step:
+    step 0 launches a GEMM (stream 7, 2-6 us), an elementwise kernel (stream 8, 5-7 us) and a 1 MiB
+    pageable host-to-device copy (stream 7, 7.5-8.5 us); step 1 one GEMM (12-15 us); plus an NVTX
+    range PyTorch's emit_nvtx would write around the first launch."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, contextId INT, streamId INT,
+            correlationId INT, globalPid INT, demangledName INT, shortName INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, contextId INT, streamId INT,
+            correlationId INT, globalPid INT, bytes INT, copyKind INT, srcKind INT, dstKind INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, eventClass INT, globalTid INT,
+            correlationId INT, nameId INT, returnValue INT);
+        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
+            text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT);
+        CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT, totalMemory INT, smCount INT, computeMajor INT, computeMinor INT);
+    """)
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)",
+                    [(1, GEMM), (2, ELEMENTWISE), (3, "cudaLaunchKernel_v7000"), (4, "cudaMemcpyAsync_v3020"), (5, "step")])
+    for pid, dev in processes:
+        g, t = _gid(pid), _gid(pid, pid + 1)
+        corr = pid * 100  # correlation ids are per process
+        con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, ?, 0)",
+                        [(0, 10_000, None, t, 5), (10_000, 20_000, "step", t, None),
+                         (900, 1_600, "aten::mm, seq = 7, op_id = 3", t, None), (50, None, "a mark", t, None)])
+        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0)",
+                        [(1_000, 1_500, t, corr + 1, 3), (2_000, 2_500, t, corr + 2, 3), (3_000, 3_300, t, corr + 3, 4),
+                         (11_000, 11_500, t, corr + 4, 3)])
+        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
+                        [(2_000, 6_000, dev, 7, corr + 1, g, 1, 1), (5_000, 7_000, dev, 8, corr + 2, g, 2, 2),
+                         (12_000, 15_000, dev, 7, corr + 4, g, 1, 1)])
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (7500, 8500, ?, 1, 7, ?, ?, 1048576, 1, 1, 3)", (dev, corr + 3, g))
+    con.executemany("INSERT INTO TARGET_INFO_GPU VALUES (?, 'NVIDIA H100 80GB HBM3', 85899345920, 132, 9, 0)", [(0,), (1,)])
+    con.commit()
+    con.close()
+
+
+def _analyze(paths: list[Path], tmp_path: Path, *extra: str) -> dict:
+    out = tmp_path / "r.json"
+    assert main(["analyze", *map(str, paths), "--json", str(out), "-q", *extra]) == 0
+    return json.loads(out.read_text())
+
+
+def test_small_export_by_hand(tmp_path: Path) -> None:
+    """Step 0's device window runs from the GEMM's start (2 us) to the copy's end (8.5 us): 6.5 us;
+    kernels cover [2, 7) = 5 us, the copy 1 us, idle 0.5 us. Step 1: the GEMM alone, 3 us."""
+    db = tmp_path / "report.sqlite"
+    _export(db, [(4242, 0)])
+    r = _analyze([db], tmp_path, "--step-marker", "step")
+    rank = r["ranks"][0]
+    s0, s1 = rank["steps"]
+    assert s0["step_time_ns"] == 6_500 and s0["window_start_ns"] == 2_000 and s0["window_end_ns"] == 8_500
+    assert s0["compute_ns"] == 5_000 and s0["exposed_memcpy_ns"] == 1_000 and s0["idle_ns"] == 500
+    assert s1["step_time_ns"] == 3_000 and s1["compute_ns"] == 3_000
+    assert rank["device"] == "NVIDIA H100 80GB HBM3" and rank["hardware"]["name"] == "H100-SXM"
+    cats = {k["name"]: k["category"] for k in rank["top_kernels"]}
+    assert cats[GEMM] == "gemm" and cats["Memcpy HtoD (Pageable -> Device)"] == "memcpy_h2d"
+    assert rank["launch"]["matched"] == 3  # every kernel found its cudaLaunchKernel by correlation id
+
+
+def test_small_export_rows(tmp_path: Path) -> None:
+    """The event table: 3 kernels, 1 memcpy (1 MiB), 4 runtime calls named without their version,
+    2 step ranges (one by textId), the emit_nvtx range as cpu_op "aten::mm"; the mark (no end) dropped."""
+    db = tmp_path / "report.sqlite"
+    _export(db, [(4242, 0)])
+    t = stepscope.load(db).events.to_pylist()
+    by_kind: dict[str, list[dict]] = {}
+    for e in t:
+        by_kind.setdefault(e["kind"], []).append(e)
+    assert len(by_kind["kernel"]) == 3 and len(by_kind["memcpy"]) == 1 and by_kind["memcpy"][0]["bytes"] == 1 << 20
+    assert sorted(e["name"] for e in by_kind["runtime"]) == ["cudaLaunchKernel"] * 3 + ["cudaMemcpyAsync"]
+    assert [e["name"] for e in by_kind["user_annotation"]] == ["step", "step"]
+    assert [e["name"] for e in by_kind["cpu_op"]] == ["aten::mm"]
+    assert {e["pid"] for e in t} == {4242} and {e["tid"] for e in by_kind["runtime"]} == {4243}
+    assert {(e["stream"], e["device"]) for e in by_kind["kernel"]} == {(7, 0), (8, 0)}
+
+
+def test_several_processes_are_ranks_by_device(tmp_path: Path) -> None:
+    """pid 100 ran on device 1, pid 200 on device 0: rank 0 is pid 200, rank 1 pid 100, each with
+    its own two steps; a warning says how ranks were numbered."""
+    db = tmp_path / "all_ranks.sqlite"
+    _export(db, [(100, 1), (200, 0)])
+    trace = stepscope.load(db)
+    assert [r.rank for r in trace.ranks] == [0, 1] and all(r.rank_source == "nsys process" for r in trace.ranks)
+    ev = trace.events.to_pylist()
+    assert {e["pid"] for e in ev if e["rank"] == 0} == {200} and {e["pid"] for e in ev if e["rank"] == 1} == {100}
+    assert any("several GPU processes" in w for w in trace.warnings)
+    r = _analyze([db], tmp_path, "--step-marker", "step")
+    assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
+    assert [rk["device"].endswith(f"(device {d} of all_ranks.sqlite)") for d, rk in enumerate(r["ranks"])] == [True, True]
+    assert sum("several GPU processes" in w for w in r["warnings"]) == 1
+
+
+@pytest.mark.parametrize("path", [CONCURRENT, CON_KERNEL], ids=["concurrent", "con_kernel"])
+def test_real_exports_match_sql(path: Path, tmp_path: Path) -> None:
+    """Row counts and kernel time read independently with SQL; the parts sum to the step exactly."""
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    count = {t: con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in
+             ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME")}
+    kernel_ns = con.execute("SELECT SUM(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    has_nvtx = con.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone()[0]
+    ranges = con.execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NOT NULL").fetchone()[0] if has_nvtx else 0
+    con.close()
+    ev = stepscope.load(path).events
+    kinds = ev["kind"].to_pylist()
+    assert kinds.count("kernel") == count["CUPTI_ACTIVITY_KIND_KERNEL"]
+    assert kinds.count("memcpy") == count["CUPTI_ACTIVITY_KIND_MEMCPY"]
+    assert kinds.count("memset") == count["CUPTI_ACTIVITY_KIND_MEMSET"]
+    assert kinds.count("runtime") == count["CUPTI_ACTIVITY_KIND_RUNTIME"]
+    assert kinds.count("user_annotation") + kinds.count("cpu_op") == ranges
+    assert sum(d for d, k in zip(ev["dur_ns"].to_pylist(), kinds) if k == "kernel") == kernel_ns
+    rank = _analyze([path], tmp_path)["ranks"][0]
+    assert rank["device"] == "GeForce GTX 1060 with Max-Q Design"
+    for s in rank["steps"]:
+        assert s["compute_ns"] + s["exposed_comm_ns"] + s["exposed_memcpy_ns"] + s["idle_ns"] == s["step_time_ns"]
+
+
+def _one_line_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def test_bad_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = tmp_path / "notes.sqlite"
+    text.write_text("not a database\n" * 100, encoding="utf-8")
+    assert "not a readable SQLite database" in _one_line_exit_2(["analyze", str(text)], capsys)
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x INT)")
+    con.commit()
+    con.close()
+    assert "without Nsight Systems tables" in _one_line_exit_2(["analyze", str(other)], capsys)
+    rep = tmp_path / "run1.nsys-rep"
+    rep.write_bytes(b"\x00" * 64)
+    err = _one_line_exit_2(["analyze", str(rep)], capsys)
+    assert "nsys export --type sqlite -o run1.sqlite run1.nsys-rep" in err
+
+
+def test_a_cut_export_is_read_or_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An export cut at 60% of its bytes: never a traceback. Either the tables that survive are read
+    with a warning naming the ones that did not, or one line says the file is unreadable."""
+    cut = tmp_path / "cut.sqlite"
+    data = CONCURRENT.read_bytes()
+    cut.write_bytes(data[: int(len(data) * 0.6)])
+    out = tmp_path / "r.json"
+    code = main(["analyze", str(cut), "--json", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if code == 0:
+        assert any("unreadable tables skipped" in w for w in json.loads(out.read_text())["warnings"])
+    else:
+        assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_directory_of_exports(tmp_path: Path) -> None:
+    """A directory holding one export per rank (rank in the file name) reads as those ranks."""
+    for r in (0, 1):
+        shutil.copy(CON_KERNEL, tmp_path / f"rank{r}.sqlite")
+    trace = stepscope.load(tmp_path)
+    assert [(r.rank, r.rank_source) for r in trace.ranks] == [(0, "filename"), (1, "filename")]
