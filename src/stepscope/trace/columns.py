@@ -221,11 +221,33 @@ def _dict(a: pa.Array) -> pa.Array:
     return a if pa.types.is_dictionary(a.type) else a.dictionary_encode()
 
 
+def _in_order(v: Any, order: np.ndarray | None) -> Any:
+    """A column (numpy or Arrow) in ``order``; a column that holds one value (all null, all -1:
+    the columns a reader does not have) is left as it is, so it stays a view of one shared buffer."""
+    if order is None:
+        return v
+    if isinstance(v, pa.Array):
+        if v.null_count == len(v):
+            return v
+        if pa.types.is_integer(v.type):
+            mm = pc.min_max(v)
+            if mm["min"].as_py() == mm["max"].as_py():
+                return v
+        return v.take(pa.array(order))
+    a = np.asarray(v)
+    return a if a.size and a.dtype.kind in "iu" and a.min() == a.max() else a[order]
+
+
 def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
     """Readers that build whole columns (XPlane, nsys-jax, Nsight SQLite): their columns (strings as
     Arrow arrays, ints as numpy; ``bytes`` optional) plus the columns they do not have (-1 / null)
-    -> the event table, sorted by time."""
+    -> the event table, sorted by time (stable: rows that start together keep the reader's order).
+    The columns are put in time order before the table is built, so the absent ones are never
+    copied by the sort."""
     n = len(c["ts"])
+    ts = np.asarray(c["ts"], np.int64)
+    order = np.argsort(ts, kind="stable") if n and np.any(ts[1:] < ts[:-1]) else None
+    c = {k: _in_order(v, order) for k, v in c.items()}
     neg = pa.array(np.full(n, -1, dtype=np.int64))
     null_dict = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
     cols = {
@@ -258,8 +280,7 @@ def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
         "module": c["module"],
         "scope": c["scope"],
         "op_class": c["op_class"],
-        "flops": pa.array(np.asarray(c["flops"], np.int64)),
-        "bytes_accessed": pa.array(np.asarray(c["bytes_accessed"], np.int64)),
+        "flops": c["flops"] if isinstance(c["flops"], pa.Array) else pa.array(np.asarray(c["flops"], np.int64)),
+        "bytes_accessed": c["bytes_accessed"] if isinstance(c["bytes_accessed"], pa.Array) else pa.array(np.asarray(c["bytes_accessed"], np.int64)),
     }
-    t = pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)
-    return t.sort_by([("ts_ns", "ascending")]) if n else t
+    return pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)

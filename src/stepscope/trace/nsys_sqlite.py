@@ -82,10 +82,21 @@ def _fetch(con: sqlite3.Connection, sql: str, width: int) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty((0, width), np.int64)
 
 
-def _strings(con: sqlite3.Connection) -> dict[int, str]:
-    if "value" not in _columns(con, "StringIds"):
-        return {}
-    return {int(i): str(v) for i, v in con.execute("SELECT id, value FROM StringIds")}
+class _Strings:
+    """``StringIds`` values looked up for the ids a table uses (its distinct ids only: the table can
+    hold millions of strings, of which a trace's kernels and calls use a few thousand)."""
+
+    def __init__(self, con: sqlite3.Connection, present: bool) -> None:
+        self.con, self.present = con, present and "value" in _columns(con, "StringIds")
+
+    def __call__(self, ids: np.ndarray) -> dict[int, str]:
+        if not self.present or ids.size == 0:
+            return {}
+        out: dict[int, str] = {}
+        for k in range(0, ids.size, 50_000):  # bounded statement length
+            listed = ", ".join(str(int(i)) for i in ids[k:k + 50_000])
+            out.update(self.con.execute(f"SELECT id, value FROM StringIds WHERE id IN ({listed})").fetchall())
+        return out
 
 
 def gpu_processes(path: str | Path) -> list[tuple[int, int]]:
@@ -133,7 +144,7 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None) -> FileRea
     parts: list[dict[str, np.ndarray]] = []
     skipped: list[str] = []
     with con:
-        strings = _strings(con) if "StringIds" in tables else {}
+        strings = _Strings(con, "StringIds" in tables)
         for table, build in _READERS:
             if table not in tables:
                 continue
@@ -145,6 +156,7 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None) -> FileRea
             if got is not None:
                 parts.append(got)
         cols = _merge(parts)
+        parts.clear()  # the merged columns are copies: let the per-table ones go before the table is built
         used = np.unique(np.asarray(cols["device"]))
         props = _device_properties(con, used[used >= 0]) if "TARGET_INFO_GPU" in tables else []
     con.close()
@@ -185,10 +197,11 @@ def _pid(g: np.ndarray) -> np.ndarray:
     return (g >> _PID_SHIFT) & _ID_MASK
 
 
-def _named(ids: np.ndarray, strings: dict[int, str], clean: re.Pattern[str] | None = None) -> tuple[np.ndarray, list[str]]:
+def _named(ids: np.ndarray, strings: _Strings, clean: re.Pattern[str] | None = None) -> tuple[np.ndarray, list[str]]:
     """(index into the distinct names, the names) for string ids: one lookup per distinct id."""
     uniq, inv = np.unique(ids, return_inverse=True)
-    names = [strings.get(int(i), f"<string {int(i)}>") for i in uniq]
+    found = strings(uniq)
+    names = [found.get(int(i), f"<string {int(i)}>") for i in uniq]
     if clean is not None:
         names = [clean.sub("", n) for n in names]
     return inv.ravel(), names
@@ -205,7 +218,7 @@ def _device_rows(a: np.ndarray, kind: str, cat: str, name_idx: np.ndarray, names
 _BASE = "start, COALESCE(end, start), COALESCE(deviceId, -1), COALESCE(streamId, -1), COALESCE(correlationId, -1), globalPid"
 
 
-def _kernels(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> dict[str, np.ndarray] | None:
+def _kernels(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, np.ndarray] | None:
     have = _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL")
     name = "COALESCE(demangledName, shortName, -1)" if "demangledName" in have else "COALESCE(shortName, -1)"
     a = _fetch(con, f"SELECT {_BASE}, {name} FROM CUPTI_ACTIVITY_KIND_KERNEL {where}", 7)
@@ -213,7 +226,7 @@ def _kernels(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> di
     return _device_rows(a, "kernel", "kernel", idx, names)
 
 
-def _memcpys(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> dict[str, np.ndarray] | None:
+def _memcpys(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, np.ndarray] | None:
     have = _columns(con, "CUPTI_ACTIVITY_KIND_MEMCPY")
     src = "COALESCE(srcKind, 0)" if "srcKind" in have else "0"
     dst = "COALESCE(dstKind, 0)" if "dstKind" in have else "0"
@@ -225,7 +238,7 @@ def _memcpys(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> di
     return _device_rows(a, "memcpy", "gpu_memcpy", inv.ravel(), names, a[:, 9])
 
 
-def _memsets(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> dict[str, np.ndarray] | None:
+def _memsets(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, np.ndarray] | None:
     have = _columns(con, "CUPTI_ACTIVITY_KIND_MEMSET")
     mem = "COALESCE(memKind, 3)" if "memKind" in have else "3"
     a = _fetch(con, f"SELECT {_BASE}, {mem}, COALESCE(bytes, -1) FROM CUPTI_ACTIVITY_KIND_MEMSET {where}", 8)
@@ -233,7 +246,7 @@ def _memsets(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> di
     return _device_rows(a, "memset", "gpu_memset", inv.ravel(), [f"Memset ({_MEM.get(int(k), 'Unknown')})" for k in uniq], a[:, 7])
 
 
-def _syncs(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> dict[str, np.ndarray] | None:
+def _syncs(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, np.ndarray] | None:
     a = _fetch(con, f"SELECT {_BASE}, COALESCE(syncType, 0) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION {where}", 7)
     uniq, inv = np.unique(a[:, 6], return_inverse=True)
     return _device_rows(a, "sync", "cuda_sync", inv.ravel(), [_SYNC.get(int(k), "Synchronize") for k in uniq])
@@ -246,7 +259,7 @@ def _host_rows(a: np.ndarray, kind: np.ndarray, cat: np.ndarray, name_idx: np.nd
             "stream": minus1, "ts": a[:, 0], "dur": a[:, 1] - a[:, 0], "correlation": a[:, 3], "bytes": minus1}
 
 
-def _runtime(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> dict[str, np.ndarray] | None:
+def _runtime(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, np.ndarray] | None:
     a = _fetch(con, "SELECT start, COALESCE(end, start), globalTid, COALESCE(correlationId, -1), COALESCE(nameId, -1) "
                     f"FROM CUPTI_ACTIVITY_KIND_RUNTIME {where}", 5)
     idx, names = _named(a[:, 4], strings, _VERSION)
@@ -254,19 +267,21 @@ def _runtime(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> di
     return _host_rows(a, np.full(n, _K["runtime"], np.int32), np.full(n, _CATS.index("cuda_runtime"), np.int32), idx, names)
 
 
-def _nvtx(con: sqlite3.Connection, where: str, strings: dict[int, str]) -> dict[str, np.ndarray] | None:
+def _nvtx(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, np.ndarray] | None:
     have = _columns(con, "NVTX_EVENTS")
     if not {"start", "end", "eventType", "globalTid"} <= have:
         return None
-    text_id = "COALESCE(textId, -1)" if "textId" in have else "-1"
     types = ", ".join(str(t) for t in _NVTX_RANGES)
-    cond = f"eventType IN ({types}) AND end IS NOT NULL" + (f" AND {where[6:]}" if where else "")
-    a = _fetch(con, f"SELECT start, end, globalTid, -1, {text_id}, rowid FROM NVTX_EVENTS WHERE {cond}", 6)
-    # inline texts by row id (one query; distinct texts are few), else the string table by textId
-    text = dict(con.execute(f"SELECT rowid, text FROM NVTX_EVENTS WHERE {cond} AND text IS NOT NULL")) if "text" in have else {}
-    label = [text.get(int(r)) or strings.get(int(t), "<nvtx range>") for r, t in zip(a[:, 5].tolist(), a[:, 4].tolist())]
-    uniq, inv = np.unique(np.asarray(label, dtype=object).astype(str), return_inverse=True)
-    is_op = np.array([bool(_OP.match(u)) for u in uniq], bool)
+    cond = f"eventType IN ({types}) AND end IS NOT NULL" + (f" AND {where[len('WHERE '):]}" if where else "")
+    a = _fetch(con, f"SELECT start, end, globalTid, -1 FROM NVTX_EVENTS WHERE {cond} ORDER BY rowid", 4)
+    # each range's text, in the same order: inline, else the string table's by textId (in SQL)
+    inline = "text" if "text" in have else "NULL"
+    by_id = "(SELECT value FROM StringIds WHERE id = textId)" if "textId" in have and strings.present else "NULL"
+    cur = con.execute(f"SELECT COALESCE({inline}, {by_id}, '<nvtx range>') FROM NVTX_EVENTS WHERE {cond} ORDER BY rowid")
+    label = np.concatenate([np.array(chunk, dtype=object).reshape(-1) for chunk in iter(lambda: cur.fetchmany(_CHUNK), [])]
+                           + [np.empty(0, object)])
+    uniq, inv = np.unique(label, return_inverse=True)  # object array: no fixed-width copy of long texts
+    is_op = np.array([bool(_OP.match(u)) for u in uniq.tolist()], bool)  # per distinct text
     shown = [u.split(",", 1)[0] if o else u for u, o in zip(uniq.tolist(), is_op)]
     op = is_op[inv.ravel()] if a.shape[0] else np.empty(0, bool)
     kind = np.where(op, _K["cpu_op"], _K["user_annotation"]).astype(np.int32)
