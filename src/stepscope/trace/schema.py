@@ -1,6 +1,6 @@
 """The one definition of stepscope's normalized event table.
 
-Every reader (Kineto JSON, JAX/XLA XPlane; Nsight later) produces a ``pyarrow.Table`` with exactly
+Every reader (Kineto JSON, JAX/XLA XPlane, nsys-jax, Nsight Systems SQLite) produces a ``pyarrow.Table`` with exactly
 these columns, in this order. Analyses read only these columns.
 
 Conventions
