@@ -190,3 +190,16 @@ def test_directory_of_exports(tmp_path: Path) -> None:
         shutil.copy(CON_KERNEL, tmp_path / f"rank{r}.sqlite")
     trace = stepscope.load(tmp_path)
     assert [(r.rank, r.rank_source) for r in trace.ranks] == [(0, "filename"), (1, "filename")]
+
+
+def test_convert_writes_one_parquet_per_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`stepscope convert` on an export of two processes: one Parquet per rank (file names carry the
+    rank), which analyze to the same steps as the export itself."""
+    db = tmp_path / "all_ranks.sqlite"
+    _export(db, [(100, 1), (200, 0)])
+    out = tmp_path / "pq"
+    assert main(["convert", str(db), "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["all_ranks.rank0.parquet", "all_ranks.rank1.parquet"]
+    r = _analyze(sorted(out.iterdir()), tmp_path, "--step-marker", "step")
+    assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
+    assert {e["pid"] for e in stepscope.load(out / "all_ranks.rank0.parquet").events.to_pylist()} == {200}

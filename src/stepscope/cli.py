@@ -104,8 +104,7 @@ def _model_flops(ns: argparse.Namespace) -> float | None:
 
 
 def _convert(ns: argparse.Namespace) -> int:
-    from .trace.kineto import read_kineto
-    from .trace.loader import expand_paths
+    from .trace.loader import expand_paths, jobs_for, read_one
     from .trace.parquet import write_parquet
 
     out_dir = Path(ns.out_dir)
@@ -114,12 +113,14 @@ def _convert(ns: argparse.Namespace) -> int:
     paths = expand_paths(ns.traces, not_traces)
     for w in not_traces:
         print(f"warning: {w}", file=sys.stderr)
-    for item in paths:
-        p = Path(item)
-        fr = read_kineto(p, include_python=ns.include_python)
+    for job in jobs_for(paths, ns.include_python, None):  # an Nsight export of several processes: one file per rank
+        p = Path(job[0])
+        fr = read_one(job)
         name = p.name
-        for suffix in (".gz", ".json"):
+        for suffix in (".gz", ".json", ".sqlite", ".xplane.pb", ".zip"):
             name = name.removesuffix(suffix)
+        if job[3] is not None:
+            name = f"{name}.rank{job[3][1]}"
         dest = out_dir / f"{name}.parquet"
         write_parquet(fr, dest)
         msg = f"{p} -> {dest} ({fr.table.num_rows:,} events)"

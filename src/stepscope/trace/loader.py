@@ -191,7 +191,7 @@ def is_nsys_sqlite_path(path: str) -> bool:
     return os.path.isfile(path) and is_nsys_sqlite(path)
 
 
-def _jobs(paths: Sequence[str | os.PathLike[str]], include_python: bool, cache_dir: str | None) -> list[Job]:
+def jobs_for(paths: Sequence[str | os.PathLike[str]], include_python: bool, cache_dir: str | None) -> list[Job]:
     """One job per file; an Nsight SQLite export holding several GPU processes (every rank that
     ``nsys profile`` launched) one per process, numbered in order of the CUDA device each used."""
     out: list[Job] = []
@@ -285,7 +285,7 @@ def load(
     over ``workers`` processes (default: one per file, at most the CPU count).
     """
     paths = expand_paths(inputs)
-    jobs = _jobs(paths, include_python, cache_dir)
+    jobs = jobs_for(paths, include_python, cache_dir)
     n_workers = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
     reads: list[FileRead] = []
     if n_workers > 1 and len(jobs) > 1:
