@@ -203,3 +203,43 @@ def test_convert_writes_one_parquet_per_process(tmp_path: Path, capsys: pytest.C
     r = _analyze(sorted(out.iterdir()), tmp_path, "--step-marker", "step")
     assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
     assert {e["pid"] for e in stepscope.load(out / "all_ranks.rank0.parquet").events.to_pylist()} == {200}
+
+
+def test_nccl_kernels_of_two_processes_match_in_the_cluster_view(tmp_path: Path) -> None:
+    """Two processes, three steps; each step a GEMM (stream 7) then an NCCL all-reduce (stream 20)
+    that ends at 63 us into the step on both. In step 1 the second process's GEMM runs 3 us longer,
+    so it arrives 3 us late: the first process's all-reduce lasts 23 us, 3 of them waiting; the
+    transfer is the shorter, 20 us. nsys records no process group, so the group is the NCCL stream."""
+    db = tmp_path / "nccl.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, contextId INT, streamId INT,
+            correlationId INT, globalPid INT, demangledName INT, shortName INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, eventClass INT, globalTid INT,
+            correlationId INT, nameId INT, returnValue INT);
+        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
+            text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT);
+    """)
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+                                                            (2, GEMM), (3, "cudaLaunchKernel_v7000")])
+    for pid, dev, late in ((100, 0, 0), (200, 1, 3_000)):
+        t, g = _gid(pid, pid + 1), _gid(pid)
+        for step in range(3):
+            base, extra = step * 100_000, late if step == 1 else 0
+            c = 10 * step
+            con.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, 'step', ?, NULL, NULL, 0)", (base, base + 100_000, t))
+            con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 3, 0)",
+                            [(base + 1_000, base + 1_500, t, c + 1), (base + 2_000, base + 2_500, t, c + 2)])
+            con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
+                            [(base + 2_000, base + 40_000 + extra, dev, 7, c + 1, g, 2, 2),
+                             (base + 40_000 + extra, base + 63_000, dev, 20, c + 2, g, 1, 1)])
+    con.commit()
+    con.close()
+    cl = _analyze([db], tmp_path, "--step-marker", "step")["cluster"]
+    coll = cl["collectives"]
+    assert [(c["type"], c["group"], c["seq"]) for c in coll] == [("all_reduce", "stream:20", k) for k in range(3)]
+    late = coll[1]
+    assert late["last_rank"] == 1 and late["skew_ns"] == 3_000 and late["transfer_ns"] == 20_000
+    assert late["ranks"]["0"]["wait_ns"] == 3_000 and late["ranks"]["1"]["wait_ns"] == 0
+    assert coll[0]["skew_ns"] == 0 and coll[0]["transfer_ns"] == 23_000
