@@ -114,11 +114,11 @@ def test_several_processes_are_ranks_by_device(tmp_path: Path) -> None:
     assert [r.rank for r in trace.ranks] == [0, 1] and all(r.rank_source == "nsys process" for r in trace.ranks)
     ev = trace.events.to_pylist()
     assert {e["pid"] for e in ev if e["rank"] == 0} == {200} and {e["pid"] for e in ev if e["rank"] == 1} == {100}
-    assert any("several GPU processes" in w for w in trace.warnings)
+    assert any("several GPU processes or devices" in w for w in trace.warnings)
     r = _analyze([db], tmp_path, "--step-marker", "step")
     assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
     assert [rk["device"].endswith(f"(device {d} of all_ranks.sqlite)") for d, rk in enumerate(r["ranks"])] == [True, True]
-    assert sum("several GPU processes" in w for w in r["warnings"]) == 1
+    assert sum("several GPU processes or devices" in w for w in r["warnings"]) == 1
 
 
 @pytest.mark.parametrize("path", [CONCURRENT, CON_KERNEL], ids=["concurrent", "con_kernel"])
@@ -243,3 +243,27 @@ def test_nccl_kernels_of_two_processes_match_in_the_cluster_view(tmp_path: Path)
     assert late["last_rank"] == 1 and late["skew_ns"] == 3_000 and late["transfer_ns"] == 20_000
     assert late["ranks"]["0"]["wait_ns"] == 3_000 and late["ranks"]["1"]["wait_ns"] == 0
     assert coll[0]["skew_ns"] == 0 and coll[0]["transfer_ns"] == 23_000
+
+
+def test_one_process_on_two_devices_is_two_ranks(tmp_path: Path) -> None:
+    """A process that drives two GPUs (as a JAX process does): its kernels on device 1 repeat those
+    on device 0 with their own launches; each device is a rank with the host's steps, 6.5 and 3 us."""
+    db = tmp_path / "jax_like.sqlite"
+    _export(db, [(4242, 0)])
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT start, end, 1, contextId, streamId, correlationId + 50, "
+                "globalPid, demangledName, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY SELECT start, end, 1, contextId, streamId, correlationId + 50, "
+                "globalPid, bytes, copyKind, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start + 1, end, eventClass, globalTid, correlationId + 50, "
+                "nameId, returnValue FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.commit()
+    con.close()
+    trace = stepscope.load(db)
+    assert [r.rank for r in trace.ranks] == [0, 1]
+    ev = trace.events.to_pylist()
+    assert {e["device"] for e in ev if e["rank"] == 0 and e["kind"] == "kernel"} == {0}
+    assert {e["device"] for e in ev if e["rank"] == 1 and e["kind"] == "kernel"} == {1}
+    r = _analyze([db], tmp_path, "--step-marker", "step")
+    assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
+    assert [rk["launch"]["matched"] for rk in r["ranks"]] == [3, 3]

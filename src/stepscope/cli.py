@@ -120,7 +120,7 @@ def _convert(ns: argparse.Namespace) -> int:
         for suffix in (".gz", ".json", ".sqlite", ".xplane.pb", ".zip"):
             name = name.removesuffix(suffix)
         if job[3] is not None:
-            name = f"{name}.rank{job[3][1]}"
+            name = f"{name}.rank{job[3][2]}"
         dest = out_dir / f"{name}.parquet"
         write_parquet(fr, dest)
         msg = f"{p} -> {dest} ({fr.table.num_rows:,} events)"

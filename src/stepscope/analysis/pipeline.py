@@ -150,13 +150,13 @@ def _read_and_analyze(job: tuple[str, bool, str | None, AnalyzeConfig]) -> list[
     if "://" in path:  # fsspec URL (s3://, gs://, memory://...): copy to a local temp file first
         return _remote(job)
     if is_nsys_sqlite_path(path):
-        from ..trace.nsys_sqlite import gpu_processes
+        from ..trace.nsys_sqlite import gpu_units
 
-        procs = gpu_processes(path)
-        if len(procs) > 1:  # every rank nsys launched, in one export: one rank per process, by device
+        units = gpu_units(path)
+        if len(units) > 1:  # every rank nsys launched (or every device of one process): a rank each, by device
             out: list[tuple[RankAnalysis, tuple[int | None, str], list[str]]] = []
-            for i, (pid, device) in enumerate(procs):
-                part = read_one((path, include_python, cache_dir, (pid, i)))
+            for i, (pid, device) in enumerate(units):
+                part = read_one((path, include_python, cache_dir, (pid, device, i)))
                 result = analyze(assemble([part]), cfg)
                 r0 = result.ranks[0]
                 w = _renumbered(result.warnings, r0.rank, device)

@@ -23,8 +23,8 @@ from .kineto import FileRead, read_kineto
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip", ".sqlite")
 _NSYS_REPORT = (".nsys-rep", ".qdrep")
-SPLIT_WARNING = ("holds several GPU processes; each is a rank, numbered in order of the lowest CUDA device it used "
-                 "(torchrun's LOCAL_RANK convention)")
+SPLIT_WARNING = ("holds several GPU processes or devices; each (process, device) is a rank, numbered in order of the CUDA "
+                 "device (torchrun's LOCAL_RANK convention)")
 _RANK_IN_NAME = re.compile(r"(?:rank[-_]?|_r|proc[-_]?)(\d+)(?![\d])", re.IGNORECASE)
 
 
@@ -177,7 +177,7 @@ def _dir_traces(d: Path) -> list[Path]:
     return [q for q in found if not (q.name.endswith(".trace.json.gz") and q.name[: -len(".trace.json.gz")] in hosts)]
 
 
-Job = tuple[str, bool, str | None, tuple[int, int] | None]  # path, include_python, cache_dir, (pid, ordinal) of an nsys process
+Job = tuple[str, bool, str | None, tuple[int, int, int] | None]  # path, include_python, cache_dir, an nsys (pid, device, ordinal)
 
 
 def is_nsys_sqlite_path(path: str) -> bool:
@@ -192,18 +192,19 @@ def is_nsys_sqlite_path(path: str) -> bool:
 
 
 def jobs_for(paths: Sequence[str | os.PathLike[str]], include_python: bool, cache_dir: str | None) -> list[Job]:
-    """One job per file; an Nsight SQLite export holding several GPU processes (every rank that
-    ``nsys profile`` launched) one per process, numbered in order of the CUDA device each used."""
+    """One job per file; an Nsight SQLite export holding several (process, device) pairs (every
+    rank ``nsys profile`` launched, or a process driving several devices) one per pair, numbered in
+    order of the CUDA device."""
     out: list[Job] = []
     for p in paths:
         s = str(p)
-        procs: list[tuple[int, int]] = []
+        units: list[tuple[int, int]] = []
         if is_nsys_sqlite_path(s):
-            from .nsys_sqlite import gpu_processes
+            from .nsys_sqlite import gpu_units
 
-            procs = gpu_processes(s)
-        if len(procs) > 1:
-            out.extend((s, include_python, cache_dir, (pid, i)) for i, (pid, _) in enumerate(procs))
+            units = gpu_units(s)
+        if len(units) > 1:
+            out.extend((s, include_python, cache_dir, (pid, dev, i)) for i, (pid, dev) in enumerate(units))
         else:
             out.append((s, include_python, cache_dir, None))
     return out
@@ -223,9 +224,9 @@ def read_one(args: tuple[str, bool, str | None] | Job) -> FileRead:
 
         from .nsys_sqlite import read_nsys_sqlite
 
-        if part is not None:  # one process of several: no cache entry (the cache is per file)
-            fr = keep_plausible(read_nsys_sqlite(path, process=part[0]))
-            return replace(fr, header={**fr.header, "nsys_rank": part[1]})
+        if part is not None:  # one (process, device) of several: no cache entry (the cache is per file)
+            fr = keep_plausible(read_nsys_sqlite(path, process=part[0], device=part[1]))
+            return replace(fr, header={**fr.header, "nsys_rank": part[2]})
         hit = parquet.cache_lookup(path, cache_dir, include_python) if cache_dir else None
         if hit is not None:
             return keep_plausible(hit)

@@ -16,10 +16,10 @@ Tables read (each is optional; a file needs at least one of the first three):
   Steps then come from ``--step-marker NAME`` (an NVTX range per step), or ProfilerStep#N ranges.
 
 ``globalPid`` / ``globalTid`` pack the process id in bits 24-47 and the thread id in bits 0-23.
-One export may hold several processes (every rank ``nsys profile`` launched): ``gpu_processes``
-lists those that ran device work, ordered by the lowest CUDA device each used, and
-``read_nsys_sqlite(path, process=pid)`` reads one of them (the loader and ``analyze`` give each
-its own rank, in that order: torchrun's LOCAL_RANK is the device).
+One export may hold several processes (every rank ``nsys profile`` launched), or one process that
+drives several devices (JAX): ``gpu_units`` lists the (process, device) pairs that ran device
+work, ordered by device, and ``read_nsys_sqlite(path, process=pid, device=d)`` reads one of them
+(the loader and ``analyze`` make each a rank, in that order: torchrun's LOCAL_RANK is the device).
 Rows are fetched in bounded chunks (one Python tuple per row inside SQLite's C loop, converted to
 numpy per chunk). Text that is not UTF-8 (some exports hold Latin-1 metadata) is decoded with
 replacement characters. A table SQLite cannot read (a damaged or cut file) is skipped and named in
@@ -99,9 +99,10 @@ class _Strings:
         return out
 
 
-def gpu_processes(path: str | Path) -> list[tuple[int, int]]:
-    """(process id, lowest CUDA device it used) of each process that ran kernels, memcpys or
-    memsets, ordered by that device (then pid)."""
+def gpu_units(path: str | Path) -> list[tuple[int, int]]:
+    """(process id, CUDA device) of every pair that ran kernels, memcpys or memsets, ordered by
+    device, then process: the ranks of an export (one per process under torchrun; one per device
+    for a process that drives several, as a JAX process does)."""
     p = Path(path)
     try:
         with _connect(p) as con:
@@ -109,8 +110,7 @@ def gpu_processes(path: str | Path) -> list[tuple[int, int]]:
             sel = [f"SELECT globalPid, deviceId FROM {t}" for t in _DEVICE_TABLES if t in tables and {"globalPid", "deviceId"} <= _columns(con, t)]
             if not sel:
                 return []
-            rows = _fetch(con, f"SELECT (globalPid >> {_PID_SHIFT}) & {_ID_MASK}, MIN(deviceId) FROM ({' UNION ALL '.join(sel)}) "
-                               "GROUP BY 1", 2)
+            rows = _fetch(con, f"SELECT DISTINCT (globalPid >> {_PID_SHIFT}) & {_ID_MASK}, deviceId FROM ({' UNION ALL '.join(sel)})", 2)
     except sqlite3.DatabaseError as exc:
         raise TraceFormatError(f"not a readable SQLite database ({exc})", path=str(p), fix=_FIX) from None
     o = np.lexsort((rows[:, 0], rows[:, 1]))
@@ -125,9 +125,10 @@ def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def read_nsys_sqlite(path: str | Path, *, process: int | None = None) -> FileRead:
-    """One process's events of an Nsight Systems SQLite export (module docstring); ``process``
-    None reads every process (right for a one-process report)."""
+def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: int | None = None) -> FileRead:
+    """The events of an Nsight Systems SQLite export (module docstring): of one process (its host
+    rows and device work) when ``process`` is given, and of its work on one CUDA device when
+    ``device`` is too (the host rows stay whole: launches for other devices match nothing)."""
     p = Path(path)
     try:
         con = _connect(p)
@@ -139,7 +140,9 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None) -> FileRea
         raise TraceFormatError("SQLite file without Nsight Systems tables (no CUPTI_ACTIVITY_KIND_KERNEL, "
                                "CUPTI_ACTIVITY_KIND_RUNTIME or NVTX_EVENTS)", path=str(p),
                                fix="pass an nsys export of a report traced with CUDA (nsys profile -t cuda,nvtx)")
-    where = f"WHERE ((globalPid >> {_PID_SHIFT}) & {_ID_MASK}) = {int(process)}" if process is not None else ""
+    conds = ([f"((globalPid >> {_PID_SHIFT}) & {_ID_MASK}) = {int(process)}"] if process is not None else []) + \
+        ([f"deviceId = {int(device)}"] if device is not None else [])
+    where = f"WHERE {' AND '.join(conds)}" if conds else ""
     where_t = f"WHERE ((globalTid >> {_PID_SHIFT}) & {_ID_MASK}) = {int(process)}" if process is not None else ""
     parts: list[dict[str, np.ndarray]] = []
     skipped: list[str] = []
@@ -163,6 +166,8 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None) -> FileRea
     header: dict[str, object] = {"format": "nsys-sqlite", "deviceProperties": props}
     if process is not None:
         header["process"] = process
+    if device is not None:
+        header["device"] = device
     return FileRead(path=str(p), table=assemble_table(cols, 0), header=header, truncated=bool(skipped),
                     note=f"unreadable tables skipped: {'; '.join(skipped)}" if skipped else "", skipped_events=0,
                     bytes_read=p.stat().st_size)
