@@ -267,3 +267,20 @@ def test_one_process_on_two_devices_is_two_ranks(tmp_path: Path) -> None:
     r = _analyze([db], tmp_path, "--step-marker", "step")
     assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
     assert [rk["launch"]["matched"] for rk in r["ranks"]] == [3, 3]
+
+
+def test_nvtx_and_kernel_names_are_escaped_in_html(tmp_path: Path) -> None:
+    """Strings from an export are untrusted: an NVTX range and a kernel named with markup reach the
+    HTML report escaped."""
+    evil = "<img src=x onerror=alert(1)>"
+    db = tmp_path / "evil.sqlite"
+    _export(db, [(4242, 0)])
+    con = sqlite3.connect(db)
+    con.execute("UPDATE StringIds SET value = ? WHERE id = 2", (evil + "_kernel",))
+    con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE text LIKE 'aten::mm%'", (evil,))
+    con.commit()
+    con.close()
+    html = tmp_path / "r.html"
+    assert main(["analyze", str(db), "--html", str(html), "-q"]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;_kernel" in page
