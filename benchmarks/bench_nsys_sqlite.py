@@ -5,8 +5,9 @@
 Builds an export in nsys's table layout (the columns trace/nsys_sqlite.py reads) by repeating the
 launch pattern of the real export in tests/fixtures (nsys_concurrent_profile4.sqlite: its kernels
 spread over its streams, one runtime call per kernel): ``--kernels`` kernels over 8 streams in
-steps of 1,000, one ``cudaLaunchKernel`` per kernel, a memcpy per 10 kernels, an NVTX range per
-20 (300 distinct texts) and one per step, 2,000 distinct kernel names. Then, in fresh
+steps of 1,000, one ``cudaLaunchKernel`` per kernel inside its own ``emit_nvtx`` op range (a
+distinct text each: seq, op_id, sizes), a memcpy per 10 kernels, an NVTX range per 20 (300
+distinct texts) and one per step, 2,000 distinct kernel names. Then, in fresh
 subprocesses: (1) ``read_nsys_sqlite`` alone: wall time, rows/s, MB/s, peak RSS; (2) ``stepscope
 analyze --json --step-marker step`` end to end: wall time, peak RSS. One JSON line per measurement.
 """
@@ -50,7 +51,7 @@ def build(out: Path, kernels: int) -> int:
     """)
     names = [f"void kernel_{i}<float, {i % 7}>(Params)" for i in range(2000)]
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i + 10, n) for i, n in enumerate(names)] + [(1, "cudaLaunchKernel_v7000")])
-    launch = np.arange(kernels, dtype=np.int64) * 3_000  # a launch every 3 us on the host
+    launch = 1_000 + np.arange(kernels, dtype=np.int64) * 3_000  # a launch every 3 us on the host
     start = launch + 5_000
     dur = rng.integers(1_000, 20_000, kernels)
     corr = np.arange(kernels, dtype=np.int64) + 1
@@ -63,16 +64,20 @@ def build(out: Path, kernels: int) -> int:
     con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 1, 7, -1, ?, 1048576, 1, 1, 3)",
                     zip((start[m] + 100).tolist(), (start[m] + 600).tolist(), [G] * m.size))
     r = np.arange(0, kernels, 20)
-    texts = [f"layer_{i % 300}.forward, seq = {i % 300}" for i in range(300)]
+    texts = [f"layer_{i % 300}.forward" for i in range(300)]
     con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)",
                     zip(launch[r].tolist(), (launch[r] + 50_000).tolist(), [texts[i % 300] for i in range(r.size)], [T] * r.size))
+    # PyTorch emit_nvtx(record_shapes=True) op ranges around every launch, each text distinct (seq, op_id)
+    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)",
+                    ((int(a) - 200, int(a) + 2_500, f"aten::mm, seq = {i}, op_id = {i}, sizes = [[64, 128], [128, 256]]", T)
+                     for i, a in enumerate(launch)))
     steps = np.arange(0, kernels, 1_000)
     con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, 'step', ?, NULL, NULL, 0)",
                     zip(launch[steps].tolist(), (launch[steps] + 3_000 * 1_000).tolist(), [T] * steps.size))
     con.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H100 80GB HBM3', 85899345920, 132, 9, 0)")
     con.commit()
     con.close()
-    return kernels * 2 + m.size + r.size + steps.size
+    return kernels * 3 + m.size + r.size + steps.size
 
 
 READ = """

@@ -284,3 +284,45 @@ def test_nvtx_and_kernel_names_are_escaped_in_html(tmp_path: Path) -> None:
     assert main(["analyze", str(db), "--html", str(html), "-q"]) == 0
     page = html.read_text(encoding="utf-8")
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;_kernel" in page
+
+
+def test_emit_nvtx_ops_link_their_kernels_and_give_flops(tmp_path: Path) -> None:
+    """PyTorch's emit_nvtx(record_shapes=True) ranges: aten::linear [1, 9) us holds aten::t [1.1, 1.2),
+    aten::addmm [1.3, 8) and, inside addmm, aten::empty [1.4, 1.5). The launch at 2 us is inside addmm
+    after empty ended, so the GEMM belongs to addmm (Kineto links a kernel to the innermost op). FLOPs
+    2 x 64 x 128 x 256 = 4,194,304; the kernel's name says bf16, so 2 B per element: (256 + 64 x 128 +
+    128 x 256 + 64 x 256 output) x 2 = 115,200 B. Sequence numbers come from "seq = N"."""
+    db = tmp_path / "emit.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, contextId INT, streamId INT,
+            correlationId INT, globalPid INT, demangledName INT, shortName INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, eventClass INT, globalTid INT,
+            correlationId INT, nameId INT, returnValue INT);
+        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
+            text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT);
+        CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT, totalMemory INT, smCount INT, computeMajor INT, computeMinor INT);
+    """)
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, GEMM), (3, "cudaLaunchKernel_v7000")])
+    t, g = _gid(7, 8), _gid(7)
+    ranges = [(0, 10_000, "step"),
+              (1_000, 9_000, "aten::linear, seq = 10, op_id = 1, sizes = [[64, 128], [256, 128], [256]], input_op_ids = [(0, 0)]"),
+              (1_100, 1_200, "aten::t, seq = 11, op_id = 2, sizes = [[256, 128]]"),
+              (1_300, 8_000, "aten::addmm, seq = 12, op_id = 3, sizes = [[256], [64, 128], [128, 256], [], []]"),
+              (1_400, 1_500, "aten::empty, op_id = 4, sizes = [[], [], [], [], [], []]")]
+    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)", [(a, b, x, t) for a, b, x in ranges])
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (2000, 2500, 0, ?, 1, 3, 0)", (t,))
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (3000, 7000, 0, 1, 7, 1, ?, 1, 1)", (g,))
+    con.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H100 80GB HBM3', 85899345920, 132, 9, 0)")
+    con.commit()
+    con.close()
+    ev = {e["name"]: e for e in stepscope.load(db).events.to_pylist() if e["kind"] in ("cpu_op", "kernel")}
+    assert ev[GEMM]["external_id"] == ev["aten::addmm"]["external_id"] >= 0
+    assert len({ev[k]["external_id"] for k in ("aten::linear", "aten::t", "aten::addmm", "aten::empty")}) == 4
+    assert [ev[k]["sequence_number"] for k in ("aten::linear", "aten::t", "aten::addmm", "aten::empty")] == [10, 11, 12, -1]
+    assert ev["aten::addmm"]["input_dims"] == "[[256], [64, 128], [128, 256], [], []]"
+    rank = _analyze([db], tmp_path, "--step-marker", "step")["ranks"][0]
+    addmm = next(r for r in rank["roofline"] if r["name"] == "aten::addmm")
+    assert addmm["flops"] == 2 * 64 * 128 * 256 and addmm["dtype"] == "bf16" and addmm["bytes"] == 115_200
+    assert rank["steps"][0]["executed_flops"] == 2 * 64 * 128 * 256

@@ -240,7 +240,8 @@ def _in_order(v: Any, order: np.ndarray | None) -> Any:
 
 def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
     """Readers that build whole columns (XPlane, nsys-jax, Nsight SQLite): their columns (strings as
-    Arrow arrays, ints as numpy; ``bytes`` optional) plus the columns they do not have (-1 / null)
+    Arrow arrays, ints as numpy; ``bytes``, ``external_id``, ``sequence_number``, ``input_dims`` and
+    ``input_types`` optional) plus the columns they do not have (-1 / null)
     -> the event table, sorted by time (stable: rows that start together keep the reader's order).
     The columns are put in time order before the table is built, so the absent ones are never
     copied by the sort."""
@@ -262,12 +263,12 @@ def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
         "ts_ns": pa.array(np.asarray(c["ts"], np.int64)),
         "dur_ns": pa.array(np.asarray(c["dur"], np.int64)),
         "correlation": pa.array(np.asarray(c["correlation"], np.int64)),
-        "external_id": neg,
-        "sequence_number": neg,
+        "external_id": pa.array(np.asarray(c["external_id"], np.int64)) if "external_id" in c else neg,
+        "sequence_number": pa.array(np.asarray(c["sequence_number"], np.int64)) if "sequence_number" in c else neg,
         "flow_id": neg,
         "flow_phase": null_dict,
-        "input_dims": pa.nulls(n, pa.string()),
-        "input_types": pa.nulls(n, pa.string()),
+        "input_dims": c["input_dims"] if "input_dims" in c else pa.nulls(n, pa.string()),
+        "input_types": c["input_types"] if "input_types" in c else pa.nulls(n, pa.string()),
         "collective": null_dict,
         "in_msg_nelems": neg,
         "out_msg_nelems": neg,
