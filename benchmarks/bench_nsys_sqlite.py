@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stepscope.trace.nsys_sqlite import READ_COLUMNS
+
 ROOT = Path(__file__).resolve().parents[1]
 PID, TID = 4242, 4243
 G, T = (1 << 56) | (PID << 24), (1 << 56) | (PID << 24) | TID
@@ -36,19 +38,7 @@ def build(out: Path, kernels: int) -> int:
         out.unlink()
     rng = np.random.default_rng(0)
     con = sqlite3.connect(out)
-    con.executescript("""
-        PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
-        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, contextId INT, streamId INT,
-            correlationId INT, globalPid INT, demangledName INT, shortName INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, contextId INT, streamId INT,
-            correlationId INT, globalPid INT, bytes INT, copyKind INT, srcKind INT, dstKind INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, eventClass INT, globalTid INT,
-            correlationId INT, nameId INT, returnValue INT);
-        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
-            text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT);
-        CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT, totalMemory INT, smCount INT, computeMajor INT, computeMinor INT);
-    """)
+    con.executescript("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;" + READ_COLUMNS)
     names = [f"void kernel_{i}<float, {i % 7}>(Params)" for i in range(2000)]
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i + 10, n) for i, n in enumerate(names)] + [(1, "cudaLaunchKernel_v7000")])
     launch = 1_000 + np.arange(kernels, dtype=np.int64) * 3_000  # a launch every 3 us on the host

@@ -12,12 +12,14 @@ import pytest
 
 import stepscope
 from stepscope.cli import main
+from stepscope.trace.nsys_sqlite import READ_COLUMNS
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CONCURRENT = FIXTURES / "nsys_concurrent_profile4.sqlite"
 CON_KERNEL = FIXTURES / "nsys_con_kernel.sqlite"
 
 GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"
+SCHEMA = READ_COLUMNS  # the tables and columns the reader uses, as nsys names them
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4>"
 
 
@@ -33,18 +35,7 @@ def _export(path: Path, processes: list[tuple[int, int]]) -> None:
     pageable host-to-device copy (stream 7, 7.5-8.5 us); step 1 one GEMM (12-15 us); plus an NVTX
     range PyTorch's emit_nvtx would write around the first launch."""
     con = sqlite3.connect(path)
-    con.executescript("""
-        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, contextId INT, streamId INT,
-            correlationId INT, globalPid INT, demangledName INT, shortName INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, contextId INT, streamId INT,
-            correlationId INT, globalPid INT, bytes INT, copyKind INT, srcKind INT, dstKind INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, eventClass INT, globalTid INT,
-            correlationId INT, nameId INT, returnValue INT);
-        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
-            text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT);
-        CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT, totalMemory INT, smCount INT, computeMajor INT, computeMinor INT);
-    """)
+    con.executescript(SCHEMA)
     con.executemany("INSERT INTO StringIds VALUES (?, ?)",
                     [(1, GEMM), (2, ELEMENTWISE), (3, "cudaLaunchKernel_v7000"), (4, "cudaMemcpyAsync_v3020"), (5, "step")])
     for pid, dev in processes:
@@ -212,15 +203,7 @@ def test_nccl_kernels_of_two_processes_match_in_the_cluster_view(tmp_path: Path)
     transfer is the shorter, 20 us. nsys records no process group, so the group is the NCCL stream."""
     db = tmp_path / "nccl.sqlite"
     con = sqlite3.connect(db)
-    con.executescript("""
-        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, contextId INT, streamId INT,
-            correlationId INT, globalPid INT, demangledName INT, shortName INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, eventClass INT, globalTid INT,
-            correlationId INT, nameId INT, returnValue INT);
-        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
-            text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT);
-    """)
+    con.executescript(SCHEMA)
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
                                                             (2, GEMM), (3, "cudaLaunchKernel_v7000")])
     for pid, dev, late in ((100, 0, 0), (200, 1, 3_000)):
@@ -294,16 +277,7 @@ def test_emit_nvtx_ops_link_their_kernels_and_give_flops(tmp_path: Path) -> None
     128 x 256 + 64 x 256 output) x 2 = 115,200 B. Sequence numbers come from "seq = N"."""
     db = tmp_path / "emit.sqlite"
     con = sqlite3.connect(db)
-    con.executescript("""
-        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, contextId INT, streamId INT,
-            correlationId INT, globalPid INT, demangledName INT, shortName INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, eventClass INT, globalTid INT,
-            correlationId INT, nameId INT, returnValue INT);
-        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
-            text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT);
-        CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT, totalMemory INT, smCount INT, computeMajor INT, computeMinor INT);
-    """)
+    con.executescript(SCHEMA)
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, GEMM), (3, "cudaLaunchKernel_v7000")])
     t, g = _gid(7, 8), _gid(7)
     ranges = [(0, 10_000, "step"),

@@ -42,6 +42,24 @@ from . import schema
 from .columns import FileRead, assemble_table
 
 MAGIC = b"SQLite format 3\x00"
+#: The tables and columns this reader uses, as nsys's export names them (a real export has many
+#: more), as SQL: for building small exports in tests and benchmarks, and as a summary of the reader.
+READ_COLUMNS = """
+    CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT, contextId INT, streamId INT,
+        correlationId INT, globalPid INT, demangledName INT, shortName INT);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT, contextId INT, streamId INT,
+        correlationId INT, globalPid INT, bytes INT, copyKind INT, srcKind INT, dstKind INT);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INT, end INT, deviceId INT, contextId INT, streamId INT,
+        correlationId INT, globalPid INT, value INT, bytes INT, memKind INT);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start INT, end INT, deviceId INT, contextId INT, streamId INT,
+        correlationId INT, globalPid INT, syncType INT);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, eventClass INT, globalTid INT,
+        correlationId INT, nameId INT, returnValue INT);
+    CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, rangeId INT, category INT, color INT,
+        text TEXT, globalTid INT, endGlobalTid INT, textId INT, domainId INT);
+    CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT, totalMemory INT, smCount INT, computeMajor INT, computeMinor INT);
+"""
 _CHUNK = 1 << 16
 _PID_SHIFT, _ID_MASK = 24, 0xFFFFFF
 # CUPTI_ActivityMemcpyKind / CUPTI_ActivityMemoryKind, in Kineto's spelling of memcpy names
