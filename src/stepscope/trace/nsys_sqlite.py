@@ -21,7 +21,7 @@ drives several devices (JAX): ``gpu_units`` lists the (process, device) pairs th
 work, ordered by device, and ``read_nsys_sqlite(path, process=pid, device=d)`` reads one of them
 (the loader and ``analyze`` make each a rank, in that order: torchrun's LOCAL_RANK is the device).
 Rows are fetched in bounded chunks (one Python tuple per row inside SQLite's C loop, converted to
-numpy per chunk). Text that is not UTF-8 (some exports hold Latin-1 metadata) is decoded with
+numpy per chunk). emit_nvtx op ranges are linked to the kernels they launched in ``nsys_ops``. Text that is not UTF-8 (some exports hold Latin-1 metadata) is decoded with
 replacement characters. A table SQLite cannot read (a damaged or cut file) is skipped and named in
 a warning; the rest is analyzed.
 """
@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from ..errors import TraceFormatError
 from . import schema
 from .columns import FileRead, assemble_table
+from .nsys_ops import input_types, link_ops
 
 MAGIC = b"SQLite format 3\x00"
 #: The tables and columns this reader uses, as nsys's export names them (a real export has many
@@ -343,96 +344,12 @@ def _merge(parts: list[dict]) -> dict[str, object]:
     n = len(c["ts"])
     out: dict[str, object] = {k: c[k] for k in ("pid", "tid", "device", "stream", "ts", "dur", "correlation", "bytes")}
     out["sequence_number"] = np.concatenate([p.get("seq", np.full(len(p["ts"]), -1, np.int64)) for p in parts] + [np.empty(0, np.int64)])
-    ext = _link_ops(c["kind"], c["pid"], c["tid"], c["ts"], c["dur"], c["correlation"])
+    ext = link_ops(c["kind"], c["pid"], c["tid"], c["ts"], c["dur"], c["correlation"])
     dims = pa.concat_arrays([p.get("dims", pa.nulls(len(p["ts"]), pa.string())) for p in parts] + [pa.nulls(0, pa.string())])
     out["external_id"], out["input_dims"] = ext, dims
-    out["input_types"] = _input_types(c["kind"], idx, uniq, ext, dims)
+    out["input_types"] = input_types(c["kind"], idx, uniq, ext, dims)
     out["name"] = pa.DictionaryArray.from_arrays(pa.array(idx.astype(np.int32)), pa.array(uniq.tolist(), pa.string()))
     out["kind"] = pa.DictionaryArray.from_arrays(pa.array(c["kind"]), pa.array(list(_K), pa.string()))
     out["cat"] = pa.DictionaryArray.from_arrays(pa.array(c["cat"]), pa.array(_CATS, pa.string()))
     out.update(schema.absent_xla_columns(n))
     return out
-
-
-def _link_ops(kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, dur: np.ndarray, corr: np.ndarray) -> np.ndarray:
-    """External ids as Kineto links ops to their kernels: each ``cpu_op`` row (an emit_nvtx op
-    range) gets its own, each runtime call the id of the innermost op range open on its thread
-    when it started, and each device row (kernel, memcpy, memset) the id of the call that launched
-    it (same process and correlation id). -1 elsewhere.
-
-    Innermost op per call, without a loop over rows: op ranges on a thread nest (push/pop), so an
-    op's depth is the number of ranges open at its start, and its parent is the last op before it
-    (in start order) one level up (a ``searchsorted`` per depth level). The innermost open op is
-    then a step function of time: at an op's start it becomes that op, at its end its parent."""
-    n = kind.size
-    ext = np.full(n, -1, np.int64)
-    is_op = kind == _K["cpu_op"]
-    if not is_op.any():
-        return ext
-    ext[is_op] = np.flatnonzero(is_op) + 1
-    calls = np.flatnonzero((kind == _K["runtime"]) & (corr >= 0))
-    thread = (pid << 24) | tid
-    for th in np.unique(thread[is_op]):  # per host thread (a handful), not per row
-        ops = np.flatnonzero(is_op & (thread == th))
-        ops = ops[np.lexsort((-dur[ops], ts[ops]))]  # by start; an enclosing range first at a tie
-        s, e = ts[ops], ts[ops] + dur[ops]
-        depth = np.searchsorted(s, s, side="right") - np.searchsorted(np.sort(e), s, side="right")
-        parent = np.full(ops.size, -1, np.int64)
-        for d in np.unique(depth):
-            here, up = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
-            if up.size:
-                k = np.searchsorted(up, here) - 1
-                parent[here] = np.where(k >= 0, up[np.maximum(k, 0)], -1)
-        # step function: (time, order: ends before starts at one instant, innermost value)
-        t = np.concatenate([e, s])
-        val = np.concatenate([parent, np.arange(ops.size)])
-        o = np.lexsort((np.r_[np.zeros(ops.size), np.ones(ops.size)], t))
-        t, val = t[o], val[o]
-        mine = calls[thread[calls] == th]
-        at = np.searchsorted(t, ts[mine], side="right") - 1
-        inner = np.where(at >= 0, val[np.maximum(at, 0)], -1)
-        ext[mine] = np.where(inner >= 0, ext[ops[np.maximum(inner, 0)]], -1)
-    # device rows: the launching call's id, by (process, correlation id)
-    dev = np.flatnonzero(np.isin(kind, [_K["kernel"], _K["memcpy"], _K["memset"]]) & (corr >= 0))
-    if calls.size and dev.size:
-        key_c = (pid[calls] << 32) | corr[calls]
-        o = np.argsort(key_c, kind="stable")
-        key_d = (pid[dev] << 32) | corr[dev]
-        pos = np.clip(np.searchsorted(key_c[o], key_d), 0, calls.size - 1)
-        hit = key_c[o][pos] == key_d
-        ext[dev] = np.where(hit, ext[calls[o][pos]], -1)
-    return ext
-
-
-# a kernel's element type, from its demangled name (templates name it: CUDAFunctor_add<c10::BFloat16>,
-# cutlass/cuBLAS tags: s16816gemm_bf16, h884gemm, e4m3): the Input type emit_nvtx does not record
-_KERNEL_DTYPE = ((re.compile(r"float8|e4m3|e5m2|fp8", re.I), "c10::Float8_e4m3fn"),
-                 (re.compile(r"bfloat16|bf16", re.I), "c10::BFloat16"),
-                 (re.compile(r"c10::Half|\bhalf\b|fp16|f16|_h\d{3}|\bh\d{3}gemm|hgemm", re.I), "c10::Half"))
-
-
-def _input_types(kind: np.ndarray, name_idx: np.ndarray, names: np.ndarray, ext: np.ndarray, dims: pa.Array) -> pa.Array:
-    """``input_types`` of emit_nvtx op rows with shapes: every input typed as the element type the
-    op's first kernel names (``_KERNEL_DTYPE``; integer index inputs are typed alike, a small error
-    in bytes), ``float`` when its kernels name none; null elsewhere. Built per distinct kernel name
-    and per type in Arrow, not per row."""
-    n = kind.size
-    types = pa.nulls(n, pa.string())
-    has_dims = pc.is_valid(dims).to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
-    ops = np.flatnonzero((kind == _K["cpu_op"]) & has_dims & (ext >= 0))
-    if ops.size == 0:
-        return types
-    kern = np.flatnonzero((kind == _K["kernel"]) & (ext >= 0))
-    ids, first = np.unique(ext[kern], return_index=True)
-    labels = ["float"] + [t for _, t in _KERNEL_DTYPE]
-    per_name = np.array([next((1 + j for j, (pat, _) in enumerate(_KERNEL_DTYPE) if pat.search(str(nm))), 0) for nm in names.tolist()])
-    pos = np.clip(np.searchsorted(ids, ext[ops]), 0, max(ids.size - 1, 0))
-    found = (ids.size > 0) & (ids[pos] == ext[ops]) if ids.size else np.zeros(ops.size, bool)
-    code = np.full(n, -1, np.int64)
-    code[ops] = np.where(found, per_name[name_idx[kern[first[pos]]]] if ids.size else 0, 0)
-    for j, label in enumerate(labels):
-        sel = code == j
-        if sel.any():  # each shape list "[2, 3]" or "[]" becomes the type's quoted name
-            typed = pc.replace_substring_regex(dims, r"\[[-0-9, ]*\]", f'"{label}"')
-            types = pc.if_else(pa.array(sel), typed, types)
-    return types
