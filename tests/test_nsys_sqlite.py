@@ -300,3 +300,15 @@ def test_emit_nvtx_ops_link_their_kernels_and_give_flops(tmp_path: Path) -> None
     addmm = next(r for r in rank["roofline"] if r["name"] == "aten::addmm")
     assert addmm["flops"] == 2 * 64 * 128 * 256 and addmm["dtype"] == "bf16" and addmm["bytes"] == 115_200
     assert rank["steps"][0]["executed_flops"] == 2 * 64 * 128 * 256
+
+
+def test_reports_in_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A directory of .nsys-rep reports alone: one line, exit 2, with the export command. Beside an
+    export, a report without its own .sqlite is skipped with a warning saying how to export it."""
+    (tmp_path / "run1.nsys-rep").write_bytes(b"\x00" * 64)
+    err = _one_line_exit_2(["analyze", str(tmp_path)], capsys)
+    assert "Nsight Systems reports" in err and "nsys export --type sqlite -o run1.sqlite run1.nsys-rep" in err
+    shutil.copy(CON_KERNEL, tmp_path / "rank0.sqlite")
+    r = _analyze([tmp_path], tmp_path)
+    assert len(r["ranks"]) == 1
+    assert any("run1.nsys-rep" in w and "nsys export" in w for w in r["warnings"])

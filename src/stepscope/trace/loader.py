@@ -89,10 +89,18 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
             candidates = _dir_traces(p)
             why = {q: _skip_reason(q) for q in candidates}
             found = [q for q in candidates if why[q] is None]
+            # Nsight reports beside no export of their own: only nsys reads them
+            reports = sorted(q for q in p.iterdir() if q.name.endswith(_NSYS_REPORT) and not q.with_suffix(".sqlite").exists())
             if not found:
                 what = f" ({len(candidates)} JSON files, none a trace)" if candidates else ""
-                raise InputError(f"directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb){what}", path=s,
+                if reports:
+                    raise InputError(f"directory holds Nsight Systems reports ({len(reports)}), which only nsys reads", path=s,
+                                     fix=f"export each first: nsys export --type sqlite -o {reports[0].stem}.sqlite {reports[0].name}")
+                raise InputError(f"directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb, *.sqlite){what}", path=s,
                                  fix="point at the profiler's output folder")
+            if skipped is not None:
+                skipped.extend(f"{q}: an Nsight Systems report, which only nsys reads; skipped (nsys export --type sqlite -o "
+                               f"{q.stem}.sqlite {q.name})" for q in reports)
             out.extend(found)
             if skipped is not None:
                 skipped.extend(f"{q}: {why[q]}; skipped" for q in candidates if why[q] is not None)
