@@ -4,7 +4,8 @@ stderr; a traceback, another exit code or a multi-line error is a failure.
     python benchmarks/fuzz_inputs.py [TARGET ...] [--n N]
 
 Targets (deterministic seeds): kineto (events and header of the bundled Kineto trace), xplane
-(truncations and byte flips of the bundled XPlane), parquet (the same of its `stepscope convert`
+(truncations and byte flips of the bundled XPlane), nsys (the same of the real Nsight SQLite
+export in tests/fixtures), parquet (the same of its `stepscope convert`
 output), report (fields of an analyze report read by
 plan --from-analysis), hardware (--hardware-file for plan and analyze), rules (--rules), network
 (--network files), calibrate (cells, rows and truncations of the example --calibrate CSV). Run on purpose, not in the test suite: each variant is a CLI process.
@@ -31,6 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 KINETO = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"
 XPLANE = ROOT / "examples" / "traces" / "jax_gpu_te_fused_attn.xplane.pb"
+NSYS = ROOT / "tests" / "fixtures" / "nsys_concurrent_profile4.sqlite"
 EXE = [sys.executable, "-c", "import sys; from stepscope.cli import main; sys.exit(main())"]
 WEIRD: list[Any] = [None, "abc", -1, 1e308, [], {}, True, "", 2**70, 0, [1, "a"], {"x": 1}, "(", float("nan")]
 PLAN = ["plan", "--model", "llama3-8b", "--devices", "8", "--global-batch", "16", "--seq-len", "4096"]
@@ -97,6 +99,10 @@ def _damaged(rng: random.Random, data: bytes, path: Path) -> list[str]:
 
 def xplane(rng: random.Random, tmp: Path) -> list[str]:
     return _damaged(rng, XPLANE.read_bytes(), tmp / "t.xplane.pb")
+
+
+def nsys(rng: random.Random, tmp: Path) -> list[str]:
+    return _damaged(rng, NSYS.read_bytes(), tmp / "t.sqlite")
 
 
 _PARQUET: list[bytes] = []
@@ -198,7 +204,7 @@ def calibrate(rng: random.Random, tmp: Path) -> list[str]:
 
 
 TARGETS: dict[str, Callable[[random.Random, Path], list[str]]] = {
-    "kineto": kineto, "xplane": xplane, "parquet": parquet, "report": report, "hardware": hardware, "rules": rules, "network": network,
+    "kineto": kineto, "xplane": xplane, "nsys": nsys, "parquet": parquet, "report": report, "hardware": hardware, "rules": rules, "network": network,
     "calibrate": calibrate}
 
 

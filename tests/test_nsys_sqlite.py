@@ -312,3 +312,17 @@ def test_reports_in_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[st
     r = _analyze([tmp_path], tmp_path)
     assert len(r["ranks"]) == 1
     assert any("run1.nsys-rep" in w and "nsys export" in w for w in r["warnings"])
+
+
+def test_a_table_with_values_of_the_wrong_type_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    """SQLite stores any type in any column (and a damaged page can hold anything): a kernel whose
+    device is text makes the kernel table unreadable; it is named in a warning and the rest read."""
+    db = tmp_path / "odd.sqlite"
+    _export(db, [(4242, 0)])
+    con = sqlite3.connect(db)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 'gpu0' WHERE correlationId = 424201")
+    con.commit()
+    con.close()
+    r = _analyze([db], tmp_path, "--step-marker", "step")
+    assert any("CUPTI_ACTIVITY_KIND_KERNEL" in w and "not integers" in w for w in r["warnings"])
+    assert [s["exposed_memcpy_ns"] for s in r["ranks"][0]["steps"]] == [1_000, 0]  # the copy is still read

@@ -93,12 +93,21 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
 
 
+# what a damaged file raises: SQLite's own errors, and its error text when that is not UTF-8
+_DB_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+
 def _fetch(con: sqlite3.Connection, sql: str, width: int) -> np.ndarray:
-    """Integer rows of ``sql`` as an (n, width) int64 array, fetched in chunks (nulls are -1 in the SQL)."""
+    """Integer rows of ``sql`` as an (n, width) int64 array, fetched in chunks (nulls are -1 in the
+    SQL). A value that is not an integer (SQLite stores any type in any column; a damaged page
+    does) is a damaged table: ``sqlite3.DatabaseError``."""
     cur = con.execute(sql)
     parts = []
     while chunk := cur.fetchmany(_CHUNK):
-        parts.append(np.array(chunk, dtype=np.int64).reshape(-1, width))
+        try:
+            parts.append(np.array(chunk, dtype=np.int64).reshape(-1, width))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise sqlite3.DatabaseError(f"values that are not integers ({exc.__class__.__name__})") from None
     return np.concatenate(parts) if parts else np.empty((0, width), np.int64)
 
 
@@ -130,9 +139,10 @@ def gpu_units(path: str | Path) -> list[tuple[int, int]]:
             sel = [f"SELECT globalPid, deviceId FROM {t}" for t in _DEVICE_TABLES if t in tables and {"globalPid", "deviceId"} <= _columns(con, t)]
             if not sel:
                 return []
-            rows = _fetch(con, f"SELECT DISTINCT (globalPid >> {_PID_SHIFT}) & {_ID_MASK}, deviceId FROM ({' UNION ALL '.join(sel)})", 2)
-    except sqlite3.DatabaseError as exc:
-        raise TraceFormatError(f"not a readable SQLite database ({exc})", path=str(p), fix=_FIX) from None
+            rows = _fetch(con, f"SELECT DISTINCT (globalPid >> {_PID_SHIFT}) & {_ID_MASK}, deviceId FROM ({' UNION ALL '.join(sel)}) "
+                               "WHERE globalPid IS NOT NULL AND deviceId IS NOT NULL", 2)
+    except _DB_ERRORS:  # not a database, or a damaged table: read as one unit, where the reader says which
+        return []
     o = np.lexsort((rows[:, 0], rows[:, 1]))
     return [(int(pid), int(dev)) for pid, dev in rows[o]]
 
@@ -153,7 +163,7 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
     try:
         con = _connect(p)
         tables = _tables(con)
-    except sqlite3.DatabaseError as exc:
+    except _DB_ERRORS as exc:
         raise TraceFormatError(f"not a readable SQLite database ({exc})", path=str(p), fix=_FIX) from None
     if not ({"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"} & tables):
         con.close()
@@ -173,7 +183,7 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
                 continue
             try:
                 got = build(con, where_t if table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS") else where, strings)
-            except sqlite3.DatabaseError as exc:  # a damaged page or a cut file: keep the other tables
+            except _DB_ERRORS as exc:  # a damaged page or a cut file: keep the other tables
                 skipped.append(f"{table} ({exc})")
                 continue
             if got is not None:
@@ -206,14 +216,14 @@ def _device_properties(con: sqlite3.Connection, used: np.ndarray) -> list[dict[s
     ids = ", ".join(str(int(i)) for i in used)
     try:
         rows = con.execute(f"SELECT {', '.join(have)} FROM TARGET_INFO_GPU WHERE id IN ({ids}) ORDER BY id").fetchall()
-    except sqlite3.DatabaseError:
+    except _DB_ERRORS:
         return []
-    seen: set[int] = set()
+    seen: set[object] = set()
     out = []
     for r in rows:  # one entry per device (an export lists a GPU once per VM)
         d = {_PROPS[c]: v for c, v in zip(have, r) if v is not None}
         if d.get("id") not in seen:
-            seen.add(int(d["id"]))
+            seen.add(d.get("id"))
             out.append(d)
     return out
 
