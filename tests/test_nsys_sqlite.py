@@ -326,3 +326,26 @@ def test_a_table_with_values_of_the_wrong_type_is_skipped_with_a_warning(tmp_pat
     r = _analyze([db], tmp_path, "--step-marker", "step")
     assert any("CUPTI_ACTIVITY_KIND_KERNEL" in w and "not integers" in w for w in r["warnings"])
     assert [s["exposed_memcpy_ns"] for s in r["ranks"][0]["steps"]] == [1_000, 0]  # the copy is still read
+
+
+def test_innermost_op_at_ties_by_hand() -> None:
+    """Op ranges on one thread: G [0, 200) holds A [0, 100), which holds B [0, 50) and C [60, 100):
+    G, A and B open at the same instant, A and C close at the same instant. Calls at 0 and 25 are
+    B's, at 55 A's (B has closed, A is open), at 70 C's, at 100 and 150 G's (A and C have closed),
+    at 210 nobody's; each kernel takes its call's op, by correlation id."""
+    from stepscope.trace.nsys_ops import link_ops
+    from stepscope.trace.schema import KIND_CODE as K
+
+    import numpy as np
+
+    op, rt, kn = K["cpu_op"], K["runtime"], K["kernel"]
+    rows = [(op, 0, 200, -1), (op, 0, 100, -1), (op, 0, 50, -1), (op, 60, 40, -1)]  # G, A, B, C: rows 0-3
+    calls = [0, 25, 55, 70, 100, 150, 210]
+    rows += [(rt, t, 1, c) for c, t in enumerate(calls, 1)] + [(kn, 500 + c, 5, c) for c in range(1, len(calls) + 1)]
+    kind, ts, dur, corr = (np.array(x, np.int64) for x in zip(*rows))
+    n = kind.size
+    ext = link_ops(kind, np.full(n, 7, np.int64), np.full(n, 8, np.int64), ts, dur, corr)
+    g, a, b, c = ext[:4]
+    assert len({g, a, b, c}) == 4 and min(g, a, b, c) >= 0
+    want = [b, b, a, c, g, g, -1]
+    assert list(ext[4:11]) == want and list(ext[11:18]) == want

@@ -42,17 +42,19 @@ def link_ops(kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray,
         ops = np.flatnonzero(is_op & (thread == th))
         ops = ops[np.lexsort((-dur[ops], ts[ops]))]  # by start; an enclosing range first at a tie
         s, e = ts[ops], ts[ops] + dur[ops]
-        depth = np.searchsorted(s, s, side="right") - np.searchsorted(np.sort(e), s, side="right")
+        # ranges opened up to and including this one (in start order, so a tie nests) less those closed by its start
+        depth = np.arange(1, ops.size + 1) - np.searchsorted(np.sort(e), s, side="right")
         parent = np.full(ops.size, -1, np.int64)
         for d in np.unique(depth):
             here, up = np.flatnonzero(depth == d), np.flatnonzero(depth == d - 1)
             if up.size:
                 k = np.searchsorted(up, here) - 1
                 parent[here] = np.where(k >= 0, up[np.maximum(k, 0)], -1)
-        # step function: (time, order: ends before starts at one instant, innermost value)
+        # step function of the innermost open op. At one instant: ends before starts, inner ends
+        # before outer ones (the last says who is open after), outer starts before inner ones
         t = np.concatenate([e, s])
         val = np.concatenate([parent, np.arange(ops.size)])
-        o = np.lexsort((np.r_[np.zeros(ops.size), np.ones(ops.size)], t))
+        o = np.lexsort((np.r_[-depth, depth], np.r_[np.zeros(ops.size), np.ones(ops.size)], t))
         t, val = t[o], val[o]
         mine = calls[thread[calls] == th]
         at = np.searchsorted(t, ts[mine], side="right") - 1
