@@ -177,7 +177,11 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
     parts: list[dict[str, np.ndarray]] = []
     skipped: list[str] = []
     with con:
-        strings = _Strings(con, "StringIds" in tables)
+        try:
+            strings = _Strings(con, "StringIds" in tables)
+        except _DB_ERRORS as exc:  # names then read as "<string N>"
+            strings = _Strings(con, False)
+            skipped.append(f"StringIds ({exc})")
         for table, build in _READERS:
             if table not in tables:
                 continue
@@ -210,7 +214,10 @@ _PROPS = {"id": "id", "name": "name", "totalMemory": "totalGlobalMem", "computeM
 
 def _device_properties(con: sqlite3.Connection, used: np.ndarray) -> list[dict[str, object]]:
     """The devices the events ran on, by CUDA device id, as Kineto's ``deviceProperties`` entries."""
-    have = [c for c in _PROPS if c in _columns(con, "TARGET_INFO_GPU")]
+    try:
+        have = [c for c in _PROPS if c in _columns(con, "TARGET_INFO_GPU")]
+    except _DB_ERRORS:
+        return []
     if "id" not in have or used.size == 0:
         return []
     ids = ", ".join(str(int(i)) for i in used)
