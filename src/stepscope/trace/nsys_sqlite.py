@@ -191,7 +191,7 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
                 skipped.append(f"{table} ({exc})")
                 continue
             if got is not None:
-                parts.append(got)
+                parts.extend(got if isinstance(got, list) else [got])
         cols = _merge(parts)
         parts.clear()  # the merged columns are copies: let the per-table ones go before the table is built
         used = np.unique(np.asarray(cols["device"]))
@@ -314,19 +314,31 @@ def _runtime(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str
 _EMIT = r"^(?P<name>[^,]*)(?:, seq = (?P<seq>-?\d+))?(?:, op_id = \d+)?(?:, sizes = (?P<sizes>\[(?:\[[-0-9, ]*\](?:, )?)*\]))?"
 
 
-def _nvtx(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, np.ndarray] | None:
+def _nvtx(con: sqlite3.Connection, where: str, strings: _Strings) -> list[dict] | None:
+    """NVTX ranges, one part per fetched chunk (so the texts held as Python strings at once are a
+    chunk's, not the file's: with emit_nvtx every op range has a text of its own)."""
     have = _columns(con, "NVTX_EVENTS")
     if not {"start", "end", "eventType", "globalTid"} <= have:
         return None
     types = ", ".join(str(t) for t in _NVTX_RANGES)
     cond = f"eventType IN ({types}) AND end IS NOT NULL" + (f" AND {where[len('WHERE '):]}" if where else "")
-    a = _fetch(con, f"SELECT start, end, globalTid, -1 FROM NVTX_EVENTS WHERE {cond} ORDER BY rowid", 4)
-    # each range's text, in the same order: inline, else the string table's by textId (in SQL)
+    # each range's text: inline, else the string table's by textId (in SQL)
     inline = "text" if "text" in have else "NULL"
     by_id = "(SELECT value FROM StringIds WHERE id = textId)" if "textId" in have and strings.present else "NULL"
-    cur = con.execute(f"SELECT COALESCE({inline}, {by_id}, '<nvtx range>') FROM NVTX_EVENTS WHERE {cond} ORDER BY rowid")
-    label = pa.array(np.concatenate([np.array(chunk, dtype=object).reshape(-1) for chunk in iter(lambda: cur.fetchmany(_CHUNK), [])]
-                                    + [np.empty(0, object)]), pa.string())
+    cur = con.execute(f"SELECT start, end, globalTid, COALESCE({inline}, {by_id}, '<nvtx range>') FROM NVTX_EVENTS WHERE {cond}")
+    out = []
+    while chunk := cur.fetchmany(_CHUNK):
+        start, end, tid, text = zip(*chunk)
+        try:
+            a = np.array([start, end, tid, np.full(len(start), -1)], dtype=np.int64).T
+            label = pa.array(text, pa.string())
+        except (TypeError, ValueError, OverflowError, pa.ArrowException) as exc:
+            raise sqlite3.DatabaseError(f"values of the wrong type ({exc.__class__.__name__})") from None
+        out.append(_nvtx_part(a, label))
+    return out
+
+
+def _nvtx_part(a: np.ndarray, label: pa.Array) -> dict:
     # emit_nvtx op ranges (every one a distinct text: seq and op_id differ) parsed in Arrow, not per row
     op = pc.fill_null(pc.match_substring_regex(label, _OP.pattern), False)
     parsed = pc.extract_regex(label, _EMIT)
@@ -351,18 +363,24 @@ _READERS = (("CUPTI_ACTIVITY_KIND_KERNEL", _kernels), ("CUPTI_ACTIVITY_KIND_MEMC
 
 def _merge(parts: list[dict]) -> dict[str, object]:
     """The readers' columns concatenated, in the form ``assemble_table`` takes: names as one
-    dictionary of distinct strings (each part's indices shifted and remapped, per distinct name)."""
-    keys = ("kind", "cat", "pid", "tid", "device", "stream", "ts", "dur", "correlation", "bytes")
-    c = {k: np.concatenate([p[k] for p in parts] + [np.empty(0, np.int32 if k in ("kind", "cat") else np.int64)]) for k in keys}
+    dictionary of distinct strings (each part's indices shifted and remapped, per distinct name).
+    Each column leaves the parts as it is concatenated, so the parts and the result are not both
+    held whole."""
+    def take(k: str, empty: np.ndarray) -> np.ndarray:
+        return np.concatenate([p.pop(k, None) if k in p else np.full(len(p["ts"]), -1, empty.dtype) for p in parts] + [empty])
+
     offsets = np.cumsum([0] + [len(p["names"]) for p in parts])
     every = [n for p in parts for n in p["names"]]
     uniq, remap = np.unique(np.asarray(every + [""], dtype=object), return_inverse=True)
-    idx = np.concatenate([remap.ravel()[p["name_idx"] + off] for p, off in zip(parts, offsets)] + [np.empty(0, np.int64)])
+    idx = np.concatenate([remap.ravel()[p.pop("name_idx") + off] for p, off in zip(parts, offsets)] + [np.empty(0, np.int64)])
+    dims = pa.concat_arrays([p.pop("dims") if "dims" in p else pa.nulls(len(p["ts"]), pa.string()) for p in parts] + [pa.nulls(0, pa.string())])
+    i32, i64 = np.empty(0, np.int32), np.empty(0, np.int64)
+    c = {k: take(k, i32 if k in ("kind", "cat") else i64) for k in ("kind", "cat", "pid", "tid", "device", "stream", "dur", "correlation", "bytes", "seq")}
+    c["ts"] = take("ts", i64)  # last: the other columns' fill length reads it
     n = len(c["ts"])
     out: dict[str, object] = {k: c[k] for k in ("pid", "tid", "device", "stream", "ts", "dur", "correlation", "bytes")}
-    out["sequence_number"] = np.concatenate([p.get("seq", np.full(len(p["ts"]), -1, np.int64)) for p in parts] + [np.empty(0, np.int64)])
+    out["sequence_number"] = c["seq"]
     ext = link_ops(c["kind"], c["pid"], c["tid"], c["ts"], c["dur"], c["correlation"])
-    dims = pa.concat_arrays([p.get("dims", pa.nulls(len(p["ts"]), pa.string())) for p in parts] + [pa.nulls(0, pa.string())])
     out["external_id"], out["input_dims"] = ext, dims
     out["input_types"] = input_types(c["kind"], idx, uniq, ext, dims)
     out["name"] = pa.DictionaryArray.from_arrays(pa.array(idx.astype(np.int32)), pa.array(uniq.tolist(), pa.string()))
