@@ -162,8 +162,12 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
     p = Path(path)
     try:
         con = _connect(p)
+    except _DB_ERRORS as exc:  # cannot open it at all (permissions)
+        raise TraceFormatError(f"cannot open the SQLite file ({exc})", path=str(p), fix="check the file and its permissions") from None
+    try:
         tables = _tables(con)
     except _DB_ERRORS as exc:
+        con.close()
         raise TraceFormatError(f"not a readable SQLite database ({exc})", path=str(p), fix=_FIX) from None
     if not ({"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"} & tables):
         con.close()
