@@ -349,3 +349,31 @@ def test_innermost_op_at_ties_by_hand() -> None:
     assert len({g, a, b, c}) == 4 and min(g, a, b, c) >= 0
     want = [b, b, a, c, g, g, -1]
     assert list(ext[4:11]) == want and list(ext[11:18]) == want
+
+
+def test_emit_nvtx_phases_forward_backward_recompute(tmp_path: Path) -> None:
+    """emit_nvtx ranges carry what the phase analysis reads in Kineto traces: a forward aten::mm
+    (seq 5) launching a 1 us kernel; the backward node's evaluate_function range, holding a gradient
+    aten::mm (no seq) that launches a 2 us kernel, and a forward aten::mm (seq 9) run again inside it
+    (activation checkpointing), launching a 3 us kernel. Forward 1 us, backward 2, recompute 3."""
+    db = tmp_path / "phases.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript(SCHEMA)
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, GEMM), (3, "cudaLaunchKernel_v7000")])
+    t, g = _gid(7, 8), _gid(7)
+    ranges = [(0, 20_000, "step"),
+              (1_000, 2_000, "aten::mm, seq = 5, op_id = 1, sizes = [[4, 8], [8, 16]]"),
+              (5_000, 15_000, "autograd::engine::evaluate_function: MmBackward0, seq = 5, op_id = 2"),
+              (5_100, 14_900, "MmBackward0, seq = 5, op_id = 3"),
+              (5_200, 6_000, "aten::mm, op_id = 4, sizes = [[16, 4], [4, 8]]"),
+              (7_000, 8_000, "aten::mm, seq = 9, op_id = 5, sizes = [[4, 8], [8, 16]]")]
+    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)", [(a, b, x, t) for a, b, x in ranges])
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 3, 0)",
+                    [(a, a + 100, t, c) for a, c in ((1_500, 1), (5_500, 2), (7_500, 3))])
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, 7, ?, ?, 1, 1)",
+                    [(2_000, 3_000, 1, g), (6_000, 8_000, 2, g), (9_000, 12_000, 3, g)])
+    con.commit()
+    con.close()
+    step = _analyze([db], tmp_path, "--step-marker", "step")["ranks"][0]["steps"][0]
+    assert step["phase_ns"] == {"forward": 1_000, "backward": 2_000, "recompute": 3_000, "optimizer": 0}
+    assert step["recompute_ops"] == 1 and step["step_time_ns"] == 10_000
