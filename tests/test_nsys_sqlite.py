@@ -56,6 +56,22 @@ def _export(path: Path, processes: list[tuple[int, int]]) -> None:
     con.close()
 
 
+def _one_thread_export(path: Path, ranges: list[tuple[int, int, str]], calls: list[tuple[int, int]], kernels: list[tuple[int, int, int]]) -> None:
+    """An export of one thread of process 7 on an H100: NVTX ``ranges`` (start, end, text),
+    ``cudaLaunchKernel`` calls (start, correlation id; 100 ns long) and GEMM ``kernels`` (start,
+    end, correlation id) on stream 7."""
+    con = sqlite3.connect(path)
+    con.executescript(SCHEMA)
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, GEMM), (3, "cudaLaunchKernel_v7000")])
+    t, g = _gid(7, 8), _gid(7)
+    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)", [(a, b, x, t) for a, b, x in ranges])
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 3, 0)", [(a, a + 100, t, c) for a, c in calls])
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, 7, ?, ?, 1, 1)", [(a, b, c, g) for a, b, c in kernels])
+    con.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H100 80GB HBM3', 85899345920, 132, 9, 0)")
+    con.commit()
+    con.close()
+
+
 def _analyze(paths: list[Path], tmp_path: Path, *extra: str) -> dict:
     out = tmp_path / "r.json"
     assert main(["analyze", *map(str, paths), "--json", str(out), "-q", *extra]) == 0
@@ -276,21 +292,12 @@ def test_emit_nvtx_ops_link_their_kernels_and_give_flops(tmp_path: Path) -> None
     2 x 64 x 128 x 256 = 4,194,304; the kernel's name says bf16, so 2 B per element: (256 + 64 x 128 +
     128 x 256 + 64 x 256 output) x 2 = 115,200 B. Sequence numbers come from "seq = N"."""
     db = tmp_path / "emit.sqlite"
-    con = sqlite3.connect(db)
-    con.executescript(SCHEMA)
-    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, GEMM), (3, "cudaLaunchKernel_v7000")])
-    t, g = _gid(7, 8), _gid(7)
     ranges = [(0, 10_000, "step"),
               (1_000, 9_000, "aten::linear, seq = 10, op_id = 1, sizes = [[64, 128], [256, 128], [256]], input_op_ids = [(0, 0)]"),
               (1_100, 1_200, "aten::t, seq = 11, op_id = 2, sizes = [[256, 128]]"),
               (1_300, 8_000, "aten::addmm, seq = 12, op_id = 3, sizes = [[256], [64, 128], [128, 256], [], []]"),
               (1_400, 1_500, "aten::empty, op_id = 4, sizes = [[], [], [], [], [], []]")]
-    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)", [(a, b, x, t) for a, b, x in ranges])
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (2000, 2500, 0, ?, 1, 3, 0)", (t,))
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (3000, 7000, 0, 1, 7, 1, ?, 1, 1)", (g,))
-    con.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H100 80GB HBM3', 85899345920, 132, 9, 0)")
-    con.commit()
-    con.close()
+    _one_thread_export(db, ranges, [(2_000, 1)], [(3_000, 7_000, 1)])
     ev = {e["name"]: e for e in stepscope.load(db).events.to_pylist() if e["kind"] in ("cpu_op", "kernel")}
     assert ev[GEMM]["external_id"] == ev["aten::addmm"]["external_id"] >= 0
     assert len({ev[k]["external_id"] for k in ("aten::linear", "aten::t", "aten::addmm", "aten::empty")}) == 4
@@ -357,23 +364,13 @@ def test_emit_nvtx_phases_forward_backward_recompute(tmp_path: Path) -> None:
     aten::mm (no seq) that launches a 2 us kernel, and a forward aten::mm (seq 9) run again inside it
     (activation checkpointing), launching a 3 us kernel. Forward 1 us, backward 2, recompute 3."""
     db = tmp_path / "phases.sqlite"
-    con = sqlite3.connect(db)
-    con.executescript(SCHEMA)
-    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, GEMM), (3, "cudaLaunchKernel_v7000")])
-    t, g = _gid(7, 8), _gid(7)
     ranges = [(0, 20_000, "step"),
               (1_000, 2_000, "aten::mm, seq = 5, op_id = 1, sizes = [[4, 8], [8, 16]]"),
               (5_000, 15_000, "autograd::engine::evaluate_function: MmBackward0, seq = 5, op_id = 2"),
               (5_100, 14_900, "MmBackward0, seq = 5, op_id = 3"),
               (5_200, 6_000, "aten::mm, op_id = 4, sizes = [[16, 4], [4, 8]]"),
               (7_000, 8_000, "aten::mm, seq = 9, op_id = 5, sizes = [[4, 8], [8, 16]]")]
-    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)", [(a, b, x, t) for a, b, x in ranges])
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 3, 0)",
-                    [(a, a + 100, t, c) for a, c in ((1_500, 1), (5_500, 2), (7_500, 3))])
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, 7, ?, ?, 1, 1)",
-                    [(2_000, 3_000, 1, g), (6_000, 8_000, 2, g), (9_000, 12_000, 3, g)])
-    con.commit()
-    con.close()
+    _one_thread_export(db, ranges, [(1_500, 1), (5_500, 2), (7_500, 3)], [(2_000, 3_000, 1), (6_000, 8_000, 2), (9_000, 12_000, 3)])
     step = _analyze([db], tmp_path, "--step-marker", "step")["ranks"][0]["steps"][0]
     assert step["phase_ns"] == {"forward": 1_000, "backward": 2_000, "recompute": 3_000, "optimizer": 0}
     assert step["recompute_ops"] == 1 and step["step_time_ns"] == 10_000
