@@ -374,3 +374,14 @@ def test_emit_nvtx_phases_forward_backward_recompute(tmp_path: Path) -> None:
     step = _analyze([db], tmp_path, "--step-marker", "step")["ranks"][0]["steps"][0]
     assert step["phase_ns"] == {"forward": 1_000, "backward": 2_000, "recompute": 3_000, "optimizer": 0}
     assert step["recompute_ops"] == 1 and step["step_time_ns"] == 10_000
+
+
+def test_without_a_marker_the_warning_names_recurring_annotations(tmp_path: Path) -> None:
+    """No --step-marker: the whole trace is one window, and the warning names the annotation that
+    recurs and covers the most time ("step", twice); the mark-like ranges and ops are not named."""
+    db = tmp_path / "report.sqlite"
+    _export(db, [(4242, 0)])
+    r = _analyze([db], tmp_path)
+    (w,) = [w for w in r["warnings"] if "no ProfilerStep#N" in w]
+    assert w.endswith("recurring annotations here: 'step' (2x))")
+    assert len(r["ranks"][0]["steps"]) == 1

@@ -38,7 +38,7 @@ from .stats import (
     top_cpu_ops,
     top_kernels,
 )
-from .steps import StepSpans, assign_device_work, find_steps
+from .steps import StepSpans, assign_device_work, find_steps, marker_candidates
 
 
 @dataclass(frozen=True)
@@ -333,9 +333,11 @@ def analyze_rank(
     if cfg.step_marker and spans.source != f"marker:{cfg.step_marker}":
         warnings.append(f"rank {info.rank}: step marker {cfg.step_marker!r} not found; using {spans.source}")
     if spans.source == "whole-trace":
+        seen = marker_candidates(rd)
+        hint = f"; recurring annotations here: {', '.join(f'{n!r} ({c}x)' for n, c in seen)}" if seen else ""
         warnings.append(
             f"rank {info.rank}: no ProfilerStep#N annotations{' or marker' if cfg.step_marker else ''}; "
-            "the whole trace is analyzed as one window (use --step-marker NAME for your step annotation)"
+            f"the whole trace is analyzed as one window (use --step-marker NAME for your step annotation{hint})"
         )
     if rd.dev.size == 0 and spans.names:
         warnings.append(f"rank {info.rank}: no device work in the trace; accounting on the CPU (top-level host ops)")

@@ -73,6 +73,31 @@ def find_steps(rd: RankData, marker: str | None) -> StepSpans:
     )
 
 
+_STEP_SUFFIX = re.compile(r"[#_ ]?\d+$")
+
+
+def marker_candidates(rd: RankData, limit: int = 3) -> list[tuple[str, int]]:
+    """Annotations that could mark steps, for the warning when none was found: names that recur
+    (counting ``name``, ``name 3``, ``name#3``, ``name_3`` as one, the forms ``--step-marker NAME``
+    accepts), ranked by the time their ranges cover, at most ``limit``: (name, occurrences).
+    One pass per distinct name, none per row."""
+    h = rd.host
+    ann = np.flatnonzero(h.kind == KIND["user_annotation"])
+    if ann.size == 0:
+        return []
+    count = np.bincount(h.name_idx[ann], minlength=len(h.names))
+    dur = np.bincount(h.name_idx[ann], weights=(h.end - h.ts)[ann].astype(np.float64), minlength=len(h.names))
+    by_base: dict[str, list[float]] = {}
+    for i in np.flatnonzero(count):
+        base = _STEP_SUFFIX.sub("", h.names[i]).strip()
+        if base:
+            acc = by_base.setdefault(base, [0.0, 0.0])
+            acc[0] += count[i]
+            acc[1] += dur[i]
+    ranked = sorted(((b, int(c), d) for b, (c, d) in by_base.items() if c >= 2), key=lambda x: -x[2])
+    return [(b, c) for b, c, _ in ranked[:limit]]
+
+
 def _containing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Index of the span (sorted by start) that contains each t, else -1."""
     if starts.size == 0:
