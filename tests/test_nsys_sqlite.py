@@ -385,3 +385,18 @@ def test_without_a_marker_the_warning_names_recurring_annotations(tmp_path: Path
     (w,) = [w for w in r["warnings"] if "no ProfilerStep#N" in w]
     assert w.endswith("recurring annotations here: 'step' (2x))")
     assert len(r["ranks"][0]["steps"]) == 1
+
+
+def test_another_tools_database_in_a_directory_is_skipped(tmp_path: Path) -> None:
+    """A run directory with an nsys export and another tool's SQLite database (no nsys tables):
+    the database is left out with a warning, the export analyzed."""
+    shutil.copy(CON_KERNEL, tmp_path / "rank0.sqlite")
+    con = sqlite3.connect(tmp_path / "optuna.sqlite")
+    con.execute("CREATE TABLE trials (id INT)")
+    con.commit()
+    con.close()
+    out = tmp_path / "out"
+    out.mkdir()
+    r = _analyze([tmp_path], out)
+    assert [Path(rk["path"]).name for rk in r["ranks"]] == ["rank0.sqlite"]
+    assert any("optuna.sqlite" in w and "without Nsight Systems tables" in w for w in r["warnings"])

@@ -92,7 +92,7 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
             # Nsight reports beside no export of their own: only nsys reads them
             reports = sorted(q for q in p.iterdir() if q.name.endswith(_NSYS_REPORT) and not q.with_suffix(".sqlite").exists())
             if not found:
-                what = f" ({len(candidates)} JSON files, none a trace)" if candidates else ""
+                what = f" ({len(candidates)} JSON or SQLite files, none a trace)" if candidates else ""
                 if reports:
                     raise InputError(f"directory holds Nsight Systems reports ({len(reports)}), which only nsys reads", path=s,
                                      fix=f"export each first: nsys export --type sqlite -o {reports[0].stem}.sqlite {reports[0].name}")
@@ -148,7 +148,12 @@ def _skip_reason(q: Path) -> str | None:
     """Why a directory's JSON file is not one of its traces, from its first MB: neither a
     ``traceEvents`` key nor a bare event list (``[`` first, an event's ``"ph"`` in it), or a trace
     stepscope wrote itself (``--critical-path-trace``: every rank's collectives, not a rank).
-    None for a file that may be a trace: the readers judge the rest."""
+    None for a file that may be a trace: the readers judge the rest. A ``.sqlite`` file holding
+    none of the tables an Nsight export has (another tool's database) is not one either."""
+    if q.name.endswith(".sqlite"):
+        from .nsys_sqlite import nsys_tables_present
+
+        return None if nsys_tables_present(q) is not False else "an SQLite file without Nsight Systems tables"
     if not q.name.endswith((".json", ".json.gz")):
         return None
     import gzip

@@ -151,6 +151,22 @@ _DEVICE_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "C
 _FIX = "export the report with: nsys export --type sqlite -o report.sqlite report.nsys-rep"
 
 
+_NSYS_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"}
+
+
+def nsys_tables_present(path: str | Path) -> bool | None:
+    """Whether an SQLite file holds any table an Nsight export has; None when it cannot be read
+    (the reader then says why)."""
+    try:
+        con = _connect(Path(path))
+        try:
+            return bool(_NSYS_TABLES & _tables(con))
+        finally:
+            con.close()
+    except _DB_ERRORS:
+        return None
+
+
 def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
@@ -169,7 +185,7 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
     except _DB_ERRORS as exc:
         con.close()
         raise TraceFormatError(f"not a readable SQLite database ({exc})", path=str(p), fix=_FIX) from None
-    if not ({"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"} & tables):
+    if not (_NSYS_TABLES & tables):
         con.close()
         raise TraceFormatError("SQLite file without Nsight Systems tables (no CUPTI_ACTIVITY_KIND_KERNEL, "
                                "CUPTI_ACTIVITY_KIND_RUNTIME or NVTX_EVENTS)", path=str(p),
