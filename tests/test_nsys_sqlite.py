@@ -400,3 +400,19 @@ def test_another_tools_database_in_a_directory_is_skipped(tmp_path: Path) -> Non
     r = _analyze([tmp_path], out)
     assert [Path(rk["path"]).name for rk in r["ranks"]] == ["rank0.sqlite"]
     assert any("optuna.sqlite" in w and "without Nsight Systems tables" in w for w in r["warnings"])
+
+
+def test_two_nodes_exports_number_on(tmp_path: Path) -> None:
+    """Two exports of two processes each (two nodes): ranks 0-1 from the first, 2-3 from the second,
+    each file's warning once, in the library and the CLI, analyzed in parallel workers."""
+    for node in (0, 1):
+        _export(tmp_path / f"node{node}.sqlite", [(100 + node, 0), (200 + node, 1)])
+    files = [tmp_path / "node0.sqlite", tmp_path / "node1.sqlite"]
+    trace = stepscope.load(files)
+    assert [r.rank for r in trace.ranks] == [0, 1, 2, 3] and not any("already taken" in w for w in trace.warnings)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = _analyze(files, out, "--step-marker", "step", "--workers", "2")
+    assert [(rk["rank"], Path(rk["path"]).name) for rk in r["ranks"]] == [(0, "node0.sqlite"), (1, "node0.sqlite"),
+                                                                           (2, "node1.sqlite"), (3, "node1.sqlite")]
+    assert sum("several GPU processes" in w for w in r["warnings"]) == 2 and not any("already taken" in w for w in r["warnings"])

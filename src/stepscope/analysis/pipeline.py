@@ -20,8 +20,8 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..trace.counters import read_counter_ranges
-from ..trace.loader import SPLIT_WARNING as _SPLIT
 from ..trace.loader import RankInfo, Trace, assemble, is_nsys_sqlite_path, rank_of, read_one, resolve_ranks
+from ..trace.nsys_sqlite import gpu_units
 from . import cluster, comm_events, hardware, mfu_diagnosis, phases, roofline, scopes, xla
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
@@ -143,25 +143,21 @@ def collapse_rank_warnings(warnings: list[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
-def _read_and_analyze(job: tuple[str, bool, str | None, AnalyzeConfig]) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
+_Job = tuple[str, bool, str | None, AnalyzeConfig, tuple[int, int, int] | None]  # the last: an nsys (pid, device, ordinal)
+
+
+def _read_and_analyze(job: _Job) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
     """One file -> its rank's analysis; a JAX/XLA host with several devices gives one per device
-    (``RankAnalysis.rank`` = the device; the caller numbers them globally)."""
-    path, include_python, cache_dir, cfg = job
+    (``RankAnalysis.rank`` = the device; the caller numbers them globally); one (process, device)
+    of an Nsight export of several (``job[4]``) gives that rank."""
+    path, include_python, cache_dir, cfg, part = job
     if "://" in path:  # fsspec URL (s3://, gs://, memory://...): copy to a local temp file first
         return _remote(job)
-    if is_nsys_sqlite_path(path):
-        from ..trace.nsys_sqlite import gpu_units
-
-        units = gpu_units(path)
-        if len(units) > 1:  # every rank nsys launched (or every device of one process): a rank each, by device
-            out: list[tuple[RankAnalysis, tuple[int | None, str], list[str]]] = []
-            for i, (pid, device) in enumerate(units):
-                part = read_one((path, include_python, cache_dir, (pid, device, i)))
-                result = analyze(assemble([part]), cfg)
-                r0 = result.ranks[0]
-                w = _renumbered(result.warnings, r0.rank, device)
-                out.append((dataclasses.replace(r0, rank=device), (None, "nsys process"), w if i == 0 else [x for x in w if _SPLIT not in x]))
-            return out
+    if part is not None:
+        result = analyze(assemble([read_one((path, include_python, cache_dir, part))]), cfg)
+        r0, (_, device, i) = result.ranks[0], part
+        label = f"{r0.device or ''} (device {device} of {Path(path).name})".strip()
+        return [(dataclasses.replace(r0, device=label), (i, "nsys process"), list(result.warnings))]
     fr = read_one((path, include_python, cache_dir))
     found = rank_of(fr)
     if fr.header.get("format") == "xplane" and cfg.split_devices:
@@ -185,7 +181,7 @@ def _renumbered(warnings: Iterable[str], old: int, new: int) -> list[str]:
     return [w.replace(prefix, f"rank {new}:", 1) if w.startswith(prefix) else w for w in warnings]
 
 
-def _remote(job: tuple[str, bool, str | None, AnalyzeConfig]) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
+def _remote(job: _Job) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
     import shutil
     import tempfile
 
@@ -201,7 +197,7 @@ def _remote(job: tuple[str, bool, str | None, AnalyzeConfig]) -> list[tuple[Rank
     return [(dataclasses.replace(ra, path=path), found, [w.replace(local, path) for w in warnings]) for ra, found, warnings in outs]
 
 
-def _run_on_dask(address: str, jobs: list[tuple[str, bool, str | None, AnalyzeConfig]], progress: Callable[[str], None] | None) -> list[list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]]:
+def _run_on_dask(address: str, jobs: list[_Job], progress: Callable[[str], None] | None) -> list[list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]]:
     """One task per rank file on an existing Dask cluster (scheduler address or scheduler file);
     only the per-rank results travel back."""
     try:
@@ -241,7 +237,16 @@ def analyze_files(
     only the (small) results come back, so memory in the parent does not grow with the number of
     ranks and ranks scale over cores. ``progress(path)`` is called as each file finishes."""
     cfg = config or AnalyzeConfig()
-    jobs = [(p, include_python, cache_dir, cfg) for p in paths]
+    # an Nsight export of several processes or devices: a job per (process, device), so they spread over the workers
+    # (numbered on from the previous export's, so two nodes' exports give ranks 0-7 and 8-15)
+    expanded: list[tuple[str, tuple[int, int, int] | None]] = []
+    base = 0
+    for p in paths:
+        units = gpu_units(p) if is_nsys_sqlite_path(p) else []
+        expanded.extend([(p, (pid, dev, base + i)) for i, (pid, dev) in enumerate(units)] if len(units) > 1 else [(p, None)])
+        base += len(units) if len(units) > 1 else 0
+    paths = [p for p, _ in expanded]
+    jobs: list[_Job] = [(p, include_python, cache_dir, cfg, part) for p, part in expanded]
     n = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
     outs: list[list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]] = []
     if dask:
@@ -276,7 +281,8 @@ def analyze_files(
             device = f"{ra.device or ''} (device {ra.rank} of {Path(ra.path).name})".strip() if len(parts) > 1 else ra.device
             ranks.append(dataclasses.replace(ra, rank=rank, device=device))
     ranks.sort(key=lambda r: r.rank)
-    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in ranks),
+    # the parts of one export repeat its file-level warnings: once each
+    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(list(dict.fromkeys(warnings))), inputs=tuple(r.path for r in ranks),
                     cluster=_cluster(tuple(ranks), cfg))
 
 

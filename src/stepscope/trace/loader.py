@@ -209,6 +209,7 @@ def jobs_for(paths: Sequence[str | os.PathLike[str]], include_python: bool, cach
     rank ``nsys profile`` launched, or a process driving several devices) one per pair, numbered in
     order of the CUDA device."""
     out: list[Job] = []
+    base = 0  # numbered on from the previous export's: two nodes' exports give 0-7 and 8-15
     for p in paths:
         s = str(p)
         units: list[tuple[int, int]] = []
@@ -217,7 +218,8 @@ def jobs_for(paths: Sequence[str | os.PathLike[str]], include_python: bool, cach
 
             units = gpu_units(s)
         if len(units) > 1:
-            out.extend((s, include_python, cache_dir, (pid, dev, i)) for i, (pid, dev) in enumerate(units))
+            out.extend((s, include_python, cache_dir, (pid, dev, base + i)) for i, (pid, dev) in enumerate(units))
+            base += len(units)
         else:
             out.append((s, include_python, cache_dir, None))
     return out
