@@ -45,8 +45,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"stepscope {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    a = sub.add_parser("analyze", help="step breakdown of PyTorch (Kineto) or JAX/XLA (XPlane) profiles (1..N ranks)")
-    a.add_argument("traces", nargs="+", help="trace files (.json/.json.gz/.parquet), directories of per-rank files, or globs")
+    a = sub.add_parser("analyze", help="step breakdown of PyTorch (Kineto), JAX/XLA (XPlane) or Nsight Systems (SQLite export) profiles (1..N ranks)")
+    a.add_argument("traces", nargs="+", help="trace files (.json/.json.gz, .xplane.pb, nsys-jax .zip, Nsight .sqlite, .parquet), "
+                   "directories of per-rank files, or globs")
     a.add_argument("--json", metavar="OUT", help="write the JSON report (schema: docs/json-schema.md); - for standard output")
     a.add_argument("--html", metavar="OUT", help="write the self-contained HTML report; - for standard output")
     a.add_argument("--step-marker", metavar="NAME", help="annotation that marks a step when there is no ProfilerStep#N")
@@ -241,7 +242,7 @@ def parser() -> argparse.ArgumentParser:
     n.add_argument("-o", "--out", help="write the YAML here (default: print it)")
 
     c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")
-    c.add_argument("traces", nargs="+")
+    c.add_argument("traces", nargs="+", help="trace files in any format analyze reads")
     c.add_argument("-o", "--out-dir", required=True, help="directory for <name>.parquet files")
     c.add_argument("--include-python", action="store_true")
     return p
