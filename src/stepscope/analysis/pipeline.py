@@ -20,8 +20,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from ..trace.counters import read_counter_ranges
-from ..trace.loader import RankInfo, Trace, assemble, is_nsys_sqlite_path, rank_of, read_one, resolve_ranks
-from ..trace.nsys_sqlite import gpu_units
+from ..trace.loader import RankInfo, Trace, assemble, jobs_for, rank_of, read_one, resolve_ranks
 from . import cluster, comm_events, hardware, mfu_diagnosis, phases, roofline, scopes, xla
 from .breakdown import StepAccountant
 from .classify import Rules, load_rules
@@ -238,15 +237,8 @@ def analyze_files(
     ranks and ranks scale over cores. ``progress(path)`` is called as each file finishes."""
     cfg = config or AnalyzeConfig()
     # an Nsight export of several processes or devices: a job per (process, device), so they spread over the workers
-    # (numbered on from the previous export's, so two nodes' exports give ranks 0-7 and 8-15)
-    expanded: list[tuple[str, tuple[int, int, int] | None]] = []
-    base = 0
-    for p in paths:
-        units = gpu_units(p) if is_nsys_sqlite_path(p) else []
-        expanded.extend([(p, (pid, dev, base + i)) for i, (pid, dev) in enumerate(units)] if len(units) > 1 else [(p, None)])
-        base += len(units) if len(units) > 1 else 0
-    paths = [p for p, _ in expanded]
-    jobs: list[_Job] = [(p, include_python, cache_dir, cfg, part) for p, part in expanded]
+    jobs: list[_Job] = [(p, ip, cd, cfg, part) for p, ip, cd, part in jobs_for(paths, include_python, cache_dir)]
+    paths = [j[0] for j in jobs]
     n = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
     outs: list[list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]] = []
     if dask:

@@ -234,28 +234,25 @@ def read_one(args: tuple[str, bool, str | None] | Job) -> FileRead:
     if "://" in path and path.endswith(".sqlite"):
         raise TraceFormatError("an Nsight SQLite export is read from a local file", path=path,
                                fix="copy it to local disk, or use stepscope analyze, which copies URLs first")
-    if is_nsys_sqlite_path(path):
+    nsys = is_nsys_sqlite_path(path)
+    if nsys and part is not None:  # one (process, device) of several: no cache entry (the cache is per file)
         from dataclasses import replace
 
         from .nsys_sqlite import read_nsys_sqlite
 
-        if part is not None:  # one (process, device) of several: no cache entry (the cache is per file)
-            fr = keep_plausible(read_nsys_sqlite(path, process=part[0], device=part[1]))
-            return replace(fr, header={**fr.header, "nsys_rank": part[2]})
-        hit = parquet.cache_lookup(path, cache_dir, include_python) if cache_dir else None
-        if hit is not None:
-            return keep_plausible(hit)
-        fr = keep_plausible(read_nsys_sqlite(path))
-        if cache_dir:
-            parquet.cache_store(fr, cache_dir, include_python)
-        return fr
+        fr = keep_plausible(read_nsys_sqlite(path, process=part[0], device=part[1]))
+        return replace(fr, header={**fr.header, "nsys_rank": part[2]})
     if path.endswith(".parquet"):
         return keep_plausible(parquet.read_parquet(path))  # a damaged cache's values are untrusted too
     if cache_dir:
         hit = parquet.cache_lookup(path, cache_dir, include_python)
         if hit is not None:
             return keep_plausible(hit)
-    if path.endswith(".xplane.pb"):
+    if nsys:
+        from .nsys_sqlite import read_nsys_sqlite
+
+        fr = keep_plausible(read_nsys_sqlite(path))
+    elif path.endswith(".xplane.pb"):
         from .xplane import read_xplane
 
         fr = keep_plausible(read_xplane(path, include_python=include_python))

@@ -95,7 +95,7 @@ def input_types(kind: np.ndarray, name_idx: np.ndarray, names: np.ndarray, ext: 
     labels = ["float"] + [t for _, t in _KERNEL_DTYPE]
     per_name = np.array([next((1 + j for j, (pat, _) in enumerate(_KERNEL_DTYPE) if pat.search(str(nm))), 0) for nm in names.tolist()])
     pos = np.clip(np.searchsorted(ids, ext[ops]), 0, max(ids.size - 1, 0))
-    found = (ids.size > 0) & (ids[pos] == ext[ops]) if ids.size else np.zeros(ops.size, bool)
+    found = ids[pos] == ext[ops] if ids.size else np.zeros(ops.size, bool)
     code = np.full(n, -1, np.int64)
     code[ops] = np.where(found, per_name[name_idx[kern[first[pos]]]] if ids.size else 0, 0)
     for j, label in enumerate(labels):

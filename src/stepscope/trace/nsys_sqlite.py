@@ -1,6 +1,6 @@
 """Nsight Systems SQLite exports (``nsys export --type sqlite report.nsys-rep``) -> the event table.
 
-Tables read (each is optional; a file needs at least one of the first three):
+Tables read (each is optional; a file needs a kernel, runtime or NVTX table):
 - ``CUPTI_ACTIVITY_KIND_KERNEL`` -> ``kernel`` rows: ``start``/``end`` ns, ``deviceId``,
   ``streamId``, ``correlationId``; the name is the demangled one from ``StringIds`` (else the short);
 - ``CUPTI_ACTIVITY_KIND_MEMCPY`` -> ``memcpy`` rows named as Kineto names them, ``Memcpy HtoD
@@ -21,8 +21,8 @@ drives several devices (JAX): ``gpu_units`` lists the (process, device) pairs th
 work, ordered by device, and ``read_nsys_sqlite(path, process=pid, device=d)`` reads one of them
 (the loader and ``analyze`` make each a rank, in that order: torchrun's LOCAL_RANK is the device).
 Rows are fetched in bounded chunks (one Python tuple per row inside SQLite's C loop, converted to
-numpy per chunk). emit_nvtx op ranges are linked to the kernels they launched in ``nsys_ops``. Text that is not UTF-8 (some exports hold Latin-1 metadata) is decoded with
-replacement characters. A table SQLite cannot read (a damaged or cut file) is skipped and named in
+numpy per chunk). emit_nvtx op ranges are linked to the kernels they launched in ``nsys_ops``.
+Text that is not UTF-8 (some exports hold Latin-1 metadata) is decoded with replacement characters. A table SQLite cannot read (a damaged or cut file) is skipped and named in
 a warning; the rest is analyzed.
 """
 
@@ -212,8 +212,7 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
                 continue
             if got is not None:
                 parts.extend(got if isinstance(got, list) else [got])
-        cols = _merge(parts)
-        parts.clear()  # the merged columns are copies: let the per-table ones go before the table is built
+        cols = _merge(parts)  # empties the parts as it goes
         used = np.unique(np.asarray(cols["device"]))
         props = _device_properties(con, used[used >= 0]) if "TARGET_INFO_GPU" in tables else []
     con.close()
@@ -387,7 +386,7 @@ def _merge(parts: list[dict]) -> dict[str, object]:
     Each column leaves the parts as it is concatenated, so the parts and the result are not both
     held whole."""
     def take(k: str, empty: np.ndarray) -> np.ndarray:
-        return np.concatenate([p.pop(k, None) if k in p else np.full(len(p["ts"]), -1, empty.dtype) for p in parts] + [empty])
+        return np.concatenate([p.pop(k) if k in p else np.full(len(p["ts"]), -1, empty.dtype) for p in parts] + [empty])
 
     offsets = np.cumsum([0] + [len(p["names"]) for p in parts])
     every = [n for p in parts for n in p["names"]]
