@@ -104,15 +104,33 @@ def main() -> None:
         "print(fr.table.num_rows, round(dt,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
     )
     rows, secs, rss = ingest["out"].split()
-    print(json.dumps({"measure": "ingest (read_kineto, 1 core)", "events": int(rows), "s": float(secs),
-                      "MB_per_s": round(size / 1e6 / float(secs), 1), "peak_rss_mib": int(rss)}))
+    print(
+        json.dumps(
+            {
+                "measure": "ingest (read_kineto, 1 core)",
+                "events": int(rows),
+                "s": float(secs),
+                "MB_per_s": round(size / 1e6 / float(secs), 1),
+                "peak_rss_mib": int(rss),
+            }
+        )
+    )
     e2e = run(
         "import time,resource,sys;from stepscope.cli import main;t=time.perf_counter();"
         f"rc=main(['analyze',{str(path)!r},'--json',{str(wd / 'out.json')!r},'-q']);"
         "print(rc, round(time.perf_counter()-t,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
     )
     rc, secs_e2e, rss_e2e = e2e["out"].split()[-3:]
-    print(json.dumps({"measure": "stepscope analyze end to end", "rc": int(rc), "s": float(secs_e2e), "peak_rss_mib": int(rss_e2e)}))
+    print(
+        json.dumps(
+            {
+                "measure": "stepscope analyze end to end",
+                "rc": int(rc),
+                "s": float(secs_e2e),
+                "peak_rss_mib": int(rss_e2e),
+            }
+        )
+    )
     if not a.skip_hta:
         hta = run(
             "import time,resource,logging;logging.disable(logging.WARNING);t=time.perf_counter();"
@@ -126,8 +144,16 @@ def main() -> None:
             print(json.dumps({"measure": "HTA", "error": hta["error"][-500:]}))
         else:
             s_hta, rss_hta = hta["out"].split()[-2:]
-            print(json.dumps({"measure": "HTA temporal breakdown + comm/comp overlap", "s": float(s_hta), "peak_rss_mib": int(rss_hta),
-                              "speedup_vs_hta": round(float(s_hta) / float(secs_e2e), 1)}))
+            print(
+                json.dumps(
+                    {
+                        "measure": "HTA temporal breakdown + comm/comp overlap",
+                        "s": float(s_hta),
+                        "peak_rss_mib": int(rss_hta),
+                        "speedup_vs_hta": round(float(s_hta) / float(secs_e2e), 1),
+                    }
+                )
+            )
     print(json.dumps({"input_mb": round(size / 1e6), "input_mib": round(size / 2**20), "cpus": os.cpu_count()}))
     if a.ranks:
         scaling(wd, a.ranks, a.rank_mb)
@@ -152,8 +178,17 @@ def scaling(wd: Path, ranks: int, rank_mb: int) -> None:
             "print(rc, round(time.perf_counter()-t,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
         )
         rc, secs, rss = res["out"].split()[-3:]
-        print(json.dumps({"measure": f"{ranks} ranks x {rank_mb} MB, --workers {workers}", "rc": int(rc), "s": float(secs),
-                          "MB_per_s": round(ranks * one.stat().st_size / 1e6 / float(secs), 1), "parent_peak_rss_mib": int(rss)}))
+        print(
+            json.dumps(
+                {
+                    "measure": f"{ranks} ranks x {rank_mb} MB, --workers {workers}",
+                    "rc": int(rc),
+                    "s": float(secs),
+                    "MB_per_s": round(ranks * one.stat().st_size / 1e6 / float(secs), 1),
+                    "parent_peak_rss_mib": int(rss),
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -81,7 +81,9 @@ def build(workdir: Path, n_ranks: int, delay_us: float) -> tuple[list[str], int,
         gs[world], gs[pair] = n_ranks, 2
         t = base.set_column(base.schema.get_field_index("ts_ns"), "ts_ns", pa.array(ts))
         t = t.set_column(t.schema.get_field_index("dur_ns"), "dur_ns", pa.array(dur))
-        t = t.set_column(t.schema.get_field_index("pg_name"), "pg_name", pa.array(names_pg, pa.string()).dictionary_encode())
+        t = t.set_column(
+            t.schema.get_field_index("pg_name"), "pg_name", pa.array(names_pg, pa.string()).dictionary_encode()
+        )
         t = t.set_column(t.schema.get_field_index("group_size"), "group_size", pa.array(gs.astype(np.int32)))
         t = t.set_column(0, "rank", pa.array(np.full(t.num_rows, r, dtype=np.int32))).cast(EVENT_SCHEMA)
         p = workdir / f"rank-{r}.parquet"
@@ -101,11 +103,22 @@ def measure(paths: list[str], workers: int) -> None:
     a = analyze_files(paths, workers=workers)
     wall = time.perf_counter() - t
     c = a.cluster
-    found = [dict(rank=s.rank, cause=s.cause, score=round(s.score, 1), excess_ms=round(s.excess_ns / 1e6, 3))
-             for s in c.stragglers if s.is_straggler or s.cause == "link"]  # type: ignore[union-attr]
-    print(json.dumps({"wall_s": round(wall, 2), "parent_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-                      "worker_rss_mb_max": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
-                      "matched_collectives": len(c.collectives), "found": found[:8]}))  # type: ignore[union-attr]
+    found = [
+        dict(rank=s.rank, cause=s.cause, score=round(s.score, 1), excess_ms=round(s.excess_ns / 1e6, 3))
+        for s in c.stragglers
+        if s.is_straggler or s.cause == "link"
+    ]  # type: ignore[union-attr]
+    print(
+        json.dumps(
+            {
+                "wall_s": round(wall, 2),
+                "parent_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                "worker_rss_mb_max": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
+                "matched_collectives": len(c.collectives),
+                "found": found[:8],
+            }
+        )
+    )  # type: ignore[union-attr]
 
 
 def main() -> None:
@@ -124,10 +137,26 @@ def main() -> None:
         paths, straggler, inj = build(Path(a.workdir) / f"r{n}", n, a.delay_us)
         built = time.perf_counter() - t
         for w in a.workers:
-            out = subprocess.run([sys.executable, __file__, "--workers", str(w), "--measure", *paths], capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--workers", str(w), "--measure", *paths],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             res = json.loads(out.stdout.strip().splitlines()[-1])
-            print(json.dumps({"ranks": n, "workers": w, "build_s": round(built, 1), "injected_straggler": straggler,
-                              "injected_excess_ms_per_step": inj / 1e6, "injected_slow_link_ranks": [2, 3], **res}))
+            print(
+                json.dumps(
+                    {
+                        "ranks": n,
+                        "workers": w,
+                        "build_s": round(built, 1),
+                        "injected_straggler": straggler,
+                        "injected_excess_ms_per_step": inj / 1e6,
+                        "injected_slow_link_ranks": [2, 3],
+                        **res,
+                    }
+                )
+            )
 
 
 if __name__ == "__main__":

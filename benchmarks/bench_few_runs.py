@@ -47,12 +47,23 @@ def main() -> None:
             for _ in range(a.draws):
                 sub = rng.sample(idx, n)
                 total = errs[sub].sum(axis=0)
-                fits = {"priors": c.Fit(1.0, 1.0, 1.0, 1.0), "unpulled": c._best(np.where(no_wait, np.inf, total)),
-                        "strongest_pull": c._best(np.where(no_wait, np.inf, total), c.PULLS[-1]), "plan_calibrate": c._select(errs, sub)}
+                fits = {
+                    "priors": c.Fit(1.0, 1.0, 1.0, 1.0),
+                    "unpulled": c._best(np.where(no_wait, np.inf, total)),
+                    "strongest_pull": c._best(np.where(no_wait, np.inf, total), c.PULLS[-1]),
+                    "plan_calibrate": c._select(errs, sub),
+                }
                 for name, f in fits.items():
                     ape[name] += [abs(c.predict_one(runs[j], f) / runs[j].measured - 1) for j in idx if j not in sub]
-        print(json.dumps({"runs_calibrated_on": n, "rows_predicted": len(ape["priors"]),
-                          **{f"mape_{k}": round(float(np.mean(v)), 4) for k, v in ape.items()}}))
+        print(
+            json.dumps(
+                {
+                    "runs_calibrated_on": n,
+                    "rows_predicted": len(ape["priors"]),
+                    **{f"mape_{k}": round(float(np.mean(v)), 4) for k, v in ape.items()},
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -42,18 +42,30 @@ def records(rows: list[dict], recipes: bool = False, pipeline_split: bool = Fals
     for r in rows:
         tp, pp, cp = int(r["tp"]), int(r["pp"]), int(r["cp"])
         dp = int(r["devices"]) // (tp * pp * cp)
-        strategy = (f"tp={tp},pp={pp},cp={cp},dp={dp},vpp={r['vp']},ep={r['ep']},mb={r['micro_batch']},"
-                    f"zero={3 if r['fsdp'] == '1' else 1},tp_overlap={'full' if tp > 1 else 'none'}")
+        strategy = (
+            f"tp={tp},pp={pp},cp={cp},dp={dp},vpp={r['vp']},ep={r['ep']},mb={r['micro_batch']},"
+            f"zero={3 if r['fsdp'] == '1' else 1},tp_overlap={'full' if tp > 1 else 'none'}"
+        )
         model = r["model"] if not r["model"].endswith(".json") else str(HOLDOUT / r["model"])
         system = r["system"].removeprefix("DGX-").lower()  # h100, b200, gb200
         # DGX H100/B200: 8 GPUs a node; GB200 NVL72: 64 GPUs of a rack's NVLink domain (the set-2 rule)
         per_node = min(int(r["devices"]), 64) if system == "gb200" else 8
-        out.append({"model": model, "hardware": system, "devices": int(r["devices"]),
-                    "devices_per_node": per_node, "global_batch": int(r["global_batch"]), "seq_len": int(r["seq_len"]),
-                    "precision": "bf16" if r["precision"] == "BF16" else "fp8", "param_gather_overlap": True,
-                    # NeMo / Megatron-Bridge attend through Transformer Engine: cuDNN's fused attention on
-                    # Hopper (data/frameworks.yaml megatron; measured only there, the rest keep the prior)
-                    "attention_kernel": "cudnn", "strategy": strategy})
+        out.append(
+            {
+                "model": model,
+                "hardware": system,
+                "devices": int(r["devices"]),
+                "devices_per_node": per_node,
+                "global_batch": int(r["global_batch"]),
+                "seq_len": int(r["seq_len"]),
+                "precision": "bf16" if r["precision"] == "BF16" else "fp8",
+                "param_gather_overlap": True,
+                # NeMo / Megatron-Bridge attend through Transformer Engine: cuDNN's fused attention on
+                # Hopper (data/frameworks.yaml megatron; measured only there, the rest keep the prior)
+                "attention_kernel": "cudnn",
+                "strategy": strategy,
+            }
+        )
         if recipes:
             if out[-1]["precision"] == "fp8":
                 out[-1]["grad_dtype"] = "bf16"
@@ -63,10 +75,14 @@ def records(rows: list[dict], recipes: bool = False, pipeline_split: bool = Fals
                 out[-1]["strategy"] += ",recompute=layernorm_moe_act"
             if "Megatron-Bridge" in r["source"]:  # its performance recipes' _benchmark_common: cross_entropy_impl="te"
                 out[-1]["loss"] = "te"
-            if "llama3-70b" in r["model"] and system == "gb200" and r["fsdp"] == "1":  # llama3_workload_base_configs.py:
+            if (
+                "llama3-70b" in r["model"] and system == "gb200" and r["fsdp"] == "1"
+            ):  # llama3_workload_base_configs.py:
                 out[-1]["strategy"] += ",offload_layers=40"  # cpu_offloading_num_layers=40 (the Grace CPU holds them)
             if "qwen3-235b" in r["model"] and system == "h100":  # qwen3_workload_base_configs.py: moe_a2a_overlap=True,
-                out[-1]["strategy"] = out[-1]["strategy"].replace("tp_overlap=full", "tp_overlap=none") + ",ep_overlap=1"  # tp_comm_overlap=False
+                out[-1]["strategy"] = (
+                    out[-1]["strategy"].replace("tp_overlap=full", "tp_overlap=none") + ",ep_overlap=1"
+                )  # tp_comm_overlap=False
         if pipeline_split and "405b" in r["model"]:
             out[-1]["pipeline_split_embedding"] = True
     return out
@@ -76,8 +92,15 @@ def run_batch(recs: list[dict]) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "holdout.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
-        cmd = [sys.executable, "-c", "import sys; from stepscope.cli import main; sys.exit(main())",
-               "plan", "--batch", str(path), "--json"]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from stepscope.cli import main; sys.exit(main())",
+            "plan",
+            "--batch",
+            str(path),
+            "--json",
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
@@ -101,7 +124,15 @@ def calibrated(js: list[tuple[Any, dict[str, np.ndarray]]], validation: Path) ->
     from stepscope.planner.calibrate import fit, predict_tokens
 
     f = fit(validation_runs(validation))
-    print(json.dumps({"calibration_fit_on_validation": {k: round(v, 6 if k == "layer_overhead_s" else 3) for k, v in vars(f).items()}}))
+    print(
+        json.dumps(
+            {
+                "calibration_fit_on_validation": {
+                    k: round(v, 6 if k == "layer_overhead_s" else 3) for k, v in vars(f).items()
+                }
+            }
+        )
+    )
     return [float(predict_tokens(f.apply(job), s)[0]) for job, s in js]
 
 
@@ -130,14 +161,34 @@ def choice(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]], framew
         best = int(np.argmax(tok))
         kind = "MoE" if job.model.n_experts else "dense"
         gains[kind].append(float(tok[best]) / theirs - 1)
-        print(json.dumps({"choice": r["id"], "model": Path(r["model"]).stem, "nvidia_layout_predicted": round(theirs, 1),
-                          "planner_best_predicted": round(float(tok[best]), 1), "planner_gain": round(float(tok[best]) / theirs - 1, 3),
-                          "rated_faster": int(np.count_nonzero(tok > theirs)), "fitting": int(np.count_nonzero(tok)),
-                          "planner_best": ",".join(f"{k}={int(sp[k][best])}" for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "mb", "zero"))
-                          + f",recompute={RECOMPUTE[int(sp['recompute'][best])]}"}))
+        print(
+            json.dumps(
+                {
+                    "choice": r["id"],
+                    "model": Path(r["model"]).stem,
+                    "nvidia_layout_predicted": round(theirs, 1),
+                    "planner_best_predicted": round(float(tok[best]), 1),
+                    "planner_gain": round(float(tok[best]) / theirs - 1, 3),
+                    "rated_faster": int(np.count_nonzero(tok > theirs)),
+                    "fitting": int(np.count_nonzero(tok)),
+                    "planner_best": ",".join(
+                        f"{k}={int(sp[k][best])}" for k in ("tp", "pp", "vpp", "dp", "cp", "ep", "mb", "zero")
+                    )
+                    + f",recompute={RECOMPUTE[int(sp['recompute'][best])]}",
+                }
+            )
+        )
     for kind, g in gains.items():
-        print(json.dumps({"choice_summary": kind, "rows": len(g), "median_planner_gain": round(float(np.median(g)), 3),
-                          "within_10pct": sum(x <= 0.10 for x in g)}))
+        print(
+            json.dumps(
+                {
+                    "choice_summary": kind,
+                    "rows": len(g),
+                    "median_planner_gain": round(float(np.median(g)), 3),
+                    "within_10pct": sum(x <= 0.10 for x in g),
+                }
+            )
+        )
 
 
 def own_runs(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]]) -> None:
@@ -148,16 +199,32 @@ def own_runs(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]]) -> N
 
     from stepscope.planner.calibrate import Run, cross_validate, predict_tokens
 
-    runs = [Run(job, {k: int(v[0]) for k, v in s.items()}, float(r["tokens_per_s_per_gpu"]), predict_tokens,
-                "MoE" if job.model.n_experts else "dense") for r, (job, s) in zip(rows, js)]
+    runs = [
+        Run(
+            job,
+            {k: int(v[0]) for k, v in s.items()},
+            float(r["tokens_per_s_per_gpu"]),
+            predict_tokens,
+            "MoE" if job.model.n_experts else "dense",
+        )
+        for r, (job, s) in zip(rows, js)
+    ]
     for kind in ("dense", "MoE"):
         mine = [dataclasses.replace(x, group=str(i)) for i, x in enumerate(runs) if x.group == kind]
         if len(mine) >= 3:
             cv = cross_validate(mine).values()
             ape = [float(v["mape"]) for v in cv]
             wait_us = [float(v["layer_overhead_s"]) * 1e6 for v in cv]
-            print(json.dumps({"calibrated_own_runs": kind, "rows": len(mine), "mape_leave_one_out": round(float(np.mean(ape)), 3),
-                              "host_wait_us_over_folds": [min(wait_us), max(wait_us)]}))
+            print(
+                json.dumps(
+                    {
+                        "calibrated_own_runs": kind,
+                        "rows": len(mine),
+                        "mape_leave_one_out": round(float(np.mean(ape)), 3),
+                        "host_wait_us_over_folds": [min(wait_us), max(wait_us)],
+                    }
+                )
+            )
 
 
 def summary(rows: list[dict], key: str) -> dict:
@@ -178,13 +245,26 @@ def main() -> None:
     ap.add_argument("--csv", default=str(HOLDOUT / "nvidia_perf_tables.csv"))
     ap.add_argument("--validation", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
     ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted values")
-    ap.add_argument("--recipes", action="store_true", help="the second run: gradient dtype and recompute as the recipes set them")
-    ap.add_argument("--pipeline-split", action="store_true",
-                    help="post-hoc: Llama 3.1 405B with the embedding and the loss counted as pipeline layers, as its recipe sets")
-    ap.add_argument("--choice", action="store_true", help="also rank each tuned layout in the planner's own search of its job")
-    ap.add_argument("--choice-framework", metavar="NAME", help="with --choice: search only this framework's policies and schedules")
-    ap.add_argument("--set", choices=("1", "2", "all"), default="all",
-                    help="1: the 28 runs of runs 1-3 (H100, B200); 2: the 16 GB200 runs added after them (README)")
+    ap.add_argument(
+        "--recipes", action="store_true", help="the second run: gradient dtype and recompute as the recipes set them"
+    )
+    ap.add_argument(
+        "--pipeline-split",
+        action="store_true",
+        help="post-hoc: Llama 3.1 405B with the embedding and the loss counted as pipeline layers, as its recipe sets",
+    )
+    ap.add_argument(
+        "--choice", action="store_true", help="also rank each tuned layout in the planner's own search of its job"
+    )
+    ap.add_argument(
+        "--choice-framework", metavar="NAME", help="with --choice: search only this framework's policies and schedules"
+    )
+    ap.add_argument(
+        "--set",
+        choices=("1", "2", "all"),
+        default="all",
+        help="1: the 28 runs of runs 1-3 (H100, B200); 2: the 16 GB200 runs added after them (README)",
+    )
     a = ap.parse_args()
     with open(a.csv, encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if r["use"] == "yes" and a.set in ("all", r["set"])]
@@ -194,12 +274,25 @@ def main() -> None:
     cal = calibrated(js, Path(a.validation)) if Path(a.validation).exists() else [None] * len(recs)
     per = []
     for r, rec, (job, _), p, c in zip(rows, recs, js, preds, cal):
-        per.append({"id": r["id"], "set": r["set"], "table": f"{r['source'].split()[0]} {r['container']}", "system": r["system"],
-                    "model": Path(r["model"]).stem, "moe": job.model.n_experts > 0,
-                    "strategy": rec["strategy"], "measured": float(r["tokens_per_s_per_gpu"]),
-                    "predicted": round(p["tokens_per_s_per_device"], 1), "naive": round(naive(job), 1),
-                    "calibrated": None if c is None else round(c, 1), "fits": p["fits"], "memory_gb": round(p["memory_gb"]["total"], 1),
-                    "bottleneck": p["bottleneck"], "error": round(p["tokens_per_s_per_device"] / float(r["tokens_per_s_per_gpu"]) - 1, 3)})
+        per.append(
+            {
+                "id": r["id"],
+                "set": r["set"],
+                "table": f"{r['source'].split()[0]} {r['container']}",
+                "system": r["system"],
+                "model": Path(r["model"]).stem,
+                "moe": job.model.n_experts > 0,
+                "strategy": rec["strategy"],
+                "measured": float(r["tokens_per_s_per_gpu"]),
+                "predicted": round(p["tokens_per_s_per_device"], 1),
+                "naive": round(naive(job), 1),
+                "calibrated": None if c is None else round(c, 1),
+                "fits": p["fits"],
+                "memory_gb": round(p["memory_gb"]["total"], 1),
+                "bottleneck": p["bottleneck"],
+                "error": round(p["tokens_per_s_per_device"] / float(r["tokens_per_s_per_gpu"]) - 1, 3),
+            }
+        )
     if a.rows:
         with open(a.rows, "w", encoding="utf-8", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(per[0]))
@@ -216,13 +309,37 @@ def main() -> None:
     for r in per:
         groups.setdefault((r["table"], r["system"]), []).append(r)
     for (table, system), g in sorted(groups.items()):
-        print(json.dumps({"group": f"{table} {system}", "rows": len(g),
-                          "spearman": spearman([r["predicted"] for r in g], [r["measured"] for r in g]),
-                          "naive_spearman": spearman([r["naive"] for r in g], [r["measured"] for r in g])}))
+        print(
+            json.dumps(
+                {
+                    "group": f"{table} {system}",
+                    "rows": len(g),
+                    "spearman": spearman([r["predicted"] for r in g], [r["measured"] for r in g]),
+                    "naive_spearman": spearman([r["naive"] for r in g], [r["measured"] for r in g]),
+                }
+            )
+        )
     print(json.dumps({"measured_runs_predicted_not_to_fit": [r["id"] for r in per if not r["fits"]]}))
     for r in per:
-        print(json.dumps({k: r[k] for k in ("id", "model", "system", "measured", "predicted", "error", "calibrated", "naive",
-                                           "memory_gb", "bottleneck")}))
+        print(
+            json.dumps(
+                {
+                    k: r[k]
+                    for k in (
+                        "id",
+                        "model",
+                        "system",
+                        "measured",
+                        "predicted",
+                        "error",
+                        "calibrated",
+                        "naive",
+                        "memory_gb",
+                        "bottleneck",
+                    )
+                }
+            )
+        )
     own_runs(rows, js)
     if a.choice:
         choice(rows, js, a.choice_framework)

@@ -40,30 +40,54 @@ def build(out: Path, kernels: int) -> int:
     con = sqlite3.connect(out)
     con.executescript("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;" + READ_COLUMNS)
     names = [f"void kernel_{i}<float, {i % 7}>(Params)" for i in range(2000)]
-    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i + 10, n) for i, n in enumerate(names)] + [(1, "cudaLaunchKernel_v7000")])
+    con.executemany(
+        "INSERT INTO StringIds VALUES (?, ?)",
+        [(i + 10, n) for i, n in enumerate(names)] + [(1, "cudaLaunchKernel_v7000")],
+    )
     launch = 1_000 + np.arange(kernels, dtype=np.int64) * 3_000  # a launch every 3 us on the host
     start = launch + 5_000
     dur = rng.integers(1_000, 20_000, kernels)
     corr = np.arange(kernels, dtype=np.int64) + 1
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, ?, ?, ?, ?, ?)",
-                    zip(start.tolist(), (start + dur).tolist(), (7 + corr % 8).tolist(), corr.tolist(), [G] * kernels,
-                        (10 + rng.integers(0, 2000, kernels)).tolist(), [0] * kernels))
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 1, 0)",
-                    zip(launch.tolist(), (launch + 2_000).tolist(), [T] * kernels, corr.tolist()))
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, ?, ?, ?, ?, ?)",
+        zip(
+            start.tolist(),
+            (start + dur).tolist(),
+            (7 + corr % 8).tolist(),
+            corr.tolist(),
+            [G] * kernels,
+            (10 + rng.integers(0, 2000, kernels)).tolist(),
+            [0] * kernels,
+        ),
+    )
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 1, 0)",
+        zip(launch.tolist(), (launch + 2_000).tolist(), [T] * kernels, corr.tolist()),
+    )
     m = np.arange(0, kernels, 10)
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 1, 7, -1, ?, 1048576, 1, 1, 3)",
-                    zip((start[m] + 100).tolist(), (start[m] + 600).tolist(), [G] * m.size))
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 1, 7, -1, ?, 1048576, 1, 1, 3)",
+        zip((start[m] + 100).tolist(), (start[m] + 600).tolist(), [G] * m.size),
+    )
     r = np.arange(0, kernels, 20)
     texts = [f"layer_{i % 300}.forward" for i in range(300)]
-    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)",
-                    zip(launch[r].tolist(), (launch[r] + 50_000).tolist(), [texts[i % 300] for i in range(r.size)], [T] * r.size))
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)",
+        zip(launch[r].tolist(), (launch[r] + 50_000).tolist(), [texts[i % 300] for i in range(r.size)], [T] * r.size),
+    )
     # PyTorch emit_nvtx(record_shapes=True) op ranges around every launch, each text distinct (seq, op_id)
-    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)",
-                    ((int(a) - 200, int(a) + 2_500, f"aten::mm, seq = {i}, op_id = {i}, sizes = [[64, 128], [128, 256]]", T)
-                     for i, a in enumerate(launch)))
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)",
+        (
+            (int(a) - 200, int(a) + 2_500, f"aten::mm, seq = {i}, op_id = {i}, sizes = [[64, 128], [128, 256]]", T)
+            for i, a in enumerate(launch)
+        ),
+    )
     steps = np.arange(0, kernels, 1_000)
-    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, 'step', ?, NULL, NULL, 0)",
-                    zip(launch[steps].tolist(), (launch[steps] + 3_000 * 1_000).tolist(), [T] * steps.size))
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, 'step', ?, NULL, NULL, 0)",
+        zip(launch[steps].tolist(), (launch[steps] + 3_000 * 1_000).tolist(), [T] * steps.size),
+    )
     con.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H100 80GB HBM3', 85899345920, 132, 9, 0)")
     con.commit()
     con.close()
@@ -90,19 +114,55 @@ def main() -> None:
     t0 = time.perf_counter()
     rows = build(db, ns.kernels)
     mb = db.stat().st_size / 1e6
-    print(json.dumps({"built": str(db), "rows": rows, "mb": round(mb, 1), "build_s": round(time.perf_counter() - t0, 1)}))
-    out = json.loads(subprocess.run([sys.executable, "-c", READ, str(db)], capture_output=True, text=True, check=True).stdout)
-    print(json.dumps({"measure": "read_nsys_sqlite", "rows": out["rows"], "wall_s": round(out["s"], 2),
-                      "rows_per_s": round(out["rows"] / out["s"]), "mb_per_s": round(mb / out["s"], 1), "peak_rss_mb": round(out["rss_mb"])}))
+    print(
+        json.dumps({"built": str(db), "rows": rows, "mb": round(mb, 1), "build_s": round(time.perf_counter() - t0, 1)})
+    )
+    out = json.loads(
+        subprocess.run([sys.executable, "-c", READ, str(db)], capture_output=True, text=True, check=True).stdout
+    )
+    print(
+        json.dumps(
+            {
+                "measure": "read_nsys_sqlite",
+                "rows": out["rows"],
+                "wall_s": round(out["s"], 2),
+                "rows_per_s": round(out["rows"] / out["s"]),
+                "mb_per_s": round(mb / out["s"], 1),
+                "peak_rss_mb": round(out["rss_mb"]),
+            }
+        )
+    )
     report = ns.workdir / "nsys_report.json"
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import sys; from stepscope.cli import main; sys.exit(main())", "analyze", str(db),
-                    "--json", str(report), "-q", "--step-marker", "step"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from stepscope.cli import main; sys.exit(main())",
+            "analyze",
+            str(db),
+            "--json",
+            str(report),
+            "-q",
+            "--step-marker",
+            "step",
+        ],
+        check=True,
+    )
     dt = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     steps = len(json.loads(report.read_text())["ranks"][0]["steps"])
-    print(json.dumps({"measure": "analyze", "wall_s": round(dt, 2), "steps": steps, "peak_rss_mb": round(rss),
-                      "cpus": os.cpu_count()}))
+    print(
+        json.dumps(
+            {
+                "measure": "analyze",
+                "wall_s": round(dt, 2),
+                "steps": steps,
+                "peak_rss_mb": round(rss),
+                "cpus": os.cpu_count(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

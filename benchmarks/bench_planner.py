@@ -27,15 +27,15 @@ import json
 import re
 import time
 from collections import defaultdict
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+from compare_rows import clustered_se
 
-from stepscope.analysis.model_flops import ModelShape
+from stepscope.catalog.model_flops import ModelShape
 from stepscope.errors import ConfigError
 from stepscope.planner import frameworks
-from compare_rows import clustered_se
 from stepscope.planner.calibrate import Fit, Run, cross_validate, errors, predict_one
 from stepscope.planner.cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
 from stepscope.planner.job import DP_OVERLAP
@@ -62,8 +62,13 @@ def throughput() -> dict:
         evaluate(job, big)
         times.append(time.perf_counter() - t)
     med = float(np.median(times))
-    return {"configs": n, "median_s": round(med, 3), "min_s": round(min(times), 3), "configs_per_s_median": round(n / med),
-            "configs_per_s_best": round(n / min(times))}
+    return {
+        "configs": n,
+        "median_s": round(med, 3),
+        "min_s": round(min(times), 3),
+        "configs_per_s_median": round(n / med),
+        "configs_per_s_best": round(n / min(times)),
+    }
 
 
 def _num(x: str, default: float | None = None) -> float | None:
@@ -73,8 +78,16 @@ def _num(x: str, default: float | None = None) -> float | None:
         return default
 
 
-_HW = [(r"H200", "h200"), (r"H100-96GB", "h100-96gb"), (r"H100", "h100"), (r"A100", "a100"), (r"910B", "ascend-910b"), (r"v5e", "tpu-v5e"),
-       (r"v5p", "tpu-v5p"), (r"TPU v4", "tpu-v4")]
+_HW = [
+    (r"H200", "h200"),
+    (r"H100-96GB", "h100-96gb"),
+    (r"H100", "h100"),
+    (r"A100", "a100"),
+    (r"910B", "ascend-910b"),
+    (r"v5e", "tpu-v5e"),
+    (r"v5p", "tpu-v5p"),
+    (r"TPU v4", "tpu-v4"),
+]
 
 
 def _row_job(r: dict) -> tuple[Job, dict] | None:
@@ -84,10 +97,16 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
         return None
     experts = int(_num(r["moe_experts"], 0) or 0)
     m = ModelShape(
-        d_model=int(h), n_layers=int(L), n_heads=int(heads), n_kv_heads=int(_num(r["n_kv_heads"], heads) or heads),
-        head_dim=int(_num(r["head_dim"], h / heads) or h / heads), d_ff=int(_num(r["ffn_hidden"], 4 * h) or 4 * h),
-        vocab=int(_num(r["vocab"], 50000) or 50000), gated_mlp="GPT" not in r["model_name"],
-        n_experts=experts, experts_per_token=int(_num(r["moe_topk"], 0) or 0),
+        d_model=int(h),
+        n_layers=int(L),
+        n_heads=int(heads),
+        n_kv_heads=int(_num(r["n_kv_heads"], heads) or heads),
+        head_dim=int(_num(r["head_dim"], h / heads) or h / heads),
+        d_ff=int(_num(r["ffn_hidden"], 4 * h) or 4 * h),
+        vocab=int(_num(r["vocab"], 50000) or 50000),
+        gated_mlp="GPT" not in r["model_name"],
+        n_experts=experts,
+        experts_per_token=int(_num(r["moe_topk"], 0) or 0),
         d_ff_expert=int(_num(r["moe_ffn_hidden"], _num(r["ffn_hidden"], 4 * h)) or 4 * h),
         n_shared_experts=int(_num(r["moe_shared_experts"], 0) or 0),
     )
@@ -102,7 +121,9 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     # micro-batch's backward (Megatron ran the others under model.no_sync); the PP>1 sizes, and
     # the Table 2 PTD-P runs, with DDP=local
     torch_ddp = "Table 1" in r["source"] and "Narayanan" in r["source"] and _num(r["pp"], 1) == 1
-    deepspeed = "Narayanan" in r["source"] and "zero3" in r["zero_or_fsdp"].lower()  # SC21's ZeRO-3 baselines ran DeepSpeed
+    deepspeed = (
+        "Narayanan" in r["source"] and "zero3" in r["zero_or_fsdp"].lower()
+    )  # SC21's ZeRO-3 baselines ran DeepSpeed
     sc21_local_ddp = "Narayanan" in r["source"] and not deepspeed and not torch_ddp
     # TPU multislice rows: FSDP within each slice (ICI), data parallel across slices (DCN)
     dev = hardware(hw)
@@ -123,55 +144,73 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     # 2025-06 benchmarks ran torch.compile; nanotron's is sharded_cross_entropy(..., dtype=torch.float),
     # the max subtracted out of place
     titan_2025 = bool(re.search(r"2025-?06", r["source"]))
-    loss = ("compiled" if titan_2025 else "unfused") if "torchtitan" in r["source"] else "copy" if "nanotron" in r["source"] else "fused"
+    loss = (
+        ("compiled" if titan_2025 else "unfused")
+        if "torchtitan" in r["source"]
+        else "copy"
+        if "nanotron" in r["source"]
+        else "fused"
+    )
     # the SC21 runs (Megatron 2021) had --hidden-dropout 0.1, its default then: its masks are stored
     preset = _preset(r["source"])  # the source's framework preset (data/frameworks.yaml)
-    job = Job(m, dev, n, per_node, gb, seq, precision=prec, flash_attention="Narayanan" not in r["source"], fused_elementwise=not eager,
-              hidden_dropout="Narayanan" in r["source"],
-              param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])), fused_projections=not separate, loss=loss,
-              # nanotron's MLP: down_proj(GLUActivation(gate_up_proj(x))), the activation eager (models/llama.py)
-              eager_swiglu="nanotron" in r["source"],
-              zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],
-              # nanotron's ZeRO-1 all-gather puts every (tensor, rank) shard back one op at a time, from Python
-              zero_gather_copy_s=ZERO_GATHER_COPY_S if "nanotron" in r["source"] else 0.0,
-              # nanotron's fp32 gradient accumulator adds every gradient into its fp32 buffer after each backward
-              grad_accum_bytes=float(preset.get("grad_accum_bytes", 0.0)) if "fp32 grad" in r["precision"] else 0.0,
-              fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise",
-              # torchao's float8 (torchtitan) casts the weights in every forward; TE caches them per step
-              fp8_weight_cache="torchtitan" not in r["source"],
-              # torchao's float8 keeps the bf16 inputs for backward; TE the fp8 copies
-              fp8_saved_inputs="bf16" if "torchtitan" in r["source"] else "fp8",
-              # torchao's FSDP float8 all-gather where the row says so (the Trainy H200 runs)
-              fp8_all_gather=bool(re.search(r"fsdp float8 all-gather", r["precision"], re.IGNORECASE)),
-              # torchao converts narrow TP shards too, which its own thresholds say gain nothing (its preset)
-              fp8_gain_thresholds=bool(preset.get("fp8_gain_thresholds", False)),
-              # the attention kernel the source's framework runs, from its preset (data/frameworks.yaml);
-              # kept at the prior where it is not measured (Ascend, TPU) or without flash attention (SC21)
-              attention_kernel=preset.get("attention_kernel", ""),
-              # torchtitan's Llama repeats K and V to n_heads before SDPA (its preset)
-              kv_repeated=bool(preset.get("kv_repeated", False)),
-              # FSDP2 prefetches the next block's collectives (torchtitan's preset)
-              zero3_prefetch=bool(preset.get("zero3_prefetch", False)),
-              # torchtitan's TP plan keeps the all-gathered linear inputs (its preset)
-              sp_saves_gathered=bool(preset.get("sp_saves_gathered", False)),
-              # Megatron's and nanotron's sequence parallelism re-gathers in backward (their presets).
-              # Megatron of 2021 (SC21) had no sequence parallelism; its rows still run with the
-              # planner's default (sp=0 made every figure worse: BENCHMARKS.md session 23, item 7),
-              # but are not charged the re-gathers it did not have
-              sp_regather=bool(preset.get("sp_regather", False)) and "Narayanan" not in r["source"],
-              # nanotron places pipeline blocks by their cost, the output layer's too (its preset)
-              pipeline_split_cost=bool(preset.get("pipeline_split_cost", False)),
-              # how ZeRO-3 gathers, from the framework's preset: MaxText's (XLA) and, for SC21's
-              # ZeRO-3 rows, DeepSpeed's (each submodule's parameters fetched before its forward)
-              zero3_gather=(frameworks.by_name("deepspeed").settings if deepspeed else preset).get("zero3_gather", "layer"),
-              # the cluster's measured collective bandwidth where published (data/networks.yaml)
-              network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
-              dp_bucket_mb=25.0 if "nanotron" in r["source"] or torch_ddp else 0.0,
-              # Megatron-LM of 2021 (SC21's PTD-P runs) with --DDP-impl local all-reduced the
-              # gradients after the whole forward-backward pass (training.py train_step: "All-reduce
-              # if needed", model.allreduce_gradients()): nothing hidden. Table 1's PP=1 runs used
-              # --DDP-impl torch (below), DeepSpeed's ZeRO-3 rows keep the prior
-              dp_overlap=0.0 if sc21_local_ddp else DP_OVERLAP)
+    job = Job(
+        m,
+        dev,
+        n,
+        per_node,
+        gb,
+        seq,
+        precision=prec,
+        flash_attention="Narayanan" not in r["source"],
+        fused_elementwise=not eager,
+        hidden_dropout="Narayanan" in r["source"],
+        param_gather_overlap=bool(re.search(r"overlap-param-gather", r["notes"])),
+        fused_projections=not separate,
+        loss=loss,
+        # nanotron's MLP: down_proj(GLUActivation(gate_up_proj(x))), the activation eager (models/llama.py)
+        eager_swiglu="nanotron" in r["source"],
+        zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],
+        # nanotron's ZeRO-1 all-gather puts every (tensor, rank) shard back one op at a time, from Python
+        zero_gather_copy_s=ZERO_GATHER_COPY_S if "nanotron" in r["source"] else 0.0,
+        # nanotron's fp32 gradient accumulator adds every gradient into its fp32 buffer after each backward
+        grad_accum_bytes=float(preset.get("grad_accum_bytes", 0.0)) if "fp32 grad" in r["precision"] else 0.0,
+        fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise",
+        # torchao's float8 (torchtitan) casts the weights in every forward; TE caches them per step
+        fp8_weight_cache="torchtitan" not in r["source"],
+        # torchao's float8 keeps the bf16 inputs for backward; TE the fp8 copies
+        fp8_saved_inputs="bf16" if "torchtitan" in r["source"] else "fp8",
+        # torchao's FSDP float8 all-gather where the row says so (the Trainy H200 runs)
+        fp8_all_gather=bool(re.search(r"fsdp float8 all-gather", r["precision"], re.IGNORECASE)),
+        # torchao converts narrow TP shards too, which its own thresholds say gain nothing (its preset)
+        fp8_gain_thresholds=bool(preset.get("fp8_gain_thresholds", False)),
+        # the attention kernel the source's framework runs, from its preset (data/frameworks.yaml);
+        # kept at the prior where it is not measured (Ascend, TPU) or without flash attention (SC21)
+        attention_kernel=preset.get("attention_kernel", ""),
+        # torchtitan's Llama repeats K and V to n_heads before SDPA (its preset)
+        kv_repeated=bool(preset.get("kv_repeated", False)),
+        # FSDP2 prefetches the next block's collectives (torchtitan's preset)
+        zero3_prefetch=bool(preset.get("zero3_prefetch", False)),
+        # torchtitan's TP plan keeps the all-gathered linear inputs (its preset)
+        sp_saves_gathered=bool(preset.get("sp_saves_gathered", False)),
+        # Megatron's and nanotron's sequence parallelism re-gathers in backward (their presets).
+        # Megatron of 2021 (SC21) had no sequence parallelism; its rows still run with the
+        # planner's default (sp=0 made every figure worse: BENCHMARKS.md session 23, item 7),
+        # but are not charged the re-gathers it did not have
+        sp_regather=bool(preset.get("sp_regather", False)) and "Narayanan" not in r["source"],
+        # nanotron places pipeline blocks by their cost, the output layer's too (its preset)
+        pipeline_split_cost=bool(preset.get("pipeline_split_cost", False)),
+        # how ZeRO-3 gathers, from the framework's preset: MaxText's (XLA) and, for SC21's
+        # ZeRO-3 rows, DeepSpeed's (each submodule's parameters fetched before its forward)
+        zero3_gather=(frameworks.by_name("deepspeed").settings if deepspeed else preset).get("zero3_gather", "layer"),
+        # the cluster's measured collective bandwidth where published (data/networks.yaml)
+        network=network_by_name("hf-h100") if re.search(r"HF cluster", r["hardware"]) else None,
+        dp_bucket_mb=25.0 if "nanotron" in r["source"] or torch_ddp else 0.0,
+        # Megatron-LM of 2021 (SC21's PTD-P runs) with --DDP-impl local all-reduced the
+        # gradients after the whole forward-backward pass (training.py train_step: "All-reduce
+        # if needed", model.allreduce_gradients()): nothing hidden. Table 1's PP=1 runs used
+        # --DDP-impl torch (below), DeepSpeed's ZeRO-3 rows keep the prior
+        dp_overlap=0.0 if sc21_local_ddp else DP_OVERLAP,
+    )
     # TP/GEMM overlap by the framework's mechanism (cost.TP_OVERLAP): full chunked overlap where the
     # row says so (Megatron --tp-comm-overlap, torchtitan "AsyncTP"/"async TP"; not "vanilla TP");
     # nanotron's "async TP comm" is its own scheme (bwd+shard, from nanotron's
@@ -180,7 +219,9 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     notes = r["notes"]
     if "nanotron" in r["source"] and re.search(r"async TP", notes, re.IGNORECASE):
         mode = "bwd+shard"
-    elif re.search(r"tp-comm-overlap|async ?TP", notes, re.IGNORECASE) and not re.search(r"vanilla TP", notes, re.IGNORECASE):
+    elif re.search(r"tp-comm-overlap|async ?TP", notes, re.IGNORECASE) and not re.search(
+        r"vanilla TP", notes, re.IGNORECASE
+    ):
         mode = "full"
     elif re.match(r"\W*(NVIDIA/Megatron-LM|Ascend/MindSpeed)", r["source"]):
         mode = "bwd"
@@ -190,12 +231,26 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     tp, pp, cp = (int(_num(r[k], 1) or 1) for k in ("tp", "pp", "cp"))
     dp = int(_num(r["dp"], 0) or 0) or max(n // (tp * pp * cp), 1)
     z = r["zero_or_fsdp"].lower()
-    zero = 3 if ("fsdp" in z or "zero3" in z) else 2 if "zero2" in z else 1 if ("zero1" in z or "distributed" in z) else 0
+    zero = (
+        3 if ("fsdp" in z or "zero3" in z) else 2 if "zero2" in z else 1 if ("zero1" in z or "distributed" in z) else 0
+    )
     rc = r["recompute"].lower()
     # torchtitan's "selective (op)" / "per-op SAC" is its op-level policy (cost.RECOMPUTE "op")
-    policy = ("full" if "full" in rc else "minimal" if "minimal" in rc else "qkv_proj_offloaded" if "qkv_proj_offloaded" in rc
-              else "save_qkv_proj" if "qkv" in rc
-              else "op" if re.search(r"\(op\)|per-op", rc) else "selective" if any(x in rc for x in ("selective", "sac")) else "none")
+    policy = (
+        "full"
+        if "full" in rc
+        else "minimal"
+        if "minimal" in rc
+        else "qkv_proj_offloaded"
+        if "qkv_proj_offloaded" in rc
+        else "save_qkv_proj"
+        if "qkv" in rc
+        else "op"
+        if re.search(r"\(op\)|per-op", rc)
+        else "selective"
+        if any(x in rc for x in ("selective", "sac"))
+        else "none"
+    )
     rci = RECOMPUTE.index(policy)
     if not (r["tp"] or r["dp"]):
         # the source gives no (or only a partial) parallel configuration: the run was tuned, so
@@ -216,8 +271,20 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     vpp = int(_num(r["vpp"], 1) or 1)
     if vpp == 1 and pp > 1 and re.search(r"interleaved", notes, re.IGNORECASE):
         vpp = 2
-    strat = {"tp": tp, "pp": pp, "vpp": vpp, "dp": dp, "cp": cp, "ep": int(_num(r["ep"], 1) or 1),
-             "zero": zero, "mb": int(_num(r["micro_batch"], 1) or 1), "recompute": rci, "tp_overlap": tp_overlap, "hsdp": hsdp, "keep_params": keep}
+    strat = {
+        "tp": tp,
+        "pp": pp,
+        "vpp": vpp,
+        "dp": dp,
+        "cp": cp,
+        "ep": int(_num(r["ep"], 1) or 1),
+        "zero": zero,
+        "mb": int(_num(r["micro_batch"], 1) or 1),
+        "recompute": rci,
+        "tp_overlap": tp_overlap,
+        "hsdp": hsdp,
+        "keep_params": keep,
+    }
     # a stated gradient accumulation (nanotron's "GAS=N") is run as stated, even below pp
     gas = re.search(r"\bGAS=(\d+)", notes)
     if gas:
@@ -234,10 +301,23 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     # source's framework had: selective recompute came with Korthikanti et al. 2022, after SC21
     mbs = ([b for b in (1, 2, 4, 8) if (gb // dp) % b == 0] or [1]) if not r["micro_batch"].strip() else [strat["mb"]]
     stated = not re.fullmatch(r"\s*(unknown|not stated)\s*", rc)
-    policies = [rci] if stated else [RECOMPUTE.index(p) for p in (("none", "full") if "Narayanan" in r["source"] else ("none", "selective", "full"))]
+    policies = (
+        [rci]
+        if stated
+        else [
+            RECOMPUTE.index(p)
+            for p in (("none", "full") if "Narayanan" in r["source"] else ("none", "selective", "full"))
+        ]
+    )
     pairs = [(b, p) for p in policies for b in mbs]
     if len(pairs) > 1:
-        res = evaluate(job, {k: np.array([b if k == "mb" else p if k == "recompute" else v for b, p in pairs]) for k, v in strat.items()})
+        res = evaluate(
+            job,
+            {
+                k: np.array([b if k == "mb" else p if k == "recompute" else v for b, p in pairs])
+                for k, v in strat.items()
+            },
+        )
         step = np.where(res["fits"], res["step_s"], np.inf)
         strat["mb"], strat["recompute"] = pairs[int(np.argmin(step))]
     return job, strat
@@ -265,7 +345,9 @@ def validation_runs(csv_path: Path) -> list[Run]:
         rr = _row_run(r)
         if rr is not None:
             job, st, measured, predict = rr
-            runs.append(Run(job, st, measured, predict, r["source"].split(" (")[0][:60], family=_framework(r["source"])))
+            runs.append(
+                Run(job, st, measured, predict, r["source"].split(" (")[0][:60], family=_framework(r["source"]))
+            )
     return runs
 
 
@@ -329,10 +411,19 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
             naive = 0.4
         pred = predict(job, {k: np.array([v]) for k, v in st.items()})[0]
         src = r["source"].split(" (")[0][:60]
-        per_row.append({"row": row_no, "source": src, "model": r["model_name"], "devices": job.devices,
-                        "strategy": ",".join(f"{k}={_name(k, v)}" for k, v in st.items()), "metric": metric,
-                        "measured": float(measured), "predicted": round(float(pred), 4),
-                        "error": round(float(pred) / float(measured) - 1, 4)})
+        per_row.append(
+            {
+                "row": row_no,
+                "source": src,
+                "model": r["model_name"],
+                "devices": job.devices,
+                "strategy": ",".join(f"{k}={_name(k, v)}" for k, v in st.items()),
+                "metric": metric,
+                "measured": float(measured),
+                "predicted": round(float(pred), 4),
+                "error": round(float(pred) / float(measured) - 1, 4),
+            }
+        )
         runs.append(Run(job, st, float(measured), predict, src, family=_framework(r["source"])))
         res = evaluate(job, {k: np.array([v]) for k, v in st.items()})
         if not res["fits"][0]:  # every run here was measured, so it fit: the memory model says otherwise
@@ -362,14 +453,24 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
         # would rank last in both lists and count as agreement)
         metric_main = max(set(d["metric"]), key=d["metric"].count)
         same = np.array([x == metric_main for x in d["metric"]])
-        out[src] = {"rows": len(m), "mape": round(float(ep.mean()), 3), "naive_mape": round(float(en.mean()), 3),
-                    "mape_step_time": round(float(et.mean()), 3),
-                    "spearman": _spearman(list(p[same]), list(m[same])), "spearman_interval90": _spearman_interval(p[same], m[same]),
-                    "naive_spearman": _spearman(list(nv[same]), list(m[same])),
-                    "spearman_rows": int(same.sum())}
-    out["ALL"] = {"rows": len(allp), "mape": round(float(np.mean(allp)), 3), "naive_mape": round(float(np.mean(alln)), 3),
-                  "mape_step_time": round(float(np.mean(allt)), 3), "naive_mape_step_time": round(float(np.mean(allnt)), 3),
-                  "skipped": skipped}
+        out[src] = {
+            "rows": len(m),
+            "mape": round(float(ep.mean()), 3),
+            "naive_mape": round(float(en.mean()), 3),
+            "mape_step_time": round(float(et.mean()), 3),
+            "spearman": _spearman(list(p[same]), list(m[same])),
+            "spearman_interval90": _spearman_interval(p[same], m[same]),
+            "naive_spearman": _spearman(list(nv[same]), list(m[same])),
+            "spearman_rows": int(same.sum()),
+        }
+    out["ALL"] = {
+        "rows": len(allp),
+        "mape": round(float(np.mean(allp)), 3),
+        "naive_mape": round(float(np.mean(alln)), 3),
+        "mape_step_time": round(float(np.mean(allt)), 3),
+        "naive_mape_step_time": round(float(np.mean(allnt)), 3),
+        "skipped": skipped,
+    }
     # calibrated, leave-one-source-out: each source is predicted with scales fitted on the others
     errs = errors(runs)  # every run's calibration grid, evaluated once for the three cross-validations
     cv = cross_validate(runs, errs=errs)
@@ -378,7 +479,9 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
         out[src]["calibrated_mape"] = round(float(v["mape"]), 3)
         out[src]["calibrated_mape_step_time"] = round(float(v["mape_step_time"]), 3)
         cal_time += [float(v["mape_step_time"])] * int(v["rows"])
-        out[src]["fit_on_others"] = {k: round(float(v[k]), 3) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale")}
+        out[src]["fit_on_others"] = {
+            k: round(float(v[k]), 3) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale")
+        }
         out[src]["fit_on_others"]["layer_overhead_us"] = round(float(v["layer_overhead_s"]) * 1e6, 1)
         out[src]["fit_on_others"]["prior_pull"] = float(v["prior_pull"])
         cal_ape += [float(v["mape"])] * int(v["rows"])
@@ -387,7 +490,9 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
     # + = predicted faster/higher; loso_*: fitted on the other sources (the fit in cv)
     for row, run in zip(per_row, runs, strict=True):
         v = cv[run.group]
-        f = Fit(**{k: float(v[k]) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale", "layer_overhead_s")})
+        f = Fit(
+            **{k: float(v[k]) for k in ("gemm_scale", "attn_scale", "comm_scale", "inter_scale", "layer_overhead_s")}
+        )
         pred = predict_one(run, f)
         row["loso_predicted"] = round(pred, 4)
         row["loso_error"] = round(pred / run.measured - 1, 4)
@@ -425,29 +530,41 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
     out["ALL"]["rows_own_runs"] = len(own_ape)
     # choosing: runs of one model, device count, batch and precision that differ only in strategy
     groups = [v for v in same_job.values() if len({m for _, m in v}) > 1]
-    rhos = [x for x in (_spearman([p for p, _ in v], [m for _, m in v]) for v in groups if len(v) >= 3) if x is not None]
+    rhos = [
+        x for x in (_spearman([p for p, _ in v], [m for _, m in v]) for v in groups if len(v) >= 3) if x is not None
+    ]
     gaps = []
     for v in groups:
         best_pred = max(v, key=lambda t: t[0])[1]
         gaps.append(1 - best_pred / max(m for _, m in v))
     out["MEMORY"] = {
-        src: {"rows": len(v), "mape": round(float(np.mean([abs(p - m) / m for p, m in v])), 3),
-              "mean_signed": round(float(np.mean([(p - m) / m for p, m in v])), 3)}
+        src: {
+            "rows": len(v),
+            "mape": round(float(np.mean([abs(p - m) / m for p, m in v])), 3),
+            "mean_signed": round(float(np.mean([(p - m) / m for p, m in v])), 3),
+        }
         for src, v in mem_pairs.items()
     }
     every = [(p, m) for v in mem_pairs.values() for p, m in v]
     if every:
-        out["MEMORY"]["ALL"] = {"rows": len(every), "mape": round(float(np.mean([abs(p - m) / m for p, m in every])), 3),
-                                "mean_signed": round(float(np.mean([(p - m) / m for p, m in every])), 3)}
+        out["MEMORY"]["ALL"] = {
+            "rows": len(every),
+            "mape": round(float(np.mean([abs(p - m) / m for p, m in every])), 3),
+            "mean_signed": round(float(np.mean([(p - m) / m for p, m in every])), 3),
+        }
     # measured runs the memory model says do not fit on their devices (each one ran, so 0 is right)
     out["FITS"] = {"rows": len(per_row), "predicted_not_to_fit": sum(len(v) for v in unfit.values()), **unfit}
     # every pair of runs within a group whose measured values differ: is the faster one predicted faster?
-    pairs = [(a, b) for v in groups for i, a in enumerate(v) for b in v[i + 1:] if a[1] != b[1]]
+    pairs = [(a, b) for v in groups for i, a in enumerate(v) for b in v[i + 1 :] if a[1] != b[1]]
     concordant = sum((pa - pb) * (ma - mb) > 0 for (pa, ma), (pb, mb) in pairs)
     out["STRATEGY_CHOICE"] = {
-        "groups": len(groups), "groups_with_3plus": len(rhos), "pairs": len(pairs), "pairs_ordered_right": concordant,
+        "groups": len(groups),
+        "groups_with_3plus": len(rhos),
+        "pairs": len(pairs),
+        "pairs_ordered_right": concordant,
         "mean_spearman": round(float(np.mean(rhos)), 3) if rhos else None,
-        "picked_best_within_10pct": sum(g <= 0.10 for g in gaps), "mean_gap_to_best": round(float(np.mean(gaps)), 3) if gaps else None,
+        "picked_best_within_10pct": sum(g <= 0.10 for g in gaps),
+        "mean_gap_to_best": round(float(np.mean(gaps)), 3) if gaps else None,
     }
     return out
 
@@ -455,8 +572,14 @@ def accuracy(csv_path: Path, rows_out: Path | None = None) -> dict:
 def _framework(source: str) -> str:
     """The training framework behind a source (for framework-wise calibration): Megatron-LM and its
     Ascend fork MindSpeed; torchtitan; MaxText; the others stand alone."""
-    for key, fw in (("Narayanan", "megatron"), ("Megatron-LM", "megatron"), ("MindSpeed", "megatron"),
-                    ("torchtitan", "torchtitan"), ("maxtext", "maxtext"), ("nanotron", "nanotron")):
+    for key, fw in (
+        ("Narayanan", "megatron"),
+        ("Megatron-LM", "megatron"),
+        ("MindSpeed", "megatron"),
+        ("torchtitan", "torchtitan"),
+        ("maxtext", "maxtext"),
+        ("nanotron", "nanotron"),
+    ):
         if key.lower() in source.lower():
             return fw
     return ""
@@ -493,7 +616,9 @@ def _predictor(r: dict, job: Job):  # noqa: ANN202
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
-    ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted value and signed error")
+    ap.add_argument(
+        "--rows", metavar="OUT.csv", help="also write each row's measured and predicted value and signed error"
+    )
     a = ap.parse_args()
     print(json.dumps({"throughput": throughput()}))
     for src, v in accuracy(Path(a.csv), Path(a.rows) if a.rows else None).items():

@@ -13,7 +13,11 @@ import json
 import subprocess
 import sys
 
-JOBS = [("deepseek-v3", "h100", 2048, 15360, 4096), ("llama3-405b", "h100", 16384, 2048, 8192), ("llama3-70b", "h100", 1024, 2048, 8192)]
+JOBS = [
+    ("deepseek-v3", "h100", 2048, 15360, 4096),
+    ("llama3-405b", "h100", 16384, 2048, 8192),
+    ("llama3-70b", "h100", 1024, 2048, 8192),
+]
 
 CHILD = """
 import json, resource, sys, time

@@ -44,24 +44,32 @@ def _ape(run: c.Run, f: c.Fit) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--csv", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
-    ap.add_argument("--by-device", action="store_true", help="also leave-one-source-out fitted on the same device's other sources")
+    ap.add_argument(
+        "--by-device", action="store_true", help="also leave-one-source-out fitted on the same device's other sources"
+    )
     a = ap.parse_args()
     runs = validation_runs(Path(a.csv))
     errs = c.errors(runs)  # (runs x grid) |log error|
     prior = c.Fit(1.0, 1.0, 1.0, 1.0, 0.0)
     best = c._best(errs.sum(axis=0))  # the unpulled fit: ties go to the priors
-    out: dict = {"rows": len(runs), "priors_mape": round(float(np.mean([_ape(r, prior) for r in runs])), 4),
-                 "global_mape": round(float(np.mean([_ape(r, best) for r in runs])), 4),
-                 "global_fit": {k: round(v, 4) for k, v in vars(best).items() if k != "prior_pull"}}
+    out: dict = {
+        "rows": len(runs),
+        "priors_mape": round(float(np.mean([_ape(r, prior) for r in runs])), 4),
+        "global_mape": round(float(np.mean([_ape(r, best) for r in runs])), 4),
+        "global_fit": {k: round(v, 4) for k, v in vars(best).items() if k != "prior_pull"},
+    }
     per_source, every = {}, []
     for grp in sorted({r.group for r in runs}):
         idx = [k for k, r in enumerate(runs) if r.group == grp]
         f = c._best(errs[idx].sum(axis=0))
         apes = [_ape(runs[k], f) for k in idx]
         every += apes
-        per_source[grp] = {"rows": len(idx), "priors_mape": round(float(np.mean([_ape(runs[k], prior) for k in idx])), 4),
-                           "global_mape": round(float(np.mean([_ape(runs[k], best) for k in idx])), 4),
-                           "own_fit_mape": round(float(np.mean(apes)), 4)}
+        per_source[grp] = {
+            "rows": len(idx),
+            "priors_mape": round(float(np.mean([_ape(runs[k], prior) for k in idx])), 4),
+            "global_mape": round(float(np.mean([_ape(runs[k], best) for k in idx])), 4),
+            "own_fit_mape": round(float(np.mean(apes)), 4),
+        }
     out["per_source_mape"] = round(float(np.mean(every)), 4)
     print(json.dumps(out))
     for grp, v in per_source.items():

@@ -43,9 +43,11 @@ def clustered_se(values: np.ndarray, groups: list[str]) -> float:
 
 def summary(values: np.ndarray, groups: list[str]) -> dict[str, float]:
     n = len(values)
-    return {"mean": round(float(values.mean()), 4),
-            "se_rows": round(float(values.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0, 4),
-            "se_sources": round(clustered_se(values, groups), 4)}
+    return {
+        "mean": round(float(values.mean()), 4),
+        "se_rows": round(float(values.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0, 4),
+        "se_sources": round(clustered_se(values, groups), 4),
+    }
 
 
 def compare(a: dict[int, dict[str, str]], b: dict[int, dict[str, str]]) -> list[dict]:
@@ -57,14 +59,29 @@ def compare(a: dict[int, dict[str, str]], b: dict[int, dict[str, str]]) -> list[
             continue
         ea = np.abs(np.array([float(a[k][col]) for k in rows]))
         eb = np.abs(np.array([float(b[k][col]) for k in rows]))
-        out.append({"column": col, "rows": len(rows), "a": summary(ea, groups), "b": summary(eb, groups),
-                    "b_minus_a": summary(eb - ea, groups), "rows_changed": int(np.sum(np.abs(eb - ea) > 1e-4))})
+        out.append(
+            {
+                "column": col,
+                "rows": len(rows),
+                "a": summary(ea, groups),
+                "b": summary(eb, groups),
+                "b_minus_a": summary(eb - ea, groups),
+                "rows_changed": int(np.sum(np.abs(eb - ea) > 1e-4)),
+            }
+        )
         per: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for k, x, y in zip(rows, ea, eb, strict=True):
             per[a[k]["source"]].append((float(x), float(y)))
         for src, v in sorted(per.items()):
-            out.append({"column": col, "source": src, "rows": len(v), "a": round(float(np.mean([x for x, _ in v])), 4),
-                        "b": round(float(np.mean([y for _, y in v])), 4)})
+            out.append(
+                {
+                    "column": col,
+                    "source": src,
+                    "rows": len(v),
+                    "a": round(float(np.mean([x for x, _ in v])), 4),
+                    "b": round(float(np.mean([y for _, y in v])), 4),
+                }
+            )
     return out
 
 

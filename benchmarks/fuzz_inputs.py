@@ -89,7 +89,7 @@ def _damaged(rng: random.Random, data: bytes, path: Path) -> list[str]:
     """``data`` truncated (2 in 5) or with up to 50 bytes flipped, written to ``path``; the analyze command."""
     b = bytearray(data)
     if rng.random() < 0.4:
-        b = b[:rng.randrange(1, len(b))]
+        b = b[: rng.randrange(1, len(b))]
     else:
         for _ in range(rng.randrange(1, 50)):
             b[rng.randrange(len(b))] = rng.randrange(256)
@@ -133,8 +133,26 @@ def report(rng: random.Random, tmp: Path) -> list[str]:
             pass
     p = tmp / "r.json"
     p.write_text(json.dumps(doc), encoding="utf-8")
-    return ["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "8", "--seq-len", "2048",
-            "--evaluate", "tp=8,mb=1", "--baseline", "dp=8,mb=1", "--from-analysis", str(p), "--json"]
+    return [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "a100-40gb",
+        "--devices",
+        "8",
+        "--global-batch",
+        "8",
+        "--seq-len",
+        "2048",
+        "--evaluate",
+        "tp=8,mb=1",
+        "--baseline",
+        "dp=8,mb=1",
+        "--from-analysis",
+        str(p),
+        "--json",
+    ]
 
 
 def _yaml_variant(rng: random.Random, base: dict, entry_key: str) -> dict:
@@ -149,19 +167,50 @@ def _yaml_variant(rng: random.Random, base: dict, entry_key: str) -> dict:
 
 
 def hardware(rng: random.Random, tmp: Path) -> list[str]:
-    base = {"version": 1, "devices": [{"name": "MyGPU", "match": "MyGPU", "peak_tflops": {"bf16": 500, "fp8": 1000}, "hbm_gb": 80,
-            "hbm_gbps": 3000, "intra_node_gbps": 400, "inter_node_gbps": 50, "host_gbps": 64, "matmul_eff": {"bf16": 0.8},
-            "intra_node_busbw_gbps": {"all_reduce": 400}, "node_devices": 8, "source": "fuzz"}]}
+    base = {
+        "version": 1,
+        "devices": [
+            {
+                "name": "MyGPU",
+                "match": "MyGPU",
+                "peak_tflops": {"bf16": 500, "fp8": 1000},
+                "hbm_gb": 80,
+                "hbm_gbps": 3000,
+                "intra_node_gbps": 400,
+                "inter_node_gbps": 50,
+                "host_gbps": 64,
+                "matmul_eff": {"bf16": 0.8},
+                "intra_node_busbw_gbps": {"all_reduce": 400},
+                "node_devices": 8,
+                "source": "fuzz",
+            }
+        ],
+    }
     p = tmp / "hw.yaml"
     p.write_text(yaml.safe_dump(_yaml_variant(rng, base, "devices")), encoding="utf-8")
     if rng.random() < 0.5:
         return [*PLAN, "--hardware", "MyGPU", "--hardware-file", str(p), "--evaluate", "dp=8"]
-    return ["analyze", str(KINETO), "-q", "--hardware", "MyGPU", "--hardware-file", str(p), "--json", str(tmp / "o.json")]
+    return [
+        "analyze",
+        str(KINETO),
+        "-q",
+        "--hardware",
+        "MyGPU",
+        "--hardware-file",
+        str(p),
+        "--json",
+        str(tmp / "o.json"),
+    ]
 
 
 def rules(rng: random.Random, tmp: Path) -> list[str]:
-    base = {"version": 1, "collectives": [{"type": "all_reduce", "pattern": "myar"}], "comm_kernels": "mycomm", "comm_ops": "^myop",
-            "categories": [{"category": "gemm", "pattern": "mygemm"}]}
+    base = {
+        "version": 1,
+        "collectives": [{"type": "all_reduce", "pattern": "myar"}],
+        "comm_kernels": "mycomm",
+        "comm_ops": "^myop",
+        "categories": [{"category": "gemm", "pattern": "mygemm"}],
+    }
     p = tmp / "rules.yaml"
     p.write_text(yaml.safe_dump(_yaml_variant(rng, base, rng.choice(list(base)))), encoding="utf-8")
     return ["analyze", str(KINETO), "-q", "--rules", str(p), "--json", str(tmp / "o.json")]
@@ -171,12 +220,43 @@ def network(rng: random.Random, tmp: Path) -> list[str]:
     base = yaml.safe_load((ROOT / "src" / "stepscope" / "data" / "networks.yaml").read_text(encoding="utf-8"))
     p = tmp / "net.yaml"
     p.write_text(yaml.safe_dump(_yaml_variant(rng, base, "networks")), encoding="utf-8")
-    return ["plan", "--model", "llama3-8b", "--hardware", "h100", "--network", str(p), "--devices", "64", "--global-batch", "128",
-            "--seq-len", "4096", "--top", "2"]
+    return [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--network",
+        str(p),
+        "--devices",
+        "64",
+        "--global-batch",
+        "128",
+        "--seq-len",
+        "4096",
+        "--top",
+        "2",
+    ]
 
 
 CALIB_CSV = ROOT / "examples" / "plan" / "nvidia_h100_runs.csv"
-CELLS = ["", "abc", "-1", "0", "1e308", "nan", "inf", "2**70", "tp=0", "tp=3,pp=7", "zero=9", "mb=-1", '"', "h100x", "llama9"]
+CELLS = [
+    "",
+    "abc",
+    "-1",
+    "0",
+    "1e308",
+    "nan",
+    "inf",
+    "2**70",
+    "tp=0",
+    "tp=3,pp=7",
+    "zero=9",
+    "mb=-1",
+    '"',
+    "h100x",
+    "llama9",
+]
 
 
 def calibrate(rng: random.Random, tmp: Path) -> list[str]:
@@ -204,8 +284,16 @@ def calibrate(rng: random.Random, tmp: Path) -> list[str]:
 
 
 TARGETS: dict[str, Callable[[random.Random, Path], list[str]]] = {
-    "kineto": kineto, "xplane": xplane, "nsys": nsys, "parquet": parquet, "report": report, "hardware": hardware, "rules": rules, "network": network,
-    "calibrate": calibrate}
+    "kineto": kineto,
+    "xplane": xplane,
+    "nsys": nsys,
+    "parquet": parquet,
+    "report": report,
+    "hardware": hardware,
+    "rules": rules,
+    "network": network,
+    "calibrate": calibrate,
+}
 
 
 def main() -> int:

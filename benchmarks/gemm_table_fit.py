@@ -25,7 +25,9 @@ from stepscope.planner.rates import GEMM_K0, GEMM_OUT0
 DATA = Path(__file__).resolve().parent / "gemm" / "xla_sm90_bf16_b1.txt"
 
 
-def _solve(m: np.ndarray, n: np.ndarray, k: np.ndarray, t: np.ndarray, a: float, c: float) -> tuple[float, float, float]:
+def _solve(
+    m: np.ndarray, n: np.ndarray, k: np.ndarray, t: np.ndarray, a: float, c: float
+) -> tuple[float, float, float]:
     """(t0, s, rms log error) for shape constants a, c: t0 and 1/s by least squares on t_pred / t - 1."""
     shape = 2 * m * n * k * (1 + (a / (m * n)) ** 1.5) * (1 + c / k)
     x = np.stack([1 / t, shape / t], axis=1)  # t_pred / t = t0 / t + (1/s) shape / t
@@ -41,26 +43,52 @@ def main() -> None:
     t = 2 * m * n * k / (tflops * 1e12)
     fit = (m >= 512) & (n >= 512) & (k >= 512)
     mf, nf, kf, tf = m[fit], n[fit], k[fit], t[fit]
-    best = min(((a, c, *_solve(mf, nf, kf, tf, a, c)) for a in np.geomspace(1e4, 1e7, 61) for c in np.geomspace(10, 2000, 61)),
-               key=lambda r: r[4])
+    best = min(
+        ((a, c, *_solve(mf, nf, kf, tf, a, c)) for a in np.geomspace(1e4, 1e7, 61) for c in np.geomspace(10, 2000, 61)),
+        key=lambda r: r[4],
+    )
     a0, c0 = best[0], best[1]
-    best = min(((a, c, *_solve(mf, nf, kf, tf, a, c)) for a in np.geomspace(a0 / 1.2, a0 * 1.2, 41)
-                for c in np.geomspace(c0 / 1.2, c0 * 1.2, 41)), key=lambda r: r[4])
+    best = min(
+        (
+            (a, c, *_solve(mf, nf, kf, tf, a, c))
+            for a in np.geomspace(a0 / 1.2, a0 * 1.2, 41)
+            for c in np.geomspace(c0 / 1.2, c0 * 1.2, 41)
+        ),
+        key=lambda r: r[4],
+    )
     a, c, t0, s, rms = best
     pred = t0 + 2 * m * n * k / s * (1 + (a / (m * n)) ** 1.5) * (1 + c / k)
     err = np.log(pred / t)
-    print(json.dumps({"fit": {"sqrt_A": round(float(np.sqrt(a)), 1), "c": round(float(c), 1), "t0_us": round(t0 * 1e6, 2),
-                              "s_tflops": round(s / 1e12, 1)},
-                      "fit_rms_log_error": round(rms, 4), "fit_max_log_error": round(float(np.abs(err[fit]).max()), 4),
-                      "rows": int(fit.sum())}))
+    print(
+        json.dumps(
+            {
+                "fit": {
+                    "sqrt_A": round(float(np.sqrt(a)), 1),
+                    "c": round(float(c), 1),
+                    "t0_us": round(t0 * 1e6, 2),
+                    "s_tflops": round(s / 1e12, 1),
+                },
+                "fit_rms_log_error": round(rms, 4),
+                "fit_max_log_error": round(float(np.abs(err[fit]).max()), 4),
+                "rows": int(fit.sum()),
+            }
+        )
+    )
     # the planner's constants with the fit's kernel time, s refitted (the planner takes the
     # device's measured ceiling instead)
     t0_p = t0
     shape = 2 * mf * nf * kf * (1 + (GEMM_OUT0 / (mf * nf)) ** 1.5) * (1 + GEMM_K0 / kf)
     inv_s = float(np.sum(shape * (tf - t0_p) / tf**2) / np.sum(shape**2 / tf**2))
     e = np.log((t0_p + inv_s * shape) / tf)
-    print(json.dumps({"planner": {"sqrt_A": round(float(np.sqrt(GEMM_OUT0)), 1), "c": GEMM_K0, "t0_us": round(t0 * 1e6, 2)},
-                      "rms_log_error": round(float(np.sqrt(np.mean(e**2))), 4), "max_log_error": round(float(np.abs(e).max()), 4)}))
+    print(
+        json.dumps(
+            {
+                "planner": {"sqrt_A": round(float(np.sqrt(GEMM_OUT0)), 1), "c": GEMM_K0, "t0_us": round(t0 * 1e6, 2)},
+                "rms_log_error": round(float(np.sqrt(np.mean(e**2))), 4),
+                "max_log_error": round(float(np.abs(e).max()), 4),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-
 from bench_planner import ROOT, validation_runs
+
 from stepscope.planner import calibrate as cal
 
 
@@ -49,9 +49,20 @@ def main() -> None:
         for s in scales:
             k = int(np.argmin(np.where(np.isclose(comm, s), total, np.inf)))
             held[s] = float(errs[test, k].mean())
-            print(json.dumps({"source": grp, "comm_scale": round(s, 3), "gemm_scale": round(float(g[k]), 3), "attn_scale": round(float(a[k]), 3),
-                              "inter_scale": round(float(inter[k]), 3), "excess": round(float(total[k]) - floor, 3),
-                              "held_out_mean_abs_log_error": round(held[s], 4), "chosen": bool(np.isclose(chosen.comm_scale, s))}))
+            print(
+                json.dumps(
+                    {
+                        "source": grp,
+                        "comm_scale": round(s, 3),
+                        "gemm_scale": round(float(g[k]), 3),
+                        "attn_scale": round(float(a[k]), 3),
+                        "inter_scale": round(float(inter[k]), 3),
+                        "excess": round(float(total[k]) - floor, 3),
+                        "held_out_mean_abs_log_error": round(held[s], 4),
+                        "chosen": bool(np.isclose(chosen.comm_scale, s)),
+                    }
+                )
+            )
         best_at[min(held, key=lambda s: held[s])] += 1
     for s in scales:
         print(json.dumps({"comm_scale": round(s, 3), "folds_best_held_out": best_at[s]}))

@@ -13,6 +13,7 @@ configuration (TP and EP overlap allowed) is evaluated and checked:
   (<= 1 holds the invariant) and how many configurations exceed it by more than 1e-9.
 One JSON line per model, device and size. Takes about 2 minutes for the catalog on 3 devices.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ import json
 
 import numpy as np
 
-from stepscope.analysis.models import catalog
+from stepscope.catalog.models import catalog
 from stepscope.errors import StepscopeError
 from stepscope.planner.attention import KERNELS
 from stepscope.planner.cost import evaluate
@@ -61,29 +62,56 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default=",".join(catalog()))
     ap.add_argument("--hardware", default="h100,a100,tpu-v5p")
-    ap.add_argument("--zero-gather-copy-us", type=float, default=0.0,
-                    help="host us per tensor and rank of a ZeRO-1/2 weight gather (nanotron's preset: 10)")
-    ap.add_argument("--attention-kernel", default="", choices=("", *KERNELS),
-                    help="the measured attention kernel (Hopper devices; data/attention_kernels.yaml)")
-    ap.add_argument("--sp-regather", action="store_true",
-                    help="count sequence parallelism's backward re-gathers (the megatron and nanotron presets)")
+    ap.add_argument(
+        "--zero-gather-copy-us",
+        type=float,
+        default=0.0,
+        help="host us per tensor and rank of a ZeRO-1/2 weight gather (nanotron's preset: 10)",
+    )
+    ap.add_argument(
+        "--attention-kernel",
+        default="",
+        choices=("", *KERNELS),
+        help="the measured attention kernel (Hopper devices; data/attention_kernels.yaml)",
+    )
+    ap.add_argument(
+        "--sp-regather",
+        action="store_true",
+        help="count sequence parallelism's backward re-gathers (the megatron and nanotron presets)",
+    )
     args = ap.parse_args()
     for mname, hname in itertools.product(args.models.split(","), args.hardware.split(",")):
         for devices, batch, seq in ((64, 256, 4096), (512, 1024, 8192)):
             try:
-                job = Job(model=model(mname), hw=hardware(hname), devices=devices, devices_per_node=8, global_batch=batch, seq_len=seq,
-                          zero_gather_copy_s=args.zero_gather_copy_us * 1e-6, attention_kernel=args.attention_kernel,
-                          sp_regather=args.sp_regather)
+                job = Job(
+                    model=model(mname),
+                    hw=hardware(hname),
+                    devices=devices,
+                    devices_per_node=8,
+                    global_batch=batch,
+                    seq_len=seq,
+                    zero_gather_copy_s=args.zero_gather_copy_us * 1e-6,
+                    attention_kernel=args.attention_kernel,
+                    sp_regather=args.sp_regather,
+                )
                 strategies = space(job, tp_overlap=1, ep_overlap=True)
             except StepscopeError as e:
                 print(json.dumps({"model": mname, "hardware": hname, "devices": devices, "skipped": str(e)}))
                 continue
             base = evaluate(job, strategies)
-            out: dict[str, object] = {"model": mname, "hardware": hname, "devices": devices, "configs": len(base["step_s"]),
-                                      "structure_broken": structure(base, batch * seq, devices)}
+            out: dict[str, object] = {
+                "model": mname,
+                "hardware": hname,
+                "devices": devices,
+                "configs": len(base["step_s"]),
+                "structure_broken": structure(base, batch * seq, devices),
+            }
             for field, value in FASTER:
                 ratio = evaluate(dataclasses.replace(job, **{field: value}), strategies)["step_s"] / base["step_s"]
-                out[f"{field}={value}"] = {"worst": round(float(ratio.max()), 4), "slower": int(np.sum(ratio > 1 + 1e-9))}
+                out[f"{field}={value}"] = {
+                    "worst": round(float(ratio.max()), 4),
+                    "slower": int(np.sum(ratio > 1 + 1e-9)),
+                }
             print(json.dumps(out), flush=True)
 
 

@@ -31,8 +31,21 @@ from bench_planner import ROOT, _spearman, validation_runs
 from stepscope.planner.calibrate import _select, errors, predict_one
 from stepscope.planner.cost import evaluate
 
-FEATURES = ("tp", "pp", "dp", "mb", "micro_batches", "seq_len", "hidden", "devices", "tokens_per_device",
-            "compute_share", "tp_share", "dp_share", "bubble_share")
+FEATURES = (
+    "tp",
+    "pp",
+    "dp",
+    "mb",
+    "micro_batches",
+    "seq_len",
+    "hidden",
+    "devices",
+    "tokens_per_device",
+    "compute_share",
+    "tp_share",
+    "dp_share",
+    "bubble_share",
+)
 
 
 def rows(csv_path: Path) -> list[dict]:
@@ -45,12 +58,25 @@ def rows(csv_path: Path) -> list[dict]:
             s = {k: np.array([v]) for k, v in r.strategy.items()}
             res = {k: float(v[0]) for k, v in evaluate(f.apply(r.job), s).items() if k != "bottleneck"}
             step = res["step_s"]
-            out.append({"source": grp, "error": round(predict_one(r, f) / r.measured - 1, 4),
-                        "tp": r.strategy["tp"], "pp": r.strategy["pp"], "dp": r.strategy["dp"], "mb": r.strategy["mb"],
-                        "micro_batches": res["grad_accum"], "seq_len": r.job.seq_len, "hidden": r.job.model.d_model,
-                        "devices": r.job.devices, "tokens_per_device": r.job.global_batch * r.job.seq_len / r.job.devices,
-                        "compute_share": round(res["compute_s"] / step, 4), "tp_share": round(res["tp_s"] / step, 4),
-                        "dp_share": round(res["dp_s"] / step, 4), "bubble_share": round(res["bubble_s"] / step, 4)})
+            out.append(
+                {
+                    "source": grp,
+                    "error": round(predict_one(r, f) / r.measured - 1, 4),
+                    "tp": r.strategy["tp"],
+                    "pp": r.strategy["pp"],
+                    "dp": r.strategy["dp"],
+                    "mb": r.strategy["mb"],
+                    "micro_batches": res["grad_accum"],
+                    "seq_len": r.job.seq_len,
+                    "hidden": r.job.model.d_model,
+                    "devices": r.job.devices,
+                    "tokens_per_device": r.job.global_batch * r.job.seq_len / r.job.devices,
+                    "compute_share": round(res["compute_s"] / step, 4),
+                    "tp_share": round(res["tp_s"] / step, 4),
+                    "dp_share": round(res["dp_s"] / step, 4),
+                    "bubble_share": round(res["bubble_s"] / step, 4),
+                }
+            )
     return out
 
 
@@ -68,9 +94,17 @@ def main() -> None:
     for name, subset in (("all", table), ("without nanotron", [t for t in table if "nanotron" not in t["source"]])):
         e = np.array([t["error"] for t in subset])
         corr = {k: _spearman(np.array([float(t[k]) for t in subset]), e) for k in FEATURES}
-        print(json.dumps({"rows": name, "n": len(subset), "mape": round(float(np.abs(e).mean()), 3),
-                          "mean_signed": round(float(e.mean()), 3),
-                          "spearman_with_error": {k: None if v is None else round(v, 3) for k, v in corr.items()}}))
+        print(
+            json.dumps(
+                {
+                    "rows": name,
+                    "n": len(subset),
+                    "mape": round(float(np.abs(e).mean()), 3),
+                    "mean_signed": round(float(e.mean()), 3),
+                    "spearman_with_error": {k: None if v is None else round(v, 3) for k, v in corr.items()},
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -84,8 +84,13 @@ def best_layout(rec: dict) -> tuple[float, str]:
 
     s = parse_strategy(rec["strategy"])
     scheds = sorted({"1f1b", "zb-h1", "zb-v", SCHEDULES[int(s["sched"][0])]})
-    plan = search(job_from_record({k: v for k, v in rec.items() if k != "strategy"}), top=1, tp_overlap=int(s["tp_overlap"][0]),
-                  ep_overlap=bool(s["ep_overlap"][0]), where="sched=" + "|".join(scheds))
+    plan = search(
+        job_from_record({k: v for k, v in rec.items() if k != "strategy"}),
+        top=1,
+        tp_overlap=int(s["tp_overlap"][0]),
+        ep_overlap=bool(s["ep_overlap"][0]),
+        where="sched=" + "|".join(scheds),
+    )
     best = render_records(plan.strategies, plan.results)[0]
     return float(best["step_time_s"]), ",".join(f"{k}={v}" for k, v in best["strategy"].items())
 
@@ -93,8 +98,11 @@ def best_layout(rec: dict) -> tuple[float, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=Path, help="write every combination's prediction to this CSV")
-    ap.add_argument("--search", action="store_true",
-                    help="also search each job: how much faster the planner's best layout is than the stated one, by its own model")
+    ap.add_argument(
+        "--search",
+        action="store_true",
+        help="also search each job: how much faster the planner's best layout is than the stated one, by its own model",
+    )
     args = ap.parse_args()
     rows = list(csv.DictReader(TABLE.open(encoding="utf-8")))
     jobs = [(row, combo, rec) for row in rows for combo, rec in records(row)]
@@ -103,24 +111,48 @@ def main() -> None:
     for (row, combo, rec), res in zip(jobs, results):
         metric = row["measured_metric"]
         pred, measured = float(res[metric]), float(row["measured_value"])
-        table.append({"id": row["id"], **{k: combo.get(k, "") for k in ("vpp", "tp_overlap", "fp8_recipe")},
-                      "measured": measured, "predicted": round(pred, 1), "error": round(pred / measured - 1, 4),
-                      "memory_gb": round(float(res["memory_gb"]["total"]), 1), "fits": res["fits"]})
+        table.append(
+            {
+                "id": row["id"],
+                **{k: combo.get(k, "") for k in ("vpp", "tp_overlap", "fp8_recipe")},
+                "measured": measured,
+                "predicted": round(pred, 1),
+                "error": round(pred / measured - 1, 4),
+                "memory_gb": round(float(res["memory_gb"]["total"]), 1),
+                "fits": res["fits"],
+            }
+        )
         if args.search:
             best_s, best = best_layout(rec)
-            table[-1].update(stated_step_s=round(float(res["step_time_s"]), 3), best_step_s=round(best_s, 3),
-                             best_gain=round(float(res["step_time_s"]) / best_s - 1, 4), best=best)
+            table[-1].update(
+                stated_step_s=round(float(res["step_time_s"]), 3),
+                best_step_s=round(best_s, 3),
+                best_gain=round(float(res["step_time_s"]) / best_s - 1, 4),
+                best=best,
+            )
     for row in rows:
         mine = [t for t in table if t["id"] == row["id"]]
         errs = sorted(t["error"] for t in mine)
-        print(json.dumps({"id": row["id"], "model": row["model"], "devices": int(row["devices"]), "metric": row["measured_metric"],
-                          "measured": float(row["measured_value"]), "combinations": len(mine),
-                          "predicted_min": min(t["predicted"] for t in mine), "predicted_max": max(t["predicted"] for t in mine),
-                          "error_min": errs[0], "error_max": errs[-1],
-                          "measured_inside": errs[0] <= 0 <= errs[-1],
-                          "fits": sorted({t["fits"] for t in mine}),
-                          "memory_gb": sorted({t["memory_gb"] for t in mine}),
-                          **({"best_gain": sorted({t["best_gain"] for t in mine})} if args.search else {})}))
+        print(
+            json.dumps(
+                {
+                    "id": row["id"],
+                    "model": row["model"],
+                    "devices": int(row["devices"]),
+                    "metric": row["measured_metric"],
+                    "measured": float(row["measured_value"]),
+                    "combinations": len(mine),
+                    "predicted_min": min(t["predicted"] for t in mine),
+                    "predicted_max": max(t["predicted"] for t in mine),
+                    "error_min": errs[0],
+                    "error_max": errs[-1],
+                    "measured_inside": errs[0] <= 0 <= errs[-1],
+                    "fits": sorted({t["fits"] for t in mine}),
+                    "memory_gb": sorted({t["memory_gb"] for t in mine}),
+                    **({"best_gain": sorted({t["best_gain"] for t in mine})} if args.search else {}),
+                }
+            )
+        )
     if args.rows:
         with args.rows.open("w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=list(table[0]))

@@ -23,7 +23,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-
 from compare_rows import clustered_se
 
 
@@ -35,9 +34,18 @@ def ledger(rows: list[dict[str, str]], column: str = "loso_error", target: float
     n = len(rows)
     mape = float(ab.mean())
     se = clustered_se(ab, sources)
-    out: list[dict] = [{"column": column, "rows": n, "mape": round(mape, 4), "se_sources": round(se, 4), "target": target,
-                        "points": round(100 * float(ab.sum()), 1), "points_over_target": round(100 * (mape - target) * n, 1),
-                        "gap_in_se": round((mape - target) / se, 2) if se > 0 else None}]
+    out: list[dict] = [
+        {
+            "column": column,
+            "rows": n,
+            "mape": round(mape, 4),
+            "se_sources": round(se, 4),
+            "target": target,
+            "points": round(100 * float(ab.sum()), 1),
+            "points_over_target": round(100 * (mape - target) * n, 1),
+            "gap_in_se": round((mape - target) / se, 2) if se > 0 else None,
+        }
+    ]
     by: dict[str, list[int]] = defaultdict(list)
     for i, s in enumerate(sources):
         by[s].append(i)
@@ -45,18 +53,34 @@ def ledger(rows: list[dict[str, str]], column: str = "loso_error", target: float
     for s, idx in sorted(by.items(), key=lambda kv: -float(ab[kv[1]].sum())):
         e = err[idx]
         worst = idx[int(np.argmax(ab[idx]))]
-        out.append({"source": s, "rows": len(idx), "points": round(100 * float(ab[idx].sum()), 1),
-                    "share": round(float(ab[idx].sum()) / total, 3) if total > 0 else 0.0,
-                    "mean_signed": round(float(e.mean()), 4), "mape": round(float(ab[idx].mean()), 4),
-                    "mape_without_bias": round(float(np.abs(e - e.mean()).mean()), 4),
-                    "largest_row": rows[worst].get("row"), "largest_error": round(float(err[worst]), 4)})
+        out.append(
+            {
+                "source": s,
+                "rows": len(idx),
+                "points": round(100 * float(ab[idx].sum()), 1),
+                "share": round(float(ab[idx].sum()) / total, 3) if total > 0 else 0.0,
+                "mean_signed": round(float(e.mean()), 4),
+                "mape": round(float(ab[idx].mean()), 4),
+                "mape_without_bias": round(float(np.abs(e - e.mean()).mean()), 4),
+                "largest_row": rows[worst].get("row"),
+                "largest_error": round(float(err[worst]), 4),
+            }
+        )
     order = np.argsort(-ab, kind="stable")[:top]
     removed = np.cumsum(ab[order])
     for k, i in enumerate(order):
         r = rows[i]
-        out.append({"row": r.get("row"), "source": r["source"], "model": r.get("model", ""), "devices": r.get("devices", ""),
-                    "error": round(float(err[i]), 4), "mape_if_exact": round((total - float(ab[i])) / n, 4),
-                    "mape_if_exact_with_larger": round((total - float(removed[k])) / n, 4)})
+        out.append(
+            {
+                "row": r.get("row"),
+                "source": r["source"],
+                "model": r.get("model", ""),
+                "devices": r.get("devices", ""),
+                "error": round(float(err[i]), 4),
+                "mape_if_exact": round((total - float(ab[i])) / n, 4),
+                "mape_if_exact_with_larger": round((total - float(removed[k])) / n, 4),
+            }
+        )
     return out
 
 

@@ -51,7 +51,7 @@ def replay(n_tensors: int, ranks: int, shard: int = 16, repeats: int = 5) -> flo
         flat = torch.empty(ranks * send.numel(), dtype=send.dtype)  # the collective's flat result
         flat.view(ranks, -1).copy_(send.expand(ranks, -1))
         for r in range(ranks):
-            recv[r].copy_(flat[r * send.numel():(r + 1) * send.numel()])
+            recv[r].copy_(flat[r * send.numel() : (r + 1) * send.numel()])
         for views, buf in zip(per_rank, recv, strict=True):
             for dst, src in zip(views, _unflatten_dense_tensors(buf, views), strict=True):
                 dst.copy_(src)
@@ -68,7 +68,9 @@ def main() -> None:
     for n, r in ((50, 32), (50, 128), (86, 32), (171, 128), (98, 32)):
         s = replay(n, r, repeats=args.repeats)
         per_pair.append(s / (n * r))
-        print(json.dumps({"tensors": n, "ranks": r, "seconds": round(s, 5), "us_per_pair": round(s / (n * r) * 1e6, 2)}))
+        print(
+            json.dumps({"tensors": n, "ranks": r, "seconds": round(s, 5), "us_per_pair": round(s / (n * r) * 1e6, 2)})
+        )
     print(json.dumps({"median_us_per_pair": round(statistics.median(per_pair) * 1e6, 2)}))
 
 

@@ -39,8 +39,12 @@ def main() -> None:
     opt = torch.optim.SGD(blocks.parameters(), lr=0.01)
     x = torch.randn(32, 64)
     sched = schedule(wait=1, warmup=1, active=2, repeat=1)
-    with profile(activities=[ProfilerActivity.CPU], schedule=sched, record_shapes=True,
-                 on_trace_ready=lambda p: p.export_chrome_trace(a.out)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=sched,
+        record_shapes=True,
+        on_trace_ready=lambda p: p.export_chrome_trace(a.out),
+    ) as prof:
         for _ in range(4):
             y = x
             for blk in blocks:

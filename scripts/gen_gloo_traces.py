@@ -21,8 +21,16 @@ import time
 from pathlib import Path
 
 
-def _worker(rank: int, world: int, out_dir: str, slow_rank: int, sleep_ms: float, port: int, slow_compute_rank: int = -1,
-            compute_sleep_ms: float = 0.0) -> None:
+def _worker(
+    rank: int,
+    world: int,
+    out_dir: str,
+    slow_rank: int,
+    sleep_ms: float,
+    port: int,
+    slow_compute_rank: int = -1,
+    compute_sleep_ms: float = 0.0,
+) -> None:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -44,6 +52,7 @@ def _worker(rank: int, world: int, out_dir: str, slow_rank: int, sleep_ms: float
             return torch.randn(256), torch.randn(16)
 
     loader = torch.utils.data.DataLoader(Data(), batch_size=1)
+
     @torch.library.custom_op("stepscope_test::busy", mutates_args=(), schema="(Tensor x, float ms) -> Tensor")
     def busy(x: torch.Tensor, ms: float) -> torch.Tensor:
         time.sleep(ms / 1000.0)
@@ -64,11 +73,18 @@ def _worker(rank: int, world: int, out_dir: str, slow_rank: int, sleep_ms: float
                 return busy(x, compute_sleep_ms)
             return x
 
-    model = DDP(torch.nn.Sequential(torch.nn.Linear(256, 512), SlowIdentity(), torch.nn.ReLU(), torch.nn.Linear(512, 16)))
+    model = DDP(
+        torch.nn.Sequential(torch.nn.Linear(256, 512), SlowIdentity(), torch.nn.ReLU(), torch.nn.Linear(512, 16))
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     out = str(Path(out_dir) / f"rank-{rank}.json")
     sched = schedule(wait=1, warmup=1, active=3, repeat=1)
-    with profile(activities=[ProfilerActivity.CPU], schedule=sched, record_shapes=True, on_trace_ready=lambda p: p.export_chrome_trace(out)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=sched,
+        record_shapes=True,
+        on_trace_ready=lambda p: p.export_chrome_trace(out),
+    ) as prof:
         for step, (x, y) in enumerate(loader):
             loss = torch.nn.functional.mse_loss(model(x), y)
             opt.zero_grad()
@@ -100,8 +116,20 @@ def main() -> None:
     import torch.multiprocessing as mp
 
     Path(a.out_dir).mkdir(parents=True, exist_ok=True)
-    mp.spawn(_worker, args=(a.ranks, a.out_dir, a.slow_loader_rank, a.loader_sleep_ms, a.port, a.slow_compute_rank, a.compute_sleep_ms),
-             nprocs=a.ranks, join=True)
+    mp.spawn(
+        _worker,
+        args=(
+            a.ranks,
+            a.out_dir,
+            a.slow_loader_rank,
+            a.loader_sleep_ms,
+            a.port,
+            a.slow_compute_rank,
+            a.compute_sleep_ms,
+        ),
+        nprocs=a.ranks,
+        join=True,
+    )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ def main() -> None:
     os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
     import jax
     import jax.numpy as jnp
-    from jax.sharding import Mesh, PartitionSpec as P
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
 
     try:
         from jax import shard_map

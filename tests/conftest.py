@@ -23,8 +23,16 @@ def browser_page() -> Iterator[tuple[Any, list[str]]]:
     sync_api = pytest.importorskip("playwright.sync_api")
     errors: list[str] = []
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                                               "--disable-component-update", "--no-first-run"])
+        browser = p.chromium.launch(
+            executable_path=exe,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
         page = browser.new_page()
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))

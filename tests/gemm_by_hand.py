@@ -15,5 +15,8 @@ def gemm_rate(outputs: float, depth: float) -> float:
 
 def linear_shape(tokens: float, d_in: float, d_out: float, groups: float = 1.0) -> float:
     """Forward, input and weight gradients at their harmonic mean (equal FLOPs each)."""
-    return 3 / (1 / gemm_rate(groups * tokens * d_out, d_in) + 1 / gemm_rate(groups * tokens * d_in, d_out)
-                + 1 / gemm_rate(groups * d_in * d_out, tokens))
+    return 3 / (
+        1 / gemm_rate(groups * tokens * d_out, d_in)
+        + 1 / gemm_rate(groups * tokens * d_in, d_out)
+        + 1 / gemm_rate(groups * d_in * d_out, tokens)
+    )

@@ -11,7 +11,16 @@ _corr = [1000]
 
 
 def step(name: str, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
-    return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": {"External id": 1}}
+    return {
+        "ph": "X",
+        "cat": "user_annotation",
+        "name": name,
+        "pid": 1,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"External id": 1},
+    }
 
 
 def cpu(name: str, ts: float, dur: float, tid: int = 1, cat: str = "cpu_op", **args: Any) -> dict[str, Any]:
@@ -19,15 +28,38 @@ def cpu(name: str, ts: float, dur: float, tid: int = 1, cat: str = "cpu_op", **a
 
 
 def launch(
-    kernel: str, launch_ts: float, ts: float, dur: float, stream: int = 7, cat: str = "kernel", ext: int = -1, tid: int = 1, **args: Any
+    kernel: str,
+    launch_ts: float,
+    ts: float,
+    dur: float,
+    stream: int = 7,
+    cat: str = "kernel",
+    ext: int = -1,
+    tid: int = 1,
+    **args: Any,
 ) -> list[dict[str, Any]]:
     """A runtime launch call at ``launch_ts`` and the device work it launched."""
     _corr[0] += 1
     c = _corr[0]
     rt_name = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
-    rt = {"ph": "X", "cat": "cuda_runtime", "name": rt_name, "pid": 1, "tid": tid, "ts": launch_ts, "dur": 2, "args": {"correlation": c, "External id": ext}}
+    rt = {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": rt_name,
+        "pid": 1,
+        "tid": tid,
+        "ts": launch_ts,
+        "dur": 2,
+        "args": {"correlation": c, "External id": ext},
+    }
     k = {
-        "ph": "X", "cat": cat, "name": kernel, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+        "ph": "X",
+        "cat": cat,
+        "name": kernel,
+        "pid": 0,
+        "tid": stream,
+        "ts": ts,
+        "dur": dur,
         "args": {"device": 0, "stream": stream, "correlation": c, "External id": ext, **args},
     }
     return [rt, k]

@@ -42,16 +42,32 @@ def _analyze(ns: argparse.Namespace) -> int:
         straggler_threshold=ns.straggler_z,
         gpus_per_node=ns.gpus_per_node,
     )
-    piped = [flag for flag, out in (("--json", ns.json), ("--html", ns.html), ("--critical-path-trace", ns.critical_path_trace)) if out == "-"]
+    piped = [
+        flag
+        for flag, out in (("--json", ns.json), ("--html", ns.html), ("--critical-path-trace", ns.critical_path_trace))
+        if out == "-"
+    ]
     if len(piped) > 1:
-        raise ConfigError(f"only one output can go to standard output, not {' and '.join(piped)}", fix="give the others a file name")
+        raise ConfigError(
+            f"only one output can go to standard output, not {' and '.join(piped)}", fix="give the others a file name"
+        )
     if ns.roofline_png == "-":
-        raise ConfigError("--roofline-png cannot go to standard output (it is binary)", fix="give it a file name, e.g. roofline.png")
+        raise ConfigError(
+            "--roofline-png cannot go to standard output (it is binary)", fix="give it a file name, e.g. roofline.png"
+        )
     quiet = ns.quiet or bool(piped)  # standard output carries the report: no terminal report, warnings on stderr
     not_traces: list[str] = []
     paths = expand_paths(ns.traces, not_traces)
     show = not quiet and err.is_terminal
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, disable=not show) as bar:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not show,
+    ) as bar:
         task = bar.add_task(f"reading + analyzing {len(paths)} trace file(s)", total=len(paths))
         result = analyze_files(
             [str(p) for p in paths],
@@ -65,12 +81,15 @@ def _analyze(ns: argparse.Namespace) -> int:
     if not_traces:
         result = dataclasses.replace(result, warnings=tuple(not_traces) + result.warnings)
     if ns.critical_path_trace:
-        from .analysis.critical_path import perfetto
+        from .analysis.cluster.critical_path import perfetto
 
         c = result.cluster
         if c is None:
             raise ConfigError("--critical-path-trace needs 2 or more ranks", fix="pass the trace files of all ranks")
-        write_output(ns.critical_path_trace, json.dumps(perfetto(c.critical_paths, list(c.collectives), [r.rank for r in result.ranks])))  # type: ignore[attr-defined]
+        write_output(
+            ns.critical_path_trace,
+            json.dumps(perfetto(c.critical_paths, list(c.collectives), [r.rank for r in result.ranks])),  # type: ignore[attr-defined]
+        )
     outputs = {"json": ns.json, "html": ns.html}
     for kind, out in outputs.items():
         if out:
@@ -97,8 +116,10 @@ def _model_flops(ns: argparse.Namespace) -> float | None:
     if not ns.hf_config:
         return None
     if not ns.tokens_per_step or not ns.seq_len:
-        raise ConfigError("--model needs --tokens-per-step and --seq-len", fix="e.g. --tokens-per-step 16384 --seq-len 4096")
-    from .analysis.models import resolve
+        raise ConfigError(
+            "--model needs --tokens-per-step and --seq-len", fix="e.g. --tokens-per-step 16384 --seq-len 4096"
+        )
+    from .catalog.models import resolve
 
     return resolve(ns.hf_config).flops_per_token(ns.seq_len) * ns.tokens_per_step
 
@@ -144,8 +165,11 @@ def _hlo(ns: argparse.Namespace) -> int:
     for m in modules:
         recs = hlo_report.records(m)
         con.print(hlo_report.table(m, recs, ns.top))
-        con.print(f"entry computation: {hlo_report.entry_flops(m) / 1e9:.4f} GFLOP per execution (loop bodies x their "
-                  "known trip counts; x 1 when unknown)", highlight=False)
+        con.print(
+            f"entry computation: {hlo_report.entry_flops(m) / 1e9:.4f} GFLOP per execution (loop bodies x their "
+            "known trip counts; x 1 when unknown)",
+            highlight=False,
+        )
     return 0
 
 
@@ -162,7 +186,10 @@ def _network(ns: argparse.Namespace) -> int:
     text = yaml.safe_dump({"version": 1, "networks": [entry]}, sort_keys=False)
     if ns.out:
         write_output(ns.out, text)
-        print(f"wrote {ns.out}: {entry['name']}, {len(entry['nodes'])} node counts; use plan --network {ns.out}", file=sys.stderr)
+        print(
+            f"wrote {ns.out}: {entry['name']}, {len(entry['nodes'])} node counts; use plan --network {ns.out}",
+            file=sys.stderr,
+        )
     else:
         print(text, end="")
     return 0

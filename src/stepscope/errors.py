@@ -39,11 +39,16 @@ class ConfigError(InputError):
     """An option or configuration value is invalid."""
 
 
-def refuse_unknown_keys(d: Mapping[Any, Any], known: Iterable[str], *, path: str, owner: str = "", see: str = "") -> None:
+def refuse_unknown_keys(
+    d: Mapping[Any, Any], known: Iterable[str], *, path: str, owner: str = "", see: str = ""
+) -> None:
     """A file entry's keys must be ones its reader reads: a misspelt optional key would otherwise
     be ignored without a word. ``known`` is listed in the fix in the order given."""
     names = list(known)
     unknown = sorted(str(k) for k in d if k not in names)
     if unknown:
-        raise ConfigError(f"{owner}unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}", path=path,
-                          fix=f"the keys are {', '.join(names)}" + (f" (see {see})" if see else ""))
+        raise ConfigError(
+            f"{owner}unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
+            path=path,
+            fix=f"the keys are {', '.join(names)}" + (f" (see {see})" if see else ""),
+        )

@@ -18,4 +18,6 @@ def write_output(path: str, text: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise StepscopeError(f"cannot write output ({exc.strerror})", path=path, fix="check the directory exists and is writable") from None
+        raise StepscopeError(
+            f"cannot write output ({exc.strerror})", path=path, fix="check the directory exists and is writable"
+        ) from None

@@ -34,7 +34,12 @@ def test_basic_step_by_hand(tmp_path: Path) -> None:
     assert s.idle_ns == 100 * US  # [500,600)
     assert s.compute_ns + s.exposed_comm_ns + s.exposed_memcpy_ns + s.idle_ns == s.step_time_ns
     assert s.cpu_step_ns == 1000 * US
-    assert s.by_category_ns == {"gemm": 200 * US, "comm:all_reduce": 200 * US, "memcpy_h2d": 100 * US, "elementwise": 100 * US}
+    assert s.by_category_ns == {
+        "gemm": 200 * US,
+        "comm:all_reduce": 200 * US,
+        "memcpy_h2d": 100 * US,
+        "elementwise": 100 * US,
+    }
     (c,) = s.collectives
     assert (c.type, c.comm_ns, c.overlapped_ns, c.exposed_ns, c.count) == ("all_reduce", 200 * US, 50 * US, 150 * US, 1)
     # the gap [500,600) ends with the elementwise kernel, launched at 550 > 500: host-bound
@@ -129,8 +134,8 @@ def test_fluctuation_flags_what_grew(tmp_path: Path) -> None:
         ev.append(synth.step(f"ProfilerStep#{i}", t0, 1000))
         ev += synth.launch(f"gemm_{i}", t0 + 1, t0 + 10, 100)
         # kernels at [t0+10, t0+110) and [t0+120, t0+220) -> 210 us; the 10 us gap was launched in
-    # time (other idle). Step 3 launches the second kernel at t0+300: it runs [t0+320, t0+420),
-    # so the step is 410 us and its 210 us gap is host-bound (median host-bound idle is 0).
+        # time (other idle). Step 3 launches the second kernel at t0+300: it runs [t0+320, t0+420),
+        # so the step is 410 us and its 210 us gap is host-bound (median host-bound idle is 0).
         late = 300 if i == 3 else 100
         ev += synth.launch(f"gemm_b{i}", t0 + late, t0 + late + 20, 100)
     r = _one(tmp_path, ev)
@@ -179,26 +184,37 @@ def test_user_rules_file_extends_classification(tmp_path: Path) -> None:
     base = analyze(stepscope.load(p)).ranks[0].steps[0]
     assert base.by_category_ns.get("other") == 150 * US
     rules = tmp_path / "rules.yaml"
-    rules.write_text(
-        "categories:\n  - {category: gemm, pattern: 'fused_moe_grouped'}\n"
-        "comm_kernels: 'xccl'\n"
-    )
+    rules.write_text("categories:\n  - {category: gemm, pattern: 'fused_moe_grouped'}\ncomm_kernels: 'xccl'\n")
     s = analyze(stepscope.load(p), AnalyzeConfig(rules_file=str(rules))).ranks[0].steps[0]
     assert s.by_category_ns == {"gemm": 100 * US, "comm:send_recv": 50 * US}
     assert s.exposed_comm_ns == 50 * US
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("categories:\n  - {category: gemm, pattern: '(unclosed'}\n", "bad regular expression '(unclosed'"),
-    ("categorie:\n  - {category: gemm, pattern: 'x'}\n", "unknown key categorie"),  # was ignored without a word
-    ("categories:\n  - {pattern: 'x'}\n", "categories must be a list of {category: ..., pattern: ...}"),  # was a KeyError
-    ("collectives: {type: all_reduce}\n", "collectives must be a list of {type: ..., pattern: ...}"),
-    ("comm_kernels: 'my(ccl'\n", "bad regular expression 'my(ccl'"),  # named alone, not inside the bundled pattern
-    ("comm_kernels: [mynccl]\n", "comm_kernels must be one regular expression (a string), not list"),  # was a traceback
-    ("comm_ops: true\n", "comm_ops must be one regular expression (a string), not bool"),
-    ("categories:\n  - {category: gemm, pattern: [x]}\n", "categories must be a list of {category: ..., pattern: ...} with text"),  # the regex "['x']"
-])
-def test_bad_rules_file_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, says: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("categories:\n  - {category: gemm, pattern: '(unclosed'}\n", "bad regular expression '(unclosed'"),
+        ("categorie:\n  - {category: gemm, pattern: 'x'}\n", "unknown key categorie"),  # was ignored without a word
+        (
+            "categories:\n  - {pattern: 'x'}\n",
+            "categories must be a list of {category: ..., pattern: ...}",
+        ),  # was a KeyError
+        ("collectives: {type: all_reduce}\n", "collectives must be a list of {type: ..., pattern: ...}"),
+        ("comm_kernels: 'my(ccl'\n", "bad regular expression 'my(ccl'"),  # named alone, not inside the bundled pattern
+        (
+            "comm_kernels: [mynccl]\n",
+            "comm_kernels must be one regular expression (a string), not list",
+        ),  # was a traceback
+        ("comm_ops: true\n", "comm_ops must be one regular expression (a string), not bool"),
+        (
+            "categories:\n  - {category: gemm, pattern: [x]}\n",
+            "categories must be a list of {category: ..., pattern: ...} with text",
+        ),  # the regex "['x']"
+    ],
+)
+def test_bad_rules_file_is_a_user_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, says: str
+) -> None:
     from stepscope.cli import main
 
     p = synth.write(tmp_path / "t.json", synth.basic_events())
@@ -227,7 +243,10 @@ def test_analyze_files_in_workers_matches_in_memory(tmp_path: Path) -> None:
 
 
 def test_stream_idle_causes_optimizer_and_short_kernels(tmp_path: Path) -> None:
-    ev = [synth.step("ProfilerStep#1", 0, 1000), synth.cpu("Optimizer.step#AdamW.step", 600, 100, cat="user_annotation")]
+    ev = [
+        synth.step("ProfilerStep#1", 0, 1000),
+        synth.cpu("Optimizer.step#AdamW.step", 600, 100, cat="user_annotation"),
+    ]
     ev += synth.launch("gemm_a", 10, 100, 100, stream=7)  # s7 [100,200)
     ev += synth.launch("gemm_b", 250, 300, 100, stream=7)  # s7 gap [200,300): launched at 250 -> host-bound 100
     ev += synth.launch("tiny_elementwise", 650, 700, 5, stream=7)  # s7 gap [400,700): launched at 650 -> host-bound 300
@@ -250,7 +269,9 @@ def test_stream_idle_causes_optimizer_and_short_kernels(tmp_path: Path) -> None:
 
 def test_lambda_kernels_are_not_optimizer(tmp_path: Path) -> None:
     ev = [synth.step("ProfilerStep#1", 0, 1000)]
-    ev += synth.launch("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::lambda>", 10, 100, 10)
+    ev += synth.launch(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::lambda>", 10, 100, 10
+    )
     ev += synth.launch("void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>", 20, 200, 10)
     (s,) = _one(tmp_path, ev).steps
     assert s.by_category_ns == {"elementwise": 10 * US, "optimizer": 10 * US}

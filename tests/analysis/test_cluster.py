@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stepscope.analysis.cluster.view import build
 from stepscope.analysis.cluster.comm_events import CommEvents, object_array
+from stepscope.analysis.cluster.view import build
 from stepscope.analysis.results import RankAnalysis
 from stepscope.analysis.steps.results import CpuStep, IdleCauses, LaunchStats, StepBreakdown, StepStats
 from stepscope.cli import main
@@ -25,22 +25,47 @@ def _step(step_ns: int, compute_ns: int, loader_ns: int = 0) -> StepBreakdown:
     import dataclasses
 
     fields = {f.name: 0 for f in dataclasses.fields(StepBreakdown)}
-    fields.update(name="s", step_time_ns=step_ns, compute_ns=compute_ns, by_category_ns={}, kernel_time_by_category_ns={},
-                  collectives=(), idle_causes=IdleCauses(*(0 for _ in dataclasses.fields(IdleCauses))),
-                  cpu=dataclasses.replace(CpuStep(*(0 for _ in dataclasses.fields(CpuStep))), dataloader_ns=loader_ns),
-                  window_source="device")
+    fields.update(
+        name="s",
+        step_time_ns=step_ns,
+        compute_ns=compute_ns,
+        by_category_ns={},
+        kernel_time_by_category_ns={},
+        collectives=(),
+        idle_causes=IdleCauses(*(0 for _ in dataclasses.fields(IdleCauses))),
+        cpu=dataclasses.replace(CpuStep(*(0 for _ in dataclasses.fields(CpuStep))), dataloader_ns=loader_ns),
+        window_source="device",
+    )
     return StepBreakdown(**fields)
 
 
 def _rank(rank: int, starts: list[int], durs: list[int], nbytes: int, steps: list[StepBreakdown]) -> RankAnalysis:
     n = len(starts)
-    ev = CommEvents(np.array(["pg0"] * n, dtype=object), np.array(["all_reduce"] * n, dtype=object), np.arange(n),
-                    np.array(starts, dtype=np.int64), np.array(durs, dtype=np.int64), np.full(n, nbytes, np.int64),
-                    np.full(n, 4, np.int64), np.zeros(n, np.int64))
+    ev = CommEvents(
+        np.array(["pg0"] * n, dtype=object),
+        np.array(["all_reduce"] * n, dtype=object),
+        np.arange(n),
+        np.array(starts, dtype=np.int64),
+        np.array(durs, dtype=np.int64),
+        np.full(n, nbytes, np.int64),
+        np.full(n, 4, np.int64),
+        np.zeros(n, np.int64),
+    )
     stats = StepStats(*(0 for _ in range(7)), flagged=())  # type: ignore[arg-type]
     launch = LaunchStats(*(0 for _ in range(len(LaunchStats.__dataclass_fields__))))  # type: ignore[arg-type]
-    return RankAnalysis(rank=rank, device=None, path=f"r{rank}", step_source="test", steps=tuple(steps), step_stats=stats,
-                        top_kernels=(), top_cpu_ops=(), stream_idle=(), launch=launch, comm_events=ev)
+    return RankAnalysis(
+        rank=rank,
+        device=None,
+        path=f"r{rank}",
+        step_source="test",
+        steps=tuple(steps),
+        step_stats=stats,
+        top_kernels=(),
+        top_cpu_ops=(),
+        stream_idle=(),
+        launch=launch,
+        comm_events=ev,
+    )
 
 
 def test_instances_offsets_wait_transfer_bandwidth_by_hand() -> None:
@@ -99,15 +124,35 @@ def test_stragglers_by_cause_and_what_if_by_hand() -> None:
 def test_gloo_slow_compute_and_slow_loader_found_and_told_apart(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     out_dir = tmp_path / "g"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_gloo_traces.py"), str(out_dir), "--ranks", "3", "--slow-loader-rank", "1",
-                    "--loader-sleep-ms", "50", "--slow-compute-rank", "2", "--compute-sleep-ms", "80", "--port", str(synth.free_port())],
-                   check=True, timeout=600, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "gen_gloo_traces.py"),
+            str(out_dir),
+            "--ranks",
+            "3",
+            "--slow-loader-rank",
+            "1",
+            "--loader-sleep-ms",
+            "50",
+            "--slow-compute-rank",
+            "2",
+            "--compute-sleep-ms",
+            "80",
+            "--port",
+            str(synth.free_port()),
+        ],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
     out = tmp_path / "r.json"
     assert main(["analyze", str(out_dir), "--json", str(out), "--html", str(tmp_path / "r.html"), "-q"]) == 0
     c = json.loads(out.read_text())["cluster"]
     found = {s["rank"]: s for s in c["stragglers"] if s["is_straggler"]}
     assert set(found) == {1, 2}
     assert found[1]["cause"] == "host: data loader" and found[2]["cause"] == "compute"
+
     # the injected amounts as they actually happened (a sleep can overrun on a busy machine), read
     # straight from the raw JSON: per step, the custom op's time on rank 2, and rank 1's data-loader
     # time minus the other ranks'
@@ -120,7 +165,9 @@ def test_gloo_slow_compute_and_slow_loader_found_and_told_apart(tmp_path: Path) 
     injected_compute = float(np.median(per_step(2, "stepscope_test::busy")))
     loader = {r: float(np.median(per_step(r, "enumerate(DataLoader)"))) for r in (0, 1, 2)}
     injected_loader = loader[1] - float(np.median([loader[0], loader[2]]))
-    assert injected_compute >= 80e6 and injected_loader >= 48e6  # the sleeps: 80 and 50 ms per step (large against noise)
+    assert (
+        injected_compute >= 80e6 and injected_loader >= 48e6
+    )  # the sleeps: 80 and 50 ms per step (large against noise)
     assert found[1]["excess_ns"] == pytest.approx(injected_loader, rel=0.10)
     assert found[2]["excess_ns"] == pytest.approx(injected_compute, rel=0.10)
     assert len(c["collectives"]) >= 3 and set(c["clock_offsets_ns"]) == {"0", "1", "2"}
@@ -140,12 +187,16 @@ def test_real_pair_matches_by_order_per_stream(tmp_path: Path) -> None:
     kern = {}
     for r in (0, 1):
         t = stepscope.load(str(PAIR / f"sampled_rank-{r}.json.gz")).events.to_pydict()
-        rows = [(s, ts, d) for n, k, s, ts, d in zip(t["name"], t["kind"], t["stream"], t["ts_ns"], t["dur_ns"]) if k == "kernel" and "nccl" in n.lower()]
+        rows = [
+            (s, ts, d)
+            for n, k, s, ts, d in zip(t["name"], t["kind"], t["stream"], t["ts_ns"], t["dur_ns"])
+            if k == "kernel" and "nccl" in n.lower()
+        ]
         kern[r] = {s: sorted((ts, d) for s2, ts, d in rows if s2 == s) for s in {x[0] for x in rows}}
     expected_wait = {0: 0, 1: 0}
     n_pairs = 0
     for s in kern[0]:
-        for (t0, d0), (t1, d1) in zip(kern[0][s], kern[1][s]):
+        for (_t0, d0), (_t1, d1) in zip(kern[0][s], kern[1][s]):
             n_pairs += 1
             expected_wait[0] += d0 - min(d0, d1)
             expected_wait[1] += d1 - min(d0, d1)
@@ -169,14 +220,26 @@ def test_critical_path_by_hand_and_perfetto_export(tmp_path: Path) -> None:
     r1 = _rank(1, [70], [30], 1 << 20, [_step(100, 50, 20)])
     z = np.zeros(1, np.int64)
     ev0 = dataclasses.replace(r0.comm_events, compute_iv=(z, np.array([40])), step_windows=(z, np.array([100])))  # type: ignore[type-var]
-    ev1 = dataclasses.replace(r1.comm_events, compute_iv=(z, np.array([50])), loader_iv=(np.array([50]), np.array([70])),  # type: ignore[type-var]
-                              step_windows=(z, np.array([100])))
+    ev1 = dataclasses.replace(
+        r1.comm_events,
+        compute_iv=(z, np.array([50])),
+        loader_iv=(np.array([50]), np.array([70])),  # type: ignore[type-var]
+        step_windows=(z, np.array([100])),
+    )
     c = build((dataclasses.replace(r0, comm_events=ev0), dataclasses.replace(r1, comm_events=ev1)))
     assert c is not None and c.clock_offsets_ns == {0: 0, 1: 0}
     (p,) = c.critical_paths
     assert p.length_ns == 100
-    assert p.by_kind_ns == {"compute": 50, "communication": 30, "data loading": 20, "CPU": 0, "launch overhead": 0, "sync wait": 0, "other idle": 0,
-                            "memcpy": 0}
+    assert p.by_kind_ns == {
+        "compute": 50,
+        "communication": 30,
+        "data loading": 20,
+        "CPU": 0,
+        "launch overhead": 0,
+        "sync wait": 0,
+        "other idle": 0,
+        "memcpy": 0,
+    }
     assert p.by_rank_ns == {1: 70}
     trace = perfetto(c.critical_paths, list(c.collectives), [0, 1])
     marked = [e for e in trace["traceEvents"] if e.get("cat") == "critical_path" and e["ph"] == "X"]
@@ -194,9 +257,16 @@ def test_slow_link_found_from_pair_groups() -> None:
         n = 4
         durs = [4_000_000 * (4 if r in (2, 3) else 1)] * n
         starts = [10_000_000 * k for k in range(n)]
-        ev = CommEvents(np.array([f"pair{r // 2}"] * n, dtype=object), np.array(["all_reduce"] * n, dtype=object), np.arange(n),
-                        np.array(starts, np.int64), np.array(durs, np.int64), np.full(n, 16 << 20, np.int64), np.full(n, 2, np.int64),
-                        np.zeros(n, np.int64))
+        ev = CommEvents(
+            np.array([f"pair{r // 2}"] * n, dtype=object),
+            np.array(["all_reduce"] * n, dtype=object),
+            np.arange(n),
+            np.array(starts, np.int64),
+            np.array(durs, np.int64),
+            np.full(n, 16 << 20, np.int64),
+            np.full(n, 2, np.int64),
+            np.zeros(n, np.int64),
+        )
         import dataclasses
 
         ranks.append(dataclasses.replace(_rank(r, [0], [1], 1, [_step(50_000_000, 30_000_000)]), comm_events=ev))
@@ -211,9 +281,16 @@ def test_comm_matrix_for_all_to_all_by_hand() -> None:
     stays on the rank crosses no link), so 1 MB to each other rank."""
     ranks = []
     for r in range(3):
-        ev = CommEvents(np.array(["ep"], dtype=object), np.array(["all_to_all"], dtype=object), np.zeros(1, np.int64),
-                        np.array([1000 + r], np.int64), np.array([500], np.int64), np.array([3_000_000], np.int64),
-                        np.array([3], np.int64), np.zeros(1, np.int64))
+        ev = CommEvents(
+            np.array(["ep"], dtype=object),
+            np.array(["all_to_all"], dtype=object),
+            np.zeros(1, np.int64),
+            np.array([1000 + r], np.int64),
+            np.array([500], np.int64),
+            np.array([3_000_000], np.int64),
+            np.array([3], np.int64),
+            np.zeros(1, np.int64),
+        )
         import dataclasses
 
         ranks.append(dataclasses.replace(_rank(r, [0], [1], 1, [_step(10_000, 5_000)]), comm_events=ev))
@@ -226,7 +303,7 @@ def test_comm_matrix_for_all_to_all_by_hand() -> None:
     import dataclasses
 
     rec = []
-    for r, ra in enumerate(ranks):
+    for ra in ranks:
         ev = dataclasses.replace(ra.comm_events, members=object_array([(0, 1, 2)]), in_split=object_array([(1, 2, 3)]))
         rec.append(dataclasses.replace(ra, comm_events=ev))
     c2 = build(tuple(rec))
@@ -237,7 +314,9 @@ def test_comm_matrix_for_all_to_all_by_hand() -> None:
 
 
 @pytest.mark.parametrize("portable", [False, True])
-def test_recorded_group_ranks_and_splits_from_kineto_args(tmp_path: Path, portable: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recorded_group_ranks_and_splits_from_kineto_args(
+    tmp_path: Path, portable: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two NCCL ranks (global ranks 4 and 9 of a larger job), one all-to-all each with its recorded
     args: 1,000 float32 elements, in splits [1, 3] -> rank 4 sends 750 * 4 B to rank 9; rank 9
     splits [2, 2] -> 500 * 4 B to rank 4. Both readers keep the args beside the table."""
@@ -249,8 +328,17 @@ def test_recorded_group_ranks_and_splits_from_kineto_args(tmp_path: Path, portab
     d = tmp_path / "ranks"
     d.mkdir()
     for rank, split in ((4, "[1, 3]"), (9, "[2, 2]")):
-        args = {"Collective name": "all_to_all", "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 2, "dtype": "Float",
-                "Process Group Name": "ep", "Process Group Ranks": "[4, 9]", "In split size": split, "Out split size": "[]"}
+        args = {
+            "Collective name": "all_to_all",
+            "In msg nelems": 1000,
+            "Out msg nelems": 1000,
+            "Group size": 2,
+            "dtype": "Float",
+            "Process Group Name": "ep",
+            "Process Group Ranks": "[4, 9]",
+            "In split size": split,
+            "Out split size": "[]",
+        }
         ev = [synth.step("ProfilerStep#1", 0, 1000)]
         ev += synth.launch("sm90_xmma_gemm", 1, 10, 100)
         ev += synth.launch("ncclDevKernel_SendRecv", 120, 130 + (rank == 9) * 20, 200, stream=20, **args)
@@ -286,8 +374,16 @@ def test_local_critical_path_walks_the_dependency_graph(tmp_path: Path) -> None:
     ce = r.comm_events
     assert ce is not None and ce.size == 1 and ce.before is not None
     got = dict(zip(KINDS, (int(x) // 1000 for x in ce.before[0])))
-    assert got == {"compute": 300, "data loading": 0, "CPU": 75, "launch overhead": 10, "sync wait": 5, "other idle": 0,
-                   "communication": 0, "memcpy": 0}
+    assert got == {
+        "compute": 300,
+        "data loading": 0,
+        "CPU": 75,
+        "launch overhead": 10,
+        "sync wait": 5,
+        "other idle": 0,
+        "communication": 0,
+        "memcpy": 0,
+    }
     # the step's tail: from the all-reduce's end (500) to the step end (500): nothing
     assert int(ce.tail[0].sum()) == 0
 
@@ -298,7 +394,9 @@ def test_local_walks_on_real_traces_partition_their_stretch() -> None:
     previous collective's end (or the step start) to the collective's start."""
     from stepscope.analysis.pipeline import analyze_files
 
-    files = sorted(str(p) for p in PAIR.glob("*.json.gz")) + [str(ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz")]
+    files = sorted(str(p) for p in PAIR.glob("*.json.gz")) + [
+        str(ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz")
+    ]
     for f in files:
         (r,) = analyze_files([f], workers=1).ranks
         ce = r.comm_events
@@ -318,8 +416,10 @@ def test_an_intra_node_collective_is_judged_against_the_measured_figure_for_its_
     helper's group size): algbw 100 GB/s, busbw x 2(4-1)/4 = 150 GB/s. Against a nominal 450 GB/s
     link that is 33% (flagged); against a measured all-reduce figure of 180 GB/s it is 83% (not
     flagged); a type without a measurement keeps the nominal peak."""
-    ranks = tuple(_rank(r, [0, 5_000_000, 10_000_000, 15_000_000], [1_000_000] * 4, 100_000_000, [_step(20_000_000, 1_000_000)])
-                  for r in range(2))
+    ranks = tuple(
+        _rank(r, [0, 5_000_000, 10_000_000, 15_000_000], [1_000_000] * 4, 100_000_000, [_step(20_000_000, 1_000_000)])
+        for r in range(2)
+    )
     nominal = build(ranks, gpus_per_node=8, peak_intra_gbps=450.0)
     measured = build(ranks, gpus_per_node=8, peak_intra_gbps=450.0, measured_intra_busbw={"all_reduce": 180.0})
     other = build(ranks, gpus_per_node=8, peak_intra_gbps=450.0, measured_intra_busbw={"all_gather": 180.0})

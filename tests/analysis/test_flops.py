@@ -45,8 +45,11 @@ def test_conv_attention_and_memory_ops_by_hand() -> None:
     # SDPA with GQA: q[b=1,h=4,sq=8,d=16], k/v[1,2,sk=6,16]: 2*b*h*sq*sk*(d + dv)
     x = c("aten::_scaled_dot_product_flash_attention", [[1, 4, 8, 16], [1, 2, 6, 16], [1, 2, 6, 16]], [B, B, B])
     assert x.flops == 2 * 1 * 4 * 8 * 6 * 32
-    bwd = c("aten::_scaled_dot_product_flash_attention_backward",
-            [[1, 4, 8, 16], [1, 4, 8, 16], [1, 2, 6, 16], [1, 2, 6, 16]], [B, B, B, B])
+    bwd = c(
+        "aten::_scaled_dot_product_flash_attention_backward",
+        [[1, 4, 8, 16], [1, 4, 8, 16], [1, 2, 6, 16], [1, 2, 6, 16]],
+        [B, B, B, B],
+    )
     assert bwd.flops == 2.5 * x.flops  # 4 gradient matmuls + the recomputed QK^T
     # flash-attn layout q[b, s, h, d]
     y = c("aten::_flash_attention_forward", [[1, 8, 4, 16], [1, 6, 2, 16], [1, 6, 2, 16]], [B, B, B])
@@ -94,6 +97,10 @@ def test_against_torch_flop_counter() -> None:
 
     q, kk = [2, 4, 10, 8], [2, 4, 12, 8]
     assert c("aten::_scaled_dot_product_flash_attention", [q, kk, kk], [F] * 3).flops == sdpa_flop_count(q, kk, kk)
-    assert c("aten::_scaled_dot_product_flash_attention_backward", [q, q, kk, kk], [F] * 4).flops == sdpa_backward_flop_count(q, q, kk, kk)
+    assert c(
+        "aten::_scaled_dot_product_flash_attention_backward", [q, q, kk, kk], [F] * 4
+    ).flops == sdpa_backward_flop_count(q, q, kk, kk)
     lin_x, lin_w = torch.randn(5, 7, 16), torch.randn(4, 16)
-    assert c("aten::linear", [[5, 7, 16], [4, 16]], [F, F]).flops == counted(lambda: torch.nn.functional.linear(lin_x, lin_w))
+    assert c("aten::linear", [[5, 7, 16], [4, 16]], [F, F]).flops == counted(
+        lambda: torch.nn.functional.linear(lin_x, lin_w)
+    )

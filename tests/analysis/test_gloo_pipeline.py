@@ -22,7 +22,19 @@ def gloo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gloo")
     script = Path(__file__).resolve().parents[2] / "scripts" / "gen_gloo_traces.py"
     subprocess.run(
-        [sys.executable, str(script), str(out), "--ranks", "2", "--slow-loader-rank", "1", "--loader-sleep-ms", str(SLEEP_MS), "--port", str(synth.free_port())],
+        [
+            sys.executable,
+            str(script),
+            str(out),
+            "--ranks",
+            "2",
+            "--slow-loader-rank",
+            "1",
+            "--loader-sleep-ms",
+            str(SLEEP_MS),
+            "--port",
+            str(synth.free_port()),
+        ],
         check=True,
         timeout=600,
     )

@@ -17,8 +17,11 @@ import pytest
 from stepscope.planner.search import model
 
 HOLDOUT = Path(__file__).resolve().parents[2] / "benchmarks" / "holdout"
-ROWS = [r for r in csv.DictReader((HOLDOUT / "nvidia_perf_tables.csv").read_text(encoding="utf-8").splitlines())
-        if r["use"] == "yes" and "gpt-oss" not in r["model"] and "deepseek" not in r["model"]]
+ROWS = [
+    r
+    for r in csv.DictReader((HOLDOUT / "nvidia_perf_tables.csv").read_text(encoding="utf-8").splitlines())
+    if r["use"] == "yes" and "gpt-oss" not in r["model"] and "deepseek" not in r["model"]
+]
 
 
 def test_rows_cover_dense_and_moe() -> None:
@@ -52,7 +55,11 @@ def test_every_held_out_run_is_a_valid_batch_record() -> None:
         from bench_holdout import records
     finally:
         sys.path.remove(str(HOLDOUT.parent))
-    rows = [r for r in csv.DictReader((HOLDOUT / "nvidia_perf_tables.csv").read_text(encoding="utf-8").splitlines()) if r["use"] == "yes"]
+    rows = [
+        r
+        for r in csv.DictReader((HOLDOUT / "nvidia_perf_tables.csv").read_text(encoding="utf-8").splitlines())
+        if r["use"] == "yes"
+    ]
     for recipes in (False, True):
         for rec in records(rows, recipes):
             res = evaluate(job_from_record(rec), parse_strategy(rec["strategy"]))
@@ -81,7 +88,10 @@ def test_every_korthikanti_run_is_a_valid_batch_record() -> None:
         rec = record(r)
         res = evaluate(job_from_record(rec), parse_strategy(rec["strategy"]))
         assert np.isfinite(res["step_s"]).all() and (res["step_s"] > 0).all(), rec
-    a, b = model(str(HOLDOUT / "models/korthikanti-gpt-22b.json")), model(str(HOLDOUT / "models/korthikanti-gpt-22b-49l.json"))
+    a, b = (
+        model(str(HOLDOUT / "models/korthikanti-gpt-22b.json")),
+        model(str(HOLDOUT / "models/korthikanti-gpt-22b-49l.json")),
+    )
     per_layer = 4 * 6144 * 6144 + 2 * 6144 * 4 * 6144  # q, k, v, o + up, down (GPT: no gate)
     assert b.n_layers - a.n_layers == 1 and b.matmul_params_per_token() - a.matmul_params_per_token() == per_layer
 
@@ -97,13 +107,24 @@ def test_the_recipes_view_changes_only_what_it_names() -> None:
         from bench_holdout import records
     finally:
         sys.path.remove(str(HOLDOUT.parent))
-    rows = [r for r in csv.DictReader((HOLDOUT / "nvidia_perf_tables.csv").read_text(encoding="utf-8").splitlines()) if r["use"] == "yes"]
+    rows = [
+        r
+        for r in csv.DictReader((HOLDOUT / "nvidia_perf_tables.csv").read_text(encoding="utf-8").splitlines())
+        if r["use"] == "yes"
+    ]
     rules = records(rows)
-    assert not any("recompute" in r["strategy"] or "offload" in r["strategy"] or "ep_overlap" in r["strategy"] or "loss" in r
-                   for r in rules)
+    assert not any(
+        "recompute" in r["strategy"] or "offload" in r["strategy"] or "ep_overlap" in r["strategy"] or "loss" in r
+        for r in rules
+    )
     view = {row["id"]: rec for row, rec in zip(rows, records(rows, recipes=True), strict=True)}
     assert {i for i, r in view.items() if "offload_layers=40" in r["strategy"]} == {"g2", "h1"}
-    assert {i for i, r in view.items() if "ep_overlap=1" in r["strategy"]} == {"b6"} and "tp_overlap=none" in view["b6"]["strategy"]
+    assert {i for i, r in view.items() if "ep_overlap=1" in r["strategy"]} == {"b6"} and "tp_overlap=none" in view[
+        "b6"
+    ]["strategy"]
     assert {i for i, r in view.items() if "recompute=mla_up_proj" in r["strategy"]} == {
-        row["id"] for row in rows if "deepseek" in row["model"]}
-    assert {i for i, r in view.items() if r.get("loss") == "te"} == {row["id"] for row in rows if row["source"].startswith("Megatron-Bridge")}
+        row["id"] for row in rows if "deepseek" in row["model"]
+    }
+    assert {i for i, r in view.items() if r.get("loss") == "te"} == {
+        row["id"] for row in rows if row["source"].startswith("Megatron-Bridge")
+    }

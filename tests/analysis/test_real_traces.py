@@ -23,11 +23,22 @@ REAL = {
     "mtia": HTA / "mtia_trace_single_rank" / "mtia_rank_0.json.gz",
     "cpu_only_gloo": HTA / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
     "no_rank_info": HTA / "distributed_info_unavailable" / "distributed_info_not_found.json.gz",
-    "old_schema_torch19": SHARED / "kineto" / "tb_plugin" / "samples" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz",
+    "old_schema_torch19": SHARED
+    / "kineto"
+    / "tb_plugin"
+    / "samples"
+    / "resnet50_num_workers_0"
+    / "worker0.1623143089861.pt.trace.json.gz",
     "sampled_rank0": HTA / "trace_filter" / "sampled_rank-0.json.gz",
     "b200_no_steps": SHARED / "TraceLens" / "tests" / "traces" / "b200" / "eager_trace.json.gz",
     "mi300_inference": SHARED / "TraceLens" / "tests" / "traces" / "mi300" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
-    "hip_graph_replay": SHARED / "TraceLens" / "tests" / "traces" / "inference" / "vllm_decode_full" / "graph_execution.json.gz",
+    "hip_graph_replay": SHARED
+    / "TraceLens"
+    / "tests"
+    / "traces"
+    / "inference"
+    / "vllm_decode_full"
+    / "graph_execution.json.gz",
     "ascend_timeline": SHARED / "msprof-analyze" / "test" / "ut" / "advisor" / "timeline_advice" / "trace_view.json",
 }
 
@@ -50,7 +61,10 @@ def test_real_trace_parts_sum_to_step(key: str) -> None:
 def test_real_expected_facts() -> None:
     ns = analyze(stepscope.load(REAL["ns_timestamps_v100"])).ranks[0]
     raw = json.load(gzip.open(REAL["ns_timestamps_v100"]))["traceEvents"]
-    want = sorted({e["name"] for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")}, key=lambda n: int(n.split("#")[1]))
+    want = sorted(
+        {e["name"] for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")},
+        key=lambda n: int(n.split("#")[1]),
+    )
     assert [s.name for s in ns.steps] == want and len(want) == 5
     old = analyze(stepscope.load(REAL["old_schema_torch19"])).ranks[0]
     assert len(old.steps) == 6 and old.device == "Tesla V100-DGXS-32GB"
@@ -101,8 +115,20 @@ def _ns(x: float) -> int:
 def test_independent_union_check(key: str) -> None:
     doc = json.load(gzip.open(REAL[key]))
     ev = doc["traceEvents"]
-    steps = [e for e in ev if e.get("ph") == "X" and re.match(r"^ProfilerStep#\d+$", str(e.get("name"))) and e.get("cat", "").lower() in ("user_annotation", "operator", "cpu_op")]
-    rt = {e["args"]["correlation"]: _ns(e["ts"]) for e in ev if e.get("ph") == "X" and e.get("cat", "").lower() in ("cuda_runtime", "runtime") and "correlation" in e.get("args", {})}
+    steps = [
+        e
+        for e in ev
+        if e.get("ph") == "X"
+        and re.match(r"^ProfilerStep#\d+$", str(e.get("name")))
+        and e.get("cat", "").lower() in ("user_annotation", "operator", "cpu_op")
+    ]
+    rt = {
+        e["args"]["correlation"]: _ns(e["ts"])
+        for e in ev
+        if e.get("ph") == "X"
+        and e.get("cat", "").lower() in ("cuda_runtime", "runtime")
+        and "correlation" in e.get("args", {})
+    }
     dev = [e for e in ev if e.get("ph") == "X" and e.get("cat", "").lower() in _DEVICE_CATS | {"memcpy", "memset"}]
     ours = {s.name: s for s in analyze(stepscope.load(REAL[key])).ranks[0].steps}
     unlaunched = [e for e in dev if e["args"].get("correlation") not in rt]
@@ -129,11 +155,20 @@ def test_independent_union_check(key: str) -> None:
 
 
 # ---------------------------------------------------------------- two readers, one table -----
-ALL_JSON = sorted(
-    p for p in SHARED.rglob("*.json*")
-    if "chakra" not in str(p) and "xprof/plugin/xprof" not in str(p) and "rocprof" not in str(p)
-    and "_et.json" not in p.name and "execution_details" not in p.name and "cluster_analysis_output" not in str(p)
-) if SHARED.exists() else []
+ALL_JSON = (
+    sorted(
+        p
+        for p in SHARED.rglob("*.json*")
+        if "chakra" not in str(p)
+        and "xprof/plugin/xprof" not in str(p)
+        and "rocprof" not in str(p)
+        and "_et.json" not in p.name
+        and "execution_details" not in p.name
+        and "cluster_analysis_output" not in str(p)
+    )
+    if SHARED.exists()
+    else []
+)
 
 
 @pytest.mark.parametrize("path", ALL_JSON, ids=lambda p: p.name[:40])
@@ -166,8 +201,11 @@ def test_cupti_counter_flops_on_real_trace() -> None:
     for e in doc["traceEvents"]:
         if e.get("cat") == "cuda_profiler_range":
             a = e["args"]
-            f = sum(a.get(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum", 0) * (2 if op == "fma" else 1)
-                    for p in "dfh" for op in ("add", "mul", "fma"))
+            f = sum(
+                a.get(f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum", 0) * (2 if op == "fma" else 1)
+                for p in "dfh"
+                for op in ("add", "mul", "fma")
+            )
             want[e["name"]] = want.get(e["name"], 0) + f
     r = analyze(stepscope.load(path)).ranks[0].roofline
     got = {g.name: g.flops for g in r.measured}
@@ -177,7 +215,9 @@ def test_cupti_counter_flops_on_real_trace() -> None:
 
 def test_roofline_on_real_traces_with_shapes() -> None:
     """Figures documented in docs/roofline.md."""
-    h100 = analyze(stepscope.load(SHARED / "TraceLens" / "tests" / "traces" / "h100" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")).ranks[0]
+    h100 = analyze(
+        stepscope.load(SHARED / "TraceLens" / "tests" / "traces" / "h100" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    ).ranks[0]
     roof = h100.roofline
     assert roof.hardware.name == "H100-SXM" and roof.coverage_ratio > 0.85
     mm = [g for g in roof.groups if g.name == "aten::mm" and g.bound == "compute"]

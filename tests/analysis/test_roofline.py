@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import stepscope
+from stepscope.analysis.pipeline import AnalyzeConfig, analyze
 from stepscope.catalog.hardware import by_name, detect
 from stepscope.catalog.model_flops import from_hf_config
-from stepscope.analysis.pipeline import AnalyzeConfig, analyze
 from stepscope.cli import main
 from stepscope.errors import ConfigError
 
@@ -23,10 +23,21 @@ BF = "c10::BFloat16"
 def _mm_trace(tmp_path: Path, device: str = "NVIDIA H100 80GB HBM3") -> Path:
     ev = [synth.step("ProfilerStep#1", 0, 1000)]
     # aten::mm 1024^3 in bf16 (External id 5) launches one 10 us kernel
-    ev.append(synth.cpu("aten::mm", 5, 20, **{"External id": 5, "Input Dims": [[1024, 1024], [1024, 1024]], "Input type": [BF, BF]}))
+    ev.append(
+        synth.cpu(
+            "aten::mm", 5, 20, **{"External id": 5, "Input Dims": [[1024, 1024], [1024, 1024]], "Input type": [BF, BF]}
+        )
+    )
     ev += synth.launch("sm90_xmma_gemm_bf16bf16", 6, 100, 10, ext=5)
     # aten::add (External id 6) on [1024, 1024] bf16 launches a 20 us kernel
-    ev.append(synth.cpu("aten::add", 30, 10, **{"External id": 6, "Input Dims": [[1024, 1024], [1024, 1024], []], "Input type": [BF, BF, "Scalar"]}))
+    ev.append(
+        synth.cpu(
+            "aten::add",
+            30,
+            10,
+            **{"External id": 6, "Input Dims": [[1024, 1024], [1024, 1024], []], "Input type": [BF, BF, "Scalar"]},
+        )
+    )
     ev += synth.launch("vectorized_elementwise_kernel", 31, 120, 20, ext=6)
     # a kernel whose op has no shapes (External id 7): 10 us not covered
     ev.append(synth.cpu("aten::custom_thing", 40, 5, **{"External id": 7}))
@@ -71,7 +82,9 @@ def test_roofline_groups_by_hand(tmp_path: Path) -> None:
 
 def test_latency_bound_small_ops(tmp_path: Path) -> None:
     ev = [synth.step("ProfilerStep#1", 0, 1000)]
-    ev.append(synth.cpu("aten::mm", 5, 20, **{"External id": 5, "Input Dims": [[8, 8], [8, 8]], "Input type": [BF, BF]}))
+    ev.append(
+        synth.cpu("aten::mm", 5, 20, **{"External id": 5, "Input Dims": [[8, 8], [8, 8]], "Input type": [BF, BF]})
+    )
     ev += synth.launch("gemm_small", 6, 100, 3, ext=5)
     p = synth.write(tmp_path / "t.json", ev)
     r = analyze(stepscope.load(p), AnalyzeConfig(hardware="A100-SXM-80GB")).ranks[0]
@@ -101,8 +114,14 @@ def test_hardware_catalog_detection_and_user_file(tmp_path: Path) -> None:
 
 def test_model_flops_from_hf_config_llama3_8b(tmp_path: Path) -> None:
     cfg = {
-        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-        "intermediate_size": 14336, "vocab_size": 128256, "hidden_act": "silu", "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "hidden_act": "silu",
+        "model_type": "llama",
     }
     p = tmp_path / "config.json"
     p.write_text(json.dumps(cfg))
@@ -116,8 +135,14 @@ def test_model_flops_from_hf_config_llama3_8b(tmp_path: Path) -> None:
 
 def test_moe_config(tmp_path: Path) -> None:
     cfg = {
-        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 256,
-        "vocab_size": 100, "hidden_act": "silu", "num_local_experts": 8, "num_experts_per_tok": 2,
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 256,
+        "vocab_size": 100,
+        "hidden_act": "silu",
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
     }
     p = tmp_path / "config.json"
     p.write_text(json.dumps(cfg))
@@ -129,17 +154,51 @@ def test_moe_config(tmp_path: Path) -> None:
 
 def test_cli_mfu_from_hf_config_and_json_contract(tmp_path: Path) -> None:
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                               "intermediate_size": 128, "vocab_size": 100, "hidden_act": "silu"}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "intermediate_size": 128,
+                "vocab_size": 100,
+                "hidden_act": "silu",
+            }
+        )
+    )
     out = tmp_path / "r.json"
-    rc = main(["analyze", str(_mm_trace(tmp_path)), "--hf-config", str(cfg), "--tokens-per-step", "1000", "--seq-len", "100",
-               "--json", str(out), "-q"])
+    rc = main(
+        [
+            "analyze",
+            str(_mm_trace(tmp_path)),
+            "--hf-config",
+            str(cfg),
+            "--tokens-per-step",
+            "1000",
+            "--seq-len",
+            "100",
+            "--json",
+            str(out),
+            "-q",
+        ]
+    )
     assert rc == 0
     doc = json.loads(out.read_text())
     (r,) = doc["ranks"]
     assert r["hardware"]["name"] == "H100-SXM"
-    assert {"name", "signature", "count", "dur_ns", "flops", "bytes", "achieved_tflops", "achieved_gbps", "intensity",
-            "efficiency", "bound"} <= set(r["roofline"][0])
+    assert {
+        "name",
+        "signature",
+        "count",
+        "dur_ns",
+        "flops",
+        "bytes",
+        "achieved_tflops",
+        "achieved_gbps",
+        "intensity",
+        "efficiency",
+        "bound",
+    } <= set(r["roofline"][0])
     m = from_hf_config(cfg)
     step = r["steps"][0]
     assert step["mfu"] == pytest.approx(m.flops_per_token(100) * 1000 / (60e-6 * 989.4e12))
@@ -152,25 +211,63 @@ def test_cli_mfu_from_a_catalog_model_name(tmp_path: Path) -> None:
     FLOPs as its shape written out as a config.json (4096 wide, 32 layers, GQA 8 of 32 heads,
     SwiGLU 14336, vocabulary 128256)."""
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                               "intermediate_size": 14336, "vocab_size": 128256, "hidden_act": "silu"}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 14336,
+                "vocab_size": 128256,
+                "hidden_act": "silu",
+            }
+        )
+    )
     docs = []
     for model in ("llama3-8b", str(cfg)):
         out = tmp_path / "r.json"
-        assert main(["analyze", str(_mm_trace(tmp_path)), "--model", model, "--tokens-per-step", "10", "--seq-len", "10",
-                     "--json", str(out), "-q"]) == 0
+        assert (
+            main(
+                [
+                    "analyze",
+                    str(_mm_trace(tmp_path)),
+                    "--model",
+                    model,
+                    "--tokens-per-step",
+                    "10",
+                    "--seq-len",
+                    "10",
+                    "--json",
+                    str(out),
+                    "-q",
+                ]
+            )
+            == 0
+        )
         docs.append(json.loads(out.read_text())["ranks"][0]["steps"][0]["mfu"])
     assert docs[0] == docs[1] == pytest.approx(from_hf_config(cfg).flops_per_token(10) * 10 / (60e-6 * 989.4e12))
 
 
-@pytest.mark.parametrize("mfu, band, figures", [
-    (0.25, "<30%", ["exposed_comm_ns / step_time_ns", "cpu.dataloader_ns / step_time_ns", "idle_causes.host_bound_ns / step_time_ns",
-                    "roofline memory/latency-bound dur_ns / kernel time"]),
-    (0.35, "30-40%", ["overlapped_comm_ns / comm_ns", "idle_ns / step_time_ns"]),
-    (0.45, "40-50%", ["recompute_ns / step_time_ns", "roofline[0].time_lost_ns / step_time_ns"]),
-    (0.60, ">50%", []),
-    (2.50, ">100%", ["mfu"]),  # impossible: the FLOPs given are wrong, and it says so
-])
+@pytest.mark.parametrize(
+    "mfu, band, figures",
+    [
+        (
+            0.25,
+            "<30%",
+            [
+                "exposed_comm_ns / step_time_ns",
+                "cpu.dataloader_ns / step_time_ns",
+                "idle_causes.host_bound_ns / step_time_ns",
+                "roofline memory/latency-bound dur_ns / kernel time",
+            ],
+        ),
+        (0.35, "30-40%", ["overlapped_comm_ns / comm_ns", "idle_ns / step_time_ns"]),
+        (0.45, "40-50%", ["recompute_ns / step_time_ns", "roofline[0].time_lost_ns / step_time_ns"]),
+        (0.60, ">50%", []),
+        (2.50, ">100%", ["mfu"]),  # impossible: the FLOPs given are wrong, and it says so
+    ],
+)
 def test_mfu_diagnosis_tree(tmp_path: Path, mfu: float, band: str, figures: list[str]) -> None:
     flops = mfu * 60e-6 * 989.4e12  # the step window is 60 us on an H100 (989.4 TFLOP/s bf16)
     r = analyze(stepscope.load(_mm_trace(tmp_path)), AnalyzeConfig(model_flops_per_step=flops)).ranks[0]
@@ -191,7 +288,9 @@ def test_scopes_modules_and_annotations(tmp_path: Path) -> None:
     ev = [synth.step("ProfilerStep#1", 0, 1000)]
     ev.append(synth.cpu("nn.Module: Attention_0", 0, 100, cat="python_function"))
     ev.append(synth.cpu("nn.Module: Linear_0", 10, 40, cat="python_function"))
-    ev.append(synth.cpu("aten::mm", 15, 20, **{"External id": 5, "Input Dims": [[64, 64], [64, 64]], "Input type": [BF, BF]}))
+    ev.append(
+        synth.cpu("aten::mm", 15, 20, **{"External id": 5, "Input Dims": [[64, 64], [64, 64]], "Input type": [BF, BF]})
+    )
     ev += synth.launch("gemm_a", 20, 200, 30, ext=5)  # inside Linear_0 and Attention_0
     ev.append(synth.cpu("nn.Module: Linear_1", 300, 40, cat="python_function"))
     ev += synth.launch("gemm_b", 310, 400, 20)  # inside Linear_1 only
@@ -211,8 +310,14 @@ def test_detect_from_compute_capability_when_name_is_empty() -> None:
     from stepscope.catalog.hardware import detect_from_properties
 
     assert detect_from_properties({"computeMajor": 9, "computeMinor": 0, "numSms": 132}).name == "H100-SXM"
-    assert detect_from_properties({"computeMajor": 8, "computeMinor": 0, "numSms": 108, "totalGlobalMem": 85e9}).name == "A100-SXM-80GB"
-    assert detect_from_properties({"computeMajor": 8, "computeMinor": 0, "numSms": 108, "totalGlobalMem": 42e9}).name == "A100-SXM-40GB"
+    assert (
+        detect_from_properties({"computeMajor": 8, "computeMinor": 0, "numSms": 108, "totalGlobalMem": 85e9}).name
+        == "A100-SXM-80GB"
+    )
+    assert (
+        detect_from_properties({"computeMajor": 8, "computeMinor": 0, "numSms": 108, "totalGlobalMem": 42e9}).name
+        == "A100-SXM-40GB"
+    )
     assert detect_from_properties({"computeMajor": 9, "computeMinor": 4, "numSms": 304}).name == "MI300X"
     assert detect_from_properties({"computeMajor": 5, "computeMinor": 2, "numSms": 3}) is None
     assert detect_from_properties({"name": ""}) is None

@@ -46,11 +46,11 @@ def _fields(b: bytes) -> list[tuple[int, Any]]:
             v, i = _varint(b, i)
         elif w == 2:
             n, i = _varint(b, i)
-            v, i = b[i:i + n], i + n
+            v, i = b[i : i + n], i + n
         elif w == 1:
-            v, i = b[i:i + 8], i + 8
+            v, i = b[i : i + 8], i + 8
         elif w == 5:
-            v, i = b[i:i + 4], i + 4
+            v, i = b[i : i + 4], i + 4
         else:
             raise ValueError(w)
         out.append((f, v))
@@ -77,7 +77,9 @@ def test_real_gpu_xplane_matches_an_independent_wire_decode() -> None:
                 names.append(meta[e.get(1, 0)])
     fr = read_xplane(GPU_XPLANE)
     t = fr.table.to_pydict()
-    dev_rows = [i for i, (k, d) in enumerate(zip(t["kind"], t["device"])) if d == 0 and k in ("kernel", "memcpy", "memset")]
+    dev_rows = [
+        i for i, (k, d) in enumerate(zip(t["kind"], t["device"])) if d == 0 and k in ("kernel", "memcpy", "memset")
+    ]
     assert len(dev_rows) == len(durs) == 150
     assert sum(t["dur_ns"][i] for i in dev_rows) == sum(durs)
     assert sorted(t["name"][i] for i in dev_rows) == sorted(names)
@@ -116,7 +118,10 @@ def test_truncated_and_garbage_xplane(tmp_path: Path, capsys: pytest.CaptureFixt
     cut.write_bytes(data[: int(len(data) * 0.95)])
     fr = read_xplane(cut)
     assert fr.truncated and "complete plane" in fr.note
-    assert sum(1 for k, d in zip(fr.table["kind"].to_pylist(), fr.table["device"].to_pylist()) if k == "kernel" and d == 0) == 150
+    assert (
+        sum(1 for k, d in zip(fr.table["kind"].to_pylist(), fr.table["device"].to_pylist()) if k == "kernel" and d == 0)
+        == 150
+    )
     assert main(["analyze", str(cut), "-q"]) == 0
     assert "truncated" in capsys.readouterr().err
     bad = tmp_path / "bad.xplane.pb"
@@ -129,7 +134,7 @@ def test_truncated_and_garbage_xplane(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_mangled_utf8_in_names_is_replaced_not_fatal(tmp_path: Path) -> None:
     data = bytearray(GPU_XPLANE.read_bytes())
     i = data.find(b"gemm_fusion_dot.kd")
-    data[i:i + 4] = b"\xff\xfe\xfa\xfb"
+    data[i : i + 4] = b"\xff\xfe\xfa\xfb"
     p = tmp_path / "m.xplane.pb"
     p.write_bytes(bytes(data))
     names = set(read_xplane(p).table["name"].to_pylist())
@@ -150,7 +155,15 @@ def _tpu_space(path: Path, evil: str | None = None) -> None:
     ops = [
         ("fusion.1", "jit(step)/jvp(mlp)/dot_general", "convolution fusion", 2_000_000, 100_000, 0, 10),
         ("all-reduce-start.1", "jit(step)/grads/psum", "all-reduce", 0, 0, 10, 1),
-        ("fusion.2", "jit(step)/transpose(jvp(mlp))/checkpoint/rematted_computation/dot_general", "convolution fusion", 2_000_000, 100_000, 11, 10),
+        (
+            "fusion.2",
+            "jit(step)/transpose(jvp(mlp))/checkpoint/rematted_computation/dot_general",
+            "convolution fusion",
+            2_000_000,
+            100_000,
+            11,
+            10,
+        ),
         ("fusion.3", "jit(step)/transpose(jvp(mlp))/dot_general", "convolution fusion", 4_000_000, 200_000, 21, 20),
         ("all-reduce-done.1", "jit(step)/grads/psum", "all-reduce", 0, 0, 41, 5),
         ("copy.4", "jit(step)/transpose(jvp(mlp))/transpose", "data formatting", 0, 50_000, 46, 4),
@@ -287,7 +300,9 @@ def test_scope_paths_and_phases() -> None:
     s = "jit(train_step)/shard_map/transpose(jvp(layers))/while/body/closed_call/checkpoint/rematted_computation/attention/bst,btd->bsd/dot_general"
     assert scope_path(s) == "layers/attention" and phase_of(s) == "recompute"
     assert scope_path("jit(f)/transpose(jvp(moe))/(experts/dot:router/dot)") == "moe/experts+router"
-    assert phase_of("jit(f)/jvp(mlp)/dot_general") == "forward" and phase_of("jit(f)/optimizer/sub") == "outside autodiff"
+    assert (
+        phase_of("jit(f)/jvp(mlp)/dot_general") == "forward" and phase_of("jit(f)/optimizer/sub") == "outside autodiff"
+    )
 
 
 # ---- a real JAX profile generated on CPU (4 devices, shard_map psum, scan, remat) -------------
@@ -296,15 +311,34 @@ def jax_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("jax")
     out = tmp_path_factory.mktemp("jax")
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"}
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_jax_profile.py"), str(out), "--steps", "3"], check=True, timeout=600, env=env)
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_jax_profile.py"), str(out), "--steps", "3"],
+        check=True,
+        timeout=600,
+        env=env,
+    )
     return out
 
 
 @pytest.mark.jax
 def test_generated_jax_profile_with_hlo(jax_profile: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    assert main(["analyze", str(jax_profile), "--hlo", str(jax_profile / "train_step.hlo.txt"), "--json", str(out),
-                 "--html", str(tmp_path / "r.html"), "-q"]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                str(jax_profile),
+                "--hlo",
+                str(jax_profile / "train_step.hlo.txt"),
+                "--json",
+                str(out),
+                "--html",
+                str(tmp_path / "r.html"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(out.read_text())
     assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3]  # one rank per CPU device of the host
     for r in doc["ranks"]:
@@ -333,11 +367,20 @@ def test_generated_jax_profile_with_hlo(jax_profile: Path, tmp_path: Path) -> No
     leaves = {c["label"] for c in x["by_scope_leaf"]}
     assert {"attention", "mlp", "head", "embed"} <= leaves
     # forward MLP matmuls: per device 4 sequences x 32 tokens = 128 rows; [128,64] x [64,256]
-    doc = subprocess.run([sys.executable, "-m", "stepscope.cli", "hlo", str(jax_profile / "train_step.hlo.txt"), "--json"],
-                         capture_output=True, text=True, check=True)
+    doc = subprocess.run(
+        [sys.executable, "-m", "stepscope.cli", "hlo", str(jax_profile / "train_step.hlo.txt"), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows = json.loads(doc.stdout)["modules"][0]["instructions"]
-    mlp_fwd = [r for r in rows if (r["op_name"] or "").endswith("jvp(layers)/while/body/closed_call/mlp/dot_general")
-               and "transpose" not in (r["op_name"] or "") and r["flops"] > 0]
+    mlp_fwd = [
+        r
+        for r in rows
+        if (r["op_name"] or "").endswith("jvp(layers)/while/body/closed_call/mlp/dot_general")
+        and "transpose" not in (r["op_name"] or "")
+        and r["flops"] > 0
+    ]
     assert mlp_fwd and all(r2["flops"] == 2 * 128 * 64 * 256 for r2 in mlp_fwd)
     assert "XLA ops" in (tmp_path / "r.html").read_text()
     from stepscope.trace.xplane import _fast
@@ -375,9 +418,15 @@ def test_nsys_jax_archives_as_ranks(tmp_path: Path) -> None:
     by_id = {r["RangeId"]: r for r in rows if r["RangeId"] is not None}
     steps = [r for r in rows if (r["Name"] or "").startswith("TSL:XlaModule:#hlo_module=pjit__wrapped_step_fn,")]
     assert len(steps) == 5
-    thunks = [r for r in rows if (r["Name"] or "").startswith("TSL:Thunk:")
-              and not ((by_id.get(r["ParentId"]) or {}).get("Name") or "").startswith("TSL:Thunk:")
-              and (by_id.get(r["ParentId"]) or {}).get("Name", "").startswith("TSL:XlaModule:#hlo_module=pjit__wrapped_step_fn,")]
+    thunks = [
+        r
+        for r in rows
+        if (r["Name"] or "").startswith("TSL:Thunk:")
+        and not ((by_id.get(r["ParentId"]) or {}).get("Name") or "").startswith("TSL:Thunk:")
+        and (by_id.get(r["ParentId"]) or {})
+        .get("Name", "")
+        .startswith("TSL:XlaModule:#hlo_module=pjit__wrapped_step_fn,")
+    ]
     x = ranks[0]["extras"]["xla"]
     assert x["op_time_ns"] == sum(r["Projected Duration"] for r in thunks)
 

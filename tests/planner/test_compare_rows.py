@@ -23,10 +23,14 @@ def test_paired_difference_of_absolute_errors_by_hand(bench_module: Callable[[st
     """|errors| before 0.1, 0.2, 0.3, 0.4 and after 0.1, 0.1, 0.3, 0.2 (signs do not matter): the
     paired differences 0, -0.1, 0, -0.2 have mean -0.075; two rows changed."""
     cr = bench_module("compare_rows")
-    before = {k: {"source": s, "error": str(e), "loso_error": str(e)} for k, (s, e) in enumerate(
-        [("a", 0.1), ("a", -0.2), ("b", 0.3), ("b", 0.4)], 1)}
-    after = {k: {"source": s, "error": str(e), "loso_error": str(e)} for k, (s, e) in enumerate(
-        [("a", 0.1), ("a", 0.1), ("b", -0.3), ("b", 0.2)], 1)}
+    before = {
+        k: {"source": s, "error": str(e), "loso_error": str(e)}
+        for k, (s, e) in enumerate([("a", 0.1), ("a", -0.2), ("b", 0.3), ("b", 0.4)], 1)
+    }
+    after = {
+        k: {"source": s, "error": str(e), "loso_error": str(e)}
+        for k, (s, e) in enumerate([("a", 0.1), ("a", 0.1), ("b", -0.3), ("b", 0.2)], 1)
+    }
     lines = cr.compare(before, after)
     whole = next(x for x in lines if x["column"] == "error" and "source" not in x)
     assert whole["a"]["mean"] == pytest.approx(0.25) and whole["b"]["mean"] == pytest.approx(0.175)

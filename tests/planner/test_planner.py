@@ -19,18 +19,36 @@ from stepscope.planner.search import hardware, model, parse_strategy, space
 from ..gemm_by_hand import H100_KERNEL_S
 from ..gemm_by_hand import linear_shape as _linear_shape
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 
 
 def job_from_record(devices: int = 8, batch: int = 16, seq: int = 2048) -> Job:
     return Job(from_config_dict(TINY), hardware("h100"), devices, 8, batch, seq)
 
 
-@pytest.mark.parametrize(("b", "m", "n", "k", "tflops"), [
-    (1, 4096, 4096, 4096, 783.3), (1, 4096, 1024, 1024, 488.1), (1, 2048, 2048, 2048, 632.0), (1, 1024, 4096, 4096, 738.5),
-    (1, 4096, 512, 4096, 650.0), (1, 512, 2048, 1024, 232.6), (1, 512, 512, 512, 40.7), (1, 4096, 4096, 512, 543.1),
-    (4, 256, 2048, 2048, 478.5), (2, 1024, 1024, 4096, 649.6), (4, 1024, 512, 1024, 371.8)])
+@pytest.mark.parametrize(
+    ("b", "m", "n", "k", "tflops"),
+    [
+        (1, 4096, 4096, 4096, 783.3),
+        (1, 4096, 1024, 1024, 488.1),
+        (1, 2048, 2048, 2048, 632.0),
+        (1, 1024, 4096, 4096, 738.5),
+        (1, 4096, 512, 4096, 650.0),
+        (1, 512, 2048, 1024, 232.6),
+        (1, 512, 512, 512, 40.7),
+        (1, 4096, 4096, 512, 543.1),
+        (4, 256, 2048, 2048, 478.5),
+        (2, 1024, 1024, 4096, 649.6),
+        (4, 1024, 512, 1024, 371.8),
+    ],
+)
 def test_gemm_rate_follows_the_measured_h100_table(b: int, m: int, n: int, k: int, tflops: float) -> None:
     """XLA's sm_90 matmul table (openxla matmul_interpolator_data.h, bf16, b GEMMs of m x n x k
     per kernel), read by hand: each GEMM's time is the 5.3 us kernel floor plus its FLOPs at the
@@ -51,7 +69,9 @@ def test_linear_shape_is_the_harmonic_mean_of_its_three_gemms() -> None:
     # 0.19654, ^1.5 = 0.08713, x (1 + 202/1024 = 1.19727): 1.30159, rate 0.80928; input gradient
     # (0.098268^1.5 = 0.030805) x 1.394531 = 1.437490: 0.73278; weight gradient (0.786140^1.5 =
     # 0.697026) x 1.049316 = 1.780716: 0.59154
-    assert float(linear_shape(4096, 1024, 512)) == pytest.approx(3 / (1 / 0.80928 + 1 / 0.73278 + 1 / 0.59154), abs=2e-4)
+    assert float(linear_shape(4096, 1024, 512)) == pytest.approx(
+        3 / (1 / 0.80928 + 1 / 0.73278 + 1 / 0.59154), abs=2e-4
+    )
     assert float(linear_shape(4096, 512, 1024)) == pytest.approx(float(linear_shape(4096, 1024, 512)))  # symmetric
     assert float(linear_shape(8192, 8192, 8192)) == 1.0  # large GEMMs at the measured ceiling
 
@@ -89,11 +109,16 @@ def test_memory_by_hand() -> None:
     # 0.75 x 0.803 of the H100 peak, 16000 wide with M = 2 x 2048 tokens, and the loss's
     # 24 B per token and vocabulary entry at HBM bandwidth, all on the last of pp = 2 stages
     tokens = 16 * 2048
-    out = (6 * 32000 * h * tokens / _linear_shape(4096, 1024, 16000) / (0.75 * 0.803) / 989.4e12 + 24 * 32000 * tokens / 3350e9) / 8
+    out = (
+        6 * 32000 * h * tokens / _linear_shape(4096, 1024, 16000) / (0.75 * 0.803) / 989.4e12
+        + 24 * 32000 * tokens / 3350e9
+    ) / 8
     out += 3 * H100_KERNEL_S * 4 / 2  # its GEMMs' kernel floor: 3 per micro-batch, 16 / (2 x 2) = 4 of them, x pp below
     assert full["compute_s"][0] - 2 * out == pytest.approx((r["compute_s"][0] - 2 * out) * 4 / 3)
     # the last stage's extra: the same strategy without the pipeline's imbalance is out shorter
-    assert r["compute_s"][0] - out == pytest.approx(evaluate(job, parse_strategy("tp=2,pp=1,dp=4,zero=1,mb=2"))["compute_s"][0])
+    assert r["compute_s"][0] - out == pytest.approx(
+        evaluate(job, parse_strategy("tp=2,pp=1,dp=4,zero=1,mb=2"))["compute_s"][0]
+    )
     z3 = evaluate(job, parse_strategy("tp=2,pp=2,dp=2,zero=3,mb=2"))
     assert z3["weights_gb"][0] == pytest.approx(r["weights_gb"][0] / 2)
 
@@ -130,11 +155,32 @@ def test_moe_expert_parallel_space_and_memory() -> None:
 
 
 def test_plan_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "H100", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "H100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "32",
+        "--seq-len",
+        "4096",
+    ]
     assert main(args + ["--top", "3", "--json"]) == 0
     recs = json.loads(capsys.readouterr().out)
     assert len(recs) == 3 and [r["step_time_s"] for r in recs] == sorted(r["step_time_s"] for r in recs)
-    for k in ("step_time_s", "tokens_per_s_per_device", "mfu", "tflops_per_device", "memory_gb", "fits", "bottleneck", "time_s"):
+    for k in (
+        "step_time_s",
+        "tokens_per_s_per_device",
+        "mfu",
+        "tflops_per_device",
+        "memory_gb",
+        "fits",
+        "bottleneck",
+        "time_s",
+    ):
         assert k in recs[0]
     assert "total" in recs[0]["memory_gb"]
     assert main(args + ["--evaluate", "tp=2,dp=4,zero=1,recompute=selective", "--json"]) == 0
@@ -142,12 +188,42 @@ def test_plan_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert one["strategy"]["tp"] == 2 and one["strategy"]["recompute"] == "selective"
     assert main(args + ["--evaluate", "tp=2,dp=2"]) == 2  # 4 devices != 8
     batch = tmp_path / "b.jsonl"
-    batch.write_text(json.dumps({"model": "llama3-8b", "hardware": "a100", "devices": 8, "global_batch": 16, "seq_len": 2048,
-                                 "strategy": "dp=8,zero=3"}) + "\n" + json.dumps({"model": "nope"}) + "\n")
+    batch.write_text(
+        json.dumps(
+            {
+                "model": "llama3-8b",
+                "hardware": "a100",
+                "devices": 8,
+                "global_batch": 16,
+                "seq_len": 2048,
+                "strategy": "dp=8,zero=3",
+            }
+        )
+        + "\n"
+        + json.dumps({"model": "nope"})
+        + "\n"
+    )
     assert main(["plan", "--batch", str(batch)]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert lines[0]["strategy"]["dp"] == 8 and "error" in lines[1]
-    assert main(["plan", "--model", "no-such-model", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "8"]) == 2
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "no-such-model",
+                "--hardware",
+                "h100",
+                "--devices",
+                "8",
+                "--global-batch",
+                "8",
+                "--seq-len",
+                "8",
+            ]
+        )
+        == 2
+    )
 
 
 def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
@@ -167,8 +243,16 @@ def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
     truth_fit = Fit(float(GEMM_GRID[20]), float(ATTN_GRID[5]), float(COMM_GRID[9]), float(INTER_GRID[6]))
     runs = []
     # short and long sequences separate attention from GEMM work; TP/FSDP runs expose the links
-    for i, (strat, seq) in enumerate([("tp=8,dp=2", 2048), ("tp=2,pp=2,dp=4", 16384), ("dp=16,zero=3", 4096),
-                                      ("tp=4,dp=4,recompute=full", 32768), ("tp=8,dp=2", 32768), ("dp=16", 1024)]):
+    for i, (strat, seq) in enumerate(
+        [
+            ("tp=8,dp=2", 2048),
+            ("tp=2,pp=2,dp=4", 16384),
+            ("dp=16,zero=3", 4096),
+            ("tp=4,dp=4,recompute=full", 32768),
+            ("tp=8,dp=2", 32768),
+            ("dp=16", 1024),
+        ]
+    ):
         job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
         st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
         truth = truth_fit.apply(job)
@@ -202,8 +286,9 @@ def test_cross_validation_reports_the_step_times_error_beside_the_throughputs() 
     from stepscope.planner.calibrate import Run, cross_validate, predict_tokens
 
     runs = []
-    for i, (strat, seq) in enumerate((("tp=8,dp=2", 2048), ("dp=16,zero=3", 4096), ("tp=4,dp=4,recompute=full", 32768),
-                                      ("tp=2,dp=8", 4096))):
+    for i, (strat, seq) in enumerate(
+        (("tp=8,dp=2", 2048), ("dp=16,zero=3", 4096), ("tp=4,dp=4,recompute=full", 32768), ("tp=2,dp=8", 4096))
+    ):
         job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
         st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
         tokens = float(predict_tokens(job, {k: np.array([v]) for k, v in st.items()})[0])
@@ -214,13 +299,27 @@ def test_cross_validation_reports_the_step_times_error_beside_the_throughputs() 
 
 
 def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "32",
+        "--seq-len",
+        "4096",
+    ]
     out = tmp_path / "plan.html"
     assert main(args + ["--top", "4", "--html", str(out)]) == 0
     capsys.readouterr()
     text = out.read_text()
     assert text.count("<rect") >= 8 and "Memory per device" in text and "<script" not in text
-    assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", "3.0", "--json"]) == 0
+    assert (
+        main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", "3.0", "--json"]) == 0
+    )
     rec = json.loads(capsys.readouterr().out)
     w = rec["what_if"]
     assert w["predicted_step_time_s"] == pytest.approx(3.0 * rec["step_time_s"] / w["predicted_baseline_step_time_s"])
@@ -231,7 +330,13 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
     tokens = [a if a != "--global-batch" else "--global-batch-tokens" for a in args]
     tokens[tokens.index("--global-batch-tokens") + 1] = "131072"
     one = tmp_path / "one.html"
-    assert main(tokens + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", "3.0", "--html", str(one)]) == 0
+    assert (
+        main(
+            tokens
+            + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", "3.0", "--html", str(one)]
+        )
+        == 0
+    )
     capsys.readouterr()
     text = one.read_text()
     assert "global batch 32 x 4096" in text and "tp2 pp1x1 dp4" in text and "tp1 pp1x1 dp8 cp1 ep1 z3" in text
@@ -245,22 +350,43 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
     page = render([rec], "t", 80.0, ["<script>alert(1)</script> from a trace path"])
     assert "<script>" not in page and "&lt;script&gt;" in page  # notes carry user paths: escaped
-    assert main(args + ["--evaluate", "tp=2,dp=4", "--html", str(tmp_path / "missing" / "x.html")]) == 1  # as analyze: an output error
+    assert (
+        main(args + ["--evaluate", "tp=2,dp=4", "--html", str(tmp_path / "missing" / "x.html")]) == 1
+    )  # as analyze: an output error
     assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8"]) == 2  # needs the measured time too
 
 
 @pytest.mark.parametrize("factor, warned", [(1.0, False), (1.9, False), (2.1, True), (0.4, True)])
-def test_what_if_in_the_terminal_says_the_anchor_and_warns_on_a_mismatch(factor: float, warned: bool,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_what_if_in_the_terminal_says_the_anchor_and_warns_on_a_mismatch(
+    factor: float, warned: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The terminal shows the what-if (it used to show only the table): the measured baseline, the
     model's baseline, the prediction anchored on the measurement; a warning when the model's
     baseline is more than 2x off the measured step (the job given is not the run measured)."""
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
-    base = evaluate(Job(model("llama3-8b"), hardware("h100"), 8, 8, 32, 4096), parse_strategy("dp=8,zero=3"))["step_s"][0]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "32",
+        "--seq-len",
+        "4096",
+    ]
+    base = evaluate(Job(model("llama3-8b"), hardware("h100"), 8, 8, 32, 4096), parse_strategy("dp=8,zero=3"))["step_s"][
+        0
+    ]
     measured = base * factor
-    assert main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", str(measured)]) == 0
+    assert (
+        main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", str(measured)]) == 0
+    )
     out = " ".join(capsys.readouterr().out.split())  # rich may wrap the long line
-    assert f"what-if: baseline tp=1,pp=1,dp=8,zero=3,mb=1,ga=4 measured {measured:.4g} s/step (model {base:.4g} s)" in out
+    assert (
+        f"what-if: baseline tp=1,pp=1,dp=8,zero=3,mb=1,ga=4 measured {measured:.4g} s/step (model {base:.4g} s)" in out
+    )
     assert ("warning: the model puts the baseline at" in out) is warned
 
 
@@ -276,7 +402,9 @@ def test_named_recompute_policies_order_memory_and_time() -> None:
     layer, logits = 2048 * 2 * 1024 / 2 * 4, 2048 * 2 * 32000 * 6 / 2  # per unit of c, 4 layers; output layer
     c_none = 40  # the tiny model without recompute (test_memory_by_hand)
     work = 2048 * 2 * 1024 / 2 * (c_none - 4)  # one layer regenerated in full during backward
-    assert res["none"][0] / res["save_out_proj"][0] == pytest.approx((c_none * layer + logits) / (4 * layer + work + logits))
+    assert res["none"][0] / res["save_out_proj"][0] == pytest.approx(
+        (c_none * layer + logits) / (4 * layer + work + logits)
+    )
 
 
 def test_hsdp_memory_and_traffic_by_hand() -> None:
@@ -351,7 +479,9 @@ def test_expert_tp_and_offload() -> None:
     assert on["activations_gb"][0] == pytest.approx((2 * act_layer + logits) / 1e9)
     traffic = 2 * act_layer * 16 * (256 / 8) / (64e9)  # out and back, 32 micro-batches, PCIe Gen5 64 GB/s
     # 80% of it can overlap, under what the transfers before it (offload goes last) left of the compute
-    left = on["compute_s"][0] + on["host_s"][0] - sum(on[f"hidden_{p}_s"][0] for p in ("tp", "ep", "cp", "pp_p2p", "dp"))
+    left = (
+        on["compute_s"][0] + on["host_s"][0] - sum(on[f"hidden_{p}_s"][0] for p in ("tp", "ep", "cp", "pp_p2p", "dp"))
+    )
     assert on["offload_s"][0] == pytest.approx(traffic - min(0.8 * traffic, left))
 
 
@@ -366,10 +496,21 @@ def test_space_has_new_dimensions_within_constraints() -> None:
 
 def test_hybrid_linear_attention_model_flops_by_hand() -> None:
     """A 4-layer hybrid: 3 linear-attention layers (GLA-style) + 1 full-attention layer."""
-    cfg = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-           "intermediate_size": 512, "vocab_size": 1000, "hidden_act": "silu",
-           "layer_types": ["linear_attention"] * 3 + ["full_attention"],
-           "linear_num_key_heads": 2, "linear_key_head_dim": 32, "linear_num_value_heads": 4, "linear_value_head_dim": 32}
+    cfg = {
+        "hidden_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+        "hidden_act": "silu",
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 32,
+        "linear_num_value_heads": 4,
+        "linear_value_head_dim": 32,
+    }
     m = from_config_dict(cfg)
     assert m.linear_layers == 3 and m.linear_attn == (2, 32, 4, 32)
     lin = 256 * (2 * 2 * 32 + 3 * 4 * 32)  # q,k + v, gate, o
@@ -389,18 +530,30 @@ def test_hybrid_linear_attention_model_flops_by_hand() -> None:
 
 def _report(tmp_path: Path) -> Path:
     """A hand-made analyze report: A100 40GB (312 TFLOP/s bf16), median step 100 ms."""
-    doc = {"ranks": [{"rank": 0, "hardware": {"name": "A100-SXM-40GB", "peak_tflops": 312.0},
-                      "step_stats": {"median_ns": 100_000_000},
-                      "roofline_by_category": [
-                          {"category": "gemm", "dur_ns": 20_000_000, "flops": 3.12e12},
-                          {"category": "elementwise", "dur_ns": 5_000_000, "flops": 0.0},
-                          {"category": "attention", "dur_ns": 25_000_000, "flops": 1.56e12},
-                          {"category": "comm:all_reduce", "dur_ns": 10_000_000, "flops": 0.0}],
-                      "collectives": {"all_reduce": {"comm_ns": 10_000_000, "overlapped_ns": 6_000_000}}}],
-           # two matched collectives of >= 1 MiB at 25% and 75% of the link (median 50%) and a small one (ignored)
-           "cluster": {"collectives": [{"bytes": 64 << 20, "busbw_gbps": 25.0, "peak_gbps": 100.0},
-                                       {"bytes": 8 << 20, "busbw_gbps": 75.0, "peak_gbps": 100.0},
-                                       {"bytes": 4096, "busbw_gbps": 1.0, "peak_gbps": 100.0}]}}
+    doc = {
+        "ranks": [
+            {
+                "rank": 0,
+                "hardware": {"name": "A100-SXM-40GB", "peak_tflops": 312.0},
+                "step_stats": {"median_ns": 100_000_000},
+                "roofline_by_category": [
+                    {"category": "gemm", "dur_ns": 20_000_000, "flops": 3.12e12},
+                    {"category": "elementwise", "dur_ns": 5_000_000, "flops": 0.0},
+                    {"category": "attention", "dur_ns": 25_000_000, "flops": 1.56e12},
+                    {"category": "comm:all_reduce", "dur_ns": 10_000_000, "flops": 0.0},
+                ],
+                "collectives": {"all_reduce": {"comm_ns": 10_000_000, "overlapped_ns": 6_000_000}},
+            }
+        ],
+        # two matched collectives of >= 1 MiB at 25% and 75% of the link (median 50%) and a small one (ignored)
+        "cluster": {
+            "collectives": [
+                {"bytes": 64 << 20, "busbw_gbps": 25.0, "peak_gbps": 100.0},
+                {"bytes": 8 << 20, "busbw_gbps": 75.0, "peak_gbps": 100.0},
+                {"bytes": 4096, "busbw_gbps": 1.0, "peak_gbps": 100.0},
+            ]
+        },
+    }
     path = tmp_path / "report.json"
     path.write_text(json.dumps(doc))
     return path
@@ -415,19 +568,58 @@ def test_efficiencies_from_an_analysis_report(tmp_path: Path, capsys: pytest.Cap
     assert te.attn_eff == pytest.approx(1.56e12 / (0.025 * 312e12))  # 0.2
     assert te.dp_overlap == pytest.approx(0.6)
     assert te.comm_scale == pytest.approx(1 / 0.5)
-    args = ["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
-    assert main(args + ["--evaluate", "dp=8,zero=3", "--baseline", "tp=2,dp=4,zero=1", "--from-analysis", str(_report(tmp_path)), "--json"]) == 0
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "a100-40gb",
+        "--devices",
+        "8",
+        "--global-batch",
+        "32",
+        "--seq-len",
+        "4096",
+    ]
+    assert (
+        main(
+            args
+            + [
+                "--evaluate",
+                "dp=8,zero=3",
+                "--baseline",
+                "tp=2,dp=4,zero=1",
+                "--from-analysis",
+                str(_report(tmp_path)),
+                "--json",
+            ]
+        )
+        == 0
+    )
     rec = json.loads(capsys.readouterr().out)
-    job = dataclasses.replace(Job(model("llama3-8b"), hardware("a100-40gb"), 8, 8, 32, 4096), gemm_eff=0.4, attn_eff=0.2, dp_overlap=0.6,
-                              comm_scale=2.0)
+    job = dataclasses.replace(
+        Job(model("llama3-8b"), hardware("a100-40gb"), 8, 8, 32, 4096),
+        gemm_eff=0.4,
+        attn_eff=0.2,
+        dp_overlap=0.6,
+        comm_scale=2.0,
+    )
     new = evaluate(job, parse_strategy("dp=8,zero=3"))["step_s"][0]
     base = evaluate(job, parse_strategy("tp=2,dp=4,zero=1"))["step_s"][0]
     assert rec["what_if"]["predicted_step_time_s"] == pytest.approx(0.1 * new / base)
     assert rec["calibration"]["measured_gemm_eff"] == pytest.approx(0.4)
     assert "trace_hardware_differs" not in rec["calibration"]  # traced on the A100-40GB planned for
     other = [a if a != "a100-40gb" else "h100" for a in args]
-    assert main(other + ["--evaluate", "dp=8,zero=3", "--baseline", "tp=2,dp=4,zero=1", "--from-analysis", str(_report(tmp_path))]) == 0
-    assert "warning: the trace ran on A100-SXM-40GB, not on the --hardware given" in " ".join(capsys.readouterr().out.split())
+    assert (
+        main(
+            other
+            + ["--evaluate", "dp=8,zero=3", "--baseline", "tp=2,dp=4,zero=1", "--from-analysis", str(_report(tmp_path))]
+        )
+        == 0
+    )
+    assert "warning: the trace ran on A100-SXM-40GB, not on the --hardware given" in " ".join(
+        capsys.readouterr().out.split()
+    )
     (tmp_path / "bad.json").write_text("[1, 2]")
     assert main(args + ["--evaluate", "dp=8", "--baseline", "dp=8", "--from-analysis", str(tmp_path / "bad.json")]) == 2
 
@@ -436,21 +628,28 @@ def test_trace_link_tiers_give_the_intra_and_inter_node_scales() -> None:
     from stepscope.planner.from_trace import from_report
 
     def doc(collectives: list[dict]) -> dict:
-        return {"ranks": [{"rank": 0, "step_stats": {"median_ns": 1e8}, "hardware": {"peak_tflops": 312}}],
-                "cluster": {"collectives": collectives}}
+        return {
+            "ranks": [{"rank": 0, "step_stats": {"median_ns": 1e8}, "hardware": {"peak_tflops": 312}}],
+            "cluster": {"collectives": collectives},
+        }
 
     big = 64 << 20
     intra = [{"bytes": big, "busbw_gbps": 200.0, "peak_gbps": 300.0, "link": "intra"}]  # 2/3 of NVLink: scale 1.5
-    inter = [{"bytes": big, "busbw_gbps": 5.0, "peak_gbps": 25.0, "link": "inter"},  # 1/5 and 3/5 of the NIC:
-             {"bytes": big, "busbw_gbps": 15.0, "peak_gbps": 25.0, "link": "inter"}]  # median 2/5, scale 2.5
+    inter = [
+        {"bytes": big, "busbw_gbps": 5.0, "peak_gbps": 25.0, "link": "inter"},  # 1/5 and 3/5 of the NIC:
+        {"bytes": big, "busbw_gbps": 15.0, "peak_gbps": 25.0, "link": "inter"},
+    ]  # median 2/5, scale 2.5
     both = from_report(doc(intra + inter))
     assert both.comm_scale == pytest.approx(1.5) and both.inter_scale == pytest.approx(2.5 / 1.5)
     only_inter = from_report(doc(inter))
     assert only_inter.comm_scale is None and only_inter.inter_scale == pytest.approx(2.5)  # NVLink keeps its prior
     # the planner divides inter-node bandwidth by both: 2/5 of the catalog's; the slower transfer
     # is then overlapped as before (the scales are bandwidths; step latencies stay)
-    job = dataclasses.replace(Job(from_config_dict(TINY), hardware("a100"), 16, 8, 32, 2048), comm_scale=both.comm_scale,
-                              inter_scale=both.inter_scale)
+    job = dataclasses.replace(
+        Job(from_config_dict(TINY), hardware("a100"), 16, 8, 32, 2048),
+        comm_scale=both.comm_scale,
+        inter_scale=both.inter_scale,
+    )
     r = evaluate(job, parse_strategy("dp=16"))
     dense, _, emb = params(job.model)
     inter_bw = hardware("a100").inter_node_gbps * 1e9 * 2 / 5
@@ -464,7 +663,18 @@ def test_real_report_without_shapes_keeps_priors(tmp_path: Path) -> None:
     from stepscope.planner.from_trace import read
 
     out = tmp_path / "a.json"
-    assert main(["analyze", str(Path(__file__).parents[2] / "examples/traces/a100_nccl_rank0.json.gz"), "--json", str(out), "-q"]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                str(Path(__file__).parents[2] / "examples/traces/a100_nccl_rank0.json.gz"),
+                "--json",
+                str(out),
+                "-q",
+            ]
+        )
+        == 0
+    )
     steps = sorted(s["step_time_ns"] for s in json.loads(out.read_text())["ranks"][0]["steps"])
     te = read(str(out))
     assert te.gemm_eff is None and te.attn_eff is None
@@ -476,27 +686,53 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
 
     g, a, c = float(GEMM_GRID[18]), float(ATTN_GRID[9]), float(COMM_GRID[8])
     lines = ["model,hardware,devices,global_batch,seq_len,strategy,step_time_s"]
-    for strat, seq in [("tp=8", 2048), ("tp=2;dp=4;zero=1", 16384), ("dp=8;zero=3", 4096), ("tp=4;dp=2;recompute=full", 32768), ("dp=8", 1024)]:
+    for strat, seq in [
+        ("tp=8", 2048),
+        ("tp=2;dp=4;zero=1", 16384),
+        ("dp=8;zero=3", 4096),
+        ("tp=4;dp=2;recompute=full", 32768),
+        ("dp=8", 1024),
+    ]:
         st = strat.replace(";", ",")
-        job = dataclasses.replace(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, seq), gemm_scale=g, attn_scale=a, comm_scale=c)
+        job = dataclasses.replace(
+            Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, seq), gemm_scale=g, attn_scale=a, comm_scale=c
+        )
         lines.append(f'llama3-8b,h100,8,16,{seq},"{st}",{float(evaluate(job, parse_strategy(st))["step_s"][0])!r}')
     csv_path = tmp_path / "runs.csv"
     csv_path.write_text("\n".join(lines) + "\n")
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+    ]
     assert main(args + ["--evaluate", "tp=2,dp=4", "--calibrate", str(csv_path), "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     cal = rec["calibration"]
     assert (cal["gemm_scale"], cal["attn_scale"], cal["comm_scale"]) == (g, a, c)
     assert cal["inter_scale"] == 1.0  # one node: nothing informs the inter-node tier, it keeps the prior
     assert cal["mape_after_leave_one_out"] < 0.02 < cal["mape_before"]
-    truth = dataclasses.replace(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096), gemm_scale=g, attn_scale=a, comm_scale=c)
+    truth = dataclasses.replace(
+        Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096), gemm_scale=g, attn_scale=a, comm_scale=c
+    )
     assert rec["step_time_s"] == pytest.approx(evaluate(truth, parse_strategy("tp=2,dp=4"))["step_s"][0])
-    csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s\nllama3-8b,h100,8,16,4096,dp=8,abc\n")
+    csv_path.write_text(
+        "model,hardware,devices,global_batch,seq_len,strategy,step_time_s\nllama3-8b,h100,8,16,4096,dp=8,abc\n"
+    )
     assert main(args + ["--calibrate", str(csv_path)]) == 2
     assert "numeric step_time_s" in capsys.readouterr().err
     # a framework column of the wrong type names itself, not the step time
-    csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s,dp_bucket_mb\n"
-                        "llama3-8b,h100,8,16,4096,dp=8,2.0,abc\nllama3-8b,h100,8,16,4096,dp=8,2.0,\n")
+    csv_path.write_text(
+        "model,hardware,devices,global_batch,seq_len,strategy,step_time_s,dp_bucket_mb\n"
+        "llama3-8b,h100,8,16,4096,dp=8,2.0,abc\nllama3-8b,h100,8,16,4096,dp=8,2.0,\n"
+    )
     assert main(args + ["--calibrate", str(csv_path)]) == 2
     err = capsys.readouterr().err
     assert "line 2: dp_bucket_mb must be a number, not 'abc'" in err and len(err.strip().splitlines()) == 1
@@ -534,9 +770,13 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     mixer, logits = 6 * 4 * 2048 * 2048 * 8 * tokens, 6 * 32000 * 2048 * tokens
     mlp = 6 * n * tokens - mixer - logits
     assert mlp == 6 * 3 * 2048 * 4096 * 8 * tokens and attn_flops > 0
-    dense_flops = (mixer * 3 / 4 / _linear_shape(4096, 2048, 6144) + mixer / 4 / _linear_shape(4096, 2048, 2048)
-                   + mlp * 2 / 3 / _linear_shape(4096, 2048, 8192) + mlp / 3 / _linear_shape(4096, 4096, 2048)
-                   + logits / _linear_shape(4096, 2048, 32000))  # shape-weighted
+    dense_flops = (
+        mixer * 3 / 4 / _linear_shape(4096, 2048, 6144)
+        + mixer / 4 / _linear_shape(4096, 2048, 2048)
+        + mlp * 2 / 3 / _linear_shape(4096, 2048, 8192)
+        + mlp / 3 / _linear_shape(4096, 4096, 2048)
+        + logits / _linear_shape(4096, 2048, 32000)
+    )  # shape-weighted
     kernels_s = (3 * 4 * 8 + 3) * H100_KERNEL_S  # one micro-batch
     h100 = hardware("h100")
     g, a = 0.75 * 0.803, 0.6 * 0.75 * 0.803  # MAMF 794.5 / 989.4 TFLOP/s (catalog source)
@@ -545,7 +785,9 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     # and the loss: 24 B per token and vocabulary entry at HBM bandwidth
     loss_s = 24 * 32000 * tokens / 3350e9 / 8
     bf16 = evaluate(Job(m, h100, 8, 8, batch, seq), parse_strategy("dp=8"))
-    assert bf16["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12) + elem_s + loss_s + kernels_s)
+    assert bf16["compute_s"][0] == pytest.approx(
+        (dense_flops / g + attn_flops / a) / (8 * 989.4e12) + elem_s + loss_s + kernels_s
+    )
     # fp8: the GEMM 75% of the dense work speeds up by the ratio of achievable rates, except the
     # output layer's; attention and the elementwise rest stay at the bf16 rate
     speedup = (1978.9 * 0.709) / (989.4 * 0.803)
@@ -559,17 +801,28 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     # the output layer stays at the bf16 rate (torchtitan filters "output"; Megatron's is not a
     # Transformer Engine layer)
     out_gemm = logits / _linear_shape(4096, 2048, 32000)
-    assert fp8["compute_s"][0] == pytest.approx(((dense_flops - out_gemm) * (0.75 / speedup + 0.25) + out_gemm) / g / (8 * 989.4e12)
-                                                 + attn_flops / a / (8 * 989.4e12) + elem_s + loss_s + cast_s + weights_s + kernels_s)
+    assert fp8["compute_s"][0] == pytest.approx(
+        ((dense_flops - out_gemm) * (0.75 / speedup + 0.25) + out_gemm) / g / (8 * 989.4e12)
+        + attn_flops / a / (8 * 989.4e12)
+        + elem_s
+        + loss_s
+        + cast_s
+        + weights_s
+        + kernels_s
+    )
     # a device without a measured ceiling takes 0.7; explicit efficiencies (from a trace) win
     # devices without a measured ceiling take the 0.7 prior: a GPU 0.75 of it, a TPU (vector work
     # issued beside the matrix units) all of it
-    assert efficiencies(Job(m, hardware("H100-SXM-96GB-500W"), 8, 8, batch, seq))[:2] == pytest.approx((0.75 * 0.7, 0.6 * 0.75 * 0.7))
+    assert efficiencies(Job(m, hardware("H100-SXM-96GB-500W"), 8, 8, batch, seq))[:2] == pytest.approx(
+        (0.75 * 0.7, 0.6 * 0.75 * 0.7)
+    )
     assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.7, 0.6 * 0.7))
     assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)
     # a measured (trace) efficiency already includes the elementwise kernels and the GEMM kernels'
     # fixed time: no separate terms
-    measured = evaluate(Job(m, h100, 8, 8, batch, seq, gemm_eff=g, attn_eff=a), parse_strategy("dp=8"))  # shape still applies
+    measured = evaluate(
+        Job(m, h100, 8, 8, batch, seq, gemm_eff=g, attn_eff=a), parse_strategy("dp=8")
+    )  # shape still applies
     assert measured["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12))
 
 
@@ -591,13 +844,16 @@ def test_tp_overlap_hides_all_but_one_chunk() -> None:
     assert np.all(s["tp_overlap"] == 1) and np.all(space(job)["tp_overlap"] == 0)
 
 
-@pytest.mark.parametrize("mode,tp,hidden", [
-    ("bwd", 4, 0.25),  # 2 of 8 collectives: the column-parallel backward reduce-scatters
-    ("bwd+shard", 4, 0.25 + 2 / 8 * 2 / 4),  # + 2 all-gathers each under a 1/tp shard's GEMM
-    ("bwd+shard", 2, 0.5),  # at tp=2 the same as full overlap, (tp-1)/tp
-    ("full", 8, 7 / 8),
-    ("none", 8, 0.0),
-])
+@pytest.mark.parametrize(
+    "mode,tp,hidden",
+    [
+        ("bwd", 4, 0.25),  # 2 of 8 collectives: the column-parallel backward reduce-scatters
+        ("bwd+shard", 4, 0.25 + 2 / 8 * 2 / 4),  # + 2 all-gathers each under a 1/tp shard's GEMM
+        ("bwd+shard", 2, 0.5),  # at tp=2 the same as full overlap, (tp-1)/tp
+        ("full", 8, 7 / 8),
+        ("none", 8, 0.0),
+    ],
+)
 def test_tp_overlap_mechanisms_hide_their_share(mode: str, tp: int, hidden: float) -> None:
     job = _nominal_links(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096))
     off = evaluate(job, parse_strategy(f"tp={tp}"))
@@ -607,15 +863,32 @@ def test_tp_overlap_mechanisms_hide_their_share(mode: str, tp: int, hidden: floa
 
 
 def _plan_8b(capsys: pytest.CaptureFixture[str], strategy: str, *flags: str) -> dict:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-            "--evaluate", strategy, "--json", *flags]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        strategy,
+        "--json",
+        *flags,
+    ]
     assert main(args) == 0
     return json.loads(capsys.readouterr().out)
 
 
 def test_tp_overlap_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     off, on, bwd = (_plan_8b(capsys, "tp=8", *f) for f in ((), ("--tp-overlap",), ("--tp-overlap", "bwd")))
-    assert on["strategy"]["tp_overlap"] == 1 and off["strategy"]["tp_overlap"] == 0 and bwd["strategy"]["tp_overlap"] == 2
+    assert (
+        on["strategy"]["tp_overlap"] == 1 and off["strategy"]["tp_overlap"] == 0 and bwd["strategy"]["tp_overlap"] == 2
+    )
     # the flag reaches the model: the same as the strategy key (the amounts: tests of planner/tp_overlap.py)
     job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
     for rec, mode in ((on, "full"), (bwd, "bwd"), (off, "none")):
@@ -677,7 +950,8 @@ def test_attention_without_flash_kernels_by_hand() -> None:
     scores_s = 32 * 16 * seq * tokens * 8 / 2039e9 / 8  # 16 heads x seq scores per token, 8 layers
     assert plain["compute_s"][0] - flash["compute_s"][0] == pytest.approx(extra_flops_s + scores_s)
     assert plain["mfu"][0] < flash["mfu"][0] and plain["tflops_per_device"][0] * plain["step_s"][0] == pytest.approx(
-        flash["tflops_per_device"][0] * flash["step_s"][0])  # model FLOPs are the same
+        flash["tflops_per_device"][0] * flash["step_s"][0]
+    )  # model FLOPs are the same
 
 
 def test_attention_without_flash_kernels_stores_the_softmax_output_by_hand() -> None:
@@ -692,7 +966,9 @@ def test_attention_without_flash_kernels_stores_the_softmax_output_by_hand() -> 
         st = parse_strategy(f"tp=4,dp=2,mb=2,recompute={policy}")
         flash = evaluate(Job(m, hardware("a100"), 8, 8, 4, 2048), st)
         plain = evaluate(Job(m, hardware("a100"), 8, 8, 4, 2048, flash_attention=False), st)
-        assert (plain["activations_gb"][0] - flash["activations_gb"][0]) * 1e9 == pytest.approx(layers * per_layer), policy
+        assert (plain["activations_gb"][0] - flash["activations_gb"][0]) * 1e9 == pytest.approx(layers * per_layer), (
+            policy
+        )
 
 
 def test_interleaved_1f1b_holds_more_in_flight_by_hand() -> None:
@@ -708,7 +984,8 @@ def test_interleaved_1f1b_holds_more_in_flight_by_hand() -> None:
     assert inter["activations_gb"][0] == pytest.approx(plain["activations_gb"][0] * 11 / 8)
     few = Job(m, hardware("h100"), 8, 8, 8, 2048)  # 4 micro-batches per replica
     assert evaluate(few, parse_strategy("pp=4,vpp=2,dp=2,mb=1"))["activations_gb"][0] == pytest.approx(
-        evaluate(few, parse_strategy("pp=4,dp=2,mb=1"))["activations_gb"][0])
+        evaluate(few, parse_strategy("pp=4,dp=2,mb=1"))["activations_gb"][0]
+    )
 
 
 def test_selective_recompute_costs_the_attention_cores_forward_by_hand() -> None:
@@ -730,7 +1007,20 @@ def test_selective_recompute_costs_the_attention_cores_forward_by_hand() -> None
 
 
 def test_plan_inputs_batch_in_tokens_reserve_and_gradient_dtype(capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--seq-len", "4096", "--evaluate", "dp=8,zero=1", "--json"]
+    base = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "dp=8,zero=1",
+        "--json",
+    ]
     assert main(base + ["--global-batch", "16"]) == 0
     ref = json.loads(capsys.readouterr().out)
     assert main(base + ["--global-batch-tokens", str(16 * 4096)]) == 0
@@ -787,10 +1077,22 @@ def test_terminal_table_leaves_out_columns_that_are_off_in_every_row() -> None:
 def test_gpt_oss_config_with_sliding_window_layers_by_hand() -> None:
     """openai/gpt-oss-120b config.json (the keys that matter): 36 layers alternating sliding (window
     128) and full attention, 128 experts of width 2880, 4 per token, GQA 64/8 heads of 64."""
-    cfg = {"hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36, "num_attention_heads": 64,
-           "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 128, "num_experts_per_tok": 4,
-           "experts_per_token": 4, "vocab_size": 201088, "hidden_act": "silu", "model_type": "gpt_oss",
-           "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 18}
+    cfg = {
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "num_local_experts": 128,
+        "num_experts_per_tok": 4,
+        "experts_per_token": 4,
+        "vocab_size": 201088,
+        "hidden_act": "silu",
+        "model_type": "gpt_oss",
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 18,
+    }
     m = from_config_dict(cfg)
     d = 2880
     attn = 2 * d * 64 * 64 + 2 * d * 8 * 64
@@ -800,7 +1102,9 @@ def test_gpt_oss_config_with_sliding_window_layers_by_hand() -> None:
     assert (dense + experts) * 36 + 2 * emb == pytest.approx(total)
     assert total == pytest.approx(116.8e9, rel=0.01)  # published: 116.8B total
     active = 36 * (attn + 4 * expert + d * 128) + 201088 * d
-    assert m.matmul_params_per_token() == pytest.approx(active) and active == pytest.approx(5.13e9, rel=0.01)  # 5.1B active
+    assert m.matmul_params_per_token() == pytest.approx(active) and active == pytest.approx(
+        5.13e9, rel=0.01
+    )  # 5.1B active
     seq = 8192
     full = 6 * 18 * (seq / 2) * 64 * 128  # 18 full layers: s/2 keys per query on average
     window = 6 * 18 * ((128 * 129 / 2 + (seq - 128) * 128) / seq) * 64 * 128  # 18 sliding layers
@@ -825,8 +1129,22 @@ def test_tpu_slices_share_ici_and_talk_over_dcn(capsys: pytest.CaptureFixture[st
     cross-slice replicas of HSDP price DCN."""
     hw = hardware("tpu-v5e")
     assert (hw.node_devices, hw.intra_node_gbps, hw.inter_node_gbps) == (256, 200, 3.125)
-    args = ["plan", "--model", "llama3-8b", "--hardware", "tpu-v5e", "--devices", "512", "--global-batch", "512", "--seq-len", "2048",
-            "--evaluate", "dp=512,zero=3,hsdp=256", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "tpu-v5e",
+        "--devices",
+        "512",
+        "--global-batch",
+        "512",
+        "--seq-len",
+        "2048",
+        "--evaluate",
+        "dp=512,zero=3,hsdp=256",
+        "--json",
+    ]
     assert main(args) == 0
     rec = json.loads(capsys.readouterr().out)
     job = Job(model("llama3-8b"), hw, 512, 256, 512, 2048)
@@ -852,7 +1170,9 @@ def test_uneven_pipeline_stages_by_hand() -> None:
     r = evaluate(job, parse_strategy("pp=3,dp=2"))
     dense, _, emb = params(job.model)
     assert r["weights_gb"][0] == pytest.approx(2 * (3 * dense + emb) / 1e9)
-    even = evaluate(dataclasses.replace(job, model=dataclasses.replace(job.model, n_layers=9)), parse_strategy("pp=3,dp=2"))
+    even = evaluate(
+        dataclasses.replace(job, model=dataclasses.replace(job.model, n_layers=9)), parse_strategy("pp=3,dp=2")
+    )
     assert even["weights_gb"][0] == pytest.approx(r["weights_gb"][0])  # 9 layers: the same 3 per stage
     # the pipeline goes at its slowest stage: 8 layers on 3 stages take as long as 9
     assert r["step_s"][0] == pytest.approx(even["step_s"][0])
@@ -886,17 +1206,32 @@ def test_fsdp_keeping_gathered_weights_trades_memory_for_one_all_gather() -> Non
 def test_batch_records_carry_the_framework_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = {"model": "llama3-8b", "hardware": "a100", "devices": 8, "seq_len": 2048, "strategy": "dp=8,zero=1"}
     batch = tmp_path / "b.jsonl"
-    batch.write_text("\n".join(json.dumps(r) for r in (
-        {**base, "global_batch": 16},
-        {**base, "global_batch_tokens": 16 * 2048, "flash_attention": False, "grad_dtype": "bf16", "reserve_gb": 6},
-        {**base, "global_batch": 16, "grad_dtype": "fp64"},
-        {**base, "global_batch": 16, "fused_elementwise": "false", "param_gather_overlap": True},
-        {**base, "global_batch": 16, "fused_elementwise": "no"},
-    )) + "\n")
+    batch.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in (
+                {**base, "global_batch": 16},
+                {
+                    **base,
+                    "global_batch_tokens": 16 * 2048,
+                    "flash_attention": False,
+                    "grad_dtype": "bf16",
+                    "reserve_gb": 6,
+                },
+                {**base, "global_batch": 16, "grad_dtype": "fp64"},
+                {**base, "global_batch": 16, "fused_elementwise": "false", "param_gather_overlap": True},
+                {**base, "global_batch": 16, "fused_elementwise": "no"},
+            )
+        )
+        + "\n"
+    )
     assert main(["plan", "--batch", str(batch)]) == 0
     ref, other, bad, eager, bad_flag = (json.loads(x) for x in capsys.readouterr().out.splitlines())
     assert other["step_time_s"] > ref["step_time_s"]  # materialized attention scores cost time
-    assert other["memory_gb"]["grads"] == pytest.approx(ref["memory_gb"]["grads"] / 2) and other["memory_gb"]["reserve"] == 6
+    assert (
+        other["memory_gb"]["grads"] == pytest.approx(ref["memory_gb"]["grads"] / 2)
+        and other["memory_gb"]["reserve"] == 6
+    )
     assert "grad_dtype" in bad["error"]
     # the string "false" is false (not Python-truthy); eager ops cost time, the overlapped weight
     # all-gather saves some
@@ -913,7 +1248,8 @@ def test_ep_overlap_hides_the_all_to_all_behind_another_micro_batch() -> None:
     assert on["ep_s"][0] == pytest.approx(max(off["ep_s"][0] - off["compute_s"][0], 0.0))
     one = Job(m, hardware("h100"), 16, 8, 16, 4096)  # a single micro-batch: nothing to overlap with
     assert evaluate(one, parse_strategy("dp=16,ep=8,zero=1,mb=1,ep_overlap=1"))["ep_s"][0] == pytest.approx(
-        evaluate(one, parse_strategy("dp=16,ep=8,zero=1,mb=1"))["ep_s"][0])
+        evaluate(one, parse_strategy("dp=16,ep=8,zero=1,mb=1"))["ep_s"][0]
+    )
     assert np.all(space(job, ep_overlap=True)["ep_overlap"] == 1)
 
 
@@ -924,16 +1260,19 @@ def test_strategy_on_off_values() -> None:
         parse_strategy("dp=8,offload=maybe")
 
 
-@pytest.mark.parametrize("policy,kept_h_bytes,factor", [
-    # torchtitan's op-level SAC: wq 4096 + wv 1024 + w1 14336 + w2 4096 outputs, the attention
-    # output 4096 and the block input 4096 = 31744 values = 2 * 31744 / 4096 = 15.5 h-bytes; it
-    # recomputes wk, wo, w3: (1024 + 4096 + 14336) * 4096 MACs per token
-    ("op", 15.5, 1 + 19456 / (3 * 61440)),
-    # MaxText's "minimal" (JAX checkpoint_dots_with_no_batch_dims): q 4096 + k, v 2 x 1024 + o 4096
-    # + gate, up 2 x 14336 + down 4096 + the block input 4096 = 47104 values = 23.0 h-bytes; it
-    # recomputes attention, 8192 * 4096 MACs per token
-    ("minimal", 23.0, 1 + 8192 / (3 * 61440)),
-])
+@pytest.mark.parametrize(
+    "policy,kept_h_bytes,factor",
+    [
+        # torchtitan's op-level SAC: wq 4096 + wv 1024 + w1 14336 + w2 4096 outputs, the attention
+        # output 4096 and the block input 4096 = 31744 values = 2 * 31744 / 4096 = 15.5 h-bytes; it
+        # recomputes wk, wo, w3: (1024 + 4096 + 14336) * 4096 MACs per token
+        ("op", 15.5, 1 + 19456 / (3 * 61440)),
+        # MaxText's "minimal" (JAX checkpoint_dots_with_no_batch_dims): q 4096 + k, v 2 x 1024 + o 4096
+        # + gate, up 2 x 14336 + down 4096 + the block input 4096 = 47104 values = 23.0 h-bytes; it
+        # recomputes attention, 8192 * 4096 MACs per token
+        ("minimal", 23.0, 1 + 8192 / (3 * 61440)),
+    ],
+)
 def test_shape_counted_recompute_policies_by_hand(policy: str, kept_h_bytes: float, factor: float) -> None:
     """Llama-3-8B (h 4096, 32 query heads and 8 KV heads of 128, MLP 14336), seq 8192: a layer's
     forward is (2*4096 + 2*1024 + 3*14336) * 4096 + 8192 * 4096 (causal QK^T + AV) = 61440 * 4096
@@ -957,7 +1296,9 @@ def test_eager_elementwise_ops_cost_their_counted_bytes() -> None:
     eager = evaluate(dataclasses.replace(job, fused_elementwise=False), parse_strategy("dp=8,mb=2"))
     per_token = 8 * (64 * 1024 + 20 * (1024 + 1024) + 4 * 4096)
     tokens = 16 * 2048
-    assert eager["compute_s"][0] - fused["compute_s"][0] == pytest.approx(3 * per_token * tokens / job.hw.hbm_bytes_per_s / 8)
+    assert eager["compute_s"][0] - fused["compute_s"][0] == pytest.approx(
+        3 * per_token * tokens / job.hw.hbm_bytes_per_s / 8
+    )
 
 
 def test_eager_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
@@ -1014,6 +1355,7 @@ def test_separate_projections_run_narrow_key_value_gemms() -> None:
     k and v 2 x 4096 x 1024, gate and up 2 x 4096 x 14336; each linear of 4096 inputs and d outputs per device at its shape
     efficiency g(d) (gemm_by_hand.linear_shape, 16 x 4096 tokens); a set GEMM efficiency
     includes the kernels' fixed time."""
+
     def g(d: float) -> float:
         return _linear_shape(16 * 4096, 4096, d)
 
@@ -1034,10 +1376,19 @@ def test_fp8_recipe_and_projection_flags_on_the_cli(tmp_path: Path, capsys: pyte
     rowwise = _plan_8b(capsys, "tp=8", "--precision", "fp8", "--fp8-recipe", "rowwise")
     assert rowwise["step_time_s"] > tensorwise["step_time_s"]
     assert _plan_8b(capsys, "tp=8", "--separate-projections")["step_time_s"] > _plan_8b(capsys, "tp=8")["step_time_s"]
-    rec = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 4096, "precision": "fp8",
-           "strategy": "tp=8"}
+    rec = {
+        "model": "llama3-8b",
+        "hardware": "h100",
+        "devices": 8,
+        "global_batch": 16,
+        "seq_len": 4096,
+        "precision": "fp8",
+        "strategy": "tp=8",
+    }
     path = tmp_path / "runs.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in (rec, {**rec, "fp8_recipe": "rowwise"}, {**rec, "fp8_recipe": "blockwise"})))
+    path.write_text(
+        "\n".join(json.dumps(r) for r in (rec, {**rec, "fp8_recipe": "rowwise"}, {**rec, "fp8_recipe": "blockwise"}))
+    )
     assert main(["plan", "--batch", str(path), "--json"]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert out[0]["step_time_s"] == pytest.approx(tensorwise["step_time_s"])
@@ -1045,11 +1396,14 @@ def test_fp8_recipe_and_projection_flags_on_the_cli(tmp_path: Path, capsys: pyte
     assert "fp8 recipe" in out[2]["error"]
 
 
-@pytest.mark.parametrize("policy,replayed", [
-    ("selective", 1.0),  # Korthikanti's selective: only the attention core, between the collectives
-    ("op", 1.25),  # torchtitan's op SAC saves reduce-scatter outputs: the 2 forward all-gathers of 8 again
-    ("full", 1.5),  # the whole forward: its 4 collectives of 8
-])
+@pytest.mark.parametrize(
+    "policy,replayed",
+    [
+        ("selective", 1.0),  # Korthikanti's selective: only the attention core, between the collectives
+        ("op", 1.25),  # torchtitan's op SAC saves reduce-scatter outputs: the 2 forward all-gathers of 8 again
+        ("full", 1.5),  # the whole forward: its 4 collectives of 8
+    ],
+)
 def test_recompute_policies_replay_the_tp_collectives_they_do_not_keep(policy: str, replayed: float) -> None:
     job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
     none = evaluate(job, parse_strategy("tp=8"))
@@ -1057,13 +1411,17 @@ def test_recompute_policies_replay_the_tp_collectives_they_do_not_keep(policy: s
     assert r["tp_s"][0] == pytest.approx(none["tp_s"][0] * replayed)
 
 
-@pytest.mark.parametrize("policy,cp_replayed,ep_replayed", [
-    ("selective", 1.5, 1.0),  # the attention core holds the ring exchange of K and V, not the all-to-all
-    ("full", 1.5, 1.5),  # the whole forward: half of fwd + bwd, again
-    ("layernorm_moe_act", 1.0, 1.0),  # norms and the experts' activation: no collective
-])
-def test_recompute_policies_replay_the_cp_and_ep_collectives_they_recompute(policy: str, cp_replayed: float,
-                                                                             ep_replayed: float) -> None:
+@pytest.mark.parametrize(
+    "policy,cp_replayed,ep_replayed",
+    [
+        ("selective", 1.5, 1.0),  # the attention core holds the ring exchange of K and V, not the all-to-all
+        ("full", 1.5, 1.5),  # the whole forward: half of fwd + bwd, again
+        ("layernorm_moe_act", 1.0, 1.0),  # norms and the experts' activation: no collective
+    ],
+)
+def test_recompute_policies_replay_the_cp_and_ep_collectives_they_recompute(
+    policy: str, cp_replayed: float, ep_replayed: float
+) -> None:
     dense = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
     base = evaluate(dense, parse_strategy("cp=4,dp=2"))
     r = evaluate(dense, parse_strategy(f"cp=4,dp=2,recompute={policy}"))
@@ -1120,8 +1478,16 @@ def test_published_sc21_step_times(row: dict[str, str]) -> None:
     B, s, V = int(row["global_batch"]), 2048, 51200
     flops = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
     measured_s = flops / (float(row["tflops_per_gpu"]) * 1e12 * n)
-    m = ModelShape(d_model=h, n_layers=L, n_heads=heads, n_kv_heads=heads, head_dim=h // heads, d_ff=4 * h, vocab=V,
-                   gated_mlp=False)
+    m = ModelShape(
+        d_model=h,
+        n_layers=L,
+        n_heads=heads,
+        n_kv_heads=heads,
+        head_dim=h // heads,
+        d_ff=4 * h,
+        vocab=V,
+        gated_mlp=False,
+    )
     job = Job(m, hardware("a100"), n, 8, B, s, precision="fp16", flash_attention=False)
     strategy = f"tp={tp},pp={pp},vpp={vpp},dp={n // (tp * pp)},mb={row['micro_batch']},recompute=full"
     predicted_s = float(evaluate(job, parse_strategy(strategy))["step_s"][0])
@@ -1133,23 +1499,56 @@ def test_fp8_needs_a_device_with_an_fp8_peak(capsys: pytest.CaptureFixture[str])
     not a silent bf16 run with cast costs (or, via the peak fallback, the int8 peak)."""
     with pytest.raises(ConfigError, match="no fp8 peak"):
         Job(model("llama3-8b"), hardware("tpu-v5e"), 8, 8, 16, 4096, precision="fp8")
-    args = ["plan", "--model", "llama3-8b", "--hardware", "a100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-            "--precision", "fp8", "--evaluate", "dp=8"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "a100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--precision",
+        "fp8",
+        "--evaluate",
+        "dp=8",
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "A100" in err[0] and "--precision bf16" in err[0]
 
 
-@pytest.mark.parametrize("strategy,message", [
-    ("dp=8,mb=0", "mb=0 must be at least 1"),
-    ("dp=8,ga=-1", "ga=-1 must be 0"),
-    ("dp=8,zero=5", "not a ZeRO stage"),
-    ("dp=8,mb=3", "not a multiple of dp x mb = 8 x 3"),  # 16 sequences do not fill 8 x 3
-    ("tp=8,ga=3", "not a multiple of dp x ga = 1 x 3"),
-])
-def test_evaluate_rejects_impossible_strategies(strategy: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-            "--evaluate", strategy]
+@pytest.mark.parametrize(
+    "strategy,message",
+    [
+        ("dp=8,mb=0", "mb=0 must be at least 1"),
+        ("dp=8,ga=-1", "ga=-1 must be 0"),
+        ("dp=8,zero=5", "not a ZeRO stage"),
+        ("dp=8,mb=3", "not a multiple of dp x mb = 8 x 3"),  # 16 sequences do not fill 8 x 3
+        ("tp=8,ga=3", "not a multiple of dp x ga = 1 x 3"),
+    ],
+)
+def test_evaluate_rejects_impossible_strategies(
+    strategy: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        strategy,
+    ]
     assert main(args) == 2
     assert message in capsys.readouterr().err
 
@@ -1174,6 +1573,7 @@ def test_pipelines_never_run_fractional_micro_batches() -> None:
     assert few.any() and np.all(s["ga"][few] == 12 // (s["dp"][few] * s["mb"][few]))
     with pytest.raises(ConfigError, match="cannot fill evenly"):
         from stepscope.planner.cli import _one
+
         _one(job, "pp=8,mb=2")
 
 
@@ -1183,9 +1583,11 @@ def test_calibration_rows_carry_framework_properties(tmp_path: Path) -> None:
     from stepscope.planner.cli import job_from_record
 
     csv_path = tmp_path / "runs.csv"
-    csv_path.write_text("model,hardware,devices,global_batch,seq_len,strategy,step_time_s,precision,fp8_recipe,fused_projections\n"
-                        "llama3-8b,h100,8,16,4096,tp=8,3.0,fp8,rowwise,false\n"
-                        "llama3-8b,h100,8,16,4096,dp=8,2.0,bf16,,\n")
+    csv_path.write_text(
+        "model,hardware,devices,global_batch,seq_len,strategy,step_time_s,precision,fp8_recipe,fused_projections\n"
+        "llama3-8b,h100,8,16,4096,tp=8,3.0,fp8,rowwise,false\n"
+        "llama3-8b,h100,8,16,4096,dp=8,2.0,bf16,,\n"
+    )
     built: list[Job] = []
 
     def make_job(r: dict) -> Job:
@@ -1201,19 +1603,59 @@ def test_html_labels_tell_the_top_strategies_apart(tmp_path: Path, capsys: pytes
     import re
 
     out = tmp_path / "plan.html"
-    assert main(["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "256",
-                 "--seq-len", "8192", "--top", "8", "--html", str(out)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "llama3-70b",
+                "--hardware",
+                "h100",
+                "--devices",
+                "64",
+                "--global-batch",
+                "256",
+                "--seq-len",
+                "8192",
+                "--top",
+                "8",
+                "--html",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     labels = re.findall(r"<tr><td>([^<]+)</td>", out.read_text(encoding="utf-8"))
     assert len(labels) == 8 and len(set(labels)) == 8
 
 
-def test_terminal_table_is_never_cut_to_ellipses(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_terminal_table_is_never_cut_to_ellipses(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An 80-column terminal gets the table at its natural width (lines may wrap) rather than
     cells cut to "…"."""
     monkeypatch.setenv("COLUMNS", "80")
-    assert main(["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16",
-                 "--seq-len", "4096", "--evaluate", "tp=8"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "llama3-8b",
+                "--hardware",
+                "h100",
+                "--devices",
+                "8",
+                "--global-batch",
+                "16",
+                "--seq-len",
+                "4096",
+                "--evaluate",
+                "tp=8",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "…" not in out and "bottleneck" in out and "total GB" in out
 
@@ -1221,10 +1663,31 @@ def test_terminal_table_is_never_cut_to_ellipses(capsys: pytest.CaptureFixture[s
 def test_a_config_missing_dimensions_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"hidden_size": 4096}))
-    assert main(["plan", "--model", str(cfg), "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-                 "--evaluate", "dp=8"]) == 2
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                str(cfg),
+                "--hardware",
+                "h100",
+                "--devices",
+                "8",
+                "--global-batch",
+                "16",
+                "--seq-len",
+                "4096",
+                "--evaluate",
+                "dp=8",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
-    assert "lacks num_hidden_layers / num_attention_heads" in err and "hidden_size" not in err.split("lacks")[1].split("(")[0]
+    assert (
+        "lacks num_hidden_layers / num_attention_heads" in err
+        and "hidden_size" not in err.split("lacks")[1].split("(")[0]
+    )
 
 
 def test_trace_bandwidth_is_compared_with_the_rate_the_planner_assumes() -> None:
@@ -1234,8 +1697,12 @@ def test_trace_bandwidth_is_compared_with_the_rate_the_planner_assumes() -> None
     from stepscope.planner.from_trace import from_report
 
     def doc(collectives: list[dict]) -> dict:
-        return {"ranks": [{"rank": 0, "step_stats": {"median_ns": 1e8}, "hardware": {"name": "H100-SXM", "peak_tflops": 989}}],
-                "cluster": {"collectives": collectives}}
+        return {
+            "ranks": [
+                {"rank": 0, "step_stats": {"median_ns": 1e8}, "hardware": {"name": "H100-SXM", "peak_tflops": 989}}
+            ],
+            "cluster": {"collectives": collectives},
+        }
 
     big = 64 << 20
     ag = {"bytes": big, "busbw_gbps": 200.0, "peak_gbps": 450.0, "link": "intra", "type": "all_gather"}
@@ -1244,15 +1711,39 @@ def test_trace_bandwidth_is_compared_with_the_rate_the_planner_assumes() -> None
     assert from_report(doc([p2p])).comm_scale == pytest.approx(2.0)
 
 
-def test_a_model_directory_reads_its_config_and_a_missing_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_model_directory_reads_its_config_and_a_missing_file_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A Hugging Face model directory is read through its config.json (the same shape as the file);
     a path that does not exist is named as a missing file, not as an unknown catalog name."""
-    cfg = {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
-           "intermediate_size": 4096, "vocab_size": 32000}
+    cfg = {
+        "hidden_size": 1024,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "intermediate_size": 4096,
+        "vocab_size": 32000,
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     assert model(str(tmp_path)) == from_config_dict(cfg, str(tmp_path / "config.json"))
-    assert main(["plan", "--model", str(tmp_path / "gone.json"), "--hardware", "h100", "--devices", "8", "--global-batch", "16",
-                 "--seq-len", "4096"]) == 2
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                str(tmp_path / "gone.json"),
+                "--hardware",
+                "h100",
+                "--devices",
+                "8",
+                "--global-batch",
+                "16",
+                "--seq-len",
+                "4096",
+            ]
+        )
+        == 2
+    )
     assert "no such model config file" in capsys.readouterr().err
 
 
@@ -1267,10 +1758,22 @@ def test_nemotron_h_block_pattern_with_mamba2_counted_by_hand() -> None:
     untied head 131072 x 4096: 8.0992e9. The planner's count leaves out the dt columns (one per
     head, 24 x 4096 x 128), so it is that much lower; it used to pair an MLP with every one of the
     52 blocks (about twice the MLP weights)."""
-    cfg = {"hidden_size": 4096, "num_hidden_layers": 52, "hybrid_override_pattern": NEMOTRON_H_8B_PATTERN,
-           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 21504,
-           "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "expand": 2,
-           "vocab_size": 131072, "mlp_hidden_act": "relu2"}
+    cfg = {
+        "hidden_size": 4096,
+        "num_hidden_layers": 52,
+        "hybrid_override_pattern": NEMOTRON_H_8B_PATTERN,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 21504,
+        "mamba_num_heads": 128,
+        "mamba_head_dim": 64,
+        "ssm_state_size": 128,
+        "n_groups": 8,
+        "expand": 2,
+        "vocab_size": 131072,
+        "mlp_hidden_act": "relu2",
+    }
     m = from_config_dict(cfg)
     d, d_inner, gn = 4096, 128 * 64, 8 * 128
     mamba = d * (2 * d_inner + 2 * gn + 128) + d_inner * d
@@ -1295,19 +1798,43 @@ def test_block_pattern_moe_and_wide_shared_experts_keep_the_weights() -> None:
     MLP weights (2 x 8 experts x 3 d f_e, 1 x 2 d f: squared-ReLU MLPs, not gated), and a shared
     expert twice a routed one's width counts as 2. Qwen2-MoE's shared_expert_intermediate_size
     (no n_shared_experts key) is counted the same way: 5632 / 1408 = 4 (Qwen1.5-MoE-A2.7B)."""
-    cfg = {"hidden_size": 64, "num_hidden_layers": 6, "hybrid_override_pattern": "ME*E-M", "num_attention_heads": 4,
-           "num_key_value_heads": 4, "head_dim": 16, "intermediate_size": 96, "vocab_size": 100, "mlp_hidden_act": "relu2",
-           "mamba_num_heads": 8, "mamba_head_dim": 16, "ssm_state_size": 16, "n_groups": 1,
-           "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 30, "n_shared_experts": 1,
-           "moe_shared_expert_intermediate_size": 60}
+    cfg = {
+        "hidden_size": 64,
+        "num_hidden_layers": 6,
+        "hybrid_override_pattern": "ME*E-M",
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 16,
+        "intermediate_size": 96,
+        "vocab_size": 100,
+        "mlp_hidden_act": "relu2",
+        "mamba_num_heads": 8,
+        "mamba_head_dim": 16,
+        "ssm_state_size": 16,
+        "n_groups": 1,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 30,
+        "n_shared_experts": 1,
+        "moe_shared_expert_intermediate_size": 60,
+    }
     m = from_config_dict(cfg)
     assert m.n_layers == 3 and m.linear_layers == 2 and m.n_shared_experts == 2
     moe_layers = m.n_layers - m.first_dense_layers
     # 3 mixers for 3 MLP blocks: the widths are scaled by 3/3, so the totals are exact
     assert moe_layers * m.d_ff_expert * m.n_experts == 2 * 30 * 8
     assert m.first_dense_layers * m.d_ff == 1 * 96
-    qwen = {"hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 5632, "vocab_size": 151936,
-            "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632}
+    qwen = {
+        "hidden_size": 2048,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "intermediate_size": 5632,
+        "vocab_size": 151936,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+    }
     assert from_config_dict(qwen).n_shared_experts == 4
 
 
@@ -1315,9 +1842,21 @@ def test_a_jamba_config_is_refused_rather_than_read_as_a_transformer(capsys: pyt
     """Jamba's Mamba-1 layers have no linear-attention form in the model: without this check its
     config read as 32 attention layers, each with a 16-expert MoE (it has 4 attention layers and a
     MoE every other layer)."""
-    jamba = {"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "intermediate_size": 14336,
-             "vocab_size": 65536, "num_experts": 16, "num_experts_per_tok": 2, "attn_layer_period": 8, "attn_layer_offset": 4,
-             "mamba_d_state": 16, "mamba_expand": 2, "mamba_dt_rank": 256}
+    jamba = {
+        "model_type": "jamba",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "intermediate_size": 14336,
+        "vocab_size": 65536,
+        "num_experts": 16,
+        "num_experts_per_tok": 2,
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+        "mamba_d_state": 16,
+        "mamba_expand": 2,
+        "mamba_dt_rank": 256,
+    }
     with pytest.raises(ConfigError, match="Mamba-1 layers"):
         from_config_dict(jamba)
 
@@ -1329,9 +1868,20 @@ def test_llama4_maverick_interleaved_moe_and_shared_expert_by_hand() -> None:
     and untied head 202048 x 5120: 400.7e9 in all (Meta: 400B), 16.15e9 multiplied per token (17B
     active with the embedding). It used to put a MoE in every layer, 8192-wide dense MLPs and no
     shared expert."""
-    text = {"model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40,
-            "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
-            "num_local_experts": 128, "num_experts_per_tok": 1, "vocab_size": 202048, "interleave_moe_layer_step": 2}
+    text = {
+        "model_type": "llama4_text",
+        "hidden_size": 5120,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "num_local_experts": 128,
+        "num_experts_per_tok": 1,
+        "vocab_size": 202048,
+        "interleave_moe_layer_step": 2,
+    }
     m = from_config_dict({"model_type": "llama4", "text_config": text})
     d = 5120
     attn = 2 * d * d + 2 * d * 1024
@@ -1354,26 +1904,50 @@ def test_falcon_and_chatglm_key_names() -> None:
     falcon = {"hidden_size": 8192, "num_hidden_layers": 60, "n_head": 128, "n_head_kv": 8, "vocab_size": 65024}
     assert from_config_dict(falcon).n_kv_heads == 8
     assert from_config_dict({**falcon, "n_head_kv": None, "multi_query": True}).n_kv_heads == 1
-    glm = {"hidden_size": 4096, "num_layers": 28, "num_attention_heads": 32, "multi_query_group_num": 2, "ffn_hidden_size": 13696,
-           "padded_vocab_size": 65024}
+    glm = {
+        "hidden_size": 4096,
+        "num_layers": 28,
+        "num_attention_heads": 32,
+        "multi_query_group_num": 2,
+        "ffn_hidden_size": 13696,
+        "padded_vocab_size": 65024,
+    }
     m = from_config_dict(glm)
     assert (m.n_kv_heads, m.d_ff, m.vocab) == (2, 13696, 65024)
 
 
-@pytest.mark.parametrize("kind, extra, sliding", [("gemma2", {}, 21), ("gemma3_text", {"sliding_window_pattern": 6}, 35),
-                                                   ("cohere2", {}, 32), ("mistral", {}, 42)])
+@pytest.mark.parametrize(
+    "kind, extra, sliding",
+    [("gemma2", {}, 21), ("gemma3_text", {"sliding_window_pattern": 6}, 35), ("cohere2", {}, 32), ("mistral", {}, 42)],
+)
 def test_local_global_alternation_without_layer_types(kind: str, extra: dict, sliding: int) -> None:
     """42 layers with a 4096 window and no layer_types: Gemma 2 slides on every other layer (21);
     Gemma 3 has a global layer at i + 1 = 6, 12, ..., 42 (7 of them: 35 sliding); Cohere 2 at
     4, 8, ..., 40 (10: 32 sliding); Mistral slides on all 42."""
-    cfg = {"model_type": kind, "hidden_size": 1024, "num_hidden_layers": 42, "num_attention_heads": 8, "intermediate_size": 4096,
-           "vocab_size": 1000, "sliding_window": 4096, **extra}
+    cfg = {
+        "model_type": kind,
+        "hidden_size": 1024,
+        "num_hidden_layers": 42,
+        "num_attention_heads": 8,
+        "intermediate_size": 4096,
+        "vocab_size": 1000,
+        "sliding_window": 4096,
+        **extra,
+    }
     assert from_config_dict(cfg).sliding_layers == sliding
 
 
 def test_a_non_numeric_family_key_is_one_line() -> None:
-    cfg = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "hybrid_override_pattern": "M-",
-           "mamba_num_heads": "lots", "ssm_state_size": 16, "intermediate_size": 128, "vocab_size": 100}
+    cfg = {
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "hybrid_override_pattern": "M-",
+        "mamba_num_heads": "lots",
+        "ssm_state_size": 16,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+    }
     with pytest.raises(ConfigError, match="not a number"):
         from_config_dict(cfg)
 
@@ -1382,14 +1956,37 @@ def test_bad_dimension_values_are_one_line(tmp_path: Path, capsys: pytest.Captur
     """A non-numeric width was a ValueError traceback; a MoE config without experts per token was
     planned with no active expert."""
     base = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100}
-    for extra, message in (({"intermediate_size": "big"}, "not a number"), ({"num_local_experts": 8}, "without experts per token")):
+    for extra, message in (
+        ({"intermediate_size": "big"}, "not a number"),
+        ({"num_local_experts": 8}, "without experts per token"),
+    ):
         cfg = tmp_path / "config.json"
         cfg.write_text(json.dumps({**base, **extra}))
-        assert main(["plan", "--model", str(cfg), "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "2048"]) == 2
+        assert (
+            main(
+                [
+                    "plan",
+                    "--model",
+                    str(cfg),
+                    "--hardware",
+                    "h100",
+                    "--devices",
+                    "8",
+                    "--global-batch",
+                    "8",
+                    "--seq-len",
+                    "2048",
+                ]
+            )
+            == 2
+        )
         assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["plan", "--model", "llama3-8b", "--top", "0"], ["analyze"], ["bogus"], ["analyze", "x.json", "--workers", "-2"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["plan", "--model", "llama3-8b", "--top", "0"], ["analyze"], ["bogus"], ["analyze", "x.json", "--workers", "-2"]],
+)
 def test_usage_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -1402,9 +1999,13 @@ def test_a_trace_without_flops_says_why() -> None:
     FLOPs, and dropped when some had."""
     from stepscope.planner.from_trace import from_report
 
-    rank = {"rank": 0, "step_stats": {"median_ns": 1e8}, "hardware": {"name": "A100-SXM-40GB", "peak_tflops": 312.0},
-            "roofline_note": "the trace has no recorded shapes, so no FLOPs: profile with record_shapes=True",
-            "roofline_by_category": [{"category": "gemm", "dur_ns": 5e7, "flops": 0.0}]}
+    rank = {
+        "rank": 0,
+        "step_stats": {"median_ns": 1e8},
+        "hardware": {"name": "A100-SXM-40GB", "peak_tflops": 312.0},
+        "roofline_note": "the trace has no recorded shapes, so no FLOPs: profile with record_shapes=True",
+        "roofline_by_category": [{"category": "gemm", "dur_ns": 5e7, "flops": 0.0}],
+    }
     assert "record_shapes" in (from_report({"ranks": [rank]}).why_no_flops or "")
     rank["roofline_by_category"] = [{"category": "gemm", "dur_ns": 5e7, "flops": 1e13}]
     te = from_report({"ranks": [rank]})
@@ -1438,15 +2039,41 @@ def test_moe_imbalance_scales_the_expert_work_and_the_all_to_all() -> None:
 
 
 def test_moe_imbalance_from_the_cli_and_a_batch_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "mixtral-8x7b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-            "--evaluate", "ep=8,dp=8", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "mixtral-8x7b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "ep=8,dp=8",
+        "--json",
+    ]
     assert main(args + ["--moe-imbalance", "1.5"]) == 0
     rec = json.loads(capsys.readouterr().out)
     job = Job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096, moe_imbalance=1.5)
     assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("ep=8,dp=8"))["step_s"][0])
     f = tmp_path / "b.jsonl"
-    f.write_text(json.dumps({"model": "mixtral-8x7b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 4096,
-                             "strategy": "ep=8,dp=8", "moe_imbalance": 1.5}) + "\n")
+    f.write_text(
+        json.dumps(
+            {
+                "model": "mixtral-8x7b",
+                "hardware": "h100",
+                "devices": 8,
+                "global_batch": 16,
+                "seq_len": 4096,
+                "strategy": "ep=8,dp=8",
+                "moe_imbalance": 1.5,
+            }
+        )
+        + "\n"
+    )
     assert main(["plan", "--batch", str(f), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(rec["step_time_s"])
 
@@ -1461,8 +2088,22 @@ def test_unfused_loss_holds_12_bytes_per_logit_and_moves_44() -> None:
     a, b = evaluate(fused, s), evaluate(dataclasses.replace(fused, loss="unfused"), s)
     assert b["activations_gb"][0] - a["activations_gb"][0] == pytest.approx(6 * 16384 * 128256 / 1e9)
     assert b["compute_s"][0] - a["compute_s"][0] == pytest.approx(20 * 128256 * 16 * 8192 / 3350e9 / 8)
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "8192",
-            "--evaluate", "dp=8,zero=3,mb=2", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "8192",
+        "--evaluate",
+        "dp=8,zero=3,mb=2",
+        "--json",
+    ]
     import contextlib
     import io
 
@@ -1501,11 +2142,27 @@ def test_sequence_parallelism_off_in_the_search_and_its_conflicts(capsys: pytest
     assert set(search(job, top=5, sequence_parallel=False).strategies["sp"]) == {0}
     with pytest.raises(ConfigError, match="sequence parallelism"):
         parse_strategy("tp=4,dp=2,sp=0,tp_overlap=full")
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "4096"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "8",
+        "--seq-len",
+        "4096",
+    ]
     assert main(args + ["--no-sequence-parallel", "--tp-overlap"]) == 2  # full: needs sequence parallelism
-    assert main(args + ["--no-sequence-parallel", "--tp-overlap", "bwd", "--evaluate", "tp=4,dp=2", "--json"]) == 0  # an all-reduce
+    assert (
+        main(args + ["--no-sequence-parallel", "--tp-overlap", "bwd", "--evaluate", "tp=4,dp=2", "--json"]) == 0
+    )  # an all-reduce
     bwd = json.loads(capsys.readouterr().out)
-    assert bwd["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("tp=4,dp=2,sp=0,tp_overlap=bwd"))["step_s"][0])
+    assert bwd["step_time_s"] == pytest.approx(
+        evaluate(job, parse_strategy("tp=4,dp=2,sp=0,tp_overlap=bwd"))["step_s"][0]
+    )
     assert main(args + ["--no-sequence-parallel", "--evaluate", "tp=4,dp=2", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["strategy"]["sp"] == 0
@@ -1560,8 +2217,26 @@ def test_when_nothing_fits_the_smallest_are_shown_and_said(capsys: pytest.Captur
     assert totals == sorted(totals)
     everything = evaluate(job, space(job))
     assert totals[0] == pytest.approx(float(everything["total_gb"].min()))
-    assert main(["plan", "--model", "llama3-405b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "8192",
-                 "--top", "3"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "llama3-405b",
+                "--hardware",
+                "h100",
+                "--devices",
+                "8",
+                "--global-batch",
+                "8",
+                "--seq-len",
+                "8192",
+                "--top",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert "no configuration fits in 85.0 GB per device" in " ".join(capsys.readouterr().out.split())
 
 
@@ -1582,8 +2257,31 @@ def test_html_bars_end_at_the_step_time_and_memory_total(tmp_path: Path, capsys:
     import re
 
     out = tmp_path / "plan.html"
-    assert main(["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "64", "--seq-len", "4096",
-                 "--where", "pp=4|8", "--top", "5", "--html", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "llama3-70b",
+                "--hardware",
+                "h100",
+                "--devices",
+                "64",
+                "--global-batch",
+                "64",
+                "--seq-len",
+                "4096",
+                "--where",
+                "pp=4|8",
+                "--top",
+                "5",
+                "--html",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     recs = json.loads(capsys.readouterr().out)
     assert all(r["time_s"]["pp_p2p"] > 0 for r in recs)  # the case the old bars got wrong
     html = out.read_text(encoding="utf-8")
@@ -1591,17 +2289,27 @@ def test_html_bars_end_at_the_step_time_and_memory_total(tmp_path: Path, capsys:
     step_svg, hidden_svg = step_svg.split("<h2>Transfers hidden under compute")
     ends_s = [float(v) for v in re.findall(r">([0-9.]+) s</text>", step_svg)]
     # the hidden transfers' bars end at their sum, which is no part of the step
-    assert [float(v) for v in re.findall(r">([0-9.]+) s</text>", hidden_svg)] == [round(sum(r["hidden_s"].values()), 2) for r in recs]
+    assert [float(v) for v in re.findall(r">([0-9.]+) s</text>", hidden_svg)] == [
+        round(sum(r["hidden_s"].values()), 2) for r in recs
+    ]
     ends_gb = [float(v) for v in re.findall(r">([0-9.]+) GB</text>", mem_svg)]
     assert ends_s == [round(r["step_time_s"], 2) for r in recs]
     assert ends_gb == [round(r["memory_gb"]["total"], 2) for r in recs]
 
 
-@pytest.mark.parametrize(("written", "name"), [("save out_proj", "save_out_proj"), ("Save-Dot-Except-MLP", "save_dot_except_mlp"),
-                                               ("save  qkv_proj", "save_qkv_proj"), ("selective", "selective")])
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [
+        ("save out_proj", "save_out_proj"),
+        ("Save-Dot-Except-MLP", "save_dot_except_mlp"),
+        ("save  qkv_proj", "save_qkv_proj"),
+        ("selective", "selective"),
+    ],
+)
 def test_recompute_policy_written_as_the_issue_names_it(written: str, name: str) -> None:
     """Spaces and hyphens in a policy name read as its underscores (the names as users write them)."""
     from stepscope.planner.job import RECOMPUTE
+
     assert int(parse_strategy(f"tp=1,recompute={written}")["recompute"][0]) == RECOMPUTE.index(name)
 
 

@@ -42,8 +42,12 @@ def test_single_changes_match_evaluating_each_variant() -> None:
 
 def test_two_changes_when_no_single_one_fits() -> None:
     job = _job(512)
-    singles = ([f"mb=4,recompute={p}" for p in RECOMPUTE if p != "none"] + [f"mb=4,zero={z}" for z in (1, 2, 3)]
-               + [f"mb={m}" for m in (1, 2)] + ["mb=4,offload=1"])
+    singles = (
+        [f"mb=4,recompute={p}" for p in RECOMPUTE if p != "none"]
+        + [f"mb=4,zero={z}" for z in (1, 2, 3)]
+        + [f"mb={m}" for m in (1, 2)]
+        + ["mb=4,offload=1"]
+    )
     assert not any(_one(job, f"tp=8,dp=8,{v}")[0] for v in singles)
     alts = fitting_alternatives(job, parse_strategy("tp=8,dp=8,mb=4"))
     assert len(alts) == 3 and all(a["change"].count("=") == 2 for a in alts)
@@ -67,15 +71,43 @@ def test_a_framework_limits_the_policies_tried() -> None:
 
 
 def test_the_cli_line_and_json(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "64", "--seq-len", "8192",
-            "--evaluate", "tp=8,dp=8,mb=1"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-70b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "8192",
+        "--evaluate",
+        "tp=8,dp=8,mb=1",
+    ]
     assert main([*args, "--json"]) == 0
     alts = json.loads(capsys.readouterr().out)["fitting_alternatives"]
     assert alts and alts[0]["memory_gb"] < 85.0
     assert main(args) == 0
-    assert f"fits with: {alts[0]['change']} (step {alts[0]['step_change']:+.1%}" in " ".join(capsys.readouterr().out.split())
-    small = ["plan", "--model", "llama3-405b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "8192",
-             "--evaluate", "tp=8,mb=1"]
+    assert f"fits with: {alts[0]['change']} (step {alts[0]['step_change']:+.1%}" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    small = [
+        "plan",
+        "--model",
+        "llama3-405b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "8",
+        "--seq-len",
+        "8192",
+        "--evaluate",
+        "tp=8,mb=1",
+    ]
     assert main([*small, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["fitting_alternatives"] == []
     assert main(small) == 0

@@ -20,8 +20,14 @@ from stepscope.planner.rates import efficiencies
 from stepscope.planner.search import hardware, parse_strategy
 from stepscope.planner.settings import job_settings, settings_line
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 
 # H100-SXM's measured matmul ceiling (hardware.yaml: 0.803 x 989 TFLOP/s), which the shares divide by
 H100_CEILING = 794.5
@@ -45,7 +51,7 @@ def test_share_of_the_ceiling_interpolates_in_log_sequence_and_holds_at_the_ends
     # halfway between 2k (3 / (1/298 + 2.5/291) = 251.11) and 4k (3 / (1/319 + 2.5/310) = 267.87)
     # in log2: 2^11.5 tokens
     mid = (251.11 + 267.87) / 2 / H100_CEILING
-    assert float(kernel_share("fa2", "H100-SXM", 2 ** 11.5)) == pytest.approx(mid, rel=1e-4)
+    assert float(kernel_share("fa2", "H100-SXM", 2**11.5)) == pytest.approx(mid, rel=1e-4)
     # cuDNN at 4k: 3 / (1/518 + 2.5/499) = 3 / (0.0019305 + 0.0050100) = 432.24
     assert float(kernel_share("cudnn", "h100-sxm", 4096)) == pytest.approx(432.24 / H100_CEILING, rel=1e-4)
     # measured on Hopper only: other architectures have no measurements
@@ -99,16 +105,31 @@ def test_a_kernel_name_not_in_the_catalog_is_refused() -> None:
 
 
 def test_framework_presets_name_the_kernel_they_run() -> None:
-    got = {name: frameworks.apply({}, frameworks.by_name(name)).get("attention_kernel")
-           for name in ("megatron", "torchtitan", "nanotron", "maxtext")}
+    got = {
+        name: frameworks.apply({}, frameworks.by_name(name)).get("attention_kernel")
+        for name in ("megatron", "torchtitan", "nanotron", "maxtext")
+    }
     assert got == {"megatron": "cudnn", "torchtitan": "fa2", "nanotron": "fa2", "maxtext": None}
     # a kernel given explicitly wins over the preset
     assert frameworks.apply({"attention_kernel": "fa3"}, frameworks.by_name("torchtitan"))["attention_kernel"] == "fa3"
 
 
 def test_cli_flag_reaches_the_json_settings_and_the_assumed_line(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "8192",
-            "--evaluate", "tp=1,dp=8,zero=3,mb=1"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "8",
+        "--seq-len",
+        "8192",
+        "--evaluate",
+        "tp=1,dp=8,zero=3,mb=1",
+    ]
     assert main(args + ["--attention-kernel", "cudnn", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["settings"]["attention_kernel"] == "cudnn"

@@ -11,8 +11,14 @@ from stepscope.catalog.model_flops import from_config_dict
 from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.search import hardware, parse_strategy
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 1000, "hidden_act": "silu"}  # the embedding (1000 x 1024) smaller than a layer
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 1000,
+    "hidden_act": "silu",
+}  # the embedding (1000 x 1024) smaller than a layer
 BIG_VOCAB = {**TINY, "vocab_size": 32000}  # 32000 x 1024 = 32,768,000: larger than a layer
 LAYER = 4 * 1024 * 1024 + 3 * 1024 * 4096  # q, k, v, o (MHA) + SwiGLU's three matrices
 
@@ -46,11 +52,14 @@ def test_fsdp_holds_the_embedding_where_it_is_larger_than_a_layer() -> None:
 
 def test_the_total_includes_them() -> None:
     r = evaluate(job_from_record(), parse_strategy("tp=2,dp=4,zero=3"))
-    parts = sum(float(r[k][0]) for k in ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb"))
+    parts = sum(
+        float(r[k][0]) for k in ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
+    )
     assert float(r["total_gb"][0]) == pytest.approx(parts)
 
 
 # ---- gathered tensor by tensor (XLA, DeepSpeed ZeRO-3) and statically allocated devices ----------
+
 
 def test_tensor_gather_holds_the_largest_tensor_not_the_layer() -> None:
     # the fused gate+up matrix (2 x 1024 x 4096) is the largest (fused qkv 1024 x 3072, the
@@ -80,8 +89,15 @@ def test_a_tpu_reserves_nothing_and_has_no_nccl_buffers() -> None:
     assert float(r["reserve_gb"][0]) == 0.0
     assert float(r["buffers_gb"][0]) == pytest.approx(10 * LAYER / 2 / 1e9)  # the gathered layers only
     # a reserve given explicitly is kept, on any device
-    assert float(evaluate(Job(from_config_dict(TINY), hardware("tpu-v5p"), 8, 8, 16, 2048, reserve_gb=2.0),
-                          parse_strategy("tp=2,dp=4"))["reserve_gb"][0]) == 2.0
+    assert (
+        float(
+            evaluate(
+                Job(from_config_dict(TINY), hardware("tpu-v5p"), 8, 8, 16, 2048, reserve_gb=2.0),
+                parse_strategy("tp=2,dp=4"),
+            )["reserve_gb"][0]
+        )
+        == 2.0
+    )
     assert float(evaluate(job_from_record(), parse_strategy("tp=2,dp=4"))["reserve_gb"][0]) == 3.0
 
 
@@ -97,10 +113,19 @@ def test_batch_records_and_flags_carry_the_gather_mode(tmp_path: Path, capsys: p
 
     from stepscope.cli import main
 
-    base = {"model": "gpt3-175b", "hardware": "h100", "devices": 64, "global_batch": 64, "seq_len": 2048,
-            "strategy": "dp=64,zero=3,recompute=full"}
+    base = {
+        "model": "gpt3-175b",
+        "hardware": "h100",
+        "devices": 64,
+        "global_batch": 64,
+        "seq_len": 2048,
+        "strategy": "dp=64,zero=3,recompute=full",
+    }
     batch = tmp_path / "b.jsonl"
-    batch.write_text("\n".join(json.dumps(r) for r in (base, {**base, "zero3_gather": "tensor"}, {**base, "zero3_gather": "module"})) + "\n")
+    batch.write_text(
+        "\n".join(json.dumps(r) for r in (base, {**base, "zero3_gather": "tensor"}, {**base, "zero3_gather": "module"}))
+        + "\n"
+    )
     assert main(["plan", "--batch", str(batch)]) == 0
     layer, tensor, bad = (json.loads(x) for x in capsys.readouterr().out.splitlines())
     # GPT-3 175B: a layer 12 x 12288^2 parameters, its largest tensor the embedding 50257 x 12288;
@@ -111,7 +136,22 @@ def test_batch_records_and_flags_carry_the_gather_mode(tmp_path: Path, capsys: p
     assert "ZeRO-3 gather must be one of layer, tensor, not 'module'" in bad["error"]
     # a bad flag is one line and exit 2 (argparse's choices)
     with pytest.raises(SystemExit) as exc:
-        main(["plan", "--model", "gpt3-175b", "--hardware", "h100", "--devices", "64", "--global-batch", "64",
-              "--seq-len", "2048", "--zero3-gather", "module"])
+        main(
+            [
+                "plan",
+                "--model",
+                "gpt3-175b",
+                "--hardware",
+                "h100",
+                "--devices",
+                "64",
+                "--global-batch",
+                "64",
+                "--seq-len",
+                "2048",
+                "--zero3-gather",
+                "module",
+            ]
+        )
     assert exc.value.code == 2
     assert "invalid choice: 'module'" in capsys.readouterr().err

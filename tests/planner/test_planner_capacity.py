@@ -40,20 +40,44 @@ def test_unmeasured_devices_read_the_vendor_figure_as_gib_less_the_least_measure
 
 def _device(tmp_path: Path, **memory: float) -> Path:
     """A device file (a new name each time: the catalog is cached by path)."""
-    dev = {"name": "Mem", "match": "Mem", "peak_tflops": {"bf16": 989.4}, "hbm_gbps": 3350, "intra_node_gbps": 450, **memory}
+    dev = {
+        "name": "Mem",
+        "match": "Mem",
+        "peak_tflops": {"bf16": 989.4},
+        "hbm_gbps": 3350,
+        "intra_node_gbps": 450,
+        **memory,
+    }
     path = tmp_path / f"mem{len(list(tmp_path.iterdir()))}.yaml"
     path.write_text(yaml.safe_dump({"version": 1, "devices": [dev]}), encoding="utf-8")
     return path
 
 
 def test_the_fit_is_decided_against_the_capacity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "mem", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-            "--evaluate", "dp=8,mb=2", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "mem",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "dp=8,mb=2",
+        "--json",
+    ]
     assert main([*args, "--hardware-file", str(_device(tmp_path, hbm_gb=80))]) == 0
     total = json.loads(capsys.readouterr().out)["memory_gb"]["total"]
     # a device whose runtime reports 1 GB more than the strategy needs fits it, 1 GB less does not
     for extra_gb, fits in ((1.0, True), (-1.0, False)):
-        assert main([*args, "--hardware-file", str(_device(tmp_path, hbm_gb=80, hbm_bytes=int((total + extra_gb) * 1e9)))]) == 0
+        assert (
+            main([*args, "--hardware-file", str(_device(tmp_path, hbm_gb=80, hbm_bytes=int((total + extra_gb) * 1e9)))])
+            == 0
+        )
         rec = json.loads(capsys.readouterr().out)
         assert rec["fits"] is fits
         assert rec["headroom_gb"] == pytest.approx(extra_gb, abs=1e-6)
@@ -62,8 +86,28 @@ def test_the_fit_is_decided_against_the_capacity(tmp_path: Path, capsys: pytest.
 @pytest.mark.parametrize("bad", [-5, "lots"])
 def test_a_bad_capacity_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: object) -> None:
     path = _device(tmp_path, hbm_gb=80, hbm_bytes=bad)  # type: ignore[arg-type]
-    assert main(["plan", "--model", "llama3-8b", "--hardware", "mem", "--hardware-file", str(path), "--devices", "8",
-                 "--global-batch", "16", "--seq-len", "4096", "--evaluate", "dp=8"]) == 2
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "llama3-8b",
+                "--hardware",
+                "mem",
+                "--hardware-file",
+                str(path),
+                "--devices",
+                "8",
+                "--global-batch",
+                "16",
+                "--seq-len",
+                "4096",
+                "--evaluate",
+                "dp=8",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "mem0.yaml" in err and "hbm_bytes" in err
 
@@ -71,12 +115,17 @@ def test_a_bad_capacity_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Ca
 def test_the_search_says_what_it_fits_against(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["plan", "--model", "llama3-8b", "--devices", "8", "--global-batch", "64", "--seq-len", "8192", "--top", "1"]
     assert main([*base, "--hardware", "h100"]) == 0
-    assert "memory per device: 85.0 GB on H100-SXM (as CUDA/ROCm report it), 3 GB of it reserved" in capsys.readouterr().out
+    assert (
+        "memory per device: 85.0 GB on H100-SXM (as CUDA/ROCm report it), 3 GB of it reserved"
+        in capsys.readouterr().out
+    )
     assert main([*base, "--hardware", "h200"]) == 0  # 141 x 1073741824 x 0.984 = 148.98e9 B
     assert "memory per device: 149.0 GB on H200 (141 GiB x 0.984, no measured figure)" in capsys.readouterr().out
 
 
-def test_a_what_if_from_a_trace_fits_against_the_memory_the_trace_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_what_if_from_a_trace_fits_against_the_memory_the_trace_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The analyze report carries the traced device's memory (the bundled A100 trace's runtime
     reported 42,297,524,224 B); a what-if on the same device fits against it."""
     report = tmp_path / "r.json"
@@ -85,8 +134,31 @@ def test_a_what_if_from_a_trace_fits_against_the_memory_the_trace_reported(tmp_p
     hw = json.loads(report.read_text(encoding="utf-8"))["ranks"][0]["hardware"]
     assert hw["name"] == "A100-SXM-40GB" and hw["memory_bytes"] == 42_297_524_224
     capsys.readouterr()
-    assert main(["plan", "--model", "llama3-8b", "--hardware", "a100-40gb", "--devices", "8", "--global-batch", "8", "--seq-len", "2048",
-                 "--evaluate", "tp=8,mb=1", "--baseline", "dp=8,mb=1", "--from-analysis", str(report), "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "llama3-8b",
+                "--hardware",
+                "a100-40gb",
+                "--devices",
+                "8",
+                "--global-batch",
+                "8",
+                "--seq-len",
+                "2048",
+                "--evaluate",
+                "tp=8,mb=1",
+                "--baseline",
+                "dp=8,mb=1",
+                "--from-analysis",
+                str(report),
+                "--json",
+            ]
+        )
+        == 0
+    )
     rec = json.loads(capsys.readouterr().out)
     assert rec["calibration"]["trace_memory_gb"] == pytest.approx(42.297524224)
     assert rec["memory_gb"]["total"] + rec["headroom_gb"] == pytest.approx(42.297524224)

@@ -18,8 +18,21 @@ from stepscope.planner.search import parse_strategy
 
 
 def _moe(experts: int, k: int, groups: int = 0, chosen: int = 0) -> ModelShape:
-    return ModelShape(d_model=1024, n_layers=2, n_heads=8, n_kv_heads=8, head_dim=128, d_ff=1024, vocab=1000, gated_mlp=True,
-                      n_experts=experts, experts_per_token=k, d_ff_expert=512, routing_groups=groups, routing_group_topk=chosen)
+    return ModelShape(
+        d_model=1024,
+        n_layers=2,
+        n_heads=8,
+        n_kv_heads=8,
+        head_dim=128,
+        d_ff=1024,
+        vocab=1000,
+        gated_mlp=True,
+        n_experts=experts,
+        experts_per_token=k,
+        d_ff_expert=512,
+        routing_groups=groups,
+        routing_group_topk=chosen,
+    )
 
 
 def test_remote_nodes_without_group_limits() -> None:
@@ -40,7 +53,9 @@ def test_remote_nodes_with_deepseek_group_limits() -> None:
     expected = 8 * (1 - comb(112, 8) / comb(128, 8)) * 15 / 16
     assert float(remote_nodes(m, np.array([16.0]))[0]) == pytest.approx(expected, rel=1e-12)
     unlimited = dataclasses.replace(m, routing_groups=0, routing_group_topk=0)
-    assert float(remote_nodes(unlimited, np.array([8.0]))[0]) == pytest.approx(8 * (1 - comb(224, 8) / comb(256, 8)) * 7 / 8, rel=1e-12)
+    assert float(remote_nodes(unlimited, np.array([8.0]))[0]) == pytest.approx(
+        8 * (1 - comb(224, 8) / comb(256, 8)) * 7 / 8, rel=1e-12
+    )
 
 
 def test_exchange_by_hand() -> None:
@@ -53,15 +68,29 @@ def test_exchange_by_hand() -> None:
     def link(span: np.ndarray, ranks: np.ndarray | None = None) -> np.ndarray:  # 50 GB/s beyond a node of 8, 400 within
         return np.where(np.asarray(span) > 8, 50e9, 400e9)
 
-    args = dict(tokens=np.array([1000.0]), h=1024.0, imbalance=1.0, ep=np.array([16.0]), span=np.array([16.0]), node=8.0, link=link)
+    args = dict(
+        tokens=np.array([1000.0]),
+        h=1024.0,
+        imbalance=1.0,
+        ep=np.array([16.0]),
+        span=np.array([16.0]),
+        node=8.0,
+        link=link,
+    )
     copy_b = 4 * 1000 * 1024 * 2
-    assert float(exchange_seconds(m, dispatch="all_to_all", **args)[0]) == pytest.approx(copy_b * 2 * 15 / 16 / 50e9, rel=1e-12)
+    assert float(exchange_seconds(m, dispatch="all_to_all", **args)[0]) == pytest.approx(
+        copy_b * 2 * 15 / 16 / 50e9, rel=1e-12
+    )
     assert float(exchange_seconds(m, dispatch="deepep", **args)[0]) == pytest.approx(copy_b * 22 / 28 / 50e9, rel=1e-12)
     inside = {**args, "ep": np.array([8.0]), "span": np.array([8.0])}
-    assert float(exchange_seconds(m, dispatch="deepep", **inside)[0]) == float(exchange_seconds(m, dispatch="all_to_all", **inside)[0])
+    assert float(exchange_seconds(m, dispatch="deepep", **inside)[0]) == float(
+        exchange_seconds(m, dispatch="all_to_all", **inside)[0]
+    )
     # when the NVLink forwarding is the longer: 2 x 7/8 copies at 20 GB/s
     slow = {**args, "link": lambda span, ranks=None: np.where(np.asarray(span) > 8, 50e9, 20e9)}
-    assert float(exchange_seconds(m, dispatch="deepep", **slow)[0]) == pytest.approx(copy_b * 2 * 7 / 8 / 20e9, rel=1e-12)
+    assert float(exchange_seconds(m, dispatch="deepep", **slow)[0]) == pytest.approx(
+        copy_b * 2 * 7 / 8 / 20e9, rel=1e-12
+    )
 
 
 def test_deepseek_ep64_exchange_by_hand() -> None:
@@ -78,7 +107,16 @@ def test_unknown_dispatch_is_refused() -> None:
     from stepscope.errors import ConfigError
 
     with pytest.raises(ConfigError, match="EP dispatch must be one of all_to_all, deepep"):
-        job_from_record({"model": "deepseek-v3", "hardware": "h100", "devices": 8, "global_batch": 8, "seq_len": 4096, "ep_dispatch": "nvshmem"})
+        job_from_record(
+            {
+                "model": "deepseek-v3",
+                "hardware": "h100",
+                "devices": 8,
+                "global_batch": 8,
+                "seq_len": 4096,
+                "ep_dispatch": "nvshmem",
+            }
+        )
 
 
 def test_deepep_sms_slow_the_compute_they_hide_under() -> None:
@@ -89,10 +127,22 @@ def test_deepep_sms_slow_the_compute_they_hide_under() -> None:
     from stepscope.planner.dispatch import sm_contention_s
 
     assert float(sm_contention_s("deepep", np.array([10.0]), 20, 132)[0]) == pytest.approx(10 * 20 / 112, rel=1e-12)
-    assert sm_contention_s("all_to_all", np.array([10.0]), 20, 132) == 0.0 and sm_contention_s("deepep", np.array([10.0]), 20, None) == 0.0
-    rec = {"model": "deepseek-v3", "hardware": "h100", "devices": 512, "global_batch": 1024, "seq_len": 4096, "ep_dispatch": "deepep"}
+    assert (
+        sm_contention_s("all_to_all", np.array([10.0]), 20, 132) == 0.0
+        and sm_contention_s("deepep", np.array([10.0]), 20, None) == 0.0
+    )
+    rec = {
+        "model": "deepseek-v3",
+        "hardware": "h100",
+        "devices": 512,
+        "global_batch": 1024,
+        "seq_len": 4096,
+        "ep_dispatch": "deepep",
+    }
     s = parse_strategy("tp=1,pp=8,dp=64,ep=64,zero=1,mb=1,ep_overlap=1")
     r = evaluate(job_from_record(rec), s)
-    assert float(r["hidden_ep_s"][0]) > 0 and float(r["ep_s"][0]) == pytest.approx(float(r["hidden_ep_s"][0]) * 20 / 112, rel=1e-9)
+    assert float(r["hidden_ep_s"][0]) > 0 and float(r["ep_s"][0]) == pytest.approx(
+        float(r["hidden_ep_s"][0]) * 20 / 112, rel=1e-9
+    )
     r24 = evaluate(job_from_record({**rec, "deepep_sms": 24}), s)
     assert float(r24["ep_s"][0]) == pytest.approx(float(r24["hidden_ep_s"][0]) * 24 / 108, rel=1e-9)

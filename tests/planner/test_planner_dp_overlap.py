@@ -16,7 +16,9 @@ JOB = ["--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global
 
 
 def _dp(overlap: float) -> dict[str, float]:
-    res = evaluate(Job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 2048, dp_overlap=overlap), parse_strategy("dp=8,zero=0,mb=1"))
+    res = evaluate(
+        Job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 2048, dp_overlap=overlap), parse_strategy("dp=8,zero=0,mb=1")
+    )
     return {k: float(res[k][0]) for k in ("dp_s", "grads_gb", "compute_s")}
 
 
@@ -44,8 +46,21 @@ def test_the_flag_and_the_batch_key(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["plan", *JOB, "--evaluate", "dp=8,zero=0,mb=1", "--dp-overlap", "0"]) == 0
     assert "DP/FSDP traffic not hidden" in " ".join(capsys.readouterr().out.split())
     batch = tmp_path / "b.jsonl"
-    batch.write_text(json.dumps({"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 8, "seq_len": 2048,
-                                 "strategy": "dp=8,zero=0,mb=1", "dp_overlap": 0.5}) + "\n", encoding="utf-8")
+    batch.write_text(
+        json.dumps(
+            {
+                "model": "llama3-8b",
+                "hardware": "h100",
+                "devices": 8,
+                "global_batch": 8,
+                "seq_len": 2048,
+                "strategy": "dp=8,zero=0,mb=1",
+                "dp_overlap": 0.5,
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     assert main(["plan", "--batch", str(batch), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert "ignored_keys" not in out and out["time_s"]["dp"] == pytest.approx(_dp(0.5)["dp_s"])
@@ -57,10 +72,29 @@ def test_the_flag_and_the_batch_key(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_the_flag_wins_over_a_traced_share(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A trace that hid 60% of its collectives: the what-if takes 0.6 unless --dp-overlap says otherwise."""
     report = tmp_path / "report.json"
-    report.write_text(json.dumps({"ranks": [{"rank": 0, "hardware": {"name": "H100-SXM", "peak_tflops": 989.4},
-                                             "step_stats": {"median_ns": 100_000_000},
-                                             "collectives": {"all_reduce": {"comm_ns": 10_000_000, "overlapped_ns": 6_000_000}}}]}))
-    what_if = ["--evaluate", "dp=8,zero=0,mb=1", "--baseline", "dp=8,zero=1,mb=1", "--from-analysis", str(report), "--json"]
+    report.write_text(
+        json.dumps(
+            {
+                "ranks": [
+                    {
+                        "rank": 0,
+                        "hardware": {"name": "H100-SXM", "peak_tflops": 989.4},
+                        "step_stats": {"median_ns": 100_000_000},
+                        "collectives": {"all_reduce": {"comm_ns": 10_000_000, "overlapped_ns": 6_000_000}},
+                    }
+                ]
+            }
+        )
+    )
+    what_if = [
+        "--evaluate",
+        "dp=8,zero=0,mb=1",
+        "--baseline",
+        "dp=8,zero=1,mb=1",
+        "--from-analysis",
+        str(report),
+        "--json",
+    ]
     assert main(["plan", *JOB, *what_if]) == 0
     assert json.loads(capsys.readouterr().out)["calibration"]["measured_dp_overlap"] == pytest.approx(0.6)
     assert main(["plan", *JOB, *what_if, "--dp-overlap", "0"]) == 0

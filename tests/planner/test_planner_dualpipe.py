@@ -13,8 +13,14 @@ from stepscope.errors import ConfigError
 from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.search import hardware, model, parse_strategy
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 H = 1024
 
 
@@ -67,11 +73,14 @@ def test_dualpipe_hides_the_all_to_all_without_being_told() -> None:
     assert dual["hidden_ep_s"][0] == pytest.approx(told["hidden_ep_s"][0], rel=0.2)
 
 
-@pytest.mark.parametrize("strategy, words", [
-    ("pp=3,dp=2,sched=dualpipe", "even number of ranks"),
-    ("pp=4,vpp=2,dp=2,sched=dualpipe", "even number of ranks"),
-    ("pp=4,dp=2,sched=dualpipev", "two model chunks"),
-])
+@pytest.mark.parametrize(
+    "strategy, words",
+    [
+        ("pp=3,dp=2,sched=dualpipe", "even number of ranks"),
+        ("pp=4,vpp=2,dp=2,sched=dualpipe", "even number of ranks"),
+        ("pp=4,dp=2,sched=dualpipev", "two model chunks"),
+    ],
+)
 def test_layouts_the_schedules_cannot_run(strategy: str, words: str) -> None:
     with pytest.raises(ConfigError, match=words):
         parse_strategy(strategy)
@@ -79,8 +88,21 @@ def test_layouts_the_schedules_cannot_run(strategy: str, words: str) -> None:
 
 def test_too_few_micro_batches_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """16 sequences over dp = 2 at mb = 2: 4 micro-batches, DualPipe needs 2 x pp = 8."""
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "2048",
-            "--evaluate", "pp=4,dp=2,mb=2,sched=dualpipe"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "2048",
+        "--evaluate",
+        "pp=4,dp=2,mb=2,sched=dualpipe",
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "at least 2 x pp = 8 (here 4)" in err[0]
@@ -101,7 +123,19 @@ def test_v_shapes_put_both_ends_on_the_first_rank() -> None:
 
 
 def test_dualpipe_rows_carry_their_caveat(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "mixtral-8x7b", "--hardware", "h100", "--devices", "64", "--global-batch", "256", "--seq-len", "4096"]
+    args = [
+        "plan",
+        "--model",
+        "mixtral-8x7b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "256",
+        "--seq-len",
+        "4096",
+    ]
     assert main([*args, "--evaluate", "pp=4,dp=16,ep=8,mb=1,zero=1,sched=dualpipe"]) == 0
     assert "note: DualPipe rows" in capsys.readouterr().out
     assert main([*args, "--evaluate", "pp=4,dp=16,ep=8,mb=1,zero=1"]) == 0

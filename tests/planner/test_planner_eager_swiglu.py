@@ -13,8 +13,14 @@ from stepscope.planner.rates import stored_per_token
 from stepscope.planner.search import hardware, parse_strategy
 from stepscope.planner.work import memory_bound_bytes
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 H, F, L, SEQ = 1024, 4096, 8, 2048
 
 
@@ -40,7 +46,9 @@ def test_activations_and_bytes_by_hand() -> None:
     assert float(eager["activations_gb"][0] - base["activations_gb"][0]) == pytest.approx(L * SEQ * 2 * 2 * F / 1e9)
     tokens = 16 * SEQ  # the step's tokens, summed over the devices
     tp, sp = s["tp"].astype(float), s["sp"].astype(float)
-    extra = memory_bound_bytes(job_from_record(eager_swiglu=True), tokens, tp, sp, 0.0) - memory_bound_bytes(job_from_record(), tokens, tp, sp, 0.0)
+    extra = memory_bound_bytes(job_from_record(eager_swiglu=True), tokens, tp, sp, 0.0) - memory_bound_bytes(
+        job_from_record(), tokens, tp, sp, 0.0
+    )
     assert float(extra[0]) == pytest.approx(3 * 4 * F * L * tokens)  # 4 B more per element, forward + ~2x backward
     assert float(eager["step_s"][0]) > float(base["step_s"][0])
 
@@ -50,7 +58,9 @@ def test_every_eager_elementwise_op_implies_it() -> None:
     m = from_config_dict(TINY)
     s = parse_strategy("dp=8,mb=2,recompute=none")
     a = evaluate(job_from_record(fused_elementwise=False), s)["activations_gb"][0]
-    b = evaluate(dataclasses.replace(job_from_record(fused_elementwise=False), eager_swiglu=True), s)["activations_gb"][0]
+    b = evaluate(dataclasses.replace(job_from_record(fused_elementwise=False), eager_swiglu=True), s)["activations_gb"][
+        0
+    ]
     assert float(a) == float(b) and m.gated_mlp
 
 
@@ -59,8 +69,22 @@ def test_the_flag_reaches_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
 
     from stepscope.cli import main
 
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-            "--evaluate", "dp=8,mb=2", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "dp=8,mb=2",
+        "--json",
+    ]
     assert main(args) == 0
     fused = json.loads(capsys.readouterr().out)
     assert main([*args, "--eager-swiglu"]) == 0

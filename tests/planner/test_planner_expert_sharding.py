@@ -15,8 +15,17 @@ from stepscope.planner.data_parallel import _fold
 from stepscope.planner.search import parse_strategy
 
 # h 1024, 2 layers, 8 heads of 128 (MHA), 8 experts of 1024 (SwiGLU), top 2, vocabulary 1000
-MOE = {"hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 1024,
-       "moe_intermediate_size": 1024, "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 1000}
+MOE = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "intermediate_size": 1024,
+    "moe_intermediate_size": 1024,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 1000,
+}
 # matmul weights: a layer's attention 4 x 1024^2 = 4,194,304 and router 1024 x 8 = 8,192; its experts
 # 8 x 3 x 1024^2 = 25,165,824; the embedding 1000 x 1024 = 1,024,000 (one stage holds all of it)
 DENSE = 2 * (4_194_304 + 8_192) + 1_024_000  # 9,428,992 on every rank
@@ -71,10 +80,15 @@ def test_expert_gradients_not_reduced_without_replicas(moe_job) -> None:  # noqa
     wide = dataclasses.replace(job, model=dataclasses.replace(job.model, d_ff_expert=2048))
     narrow_s, wide_s = (_gb(j, "dp=8,ep=8,zero=1", "dp_s") for j in (job, wide))
     assert wide_s == pytest.approx(narrow_s, rel=1e-12)
-    assert _gb(wide, "dp=8,ep=4,zero=1", "dp_s") > _gb(job, "dp=8,ep=4,zero=1", "dp_s")  # with 2 replicas they are reduced
+    assert _gb(wide, "dp=8,ep=4,zero=1", "dp_s") > _gb(
+        job, "dp=8,ep=4,zero=1", "dp_s"
+    )  # with 2 replicas they are reduced
 
 
-@pytest.mark.parametrize("layout", ["tp=2,dp=4,ep=1,etp=1", "tp=2,dp=4,ep=2", "tp=2,dp=4,ep=4,etp=1", "tp=1,dp=8,ep=2", "tp=4,dp=2,ep=2,etp=1"])
+@pytest.mark.parametrize(
+    "layout",
+    ["tp=2,dp=4,ep=1,etp=1", "tp=2,dp=4,ep=2", "tp=2,dp=4,ep=4,etp=1", "tp=1,dp=8,ep=2", "tp=4,dp=2,ep=2,etp=1"],
+)
 def test_zero1_spreads_every_state_once_over_the_ranks(moe_job, layout: str) -> None:  # noqa: ANN001
     """Without a pipeline, ZeRO-1 over 8 ranks holds each parameter's optimizer states exactly once:
     12 x (DENSE + EXPERTS) / 8 per rank, however TP, EP and expert-TP split the weights (with etp=1

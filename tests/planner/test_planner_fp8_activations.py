@@ -10,8 +10,14 @@ from stepscope.catalog.model_flops import from_config_dict
 from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.search import hardware, parse_strategy
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 
 
 def _act_gb(cfg: dict, saved: str, precision: str = "fp8", policy: str = "none") -> float:
@@ -25,7 +31,9 @@ def test_dense_block(policy: str) -> None:
     the second's (1024) and the down projection's input (the gated product, f = 4096); the output
     projection's fp8 copy of the attention output (q = 1024) is 1 B more: 5120 B. 8 layers x 2048
     tokens: 83,886,080 B."""
-    assert (_act_gb(TINY, "bf16", policy=policy) - _act_gb(TINY, "fp8", policy=policy)) * 1e9 == pytest.approx(8 * 2048 * 5120)
+    assert (_act_gb(TINY, "bf16", policy=policy) - _act_gb(TINY, "fp8", policy=policy)) * 1e9 == pytest.approx(
+        8 * 2048 * 5120
+    )
 
 
 def test_moe_block() -> None:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from stepscope.cli import main
-from stepscope.planner.cost import evaluate
 from stepscope.planner.cli import job_from_record
+from stepscope.planner.cost import evaluate
 from stepscope.planner.search import parse_strategy
 
 
@@ -20,7 +20,14 @@ def test_cached_weights_are_cast_once_per_step_not_per_micro_batch() -> None:
     column-major, the amax scan): 32 layers x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336)
     = 6,979,321,856 elements at 3.35 TB/s. Recasting in each of the 8 micro-batches costs 7 casts
     more than casting once."""
-    rec = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 64, "seq_len": 4096, "precision": "fp8"}
+    rec = {
+        "model": "llama3-8b",
+        "hardware": "h100",
+        "devices": 8,
+        "global_batch": 64,
+        "seq_len": 4096,
+        "precision": "fp8",
+    }
     s = parse_strategy("tp=1,pp=1,dp=8,mb=1,zero=1")
     cached = job_from_record(rec)
     recast = job_from_record({**rec, "fp8_weight_cache": False})
@@ -30,12 +37,30 @@ def test_cached_weights_are_cast_once_per_step_not_per_micro_batch() -> None:
     assert float(b["compute_s"][0] - a["compute_s"][0]) == pytest.approx(7 * one_cast_s, rel=1e-9)
     # bf16 has no casts: the flag changes nothing
     bf = dataclasses.replace(cached, precision="bf16")
-    assert np.array_equal(evaluate(bf, s)["step_s"], evaluate(dataclasses.replace(bf, fp8_weight_cache=False), s)["step_s"])
+    assert np.array_equal(
+        evaluate(bf, s)["step_s"], evaluate(dataclasses.replace(bf, fp8_weight_cache=False), s)["step_s"]
+    )
 
 
 def test_the_cli_flag_recasts(capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "64", "--seq-len", "4096",
-            "--precision", "fp8", "--evaluate", "tp=1,pp=1,dp=8,mb=1,zero=1", "--json"]
+    base = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "4096",
+        "--precision",
+        "fp8",
+        "--evaluate",
+        "tp=1,pp=1,dp=8,mb=1,zero=1",
+        "--json",
+    ]
     import json
 
     assert main(base) == 0

@@ -18,16 +18,19 @@ from stepscope.planner.search import hardware, parse_strategy
 from stepscope.planner.work import gemm_seconds_at_peak
 
 
-@pytest.mark.parametrize(("recipe", "in_dim", "out_dim", "gains"), [
-    ("rowwise", 4096, 128, False),    # Llama 3 8B's wk at TP 8: 128 outputs <= 1024
-    ("rowwise", 8192, 3584, True),    # Llama 3 70B's w1 at TP 8
-    ("rowwise", 1792, 4096, False),   # Llama 3 8B's w2 at TP 8: 1792 inputs <= 2048
-    ("rowwise", 4096, 1792, False),   # 8B's w1 at TP 8: inputs <= 4096 and outputs <= 2048
-    ("rowwise", 4097, 1792, True),
-    ("tensorwise", 512, 4096, False),  # 8B's wo at TP 8: outputs <= 4096 and inputs <= 1024
-    ("tensorwise", 4096, 128, True),
-    ("tensorwise", 1025, 4096, True),
-])
+@pytest.mark.parametrize(
+    ("recipe", "in_dim", "out_dim", "gains"),
+    [
+        ("rowwise", 4096, 128, False),  # Llama 3 8B's wk at TP 8: 128 outputs <= 1024
+        ("rowwise", 8192, 3584, True),  # Llama 3 70B's w1 at TP 8
+        ("rowwise", 1792, 4096, False),  # Llama 3 8B's w2 at TP 8: 1792 inputs <= 2048
+        ("rowwise", 4096, 1792, False),  # 8B's w1 at TP 8: inputs <= 4096 and outputs <= 2048
+        ("rowwise", 4097, 1792, True),
+        ("tensorwise", 512, 4096, False),  # 8B's wo at TP 8: outputs <= 4096 and inputs <= 1024
+        ("tensorwise", 4096, 128, True),
+        ("tensorwise", 1025, 4096, True),
+    ],
+)
 def test_torchao_thresholds(recipe: str, in_dim: int, out_dim: int, gains: bool) -> None:
     assert bool(fp8_gains(recipe, in_dim, out_dim)) is gains
 
@@ -65,8 +68,26 @@ def test_no_gain_makes_fp8_slower_than_bf16() -> None:
 
 
 def test_flag_and_preset(run_json: Callable[..., Any]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "8192",
-            "--precision", "fp8", "--fp8-recipe", "rowwise", "--evaluate", "tp=8,mb=2,recompute=full", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "8192",
+        "--precision",
+        "fp8",
+        "--fp8-recipe",
+        "rowwise",
+        "--evaluate",
+        "tp=8,mb=2,recompute=full",
+        "--json",
+    ]
     plain = run_json(*args)
     flagged = run_json(*args, "--fp8-gain-thresholds")
     preset = run_json(*args, "--framework", "torchtitan")

@@ -12,7 +12,19 @@ from stepscope.cli import main
 from stepscope.errors import ConfigError
 from stepscope.planner import frameworks
 
-JOB = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "64", "--seq-len", "4096"]
+JOB = [
+    "plan",
+    "--model",
+    "llama3-8b",
+    "--hardware",
+    "h100",
+    "--devices",
+    "8",
+    "--global-batch",
+    "64",
+    "--seq-len",
+    "4096",
+]
 
 
 def _step(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[float, float]:
@@ -25,14 +37,35 @@ def _step(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[float, float]
 def test_a_preset_is_its_flags_and_an_explicit_flag_wins(capsys: pytest.CaptureFixture[str]) -> None:
     ev = ["--precision", "fp8", "--evaluate", "tp=1,dp=8,zero=3,mb=1"]
     titan = _step(capsys, "--framework", "torchtitan", *ev)
-    assert titan == _step(capsys, "--separate-projections", "--repeated-kv", "--zero3-prefetch", "--sp-saves-gathered", "--loss", "compiled",
-                          "--fp8-recast-weights",
-                          "--fp8-saved-inputs", "bf16", "--attention-kernel", "fa2", *ev)
+    assert titan == _step(
+        capsys,
+        "--separate-projections",
+        "--repeated-kv",
+        "--zero3-prefetch",
+        "--sp-saves-gathered",
+        "--loss",
+        "compiled",
+        "--fp8-recast-weights",
+        "--fp8-saved-inputs",
+        "bf16",
+        "--attention-kernel",
+        "fa2",
+        *ev,
+    )
     assert titan != _step(capsys, *ev)  # the defaults are Megatron's
     # --loss fused given: the preset's other settings stay, its loss does not
     assert _step(capsys, "--framework", "torchtitan", "--loss", "fused", *ev) == _step(
-        capsys, "--separate-projections", "--repeated-kv", "--zero3-prefetch", "--fp8-recast-weights", "--fp8-saved-inputs", "bf16",
-        "--attention-kernel", "fa2", *ev)
+        capsys,
+        "--separate-projections",
+        "--repeated-kv",
+        "--zero3-prefetch",
+        "--fp8-recast-weights",
+        "--fp8-saved-inputs",
+        "bf16",
+        "--attention-kernel",
+        "fa2",
+        *ev,
+    )
     # Megatron's are the planner's defaults, with Transformer Engine's cuDNN attention
     assert _step(capsys, "--framework", "megatron", *ev) == _step(capsys, "--attention-kernel", "cudnn", *ev)
 
@@ -40,17 +73,34 @@ def test_a_preset_is_its_flags_and_an_explicit_flag_wins(capsys: pytest.CaptureF
 def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*JOB, "--framework", "torchtitan", "--evaluate", "dp=8,zero=3,recompute=selective"]) == 2
     assert "torchtitan has no recompute policy 'selective' (its policies: none, op, full)" in capsys.readouterr().err
-    big = ["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "64", "--seq-len", "4096"]
+    big = [
+        "plan",
+        "--model",
+        "llama3-70b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "4096",
+    ]
     assert main([*big, "--framework", "megatron", "--evaluate", "tp=8,pp=4,dp=2,vpp=2,sched=zb-v"]) == 2
     assert "megatron has no pipeline schedule 'zb-v'" in capsys.readouterr().err
     assert main([*big, "--framework", "megatron", "--top", "50", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows and all(r["strategy"]["recompute"] in ("none", "selective", "full", "layernorm") for r in rows)  # dense: layernorm
+    assert rows and all(
+        r["strategy"]["recompute"] in ("none", "selective", "full", "layernorm") for r in rows
+    )  # dense: layernorm
     assert all(r["strategy"]["sched"] == "1f1b" for r in rows)
     # Megatron-core with sequence parallelism: the backward reduce-scatter under the wgrad GEMM
     assert all(r["strategy"]["tp_overlap"] == 2 for r in rows if r["strategy"]["tp"] > 1)
     assert main([*big, "--framework", "megatron", "--top", "1"]) == 0
-    assert "valid configurations (megatron's recompute policies, schedules and ZeRO stages) evaluated" in capsys.readouterr().out
+    assert (
+        "valid configurations (megatron's recompute policies, schedules and ZeRO stages) evaluated"
+        in capsys.readouterr().out
+    )
     # --tp-overlap given explicitly wins over the preset's, in --evaluate too
     ev = ["--evaluate", "tp=8,pp=4,dp=2,vpp=2", "--json"]
     assert main([*big, "--framework", "megatron", "--tp-overlap", "none", *ev]) == 0
@@ -62,14 +112,34 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
 
 
 def test_a_batch_record_names_its_framework(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rec = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 64, "seq_len": 4096, "strategy": "tp=2,dp=4"}
+    rec = {
+        "model": "llama3-8b",
+        "hardware": "h100",
+        "devices": 8,
+        "global_batch": 64,
+        "seq_len": 4096,
+        "strategy": "tp=2,dp=4",
+    }
     path = tmp_path / "b.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in (
-        {**rec, "framework": "nanotron"},
-        {**rec, "loss": "copy", "eager_swiglu": True, "attention_kernel": "fa2", "grad_accum_bytes": 10, "pipeline_split_cost": True,
-             "sp_regather": True},
-        {**rec, "framework": "nanotron", "strategy": "tp=2,dp=4,recompute=selective"},
-    )), encoding="utf-8")
+    path.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in (
+                {**rec, "framework": "nanotron"},
+                {
+                    **rec,
+                    "loss": "copy",
+                    "eager_swiglu": True,
+                    "attention_kernel": "fa2",
+                    "grad_accum_bytes": 10,
+                    "pipeline_split_cost": True,
+                    "sp_regather": True,
+                },
+                {**rec, "framework": "nanotron", "strategy": "tp=2,dp=4,recompute=selective"},
+            )
+        ),
+        encoding="utf-8",
+    )
     assert main(["plan", "--batch", str(path), "--json"]) == 0
     a, b, c = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert a["step_time_s"] == b["step_time_s"] and "ignored_keys" not in a
@@ -86,22 +156,38 @@ def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture
     assert "unknown framework 'pytorch' (one of megatron, torchtitan, maxtext, nanotron" in capsys.readouterr().err
     ok = {"recompute": ["none"], "settings": {"loss": "fused"}}
     assert frameworks._parse("x", ok).settings == {"loss": "fused"}
-    for bad, words in (({**ok, "recompte": ["full"]}, "unknown key recompte"),
-                       ({**ok, "settings": {"loss": "fast"}}, "loss cannot be 'fast'"),
-                       ({**ok, "settings": {"fused_projections": "yes"}}, "fused_projections cannot be 'yes'"),
-                       ({**ok, "recompute": ["sometimes"]}, "recompute must list policies"),
-                       ({**ok, "schedules": ["chimera"]}, "schedules must be of")):
+    for bad, words in (
+        ({**ok, "recompte": ["full"]}, "unknown key recompte"),
+        ({**ok, "settings": {"loss": "fast"}}, "loss cannot be 'fast'"),
+        ({**ok, "settings": {"fused_projections": "yes"}}, "fused_projections cannot be 'yes'"),
+        ({**ok, "recompute": ["sometimes"]}, "recompute must list policies"),
+        ({**ok, "schedules": ["chimera"]}, "schedules must be of"),
+    ):
         with pytest.raises(ConfigError, match=words):
             frameworks._parse("x", bad)
     assert set(frameworks.catalog()) == {"megatron", "torchtitan", "maxtext", "nanotron", "deepspeed"}
 
 
-def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(capsys: pytest.CaptureFixture[str]) -> None:
+def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The megatron preset's TP overlap (bwd: the input-gradient collective under the weight-gradient
     GEMM) works with or without sequence parallelism, so --no-sequence-parallel keeps it, in
     --evaluate and in the search, as if --tp-overlap bwd had been given."""
-    big = ["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "64", "--seq-len", "4096",
-           "--no-sequence-parallel"]
+    big = [
+        "plan",
+        "--model",
+        "llama3-70b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "4096",
+        "--no-sequence-parallel",
+    ]
     ev = ["--evaluate", "tp=8,pp=4,dp=2", "--json"]
     assert main([*big, "--framework", "megatron", *ev]) == 0
     preset = json.loads(capsys.readouterr().out)
@@ -117,7 +203,19 @@ def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(cap
 def test_only_the_frameworks_zero_stages_and_pipeline_interleaving(capsys: pytest.CaptureFixture[str]) -> None:
     """nanotron has ZeRO-0/1 and no interleaved stages; torchtitan plain DP or FSDP. The search
     keeps to them and --evaluate refuses the others in one line."""
-    big = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "64", "--global-batch", "256", "--seq-len", "4096"]
+    big = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "256",
+        "--seq-len",
+        "4096",
+    ]
     assert main([*big, "--framework", "nanotron", "--top", "200", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows and {r["strategy"]["zero"] for r in rows} <= {0, 1} and {r["strategy"]["vpp"] for r in rows} == {1}
@@ -139,9 +237,12 @@ def test_only_the_frameworks_zero_stages_and_pipeline_interleaving(capsys: pytes
 
 def test_bad_zero_or_interleaving_entries_are_refused() -> None:
     ok = {"recompute": ["none"]}
-    for bad, words in (({**ok, "zero": [4]}, "zero must list ZeRO stages"), ({**ok, "zero": [True]}, "zero must list ZeRO stages"),
-                       ({**ok, "zero": 1}, "zero must list ZeRO stages"),
-                       ({**ok, "virtual_stages": "no"}, "virtual_stages cannot be 'no'")):
+    for bad, words in (
+        ({**ok, "zero": [4]}, "zero must list ZeRO stages"),
+        ({**ok, "zero": [True]}, "zero must list ZeRO stages"),
+        ({**ok, "zero": 1}, "zero must list ZeRO stages"),
+        ({**ok, "virtual_stages": "no"}, "virtual_stages cannot be 'no'"),
+    ):
         with pytest.raises(ConfigError, match=words):
             frameworks._parse("x", bad)
     assert frameworks._parse("x", {**ok, "zero": [0, 1], "virtual_stages": False}).zero == (0, 1)
@@ -149,8 +250,22 @@ def test_bad_zero_or_interleaving_entries_are_refused() -> None:
 
 def test_maxtext_gathers_fsdp_weights_tensor_by_tensor(capsys: pytest.CaptureFixture[str]) -> None:
     # GPT-3 175B: a layer 1.81e9 parameters, the largest tensor the embedding (50257 x 12288, 6.18e8)
-    tpu = ["plan", "--model", "gpt3-175b", "--hardware", "tpu-v5p", "--devices", "64", "--global-batch", "64", "--seq-len", "2048",
-           "--evaluate", "dp=64,zero=3,mb=1,recompute=full", "--json"]
+    tpu = [
+        "plan",
+        "--model",
+        "gpt3-175b",
+        "--hardware",
+        "tpu-v5p",
+        "--devices",
+        "64",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "2048",
+        "--evaluate",
+        "dp=64,zero=3,mb=1,recompute=full",
+        "--json",
+    ]
     assert main([*tpu, "--framework", "maxtext"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["settings"]["zero3_gather"] == "tensor" and rec["settings"]["reserve_gb"] == 0.0
@@ -164,7 +279,19 @@ def test_maxtext_gathers_fsdp_weights_tensor_by_tensor(capsys: pytest.CaptureFix
 
 
 def test_deepspeed_sets_only_its_engines_properties(capsys: pytest.CaptureFixture[str]) -> None:
-    big = ["plan", "--model", "gpt3-175b", "--hardware", "a100", "--devices", "64", "--global-batch", "64", "--seq-len", "2048"]
+    big = [
+        "plan",
+        "--model",
+        "gpt3-175b",
+        "--hardware",
+        "a100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "2048",
+    ]
     assert main([*big, "--framework", "deepspeed", "--evaluate", "dp=64,zero=3,mb=1,recompute=full", "--json"]) == 0
     st = json.loads(capsys.readouterr().out)["settings"]
     # ZeRO-3 fetched module by module; the model code's choices stay the planner's defaults

@@ -19,8 +19,14 @@ from stepscope.planner.data_parallel import dp_seconds
 from stepscope.planner.search import hardware, parse_strategy
 from stepscope.planner.window import Window
 
-SMALL = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-         "vocab_size": 8000, "hidden_act": "silu"}
+SMALL = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 8000,
+    "hidden_act": "silu",
+}
 LAYER = 4 * 1024 * 1024 + 3 * 1024 * 4096  # q, k, v, o; gate, up, down
 
 
@@ -37,22 +43,38 @@ def test_the_gathered_layers_are_held_in_fp8() -> None:
     assert fp8["dp_s"][0] + fp8["hidden_dp_s"][0] < bf16["dp_s"][0] + bf16["hidden_dp_s"][0]
     # only under fp8 and only under ZeRO-3
     assert evaluate(_job(fp8_all_gather=True), parse_strategy("dp=8,zero=1,mb=1"))["dp_s"][0] == pytest.approx(
-        evaluate(_job(), parse_strategy("dp=8,zero=1,mb=1"))["dp_s"][0])
+        evaluate(_job(), parse_strategy("dp=8,zero=1,mb=1"))["dp_s"][0]
+    )
     bf16_job = Job(from_config_dict(SMALL), hardware("h100"), 8, 8, 64, 2048, fp8_all_gather=True)
     assert evaluate(bf16_job, s)["buffers_gb"][0] == pytest.approx(
-        evaluate(Job(from_config_dict(SMALL), hardware("h100"), 8, 8, 64, 2048), s)["buffers_gb"][0])
+        evaluate(Job(from_config_dict(SMALL), hardware("h100"), 8, 8, 64, 2048), s)["buffers_gb"][0]
+    )
 
 
 def test_zero3_traffic_uses_the_gather_bytes() -> None:
     """With a ring that returns the bytes it is given and no compute to hide under, the exposed
     FSDP time is the traffic: per micro-batch two all-gathers and one reduce-scatter."""
-    def bytes_only(n: np.ndarray, nbytes: np.ndarray, span: np.ndarray, calls: np.ndarray | float = 1.0, kind: str = "") -> np.ndarray:
+
+    def bytes_only(
+        n: np.ndarray, nbytes: np.ndarray, span: np.ndarray, calls: np.ndarray | float = 1.0, kind: str = ""
+    ) -> np.ndarray:
         return np.where(n > 1, nbytes, 0.0)  # a group of one moves nothing
 
     one = np.ones(1)
-    args = {"ring": bytes_only, "p_dev": one * 100.0, "tp": one, "pp": one, "dpc": one * 8, "shard": one * 8,
-            "zero": one * 3, "keep": np.zeros(1, dtype=bool), "stage_L": one * 8, "n_micro": one * 4, "busy_s": one * 0.0,
-            "rf": one}
+    args = {
+        "ring": bytes_only,
+        "p_dev": one * 100.0,
+        "tp": one,
+        "pp": one,
+        "dpc": one * 8,
+        "shard": one * 8,
+        "zero": one * 3,
+        "keep": np.zeros(1, dtype=bool),
+        "stage_L": one * 8,
+        "n_micro": one * 4,
+        "busy_s": one * 0.0,
+        "rf": one,
+    }
     job = _job()  # fp32 gradients: 4 B per parameter reduced
     bf16 = dp_seconds(job, window=Window(np.zeros(1)), gather_b=one * 200.0, **args)
     fp8 = dp_seconds(job, window=Window(np.zeros(1)), gather_b=one * 100.0, **args)
@@ -61,8 +83,24 @@ def test_zero3_traffic_uses_the_gather_bytes() -> None:
 
 
 def test_flag_and_record_key(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "32", "--seq-len", "8192",
-            "--precision", "fp8", "--evaluate", "dp=16,zero=3,mb=1,recompute=full", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "16",
+        "--global-batch",
+        "32",
+        "--seq-len",
+        "8192",
+        "--precision",
+        "fp8",
+        "--evaluate",
+        "dp=16,zero=3,mb=1,recompute=full",
+        "--json",
+    ]
     assert main([*args, "--fp8-all-gather"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["settings"]["fp8_all_gather"] is True
@@ -72,12 +110,27 @@ def test_prefetched_zero3_exposes_only_the_first_gather_and_the_last_reduce_by_h
     """FSDP2's implicit prefetching (Job.zero3_prefetch): 3 collectives per layer and micro-batch, of
     which only the first all-gather and the last reduce-scatter have no layer's compute beside them:
     2 of 3 x 8 exposed while the traffic is shorter than the compute; kept weights, 2 of 2 x 8."""
-    def bytes_only(n: np.ndarray, nbytes: np.ndarray, span: np.ndarray, calls: np.ndarray | float = 1.0, kind: str = "") -> np.ndarray:
+
+    def bytes_only(
+        n: np.ndarray, nbytes: np.ndarray, span: np.ndarray, calls: np.ndarray | float = 1.0, kind: str = ""
+    ) -> np.ndarray:
         return np.where(n > 1, nbytes, 0.0)
 
     one = np.ones(1)
-    args = {"ring": bytes_only, "p_dev": one * 100.0, "gather_b": one * 200.0, "tp": one, "pp": one, "dpc": one * 8,
-            "shard": one * 8, "zero": one * 3, "stage_L": one * 8, "n_micro": one * 4, "busy_s": one * 1e6, "rf": one}
+    args = {
+        "ring": bytes_only,
+        "p_dev": one * 100.0,
+        "gather_b": one * 200.0,
+        "tp": one,
+        "pp": one,
+        "dpc": one * 8,
+        "shard": one * 8,
+        "zero": one * 3,
+        "stage_L": one * 8,
+        "n_micro": one * 4,
+        "busy_s": one * 1e6,
+        "rf": one,
+    }
     raw = 4 * (2 * 200 + 4 * 100)  # 4 micro-batches: two gathers of 200 B, a reduce-scatter of 400 (fp32)
     each = dp_seconds(_job(zero3_prefetch=True), window=Window(one * 1e6), keep=np.zeros(1, dtype=bool), **args)
     assert float(each[0]) == pytest.approx(raw * 2 / 24)

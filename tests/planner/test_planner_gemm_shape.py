@@ -16,16 +16,19 @@ from stepscope.planner.work import gemm_kernels_per_layer
 from ..gemm_by_hand import H100_KERNEL_S, linear_shape
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("llama3-8b", 4.0),  # fused q/k/v, o, fused gate-and-up, down
-    ("mixtral-8x7b", 5.0),  # q/k/v, o; router, grouped fc1 and fc2
-    # 61 layers of MLA (q down, q up, kv down, kv up, o); 3 dense MLPs (2); 58 MoE layers: router,
-    # grouped fc1, fc2 and the shared expert's 2
-    ("deepseek-v3", (61 * 5 + 3 * 2 + 58 * 5) / 61),
-    # 12 softmax-attention layers (2) and 36 linear-attention ones (in and out projections, 2);
-    # every layer MoE with a shared expert (5)
-    ("qwen3-next-80b-a3b", (12 * 2 + 36 * 2 + 48 * 5) / 48),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("llama3-8b", 4.0),  # fused q/k/v, o, fused gate-and-up, down
+        ("mixtral-8x7b", 5.0),  # q/k/v, o; router, grouped fc1 and fc2
+        # 61 layers of MLA (q down, q up, kv down, kv up, o); 3 dense MLPs (2); 58 MoE layers: router,
+        # grouped fc1, fc2 and the shared expert's 2
+        ("deepseek-v3", (61 * 5 + 3 * 2 + 58 * 5) / 61),
+        # 12 softmax-attention layers (2) and 36 linear-attention ones (in and out projections, 2);
+        # every layer MoE with a shared expert (5)
+        ("qwen3-next-80b-a3b", (12 * 2 + 36 * 2 + 48 * 5) / 48),
+    ],
+)
 def test_gemm_kernels_per_layer(name: str, expected: float) -> None:
     assert gemm_kernels_per_layer(Job(model(name), hardware("h100"), 8, 8, 8, 4096)) == pytest.approx(expected)
 
@@ -35,9 +38,17 @@ def test_separate_projections_launch_more_kernels() -> None:
     assert gemm_kernels_per_layer(job) == 4 + 3  # q, k, v, o; gate, up, down
 
 
-TINY_MOE = {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "intermediate_size": 4096,
-            "vocab_size": 32000, "hidden_act": "silu", "num_local_experts": 8, "num_experts_per_tok": 2,
-            "moe_intermediate_size": 512}
+TINY_MOE = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 512,
+}
 
 
 def test_experts_run_as_one_grouped_gemm_per_projection() -> None:
@@ -54,7 +65,9 @@ def test_experts_run_as_one_grouped_gemm_per_projection() -> None:
     flops = 6.0 * 2 * 3 * 1024 * 512 * 4 * 4096  # per device: one sequence each
 
     def expert_s(groups: int, tokens: int) -> float:
-        return flops * (2 / 3 / linear_shape(tokens, 1024, 1024, groups) + 1 / 3 / linear_shape(tokens, 512, 1024, groups))
+        return flops * (
+            2 / 3 / linear_shape(tokens, 1024, 1024, groups) + 1 / 3 / linear_shape(tokens, 512, 1024, groups)
+        )
 
     expected = (expert_s(4, 2048) - expert_s(8, 1024)) / 0.5 / 989.4e12
     # ep = 2 also moves the tokens (its own terms, not compute) and permutes them (memory-bound,

@@ -17,7 +17,19 @@ from stepscope.planner.search import hardware, parse_strategy
 
 # 6 layers of 4 h^2 + 2 h 256 = 49,152 weights (h = 64), a 100-word vocabulary: 6,400
 M = ModelShape(d_model=64, n_layers=6, n_heads=4, n_kv_heads=4, head_dim=16, d_ff=256, vocab=100, gated_mlp=False)
-JOB = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
+JOB = [
+    "plan",
+    "--model",
+    "llama3-8b",
+    "--hardware",
+    "h100",
+    "--devices",
+    "8",
+    "--global-batch",
+    "32",
+    "--seq-len",
+    "4096",
+]
 
 
 def test_the_kernel_adds_its_bytes_per_micro_batch() -> None:
@@ -39,7 +51,9 @@ def test_preset_flag_and_bad_value(run_json: Callable[..., Any], capsys: pytest.
     assert "grad_accum_bytes" not in plain["settings"]
     nanotron = run_json(*JOB, "--framework", "nanotron", "--evaluate", "dp=8,mb=1,zero=1", "--json")
     assert nanotron["settings"]["grad_accum_bytes"] == 10
-    given = run_json(*JOB, "--framework", "nanotron", "--grad-accum-bytes", "0", "--evaluate", "dp=8,mb=1,zero=1", "--json")
+    given = run_json(
+        *JOB, "--framework", "nanotron", "--grad-accum-bytes", "0", "--evaluate", "dp=8,mb=1,zero=1", "--json"
+    )
     assert "grad_accum_bytes" not in given["settings"]  # the flag wins over the preset
     assert main([*JOB, "--evaluate", "dp=8", "--grad-accum-bytes", "-1"]) == 2
     assert "gradient accumulation must move >= 0 bytes" in capsys.readouterr().err

@@ -18,17 +18,22 @@ S, H, L = 1024, 64, 6
 def _extra_gb(strategy: str) -> float:
     job = Job(M, hardware("h100"), 4, 4, 16, S)
     s = parse_strategy(strategy)
-    off, on = (float(evaluate(dataclasses.replace(job, hidden_dropout=x), s)["activations_gb"][0]) for x in (False, True))
+    off, on = (
+        float(evaluate(dataclasses.replace(job, hidden_dropout=x), s)["activations_gb"][0]) for x in (False, True)
+    )
     return on - off
 
 
-@pytest.mark.parametrize(("strategy", "extra_bytes"), [
-    ("dp=4,mb=1", 2 * S * 1 * H * L),  # every layer's two masks, one micro-batch, no TP
-    ("dp=4,mb=2", 2 * S * 2 * H * L),
-    ("tp=2,dp=2,mb=1", 2 * S * H * L / 2),  # sequence parallelism shards them over TP
-    ("tp=2,dp=2,mb=1,sp=0", 2 * S * H * L),  # without it they are whole on every TP rank
-    ("dp=4,mb=1,recompute=full", 2 * S * H),  # only the layer being recomputed holds its masks
-])
+@pytest.mark.parametrize(
+    ("strategy", "extra_bytes"),
+    [
+        ("dp=4,mb=1", 2 * S * 1 * H * L),  # every layer's two masks, one micro-batch, no TP
+        ("dp=4,mb=2", 2 * S * 2 * H * L),
+        ("tp=2,dp=2,mb=1", 2 * S * H * L / 2),  # sequence parallelism shards them over TP
+        ("tp=2,dp=2,mb=1,sp=0", 2 * S * H * L),  # without it they are whole on every TP rank
+        ("dp=4,mb=1,recompute=full", 2 * S * H),  # only the layer being recomputed holds its masks
+    ],
+)
 def test_masks_by_hand(strategy: str, extra_bytes: float) -> None:
     assert _extra_gb(strategy) == pytest.approx(extra_bytes / 1e9)
 

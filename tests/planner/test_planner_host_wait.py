@@ -13,19 +13,28 @@ from stepscope.planner.calibrate import Run, at_grid_edge, fit, predict_tokens
 from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.search import hardware, parse_strategy
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 
 
 def job(**kw: object) -> Job:
     return Job(from_config_dict(TINY), hardware("h100"), 8, 8, 32, 2048, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("strategy", "layers_times_micro", "recompute_factor"), [
-    ("dp=8,mb=1,recompute=none", 8 * 4, 1.0),  # 8 layers, 32 / 8 = 4 micro-batches
-    ("dp=4,pp=2,mb=2,recompute=none", 4 * 4, 1.0),  # a stage of 4 layers, 32 / (4 x 2) = 4 micro-batches
-    ("dp=8,mb=2,recompute=full", 8 * 2, 4 / 3),  # full recompute replays the forward: x 4/3
-])
+@pytest.mark.parametrize(
+    ("strategy", "layers_times_micro", "recompute_factor"),
+    [
+        ("dp=8,mb=1,recompute=none", 8 * 4, 1.0),  # 8 layers, 32 / 8 = 4 micro-batches
+        ("dp=4,pp=2,mb=2,recompute=none", 4 * 4, 1.0),  # a stage of 4 layers, 32 / (4 x 2) = 4 micro-batches
+        ("dp=8,mb=2,recompute=full", 8 * 2, 4 / 3),  # full recompute replays the forward: x 4/3
+    ],
+)
 def test_the_wait_by_hand(strategy: str, layers_times_micro: int, recompute_factor: float) -> None:
     s = parse_strategy(strategy)
     base, waited = evaluate(job(), s), evaluate(job(layer_overhead_s=1e-3), s)
@@ -69,16 +78,27 @@ def test_a_fitted_wait_reaches_the_plan() -> None:
     f = fit(_runs(job(layer_overhead_s=400e-6)))
     s = parse_strategy("dp=8,mb=1,recompute=none")
     assert float(evaluate(f.apply(job()), s)["step_s"][0]) == pytest.approx(
-        float(evaluate(dataclasses.replace(job(), layer_overhead_s=400e-6), s)["step_s"][0]))
+        float(evaluate(dataclasses.replace(job(), layer_overhead_s=400e-6), s)["step_s"][0])
+    )
 
 
 def test_the_calibration_line_names_it() -> None:
     from stepscope.planner.render import what_if_lines
 
-    cal = {"runs": 6, "gemm_scale": 1.0, "attn_scale": 1.0, "comm_scale": 1.0, "inter_scale": 1.0, "mape_before": 0.2,
-           "mape_after_leave_one_out": 0.05}
+    cal = {
+        "runs": 6,
+        "gemm_scale": 1.0,
+        "attn_scale": 1.0,
+        "comm_scale": 1.0,
+        "inter_scale": 1.0,
+        "mape_before": 0.2,
+        "mape_after_leave_one_out": 0.05,
+    }
     assert "host wait" not in what_if_lines({"calibration": {**cal, "layer_overhead_s": 0.0}})[0]
-    assert "host wait 400 us per layer and micro-batch" in what_if_lines({"calibration": {**cal, "layer_overhead_s": 4e-4}})[0]
+    assert (
+        "host wait 400 us per layer and micro-batch"
+        in what_if_lines({"calibration": {**cal, "layer_overhead_s": 4e-4}})[0]
+    )
 
 
 def test_a_known_wait_is_given_by_flag_or_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,10 +110,25 @@ def test_a_known_wait_is_given_by_flag_or_record(tmp_path: Path, capsys: pytest.
     assert main(["plan", *job, "--evaluate", "dp=8,mb=1,zero=1", "--host-wait-us", "250", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     # 32 layers x 16 / (8 x 1) = 2 micro-batches x 250 us
-    assert rec["time_s"]["host"] == pytest.approx(250e-6 * 32 * 2) and rec["settings"]["host_wait_us"] == pytest.approx(250)
+    assert rec["time_s"]["host"] == pytest.approx(250e-6 * 32 * 2) and rec["settings"]["host_wait_us"] == pytest.approx(
+        250
+    )
     batch = tmp_path / "b.jsonl"
-    batch.write_text(json.dumps({"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 4096,
-                                 "strategy": "dp=8,mb=1,zero=1", "host_wait_us": 250}) + "\n", encoding="utf-8")
+    batch.write_text(
+        json.dumps(
+            {
+                "model": "llama3-8b",
+                "hardware": "h100",
+                "devices": 8,
+                "global_batch": 16,
+                "seq_len": 4096,
+                "strategy": "dp=8,mb=1,zero=1",
+                "host_wait_us": 250,
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     assert main(["plan", "--batch", str(batch), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert "ignored_keys" not in out and out["time_s"]["host"] == pytest.approx(rec["time_s"]["host"])

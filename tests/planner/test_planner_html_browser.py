@@ -18,10 +18,33 @@ EVIL = "<img src=x onerror=alert(1)>"
 def test_plan_html_renders_in_headless_chromium(tmp_path: Path, browser_page: tuple[Any, list[str]]) -> None:
     page, errors = browser_page
     config = tmp_path / f"{EVIL}.json"  # a model given by a config file whose name is markup
-    config.write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-                                  "intermediate_size": 14336, "vocab_size": 128256}), encoding="utf-8")
+    config.write_text(
+        json.dumps(
+            {
+                "hidden_size": 4096,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 14336,
+                "vocab_size": 128256,
+            }
+        ),
+        encoding="utf-8",
+    )
     search, one = tmp_path / "search.html", tmp_path / "one.html"
-    job = ["plan", "--model", str(config), "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "8192"]
+    job = [
+        "plan",
+        "--model",
+        str(config),
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "8192",
+    ]
     assert main([*job, "--top", "5", "--html", str(search)]) == 0
     assert main([*job, "--evaluate", "dp=8,mb=2", "--html", str(one)]) == 0  # does not fit: followed by what does
     page.goto(search.as_uri())

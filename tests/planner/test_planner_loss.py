@@ -29,13 +29,29 @@ def test_loss_names_and_the_old_flag_agree(capsys: pytest.CaptureFixture[str]) -
     from stepscope.planner.cli import job_from_record
 
     record = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 8192}
-    assert job_from_record(record).loss == "fused" and job_from_record({**record, "fused_loss": False}).loss == "unfused"
+    assert (
+        job_from_record(record).loss == "fused" and job_from_record({**record, "fused_loss": False}).loss == "unfused"
+    )
     assert job_from_record({**record, "fused_loss": False, "loss": "copy"}).loss == "copy"  # the name wins
     job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
     with pytest.raises(ConfigError, match="loss must be one of fused, unfused, copy, compiled, te"):
         dataclasses.replace(job, loss="chunked")
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "8192",
-            "--evaluate", "dp=8,zero=3,mb=2", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "8192",
+        "--evaluate",
+        "dp=8,zero=3,mb=2",
+        "--json",
+    ]
     times = []
     for extra in (["--unfused-loss"], ["--loss", "unfused"], ["--loss", "copy"]):
         assert main(args + extra) == 0

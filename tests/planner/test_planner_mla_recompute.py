@@ -16,8 +16,19 @@ from stepscope.planner.search import parse_strategy, space
 
 # h 1024, 4 layers, 8 heads; q latent 256, kv latent 128, q/k per head 64 nope + 32 rope, v 64;
 # a dense gated MLP of 2048; vocabulary 1000
-MLA = {"hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 2048,
-       "vocab_size": 1000, "q_lora_rank": 256, "kv_lora_rank": 128, "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "v_head_dim": 64}
+MLA = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "intermediate_size": 2048,
+    "vocab_size": 1000,
+    "q_lora_rank": 256,
+    "kv_lora_rank": 128,
+    "qk_nope_head_dim": 64,
+    "qk_rope_head_dim": 32,
+    "v_head_dim": 64,
+}
 
 
 @pytest.fixture
@@ -65,12 +76,27 @@ def test_searched_for_mla_models_only(mla_job) -> None:  # noqa: ANN001
     assert with_mla["tp"].size == 12 * without["tp"].size // 10
     names = {RECOMPUTE[int(k)] for k in set(without["recompute"].tolist())}
     assert "mla_up_proj" not in names and "layernorm_mla_up_proj_moe_act" not in names
-    assert {"mla_up_proj", "layernorm_mla_up_proj_moe_act"} <= {RECOMPUTE[int(k)] for k in set(with_mla["recompute"].tolist())}
+    assert {"mla_up_proj", "layernorm_mla_up_proj_moe_act"} <= {
+        RECOMPUTE[int(k)] for k in set(with_mla["recompute"].tolist())
+    }
 
 
 def test_refused_for_a_model_without_mla(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "4096",
-            "--evaluate", "dp=8,zero=1,recompute=mla_up_proj"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "8",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "dp=8,zero=1,recompute=mla_up_proj",
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "multi-latent attention" in err and "recompute=none" in err

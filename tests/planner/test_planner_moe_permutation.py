@@ -14,9 +14,17 @@ from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.search import hardware, parse_strategy
 from stepscope.planner.work import memory_bound_bytes, moe_permutation_bytes
 
-TINY_MOE = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-            "vocab_size": 32000, "hidden_act": "silu", "num_local_experts": 16, "num_experts_per_tok": 2,
-            "moe_intermediate_size": 512}
+TINY_MOE = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+    "num_local_experts": 16,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 512,
+}
 ROW_B = 2 * 1024  # one h-wide bf16 row
 LAYERS, TOKENS = 8, 1000.0
 
@@ -45,8 +53,14 @@ def test_expert_tp_and_imbalance_scale_only_the_second_permutation() -> None:
 
 
 def test_leading_dense_layers_have_none() -> None:
-    j = Job(from_config_dict({**TINY_MOE, "model_type": "deepseek_v3", "n_routed_experts": 16, "first_k_dense_replace": 3}),
-            hardware("h100"), 16, 8, 32, 2048)
+    j = Job(
+        from_config_dict({**TINY_MOE, "model_type": "deepseek_v3", "n_routed_experts": 16, "first_k_dense_replace": 3}),
+        hardware("h100"),
+        16,
+        8,
+        32,
+        2048,
+    )
     assert j.model.first_dense_layers == 3
     assert _bytes(j, 16, 1) == pytest.approx(14 * ROW_B * (LAYERS - 3) * TOKENS)
 

@@ -20,14 +20,28 @@ from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.network import NetworkProfile
 from stepscope.planner.search import hardware, parse_strategy
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 P_DEV = 8 * (4 * 1024 * 1024 + 3 * 1024 * 4096) + 32000 * 1024  # tp = pp = 1: every layer + the embedding
 
 # two-device nodes; at 2 nodes the all-gather reaches 50 GB/s of bus bandwidth, at 4 nodes 25
-TOY = NetworkProfile(name="toy", devices_per_node=2, nodes=(1.0, 2.0, 4.0), message_bytes=10**9,
-                     busbw_gbps={"all_reduce": (100.0, 50.0, 40.0), "all_gather": (80.0, 50.0, 25.0),
-                                 "reduce_scatter": (80.0, 50.0, 25.0)})
+TOY = NetworkProfile(
+    name="toy",
+    devices_per_node=2,
+    nodes=(1.0, 2.0, 4.0),
+    message_bytes=10**9,
+    busbw_gbps={
+        "all_reduce": (100.0, 50.0, 40.0),
+        "all_gather": (80.0, 50.0, 25.0),
+        "reduce_scatter": (80.0, 50.0, 25.0),
+    },
+)
 
 
 def test_bandwidth_is_interpolated_in_log_nodes_and_clamped() -> None:
@@ -165,15 +179,38 @@ def test_the_bundled_profile_reads_as_alpha_beta_with_the_nominal_node_rate() ->
 
 
 def test_cli_flags_and_batch_keys_reach_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "256", "--global-batch", "256",
-            "--seq-len", "4096", "--evaluate", "tp=4,dp=64,zero=1,mb=4", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "256",
+        "--global-batch",
+        "256",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "tp=4,dp=64,zero=1,mb=4",
+        "--json",
+    ]
     assert main(args) == 0
     plain = json.loads(capsys.readouterr().out)
     assert main([*args, "--network", "hf-h100", "--dp-bucket-mb", "25", "--zero-sync-after-backward"]) == 0
     flagged = json.loads(capsys.readouterr().out)
     assert flagged["time_s"]["dp"] > plain["time_s"]["dp"]
-    rec = {"model": "llama3-8b", "hardware": "h100", "devices": 256, "global_batch": 256, "seq_len": 4096,
-           "strategy": "tp=4,dp=64,zero=1,mb=4", "network": "hf-h100", "dp_bucket_mb": 25, "zero_sync_after_backward": True}
+    rec = {
+        "model": "llama3-8b",
+        "hardware": "h100",
+        "devices": 256,
+        "global_batch": 256,
+        "seq_len": 4096,
+        "strategy": "tp=4,dp=64,zero=1,mb=4",
+        "network": "hf-h100",
+        "dp_bucket_mb": 25,
+        "zero_sync_after_backward": True,
+    }
     f = tmp_path / "b.jsonl"
     f.write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "network": "nope"}) + "\n")
     assert main(["plan", "--batch", str(f), "--json"]) == 0
@@ -185,8 +222,13 @@ def test_cli_flags_and_batch_keys_reach_the_model(tmp_path: Path, capsys: pytest
 def test_a_cluster_measures_its_own_network_in_a_yaml_file(tmp_path: Path) -> None:
     """A user's file (the bundled layout) is read by path; with several networks, FILE#NAME picks
     one. Two-node numbers of the toy profile: 4 devices, 2 per node, the 2-node all-gather 50 GB/s."""
-    entry = {"name": "mine", "devices_per_node": 2, "message_bytes": 10**9, "nodes": [1, 2],
-             "busbw_gbps": {"all_reduce": [100, 50], "all_gather": [80, 50], "reduce_scatter": [80, 50]}}
+    entry = {
+        "name": "mine",
+        "devices_per_node": 2,
+        "message_bytes": 10**9,
+        "nodes": [1, 2],
+        "busbw_gbps": {"all_reduce": [100, 50], "all_gather": [80, 50], "reduce_scatter": [80, 50]},
+    }
     one = tmp_path / "one.yaml"
     one.write_text(yaml.safe_dump({"networks": [entry]}))
     prof = network.by_name(str(one))
@@ -207,11 +249,28 @@ def test_a_cluster_measures_its_own_network_in_a_yaml_file(tmp_path: Path) -> No
         network.by_name(str(bad))
 
 
-def test_cli_reads_a_network_file_and_reports_a_bad_one_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reads_a_network_file_and_reports_a_bad_one_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = tmp_path / "net.yaml"
     f.write_text("networks:\n  - name: x\n    nodes: [1]\n")
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "32", "--seq-len", "4096",
-            "--evaluate", "dp=16", "--network", str(f)]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "16",
+        "--global-batch",
+        "32",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "dp=16",
+        "--network",
+        str(f),
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(f) in err and "malformed" in err
@@ -240,8 +299,21 @@ def test_a_node_with_measured_collective_bandwidth_uses_it_by_kind() -> None:
 
 
 def test_the_search_says_which_network_its_times_assume(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "32", "--seq-len", "4096",
-            "--top", "2"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "16",
+        "--global-batch",
+        "32",
+        "--seq-len",
+        "4096",
+        "--top",
+        "2",
+    ]
     assert main([*args, "--network", "hf-h100"]) == 0
     assert "network: hf-h100 (measured" in capsys.readouterr().out
     assert main(args) == 0

@@ -11,8 +11,14 @@ from stepscope.cli import main
 from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.search import hardware, parse_strategy
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 H = 1024
 
 
@@ -27,12 +33,28 @@ def test_states_and_step_by_hand() -> None:
     assert default["optimizer_gb"][0] == pytest.approx(12 * p_dev / 2 / 1e9)
     assert bf16_moments["optimizer_gb"][0] == pytest.approx(8 * p_dev / 2 / 1e9)
     assert bf16_moments["optimizer_s"][0] == pytest.approx(default["optimizer_s"][0] * 12 / 16)
-    assert bf16_moments["weights_gb"][0] == default["weights_gb"][0] and bf16_moments["grads_gb"][0] == default["grads_gb"][0]
+    assert (
+        bf16_moments["weights_gb"][0] == default["weights_gb"][0]
+        and bf16_moments["grads_gb"][0] == default["grads_gb"][0]
+    )
 
 
 def test_the_flag_is_checked_and_said(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "2048",
-            "--evaluate", "tp=1,dp=8,zero=1,mb=2"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "2048",
+        "--evaluate",
+        "tp=1,dp=8,zero=1,mb=2",
+    ]
     assert main([*args, "--optimizer-bytes", "8"]) == 0
     assert "optimizer states 8 B per parameter" in capsys.readouterr().out
     for bad in ("0", "nan", "100"):

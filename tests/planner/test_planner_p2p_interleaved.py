@@ -11,8 +11,14 @@ from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.job import PP_P2P_HIDDEN
 from stepscope.planner.search import hardware, parse_strategy
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 
 
 def _p2p(vpp: int) -> float:

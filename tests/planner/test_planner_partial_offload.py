@@ -26,7 +26,11 @@ def test_six_layers_of_each_micro_batch_offloaded_by_hand() -> None:
     assert some["activations_gb"][0] == pytest.approx(20 * ACT_LAYER / 1e9)
     assert none["activations_gb"][0] == pytest.approx(32 * ACT_LAYER / 1e9)
     traffic = 2 * ACT_LAYER * 6 * (256 / 8) / 64e9
-    left = some["compute_s"][0] + some["host_s"][0] - sum(some[f"hidden_{p}_s"][0] for p in ("tp", "ep", "cp", "pp_p2p", "dp"))
+    left = (
+        some["compute_s"][0]
+        + some["host_s"][0]
+        - sum(some[f"hidden_{p}_s"][0] for p in ("tp", "ep", "cp", "pp_p2p", "dp"))
+    )
     assert some["offload_s"][0] == pytest.approx(traffic - min(0.8 * traffic, left))
 
 
@@ -38,8 +42,22 @@ def test_more_layers_than_a_stage_is_all_and_the_key_implies_offload(capsys: pyt
     beyond = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,zero=1,offload_layers=40"))
     assert every["activations_gb"][0] == beyond["activations_gb"][0]
     assert int(parse_strategy("offload_layers=3")["offload"][0]) == 1
-    args = ["plan", "--model", "mixtral-8x7b", "--hardware", "h100", "--devices", "64", "--global-batch", "256", "--seq-len", "4096",
-            "--evaluate", "tp=4,pp=2,dp=8,ep=8,zero=1,cpu_offloading_num_layers=6", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "mixtral-8x7b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "256",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "tp=4,pp=2,dp=8,ep=8,zero=1,cpu_offloading_num_layers=6",
+        "--json",
+    ]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["strategy"]["offload"] == 1 and out["strategy"]["offload_layers"] == 6

@@ -25,27 +25,33 @@ from stepscope.planner.stages import cost_split, split_costs, stage_layers
 M = ModelShape(d_model=64, n_layers=6, n_heads=4, n_kv_heads=4, head_dim=16, d_ff=256, vocab=100, gated_mlp=False)
 
 
-@pytest.mark.parametrize(("L", "pp", "split", "expected"), [
-    (126, 16, True, (8, 7)),  # Llama 3.1 405B in Megatron-Bridge's recipe: (126 + 2) / 16 = 8, the ends 7
-    (126, 16, False, (8, 8)),  # ceil(126 / 16)
-    (6, 2, True, (3, 3)),  # two stages are both end stages: (6 + 2) / 2 - 1
-    (6, 4, True, (2, 1)),
-    (6, 1, True, (6, 6)),  # no pipeline: nothing to split
-])
+@pytest.mark.parametrize(
+    ("L", "pp", "split", "expected"),
+    [
+        (126, 16, True, (8, 7)),  # Llama 3.1 405B in Megatron-Bridge's recipe: (126 + 2) / 16 = 8, the ends 7
+        (126, 16, False, (8, 8)),  # ceil(126 / 16)
+        (6, 2, True, (3, 3)),  # two stages are both end stages: (6 + 2) / 2 - 1
+        (6, 4, True, (2, 1)),
+        (6, 1, True, (6, 6)),  # no pipeline: nothing to split
+    ],
+)
 def test_stage_layers(L: int, pp: int, split: bool, expected: tuple[int, int]) -> None:
     stage, first, last = stage_layers(float(L), np.array([pp]), split)
     assert (int(stage[0]), int(first[0])) == expected and last[0] == first[0]
 
 
-@pytest.mark.parametrize(("L", "pp", "layer", "head", "expected"), [
-    # 16 layers of cost 1, an output layer of 4: total 20, the first stage closes when its
-    # cumulative cost passes 10, after its 11th layer; the second holds 5 layers and the output layer
-    (16, 2, 1, 4, (11, 11, 5)),
-    # equal layers, no output layer: thresholds 2, 4, 6 over cumulative 1..6; a stage closes only
-    # once it has passed its threshold (the crossing layer stays), so 3, 2, 1 layers
-    (6, 3, 1, 0, (3, 3, 1)),
-    (6, 1, 1, 4, (6, 6, 6)),  # no pipeline
-])
+@pytest.mark.parametrize(
+    ("L", "pp", "layer", "head", "expected"),
+    [
+        # 16 layers of cost 1, an output layer of 4: total 20, the first stage closes when its
+        # cumulative cost passes 10, after its 11th layer; the second holds 5 layers and the output layer
+        (16, 2, 1, 4, (11, 11, 5)),
+        # equal layers, no output layer: thresholds 2, 4, 6 over cumulative 1..6; a stage closes only
+        # once it has passed its threshold (the crossing layer stays), so 3, 2, 1 layers
+        (6, 3, 1, 0, (3, 3, 1)),
+        (6, 1, 1, 4, (6, 6, 6)),  # no pipeline
+    ],
+)
 def test_cost_split(L: int, pp: int, layer: int, head: int, expected: tuple[int, int, int]) -> None:
     assert cost_split(L, pp, layer, head) == expected
     stage, first, last = stage_layers(float(L), np.array([pp, pp]), False, (layer, head))
@@ -111,9 +117,25 @@ def test_split_by_cost_weights_and_pace() -> None:
     assert float(evaluate(_job(False), s)["compute_s"][0]) == pytest.approx(a + 2 * b, rel=1e-9)
 
 
-def test_split_by_cost_flag_preset_and_conflict(run_json: Callable[..., Any], capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096",
-            "--evaluate", "tp=1,pp=4,dp=4,mb=1,zero=1", "--json"]
+def test_split_by_cost_flag_preset_and_conflict(
+    run_json: Callable[..., Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "16",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "tp=1,pp=4,dp=4,mb=1,zero=1",
+        "--json",
+    ]
     plain, cost = run_json(*args), run_json(*args, "--pipeline-split-cost")
     assert cost["settings"]["pipeline_split_cost"] is True and "pipeline_split_cost" not in plain["settings"]
     assert run_json(*args, "--framework", "nanotron")["settings"]["pipeline_split_cost"] is True
@@ -125,14 +147,35 @@ def test_split_by_cost_flag_preset_and_conflict(run_json: Callable[..., Any], ca
 
 
 def test_the_flag_and_the_batch_key(tmp_path: Path, run_json: Callable[..., Any]) -> None:
-    args = ["plan", "--model", "llama3-405b", "--hardware", "h100", "--devices", "1024", "--global-batch", "512", "--seq-len", "8192",
-            "--evaluate", "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-405b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "1024",
+        "--global-batch",
+        "512",
+        "--seq-len",
+        "8192",
+        "--evaluate",
+        "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1",
+        "--json",
+    ]
     plain, split = run_json(*args), run_json(*args, "--pipeline-split-embedding")
     assert split["settings"]["pipeline_split_embedding"] is True and "pipeline_split_embedding" not in plain["settings"]
     assert split["memory_gb"]["weights"] < plain["memory_gb"]["weights"]
     batch = tmp_path / "b.jsonl"
-    rec = {"model": "llama3-405b", "hardware": "h100", "devices": 1024, "global_batch": 512, "seq_len": 8192,
-           "strategy": "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1", "pipeline_split_embedding": True}
+    rec = {
+        "model": "llama3-405b",
+        "hardware": "h100",
+        "devices": 1024,
+        "global_batch": 512,
+        "seq_len": 8192,
+        "strategy": "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1",
+        "pipeline_split_embedding": True,
+    }
     batch.write_text(json.dumps(rec) + "\n", encoding="utf-8")
     line = run_json("plan", "--batch", str(batch), "--json")
     assert "ignored_keys" not in line and line["memory_gb"]["weights"] == split["memory_gb"]["weights"]

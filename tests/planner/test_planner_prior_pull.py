@@ -22,8 +22,16 @@ from stepscope.planner.calibrate import (
 from stepscope.planner.cost import Job
 from stepscope.planner.search import hardware, parse_strategy
 
-MODEL = from_config_dict({"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16,
-                          "intermediate_size": 4096, "vocab_size": 32000, "hidden_act": "silu"})
+MODEL = from_config_dict(
+    {
+        "hidden_size": 1024,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 16,
+        "intermediate_size": 4096,
+        "vocab_size": 32000,
+        "hidden_act": "silu",
+    }
+)
 STRATEGIES = ("dp=8,mb=1", "dp=8,mb=2", "dp=8,mb=4", "dp=4,tp=2,mb=1", "dp=4,tp=2,mb=4", "dp=2,tp=4,mb=2")
 
 
@@ -34,15 +42,25 @@ def job() -> Job:
 def _index(f: Fit) -> int:
     """The grid index of a fit's factors."""
     g, a, c, i, o = _grid()
-    return int(np.flatnonzero((g == f.gemm_scale) & (a == f.attn_scale) & (c == f.comm_scale) & (i == f.inter_scale)
-                              & (o == f.layer_overhead_s))[0])
+    return int(
+        np.flatnonzero(
+            (g == f.gemm_scale)
+            & (a == f.attn_scale)
+            & (c == f.comm_scale)
+            & (i == f.inter_scale)
+            & (o == f.layer_overhead_s)
+        )[0]
+    )
 
 
-@pytest.mark.parametrize(("pull", "gemm"), [
-    (0.0, 2.0),  # no pull: the lowest error wins, 0 < 0.05
-    (0.03, 2.0),  # 0 + 0.03 x ln 2 = 0.0208 < 0.05
-    (0.1, 1.0),  # 0 + 0.1 x ln 2 = 0.0693 > 0.05: the priors win
-])
+@pytest.mark.parametrize(
+    ("pull", "gemm"),
+    [
+        (0.0, 2.0),  # no pull: the lowest error wins, 0 < 0.05
+        (0.03, 2.0),  # 0 + 0.03 x ln 2 = 0.0208 < 0.05
+        (0.1, 1.0),  # 0 + 0.1 x ln 2 = 0.0693 > 0.05: the priors win
+    ],
+)
 def test_the_pulled_objective_by_hand(pull: float, gemm: float) -> None:
     total = np.full(_grid()[0].size, 10.0)
     total[_index(Fit(1.0, 1.0, 1.0, 1.0))] = 0.05  # the priors: summed |log error| 0.05
@@ -77,8 +95,16 @@ def test_noise_is_not_fitted_when_leaving_runs_out_says_so() -> None:
 def test_exact_runs_keep_the_priors() -> None:
     """Runs the priors predict exactly: every candidate predicts the left-out runs exactly, so by
     the one-standard-error rule the strongest pull is as good as any; the factors stay at 1."""
-    runs = [Run(r.job, r.strategy, float(predict_tokens(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0]),
-                predict_tokens, r.group) for r in _noisy(1)]
+    runs = [
+        Run(
+            r.job,
+            r.strategy,
+            float(predict_tokens(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0]),
+            predict_tokens,
+            r.group,
+        )
+        for r in _noisy(1)
+    ]
     assert fit(runs) == Fit(1.0, 1.0, 1.0, 1.0, 0.0, 1.0)
 
 
@@ -89,8 +115,9 @@ def test_one_standard_error_rule_by_hand() -> None:
     # four runs' leave-one-out errors; no pull without the wait is best (mean 0.10, sample sd of
     # (0.05, 0.15, 0.05, 0.15) = 0.0577, se = 0.0289): pull 0.3 (mean 0.12) is within it, 1.0
     # (mean 0.20) is not; the wait's candidates do not count
-    scores = np.array([[0.05, 0.15, 0.05, 0.15], [0.3] * 4, [0.12] * 4, [0.01, 0.9, 0.9, 0.9],
-                       [0.2] * 4, [0.0, 1.0, 1.0, 1.0]])
+    scores = np.array(
+        [[0.05, 0.15, 0.05, 0.15], [0.3] * 4, [0.12] * 4, [0.01, 0.9, 0.9, 0.9], [0.2] * 4, [0.0, 1.0, 1.0, 1.0]]
+    )
     assert one_standard_error(cands, scores) == (0.3, False)
     # the same with the wait's best clearly ahead: its choice is kept and its pulls are weighed
     scores_wait = scores.copy()
@@ -105,10 +132,20 @@ def test_one_standard_error_rule_by_hand() -> None:
 def test_the_calibration_line_names_the_pull() -> None:
     from stepscope.planner.render import what_if_lines
 
-    cal = {"runs": 6, "gemm_scale": 1.0, "attn_scale": 1.0, "comm_scale": 1.0, "inter_scale": 1.0, "mape_before": 0.2,
-           "mape_after_leave_one_out": 0.05}
+    cal = {
+        "runs": 6,
+        "gemm_scale": 1.0,
+        "attn_scale": 1.0,
+        "comm_scale": 1.0,
+        "inter_scale": 1.0,
+        "mape_before": 0.2,
+        "mape_after_leave_one_out": 0.05,
+    }
     assert "held toward the priors" not in what_if_lines({"calibration": {**cal, "prior_pull": 0.0}})[0]
-    assert "held toward the priors at strength 0.3, chosen leave-one-out" in what_if_lines({"calibration": {**cal, "prior_pull": 0.3}})[0]
+    assert (
+        "held toward the priors at strength 0.3, chosen leave-one-out"
+        in what_if_lines({"calibration": {**cal, "prior_pull": 0.3}})[0]
+    )
     two = what_if_lines({"calibration": {**cal, "runs": 2, "prior_pull": 1.0}})[0]
     assert "at strength 1, the strongest: too few runs to choose" in two
 
@@ -126,4 +163,3 @@ def test_two_runs_take_the_strongest_pull() -> None:
     unpulled = _best(np.where(_grid()[4] > 0, np.inf, e.sum(axis=0)))
     dist = {fit_: float(_prior_dist()[_index(fit_)]) for fit_ in (f, unpulled)}
     assert dist[f] < dist[unpulled]
-

@@ -18,11 +18,19 @@ def test_norms_and_expert_activations_recomputed_by_hand() -> None:
     policy's backward regenerates one layer (that much live again): 31 x 301,989,888 B fewer.
     Recomputed forward per token and layer: the norms 8 h B, the activation 6 f_e B per copy:
     32,768 + 172,032 = 204,800 B, over 32 layers and 32,768 tokens, at 3.35 TB/s, over 8 devices."""
-    job = job_from_record({"model": "mixtral-8x7b", "hardware": "h100", "devices": 8, "global_batch": 8, "seq_len": 4096})
-    none, nma = (evaluate(job, parse_strategy(f"tp=1,pp=1,dp=8,ep=1,zero=3,mb=1,recompute={p}"))
-                 for p in ("none", "layernorm_moe_act"))
-    assert float(none["activations_gb"][0] - nma["activations_gb"][0]) == pytest.approx(31 * 301_989_888 / 1e9, rel=1e-9)
-    assert float(nma["compute_s"][0] - none["compute_s"][0]) == pytest.approx(204_800 * 32 * 32_768 / 3.35e12 / 8, rel=1e-9)
+    job = job_from_record(
+        {"model": "mixtral-8x7b", "hardware": "h100", "devices": 8, "global_batch": 8, "seq_len": 4096}
+    )
+    none, nma = (
+        evaluate(job, parse_strategy(f"tp=1,pp=1,dp=8,ep=1,zero=3,mb=1,recompute={p}"))
+        for p in ("none", "layernorm_moe_act")
+    )
+    assert float(none["activations_gb"][0] - nma["activations_gb"][0]) == pytest.approx(
+        31 * 301_989_888 / 1e9, rel=1e-9
+    )
+    assert float(nma["compute_s"][0] - none["compute_s"][0]) == pytest.approx(
+        204_800 * 32 * 32_768 / 3.35e12 / 8, rel=1e-9
+    )
     assert np.array_equal(nma["tp_s"], none["tp_s"])  # no GEMM and no collective replayed
 
 
@@ -34,8 +42,21 @@ def test_on_a_dense_model_the_policy_is_named_layernorm(capsys: pytest.CaptureFi
 
     from stepscope.cli import main
 
-    dense = ["plan", "--model", "llama3-70b", "--hardware", "h100", "--devices", "64", "--global-batch", "512", "--seq-len", "8192",
-             "--framework", "megatron"]
+    dense = [
+        "plan",
+        "--model",
+        "llama3-70b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "512",
+        "--seq-len",
+        "8192",
+        "--framework",
+        "megatron",
+    ]
     assert main([*dense, "--where", "recompute=layernorm", "--top", "2", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["strategy"]["recompute"] for r in rows} == {"layernorm"}
@@ -43,7 +64,19 @@ def test_on_a_dense_model_the_policy_is_named_layernorm(capsys: pytest.CaptureFi
     by_alias = json.loads(capsys.readouterr().out)
     assert main([*dense, "--evaluate", "tp=4,pp=4,vpp=5,cp=2,dp=2,recompute=layernorm_moe_act", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == by_alias  # the same policy, under the dense name
-    moe = ["plan", "--model", "mixtral-8x7b", "--hardware", "h100", "--devices", "64", "--global-batch", "512", "--seq-len", "4096"]
+    moe = [
+        "plan",
+        "--model",
+        "mixtral-8x7b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "512",
+        "--seq-len",
+        "4096",
+    ]
     assert main([*moe, "--evaluate", "tp=2,pp=4,ep=8,dp=8,recompute=layernorm"]) == 2
     assert "use recompute=layernorm_moe_act" in capsys.readouterr().err
     assert main([*moe, "--evaluate", "tp=2,pp=4,ep=8,dp=8,recompute=layernorm_moe_act", "--json"]) == 0
@@ -57,8 +90,20 @@ def test_under_fp8_the_fp8_copies_are_freed_too_by_hand() -> None:
     layer the first norm's fp8 copy (1 B x 4096), the router's bf16 second-norm output (2 B x 4096)
     and both routed copies' fp8 activation outputs (1 B x 2 x 14336): 40,960 B, 4096 tokens:
     167,772,160 B a layer, 31 of them fewer (backward regenerates one layer)."""
-    job = job_from_record({"model": "mixtral-8x7b", "hardware": "h100", "devices": 8, "global_batch": 8, "seq_len": 4096,
-                           "precision": "fp8"})
-    none, nma = (evaluate(job, parse_strategy(f"tp=1,pp=1,dp=8,ep=1,zero=3,mb=1,recompute={p}"))
-                 for p in ("none", "layernorm_moe_act"))
-    assert float(none["activations_gb"][0] - nma["activations_gb"][0]) == pytest.approx(31 * 167_772_160 / 1e9, rel=1e-9)
+    job = job_from_record(
+        {
+            "model": "mixtral-8x7b",
+            "hardware": "h100",
+            "devices": 8,
+            "global_batch": 8,
+            "seq_len": 4096,
+            "precision": "fp8",
+        }
+    )
+    none, nma = (
+        evaluate(job, parse_strategy(f"tp=1,pp=1,dp=8,ep=1,zero=3,mb=1,recompute={p}"))
+        for p in ("none", "layernorm_moe_act")
+    )
+    assert float(none["activations_gb"][0] - nma["activations_gb"][0]) == pytest.approx(
+        31 * 167_772_160 / 1e9, rel=1e-9
+    )

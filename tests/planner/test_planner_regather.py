@@ -15,11 +15,25 @@ from stepscope.catalog.model_flops import ModelShape
 from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.search import hardware, parse_strategy
 
-JOB = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "32", "--seq-len", "4096"]
+JOB = [
+    "plan",
+    "--model",
+    "llama3-8b",
+    "--hardware",
+    "h100",
+    "--devices",
+    "8",
+    "--global-batch",
+    "32",
+    "--seq-len",
+    "4096",
+]
 
 
 HW = hardware("h100")
-SMALL = ModelShape(d_model=1024, n_layers=4, n_heads=8, n_kv_heads=8, head_dim=128, d_ff=4096, vocab=1000, gated_mlp=False)
+SMALL = ModelShape(
+    d_model=1024, n_layers=4, n_heads=8, n_kv_heads=8, head_dim=128, d_ff=4096, vocab=1000, gated_mlp=False
+)
 
 
 def _pair(**job_kw: Any) -> tuple[Job, dict[str, Any], dict[str, Any]]:
@@ -43,10 +57,14 @@ def test_exposed_without_an_overlap_mechanism() -> None:
     c = _all_gather_s(1024 * 1024 * 2, HW.intra_node_busbw_gbps["all_gather"] * 1e9)
     assert float(more["tp_s"][0] - base["tp_s"][0]) == pytest.approx(16 * c, rel=1e-9)
     assert float(more["step_s"][0] - base["step_s"][0]) == pytest.approx(16 * c, rel=1e-9)
-    assert float(more["total_gb"][0]) == float(base["total_gb"][0])  # a time term: the memory side is sp_saves_gathered's
+    assert float(more["total_gb"][0]) == float(
+        base["total_gb"][0]
+    )  # a time term: the memory side is sp_saves_gathered's
     # without tensor parallelism there is nothing to gather
     one = parse_strategy("tp=1,mb=1")
-    assert float(evaluate(replace(replace(job, devices=1), sp_regather=True), one)["step_s"][0]) == float(evaluate(replace(job, devices=1), one)["step_s"][0])
+    assert float(evaluate(replace(replace(job, devices=1), sp_regather=True), one)["step_s"][0]) == float(
+        evaluate(replace(job, devices=1), one)["step_s"][0]
+    )
 
 
 def test_hidden_under_the_input_gradient_gemm() -> None:
@@ -54,7 +72,9 @@ def test_hidden_under_the_input_gradient_gemm() -> None:
     24576 / 2 FLOP, runs about 1 ms at any plausible H100 rate, the re-gather of 4096 x 8192 x 2 B
     about 0.15 ms: all 16 hide, the step does not change, the hidden TP time grows by 16 of them."""
     hw = hardware("h100")
-    m = ModelShape(d_model=8192, n_layers=4, n_heads=64, n_kv_heads=64, head_dim=128, d_ff=28672, vocab=1000, gated_mlp=True)
+    m = ModelShape(
+        d_model=8192, n_layers=4, n_heads=64, n_kv_heads=64, head_dim=128, d_ff=28672, vocab=1000, gated_mlp=True
+    )
     job = Job(m, hw, 2, 8, 2, 4096)
     s = parse_strategy("tp=2,mb=1,tp_overlap=bwd")
     base, more = evaluate(job, s), evaluate(replace(job, sp_regather=True), s)
@@ -78,7 +98,9 @@ def test_presets(run_json: Callable[..., Any]) -> None:
     assert run_json(*JOB, "--sp-regather", "--evaluate", "tp=2,dp=4,mb=1", "--json")["settings"]["sp_regather"] is True
 
 
-def test_kept_inputs_and_regathers_exclude_each_other(run_json: Callable[..., Any], capsys: pytest.CaptureFixture[str]) -> None:
+def test_kept_inputs_and_regathers_exclude_each_other(
+    run_json: Callable[..., Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     from stepscope.cli import main
 
     assert main([*JOB, "--sp-saves-gathered", "--sp-regather", "--evaluate", "tp=2,dp=4"]) == 2

@@ -20,13 +20,28 @@ def test_memory_line_gives_headroom_and_flags_a_tight_fit() -> None:
     tight = memory_line(_rec(76.5, 3.5))  # 3.5 GB < 5% of 80 GB = 4 GB
     assert tight.startswith("memory: fits, 76.5 GB per device of 80.0 GB (3.5 GB headroom); less than 5%")
     assert "fragmentation" in tight
-    assert memory_line(_rec(76.0, 4.0)) == "memory: fits, 76.0 GB per device of 80.0 GB (4.0 GB headroom)"  # exactly 5%: not flagged
+    assert (
+        memory_line(_rec(76.0, 4.0)) == "memory: fits, 76.0 GB per device of 80.0 GB (4.0 GB headroom)"
+    )  # exactly 5%: not flagged
     assert memory_line(_rec(105.9, -25.9)) == "memory: does not fit, 105.9 GB per device of 80.0 GB (25.9 GB over)"
 
 
 def test_evaluate_prints_the_memory_line_from_the_same_numbers_as_json(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096",
-            "--evaluate", "tp=2,dp=4,mb=2"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "tp=2,dp=4,mb=2",
+    ]
     assert main([*args, "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert main(args) == 0
@@ -48,8 +63,24 @@ def test_devices_must_fill_whole_nodes(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_a_what_if_needs_a_positive_measured_step(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "1024",
-            "--evaluate", "tp=8", "--baseline", "tp=4,dp=2", "--measured-step-s"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "8",
+        "--seq-len",
+        "1024",
+        "--evaluate",
+        "tp=8",
+        "--baseline",
+        "tp=4,dp=2",
+        "--measured-step-s",
+    ]
     for bad in ("-1", "0", "nan", "inf"):
         with pytest.raises(SystemExit) as exc:
             main([*args, bad])
@@ -58,8 +89,16 @@ def test_a_what_if_needs_a_positive_measured_step(capsys: pytest.CaptureFixture[
 
 
 def test_rate_line_states_throughput_and_both_utilizations() -> None:
-    rec = {"step_time_s": 2.5, "tokens_per_s_per_device": 12345.6, "tflops_per_device": 400.4, "mfu": 0.4047, "hfu": 0.5396}
-    assert rate_line(rec) == ("step 2.5 s: 12,346 tokens/s per device, 400 model TFLOP/s per device, MFU 40.5%, HFU 54.0%")
+    rec = {
+        "step_time_s": 2.5,
+        "tokens_per_s_per_device": 12345.6,
+        "tflops_per_device": 400.4,
+        "mfu": 0.4047,
+        "hfu": 0.5396,
+    }
+    assert rate_line(rec) == (
+        "step 2.5 s: 12,346 tokens/s per device, 400 model TFLOP/s per device, MFU 40.5%, HFU 54.0%"
+    )
 
 
 def test_caveats_name_the_least_validated_terms() -> None:
@@ -72,11 +111,15 @@ def test_caveats_name_the_least_validated_terms() -> None:
     assert lines[0].startswith("note: TPU-v5p has no measured matmul ceiling") and "0.7 prior" in lines[0]
     assert "cp > 1" in lines[1] and "rowwise fp8" in lines[2]
     assert caveat_lines(plain, measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, moe=True)[0].startswith(
-        "note: MoE step times are the least validated")
+        "note: MoE step times are the least validated"
+    )
     # gradient traffic a fifth of the step over 64 nodes: the regime of nanotron's 512-GPU runs
     wide = {"strategy": {"cp": 1, "dp": 128}, "time_s": {"dp": 0.25}, "step_time_s": 1.0}
     narrow = {"strategy": {"cp": 1, "dp": 128}, "time_s": {"dp": 0.15}, "step_time_s": 1.0}
-    assert "DP/FSDP traffic is 20%+" in caveat_lines([wide], measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, nodes=64)[0]
+    assert (
+        "DP/FSDP traffic is 20%+"
+        in caveat_lines([wide], measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, nodes=64)[0]
+    )
     assert caveat_lines([narrow], measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, nodes=64) == []
     assert caveat_lines([wide], measured_ceiling=True, device="H100-SXM", fp8_rowwise=False, nodes=16) == []
 
@@ -93,8 +136,22 @@ def test_moe_models_carry_the_moe_caveat(capsys: pytest.CaptureFixture[str]) -> 
     assert json.loads(capsys.readouterr().out)["caveats"] == []
 
 
-def test_a_device_without_a_measured_ceiling_is_said_unless_calibrated(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["plan", "--model", "llama3-8b", "--devices", "8", "--global-batch", "16", "--seq-len", "4096", "--evaluate", "dp=8,zero=3"]
+def test_a_device_without_a_measured_ceiling_is_said_unless_calibrated(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--devices",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "dp=8,zero=3",
+    ]
     assert main([*base, "--hardware", "tpu-v5p"]) == 0
     assert "TPU-v5p has no measured matmul ceiling" in capsys.readouterr().out
     assert main([*base, "--hardware", "h100"]) == 0
@@ -119,8 +176,20 @@ def test_gb200_nodes_are_nvl72_racks(capsys: pytest.CaptureFixture[str]) -> None
     """A GB200 NVL72 rack is one NVLink domain of 72 GPUs: the gradient reduction over 64 GPUs stays
     on NVLink by default (as with --devices-per-node 64), not on the network between 8-GPU nodes;
     256 GPUs do not fill racks of 72, and the error suggests 64 (the largest divisor of 256 up to 72)."""
-    base = ["plan", "--model", "mixtral-8x7b", "--hardware", "gb200", "--global-batch", "64", "--seq-len", "4096",
-            "--evaluate", "tp=1,pp=1,dp=64,ep=8,zero=1", "--json"]
+    base = [
+        "plan",
+        "--model",
+        "mixtral-8x7b",
+        "--hardware",
+        "gb200",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "tp=1,pp=1,dp=64,ep=8,zero=1",
+        "--json",
+    ]
     dp_s = {}
     for per_node in (None, "64", "8"):
         assert main([*base, "--devices", "64", *(["--devices-per-node", per_node] if per_node else [])]) == 0

@@ -36,8 +36,21 @@ def test_communication_that_is_exposed_shows(capsys: pytest.CaptureFixture[str])
     job = Job(model("llama3-8b"), hardware("h100"), 16, 8, 32, 4096)
     sens = sensitivity(job, parse_strategy("dp=16,zero=3,mb=2"))
     assert sens["communication"] > 0 and 0 < sens["inter_node"] <= sens["communication"]
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "32", "--seq-len", "4096",
-            "--evaluate", "dp=16,zero=3,mb=2"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "16",
+        "--global-batch",
+        "32",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "dp=16,zero=3,mb=2",
+    ]
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sensitivity"] == pytest.approx(sens)
     assert main(args) == 0

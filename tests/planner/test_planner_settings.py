@@ -10,7 +10,19 @@ import pytest
 
 from stepscope.cli import main
 
-JOB = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096"]
+JOB = [
+    "plan",
+    "--model",
+    "llama3-8b",
+    "--hardware",
+    "h100",
+    "--devices",
+    "8",
+    "--global-batch",
+    "16",
+    "--seq-len",
+    "4096",
+]
 
 
 def _settings(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -33,13 +45,22 @@ def test_the_torchtitan_preset_is_named_in_the_settings(capsys: pytest.CaptureFi
 def test_the_terminal_says_what_it_assumed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*JOB, "--framework", "nanotron", "--evaluate", "dp=8"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
-    assert ("assumed: nanotron's sharded cross entropy (10 B per logit live), fused q/k/v and gate/up GEMMs, "
-            "sequence parallelism re-gathers its inputs in backward, fused elementwise kernels, eager SwiGLU, flash attention (FlashAttention-2's measured speed), fp32 gradients") in out
+    assert (
+        "assumed: nanotron's sharded cross entropy (10 B per logit live), fused q/k/v and gate/up GEMMs, "
+        "sequence parallelism re-gathers its inputs in backward, fused elementwise kernels, eager SwiGLU, flash attention (FlashAttention-2's measured speed), fp32 gradients"
+    ) in out
 
 
 def test_a_batch_record_carries_its_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     batch = tmp_path / "b.jsonl"
-    rec = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 4096, "strategy": "dp=8"}
+    rec = {
+        "model": "llama3-8b",
+        "hardware": "h100",
+        "devices": 8,
+        "global_batch": 16,
+        "seq_len": 4096,
+        "strategy": "dp=8",
+    }
     batch.write_text(json.dumps({**rec, "loss": "copy"}) + "\n" + json.dumps(rec) + "\n", encoding="utf-8")
     assert main(["plan", "--batch", str(batch), "--json"]) == 0
     first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())

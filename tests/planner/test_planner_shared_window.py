@@ -4,6 +4,7 @@ Before, TP, DP/FSDP, EP and activation offload each hid under the whole compute 
 where several were window-bound got slower when its GEMMs got faster (every one of them exposed the
 time compute saved: Llama 3 8B on 64 H100, FSDP + offload + TP overlap, 11% slower at 1.5x GEMM speed).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,12 +41,16 @@ def test_its_own_window_still_caps_a_transfer_by_hand() -> None:
 
 @pytest.fixture(scope="module")
 def llama8b_space() -> tuple[Job, dict[str, np.ndarray], dict[str, np.ndarray]]:
-    job = Job(model=model("llama3-8b"), hw=hardware("h100"), devices=64, devices_per_node=8, global_batch=256, seq_len=4096)
+    job = Job(
+        model=model("llama3-8b"), hw=hardware("h100"), devices=64, devices_per_node=8, global_batch=256, seq_len=4096
+    )
     strategies = space(job, tp_overlap=1, ep_overlap=True)
     return job, strategies, evaluate(job, strategies)
 
 
-def test_faster_gemms_never_make_a_step_slower(llama8b_space: tuple[Job, dict[str, np.ndarray], dict[str, np.ndarray]]) -> None:
+def test_faster_gemms_never_make_a_step_slower(
+    llama8b_space: tuple[Job, dict[str, np.ndarray], dict[str, np.ndarray]],
+) -> None:
     job, strategies, base = llama8b_space
     faster = evaluate(dataclasses.replace(job, gemm_scale=1.5), strategies)
     # a transfer's own window (the last backward, one micro-batch) still shrinks with compute, so
@@ -54,19 +59,28 @@ def test_faster_gemms_never_make_a_step_slower(llama8b_space: tuple[Job, dict[st
     assert np.max(faster["step_s"] / base["step_s"]) <= 1.005
 
 
-@pytest.mark.parametrize(("field", "value"), [("dp_overlap", 1.0), ("comm_scale", 0.5), ("inter_scale", 0.5), ("attn_scale", 1.5)])
+@pytest.mark.parametrize(
+    ("field", "value"), [("dp_overlap", 1.0), ("comm_scale", 0.5), ("inter_scale", 0.5), ("attn_scale", 1.5)]
+)
 def test_more_overlap_or_faster_links_never_make_a_step_slower(
-        llama8b_space: tuple[Job, dict[str, np.ndarray], dict[str, np.ndarray]], field: str, value: float) -> None:
+    llama8b_space: tuple[Job, dict[str, np.ndarray], dict[str, np.ndarray]], field: str, value: float
+) -> None:
     job, strategies, base = llama8b_space
     other = evaluate(dataclasses.replace(job, **{field: value}), strategies)
     assert np.all(other["step_s"] <= base["step_s"] * (1 + 1e-12))
 
 
-def test_hidden_transfers_never_exceed_the_compute(llama8b_space: tuple[Job, dict[str, np.ndarray], dict[str, np.ndarray]]) -> None:
+def test_hidden_transfers_never_exceed_the_compute(
+    llama8b_space: tuple[Job, dict[str, np.ndarray], dict[str, np.ndarray]],
+) -> None:
     job, strategies, _ = llama8b_space
     # with nothing hidden (no DP overlap, no TP/EP overlap, offload off) every transfer is exposed
-    bare = dict(strategies, tp_overlap=np.zeros_like(strategies["tp_overlap"]), ep_overlap=np.zeros_like(strategies["ep_overlap"]),
-                offload=np.zeros_like(strategies["offload"]))
+    bare = dict(
+        strategies,
+        tp_overlap=np.zeros_like(strategies["tp_overlap"]),
+        ep_overlap=np.zeros_like(strategies["ep_overlap"]),
+        offload=np.zeros_like(strategies["offload"]),
+    )
     on = dict(strategies, offload=np.zeros_like(strategies["offload"]))
     exposed_all = evaluate(dataclasses.replace(job, dp_overlap=0.0), bare)
     hiding = evaluate(job, on)
@@ -77,7 +91,9 @@ def test_hidden_transfers_never_exceed_the_compute(llama8b_space: tuple[Job, dic
 
 
 def test_what_hides_plus_what_stays_exposed_is_the_whole_transfer(capsys: pytest.CaptureFixture[str]) -> None:
-    job = Job(model=model("llama3-8b"), hw=hardware("h100"), devices=16, devices_per_node=8, global_batch=64, seq_len=4096)
+    job = Job(
+        model=model("llama3-8b"), hw=hardware("h100"), devices=16, devices_per_node=8, global_batch=64, seq_len=4096
+    )
     strategy = parse_strategy("dp=16,zero=0,mb=1")
     bare = evaluate(dataclasses.replace(job, dp_overlap=0.0), strategy)
     r = evaluate(job, strategy)
@@ -85,8 +101,21 @@ def test_what_hides_plus_what_stays_exposed_is_the_whole_transfer(capsys: pytest
     assert r["hidden_dp_s"][0] + r["dp_s"][0] == pytest.approx(bare["dp_s"][0])
     # the all-reduce hides under the last micro-batch's backward only, 0.7 of it at most
     assert r["hidden_dp_s"][0] == pytest.approx(0.7 * min(bare["dp_s"][0], r["compute_s"][0] / 4 * (1 - 1 / 3)))
-    argv = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64",
-            "--seq-len", "4096", "--evaluate", "dp=16,zero=0,mb=1"]
+    argv = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "16",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "4096",
+        "--evaluate",
+        "dp=16,zero=0,mb=1",
+    ]
     assert main([*argv, "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["hidden_s"]["dp"] == pytest.approx(r["hidden_dp_s"][0])
@@ -96,7 +125,9 @@ def test_what_hides_plus_what_stays_exposed_is_the_whole_transfer(capsys: pytest
 
 def test_context_parallel_and_pipeline_hops_hide_under_the_same_window() -> None:
     # Llama 3 8B at 64k tokens, cp 8 inside a node, 2 stages, full recompute, 16 micro-batches
-    job = Job(model=model("llama3-8b"), hw=hardware("h100"), devices=64, devices_per_node=8, global_batch=64, seq_len=65536)
+    job = Job(
+        model=model("llama3-8b"), hw=hardware("h100"), devices=64, devices_per_node=8, global_batch=64, seq_len=65536
+    )
     strategy = parse_strategy("tp=1,cp=8,pp=2,dp=4,zero=1,mb=1,recompute=full")
     fast = evaluate(job, strategy)
     # the window is roomy: half of the ring exchange hides, half stays exposed

@@ -18,8 +18,16 @@ from stepscope.planner.rates import stored_per_token
 from stepscope.planner.search import hardware, parse_strategy
 from stepscope.planner.work import memory_bound_bytes
 
-GQA = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64,
-       "intermediate_size": 4096, "vocab_size": 32000, "hidden_act": "silu"}
+GQA = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "head_dim": 64,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 H, Q, KV, L, SEQ = 1024, 16 * 64, 4 * 64, 8, 8192
 
 
@@ -63,8 +71,22 @@ def test_torchtitan_preset_and_flag_set_it() -> None:
 
 
 def test_flag_reaches_the_settings(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "65536",
-            "--evaluate", "cp=8,dp=1,mb=1,recompute=full", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "8",
+        "--global-batch",
+        "8",
+        "--seq-len",
+        "65536",
+        "--evaluate",
+        "cp=8,dp=1,mb=1,recompute=full",
+        "--json",
+    ]
     assert main(args) == 0
     plain = capsys.readouterr().out
     assert main([*args, "--repeated-kv"]) == 0
@@ -85,13 +107,17 @@ def test_sequence_parallelism_that_keeps_its_gathered_inputs_by_hand() -> None:
         s = parse_strategy(f"tp=4,dp=2,mb=1,recompute={policy}")
         base, kept = evaluate(_job(), s), evaluate(_job(sp_saves_gathered=True), s)
         assert float(kept["activations_gb"][0] - base["activations_gb"][0]) == pytest.approx(
-            layers * tokens * extra_per_token_layer / 1e9)
+            layers * tokens * extra_per_token_layer / 1e9
+        )
     # torchtitan's op policy re-gathers (it saves reduce-scatter outputs, not all-gather outputs):
     # only the regenerated layer holds them
     s = parse_strategy("tp=4,dp=2,mb=1,recompute=op")
-    assert float(evaluate(_job(sp_saves_gathered=True), s)["activations_gb"][0] - evaluate(_job(), s)["activations_gb"][0]) == \
-        pytest.approx(tokens * extra_per_token_layer / 1e9)
+    assert float(
+        evaluate(_job(sp_saves_gathered=True), s)["activations_gb"][0] - evaluate(_job(), s)["activations_gb"][0]
+    ) == pytest.approx(tokens * extra_per_token_layer / 1e9)
     # without sequence parallelism the inputs are whole anyway, and at tp 1 there is nothing to gather
     for strategy in ("tp=4,sp=0,dp=2,mb=1,recompute=none", "tp=1,dp=8,mb=1,recompute=none"):
         s = parse_strategy(strategy)
-        assert evaluate(_job(sp_saves_gathered=True), s)["activations_gb"][0] == pytest.approx(evaluate(_job(), s)["activations_gb"][0])
+        assert evaluate(_job(sp_saves_gathered=True), s)["activations_gb"][0] == pytest.approx(
+            evaluate(_job(), s)["activations_gb"][0]
+        )

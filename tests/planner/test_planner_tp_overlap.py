@@ -6,14 +6,20 @@ from __future__ import annotations
 import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
-from stepscope.planner.cost import Job, evaluate
 from stepscope.errors import ConfigError
+from stepscope.planner.cost import Job, evaluate
 from stepscope.planner.search import hardware, parse_strategy
 
 from ..gemm_by_hand import linear_shape
 
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 
 
 def _by_hand() -> tuple[float, float, float, float, float]:

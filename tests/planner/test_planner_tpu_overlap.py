@@ -14,7 +14,9 @@ from stepscope.planner.search import hardware, model
 def test_tpus_take_their_whole_matmul_ceiling_gpus_three_quarters() -> None:
     tpu = Job(model("llama3-8b"), hardware("tpu-v5e"), 256, 256, 256, 2048)
     gemm, attn, factor = efficiencies(tpu)
-    assert gemm == pytest.approx(0.923) and attn == pytest.approx(0.6 * 0.923) and factor == 1.0  # v5e's measured ceiling
+    assert (
+        gemm == pytest.approx(0.923) and attn == pytest.approx(0.6 * 0.923) and factor == 1.0
+    )  # v5e's measured ceiling
     gpu = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 2048)
     gemm, attn, _ = efficiencies(gpu)
     assert gemm == pytest.approx(0.75 * 0.803) and attn == pytest.approx(0.6 * 0.75 * 0.803)

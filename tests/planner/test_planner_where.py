@@ -16,14 +16,25 @@ from stepscope.planner.where import Condition, mask, parse_where
 
 def test_conditions_parse_names_aliases_and_bounds() -> None:
     got = parse_where("tp=8, pp<=4, remat=selective|full, fsdp>=1, reshard_after_forward=false")
-    assert got == [Condition("tp", "in", (8,)), Condition("pp", "<=", (4,)),
-                   Condition("recompute", "in", (RECOMPUTE.index("selective"), RECOMPUTE.index("full"))),
-                   Condition("zero", ">=", (1,)), Condition("keep_params", "in", (1,))]
+    assert got == [
+        Condition("tp", "in", (8,)),
+        Condition("pp", "<=", (4,)),
+        Condition("recompute", "in", (RECOMPUTE.index("selective"), RECOMPUTE.index("full"))),
+        Condition("zero", ">=", (1,)),
+        Condition("keep_params", "in", (1,)),
+    ]
 
 
-@pytest.mark.parametrize(("text", "says"), [("tp", "bad --where item"), ("foo=1", "unknown strategy key"),
-                                            ("recompute<=2", "only a numeric field"), ("pp<=2|4", "only a numeric field"),
-                                            ("recompute=most", "recompute must be one of")])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("tp", "bad --where item"),
+        ("foo=1", "unknown strategy key"),
+        ("recompute<=2", "only a numeric field"),
+        ("pp<=2|4", "only a numeric field"),
+        ("recompute=most", "recompute must be one of"),
+    ],
+)
 def test_bad_conditions_are_one_line_errors(text: str, says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         parse_where(text)
@@ -43,13 +54,27 @@ def test_the_constrained_search_is_the_unconstrained_one_filtered() -> None:
     part = search(job, top=10**9, where="tp=2|4,recompute=full")
     keep = np.isin(full.strategies["tp"], (2, 4)) & (full.strategies["recompute"] == RECOMPUTE.index("full"))
     grid = space(job)  # counted without the code under test
-    assert part.evaluated == int(np.count_nonzero(np.isin(grid["tp"], (2, 4)) & (grid["recompute"] == RECOMPUTE.index("full"))))
+    assert part.evaluated == int(
+        np.count_nonzero(np.isin(grid["tp"], (2, 4)) & (grid["recompute"] == RECOMPUTE.index("full")))
+    )
     # the same rows in the same order as the unconstrained ranking, filtered
     assert part.results["step_s"].tolist() == full.results["step_s"][keep].tolist()
 
 
 def test_plan_prints_what_it_searched(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "16",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "4096",
+    ]
     assert main([*args, "--top", "2", "--where", "tp=2"]) == 0
     assert "meeting --where tp=2 evaluated" in capsys.readouterr().out
     assert main([*args, "--where", "cp=3"]) == 2
@@ -80,8 +105,27 @@ def test_distinct_keeps_the_first_row_of_each_layout_in_ranking_order(capsys: py
     got = search(job, top=10**9, distinct=True)
     assert got.results["step_s"].tolist() == expected and len(expected) < len(full.strategies["tp"])
     assert search(job, top=5, distinct=True).results["step_s"].tolist() == expected[:5]
-    assert main(["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096",
-                 "--top", "3", "--distinct"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "llama3-8b",
+                "--hardware",
+                "h100",
+                "--devices",
+                "16",
+                "--global-batch",
+                "64",
+                "--seq-len",
+                "4096",
+                "--top",
+                "3",
+                "--distinct",
+            ]
+        )
+        == 0
+    )
     assert "one row per layout" in capsys.readouterr().out
 
 
@@ -94,15 +138,40 @@ def test_layout_keys_are_equal_exactly_when_the_layouts_are() -> None:
     big = {k: v * 2**30 for k, v in small.items()}
     for cols in (small, big):
         key = _layout_key(cols)
-        assert [key[i] == key[j] for i in range(4) for j in range(4)] == [rows[i] == rows[j] for i in range(4) for j in range(4)]
+        assert [key[i] == key[j] for i in range(4) for j in range(4)] == [
+            rows[i] == rows[j] for i in range(4) for j in range(4)
+        ]
 
 
 def test_the_html_title_says_what_was_searched(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
     from pathlib import Path
 
     out = Path(str(tmp_path)) / "plan.html"
-    assert main(["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "16", "--global-batch", "64", "--seq-len", "4096",
-                 "--top", "3", "--distinct", "--where", "tp=2|4", "--html", str(out)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "--model",
+                "llama3-8b",
+                "--hardware",
+                "h100",
+                "--devices",
+                "16",
+                "--global-batch",
+                "64",
+                "--seq-len",
+                "4096",
+                "--top",
+                "3",
+                "--distinct",
+                "--where",
+                "tp=2|4",
+                "--html",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     html = out.read_text(encoding="utf-8")
     assert "meeting --where tp=2|4" in html and "one row per layout" in html

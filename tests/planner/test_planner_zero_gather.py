@@ -17,8 +17,14 @@ from stepscope.planner.record import job_from_record
 from stepscope.planner.search import hardware, parse_strategy
 
 # a Llama-style block: gated MLP, no biases
-TINY = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "intermediate_size": 4096,
-        "vocab_size": 32000, "hidden_act": "silu"}
+TINY = {
+    "hidden_size": 1024,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "hidden_act": "silu",
+}
 
 
 def test_tensors_per_layer_are_counted_by_how_the_framework_registers_them() -> None:
@@ -60,7 +66,9 @@ def test_a_gather_longer_than_everything_else_is_named_the_bottleneck() -> None:
     assert BOTTLENECKS[int(r["bottleneck"][0])] == "host"
 
 
-@pytest.mark.parametrize("strategy", ["tp=2,pp=2,dp=4,zero=0,mb=1", "tp=2,pp=2,dp=4,zero=3,mb=1", "tp=8,pp=2,dp=1,zero=1,mb=1"])
+@pytest.mark.parametrize(
+    "strategy", ["tp=2,pp=2,dp=4,zero=0,mb=1", "tp=2,pp=2,dp=4,zero=3,mb=1", "tp=8,pp=2,dp=1,zero=1,mb=1"]
+)
 def test_no_gather_no_host_time(strategy: str) -> None:
     """ZeRO-0 gathers nothing, ZeRO-3/FSDP gathers flat per layer (its own term), one replica
     (dp 1) has nothing to gather."""
@@ -71,13 +79,29 @@ def test_no_gather_no_host_time(strategy: str) -> None:
 def test_nanotron_preset_sets_it_and_a_record_key_overrides_it() -> None:
     rec = {"model": "llama3-8b", "hardware": "h100", "devices": 16, "global_batch": 64, "seq_len": 2048}
     assert job_from_record(rec | {"framework": "nanotron"}).zero_gather_copy_s == pytest.approx(10e-6)
-    assert job_from_record(rec | {"framework": "nanotron", "zero_gather_copy_us": 25}).zero_gather_copy_s == pytest.approx(25e-6)
+    assert job_from_record(
+        rec | {"framework": "nanotron", "zero_gather_copy_us": 25}
+    ).zero_gather_copy_s == pytest.approx(25e-6)
     assert job_from_record(rec).zero_gather_copy_s == 0.0
 
 
 def test_cli_flag_reaches_the_prediction_and_bad_values_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "64", "--global-batch", "128", "--seq-len", "2048",
-            "--evaluate", "tp=1,pp=1,dp=64,zero=1,mb=2", "--json"]
+    args = [
+        "plan",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100",
+        "--devices",
+        "64",
+        "--global-batch",
+        "128",
+        "--seq-len",
+        "2048",
+        "--evaluate",
+        "tp=1,pp=1,dp=64,zero=1,mb=2",
+        "--json",
+    ]
     assert main(args) == 0
     base = json.loads(capsys.readouterr().out)
     assert main([*args, "--zero-gather-copy-us", "10"]) == 0

@@ -22,14 +22,27 @@ def test_unknowns_expand_to_every_combination(bench_module: Callable[[str], Any]
     m = bench_module("published_reports")
     assert m.choices("") == [{}]
     got = m.choices("vpp=1|2; tp_overlap=none|full")
-    assert got == [{"vpp": "1", "tp_overlap": "none"}, {"vpp": "1", "tp_overlap": "full"},
-                   {"vpp": "2", "tp_overlap": "none"}, {"vpp": "2", "tp_overlap": "full"}]
+    assert got == [
+        {"vpp": "1", "tp_overlap": "none"},
+        {"vpp": "1", "tp_overlap": "full"},
+        {"vpp": "2", "tp_overlap": "none"},
+        {"vpp": "2", "tp_overlap": "full"},
+    ]
 
 
 def test_strategy_keys_replace_the_stated_value_and_others_go_to_the_record(bench_module: Callable[[str], Any]) -> None:
     m = bench_module("published_reports")
-    row = {"model": "llama3-8b", "hardware": "h100", "devices": "16", "devices_per_node": "8", "global_batch": "32",
-           "seq_len": "4096", "precision": "fp8", "strategy": "tp=2,vpp=1,pp=2,dp=4", "unknowns": "vpp=2;fp8_recipe=rowwise"}
+    row = {
+        "model": "llama3-8b",
+        "hardware": "h100",
+        "devices": "16",
+        "devices_per_node": "8",
+        "global_batch": "32",
+        "seq_len": "4096",
+        "precision": "fp8",
+        "strategy": "tp=2,vpp=1,pp=2,dp=4",
+        "unknowns": "vpp=2;fp8_recipe=rowwise",
+    }
     [(combo, rec)] = m.records(row)
     assert combo == {"vpp": "2", "fp8_recipe": "rowwise"}
     assert rec["strategy"] == "tp=2,pp=2,dp=4,vpp=2"  # the stated vpp=1 is gone, not duplicated

@@ -13,7 +13,10 @@ ROWS = [("1", "a", 0.30), ("2", "a", 0.10), ("3", "a", -0.20), ("4", "b", 0.05),
 
 
 def _rows() -> list[dict[str, str]]:
-    return [{"row": k, "source": s, "model": "m", "devices": "8", "loso_error": str(e), "error": str(-e)} for k, s, e in ROWS]
+    return [
+        {"row": k, "source": s, "model": "m", "devices": "8", "loso_error": str(e), "error": str(-e)}
+        for k, s, e in ROWS
+    ]
 
 
 def test_overall_and_points_by_hand(bench_module: Callable[[str], Any]) -> None:

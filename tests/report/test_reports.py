@@ -14,8 +14,18 @@ from .. import synth
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "a100_nccl_rank0.json.gz"
 STEP_KEYS = {
-    "name", "step_time_ns", "window_start_ns", "window_end_ns", "compute_ns", "comm_ns", "overlapped_comm_ns",
-    "exposed_comm_ns", "exposed_memcpy_ns", "idle_ns", "by_category_ns", "cpu_step_ns",
+    "name",
+    "step_time_ns",
+    "window_start_ns",
+    "window_end_ns",
+    "compute_ns",
+    "comm_ns",
+    "overlapped_comm_ns",
+    "exposed_comm_ns",
+    "exposed_memcpy_ns",
+    "idle_ns",
+    "by_category_ns",
+    "cpu_step_ns",
 }
 
 
@@ -90,7 +100,7 @@ def test_html_details_only_slowest_ranks_when_many(tmp_path: Path) -> None:
 
 def test_roofline_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from .test_roofline import _mm_trace
+    from ..analysis.test_roofline import _mm_trace
 
     out = tmp_path / "roof.png"
     assert main(["analyze", str(_mm_trace(tmp_path)), "--roofline-png", str(out), "-q"]) == 0
@@ -102,7 +112,9 @@ def test_roofline_png(tmp_path: Path) -> None:
     assert main(["analyze", str(bad), "--roofline-png", str(tmp_path / "no.png"), "-q"]) == 2
 
 
-def test_json_to_standard_output_is_the_file_and_warnings_go_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_to_standard_output_is_the_file_and_warnings_go_to_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``--json -`` prints the report alone on stdout (a pipe into jq works): the same document as
     the file, no terminal report, the warnings on stderr; two outputs on stdout are refused."""
     import gzip

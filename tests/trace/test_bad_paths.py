@@ -13,11 +13,15 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "a100_nc
 LONG = "z" * 300  # past NAME_MAX (255) on Linux: stat() fails with ENAMETOOLONG instead of "no such file"
 
 
-@pytest.mark.parametrize("args", [
-    ["analyze", LONG],
-    ["analyze", str(EXAMPLE), "--cache-dir", LONG, "-q"],
-    ["plan", "--model", LONG, "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "1024"],
-], ids=["trace", "cache-dir", "model"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", LONG],
+        ["analyze", str(EXAMPLE), "--cache-dir", LONG, "-q"],
+        ["plan", "--model", LONG, "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "1024"],
+    ],
+    ids=["trace", "cache-dir", "model"],
+)
 def test_a_name_too_long_is_one_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(args) == 2
     err = capsys.readouterr().err.strip()

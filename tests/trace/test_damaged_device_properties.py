@@ -23,8 +23,19 @@ def _trace() -> dict[str, Any]:
         return dict(json.loads(f.read()))
 
 
-@pytest.mark.parametrize("mem,expected", [(85_018_279_936, 85_018_279_936.0), (1e308, None), (-1, None), ("abc", None),
-                                          (True, None), (None, None), (2**70, None), (5.0, None)])
+@pytest.mark.parametrize(
+    "mem,expected",
+    [
+        (85_018_279_936, 85_018_279_936.0),
+        (1e308, None),
+        (-1, None),
+        ("abc", None),
+        (True, None),
+        (None, None),
+        (2**70, None),
+        (5.0, None),
+    ],
+)
 def test_reported_memory_is_a_plausible_number_or_none(mem: Any, expected: float | None) -> None:
     assert reported_memory_bytes({"totalGlobalMem": mem}) == expected
 
@@ -37,7 +48,9 @@ def test_detection_by_properties_survives_a_text_memory_size() -> None:
 
 
 @pytest.mark.parametrize("props", [5, "x", None, {"name": "H100"}, [5, "y"]])
-def test_device_properties_that_are_not_a_list_of_objects(tmp_path: Path, props: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_device_properties_that_are_not_a_list_of_objects(
+    tmp_path: Path, props: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     doc = _trace()
     doc["deviceProperties"] = props
     path = tmp_path / "t.json"

@@ -58,8 +58,14 @@ def test_a_damaged_parquet_cache(tmp_path: Path, capsys: pytest.CaptureFixture[s
     dur[10], dur[20] = -5_404_319_552_844_543_641, 3_530_822_107_865_728_100  # bit flips seen by the fuzzer
     ts = table["ts_ns"].to_pylist()
     ts[30] = MAX_TS_NS + 1
-    table = table.set_column(table.schema.get_field_index("dur_ns"), pa.field("dur_ns", pa.int64(), nullable=False), pa.array(dur, pa.int64()))
-    table = table.set_column(table.schema.get_field_index("ts_ns"), pa.field("ts_ns", pa.int64(), nullable=False), pa.array(ts, pa.int64()))
+    table = table.set_column(
+        table.schema.get_field_index("dur_ns"),
+        pa.field("dur_ns", pa.int64(), nullable=False),
+        pa.array(dur, pa.int64()),
+    )
+    table = table.set_column(
+        table.schema.get_field_index("ts_ns"), pa.field("ts_ns", pa.int64(), nullable=False), pa.array(ts, pa.int64())
+    )
     meta = dict(table.schema.metadata or {})
     meta[b"stepscope.header"] = b"{not json"  # a damaged header loses only the rank and device facts
     pq.write_table(table.replace_schema_metadata(meta), path)
@@ -71,7 +77,12 @@ def test_a_damaged_parquet_cache(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_a_library_error_spanning_lines_is_one_line() -> None:
-    exc = TraceFormatError("not a readable Parquet file (Couldn't deserialize thrift: Invalid data\nDeserializing page header failed.\n)",
-                           path="x.parquet", fix="re-create it with\n`stepscope convert`")
-    assert exc.one_line() == ("x.parquet: not a readable Parquet file (Couldn't deserialize thrift: Invalid data Deserializing page header "
-                              "failed. ) (re-create it with `stepscope convert`)")
+    exc = TraceFormatError(
+        "not a readable Parquet file (Couldn't deserialize thrift: Invalid data\nDeserializing page header failed.\n)",
+        path="x.parquet",
+        fix="re-create it with\n`stepscope convert`",
+    )
+    assert exc.one_line() == (
+        "x.parquet: not a readable Parquet file (Couldn't deserialize thrift: Invalid data Deserializing page header "
+        "failed. ) (re-create it with `stepscope convert`)"
+    )

@@ -28,13 +28,17 @@ def _mutants() -> list[tuple[str, bytes]]:
     out.append(("nul", b"\0" * 1000))
     out.append(("list-of-numbers", b"[1, 2, 3]"))
     out.append(("events-not-objects", b'{"traceEvents": [1, "x", null, {"ph": "X", "ts": 1, "dur": 2}]}'))
-    out.append(("bad-utf8-name", b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "\xff\xfe", "ts": 1, "dur": 2}]}'))
+    out.append(
+        ("bad-utf8-name", b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "\xff\xfe", "ts": 1, "dur": 2}]}')
+    )
     return out
 
 
 @pytest.mark.parametrize("portable", [False, True])
 @pytest.mark.parametrize("name,data", _mutants(), ids=[m[0] for m in _mutants()])
-def test_mangled_input_is_handled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, portable: bool, name: str, data: bytes) -> None:
+def test_mangled_input_is_handled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, portable: bool, name: str, data: bytes
+) -> None:
     from stepscope.trace import kineto
 
     if portable:

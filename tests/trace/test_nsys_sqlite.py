@@ -36,27 +36,53 @@ def _export(path: Path, processes: list[tuple[int, int]]) -> None:
     range PyTorch's emit_nvtx would write around the first launch."""
     con = sqlite3.connect(path)
     con.executescript(SCHEMA)
-    con.executemany("INSERT INTO StringIds VALUES (?, ?)",
-                    [(1, GEMM), (2, ELEMENTWISE), (3, "cudaLaunchKernel_v7000"), (4, "cudaMemcpyAsync_v3020"), (5, "step")])
+    con.executemany(
+        "INSERT INTO StringIds VALUES (?, ?)",
+        [(1, GEMM), (2, ELEMENTWISE), (3, "cudaLaunchKernel_v7000"), (4, "cudaMemcpyAsync_v3020"), (5, "step")],
+    )
     for pid, dev in processes:
         g, t = _gid(pid), _gid(pid, pid + 1)
         corr = pid * 100  # correlation ids are per process
-        con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, ?, 0)",
-                        [(0, 10_000, None, t, 5), (10_000, 20_000, "step", t, None),
-                         (900, 1_600, "aten::mm, seq = 7, op_id = 3", t, None), (50, None, "a mark", t, None)])
-        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0)",
-                        [(1_000, 1_500, t, corr + 1, 3), (2_000, 2_500, t, corr + 2, 3), (3_000, 3_300, t, corr + 3, 4),
-                         (11_000, 11_500, t, corr + 4, 3)])
-        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
-                        [(2_000, 6_000, dev, 7, corr + 1, g, 1, 1), (5_000, 7_000, dev, 8, corr + 2, g, 2, 2),
-                         (12_000, 15_000, dev, 7, corr + 4, g, 1, 1)])
-        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (7500, 8500, ?, 1, 7, ?, ?, 1048576, 1, 1, 3)", (dev, corr + 3, g))
-    con.executemany("INSERT INTO TARGET_INFO_GPU VALUES (?, 'NVIDIA H100 80GB HBM3', 85899345920, 132, 9, 0)", [(0,), (1,)])
+        con.executemany(
+            "INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, ?, 0)",
+            [
+                (0, 10_000, None, t, 5),
+                (10_000, 20_000, "step", t, None),
+                (900, 1_600, "aten::mm, seq = 7, op_id = 3", t, None),
+                (50, None, "a mark", t, None),
+            ],
+        )
+        con.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0)",
+            [
+                (1_000, 1_500, t, corr + 1, 3),
+                (2_000, 2_500, t, corr + 2, 3),
+                (3_000, 3_300, t, corr + 3, 4),
+                (11_000, 11_500, t, corr + 4, 3),
+            ],
+        )
+        con.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
+            [
+                (2_000, 6_000, dev, 7, corr + 1, g, 1, 1),
+                (5_000, 7_000, dev, 8, corr + 2, g, 2, 2),
+                (12_000, 15_000, dev, 7, corr + 4, g, 1, 1),
+            ],
+        )
+        con.execute(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (7500, 8500, ?, 1, 7, ?, ?, 1048576, 1, 1, 3)",
+            (dev, corr + 3, g),
+        )
+    con.executemany(
+        "INSERT INTO TARGET_INFO_GPU VALUES (?, 'NVIDIA H100 80GB HBM3', 85899345920, 132, 9, 0)", [(0,), (1,)]
+    )
     con.commit()
     con.close()
 
 
-def _one_thread_export(path: Path, ranges: list[tuple[int, int, str]], calls: list[tuple[int, int]], kernels: list[tuple[int, int, int]]) -> None:
+def _one_thread_export(
+    path: Path, ranges: list[tuple[int, int, str]], calls: list[tuple[int, int]], kernels: list[tuple[int, int, int]]
+) -> None:
     """An export of one thread of process 7 on an H100: NVTX ``ranges`` (start, end, text),
     ``cudaLaunchKernel`` calls (start, correlation id; 100 ns long) and GEMM ``kernels`` (start,
     end, correlation id) on stream 7."""
@@ -64,9 +90,17 @@ def _one_thread_export(path: Path, ranges: list[tuple[int, int, str]], calls: li
     con.executescript(SCHEMA)
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, GEMM), (3, "cudaLaunchKernel_v7000")])
     t, g = _gid(7, 8), _gid(7)
-    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)", [(a, b, x, t) for a, b, x in ranges])
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 3, 0)", [(a, a + 100, t, c) for a, c in calls])
-    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, 7, ?, ?, 1, 1)", [(a, b, c, g) for a, b, c in kernels])
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, ?, ?, NULL, NULL, 0)",
+        [(a, b, x, t) for a, b, x in ranges],
+    )
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 3, 0)", [(a, a + 100, t, c) for a, c in calls]
+    )
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, 7, ?, ?, 1, 1)",
+        [(a, b, c, g) for a, b, c in kernels],
+    )
     con.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H100 80GB HBM3', 85899345920, 132, 9, 0)")
     con.commit()
     con.close()
@@ -124,7 +158,10 @@ def test_several_processes_are_ranks_by_device(tmp_path: Path) -> None:
     assert any("several GPU processes or devices" in w for w in trace.warnings)
     r = _analyze([db], tmp_path, "--step-marker", "step")
     assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
-    assert [rk["device"].endswith(f"(device {d} of all_ranks.sqlite)") for d, rk in enumerate(r["ranks"])] == [True, True]
+    assert [rk["device"].endswith(f"(device {d} of all_ranks.sqlite)") for d, rk in enumerate(r["ranks"])] == [
+        True,
+        True,
+    ]
     assert sum("several GPU processes or devices" in w for w in r["warnings"]) == 1
 
 
@@ -132,11 +169,22 @@ def test_several_processes_are_ranks_by_device(tmp_path: Path) -> None:
 def test_real_exports_match_sql(path: Path, tmp_path: Path) -> None:
     """Row counts and kernel time read independently with SQL; the parts sum to the step exactly."""
     con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    count = {t: con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in
-             ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME")}
+    count = {
+        t: con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+        for t in (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+        )
+    }
     kernel_ns = con.execute("SELECT SUM(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     has_nvtx = con.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone()[0]
-    ranges = con.execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NOT NULL").fetchone()[0] if has_nvtx else 0
+    ranges = (
+        con.execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NOT NULL").fetchone()[0]
+        if has_nvtx
+        else 0
+    )
     con.close()
     ev = stepscope.load(path).events
     kinds = ev["kind"].to_pylist()
@@ -220,19 +268,34 @@ def test_nccl_kernels_of_two_processes_match_in_the_cluster_view(tmp_path: Path)
     db = tmp_path / "nccl.sqlite"
     con = sqlite3.connect(db)
     con.executescript(SCHEMA)
-    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
-                                                            (2, GEMM), (3, "cudaLaunchKernel_v7000")])
+    con.executemany(
+        "INSERT INTO StringIds VALUES (?, ?)",
+        [
+            (1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            (2, GEMM),
+            (3, "cudaLaunchKernel_v7000"),
+        ],
+    )
     for pid, dev, late in ((100, 0, 0), (200, 1, 3_000)):
         t, g = _gid(pid, pid + 1), _gid(pid)
         for step in range(3):
             base, extra = step * 100_000, late if step == 1 else 0
             c = 10 * step
-            con.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, 'step', ?, NULL, NULL, 0)", (base, base + 100_000, t))
-            con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 3, 0)",
-                            [(base + 1_000, base + 1_500, t, c + 1), (base + 2_000, base + 2_500, t, c + 2)])
-            con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
-                            [(base + 2_000, base + 40_000 + extra, dev, 7, c + 1, g, 2, 2),
-                             (base + 40_000 + extra, base + 63_000, dev, 20, c + 2, g, 1, 1)])
+            con.execute(
+                "INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, NULL, NULL, NULL, 'step', ?, NULL, NULL, 0)",
+                (base, base + 100_000, t),
+            )
+            con.executemany(
+                "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, 3, 0)",
+                [(base + 1_000, base + 1_500, t, c + 1), (base + 2_000, base + 2_500, t, c + 2)],
+            )
+            con.executemany(
+                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
+                [
+                    (base + 2_000, base + 40_000 + extra, dev, 7, c + 1, g, 2, 2),
+                    (base + 40_000 + extra, base + 63_000, dev, 20, c + 2, g, 1, 1),
+                ],
+            )
     con.commit()
     con.close()
     cl = _analyze([db], tmp_path, "--step-marker", "step")["cluster"]
@@ -250,12 +313,18 @@ def test_one_process_on_two_devices_is_two_ranks(tmp_path: Path) -> None:
     db = tmp_path / "jax_like.sqlite"
     _export(db, [(4242, 0)])
     con = sqlite3.connect(db)
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT start, end, 1, contextId, streamId, correlationId + 50, "
-                "globalPid, demangledName, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL")
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY SELECT start, end, 1, contextId, streamId, correlationId + 50, "
-                "globalPid, bytes, copyKind, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY")
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start + 1, end, eventClass, globalTid, correlationId + 50, "
-                "nameId, returnValue FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT start, end, 1, contextId, streamId, correlationId + 50, "
+        "globalPid, demangledName, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL"
+    )
+    con.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY SELECT start, end, 1, contextId, streamId, correlationId + 50, "
+        "globalPid, bytes, copyKind, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+    )
+    con.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start + 1, end, eventClass, globalTid, correlationId + 50, "
+        "nameId, returnValue FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+    )
     con.commit()
     con.close()
     trace = stepscope.load(db)
@@ -292,16 +361,27 @@ def test_emit_nvtx_ops_link_their_kernels_and_give_flops(tmp_path: Path) -> None
     2 x 64 x 128 x 256 = 4,194,304; the kernel's name says bf16, so 2 B per element: (256 + 64 x 128 +
     128 x 256 + 64 x 256 output) x 2 = 115,200 B. Sequence numbers come from "seq = N"."""
     db = tmp_path / "emit.sqlite"
-    ranges = [(0, 10_000, "step"),
-              (1_000, 9_000, "aten::linear, seq = 10, op_id = 1, sizes = [[64, 128], [256, 128], [256]], input_op_ids = [(0, 0)]"),
-              (1_100, 1_200, "aten::t, seq = 11, op_id = 2, sizes = [[256, 128]]"),
-              (1_300, 8_000, "aten::addmm, seq = 12, op_id = 3, sizes = [[256], [64, 128], [128, 256], [], []]"),
-              (1_400, 1_500, "aten::empty, op_id = 4, sizes = [[], [], [], [], [], []]")]
+    ranges = [
+        (0, 10_000, "step"),
+        (
+            1_000,
+            9_000,
+            "aten::linear, seq = 10, op_id = 1, sizes = [[64, 128], [256, 128], [256]], input_op_ids = [(0, 0)]",
+        ),
+        (1_100, 1_200, "aten::t, seq = 11, op_id = 2, sizes = [[256, 128]]"),
+        (1_300, 8_000, "aten::addmm, seq = 12, op_id = 3, sizes = [[256], [64, 128], [128, 256], [], []]"),
+        (1_400, 1_500, "aten::empty, op_id = 4, sizes = [[], [], [], [], [], []]"),
+    ]
     _one_thread_export(db, ranges, [(2_000, 1)], [(3_000, 7_000, 1)])
     ev = {e["name"]: e for e in stepscope.load(db).events.to_pylist() if e["kind"] in ("cpu_op", "kernel")}
     assert ev[GEMM]["external_id"] == ev["aten::addmm"]["external_id"] >= 0
     assert len({ev[k]["external_id"] for k in ("aten::linear", "aten::t", "aten::addmm", "aten::empty")}) == 4
-    assert [ev[k]["sequence_number"] for k in ("aten::linear", "aten::t", "aten::addmm", "aten::empty")] == [10, 11, 12, -1]
+    assert [ev[k]["sequence_number"] for k in ("aten::linear", "aten::t", "aten::addmm", "aten::empty")] == [
+        10,
+        11,
+        12,
+        -1,
+    ]
     assert ev["aten::addmm"]["input_dims"] == "[[256], [64, 128], [128, 256], [], []]"
     rank = _analyze([db], tmp_path, "--step-marker", "step")["ranks"][0]
     addmm = next(r for r in rank["roofline"] if r["name"] == "aten::addmm")
@@ -340,10 +420,10 @@ def test_innermost_op_at_ties_by_hand() -> None:
     G, A and B open at the same instant, A and C close at the same instant. Calls at 0 and 25 are
     B's, at 55 A's (B has closed, A is open), at 70 C's, at 100 and 150 G's (A and C have closed),
     at 210 nobody's; each kernel takes its call's op, by correlation id."""
+    import numpy as np
+
     from stepscope.trace.nsys_ops import link_ops
     from stepscope.trace.schema import KIND_CODE as K
-
-    import numpy as np
 
     op, rt, kn = K["cpu_op"], K["runtime"], K["kernel"]
     rows = [(op, 0, 200, -1), (op, 0, 100, -1), (op, 0, 50, -1), (op, 60, 40, -1)]  # G, A, B, C: rows 0-3
@@ -364,13 +444,17 @@ def test_emit_nvtx_phases_forward_backward_recompute(tmp_path: Path) -> None:
     aten::mm (no seq) that launches a 2 us kernel, and a forward aten::mm (seq 9) run again inside it
     (activation checkpointing), launching a 3 us kernel. Forward 1 us, backward 2, recompute 3."""
     db = tmp_path / "phases.sqlite"
-    ranges = [(0, 20_000, "step"),
-              (1_000, 2_000, "aten::mm, seq = 5, op_id = 1, sizes = [[4, 8], [8, 16]]"),
-              (5_000, 15_000, "autograd::engine::evaluate_function: MmBackward0, seq = 5, op_id = 2"),
-              (5_100, 14_900, "MmBackward0, seq = 5, op_id = 3"),
-              (5_200, 6_000, "aten::mm, op_id = 4, sizes = [[16, 4], [4, 8]]"),
-              (7_000, 8_000, "aten::mm, seq = 9, op_id = 5, sizes = [[4, 8], [8, 16]]")]
-    _one_thread_export(db, ranges, [(1_500, 1), (5_500, 2), (7_500, 3)], [(2_000, 3_000, 1), (6_000, 8_000, 2), (9_000, 12_000, 3)])
+    ranges = [
+        (0, 20_000, "step"),
+        (1_000, 2_000, "aten::mm, seq = 5, op_id = 1, sizes = [[4, 8], [8, 16]]"),
+        (5_000, 15_000, "autograd::engine::evaluate_function: MmBackward0, seq = 5, op_id = 2"),
+        (5_100, 14_900, "MmBackward0, seq = 5, op_id = 3"),
+        (5_200, 6_000, "aten::mm, op_id = 4, sizes = [[16, 4], [4, 8]]"),
+        (7_000, 8_000, "aten::mm, seq = 9, op_id = 5, sizes = [[4, 8], [8, 16]]"),
+    ]
+    _one_thread_export(
+        db, ranges, [(1_500, 1), (5_500, 2), (7_500, 3)], [(2_000, 3_000, 1), (6_000, 8_000, 2), (9_000, 12_000, 3)]
+    )
     step = _analyze([db], tmp_path, "--step-marker", "step")["ranks"][0]["steps"][0]
     assert step["phase_ns"] == {"forward": 1_000, "backward": 2_000, "recompute": 3_000, "optimizer": 0}
     assert step["recompute_ops"] == 1 and step["step_time_ns"] == 10_000
@@ -413,6 +497,12 @@ def test_two_nodes_exports_number_on(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     r = _analyze(files, out, "--step-marker", "step", "--workers", "2")
-    assert [(rk["rank"], Path(rk["path"]).name) for rk in r["ranks"]] == [(0, "node0.sqlite"), (1, "node0.sqlite"),
-                                                                           (2, "node1.sqlite"), (3, "node1.sqlite")]
-    assert sum("several GPU processes" in w for w in r["warnings"]) == 2 and not any("already taken" in w for w in r["warnings"])
+    assert [(rk["rank"], Path(rk["path"]).name) for rk in r["ranks"]] == [
+        (0, "node0.sqlite"),
+        (1, "node0.sqlite"),
+        (2, "node1.sqlite"),
+        (3, "node1.sqlite"),
+    ]
+    assert sum("several GPU processes" in w for w in r["warnings"]) == 2 and not any(
+        "already taken" in w for w in r["warnings"]
+    )

@@ -65,7 +65,7 @@ def test_truncated_file_recovers_complete_events(tmp_path: Path, gz: bool) -> No
     cut = len(text) * 2 // 3
     # expected: events that end before the cut, counted with the stdlib on the prefix
     prefix = text[:cut].decode()
-    body = prefix[prefix.index("\"traceEvents\": [") + len("\"traceEvents\": [") :]
+    body = prefix[prefix.index('"traceEvents": [') + len('"traceEvents": [') :]
     expected, pos, dec = 0, 0, json.JSONDecoder()
     while True:  # stdlib raw_decode, one event at a time, until the cut
         while pos < len(body) and body[pos] in " \n,":
@@ -101,10 +101,15 @@ def test_truncated_file_recovers_complete_events(tmp_path: Path, gz: bool) -> No
         (b'{"foo": 1}', "no 'traceEvents'"),
         (b"\x1f\x8b\x08\x00garbage", "gzip"),
         (b'{"traceEvents": []}', "no events to analyze (the event list is empty)"),  # was an empty report, exit 0
-        (b'{"traceEvents": [{"ph": "X", "name": "k", "ts": "soon", "dur": 1}]}', "none of its 1 entries is a usable trace event"),
+        (
+            b'{"traceEvents": [{"ph": "X", "name": "k", "ts": "soon", "dur": 1}]}',
+            "none of its 1 entries is a usable trace event",
+        ),
     ],
 )
-def test_bad_input_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, msg: str) -> None:
+def test_bad_input_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, msg: str
+) -> None:
     p = tmp_path / "bad.json"
     p.write_bytes(content)
     assert main(["analyze", str(p), "-q"]) == 2
@@ -163,10 +168,36 @@ def test_parquet_convert_roundtrip_and_cache(tmp_path: Path) -> None:
 def test_old_schema_string_tids_and_operator_category(tmp_path: Path) -> None:
     # torch 1.9 layout: integer us, "Operator"/"Kernel"/"Runtime" categories, "external id"
     ev = [
-        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#5", "pid": 9, "tid": "9", "ts": 1000, "dur": 500, "args": {}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": "9", "ts": 1010, "dur": 5, "args": {"correlation": 3, "external id": 2}},
-        {"ph": "X", "cat": "Kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": "stream 7", "ts": 1100, "dur": 40,
-         "args": {"device": 0, "stream": 7, "correlation": 3, "external id": 2}},
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "ProfilerStep#5",
+            "pid": 9,
+            "tid": "9",
+            "ts": 1000,
+            "dur": 500,
+            "args": {},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 9,
+            "tid": "9",
+            "ts": 1010,
+            "dur": 5,
+            "args": {"correlation": 3, "external id": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "volta_sgemm_128x64_nn",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1100,
+            "dur": 40,
+            "args": {"device": 0, "stream": 7, "correlation": 3, "external id": 2},
+        },
     ]
     p = synth.write(tmp_path / "old.json", ev)
     t = stepscope.load(p)
@@ -203,8 +234,9 @@ def test_collective_side_args_survive_parquet(tmp_path: Path) -> None:
     assert back.comm_args is not None and back.comm_args.to_pylist() == fr.comm_args.to_pylist()
 
 
-def test_events_without_usable_time_are_dropped_counted_and_side_rows_renumbered(tmp_path: Path,
-                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_events_without_usable_time_are_dropped_counted_and_side_rows_renumbered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """One kernel whose ts is not a number used to stay in the table at ts -1 and stretch the
     whole-trace window to decades (1.7e9 ms here). Untimed events and complete events without a
     usable duration are dropped and counted; the collective after them keeps its side args."""
@@ -216,8 +248,13 @@ def test_events_without_usable_time_are_dropped_counted_and_side_rows_renumbered
         {**k, "name": "no_ts", "dur": 300},
         {**k, "name": "bad_dur", "ts": t0 + 100, "dur": "x"},
         {**k, "name": "negative_dur", "ts": t0 + 100, "dur": -50},
-        {**k, "name": "ncclDevKernel_AllReduce", "ts": t0 + 400, "dur": 300,
-         "args": {"device": 0, "stream": 7, "Collective name": "allreduce", "Process Group Ranks": "[0, 1]"}},
+        {
+            **k,
+            "name": "ncclDevKernel_AllReduce",
+            "ts": t0 + 400,
+            "dur": 300,
+            "args": {"device": 0, "stream": 7, "Collective name": "allreduce", "Process Group Ranks": "[0, 1]"},
+        },
     ]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
@@ -240,11 +277,22 @@ def test_a_corrupt_event_costs_only_itself(tmp_path: Path, block: int, cut: bool
     file: no cut decoded, so nothing was kept. Now only that event is dropped and counted, in
     small blocks (the streaming window) and large, with the array closed (trailer read) or cut."""
     names = [f"k{i}" for i in range(40)]
-    events = [{"ph": "X", "cat": "kernel", "name": n, "ts": 1000 + 10 * i, "dur": 5, "pid": 0, "tid": 7,
-               "args": {"device": 0, "stream": 7, "note": "}, {"}} for i, n in enumerate(names)]  # a boundary inside a string
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": n,
+            "ts": 1000 + 10 * i,
+            "dur": 5,
+            "pid": 0,
+            "tid": 7,
+            "args": {"device": 0, "stream": 7, "note": "}, {"},
+        }
+        for i, n in enumerate(names)
+    ]  # a boundary inside a string
     text = json.dumps({"traceEvents": events, "traceName": "mine"}, indent=None)
     bad = text.index('"ts": 1170')  # event k17
-    text = text[:bad] + '"ts": 11Q0' + text[bad + len('"ts": 1170'):]
+    text = text[:bad] + '"ts": 11Q0' + text[bad + len('"ts": 1170') :]
     if cut:
         text = text[: text.index('"name": "k39"')]  # killed while writing the last event
     path = tmp_path / "t.json"
@@ -287,10 +335,15 @@ def test_a_directory_skips_the_critical_path_trace_stepscope_wrote_into_it(tmp_p
     assert main(["analyze", str(run), "-q", "--json", str(tmp_path / "r.json")]) == 0
     report = json.loads((tmp_path / "r.json").read_text())
     assert [r["rank"] for r in report["ranks"]] == [0]
-    assert f"{run / 'cp.json'}: a trace stepscope wrote (--critical-path-trace), not a rank's; skipped" in report["warnings"]
+    assert (
+        f"{run / 'cp.json'}: a trace stepscope wrote (--critical-path-trace), not a rank's; skipped"
+        in report["warnings"]
+    )
 
 
-def test_the_c_scanner_skips_a_corrupt_event_itself(tmp_path: Path, reader_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_c_scanner_skips_a_corrupt_event_itself(
+    tmp_path: Path, reader_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A corrupt event mid-file is skipped by the C scanner at the next boundary, not by sending
     the whole file to the portable reader (for 520 MB: 3.1 s instead of 28.9 s)."""
     if reader_path == "portable":
@@ -301,9 +354,14 @@ def test_the_c_scanner_skips_a_corrupt_event_itself(tmp_path: Path, reader_path:
         raise AssertionError("fell back to the portable reader")
 
     monkeypatch.setattr(kineto, "read_portable", no_fallback)
-    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": 1000 + 10 * i, "dur": 5, "pid": 0, "tid": 7} for i in range(6)]
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": 1000 + 10 * i, "dur": 5, "pid": 0, "tid": 7}
+        for i in range(6)
+    ]
     text = json.dumps({"traceEvents": events}).replace('"ts": 1020', '"ts": 10Q0')
     path = tmp_path / "t.json"
     path.write_text(text, encoding="utf-8")
     fr = read_kineto(path)
-    assert fr.table["name"].to_pylist() == ["k0", "k1", "k3", "k4", "k5"] and fr.skipped_events == 1 and not fr.truncated
+    assert (
+        fr.table["name"].to_pylist() == ["k0", "k1", "k3", "k4", "k5"] and fr.skipped_events == 1 and not fr.truncated
+    )

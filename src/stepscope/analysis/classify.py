@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from ..trace.schema import KIND_CODE as KIND
 import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
 
 from ..errors import ConfigError, refuse_unknown_keys
-from .dictcol import per_value
+from ..trace.dictcol import per_value
+from ..trace.schema import KIND_CODE as KIND
 
 COMM_PREFIX = "comm:"
 MEMORY_CATEGORIES = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memcpy_p2p", "memcpy_other", "memset")
@@ -69,27 +68,40 @@ def _parse(doc: Any, where: str) -> dict[str, Any]:
         if name is None or doc.get(key) is None:
             if name is None and doc.get(key) is not None and key != "version":
                 if not isinstance(doc[key], str):  # a list or a number became the regex of its repr
-                    raise ConfigError(f"{key} must be one regular expression (a string), not {type(doc[key]).__name__}", path=where,
-                                      fix=f"e.g. {key}: 'my_kernel|other_kernel'")
+                    raise ConfigError(
+                        f"{key} must be one regular expression (a string), not {type(doc[key]).__name__}",
+                        path=where,
+                        fix=f"e.g. {key}: 'my_kernel|other_kernel'",
+                    )
                 _compile(doc[key], where)  # the user's own pattern, named alone if it is bad
             continue
         entries = doc[key]
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get(name), str) and isinstance(e.get("pattern"), str)
-                                                    for e in entries):
-            raise ConfigError(f"{key} must be a list of {{{name}: ..., pattern: ...}} with text values", path=where,
-                              fix=f"e.g. {key}: [{{{name}: ..., pattern: 'my_kernel'}}]")
+        if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get(name), str) and isinstance(e.get("pattern"), str) for e in entries
+        ):
+            raise ConfigError(
+                f"{key} must be a list of {{{name}: ..., pattern: ...}} with text values",
+                path=where,
+                fix=f"e.g. {key}: [{{{name}: ..., pattern: 'my_kernel'}}]",
+            )
     return doc
 
 
 @lru_cache(maxsize=8)
 def load_rules(user_file: str | None = None) -> Rules:
-    base = _parse(yaml.safe_load(resources.files("stepscope.data").joinpath("kernel_rules.yaml").read_text()), "kernel_rules.yaml")
+    base = _parse(
+        yaml.safe_load(resources.files("stepscope.data").joinpath("kernel_rules.yaml").read_text()), "kernel_rules.yaml"
+    )
     user: dict[str, Any] = {}
     if user_file:
         try:
             user = _parse(yaml.safe_load(Path(user_file).read_text()), user_file)
         except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read rules ({exc.__class__.__name__})", path=user_file, fix="pass a YAML file like kernel_rules.yaml") from None
+            raise ConfigError(
+                f"cannot read rules ({exc.__class__.__name__})",
+                path=user_file,
+                fix="pass a YAML file like kernel_rules.yaml",
+            ) from None
     where = user_file or "kernel_rules.yaml"
     cats = [*(user.get("categories") or []), *base["categories"]]
     colls = [*(user.get("collectives") or []), *base["collectives"]]
@@ -175,7 +187,9 @@ def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table
     is_kernel = kind == KIND["kernel"]
     if is_comm.any():
         _, sidx = np.unique(stream, return_inverse=True)
-        comm_share = np.bincount(sidx, weights=(is_comm & is_kernel)) / np.maximum(np.bincount(sidx, weights=is_kernel), 1)
+        comm_share = np.bincount(sidx, weights=(is_comm & is_kernel)) / np.maximum(
+            np.bincount(sidx, weights=is_kernel), 1
+        )
         on_comm_stream = comm_share[sidx] > 0.5
         cat = np.where(on_comm_stream & is_kernel & (cat == "other"), COMM_PREFIX + "other", cat)
     return cat

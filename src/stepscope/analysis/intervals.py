@@ -42,9 +42,7 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((e - s).sum())
 
 
-def mask_lengths(
-    starts: np.ndarray, ends: np.ndarray, set_ids: np.ndarray, n_sets: int
-) -> np.ndarray:
+def mask_lengths(starts: np.ndarray, ends: np.ndarray, set_ids: np.ndarray, n_sets: int) -> np.ndarray:
     """Sweep line: total time spent in each combination of sets.
 
     Returns an array ``L`` of length ``2**n_sets`` where ``L[m]`` is the time during which exactly

@@ -18,26 +18,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..catalog import hardware
+from ..catalog.hardware import Hardware
 from ..errors import ConfigError
 from ..trace.counters import read_counter_ranges
+from ..trace.dictcol import dict_mask
 from ..trace.loader import RankInfo, Trace, assemble, jobs_for, rank_of, read_one, resolve_ranks
-from . import cluster, comm_events, hardware, mfu_diagnosis, phases, roofline, scopes, xla
-from .breakdown import StepAccountant
 from .classify import Rules, load_rules
-from .hardware import Hardware
-from .dictcol import dict_mask
+from .cluster import comm_events
+from .cluster import view as cluster
 from .rankdata import RankData, build
-from .results import Analysis, RankAnalysis, StepBreakdown
-from .roofline import HardwareInfo, Roofline
-from .stats import (
-    collective_totals,
-    launch_stats,
-    step_stats,
-    stream_idle,
-    top_cpu_ops,
-    top_kernels,
-)
-from .steps import StepSpans, assign_device_work, find_steps, marker_candidates
+from .results import Analysis, RankAnalysis
+from .roofline import mfu_diagnosis, phases, roofline, scopes
+from .roofline.roofline import HardwareInfo, Roofline
+from .steps.breakdown import StepAccountant
+from .steps.results import StepBreakdown
+from .steps.stats import collective_totals, launch_stats, step_stats, stream_idle, top_cpu_ops, top_kernels
+from .steps.windows import StepSpans, assign_device_work, find_steps, marker_candidates
+from .xla import summary as xla
 
 
 @dataclass(frozen=True)
@@ -60,8 +58,10 @@ class AnalyzeConfig:
 
     def __post_init__(self) -> None:
         if self.model_flops_per_step is not None and not 0 < self.model_flops_per_step < float("inf"):
-            raise ConfigError(f"model FLOPs per step must be a finite number > 0, not {self.model_flops_per_step}",
-                              fix="e.g. --model-flops 3.2e15")
+            raise ConfigError(
+                f"model FLOPs per step must be a finite number > 0, not {self.model_flops_per_step}",
+                fix="e.g. --model-flops 3.2e15",
+            )
         if self.top_k < 1:
             raise ConfigError("top_k must be >= 1", fix="pass --top 1 or more")
         if not 0 < self.fluctuation_threshold_ratio < 10:
@@ -93,22 +93,34 @@ def analyze(trace: Trace, config: AnalyzeConfig | None = None) -> Analysis:
         trace = _with_hlo(trace, cfg, warnings)
     ranks = []
     for info in trace.ranks:
-        events = trace.events.filter(pc.equal(trace.events["rank"], info.rank)) if len(trace.ranks) > 1 else trace.events
-        ranks.append(analyze_rank(info, build(info.rank, events, rules), cfg, rules, warnings, events, trace.comm_args.get(info.rank)))
-    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(warnings), inputs=tuple(r.path for r in trace.ranks),
-                    cluster=_cluster(tuple(ranks), cfg))
+        events = (
+            trace.events.filter(pc.equal(trace.events["rank"], info.rank)) if len(trace.ranks) > 1 else trace.events
+        )
+        ranks.append(
+            analyze_rank(
+                info, build(info.rank, events, rules), cfg, rules, warnings, events, trace.comm_args.get(info.rank)
+            )
+        )
+    return Analysis(
+        ranks=tuple(ranks),
+        warnings=collapse_rank_warnings(warnings),
+        inputs=tuple(r.path for r in trace.ranks),
+        cluster=_cluster(tuple(ranks), cfg),
+    )
 
 
 def _with_hlo(trace: Trace, cfg: AnalyzeConfig, warnings: list[str]) -> Trace:
     from ..trace.hlo import read_hlo
-    from .xla_join import join_hlo
+    from .xla.join import join_hlo
 
     modules = [m for f in cfg.hlo_files for m in read_hlo(f)]
     events, matched = join_hlo(trace.events, modules)
     if events["op"].null_count == events.num_rows:
         warnings.append("--hlo given but the trace has no XLA ops to join (not a JAX/XLA profile)")
     elif matched < 0.5:
-        warnings.append(f"only {matched:.0%} of the profiled XLA ops name an instruction of the HLO given; is it the same program?")
+        warnings.append(
+            f"only {matched:.0%} of the profiled XLA ops name an instruction of the HLO given; is it the same program?"
+        )
     return dataclasses.replace(trace, events=events)
 
 
@@ -142,7 +154,9 @@ def collapse_rank_warnings(warnings: list[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
-_Job = tuple[str, bool, str | None, AnalyzeConfig, tuple[int, int, int] | None]  # the last: an nsys (pid, device, ordinal)
+_Job = tuple[
+    str, bool, str | None, AnalyzeConfig, tuple[int, int, int] | None
+]  # the last: an nsys (pid, device, ordinal)
 
 
 def _read_and_analyze(job: _Job) -> list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]:
@@ -193,10 +207,15 @@ def _remote(job: _Job) -> list[tuple[RankAnalysis, tuple[int | None, str], list[
         with fsspec.open(path, "rb") as src, open(local, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 22)
         outs = _read_and_analyze((local, *job[1:]))
-    return [(dataclasses.replace(ra, path=path), found, [w.replace(local, path) for w in warnings]) for ra, found, warnings in outs]
+    return [
+        (dataclasses.replace(ra, path=path), found, [w.replace(local, path) for w in warnings])
+        for ra, found, warnings in outs
+    ]
 
 
-def _run_on_dask(address: str, jobs: list[_Job], progress: Callable[[str], None] | None) -> list[list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]]:
+def _run_on_dask(
+    address: str, jobs: list[_Job], progress: Callable[[str], None] | None
+) -> list[list[tuple[RankAnalysis, tuple[int | None, str], list[str]]]]:
     """One task per rank file on an existing Dask cluster (scheduler address or scheduler file);
     only the per-rank results travel back."""
     try:
@@ -207,7 +226,11 @@ def _run_on_dask(address: str, jobs: list[_Job], progress: Callable[[str], None]
     try:
         client = Client(timeout="20s", **kw)  # type: ignore[arg-type]
     except (OSError, TimeoutError) as exc:
-        raise ConfigError(f"cannot reach the Dask scheduler ({exc.__class__.__name__})", path=address, fix="check the address (tcp://host:8786) or scheduler file") from None
+        raise ConfigError(
+            f"cannot reach the Dask scheduler ({exc.__class__.__name__})",
+            path=address,
+            fix="check the address (tcp://host:8786) or scheduler file",
+        ) from None
     try:
         futures = client.map(_read_and_analyze, jobs, pure=False)
         index = {f.key: k for k, f in enumerate(futures)}
@@ -270,12 +293,18 @@ def analyze_files(
         for j, (ra, _, w) in enumerate(parts):
             rank = new_rank[(i, j)]
             warnings.extend(_renumbered(w, ra.rank, rank))
-            device = f"{ra.device or ''} (device {ra.rank} of {Path(ra.path).name})".strip() if len(parts) > 1 else ra.device
+            device = (
+                f"{ra.device or ''} (device {ra.rank} of {Path(ra.path).name})".strip() if len(parts) > 1 else ra.device
+            )
             ranks.append(dataclasses.replace(ra, rank=rank, device=device))
     ranks.sort(key=lambda r: r.rank)
     # the parts of one export repeat its file-level warnings: once each
-    return Analysis(ranks=tuple(ranks), warnings=collapse_rank_warnings(list(dict.fromkeys(warnings))), inputs=tuple(r.path for r in ranks),
-                    cluster=_cluster(tuple(ranks), cfg))
+    return Analysis(
+        ranks=tuple(ranks),
+        warnings=collapse_rank_warnings(list(dict.fromkeys(warnings))),
+        inputs=tuple(r.path for r in ranks),
+        cluster=_cluster(tuple(ranks), cfg),
+    )
 
 
 def _cluster(ranks: tuple[RankAnalysis, ...], cfg: AnalyzeConfig) -> object | None:
@@ -291,13 +320,24 @@ def _cluster(ranks: tuple[RankAnalysis, ...], cfg: AnalyzeConfig) -> object | No
             per_node = per_node or hw.node_devices
         except ConfigError:
             pass
-    return cluster.build(ranks, threshold=cfg.straggler_threshold, gpus_per_node=per_node or 8, peak_intra_gbps=intra, peak_inter_gbps=inter,
-                         measured_intra_busbw=measured)
+    return cluster.build(
+        ranks,
+        threshold=cfg.straggler_threshold,
+        gpus_per_node=per_node or 8,
+        peak_intra_gbps=intra,
+        peak_inter_gbps=inter,
+        measured_intra_busbw=measured,
+    )
 
 
 def _roofline(
-    info: RankInfo, rd: RankData, events: pa.Table, dev_step: np.ndarray, steps: tuple[StepBreakdown, ...],
-    cfg: AnalyzeConfig, warnings: list[str],
+    info: RankInfo,
+    rd: RankData,
+    events: pa.Table,
+    dev_step: np.ndarray,
+    steps: tuple[StepBreakdown, ...],
+    cfg: AnalyzeConfig,
+    warnings: list[str],
 ) -> tuple[Roofline, np.ndarray]:
     if cfg.hardware:
         hw: Hardware | None = hardware.by_name(cfg.hardware, cfg.hardware_file)
@@ -308,15 +348,42 @@ def _roofline(
             hw = hardware.detect_from_properties(info.device_properties[0], cfg.hardware_file)
         source = "trace"
         if hw is None and rd.dev.size:
-            what = f"device {info.device_name!r} is not in the hardware catalog" if info.device_name else "the trace names no device"
-            warnings.append(f"rank {info.rank}: {what}; roofline and MFU need --hardware NAME (or --hardware-file for your own device)")
+            what = (
+                f"device {info.device_name!r} is not in the hardware catalog"
+                if info.device_name
+                else "the trace names no device"
+            )
+            warnings.append(
+                f"rank {info.rank}: {what}; roofline and MFU need --hardware NAME (or --hardware-file for your own device)"
+            )
     reported = next((m for p in info.device_properties if (m := hardware.reported_memory_bytes(p))), None)
-    hw_info = (HardwareInfo(hw.name, hw.peak_flops(cfg.mfu_dtype) / 1e12, hw.hbm_gbps, hw.source, source,
-                            float(reported) if reported else hw.capacity_bytes) if hw else None)
+    hw_info = (
+        HardwareInfo(
+            hw.name,
+            hw.peak_flops(cfg.mfu_dtype) / 1e12,
+            hw.hbm_gbps,
+            hw.source,
+            source,
+            float(reported) if reported else hw.capacity_bytes,
+        )
+        if hw
+        else None
+    )
     d = rd.dev
     roof, kernel_flops = roofline.compute(
-        events, dev_step, d.kind, d.external_id, d.end - d.ts, d.category, d.names, d.name_idx, steps, hw_info, hw,
-        model_flops_per_step=cfg.model_flops_per_step, mfu_dtype=cfg.mfu_dtype,
+        events,
+        dev_step,
+        d.kind,
+        d.external_id,
+        d.end - d.ts,
+        d.category,
+        d.names,
+        d.name_idx,
+        steps,
+        hw_info,
+        hw,
+        model_flops_per_step=cfg.model_flops_per_step,
+        mfu_dtype=cfg.mfu_dtype,
     )
     if dict_mask(events["kind"], lambda k: k == "counter_range").any() and not info.path.endswith(".parquet"):
         roof = dataclasses.replace(roof, measured=roofline.measured_groups(read_counter_ranges(info.path), hw))
@@ -324,7 +391,12 @@ def _roofline(
 
 
 def analyze_rank(
-    info: RankInfo, rd: RankData, cfg: AnalyzeConfig, rules: Rules, warnings: list[str], events: pa.Table,
+    info: RankInfo,
+    rd: RankData,
+    cfg: AnalyzeConfig,
+    rules: Rules,
+    warnings: list[str],
+    events: pa.Table,
     comm_args: pa.Table | None = None,
 ) -> RankAnalysis:
     spans = find_steps(rd, cfg.step_marker)
@@ -368,7 +440,18 @@ def analyze_rank(
         mfu_diagnosis=mfu_diagnosis.diagnose(steps, step_phases, roof),
         scopes=scopes.compute(events, rd, dev_step, kernel_flops, peak),
         extras=extras,
-        comm_events=comm_events.extract(rd, events, dev_step, (spans.cpu_start, spans.cpu_end), rules,
-                                        (np.array([s.window_start_ns for s in steps], np.int64), np.array([s.window_end_ns for s in steps], np.int64)),
-                                        acct.dl_mask, (acct.gaps(0), acct.gaps(1), acct.gaps(3)), comm_args),
+        comm_events=comm_events.extract(
+            rd,
+            events,
+            dev_step,
+            (spans.cpu_start, spans.cpu_end),
+            rules,
+            (
+                np.array([s.window_start_ns for s in steps], np.int64),
+                np.array([s.window_end_ns for s in steps], np.int64),
+            ),
+            acct.dl_mask,
+            (acct.gaps(0), acct.gaps(1), acct.gaps(3)),
+            comm_args,
+        ),
     )

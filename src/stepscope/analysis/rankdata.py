@@ -9,17 +9,19 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-
-from ..trace.schema import KIND_CODE as KIND
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..trace.dictcol import DictColumn, per_value
+from ..trace.schema import KIND_CODE as KIND
 from .classify import Rules, classify_device_events, group_of
-from .dictcol import DictColumn, per_value
 
 HOST_KINDS = ("cpu_op", "user_annotation", "runtime")
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
-_SYNC_RUNTIME = re.compile(r"(cuda|hip)(Stream|Device|Event|Ctx)Synchronize|^(cuda|hip)Memcpy$|^(cuda|hip)MemcpyWithStream$|aclrtSynchronize", re.I)
+_SYNC_RUNTIME = re.compile(
+    r"(cuda|hip)(Stream|Device|Event|Ctx)Synchronize|^(cuda|hip)Memcpy$|^(cuda|hip)MemcpyWithStream$|aclrtSynchronize",
+    re.I,
+)
 _SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense)$")
 
 
@@ -102,7 +104,7 @@ def _kind_np(t: pa.Table) -> np.ndarray:
 def xla_categories(x: XlaArrays, names: pa.ChunkedArray, category: np.ndarray) -> np.ndarray:
     """Rows with an HLO op get their category from the XLA rules, once per distinct
     (op class, op, name, scope); the instruction number (".N") does not change the category."""
-    from .xla_ops import category as xla_category
+    from .xla.ops import category as xla_category
 
     has_op = x.op.valid
     if not has_op.any():
@@ -112,7 +114,10 @@ def xla_categories(x: XlaArrays, names: pa.ChunkedArray, category: np.ndarray) -
     cols = [c.codes[has_op] for c in (x.op_class, op_s, name_s, x.scope)]
     _, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
     rows = np.flatnonzero(has_op)[first]
-    lut = np.array([xla_category(*args) for args in zip(*(c.rows(rows) for c in (x.op_class, op_s, name_s, x.scope)))], dtype=object)
+    lut = np.array(
+        [xla_category(*args) for args in zip(*(c.rows(rows) for c in (x.op_class, op_s, name_s, x.scope)))],
+        dtype=object,
+    )
     out = category.copy()
     out[has_op] = lut[inv.ravel()]
     return out
@@ -167,9 +172,14 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     category = classify_device_events(dev_t, dkind, comm_t, rules)
     xla = None
     if has_xla:
-        xla = XlaArrays(op=DictColumn.of(dev_t["op"]), module=DictColumn.of(dev_t["module"]), scope=DictColumn.of(dev_t["scope"]),
-                        op_class=DictColumn.of(dev_t["op_class"]), flops=dev_t["flops"].to_numpy(),
-                        bytes_accessed=dev_t["bytes_accessed"].to_numpy())
+        xla = XlaArrays(
+            op=DictColumn.of(dev_t["op"]),
+            module=DictColumn.of(dev_t["module"]),
+            scope=DictColumn.of(dev_t["scope"]),
+            op_class=DictColumn.of(dev_t["op_class"]),
+            flops=dev_t["flops"].to_numpy(),
+            bytes_accessed=dev_t["bytes_accessed"].to_numpy(),
+        )
         category = xla_categories(xla, dev_t["name"], category)
     didx, dnames = _names(dev_t["name"])
     dts = dev_t["ts_ns"].to_numpy()

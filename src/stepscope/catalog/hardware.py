@@ -111,7 +111,9 @@ _DEVICE_KEYS = sorted(f.name for f in fields(Hardware))
 
 def _parse(doc: Any, where: str) -> list[Hardware]:
     if not isinstance(doc, dict) or not isinstance(doc.get("devices"), list):
-        raise ConfigError("hardware file needs a 'devices' list", path=where, fix="see src/stepscope/data/hardware.yaml")
+        raise ConfigError(
+            "hardware file needs a 'devices' list", path=where, fix="see src/stepscope/data/hardware.yaml"
+        )
     out = []
     for d in doc["devices"]:
         if isinstance(d, dict):  # a misspelt optional figure (matmul_ef) was ignored without a word
@@ -124,7 +126,9 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     hbm_gb=d.get("hbm_gb"),
                     hbm_gbps=float(d["hbm_gbps"]),
                     intra_node_gbps=d.get("intra_node_gbps"),
-                    intra_node_busbw_gbps={str(k): float(v) for k, v in dict(d.get("intra_node_busbw_gbps") or {}).items()},
+                    intra_node_busbw_gbps={
+                        str(k): float(v) for k, v in dict(d.get("intra_node_busbw_gbps") or {}).items()
+                    },
                     inter_node_gbps=d.get("inter_node_gbps"),
                     host_gbps=d.get("host_gbps"),
                     node_devices=int(d["node_devices"]) if d.get("node_devices") else None,
@@ -141,7 +145,9 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"bad device entry {d!r:.80} ({exc})", path=where, fix="each device needs name, peak_tflops, hbm_gbps") from None
+            raise ConfigError(
+                f"bad device entry {d!r:.80} ({exc})", path=where, fix="each device needs name, peak_tflops, hbm_gbps"
+            ) from None
         _check(out[-1], where)
     return out
 
@@ -151,38 +157,69 @@ def _check(hw: Hardware, where: str) -> None:
     every MFU and roofline silently, and a zero peak divided by zero."""
     rates: dict[str, Any] = {f"peak_tflops.{k}": v for k, v in hw.peak_tflops.items() if v is not None}
     rates.update({f"intra_node_busbw_gbps.{k}": v for k, v in hw.intra_node_busbw_gbps.items()})
-    rates.update({"hbm_gbps": hw.hbm_gbps, "hbm_gb": hw.hbm_gb, "hbm_bytes": hw.hbm_bytes, "intra_node_gbps": hw.intra_node_gbps,
-                  "inter_node_gbps": hw.inter_node_gbps, "host_gbps": hw.host_gbps, "gemm_kernel_us": hw.gemm_kernel_us})
+    rates.update(
+        {
+            "hbm_gbps": hw.hbm_gbps,
+            "hbm_gb": hw.hbm_gb,
+            "hbm_bytes": hw.hbm_bytes,
+            "intra_node_gbps": hw.intra_node_gbps,
+            "inter_node_gbps": hw.inter_node_gbps,
+            "host_gbps": hw.host_gbps,
+            "gemm_kernel_us": hw.gemm_kernel_us,
+        }
+    )
     for key, v in rates.items():
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf):
-            raise ConfigError(f"device {hw.name}: {key} is {v!r}, not a finite number > 0", path=where,
-                              fix="fix the figure, or leave an unknown optional one out")
-    if not rates.keys() & {f"peak_tflops.{k}" for k in hw.peak_tflops}:  # every MFU, roofline and step time divides by one
-        raise ConfigError(f"device {hw.name}: peak_tflops gives no peak", path=where,
-                          fix="give at least the dense bf16 peak, e.g. peak_tflops: {bf16: 989.4}")
+            raise ConfigError(
+                f"device {hw.name}: {key} is {v!r}, not a finite number > 0",
+                path=where,
+                fix="fix the figure, or leave an unknown optional one out",
+            )
+    if not rates.keys() & {
+        f"peak_tflops.{k}" for k in hw.peak_tflops
+    }:  # every MFU, roofline and step time divides by one
+        raise ConfigError(
+            f"device {hw.name}: peak_tflops gives no peak",
+            path=where,
+            fix="give at least the dense bf16 peak, e.g. peak_tflops: {bf16: 989.4}",
+        )
     for key, v in hw.matmul_eff.items():
         if not 0 < v <= 1:
-            raise ConfigError(f"device {hw.name}: matmul_eff.{key} is {v!r}, not a fraction of the peak in (0, 1]", path=where,
-                              fix="the measured matmul rate / the peak, e.g. 0.8")
+            raise ConfigError(
+                f"device {hw.name}: matmul_eff.{key} is {v!r}, not a fraction of the peak in (0, 1]",
+                path=where,
+                fix="the measured matmul rate / the peak, e.g. 0.8",
+            )
     if (hw.node_devices is not None and hw.node_devices < 1) or hw.cores < 1 or (hw.sms is not None and hw.sms < 1):
-        raise ConfigError(f"device {hw.name}: node_devices, cores and sms must be at least 1", path=where, fix="fix the count")
+        raise ConfigError(
+            f"device {hw.name}: node_devices, cores and sms must be at least 1", path=where, fix="fix the count"
+        )
     try:
         re.compile(hw.match)
     except re.error as exc:
-        raise ConfigError(f"device {hw.name}: match is not a regular expression ({exc})", path=where,
-                          fix="a Python regex for the profiler's device name, e.g. 'H100.*SXM'") from None
+        raise ConfigError(
+            f"device {hw.name}: match is not a regular expression ({exc})",
+            path=where,
+            fix="a Python regex for the profiler's device name, e.g. 'H100.*SXM'",
+        ) from None
 
 
 @lru_cache(maxsize=8)
 def load_catalog(user_file: str | None = None) -> tuple[Hardware, ...]:
     """User devices first (they win on name and on match), then the bundled catalog."""
-    bundled = _parse(yaml.safe_load(resources.files("stepscope.data").joinpath("hardware.yaml").read_text()), "hardware.yaml")
+    bundled = _parse(
+        yaml.safe_load(resources.files("stepscope.data").joinpath("hardware.yaml").read_text()), "hardware.yaml"
+    )
     user: list[Hardware] = []
     if user_file:
         try:
             user = _parse(yaml.safe_load(Path(user_file).read_text()), user_file)
         except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read hardware file ({exc.__class__.__name__})", path=user_file, fix="pass a YAML like data/hardware.yaml") from None
+            raise ConfigError(
+                f"cannot read hardware file ({exc.__class__.__name__})",
+                path=user_file,
+                fix="pass a YAML like data/hardware.yaml",
+            ) from None
     return tuple(_with_per_core(user + bundled))
 
 
@@ -216,11 +253,30 @@ def _with_per_core(devices: list[Hardware]) -> list[Hardware]:
 
 # common short names (case-insensitive), for `plan --hardware` and `analyze --hardware` alike
 ALIASES = {
-    "a100": "A100-SXM-80GB", "a100-80gb": "A100-SXM-80GB", "a100-40gb": "A100-SXM-40GB", "h100": "H100-SXM",
-    "h100-sxm": "H100-SXM", "h100-pcie": "H100-PCIe", "h100-96gb": "H100-SXM-96GB-500W", "h800": "H800-SXM", "h200": "H200", "b200": "B200", "gb200": "GB200",
-    "mi300x": "MI300X", "mi250x": "MI250X", "mi355x": "MI355X", "tpu-v4": "TPU-v4", "tpu-v5e": "TPU-v5e",
-    "tpu-v5p": "TPU-v5p", "tpu-v6e": "TPU-v6e", "tpu-v7x": "TPU-v7x", "ascend-910b": "Ascend-910B",
-    "ascend-910c": "Ascend-910C", "c500": "MetaX-C500", "v100": "V100-SXM2", "l40s": "L40S",
+    "a100": "A100-SXM-80GB",
+    "a100-80gb": "A100-SXM-80GB",
+    "a100-40gb": "A100-SXM-40GB",
+    "h100": "H100-SXM",
+    "h100-sxm": "H100-SXM",
+    "h100-pcie": "H100-PCIe",
+    "h100-96gb": "H100-SXM-96GB-500W",
+    "h800": "H800-SXM",
+    "h200": "H200",
+    "b200": "B200",
+    "gb200": "GB200",
+    "mi300x": "MI300X",
+    "mi250x": "MI250X",
+    "mi355x": "MI355X",
+    "tpu-v4": "TPU-v4",
+    "tpu-v5e": "TPU-v5e",
+    "tpu-v5p": "TPU-v5p",
+    "tpu-v6e": "TPU-v6e",
+    "tpu-v7x": "TPU-v7x",
+    "ascend-910b": "Ascend-910B",
+    "ascend-910c": "Ascend-910C",
+    "c500": "MetaX-C500",
+    "v100": "V100-SXM2",
+    "l40s": "L40S",
 }
 
 

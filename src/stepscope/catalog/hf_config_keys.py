@@ -38,8 +38,14 @@ from typing import Any
 from ..errors import ConfigError
 
 _PATTERN = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
-_MIXER = {"linear_attention": "linear_attention", "mamba": "linear_attention", "m": "linear_attention",
-          "full_attention": "full_attention", "attention": "full_attention", "*": "full_attention"}
+_MIXER = {
+    "linear_attention": "linear_attention",
+    "mamba": "linear_attention",
+    "m": "linear_attention",
+    "full_attention": "full_attention",
+    "attention": "full_attention",
+    "*": "full_attention",
+}
 
 
 def first_key(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
@@ -56,15 +62,20 @@ def normalize(cfg: dict[str, Any], path: str = "model config") -> dict[str, Any]
     if cfg.get("model_type") == "jamba" or "attn_layer_period" in cfg or "mamba_dt_rank" in cfg:
         # Mamba-1 (selective scan, per-channel state, x_proj/dt_proj) has no linear-attention form
         # here; read as a transformer it would be silently wrong (every layer attention, every one MoE)
-        raise ConfigError("Mamba-1 layers (Jamba) are not modeled", path=path,
-                          fix="for analyze pass --model-flops N; the planner covers Mamba-2 and linear-attention hybrids")
+        raise ConfigError(
+            "Mamba-1 layers (Jamba) are not modeled",
+            path=path,
+            fix="for analyze pass --model-flops N; the planner covers Mamba-2 and linear-attention hybrids",
+        )
     out = dict(cfg)
     try:
         for family in (_paired_blocks, _mamba2_heads, _llama4, _aliases, _local_global):
             out.update(family(cfg))
         out.update(_shared_width(out, cfg))
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"a model dimension is not a number ({exc})", path=path, fix="fix the config's value") from None
+        raise ConfigError(
+            f"a model dimension is not a number ({exc})", path=path, fix="fix the config's value"
+        ) from None
     return out
 
 
@@ -89,15 +100,22 @@ def _paired_blocks(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _mamba2_heads(cfg: dict[str, Any]) -> dict[str, Any]:
     """Mamba-2 heads under the linear-attention names (state-space duality, module docstring)."""
-    heads, head_dim = first_key(cfg, "mamba_num_heads", "mamba_n_heads"), first_key(cfg, "mamba_head_dim", "mamba_d_head")
+    heads, head_dim = (
+        first_key(cfg, "mamba_num_heads", "mamba_n_heads"),
+        first_key(cfg, "mamba_head_dim", "mamba_d_head"),
+    )
     state = first_key(cfg, "ssm_state_size", "mamba_d_state", "state_size")
     if not (heads or head_dim) or not state:
         return {}
     d = int(first_key(cfg, "hidden_size", "d_model") or 0)
     head_dim = int(head_dim or 64)
     heads = int(heads or int(first_key(cfg, "mamba_expand", "expand") or 2) * d // head_dim)
-    return {"linear_num_key_heads": int(first_key(cfg, "n_groups", "mamba_n_groups") or 1), "linear_key_head_dim": int(state),
-            "linear_num_value_heads": heads, "linear_value_head_dim": head_dim}
+    return {
+        "linear_num_key_heads": int(first_key(cfg, "n_groups", "mamba_n_groups") or 1),
+        "linear_key_head_dim": int(state),
+        "linear_num_value_heads": heads,
+        "linear_value_head_dim": head_dim,
+    }
 
 
 def _llama4(cfg: dict[str, Any]) -> dict[str, Any]:

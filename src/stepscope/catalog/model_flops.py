@@ -91,7 +91,9 @@ class ModelShape:
 
     def mixer_params_total(self) -> float:
         """Attention-block matmul weights summed over the layers (softmax + linear attention)."""
-        return (self.n_layers - self.linear_layers) * self.attn_params() + self.linear_layers * self.linear_attn_params()
+        return (
+            self.n_layers - self.linear_layers
+        ) * self.attn_params() + self.linear_layers * self.linear_attn_params()
 
     def dense_mlp_params(self) -> float:
         return float((3 if self.gated_mlp else 2) * self.d_model * self.d_ff)
@@ -99,7 +101,10 @@ class ModelShape:
     def moe_active_params(self) -> float:
         """Per MoE layer and token: routed + shared experts, and the router."""
         mult = 3 if self.gated_mlp else 2
-        return float(mult * self.d_model * self.d_ff_expert * (self.experts_per_token + self.n_shared_experts) + self.d_model * self.n_experts)
+        return float(
+            mult * self.d_model * self.d_ff_expert * (self.experts_per_token + self.n_shared_experts)
+            + self.d_model * self.n_experts
+        )
 
     def matmul_params_per_token(self) -> float:
         attn = self.attn_params()
@@ -119,7 +124,12 @@ class ModelShape:
         w = min(self.sliding_window, seq_len)
         # a causal window: query t sees min(t + 1, w) keys
         keys_sw = (w * (w + 1) / 2 + (seq_len - w) * w) / seq_len if causal else float(w)
-        attn = 6.0 * self.n_heads * (self.qk_dim + self.v_dim) * ((layers - self.sliding_layers) * keys + self.sliding_layers * keys_sw)
+        attn = (
+            6.0
+            * self.n_heads
+            * (self.qk_dim + self.v_dim)
+            * ((layers - self.sliding_layers) * keys + self.sliding_layers * keys_sw)
+        )
         if self.linear_attn and self.linear_layers:
             _, dk, hv, dv = self.linear_attn
             attn += 6.0 * self.linear_layers * hv * (2 * dk * dv + self.LINEAR_CHUNK * (dk + dv))
@@ -130,7 +140,11 @@ def from_hf_config(path: str | Path) -> ModelShape:
     try:
         cfg = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read model config ({exc.__class__.__name__})", path=str(path), fix="pass a Hugging Face config.json") from None
+        raise ConfigError(
+            f"cannot read model config ({exc.__class__.__name__})",
+            path=str(path),
+            fix="pass a Hugging Face config.json",
+        ) from None
     if not isinstance(cfg, dict):
         raise ConfigError("model config is not a JSON object", path=str(path), fix="pass a Hugging Face config.json")
     return from_config_dict(cfg, str(path))
@@ -148,10 +162,17 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
         layers = int(_get(cfg, "num_hidden_layers", "n_layer", "num_layers"))
         heads = int(_get(cfg, "num_attention_heads", "n_head"))
     except (TypeError, ValueError):
-        names = (("hidden_size", "d_model", "n_embd"), ("num_hidden_layers", "n_layer", "num_layers"), ("num_attention_heads", "n_head"))
+        names = (
+            ("hidden_size", "d_model", "n_embd"),
+            ("num_hidden_layers", "n_layer", "num_layers"),
+            ("num_attention_heads", "n_head"),
+        )
         missing = [keys[0] for keys in names if not isinstance(_get(cfg, *keys), (int, float))]
-        raise ConfigError(f"config lacks {' / '.join(missing) or 'numeric model dimensions'}", path=str(path),
-                          fix="add them under their Hugging Face names, or for analyze pass --model-flops N") from None
+        raise ConfigError(
+            f"config lacks {' / '.join(missing) or 'numeric model dimensions'}",
+            path=str(path),
+            fix="add them under their Hugging Face names, or for analyze pass --model-flops N",
+        ) from None
     act = str(_get(cfg, "mlp_hidden_act", "hidden_act", "activation_function", default="silu"))
     linear_layers, linear_attn = _linear_layers(cfg, layers, heads, path)
     try:
@@ -164,16 +185,30 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
             head_dim=int(_get(cfg, "head_dim", default=d // heads)),
             d_ff=int(_get(cfg, "intermediate_size", "n_inner", "ffn_dim", default=4 * d)),
             vocab=int(_get(cfg, "vocab_size", default=0)),
-            gated_mlp=act in ("silu", "swiglu", "geglu", "gelu_pytorch_tanh") and "gpt2" not in str(cfg.get("model_type", "")),
+            gated_mlp=act in ("silu", "swiglu", "geglu", "gelu_pytorch_tanh")
+            and "gpt2" not in str(cfg.get("model_type", "")),
             n_experts=n_experts,
             experts_per_token=int(_get(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk", default=0) or 0),
-            d_ff_expert=int(_get(cfg, "moe_intermediate_size", "expert_intermediate_size", default=_get(cfg, "intermediate_size", default=4 * d))),
+            d_ff_expert=int(
+                _get(
+                    cfg,
+                    "moe_intermediate_size",
+                    "expert_intermediate_size",
+                    default=_get(cfg, "intermediate_size", default=4 * d),
+                )
+            ),
             n_shared_experts=int(_get(cfg, "n_shared_experts", "num_shared_experts", default=0) or 0),
             first_dense_layers=_dense_layers(cfg, layers) if n_experts else 0,
             mla=(
-                (int(cfg.get("q_lora_rank") or 0), int(cfg["kv_lora_rank"]), int(cfg.get("qk_nope_head_dim") or 128),
-                 int(cfg.get("qk_rope_head_dim") or 64), int(cfg.get("v_head_dim") or 128))
-                if cfg.get("kv_lora_rank") else None
+                (
+                    int(cfg.get("q_lora_rank") or 0),
+                    int(cfg["kv_lora_rank"]),
+                    int(cfg.get("qk_nope_head_dim") or 128),
+                    int(cfg.get("qk_rope_head_dim") or 64),
+                    int(cfg.get("v_head_dim") or 128),
+                )
+                if cfg.get("kv_lora_rank")
+                else None
             ),
             mtp_layers=int(_get(cfg, "num_nextn_predict_layers", "num_mtp_layers", default=0) or 0),
             **_routing_groups(cfg, n_experts),
@@ -182,22 +217,60 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
             **_sliding(cfg, layers - linear_layers, path),
         )
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"a model dimension is not a number ({exc})", path=str(path), fix="fix the config's value") from None
+        raise ConfigError(
+            f"a model dimension is not a number ({exc})", path=str(path), fix="fix the config's value"
+        ) from None
     if shape.n_experts and shape.experts_per_token <= 0:
-        raise ConfigError(f"a MoE config ({shape.n_experts} experts) without experts per token", path=str(path),
-                          fix="add num_experts_per_tok")
+        raise ConfigError(
+            f"a MoE config ({shape.n_experts} experts) without experts per token",
+            path=str(path),
+            fix="add num_experts_per_tok",
+        )
     _check_shape(shape, explicit_head_dim, str(path))
     return shape
 
 
 # dimension keys that must hold whole numbers (read before the family rewrites, which may scale widths)
-_WHOLE_KEYS = ("hidden_size", "d_model", "n_embd", "num_hidden_layers", "n_layer", "num_layers", "num_attention_heads", "n_head",
-               "num_key_value_heads", "head_dim", "intermediate_size", "n_inner", "ffn_dim", "vocab_size", "num_local_experts",
-               "num_experts", "n_routed_experts", "num_experts_per_tok", "experts_per_token", "moe_topk", "moe_intermediate_size",
-               "expert_intermediate_size", "n_shared_experts", "num_shared_experts", "q_lora_rank", "kv_lora_rank",
-               "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "first_k_dense_replace",
-               "sliding_window", "full_attention_interval", "decoder_sparse_step", "linear_num_key_heads", "linear_key_head_dim",
-               "linear_num_value_heads", "linear_value_head_dim")
+_WHOLE_KEYS = (
+    "hidden_size",
+    "d_model",
+    "n_embd",
+    "num_hidden_layers",
+    "n_layer",
+    "num_layers",
+    "num_attention_heads",
+    "n_head",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "n_inner",
+    "ffn_dim",
+    "vocab_size",
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "experts_per_token",
+    "moe_topk",
+    "moe_intermediate_size",
+    "expert_intermediate_size",
+    "n_shared_experts",
+    "num_shared_experts",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "num_nextn_predict_layers",
+    "first_k_dense_replace",
+    "sliding_window",
+    "full_attention_interval",
+    "decoder_sparse_step",
+    "linear_num_key_heads",
+    "linear_key_head_dim",
+    "linear_num_value_heads",
+    "linear_value_head_dim",
+)
 _MAX_DIM = 2**31  # larger than any model's dimension; products of such values would overflow int64
 
 
@@ -213,26 +286,42 @@ def _check_whole(cfg: dict[str, Any], path: str) -> None:
         if v is None or isinstance(v, str):  # strings: int() below says whether they are numbers
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v > _MAX_DIM or float(v) != int(v):
-            raise ConfigError(f"{key} is {v!r}, not a whole number from 0 to 2^31", path=path, fix="fix the config's value")
+            raise ConfigError(
+                f"{key} is {v!r}, not a whole number from 0 to 2^31", path=path, fix="fix the config's value"
+            )
 
 
 def _check_shape(m: ModelShape, explicit_head_dim: bool, path: str) -> None:
     """Shapes no model has: zero sizes (an MLP width of 0 is a model without MLPs), more key/value
     heads than query heads (or a count that does not divide them), a hidden size the heads do not
     divide when ``head_dim`` is not given, more experts per token than experts."""
-    for name, v in (("hidden_size", m.d_model), ("num_hidden_layers", m.n_layers), ("num_attention_heads", m.n_heads),
-                    ("num_key_value_heads", m.n_kv_heads), ("head_dim", m.head_dim)):  # d_ff 0: no MLP (Mamba-2 stacks)
+    for name, v in (
+        ("hidden_size", m.d_model),
+        ("num_hidden_layers", m.n_layers),
+        ("num_attention_heads", m.n_heads),
+        ("num_key_value_heads", m.n_kv_heads),
+        ("head_dim", m.head_dim),
+    ):  # d_ff 0: no MLP (Mamba-2 stacks)
         if v < 1:
             raise ConfigError(f"{name} is {v}; it must be at least 1", path=path, fix="fix the config's value")
     if m.n_kv_heads > m.n_heads or m.n_heads % m.n_kv_heads:
-        raise ConfigError(f"num_key_value_heads {m.n_kv_heads} does not divide num_attention_heads {m.n_heads}", path=path,
-                          fix="grouped-query attention shares each key/value head among a whole number of query heads")
+        raise ConfigError(
+            f"num_key_value_heads {m.n_kv_heads} does not divide num_attention_heads {m.n_heads}",
+            path=path,
+            fix="grouped-query attention shares each key/value head among a whole number of query heads",
+        )
     if not explicit_head_dim and m.d_model % m.n_heads:
-        raise ConfigError(f"hidden_size {m.d_model} is not a multiple of num_attention_heads {m.n_heads}", path=path,
-                          fix="add head_dim")
+        raise ConfigError(
+            f"hidden_size {m.d_model} is not a multiple of num_attention_heads {m.n_heads}",
+            path=path,
+            fix="add head_dim",
+        )
     if m.n_experts and m.experts_per_token > m.n_experts:
-        raise ConfigError(f"{m.experts_per_token} experts per token out of {m.n_experts} experts", path=path,
-                          fix="fix num_experts_per_tok or the number of experts")
+        raise ConfigError(
+            f"{m.experts_per_token} experts per token out of {m.n_experts} experts",
+            path=path,
+            fix="fix num_experts_per_tok or the number of experts",
+        )
 
 
 def _sliding(cfg: dict[str, Any], softmax_layers: int, path: str) -> dict[str, int]:
@@ -257,7 +346,9 @@ def _sliding(cfg: dict[str, Any], softmax_layers: int, path: str) -> dict[str, i
     return {"sliding_layers": min(n, softmax_layers), "sliding_window": w} if n else {}
 
 
-def _linear_layers(cfg: dict[str, Any], layers: int, heads: int, path: str) -> tuple[int, tuple[int, int, int, int] | None]:
+def _linear_layers(
+    cfg: dict[str, Any], layers: int, heads: int, path: str
+) -> tuple[int, tuple[int, int, int, int] | None]:
     """(number of linear-attention layers, their head shape) from ``layer_types`` or
     ``full_attention_interval`` (every k-th layer full attention, the rest linear)."""
     types = cfg.get("layer_types") or cfg.get("layers_block_type")  # Bamba, Granite-4.0-H: layers_block_type
@@ -276,7 +367,11 @@ def _linear_layers(cfg: dict[str, Any], layers: int, heads: int, path: str) -> t
         hv = int(_get(cfg, "linear_num_value_heads", default=hk))
         dv = int(_get(cfg, "linear_value_head_dim", default=dk))
     except (TypeError, ValueError):
-        raise ConfigError("linear-attention head sizes are not integers", path=str(path), fix="check linear_num_key_heads / linear_key_head_dim") from None
+        raise ConfigError(
+            "linear-attention head sizes are not integers",
+            path=str(path),
+            fix="check linear_num_key_heads / linear_key_head_dim",
+        ) from None
     return min(n, layers), (hk, dk, hv, dv)
 
 

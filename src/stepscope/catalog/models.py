@@ -29,12 +29,21 @@ def resolve(name_or_path: str) -> ModelShape:
     try:
         is_file, is_dir_model = Path(name_or_path).is_file(), (Path(name_or_path) / "config.json").is_file()
     except OSError as exc:  # a name the OS refuses (too long, ...): is_file raises rather than says no
-        raise ConfigError(f"cannot use this model path ({exc.strerror})", path=name_or_path[:200],
-                          fix=f"check the path, or use one of: {', '.join(sorted(cat))}") from None
+        raise ConfigError(
+            f"cannot use this model path ({exc.strerror})",
+            path=name_or_path[:200],
+            fix=f"check the path, or use one of: {', '.join(sorted(cat))}",
+        ) from None
     if is_file:
         return from_hf_config(name_or_path)
     if is_dir_model:  # a Hugging Face model directory
         return from_hf_config(str(Path(name_or_path) / "config.json"))
     if name_or_path.endswith(".json") or "/" in name_or_path or "\\" in name_or_path:  # meant as a file
-        raise ConfigError("no such model config file", path=name_or_path, fix=f"check the path, or use one of: {', '.join(sorted(cat))}")
-    raise ConfigError(f"unknown model {name_or_path!r}", fix=f"use a config.json path or one of: {', '.join(sorted(cat))}")
+        raise ConfigError(
+            "no such model config file",
+            path=name_or_path,
+            fix=f"check the path, or use one of: {', '.join(sorted(cat))}",
+        )
+    raise ConfigError(
+        f"unknown model {name_or_path!r}", fix=f"use a config.json path or one of: {', '.join(sorted(cat))}"
+    )

@@ -46,9 +46,22 @@ SELECTIVE, FULL = RECOMPUTE.index("selective"), RECOMPUTE.index("full")
 QKV_OFFLOADED = RECOMPUTE.index("qkv_proj_offloaded")
 
 
-def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.ndarray, cp: np.ndarray, mb: np.ndarray,
-                n_micro: np.ndarray, rc: np.ndarray, sched: np.ndarray, offloaded: np.ndarray,
-                stage_L: np.ndarray, first_L: np.ndarray, last_L: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def activations(
+    job: Job,
+    s: dict[str, np.ndarray],
+    *,
+    tp: np.ndarray,
+    pp: np.ndarray,
+    cp: np.ndarray,
+    mb: np.ndarray,
+    n_micro: np.ndarray,
+    rc: np.ndarray,
+    sched: np.ndarray,
+    offloaded: np.ndarray,
+    stage_L: np.ndarray,
+    first_L: np.ndarray,
+    last_L: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(peak activation bytes per device, bytes one stored layer takes, recompute factor by policy,
     sequence parallelism 0/1) per configuration. ``stage_L``: the layers of the most loaded stage,
     ``first_L``: of the first, ``last_L``: of the last, the one with the output layer (stages.stage_layers)."""
@@ -56,7 +69,9 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     h, seq = float(m.d_model), float(job.seq_len)
     act_c, rfactor = ACT_BYTES.copy(), RECOMPUTE_FACTOR.copy()  # the nan entries follow the model's shape
     fp8_inputs = job.precision == "fp8" and job.fp8_saved_inputs == "fp8"
-    act_c[0], act_c[1], routed_c = stored_per_token(m, job.swiglu_eager, fp8_inputs, job.kv_repeated)  # none and selective from the model's widths
+    act_c[0], act_c[1], routed_c = stored_per_token(
+        m, job.swiglu_eager, fp8_inputs, job.kv_repeated
+    )  # none and selective from the model's widths
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
     act_c[NORM_ACT] = norm_moe_act(m, job.swiglu_eager, fp8_inputs)[0]
@@ -116,8 +131,17 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     inflight = np.minimum(full, n)
     # with recompute, backward regenerates one layer at a time: that layer's full activations
     # (the no-recompute size) are live on top of what the policy stores
-    work_layer = seq * mb * h * ((act_c[0] - act_c[rc]) / tp + (rep_c[0] - rep_c[rc]) * no_sp
-                                 + (GATHERED_BYTES[0] - GATHERED_BYTES[rc]) * sp_saved) / cp
+    work_layer = (
+        seq
+        * mb
+        * h
+        * (
+            (act_c[0] - act_c[rc]) / tp
+            + (rep_c[0] - rep_c[rc]) * no_sp
+            + (GATHERED_BYTES[0] - GATHERED_BYTES[rc]) * sp_saved
+        )
+        / cp
+    )
     # the first stage holds the most micro-batches; with fewer layers there (first_L < stage_L) the
     # second stage, one micro-batch (interleaved: two chunks) fewer of more layers, can hold more
     held = np.maximum(first_L * inflight, np.where(pp > 2, stage_L * np.minimum(second, n), 0.0))
@@ -126,15 +150,23 @@ def activations(job: Job, s: dict[str, np.ndarray], *, tp: np.ndarray, pp: np.nd
     held = np.where(dual, inflight * np.maximum(stage_L, (first_L + last_L) / 2), held)
     # offload: ``offloaded`` layers of each micro-batch in flight go to the host (all of the stage's,
     # or Megatron's --cpu-offloading-num-layers); at least two layers' worth stay for the transfers
-    act_stage = act_layer * np.where(offloaded > 0, np.maximum(held - inflight * offloaded, np.minimum(2.0, stage_L)), held) + work_layer
+    act_stage = (
+        act_layer * np.where(offloaded > 0, np.maximum(held - inflight * offloaded, np.minimum(2.0, stage_L)), held)
+        + work_layer
+    )
     # the output layer: the loss's live bytes per logit (LOSS_BYTES; fused: bf16 logits + their
     # fp32 copy, s*b*V*(2+4)/(tp*cp)) on the last stage (vocab-parallel under TP), which holds one
     # micro-batch in flight under 1F1B; the peak is the larger of the first and the last stage
     logits = seq * mb * m.vocab * job.loss_bytes[0] / (tp * cp)
-    kept_last = np.where(offloaded > 0, np.maximum(last_L - np.minimum(offloaded, last_L), np.minimum(2.0, last_L)), last_L)
+    kept_last = np.where(
+        offloaded > 0, np.maximum(last_L - np.minimum(offloaded, last_L), np.minimum(2.0, last_L)), last_L
+    )
     act_last = act_layer * kept_last + work_layer + logits
     # V-shaped schedules (ZB-V, DualPipeV) and DualPipe put the output layer on the first rank, beside
     # the most micro-batches in flight
-    act_b = np.where(pp > 1, np.where(ends_on_first_rank(sched, pp), act_stage + logits, np.maximum(act_stage, act_last)),
-                     act_stage + logits)
+    act_b = np.where(
+        pp > 1,
+        np.where(ends_on_first_rank(sched, pp), act_stage + logits, np.maximum(act_stage, act_last)),
+        act_stage + logits,
+    )
     return act_b, act_layer, rfactor, sp

@@ -45,20 +45,28 @@ def combined_tflops(forward: float | np.ndarray, backward: float | np.ndarray) -
 
 def _floats(v: Any, n: int | None, what: str) -> np.ndarray:
     """A list of positive numbers (n of them, when given)."""
-    if not isinstance(v, list) or not v or (n is not None and len(v) != n) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in v):
+    if (
+        not isinstance(v, list)
+        or not v
+        or (n is not None and len(v) != n)
+        or not all(isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in v)
+    ):
         raise ConfigError(f"{what} must list {n or 'some'} positive numbers", path=_PATH, fix="one per entry of seq")
     return np.asarray(v, dtype=np.float64)
 
 
 @lru_cache(maxsize=1)
 def architectures() -> tuple[Architecture, ...]:
-    raw = yaml.safe_load(resources.files("stepscope.data").joinpath("attention_kernels.yaml").read_text(encoding="utf-8"))
+    raw = yaml.safe_load(
+        resources.files("stepscope.data").joinpath("attention_kernels.yaml").read_text(encoding="utf-8")
+    )
     out = []
     for name, a in (raw.get("architectures") or {}).items():
         seq = _floats(a.get("seq"), None, f"{name}: seq")
         if np.any(np.diff(seq) <= 0):
-            raise ConfigError(f"{name}: seq must increase", path=_PATH, fix="list the measured sequence lengths in order")
+            raise ConfigError(
+                f"{name}: seq must increase", path=_PATH, fix="list the measured sequence lengths in order"
+            )
         ref = float(_floats([a.get("reference_matmul_tflops")], 1, f"{name}: reference_matmul_tflops")[0])
         shares = {}
         for kernel, k in (a.get("kernels") or {}).items():

@@ -28,15 +28,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.model_flops import ModelShape
+from ..catalog.model_flops import ModelShape
 from .job import Job
 
 COMM_BUFFER_BYTES = 1e9  # prior: NCCL channel buffers and bucket copies
 GATHERED_LAYERS = 2  # the running layer and the prefetched next one
 
 
-def comm_buffer_bytes(zero: np.ndarray, keep: np.ndarray, unit_params_dev: np.ndarray, grad_bytes: float, *,
-                      static_memory: bool = False, param_bytes: float | np.ndarray = 2.0) -> np.ndarray:
+def comm_buffer_bytes(
+    zero: np.ndarray,
+    keep: np.ndarray,
+    unit_params_dev: np.ndarray,
+    grad_bytes: float,
+    *,
+    static_memory: bool = False,
+    param_bytes: float | np.ndarray = 2.0,
+) -> np.ndarray:
     """Bytes per device; ``unit_params_dev``: the parameters ZeRO-3 gathers at once on this device
     (after TP and EP, before ZeRO sharding): one layer's, or the largest tensor's (module docstring);
     ``param_bytes`` per gathered parameter: 2 (bf16), 1 when the weights are gathered in fp8
@@ -47,7 +54,9 @@ def comm_buffer_bytes(zero: np.ndarray, keep: np.ndarray, unit_params_dev: np.nd
     return (0.0 if static_memory else COMM_BUFFER_BYTES) + gathered
 
 
-def largest_tensor_params(m: ModelShape, fused_projections: bool, tp: np.ndarray, ep: np.ndarray, etp: np.ndarray) -> np.ndarray:
+def largest_tensor_params(
+    m: ModelShape, fused_projections: bool, tp: np.ndarray, ep: np.ndarray, etp: np.ndarray
+) -> np.ndarray:
     """Parameters of the largest weight tensor on a device, as the framework registers them: the
     attention's q (or fused qkv) and output projections, MLA's up-projections, a linear-attention
     projection and a dense MLP matrix (gate and up one tensor when fused), split over ``tp``; the
@@ -57,7 +66,11 @@ def largest_tensor_params(m: ModelShape, fused_projections: bool, tp: np.ndarray
     gate_up = 2.0 if (fused_projections and m.gated_mlp) else 1.0
     if m.mla:
         q_lora, kv_lora, nope, rope, v = m.mla
-        attn = max(float(q_lora or h) * m.n_heads * (nope + rope), float(kv_lora) * m.n_heads * (nope + v), float(m.n_heads) * v * h)
+        attn = max(
+            float(q_lora or h) * m.n_heads * (nope + rope),
+            float(kv_lora) * m.n_heads * (nope + v),
+            float(m.n_heads) * v * h,
+        )
     else:
         attn = h * hd * (m.n_heads + (2 * m.n_kv_heads if fused_projections else 0))  # q (or qkv); o is as wide as q
     if m.linear_attn:
@@ -76,11 +89,15 @@ def layer_gather_bytes(job: Job) -> float:
     return 1.0 if job.precision == "fp8" and job.fp8_all_gather else 2.0
 
 
-def gather_bytes(job: Job, *, p_dev: np.ndarray, layers_p: np.ndarray, unit_is_layer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gather_bytes(
+    job: Job, *, p_dev: np.ndarray, layers_p: np.ndarray, unit_is_layer: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(bytes of one ZeRO-3 all-gather of the stage's weights, bytes per parameter ZeRO-3 holds
     gathered). bf16, 2 B; with ``Job.fp8_all_gather`` (and fp8) the layers' weights (``layers_p`` of
     the stage's ``p_dev``) are gathered in fp8, 1 B, and so is the gathered unit when it is a layer
     gathered whole (``unit_is_layer``); the embedding and the output layer stay bf16."""
     per_layer_param = layer_gather_bytes(job)
-    per_param = np.where(np.logical_and(per_layer_param == 1.0 and job.zero3_gather == "layer", unit_is_layer), 1.0, 2.0)
+    per_param = np.where(
+        np.logical_and(per_layer_param == 1.0 and job.zero3_gather == "layer", unit_is_layer), 1.0, 2.0
+    )
     return 2 * p_dev - (2.0 - per_layer_param) * layers_p, per_param

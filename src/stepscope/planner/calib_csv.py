@@ -66,8 +66,11 @@ def _measured(r: dict[str, Any], n: int, path: str) -> float:
     try:
         return float(r["step_time_s"])
     except (KeyError, TypeError, ValueError):
-        raise ConfigError(f"line {n}: needs a numeric step_time_s (or an analysis report)", path=path,
-                          fix="columns: model, hardware, devices, global_batch, seq_len, strategy, step_time_s or analysis") from None
+        raise ConfigError(
+            f"line {n}: needs a numeric step_time_s (or an analysis report)",
+            path=path,
+            fix="columns: model, hardware, devices, global_batch, seq_len, strategy, step_time_s or analysis",
+        ) from None
 
 
 def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> Calibration:
@@ -78,28 +81,42 @@ def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> C
         with open(path, encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
     except OSError as exc:
-        raise ConfigError(f"cannot read calibration CSV ({exc.strerror})", path=path, fix="pass a CSV of measured runs") from None
+        raise ConfigError(
+            f"cannot read calibration CSV ({exc.strerror})", path=path, fix="pass a CSV of measured runs"
+        ) from None
     except (UnicodeDecodeError, csv.Error) as exc:
-        raise ConfigError(f"not a UTF-8 CSV ({exc.__class__.__name__})", path=path, fix="save the runs as a UTF-8 CSV") from None
+        raise ConfigError(
+            f"not a UTF-8 CSV ({exc.__class__.__name__})", path=path, fix="save the runs as a UTF-8 CSV"
+        ) from None
     runs = []
     for n, r in enumerate(rows, 2):
         try:
             if None in r:
-                raise ConfigError(f"more cells than columns ({len(r[None])} extra)", fix="quote values that contain commas")
+                raise ConfigError(
+                    f"more cells than columns ({len(r[None])} extra)", fix="quote values that contain commas"
+                )
             job = make_job(r)
             st = {k: int(v[0]) for k, v in parse_strategy(r.get("strategy") or "").items()}
         except ConfigError as exc:
             raise ConfigError(f"line {n}: {exc.message}", path=path, fix=exc.fix) from None
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"line {n}: a value of the wrong type ({exc})", path=path,
-                              fix="numbers in devices, global_batch, seq_len, devices_per_node, reserve_gb, dp_bucket_mb, zero_gather_copy_us, moe_imbalance") from None
+            raise ConfigError(
+                f"line {n}: a value of the wrong type ({exc})",
+                path=path,
+                fix="numbers in devices, global_batch, seq_len, devices_per_node, reserve_gb, dp_bucket_mb, zero_gather_copy_us, moe_imbalance",
+            ) from None
         measured = _measured(r, n, path)
         if not 0 < measured < math.inf:  # NaN fails this too
-            raise ConfigError(f"line {n}: step_time_s must be a finite number > 0, not {measured}", path=path,
-                              fix="remove the row or fix the time")
+            raise ConfigError(
+                f"line {n}: step_time_s must be a finite number > 0, not {measured}",
+                path=path,
+                fix="remove the row or fix the time",
+            )
         runs.append(Run(job, st, measured, _step, group=str(n)))
     if len(runs) < 2:
-        raise ConfigError("calibration needs at least 2 measured runs", path=path, fix="add rows (the fit is checked leave-one-out)")
+        raise ConfigError(
+            "calibration needs at least 2 measured runs", path=path, fix="add rows (the fit is checked leave-one-out)"
+        )
     prior = [float(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0]) for r in runs]
     before = float(np.mean([abs(p - r.measured) / r.measured for p, r in zip(prior, runs, strict=True)]))
     errs = errors(runs)  # each run's grid, evaluated once for the leave-one-out check and the fit
@@ -107,8 +124,18 @@ def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> C
     after = float(np.mean([v["mape"] for v in cv.values()]))
     header = [k for k in rows[0] if k is not None] if rows and known_columns else []
     ignored = tuple(sorted(k for k in header if k not in known_columns and k not in _MEASURED))
-    per_run = tuple({"line": int(r.group), "measured_s": r.measured, "predicted_s": p,
-                     "predicted_loo_s": r.measured * (1 + float(cv[r.group]["mean_signed"]))} for p, r in zip(prior, runs, strict=True))
-    loo_range = {k: (min(float(v[k]) for v in cv.values()), max(float(v[k]) for v in cv.values()))
-                 for k in (f.name for f in dataclasses.fields(Fit)) if k != "prior_pull"}
+    per_run = tuple(
+        {
+            "line": int(r.group),
+            "measured_s": r.measured,
+            "predicted_s": p,
+            "predicted_loo_s": r.measured * (1 + float(cv[r.group]["mean_signed"])),
+        }
+        for p, r in zip(prior, runs, strict=True)
+    )
+    loo_range = {
+        k: (min(float(v[k]) for v in cv.values()), max(float(v[k]) for v in cv.values()))
+        for k in (f.name for f in dataclasses.fields(Fit))
+        if k != "prior_pull"
+    }
     return Calibration(fit(runs, errs), len(runs), before, after, ignored, per_run, loo_range)

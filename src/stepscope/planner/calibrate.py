@@ -61,8 +61,14 @@ class Fit:
     prior_pull: float = 0.0
 
     def apply(self, job: Job) -> Job:
-        return dataclasses.replace(job, gemm_scale=self.gemm_scale, attn_scale=self.attn_scale, comm_scale=self.comm_scale,
-                                   inter_scale=self.inter_scale, layer_overhead_s=self.layer_overhead_s)
+        return dataclasses.replace(
+            job,
+            gemm_scale=self.gemm_scale,
+            attn_scale=self.attn_scale,
+            comm_scale=self.comm_scale,
+            inter_scale=self.inter_scale,
+            layer_overhead_s=self.layer_overhead_s,
+        )
 
 
 @cache
@@ -171,7 +177,9 @@ def at_grid_edge(f: Fit) -> list[str]:
     allows, which usually means they do not describe the jobs given (or the model misses a term)."""
     grids = {"gemm_scale": GEMM_GRID, "attn_scale": ATTN_GRID, "comm_scale": COMM_GRID, "inter_scale": INTER_GRID}
     edge = [k for k, g in grids.items() if getattr(f, k) in (float(g[0]), float(g[-1]))]
-    return edge + (["layer_overhead_s"] if f.layer_overhead_s == float(LAYER_GRID[-1]) else [])  # 0 is its prior, not an edge
+    return edge + (
+        ["layer_overhead_s"] if f.layer_overhead_s == float(LAYER_GRID[-1]) else []
+    )  # 0 is its prior, not an edge
 
 
 def errors(runs: Sequence[Run]) -> np.ndarray:
@@ -191,7 +199,9 @@ def predict_one(run: Run, f: Fit) -> float:
     return float(run.predict(f.apply(run.job), s)[0])
 
 
-def cross_validate(runs: Sequence[Run], by_family: bool = False, errs: np.ndarray | None = None) -> dict[str, dict[str, float | str]]:
+def cross_validate(
+    runs: Sequence[Run], by_family: bool = False, errs: np.ndarray | None = None
+) -> dict[str, dict[str, float | str]]:
     """Leave-one-group-out: for each group, fit on the others and report its MAPE and mean signed
     relative error (predicted / measured - 1 of the run's metric), and the MAPE of the step time
     that metric implies (``mape_step_time``: the metric is a throughput, so the time's relative
@@ -207,9 +217,16 @@ def cross_validate(runs: Sequence[Run], by_family: bool = False, errs: np.ndarra
         f = _select(errs, fam or train)
         pred = [predict_one(r, f) for r in test]
         rel = [(p - r.measured) / r.measured for p, r in zip(pred, test, strict=True)]
-        out[grp] = {"rows": len(test), "mape": float(np.mean(np.abs(rel))), "mean_signed": float(np.mean(rel)),
-                    "mape_step_time": float(np.mean([abs(r.measured / max(p, 1e-12) - 1) for p, r in zip(pred, test, strict=True)])),
-                    "fit_on": "family" if fam else "all", **dataclasses.asdict(f)}
+        out[grp] = {
+            "rows": len(test),
+            "mape": float(np.mean(np.abs(rel))),
+            "mean_signed": float(np.mean(rel)),
+            "mape_step_time": float(
+                np.mean([abs(r.measured / max(p, 1e-12) - 1) for p, r in zip(pred, test, strict=True)])
+            ),
+            "fit_on": "family" if fam else "all",
+            **dataclasses.asdict(f),
+        }
     return out
 
 

@@ -120,6 +120,7 @@ import numpy as np
 from .activations import NORM_ACT, NORM_MLA, QKV_OFFLOADED, SELECTIVE, activations
 from .buffers import comm_buffer_bytes, gather_bytes, largest_tensor_params
 from .data_parallel import dp_seconds, zero_gather_host_s
+from .dispatch import exchange_seconds, sm_contention_s
 
 # the job and the strategy vocabularies live in job.py; cost.py re-exports them for its callers
 from .job import (
@@ -140,7 +141,6 @@ from .job import (
     Job,
     bottleneck_codes,
 )
-from .dispatch import exchange_seconds, sm_contention_s
 from .links import Links, ring_share
 from .rates import (
     FP8_WEIGHT_BYTES,
@@ -156,7 +156,18 @@ from .tp_overlap import hidden_per_layer, regather_per_layer, share_of_all
 from .window import HIDDEN_PARTS, Window
 from .work import gemm_kernels_per_layer, gemm_seconds_at_peak, memory_bound_bytes, tp_gemm_seconds_at_peak
 
-__all__ = ["BOTTLENECKS", "DP_OVERLAP", "RECOMPUTE", "SCHEDULES", "TP_OVERLAP", "Job", "efficiencies", "evaluate", "linear_shape", "params"]
+__all__ = [
+    "BOTTLENECKS",
+    "DP_OVERLAP",
+    "RECOMPUTE",
+    "SCHEDULES",
+    "TP_OVERLAP",
+    "Job",
+    "efficiencies",
+    "evaluate",
+    "linear_shape",
+    "params",
+]
 
 
 def _opt(s: dict[str, np.ndarray], key: str, like: np.ndarray) -> np.ndarray:
@@ -179,13 +190,16 @@ def evaluate(job: Job, s: dict[str, np.ndarray], keys: Collection[str] | None = 
     # held every result twice
     out: dict[str, np.ndarray] = {}
     for i in range(0, n, CHUNK):
-        part: dict[str, Any] = {f.name: v[i:i + CHUNK] for f in fields(job)
-                                if isinstance(v := getattr(job, f.name), np.ndarray) and v.shape == (n,)}
-        block = _evaluate(replace(job, **part) if part else job, {k: v[i:i + CHUNK] for k, v in s.items()})
+        part: dict[str, Any] = {
+            f.name: v[i : i + CHUNK]
+            for f in fields(job)
+            if isinstance(v := getattr(job, f.name), np.ndarray) and v.shape == (n,)
+        }
+        block = _evaluate(replace(job, **part) if part else job, {k: v[i : i + CHUNK] for k, v in s.items()})
         if not out:
             out = {k: np.empty(n, v.dtype) for k, v in block.items() if keys is None or k in keys}
         for k, v in out.items():
-            v[i:i + CHUNK] = block[k]
+            v[i : i + CHUNK] = block[k]
     return out
 
 
@@ -210,31 +224,55 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # communication are x `uneven` the even share); the first stage holds the most micro-batches,
     # the last the output layer; end_L: the larger end stage, which also holds the embedding or
     # the output layer's weights
-    stage_L, first_L, last_L, end_L, uneven, layer_p, stage_p, end_p, p_dev, layers_p, e_dev = stage_params(job, tp=tp, pp=pp, ep=ep,
-                                                                                                              etp=etp, sched=sched)
+    stage_L, first_L, last_L, end_L, uneven, layer_p, stage_p, end_p, p_dev, layers_p, e_dev = stage_params(
+        job, tp=tp, pp=pp, ep=ep, etp=etp, sched=sched
+    )
     dual = (sched == DUALPIPE) & (pp > 1)
     # activation offload: the layers of each micro-batch that go to the host (offload_layers, or all of the stage's)
     part = _opt(s, "offload_layers", tp)
     offloaded = np.where(offload, np.where(part > 0, np.minimum(part, stage_L), stage_L), 0.0)
     # ZeRO-3's all-gather of the stage and the bytes per gathered parameter (Job.fp8_all_gather)
-    gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=layers_p,
-                                        unit_is_layer=layer_p >= emb / tp)
+    gather_b, unit_bytes = gather_bytes(job, p_dev=p_dev, layers_p=layers_p, unit_is_layer=layer_p >= emb / tp)
     keep = (_opt(s, "keep_params", tp) > 0) & (zero >= 3)  # FSDP's gathered weights kept forward to backward
-    ep_fold = ep * etp / tp  # e_dev, the experts' parameters, are shared by this many times fewer ranks (planner/states.py)
-    w_b, g_b, o_b = state_bytes(job, p_dev=p_dev, zero=zero, shard=shard, keep=keep, pp=pp, e_dev=e_dev, ep_fold=ep_fold)
+    ep_fold = (
+        ep * etp / tp
+    )  # e_dev, the experts' parameters, are shared by this many times fewer ranks (planner/states.py)
+    w_b, g_b, o_b = state_bytes(
+        job, p_dev=p_dev, zero=zero, shard=shard, keep=keep, pp=pp, e_dev=e_dev, ep_fold=ep_fold
+    )
     # pipeline schedules split a replica's batch into at least pp micro-batches, unless the
     # strategy states its gradient accumulation (ga > 0): then exactly that many
     ga = _opt(s, "ga", tp)
-    n_micro = np.where(ga > 0, ga, np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb)))
+    n_micro = np.where(
+        ga > 0, ga, np.where(pp > 1, np.maximum(job.global_batch / (dp * mb), pp), job.global_batch / (dp * mb))
+    )
     mb = np.where((pp > 1) | (ga > 0), job.global_batch / (dp * n_micro), mb)
-    act_b, act_layer, rfactor, sp = activations(job, s, tp=tp, pp=pp, cp=cp, mb=mb, n_micro=n_micro, rc=rc, sched=sched,
-                                                offloaded=offloaded, stage_L=stage_L, first_L=first_L, last_L=last_L)
+    act_b, act_layer, rfactor, sp = activations(
+        job,
+        s,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        mb=mb,
+        n_micro=n_micro,
+        rc=rc,
+        sched=sched,
+        offloaded=offloaded,
+        stage_L=stage_L,
+        first_L=first_L,
+        last_L=last_L,
+    )
     # what ZeRO-3 holds gathered at once: a layer, or the embedding / output layer where it is
     # larger (FSDP wraps them as units of their own; Llama 3 8B's 128K x 4096 is 2.4 layers), or
     # gathered tensor by tensor, the largest tensor
-    unit_p = (largest_tensor_params(m, job.fused_projections, tp, ep, etp) if job.zero3_gather == "tensor"
-              else np.maximum(layer_p, emb / tp))
-    buf_b = comm_buffer_bytes(zero, keep, unit_p, job.grad_bytes, static_memory=hw.static_memory, param_bytes=unit_bytes)
+    unit_p = (
+        largest_tensor_params(m, job.fused_projections, tp, ep, etp)
+        if job.zero3_gather == "tensor"
+        else np.maximum(layer_p, emb / tp)
+    )
+    buf_b = comm_buffer_bytes(
+        zero, keep, unit_p, job.grad_bytes, static_memory=hw.static_memory, param_bytes=unit_bytes
+    )
     reserve_b = np.full(tp.shape, job.reserve_bytes)
     total_b = w_b + g_b + o_b + act_b + buf_b + reserve_b
     # ---- time ---------------------------------------------------------------------------------
@@ -253,18 +291,31 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         # mask), AV reads it (13 B forward); backward about 19 B: 32 B at fp16
         score_bytes = 32.0 * m.n_heads * seq * tokens * attn_layers
     moe_layers = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
-    gemm_time, logits_gemm, bf16_gemm = gemm_seconds_at_peak(job, dense_flops, tokens, seq * mb / cp, tp, ep, etp)  # work.py
+    gemm_time, logits_gemm, bf16_gemm = gemm_seconds_at_peak(
+        job, dense_flops, tokens, seq * mb / cp, tp, ep, etp
+    )  # work.py
     # a faster precision speeds up all GEMMs but those that run at the bf16 rate (work.py)
     work = ((gemm_time - bf16_gemm) * prec_factor + bf16_gemm) / gemm_eff + attn_flops / attn_eff
     elem_bytes = memory_bound_bytes(job, tokens, tp, sp, score_bytes, ep, etp)
     # layernorm_moe_act recomputes memory-bound ops only: their forward bytes once more (also with
     # MLA's up-projections, whose GEMMs are in that policy's recompute factor)
-    elem_bytes = elem_bytes + np.where((rc == NORM_ACT) | (rc == NORM_MLA), norm_moe_act(m, job.swiglu_eager)[1] * L * tokens, 0.0)
+    elem_bytes = elem_bytes + np.where(
+        (rc == NORM_ACT) | (rc == NORM_MLA), norm_moe_act(m, job.swiglu_eager)[1] * L * tokens, 0.0
+    )
     # fp8: the linear weights on the device are cast too (rates.FP8_WEIGHT_BYTES), once per step when
     # the framework caches them across micro-batches (Job.fp8_weight_cache), else every micro-batch
-    fp8_weight_s = 0.0 if job.precision != "fp8" else (
-        FP8_WEIGHT_BYTES[job.fp8_recipe] * L / pp * (dense / tp + experts / (ep * etp)) * (1 if job.fp8_weight_cache else n_micro)
-        / hw.hbm_bytes_per_s)
+    fp8_weight_s = (
+        0.0
+        if job.precision != "fp8"
+        else (
+            FP8_WEIGHT_BYTES[job.fp8_recipe]
+            * L
+            / pp
+            * (dense / tp + experts / (ep * etp))
+            * (1 if job.fp8_weight_cache else n_micro)
+            / hw.hbm_bytes_per_s
+        )
+    )
     # the loss over the vocabulary: ~6 fp32 passes over the logits per token (upcast, softmax,
     # gradient, downcast), memory-bound
     loss_bytes = job.loss_bytes[1] * m.vocab * tokens
@@ -289,9 +340,15 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     rf = np.where(rc == SELECTIVE, 1.0 + sel_extra_s / np.maximum(layers_s, 1e-30), rfactor[rc])
     hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + attn_flops / 3.0 / model_flops, rfactor[rc])  # for HFU
     # the pace: the most loaded stage, a middle one or the last with the output layer
-    compute_s = np.maximum(layers_s * rf * uneven, np.where(
-        dual, layers_s * rf * (first_L + last_L) / 2 / (L / pp) + (logits_s + loss_s) * pp / 2,  # the last stage every other micro-batch
-        layers_s * rf * last_L / (L / pp) + (logits_s + loss_s) * pp))
+    compute_s = np.maximum(
+        layers_s * rf * uneven,
+        np.where(
+            dual,
+            layers_s * rf * (first_L + last_L) / 2 / (L / pp)
+            + (logits_s + loss_s) * pp / 2,  # the last stage every other micro-batch
+            layers_s * rf * last_L / (L / pp) + (logits_s + loss_s) * pp,
+        ),
+    )
     # a separate gradient-accumulation kernel (Job.grad_accum_bytes) over the stage's parameters
     # after every micro-batch's backward: memory-bound device work in the stage's pace
     compute_s = compute_s + job.grad_accum_bytes * p_dev * n_micro / hw.hbm_bytes_per_s
@@ -332,24 +389,39 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # (planner/tp_overlap.py); MoE layers' expert-TP collectives by the mechanism's share
     mode = _opt(s, "tp_overlap", tp).astype(np.int64)
     if np.any(mode > 0) or job.sp_regather:  # (a search without an overlap mechanism skips the GEMM-by-GEMM terms)
-        qkv_s, o_s, up_s, down_s = (g / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp, prec_factor))
+        qkv_s, o_s, up_s, down_s = (
+            g / (gemm_eff * peak) for g in tp_gemm_seconds_at_peak(job, seq * mb / cp, tp, prec_factor)
+        )
     if np.any(mode > 0):
         hid_a, hid_m = hidden_per_layer(mode, tp, tp_attn / 4, qkv_s, o_s, up_s, down_s, job.fused_projections, sp)
         hidden = hid_a * L + hid_m * (L - moe_layers) + share_of_all(mode, tp, job.fused_projections, sp) * tp_moe
         tp_s = tp_s - window.take(np.minimum(hidden / pp * n_micro * tp_replay * uneven * fp8_tp, compute_s), "tp")
     if job.sp_regather:  # sequence parallelism's backward re-gathers (planner/tp_overlap.py)
         # one all-gather of the saved shards (fp8 where tensorwise fp8 saves its cast inputs)
-        c = np.where(sp > 0, ring(tp, msg * (0.5 if fp8_tensorwise and job.fp8_saved_inputs == "fp8" else 1.0), tp), 0.0)
+        c = np.where(
+            sp > 0, ring(tp, msg * (0.5 if fp8_tensorwise and job.fp8_saved_inputs == "fp8" else 1.0), tp), 0.0
+        )
         raw, hid = regather_per_layer(mode, c, qkv_s, up_s, L, L - moe_layers)
         per_stage = n_micro / pp * uneven
         tp_s = tp_s + raw * per_stage - window.take(np.minimum(hid * per_stage, compute_s), "tp")
     # the token exchange of each MoE layer (planner/dispatch.py), the most loaded rank's tokens
-    exchange = exchange_seconds(m, dispatch=job.ep_dispatch, tokens=seq * mb / (tp * cp), h=h, imbalance=job.moe_imbalance, ep=ep,
-                                span=ep * etp, node=net.node, link=link)
+    exchange = exchange_seconds(
+        m,
+        dispatch=job.ep_dispatch,
+        tokens=seq * mb / (tp * cp),
+        h=h,
+        imbalance=job.moe_imbalance,
+        ep=ep,
+        span=ep * etp,
+        node=net.node,
+        link=link,
+    )
     ep_s = np.where(ep > 1, exchange, 0.0) * (moe_layers / pp) * n_micro * ep_replay * uneven
     # (before DP's: the exchange sits inside every layer; gradients can wait) EP overlap (DualPipe, Megatron's
     # EP-communication overlap): one micro-batch's exchange runs under another's compute (2+ micro-batches)
-    ep_on = (_opt(s, "ep_overlap", tp) > 0) | dual | (sched == DUALPIPEV)  # the DualPipes pair forward and backward chunks
+    ep_on = (
+        (_opt(s, "ep_overlap", tp) > 0) | dual | (sched == DUALPIPEV)
+    )  # the DualPipes pair forward and backward chunks
     ep_raw = ep_s
     ep_s = window.hide(ep_s, (ep_on & (n_micro >= 2)).astype(np.float64), busy_s, "ep")
     ep_s = ep_s + sm_contention_s(job.ep_dispatch, ep_raw - ep_s, job.deepep_sms, hw.sms)  # planner/dispatch.py
@@ -360,20 +432,53 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # (Job.kv_repeated: the kernel's K and V, and so the exchanged ones, are n_heads wide)
     kv_heads = m.n_heads if job.kv_repeated and not m.mla else m.n_kv_heads
     kv_bytes = seq * mb * 2 * kv_heads * m.head_dim * 2 / tp
-    cp_raw = np.where(cp > 1, ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0) * cp_replay * uneven
+    cp_raw = (
+        np.where(cp > 1, ring_share(cp, 2) * kv_bytes / link(cp * tp, cp) * (attn_layers / pp) * n_micro * 2, 0.0)
+        * cp_replay
+        * uneven
+    )
     cp_s = window.overlap(cp_raw, CP_HIDDEN, "cp")
     # the pipeline's point-to-point transfers and bubble (planner/stages.py)
-    pp_p2p_s, bubble_s = pipeline_seconds(net, window, p2p_bytes=seq * mb * h * 2 / (tp * cp), tp=tp, pp=pp, vpp=vpp,
-                                          n_micro=n_micro, sched=sched, dual=dual, stage_s=busy_s + tp_s + ep_s + cp_s)
-    dp_s = dp_seconds(job, ring=ring, window=window, p_dev=p_dev, gather_b=gather_b, tp=tp, pp=pp, dpc=dpc, shard=shard, zero=zero,
-                      keep=keep, stage_L=stage_L, n_micro=n_micro, busy_s=busy_s, rf=rf, e_dev=e_dev, ep_fold=ep_fold)
+    pp_p2p_s, bubble_s = pipeline_seconds(
+        net,
+        window,
+        p2p_bytes=seq * mb * h * 2 / (tp * cp),
+        tp=tp,
+        pp=pp,
+        vpp=vpp,
+        n_micro=n_micro,
+        sched=sched,
+        dual=dual,
+        stage_s=busy_s + tp_s + ep_s + cp_s,
+    )
+    dp_s = dp_seconds(
+        job,
+        ring=ring,
+        window=window,
+        p_dev=p_dev,
+        gather_b=gather_b,
+        tp=tp,
+        pp=pp,
+        dpc=dpc,
+        shard=shard,
+        zero=zero,
+        keep=keep,
+        stage_L=stage_L,
+        n_micro=n_micro,
+        busy_s=busy_s,
+        rf=rf,
+        e_dev=e_dev,
+        ep_fold=ep_fold,
+    )
     host = (hw.host_gbps or HOST_GBPS) * 1e9
     offload_raw = 2 * act_layer * offloaded * n_micro / host
     # qkv_proj_offloaded: the q, k, v projections (job.QKV_OFFLOADED_BYTES) to the host and back
     qkv_raw = 2 * seq * mb * h * QKV_OFFLOADED_BYTES / (tp * cp) * stage_L * n_micro / host
     offload_raw = offload_raw + np.where(rc == QKV_OFFLOADED, qkv_raw, 0.0)
     offload_s = window.overlap(offload_raw, OFFLOAD_HIDDEN, "offload")
-    opt_s = (job.optimizer_bytes + 4.0) * o_b / job.optimizer_bytes / hw.hbm_bytes_per_s  # states + fp32 gradient, as sharded
+    opt_s = (
+        (job.optimizer_bytes + 4.0) * o_b / job.optimizer_bytes / hw.hbm_bytes_per_s
+    )  # states + fp32 gradient, as sharded
     # after the optimizer step, outside every window: ZeRO weights gathered tensor by tensor on the host
     gather_s = zero_gather_host_s(job, zero=zero, dpc=dpc, stage_L=stage_L)
     host_s = host_s + gather_s
@@ -382,10 +487,25 @@ def _evaluate(job: Job, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     fits = total_b <= capacity_b
     bott = bottleneck_codes(compute_s, (tp_s, dp_s, ep_s, cp_s, bubble_s + pp_p2p_s, opt_s, offload_s, host_s), fits)
     return {
-        "weights_gb": w_b / 1e9, "grads_gb": g_b / 1e9, "optimizer_gb": o_b / 1e9, "activations_gb": act_b / 1e9,
-        "buffers_gb": buf_b / 1e9, "reserve_gb": reserve_b / 1e9, "total_gb": total_b / 1e9, "fits": fits,
-        "compute_s": compute_s, "tp_s": tp_s, "dp_s": dp_s, "ep_s": ep_s, "cp_s": cp_s, "bubble_s": bubble_s, "pp_p2p_s": pp_p2p_s,
-        "optimizer_s": opt_s, "offload_s": offload_s, "host_s": host_s + np.zeros_like(tp), "step_s": step_s,
+        "weights_gb": w_b / 1e9,
+        "grads_gb": g_b / 1e9,
+        "optimizer_gb": o_b / 1e9,
+        "activations_gb": act_b / 1e9,
+        "buffers_gb": buf_b / 1e9,
+        "reserve_gb": reserve_b / 1e9,
+        "total_gb": total_b / 1e9,
+        "fits": fits,
+        "compute_s": compute_s,
+        "tp_s": tp_s,
+        "dp_s": dp_s,
+        "ep_s": ep_s,
+        "cp_s": cp_s,
+        "bubble_s": bubble_s,
+        "pp_p2p_s": pp_p2p_s,
+        "optimizer_s": opt_s,
+        "offload_s": offload_s,
+        "host_s": host_s + np.zeros_like(tp),
+        "step_s": step_s,
         # what the transfers hid under compute (the parts above are what stays exposed)
         **{f"hidden_{part}_s": window.hidden_s.get(part, 0.0) + np.zeros_like(tp) for part in HIDDEN_PARTS},
         "mfu": model_flops / (step_s * job.devices * peak),

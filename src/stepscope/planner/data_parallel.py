@@ -44,8 +44,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .job import Job
 from .buffers import layer_gather_bytes
+from .job import Job
 from .rates import weight_tensors_per_layer
 from .states import sharded_params
 from .window import Window
@@ -53,9 +53,26 @@ from .window import Window
 Ring = Callable[..., np.ndarray]  # links.Links.ring: (ranks, bytes, span, calls[, kind]) -> seconds
 
 
-def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gather_b: np.ndarray, tp: np.ndarray, pp: np.ndarray,
-               dpc: np.ndarray, shard: np.ndarray, zero: np.ndarray, keep: np.ndarray, stage_L: np.ndarray, n_micro: np.ndarray,
-               busy_s: np.ndarray, rf: np.ndarray, e_dev: np.ndarray | float = 0.0, ep_fold: np.ndarray | float = 1.0) -> np.ndarray:
+def dp_seconds(
+    job: Job,
+    *,
+    ring: Ring,
+    window: Window,
+    p_dev: np.ndarray,
+    gather_b: np.ndarray,
+    tp: np.ndarray,
+    pp: np.ndarray,
+    dpc: np.ndarray,
+    shard: np.ndarray,
+    zero: np.ndarray,
+    keep: np.ndarray,
+    stage_L: np.ndarray,
+    n_micro: np.ndarray,
+    busy_s: np.ndarray,
+    rf: np.ndarray,
+    e_dev: np.ndarray | float = 0.0,
+    ep_fold: np.ndarray | float = 1.0,
+) -> np.ndarray:
     """Exposed DP/FSDP seconds per configuration (module docstring); what hides is taken from
     ``window``. ``p_dev`` parameters on the most loaded stage, ``e_dev`` the experts' of them,
     ``dpc`` = dp x cp ranks sharing weights (experts: dpc / ``ep_fold``), ``gather_b`` the bytes of
@@ -83,19 +100,32 @@ def dp_seconds(job: Job, *, ring: Ring, window: Window, p_dev: np.ndarray, gathe
     zero3_once = ring(shard, gather_b + grad3, span_shard, 2 * stage_L)  # one all-gather + one reduce-scatter
     zero3_each = ring(shard, 2 * gather_b + grad3, span_shard, 3 * stage_L)  # two all-gathers + one reduce-scatter
     # HSDP's replicas all-reduce the sharded gradients (experts' shards are ep_fold x larger)
-    replica_ar = ring(replicas, 2 * job.grad_bytes * sharded_params(p_dev, e_dev, shard, ep_fold), span_dp, 2 * stage_L, "all_reduce")
+    replica_ar = ring(
+        replicas, 2 * job.grad_bytes * sharded_params(p_dev, e_dev, shard, ep_fold), span_dp, 2 * stage_L, "all_reduce"
+    )
     # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
     z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)
     # prefetched a layer ahead (Job.zero3_prefetch): of a micro-batch's collectives (3 per layer;
     # kept weights: 2) only the first all-gather and the last reduce-scatter have no compute beside them
     z3_share = np.where(keep, 1 - 1 / stage_L, 1 - 2 / (3 * stage_L)) if job.zero3_prefetch else job.dp_overlap
-    z3_s = (window.hide(np.where(keep, zero3_once, zero3_each * n_micro), z3_share * z3, np.where(keep, micro_s, busy_s), "dp")
-            + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s, "dp"))
-    z12_s = ((ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce") if job.zero_sync_after_backward
-              else window.hide(ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s, "dp"))
-             + window.hide(ring(dpc, 2 * p12, span_dp), (job.dp_overlap if job.param_gather_overlap else 0.0) * z12,
-                           micro_s - last_bwd_s, "dp"))
-    z0_s = window.hide(ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s, "dp")
+    z3_s = window.hide(
+        np.where(keep, zero3_once, zero3_each * n_micro), z3_share * z3, np.where(keep, micro_s, busy_s), "dp"
+    ) + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s, "dp")
+    z12_s = (
+        ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce")
+        if job.zero_sync_after_backward
+        else window.hide(
+            ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s, "dp"
+        )
+    ) + window.hide(
+        ring(dpc, 2 * p12, span_dp),
+        (job.dp_overlap if job.param_gather_overlap else 0.0) * z12,
+        micro_s - last_bwd_s,
+        "dp",
+    )
+    z0_s = window.hide(
+        ring(dpc, 2 * grad_bytes, span_dp, 2 * buckets, "all_reduce"), job.dp_overlap * (zero == 0), last_bwd_s, "dp"
+    )
     return np.asarray(np.where(z3, z3_s, np.where(z12, z12_s, z0_s)))
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..analysis.model_flops import ModelShape
+from ..catalog.model_flops import ModelShape
 
 EP_DISPATCH = ("all_to_all", "deepep")
 
@@ -61,8 +61,18 @@ def remote_nodes(m: ModelShape, nodes: np.ndarray) -> np.ndarray:
     return np.asarray(reach * (n - 1.0) / n)
 
 
-def exchange_seconds(m: ModelShape, *, dispatch: str, tokens: np.ndarray, h: float, imbalance: float, ep: np.ndarray,
-                     span: np.ndarray, node: float, link: Callable[..., np.ndarray]) -> np.ndarray:
+def exchange_seconds(
+    m: ModelShape,
+    *,
+    dispatch: str,
+    tokens: np.ndarray,
+    h: float,
+    imbalance: float,
+    ep: np.ndarray,
+    span: np.ndarray,
+    node: float,
+    link: Callable[..., np.ndarray],
+) -> np.ndarray:
     """Seconds of one MoE layer's four exchanges (module docstring) for ``tokens`` tokens on the
     rank. ``span``: the ranks the EP group covers; ``link(span, ranks)``: bytes/s of a group's
     collective over ``span`` ranks (links.Links.bandwidth), ``link(span)`` a rank's point-to-point
@@ -74,7 +84,9 @@ def exchange_seconds(m: ModelShape, *, dispatch: str, tokens: np.ndarray, h: flo
         return np.asarray(plain)
     nodes = np.maximum(span / node, 1.0)
     inter = copy_b * remote_nodes(m, nodes) / link(np.full(np.shape(span), node + 1.0))
-    intra = copy_b * k * (node - 1.0) / node / link(np.ones(np.shape(span)))  # the forwarding inside the destination node
+    intra = (
+        copy_b * k * (node - 1.0) / node / link(np.ones(np.shape(span)))
+    )  # the forwarding inside the destination node
     return np.asarray(np.where(span > node, np.maximum(inter, intra), plain))
 
 

@@ -18,8 +18,24 @@ from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP, ZERO3_GATHER, tp_
 from .search import KEY_ALIASES, parse_strategy
 
 _PATH = "stepscope/data/frameworks.yaml"
-SETTINGS = ("fused_projections", "kv_repeated", "zero3_prefetch", "sp_saves_gathered", "loss", "fp8_weight_cache", "fp8_saved_inputs", "eager_swiglu", "tp_overlap", "zero_gather_copy_us",
-            "attention_kernel", "zero3_gather", "pipeline_split_cost", "grad_accum_bytes", "fp8_gain_thresholds", "sp_regather")
+SETTINGS = (
+    "fused_projections",
+    "kv_repeated",
+    "zero3_prefetch",
+    "sp_saves_gathered",
+    "loss",
+    "fp8_weight_cache",
+    "fp8_saved_inputs",
+    "eager_swiglu",
+    "tp_overlap",
+    "zero_gather_copy_us",
+    "attention_kernel",
+    "zero3_gather",
+    "pipeline_split_cost",
+    "grad_accum_bytes",
+    "fp8_gain_thresholds",
+    "sp_regather",
+)
 _NUMBERS = ("zero_gather_copy_us", "grad_accum_bytes")  # settings that are numbers >= 0 (the rest: names or true/false)
 
 
@@ -38,35 +54,66 @@ class Framework:
 def _parse(name: str, e: Any) -> Framework:
     if not isinstance(e, dict):
         raise ConfigError(f"framework {name!r} is not a mapping", path=_PATH, fix="see the file's header")
-    refuse_unknown_keys(e, ("description", "settings", "recompute", "schedules", "zero", "virtual_stages", "source"), path=_PATH,
-                        owner=f"framework {name}: ")
+    refuse_unknown_keys(
+        e,
+        ("description", "settings", "recompute", "schedules", "zero", "virtual_stages", "source"),
+        path=_PATH,
+        owner=f"framework {name}: ",
+    )
     settings = dict(e.get("settings") or {})
     refuse_unknown_keys(settings, SETTINGS, path=_PATH, owner=f"framework {name} settings: ")
-    checks: dict[str, tuple[str, ...]] = {"loss": tuple(LOSS_BYTES), "tp_overlap": TP_OVERLAP, "fp8_saved_inputs": ("fp8", "bf16"), "zero3_gather": ZERO3_GATHER,
-                                          "attention_kernel": ATTENTION_KERNELS}
+    checks: dict[str, tuple[str, ...]] = {
+        "loss": tuple(LOSS_BYTES),
+        "tp_overlap": TP_OVERLAP,
+        "fp8_saved_inputs": ("fp8", "bf16"),
+        "zero3_gather": ZERO3_GATHER,
+        "attention_kernel": ATTENTION_KERNELS,
+    }
     for key, value in settings.items():
         if key in _NUMBERS:
             ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf")
         else:
             ok = value in checks[key] if key in checks else isinstance(value, bool)
         if not ok:
-            raise ConfigError(f"framework {name}: {key} cannot be {value!r}", path=_PATH,
-                              fix=f"one of {', '.join(checks[key])}" if key in checks else "a number >= 0" if key in _NUMBERS else "true or false")
+            raise ConfigError(
+                f"framework {name}: {key} cannot be {value!r}",
+                path=_PATH,
+                fix=f"one of {', '.join(checks[key])}"
+                if key in checks
+                else "a number >= 0"
+                if key in _NUMBERS
+                else "true or false",
+            )
     policies = tuple(str(p) for p in e.get("recompute") or ())
     if not policies or any(p not in RECOMPUTE for p in policies):
-        raise ConfigError(f"framework {name}: recompute must list policies of {', '.join(RECOMPUTE)}", path=_PATH,
-                          fix="e.g. recompute: [none, selective, full]")
+        raise ConfigError(
+            f"framework {name}: recompute must list policies of {', '.join(RECOMPUTE)}",
+            path=_PATH,
+            fix="e.g. recompute: [none, selective, full]",
+        )
     schedules = tuple(str(p) for p in e.get("schedules") or ())
     if any(p not in SCHEDULES for p in schedules):
-        raise ConfigError(f"framework {name}: schedules must be of {', '.join(SCHEDULES)}", path=_PATH, fix="e.g. schedules: [1f1b]")
+        raise ConfigError(
+            f"framework {name}: schedules must be of {', '.join(SCHEDULES)}", path=_PATH, fix="e.g. schedules: [1f1b]"
+        )
     zero = e.get("zero") or ()
     if not isinstance(zero, list | tuple) or any(isinstance(z, bool) or z not in (0, 1, 2, 3) for z in zero):
-        raise ConfigError(f"framework {name}: zero must list ZeRO stages of 0, 1, 2, 3", path=_PATH, fix="e.g. zero: [0, 1]")
+        raise ConfigError(
+            f"framework {name}: zero must list ZeRO stages of 0, 1, 2, 3", path=_PATH, fix="e.g. zero: [0, 1]"
+        )
     virtual = e.get("virtual_stages", True)
     if not isinstance(virtual, bool):
         raise ConfigError(f"framework {name}: virtual_stages cannot be {virtual!r}", path=_PATH, fix="true or false")
-    return Framework(name, str(e.get("description", "")), settings, policies, schedules, str(e.get("source", "")), tuple(int(z) for z in zero),
-                     virtual)
+    return Framework(
+        name,
+        str(e.get("description", "")),
+        settings,
+        policies,
+        schedules,
+        str(e.get("source", "")),
+        tuple(int(z) for z in zero),
+        virtual,
+    )
 
 
 @lru_cache(maxsize=1)
@@ -104,9 +151,13 @@ def check(fw: Framework, policy: str, schedule: str, zero: int = 0, vpp: int = 1
     if vpp > 1 and not fw.virtual_stages:
         raise ConfigError(f"{fw.name} has no interleaved pipeline stages (vpp={vpp})", fix="use vpp=1")
     if policy not in fw.recompute:
-        raise ConfigError(f"{fw.name} has no recompute policy {policy!r}", fix=f"its policies: {', '.join(fw.recompute)}")
+        raise ConfigError(
+            f"{fw.name} has no recompute policy {policy!r}", fix=f"its policies: {', '.join(fw.recompute)}"
+        )
     if fw.schedules and schedule not in fw.schedules:
-        raise ConfigError(f"{fw.name} has no pipeline schedule {schedule!r}", fix=f"its schedules: {', '.join(fw.schedules)}")
+        raise ConfigError(
+            f"{fw.name} has no pipeline schedule {schedule!r}", fix=f"its schedules: {', '.join(fw.schedules)}"
+        )
 
 
 def strategy(fw: Framework | None, text: str, *, add_tp_overlap: bool = True) -> str:

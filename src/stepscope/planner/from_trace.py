@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..analysis import hardware
+from ..catalog import hardware
 from ..errors import ConfigError
 
 _NOT_COMPUTE = ("comm:", "memcpy", "memset", "idle")
@@ -67,14 +67,21 @@ def from_report(doc: dict[str, Any], rank: int | None = None, where: str = "repo
     try:
         return _from_report(doc, rank, where)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
-        raise ConfigError(f"a malformed stepscope analyze report ({exc.__class__.__name__}: {exc})", path=where,
-                          fix="pass the file stepscope analyze --json wrote, unedited") from None
+        raise ConfigError(
+            f"a malformed stepscope analyze report ({exc.__class__.__name__}: {exc})",
+            path=where,
+            fix="pass the file stepscope analyze --json wrote, unedited",
+        ) from None
 
 
 def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEfficiency:
     ranks = doc.get("ranks") if isinstance(doc, dict) else None
     if not isinstance(ranks, list) or not ranks:
-        raise ConfigError("not a stepscope analyze report (no 'ranks')", path=where, fix="pass the file written by stepscope analyze --json")
+        raise ConfigError(
+            "not a stepscope analyze report (no 'ranks')",
+            path=where,
+            fix="pass the file written by stepscope analyze --json",
+        )
     r = next((x for x in ranks if rank is None or x.get("rank") == rank), None)
     if r is None:
         raise ConfigError(f"rank {rank} is not in the report", path=where, fix="pick a rank listed in the report")
@@ -82,8 +89,11 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
     if not med:
         raise ConfigError("the report has no step times", path=where, fix="analyze a trace with at least one step")
     if isinstance(med, bool) or not isinstance(med, (int, float)) or not 0 < med < math.inf:
-        raise ConfigError(f"the report's median step time is {med!r}, not a positive number of ns", path=where,
-                          fix="pass the file stepscope analyze --json wrote, unedited")
+        raise ConfigError(
+            f"the report's median step time is {med!r}, not a positive number of ns",
+            path=where,
+            fix="pass the file stepscope analyze --json wrote, unedited",
+        )
     hw = r.get("hardware") or {}
     peak = float(hw.get("peak_tflops") or 0.0) * 1e12
     att_f = att_d = oth_f = oth_d = 0.0
@@ -98,8 +108,12 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
     comm = sum(float(v.get("comm_ns") or 0) for v in (r.get("collectives") or {}).values())
     hidden = sum(float(v.get("overlapped_ns") or 0) for v in (r.get("collectives") or {}).values())
     return TraceEfficiency(
-        step_s=float(med) * 1e-9, gemm_eff=_ratio(oth_f, oth_d, peak), attn_eff=_ratio(att_f, att_d, peak),
-        dp_overlap=(hidden / comm) if comm > 0 else None, hardware=_text(hw.get("name")), rank=int(r.get("rank") or 0),
+        step_s=float(med) * 1e-9,
+        gemm_eff=_ratio(oth_f, oth_d, peak),
+        attn_eff=_ratio(att_f, att_d, peak),
+        dp_overlap=(hidden / comm) if comm > 0 else None,
+        hardware=_text(hw.get("name")),
+        rank=int(r.get("rank") or 0),
         why_no_flops=(str(r.get("roofline_note")) if r.get("roofline_note") and not (oth_f or att_f) else None),
         memory_bytes=hardware.plausible_memory_bytes(hw.get("memory_bytes")),
         parts_s=_median_step_parts(r.get("steps")),
@@ -110,7 +124,11 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
 
 def _median_step(steps: Any) -> dict[str, Any] | None:
     """The step with the median step time (the upper one of an even count), None without steps."""
-    rows = [st for st in steps if isinstance(st, dict) and _positive(st.get("step_time_ns"))] if isinstance(steps, list) else []
+    rows = (
+        [st for st in steps if isinstance(st, dict) and _positive(st.get("step_time_ns"))]
+        if isinstance(steps, list)
+        else []
+    )
     return sorted(rows, key=lambda st: float(st["step_time_ns"]))[len(rows) // 2] if rows else None
 
 
@@ -190,5 +208,9 @@ def read(path: str, rank: int | None = None) -> TraceEfficiency:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read analysis report ({exc.__class__.__name__})", path=path, fix="pass the JSON written by stepscope analyze --json") from None
+        raise ConfigError(
+            f"cannot read analysis report ({exc.__class__.__name__})",
+            path=path,
+            fix="pass the JSON written by stepscope analyze --json",
+        ) from None
     return from_report(doc, rank, path)

@@ -7,11 +7,27 @@ from typing import Any
 
 from .window import HIDDEN_PARTS
 
-_MEM = (("weights", "#3b82f6"), ("grads", "#8b5cf6"), ("optimizer", "#f59e0b"), ("activations", "#10b981"),
-        ("buffers", "#9ca3af"), ("reserve", "#d1d5db"))
+_MEM = (
+    ("weights", "#3b82f6"),
+    ("grads", "#8b5cf6"),
+    ("optimizer", "#f59e0b"),
+    ("activations", "#10b981"),
+    ("buffers", "#9ca3af"),
+    ("reserve", "#d1d5db"),
+)
 # every part of the step (cost.py: step = their sum), so each bar ends at the table's step time
-_TIME = (("compute", "#3b82f6"), ("tp", "#ef4444"), ("ep", "#ec4899"), ("dp", "#f97316"), ("cp", "#eab308"),
-         ("bubble", "#9ca3af"), ("pp_p2p", "#6b7280"), ("optimizer", "#14b8a6"), ("offload", "#a16207"), ("host", "#a855f7"))
+_TIME = (
+    ("compute", "#3b82f6"),
+    ("tp", "#ef4444"),
+    ("ep", "#ec4899"),
+    ("dp", "#f97316"),
+    ("cp", "#eab308"),
+    ("bubble", "#9ca3af"),
+    ("pp_p2p", "#6b7280"),
+    ("optimizer", "#14b8a6"),
+    ("offload", "#a16207"),
+    ("host", "#a855f7"),
+)
 # what each transfer hid under compute (records' hidden_s; not part of the step): what the plan's
 # speed leans on the overlap for, in the transfers' colors
 _HIDDEN = tuple((p, c) for p, c in _TIME if p in HIDDEN_PARTS)
@@ -26,16 +42,27 @@ def _label(r: dict[str, Any]) -> str:
     extra += [f"hsdp{s['hsdp']}"] if s["zero"] == 3 and s["hsdp"] != s["dp"] else []
     extra += ["kept-W"] * bool(s["keep_params"])
     extra += [f"offload{s['offload_layers']}" if s.get("offload_layers") else "offload"] * bool(s["offload"])
-    return " ".join([f"tp{s['tp']} pp{s['pp']}x{s['vpp']} dp{s['dp']} cp{s['cp']} ep{s['ep']} z{s['zero']} mb{s['mb']}x{s['ga']}",
-                     s["recompute"], *extra])
+    return " ".join(
+        [
+            f"tp{s['tp']} pp{s['pp']}x{s['vpp']} dp{s['dp']} cp{s['cp']} ep{s['ep']} z{s['zero']} mb{s['mb']}x{s['ga']}",
+            s["recompute"],
+            *extra,
+        ]
+    )
 
 
 def _total(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ...]) -> float:
     return max(sum(r[key][p] for p, _ in parts) for r in recs)
 
 
-def _bars(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ...], unit: str, limit: float | None,
-          scale: float | None = None) -> str:
+def _bars(
+    recs: list[dict[str, Any]],
+    key: str,
+    parts: tuple[tuple[str, str], ...],
+    unit: str,
+    limit: float | None,
+    scale: float | None = None,
+) -> str:
     """Stacked bars, one per record; ``scale`` (the value of the full width) draws them on another
     chart's scale."""
     row = 22
@@ -51,18 +78,29 @@ def _bars(recs: list[dict[str, Any]], key: str, parts: tuple[tuple[str, str], ..
             v = r[key][p]
             bw = (w - lab - 80) * v / mx
             if bw > 0:
-                svg.append(f"<rect x='{x:.1f}' y='{y}' width='{bw:.1f}' height='{row - 6}' fill='{color}'><title>{p}: {v:.2f} {unit}</title></rect>")
+                svg.append(
+                    f"<rect x='{x:.1f}' y='{y}' width='{bw:.1f}' height='{row - 6}' fill='{color}'><title>{p}: {v:.2f} {unit}</title></rect>"
+                )
             x += bw
-        svg.append(f"<text x='{x + 4:.1f}' y='{y + 14}' font-size='11'>{sum(r[key][p] for p, _ in parts):.2f} {unit}</text>")
+        svg.append(
+            f"<text x='{x + 4:.1f}' y='{y + 14}' font-size='11'>{sum(r[key][p] for p, _ in parts):.2f} {unit}</text>"
+        )
     if limit:
         lx = lab + (w - lab - 80) * limit / mx
-        svg.append(f"<line x1='{lx:.1f}' y1='0' x2='{lx:.1f}' y2='{row * len(recs) + 10}' stroke='#111' stroke-dasharray='4'/>")
+        svg.append(
+            f"<line x1='{lx:.1f}' y1='0' x2='{lx:.1f}' y2='{row * len(recs) + 10}' stroke='#111' stroke-dasharray='4'/>"
+        )
     svg.append("</svg>")
-    legend = "".join(f"<span style='margin-right:12px'><i style='display:inline-block;width:10px;height:10px;background:{c}'></i> {p}</span>" for p, c in parts)
+    legend = "".join(
+        f"<span style='margin-right:12px'><i style='display:inline-block;width:10px;height:10px;background:{c}'></i> {p}</span>"
+        for p, c in parts
+    )
     return f"<div style='font-size:12px'>{legend}</div>" + "".join(svg)
 
 
-def render(recs: list[dict[str, Any]], title: str, capacity_gb: float | None, notes: list[str] | tuple[str, ...] = ()) -> str:
+def render(
+    recs: list[dict[str, Any]], title: str, capacity_gb: float | None, notes: list[str] | tuple[str, ...] = ()
+) -> str:
     """The page; ``notes`` are lines under the title (a what-if's anchoring, the calibration)."""
     rows = "".join(
         f"<tr><td>{escape(_label(r))}</td><td>{r['step_time_s']:.3f}</td><td>{r['mfu']:.1%}</td><td>{r['memory_gb']['total']:.1f}</td>"

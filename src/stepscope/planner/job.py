@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.hardware import HBM_VISIBLE, Hardware
-from ..analysis.model_flops import ModelShape
+from ..catalog.hardware import HBM_VISIBLE, Hardware
+from ..catalog.model_flops import ModelShape
 from ..errors import ConfigError
 from .attention import KERNELS as ATTENTION_KERNELS
 from .bottleneck import BOTTLENECKS, bottleneck_codes  # noqa: F401  (re-exported for cost.py and the renderers)
@@ -48,7 +48,13 @@ from .recompute import (  # noqa: F401  (re-exported: the cost model and its rea
 # Megatron's cross_entropy_fusion_impl="te", which Megatron-Bridge's performance recipes set): an online
 # softmax pass over the bf16 logits keeps only each row's max and sum; backward writes the gradient
 # in place into the logits: 2 B held; moved: forward read 2, backward read 2 + write 2 = 6 B.
-LOSS_BYTES = {"fused": (6.0, 24.0), "unfused": (12.0, 44.0), "copy": (10.0, 52.0), "compiled": (4.0, 8.0), "te": (2.0, 6.0)}
+LOSS_BYTES = {
+    "fused": (6.0, 24.0),
+    "unfused": (12.0, 44.0),
+    "copy": (10.0, 52.0),
+    "compiled": (4.0, 8.0),
+    "te": (2.0, 6.0),
+}
 # 1f1b is interleaved when vpp > 1; afab (all forwards, then all backwards: GPipe, nanotron's default
 # pipeline engine) has 1F1B's bubble but holds every micro-batch's activations until its backward
 # DeepSeek-V3's DualPipe (bidirectional: each rank holds stages i and pp-1-i, micro-batches enter
@@ -74,6 +80,8 @@ def ends_on_first_rank(sched: np.ndarray, pp: np.ndarray) -> np.ndarray:
 def dualpipe_micro_batches_ok(n_micro: np.ndarray | int, pp: np.ndarray | int) -> np.ndarray | bool:
     """The DualPipes' micro-batches per replica: even and at least 2 x pp (DualPipe's own assertion)."""
     return (n_micro % 2 == 0) & (n_micro >= 2 * pp)
+
+
 GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
 MATMUL_EFF = 0.7  # prior: GEMM ceiling / peak for devices without a measured matmul_eff
 ATTN_REL = 0.6  # prior: attention kernels' efficiency relative to the dense work's
@@ -97,6 +105,8 @@ ZERO3_GATHER = ("layer", "tensor")
 # a CUDA/ROCm device's framework reserve (GB): the CUDA context (~0.5-1 GB) and the caching
 # allocator's fragmentation; a prior
 RESERVE_GB = 3.0
+
+
 def divisors(n: int) -> list[int]:
     """The divisors of n, ascending, found up to sqrt(n): trying every d <= n took 24 s for 2^28 devices."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
@@ -314,68 +324,117 @@ class Job:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 flag = "--" + name.replace("_", "-")
-                raise ConfigError(f"{name.replace('_', ' ')} must be a whole number >= 1, not {v!r}", fix=f"pass a positive {flag}")
+                raise ConfigError(
+                    f"{name.replace('_', ' ')} must be a whole number >= 1, not {v!r}", fix=f"pass a positive {flag}"
+                )
         if self.devices > self.devices_per_node and self.devices % self.devices_per_node:
             # the link tiers (intra-node, inter-node) and TP-within-a-node assume whole nodes
             fits = max(d for d in divisors(self.devices) if d <= self.devices_per_node)
-            raise ConfigError(f"{self.devices} devices do not fill whole nodes of {self.devices_per_node}",
-                              fix=f"pass the devices per node the job really has as --devices-per-node (e.g. {fits}; TPUs: its slice size)")
+            raise ConfigError(
+                f"{self.devices} devices do not fill whole nodes of {self.devices_per_node}",
+                fix=f"pass the devices per node the job really has as --devices-per-node (e.g. {fits}; TPUs: its slice size)",
+            )
         reserve = self.reserve_gb if self.reserve_gb is not None else 0.0 if self.hw.static_memory else RESERVE_GB
         object.__setattr__(self, "reserve_gb", reserve)
         if not 0 <= reserve < math.inf:
             raise ConfigError(f"reserve must be >= 0 GB, not {self.reserve_gb}", fix="e.g. --reserve-gb 3")
         if self.precision == "fp8" and not self.hw.peak_tflops.get("fp8"):
-            raise ConfigError(f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
-                              fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml")
+            raise ConfigError(
+                f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
+                fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml",
+            )
         if self.sp_saves_gathered and self.sp_regather:
-            raise ConfigError("sequence parallelism either keeps its gathered inputs (torchtitan) or gathers them again in backward (Megatron, nanotron), not both",
-                              fix="drop --sp-saves-gathered or --sp-regather")
+            raise ConfigError(
+                "sequence parallelism either keeps its gathered inputs (torchtitan) or gathers them again in backward (Megatron, nanotron), not both",
+                fix="drop --sp-saves-gathered or --sp-regather",
+            )
         if self.pipeline_split_embedding and self.pipeline_split_cost:
-            raise ConfigError("the pipeline split is either by layers with the embedding and loss counted (Megatron) or by cost (nanotron), not both",
-                              fix="drop --pipeline-split-embedding or --pipeline-split-cost")
+            raise ConfigError(
+                "the pipeline split is either by layers with the embedding and loss counted (Megatron) or by cost (nanotron), not both",
+                fix="drop --pipeline-split-embedding or --pipeline-split-cost",
+            )
         if self.loss not in LOSS_BYTES:
-            raise ConfigError(f"loss must be one of {', '.join(LOSS_BYTES)}, not {self.loss!r}", fix="e.g. --loss unfused")
+            raise ConfigError(
+                f"loss must be one of {', '.join(LOSS_BYTES)}, not {self.loss!r}", fix="e.g. --loss unfused"
+            )
         if self.fp8_saved_inputs not in ("fp8", "bf16"):
-            raise ConfigError(f"fp8 saved inputs must be fp8 or bf16, not {self.fp8_saved_inputs!r}", fix="e.g. --fp8-saved-inputs bf16 (torchao)")
+            raise ConfigError(
+                f"fp8 saved inputs must be fp8 or bf16, not {self.fp8_saved_inputs!r}",
+                fix="e.g. --fp8-saved-inputs bf16 (torchao)",
+            )
         if self.attention_kernel not in ("", *ATTENTION_KERNELS):
-            raise ConfigError(f"attention kernel must be one of {', '.join(ATTENTION_KERNELS)}, not {self.attention_kernel!r}",
-                              fix="e.g. --attention-kernel fa2 (FlashAttention-2, PyTorch SDPA's flash backend)")
+            raise ConfigError(
+                f"attention kernel must be one of {', '.join(ATTENTION_KERNELS)}, not {self.attention_kernel!r}",
+                fix="e.g. --attention-kernel fa2 (FlashAttention-2, PyTorch SDPA's flash backend)",
+            )
         if self.fp8_recipe not in FP8_RECIPES:
-            raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}", fix="e.g. --fp8-recipe rowwise")
+            raise ConfigError(
+                f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}, not {self.fp8_recipe!r}",
+                fix="e.g. --fp8-recipe rowwise",
+            )
         if self.network is not None and self.network.device and self.network.device.lower() != self.hw.name.lower():
-            raise ConfigError(f"network {self.network.name} was measured on {self.network.device} nodes, not {self.hw.name}",
-                              fix=f"pass --hardware {self.network.device}, or leave --network out")
+            raise ConfigError(
+                f"network {self.network.name} was measured on {self.network.device} nodes, not {self.hw.name}",
+                fix=f"pass --hardware {self.network.device}, or leave --network out",
+            )
         if self.network is not None and self.network.devices_per_node != self.devices_per_node:
-            raise ConfigError(f"network {self.network.name} was measured with {self.network.devices_per_node} devices per node, "
-                              f"not {self.devices_per_node}", fix=f"pass --devices-per-node {self.network.devices_per_node}, or leave --network out")
+            raise ConfigError(
+                f"network {self.network.name} was measured with {self.network.devices_per_node} devices per node, "
+                f"not {self.devices_per_node}",
+                fix=f"pass --devices-per-node {self.network.devices_per_node}, or leave --network out",
+            )
         if not 1.0 <= self.moe_imbalance < math.inf:
-            raise ConfigError(f"MoE imbalance must be >= 1 (max / mean tokens per expert rank), not {self.moe_imbalance}",
-                              fix="e.g. --moe-imbalance 1.2; 1 is perfectly balanced routing")
-        if isinstance(self.layer_overhead_s, float | int) and not 0 <= self.layer_overhead_s < math.inf:  # (calibration grids pass arrays)
-            raise ConfigError(f"host wait must be a number >= 0, not {self.layer_overhead_s * 1e6:g} us per layer and micro-batch",
-                              fix="e.g. --host-wait-us 200")
+            raise ConfigError(
+                f"MoE imbalance must be >= 1 (max / mean tokens per expert rank), not {self.moe_imbalance}",
+                fix="e.g. --moe-imbalance 1.2; 1 is perfectly balanced routing",
+            )
+        if (
+            isinstance(self.layer_overhead_s, float | int) and not 0 <= self.layer_overhead_s < math.inf
+        ):  # (calibration grids pass arrays)
+            raise ConfigError(
+                f"host wait must be a number >= 0, not {self.layer_overhead_s * 1e6:g} us per layer and micro-batch",
+                fix="e.g. --host-wait-us 200",
+            )
         if isinstance(self.dp_overlap, float | int) and not 0 <= self.dp_overlap <= 1:  # (a NaN fails too)
-            raise ConfigError(f"DP overlap must be a share from 0 to 1, not {self.dp_overlap:g}",
-                              fix="e.g. --dp-overlap 0 when the gradients are reduced after the backward")
+            raise ConfigError(
+                f"DP overlap must be a share from 0 to 1, not {self.dp_overlap:g}",
+                fix="e.g. --dp-overlap 0 when the gradients are reduced after the backward",
+            )
         if not 0 < self.optimizer_bytes <= 64:
-            raise ConfigError(f"optimizer states must take more than 0 and at most 64 bytes per parameter, not {self.optimizer_bytes:g}",
-                              fix="e.g. --optimizer-bytes 8 (fp32 master weights, Adam moments in bf16)")
+            raise ConfigError(
+                f"optimizer states must take more than 0 and at most 64 bytes per parameter, not {self.optimizer_bytes:g}",
+                fix="e.g. --optimizer-bytes 8 (fp32 master weights, Adam moments in bf16)",
+            )
         if not 0 <= self.grad_accum_bytes < math.inf:
-            raise ConfigError(f"gradient accumulation must move >= 0 bytes per parameter, not {self.grad_accum_bytes:g}",
-                              fix="e.g. --grad-accum-bytes 10 (nanotron's fp32 accumulator)")
+            raise ConfigError(
+                f"gradient accumulation must move >= 0 bytes per parameter, not {self.grad_accum_bytes:g}",
+                fix="e.g. --grad-accum-bytes 10 (nanotron's fp32 accumulator)",
+            )
         if not 0 <= self.zero_gather_copy_s < math.inf:
-            raise ConfigError(f"ZeRO gather copy time must be >= 0 us per tensor and rank, not {self.zero_gather_copy_s * 1e6:g}",
-                              fix="e.g. --zero-gather-copy-us 10 (nanotron's per-tensor all-gather)")
+            raise ConfigError(
+                f"ZeRO gather copy time must be >= 0 us per tensor and rank, not {self.zero_gather_copy_s * 1e6:g}",
+                fix="e.g. --zero-gather-copy-us 10 (nanotron's per-tensor all-gather)",
+            )
         if not 0 <= self.deepep_sms < 1024:
-            raise ConfigError(f"DeepEP SMs must be between 0 and 1023, not {self.deepep_sms}", fix="e.g. deepep_sms 20 (DeepEP's default)")
+            raise ConfigError(
+                f"DeepEP SMs must be between 0 and 1023, not {self.deepep_sms}",
+                fix="e.g. deepep_sms 20 (DeepEP's default)",
+            )
         if self.ep_dispatch not in EP_DISPATCH:
-            raise ConfigError(f"EP dispatch must be one of {', '.join(EP_DISPATCH)}, not {self.ep_dispatch!r}",
-                              fix="e.g. --ep-dispatch deepep (DeepEP's node-deduplicated dispatch)")
+            raise ConfigError(
+                f"EP dispatch must be one of {', '.join(EP_DISPATCH)}, not {self.ep_dispatch!r}",
+                fix="e.g. --ep-dispatch deepep (DeepEP's node-deduplicated dispatch)",
+            )
         if self.zero3_gather not in ZERO3_GATHER:
-            raise ConfigError(f"ZeRO-3 gather must be one of {', '.join(ZERO3_GATHER)}, not {self.zero3_gather!r}",
-                              fix="e.g. --zero3-gather tensor (XLA, DeepSpeed)")
+            raise ConfigError(
+                f"ZeRO-3 gather must be one of {', '.join(ZERO3_GATHER)}, not {self.zero3_gather!r}",
+                fix="e.g. --zero3-gather tensor (XLA, DeepSpeed)",
+            )
         if not 0 <= self.dp_bucket_mb < math.inf:
-            raise ConfigError(f"DP bucket size must be >= 0 MB, not {self.dp_bucket_mb}", fix="e.g. --dp-bucket-mb 25 (PyTorch DDP's default)")
+            raise ConfigError(
+                f"DP bucket size must be >= 0 MB, not {self.dp_bucket_mb}",
+                fix="e.g. --dp-bucket-mb 25 (PyTorch DDP's default)",
+            )
         if self.grad_bytes == 0:
             object.__setattr__(self, "grad_bytes", 2 if self.precision == "fp16" else 4)
         if self.grad_bytes not in (2, 4):

@@ -43,8 +43,15 @@ class Links:
     @classmethod
     def of(cls, job: Job) -> Links:
         hw = job.hw
-        return cls(float(job.devices_per_node), (hw.intra_node_gbps or 100.0) * 1e9, (hw.inter_node_gbps or 25.0) * 1e9,
-                   job.inter_scale, job.network, {k: v * 1e9 for k, v in hw.intra_node_busbw_gbps.items()}, job.comm_scale)
+        return cls(
+            float(job.devices_per_node),
+            (hw.intra_node_gbps or 100.0) * 1e9,
+            (hw.inter_node_gbps or 25.0) * 1e9,
+            job.inter_scale,
+            job.network,
+            {k: v * 1e9 for k, v in hw.intra_node_busbw_gbps.items()},
+            job.comm_scale,
+        )
 
     def bandwidth(self, span: np.ndarray, ranks: np.ndarray | None = None, kind: str = "all_gather") -> np.ndarray:
         """Bytes/s of a group's collective (module docstring); point-to-point (ranks None) keeps
@@ -53,7 +60,9 @@ class Links:
         if ranks is None:
             bps = np.where(span <= self.node, self.intra_bps, self.inter_bps / self.inter_scale)
         elif prof is None:
-            bps = np.where(span <= self.node, self.intra_busbw.get(kind, self.intra_bps), self.inter_bps / self.inter_scale)
+            bps = np.where(
+                span <= self.node, self.intra_busbw.get(kind, self.intra_bps), self.inter_bps / self.inter_scale
+            )
         else:
             _, per_node = prof.group_nodes(ranks, span)
             bps = np.where(span <= self.node, prof.busbw(kind, 1.0), self.inter_bps * per_node / self.inter_scale)
@@ -64,11 +73,19 @@ class Links:
         step = np.where(span <= self.node, INTRA_STEP_S, INTER_STEP_S)
         if self.network is not None and ranks is not None:
             nodes, _ = self.network.group_nodes(ranks, span)
-            step = np.where(span <= self.node, step, self.network.step_latency_s(kind, nodes, self.node * self.inter_bps))
+            step = np.where(
+                span <= self.node, step, self.network.step_latency_s(kind, nodes, self.node * self.inter_bps)
+            )
         return step
 
-    def ring(self, n: np.ndarray, nbytes: np.ndarray | float, span: np.ndarray, calls: float | np.ndarray = 1,
-             kind: str = "all_gather") -> np.ndarray:
+    def ring(
+        self,
+        n: np.ndarray,
+        nbytes: np.ndarray | float,
+        span: np.ndarray,
+        calls: float | np.ndarray = 1,
+        kind: str = "all_gather",
+    ) -> np.ndarray:
         """``calls`` ring collectives over n ranks whose group spans ``span`` ranks, moving
         (n-1)/n x nbytes per rank in all."""
         latency = np.where(n > 1, (n - 1) * self.step_s(span, n, kind), 0.0)

@@ -34,8 +34,12 @@ def _kind(text: str, name: str) -> str:
         for kind in KINDS:
             if kind in candidate.lower().replace("-", "_"):
                 return kind
-    raise InputError("cannot tell which collective this nccl-tests log measured (no 'Collective test starting' line, "
-                     "and the file name names none)", path=name, fix="name the file after the test, e.g. all_gather_2nodes.log")
+    raise InputError(
+        "cannot tell which collective this nccl-tests log measured (no 'Collective test starting' line, "
+        "and the file name names none)",
+        path=name,
+        fix="name the file after the test, e.g. all_gather_2nodes.log",
+    )
 
 
 def parse_log(path: str) -> tuple[str, int, int, dict[int, float]]:
@@ -55,19 +59,27 @@ def parse_log(path: str) -> tuple[str, int, int, dict[int, float]]:
             except ValueError:
                 continue
     if not hosts or not rows:
-        raise InputError("not an nccl-tests log (no 'Rank ... on HOST device' lines or no result rows)", path=path, fix=_FIX)
+        raise InputError(
+            "not an nccl-tests log (no 'Rank ... on HOST device' lines or no result rows)", path=path, fix=_FIX
+        )
     nodes = len(set(hosts))
     if len(hosts) % nodes:
-        raise InputError(f"{len(hosts)} ranks over {nodes} hosts: not the same number on every node", path=path,
-                         fix="run on whole nodes, every device of each")
+        raise InputError(
+            f"{len(hosts)} ranks over {nodes} hosts: not the same number on every node",
+            path=path,
+            fix="run on whole nodes, every device of each",
+        )
     return _kind("\n".join(lines), Path(path).name), nodes, len(hosts) // nodes, rows
 
 
 def _at(rows: dict[int, float], size: int, path: str) -> tuple[int, float]:
     best = min(rows, key=lambda s: abs(math.log(max(s, 1) / size)))
     if abs(math.log(max(best, 1) / size)) > math.log(2) + 1e-9:
-        raise InputError(f"no result within a factor of 2 of {size} bytes (sizes {min(rows)}-{max(rows)})", path=path,
-                         fix="rerun nccl-tests with -b/-e spanning that size, or pass --size")
+        raise InputError(
+            f"no result within a factor of 2 of {size} bytes (sizes {min(rows)}-{max(rows)})",
+            path=path,
+            fix="rerun nccl-tests with -b/-e spanning that size, or pass --size",
+        )
     return best, rows[best]
 
 
@@ -81,11 +93,17 @@ def profile_from_logs(paths: Sequence[str], *, name: str, size: int = 256 << 20,
         got, busbw = _at(rows, size, path)
         table[(kind, nodes)] = (got, busbw, path)
     if len(per_node) != 1:
-        raise ConfigError(f"the logs ran {sorted(per_node)} devices per node", fix="measure every node count with all devices of each node")
+        raise ConfigError(
+            f"the logs ran {sorted(per_node)} devices per node",
+            fix="measure every node count with all devices of each node",
+        )
     counts = sorted({n for _, n in table})
     missing = [f"{k} at {n} node(s)" for n in counts for k in KINDS if (k, n) not in table]
     if missing:
-        raise ConfigError(f"missing {', '.join(missing)}", fix="run all_reduce_perf, all_gather_perf and reduce_scatter_perf at every node count")
+        raise ConfigError(
+            f"missing {', '.join(missing)}",
+            fix="run all_reduce_perf, all_gather_perf and reduce_scatter_perf at every node count",
+        )
     sizes = sorted({got for got, _, _ in table.values()})
     entry = {
         "name": name,

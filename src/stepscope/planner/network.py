@@ -85,7 +85,9 @@ _ENTRY_KEYS = sorted({"name", "device", "devices_per_node", "message_bytes", "no
 
 def parse_entries(doc: Any, where: str) -> dict[str, NetworkProfile]:
     if not isinstance(doc, dict) or not isinstance(doc.get("networks"), list):
-        raise ConfigError("network file needs a 'networks' list", path=where, fix="see src/stepscope/data/networks.yaml")
+        raise ConfigError(
+            "network file needs a 'networks' list", path=where, fix="see src/stepscope/data/networks.yaml"
+        )
     out = {}
     for d in doc["networks"]:
         if isinstance(d, dict):  # a misspelt optional key (devcie) was ignored, and with it the device check
@@ -93,18 +95,41 @@ def parse_entries(doc: Any, where: str) -> dict[str, NetworkProfile]:
         try:
             nodes = tuple(float(x) for x in d["nodes"])
             bw = {k: tuple(float(x) for x in d["busbw_gbps"][k]) for k in KINDS}
-            prof = NetworkProfile(name=str(d["name"]), devices_per_node=int(d["devices_per_node"]), nodes=nodes, busbw_gbps=bw,
-                                  message_bytes=int(d.get("message_bytes") or 0), device=str(d.get("device") or ""),
-                                  source=str(d.get("source", "")), note=str(d.get("note", "")))
+            prof = NetworkProfile(
+                name=str(d["name"]),
+                devices_per_node=int(d["devices_per_node"]),
+                nodes=nodes,
+                busbw_gbps=bw,
+                message_bytes=int(d.get("message_bytes") or 0),
+                device=str(d.get("device") or ""),
+                source=str(d.get("source", "")),
+                note=str(d.get("note", "")),
+            )
         except (KeyError, TypeError, ValueError) as e:
-            raise ConfigError(f"network entry {d.get('name', '?') if isinstance(d, dict) else d!r} is malformed ({e})", path=where,
-                              fix="give name, devices_per_node, nodes and busbw_gbps with all_reduce, all_gather, reduce_scatter") from None
-        if len(nodes) < 1 or any(len(v) != len(nodes) for v in bw.values()) or list(nodes) != sorted(set(nodes)) or nodes[0] < 1:
-            raise ConfigError(f"network {prof.name}: nodes must be increasing counts >= 1 with one bandwidth per count and kind", path=where,
-                              fix="see src/stepscope/data/networks.yaml")
-        if not all(0 < x < math.inf for v in (*bw.values(), nodes) for x in v) or prof.message_bytes <= 0:  # nan fails too
-            raise ConfigError(f"network {prof.name}: node counts, bandwidths and message_bytes must be finite numbers > 0", path=where,
-                              fix="see src/stepscope/data/networks.yaml")
+            raise ConfigError(
+                f"network entry {d.get('name', '?') if isinstance(d, dict) else d!r} is malformed ({e})",
+                path=where,
+                fix="give name, devices_per_node, nodes and busbw_gbps with all_reduce, all_gather, reduce_scatter",
+            ) from None
+        if (
+            len(nodes) < 1
+            or any(len(v) != len(nodes) for v in bw.values())
+            or list(nodes) != sorted(set(nodes))
+            or nodes[0] < 1
+        ):
+            raise ConfigError(
+                f"network {prof.name}: nodes must be increasing counts >= 1 with one bandwidth per count and kind",
+                path=where,
+                fix="see src/stepscope/data/networks.yaml",
+            )
+        if (
+            not all(0 < x < math.inf for v in (*bw.values(), nodes) for x in v) or prof.message_bytes <= 0
+        ):  # nan fails too
+            raise ConfigError(
+                f"network {prof.name}: node counts, bandwidths and message_bytes must be finite numbers > 0",
+                path=where,
+                fix="see src/stepscope/data/networks.yaml",
+            )
         out[prof.name.lower()] = prof
     return out
 
@@ -123,19 +148,33 @@ def by_name(name: str) -> NetworkProfile:
         try:
             doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         except OSError as e:
-            raise ConfigError(f"cannot read the network file ({e.strerror})", path=path, fix="pass an existing YAML file") from None
+            raise ConfigError(
+                f"cannot read the network file ({e.strerror})", path=path, fix="pass an existing YAML file"
+            ) from None
         except yaml.YAMLError as e:
-            raise ConfigError(f"the network file is not valid YAML ({str(e).splitlines()[0]})", path=path,
-                              fix="see src/stepscope/data/networks.yaml for the layout") from None
+            raise ConfigError(
+                f"the network file is not valid YAML ({str(e).splitlines()[0]})",
+                path=path,
+                fix="see src/stepscope/data/networks.yaml for the layout",
+            ) from None
         found = parse_entries(doc, path)
         if pick:
             if pick.lower() not in found:
-                raise ConfigError(f"no network {pick!r} in the file", path=path, fix=f"use one of: {', '.join(sorted(found))}")
+                raise ConfigError(
+                    f"no network {pick!r} in the file", path=path, fix=f"use one of: {', '.join(sorted(found))}"
+                )
             return found[pick.lower()]
         if len(found) != 1:
-            raise ConfigError(f"the file holds {len(found)} networks", path=path, fix=f"pick one: {path}#NAME ({', '.join(sorted(found))})")
+            raise ConfigError(
+                f"the file holds {len(found)} networks",
+                path=path,
+                fix=f"pick one: {path}#NAME ({', '.join(sorted(found))})",
+            )
         return next(iter(found.values()))
     prof = catalog().get(name.strip().lower())
     if prof is None:
-        raise ConfigError(f"unknown network {name!r}", fix=f"use one of: {', '.join(sorted(catalog()))}, or a YAML file of your cluster's")
+        raise ConfigError(
+            f"unknown network {name!r}",
+            fix=f"use one of: {', '.join(sorted(catalog()))}, or a YAML file of your cluster's",
+        )
     return prof

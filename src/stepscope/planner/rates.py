@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.model_flops import ModelShape
+from ..catalog.model_flops import ModelShape
 from .attention import kernel_share
 from .job import ATTN_REL, GEMM_SHARE, MATMUL_EFF, Job
 
@@ -92,8 +92,9 @@ def mla_up_proj(m: ModelShape, seq: int) -> tuple[float, float]:
     return 2.0 * share * per_head / m.d_model, 1.0 + 3.0 * redone / max(layers_flops, 1.0)
 
 
-def stored_per_token(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False,
-                     kv_repeated: bool = False) -> tuple[float, float, float]:
+def stored_per_token(
+    m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False, kv_repeated: bool = False
+) -> tuple[float, float, float]:
     """(no recompute, selective recompute, routed-expert part) activation bytes per token and layer
     / h, tensor by tensor: Korthikanti et al.'s accounting (bf16, flash attention so no s x s
     scores, no dropout masks) with the model's own widths, averaged over the layers:
@@ -215,8 +216,9 @@ def gemm_rate(outputs: np.ndarray | float, depth: np.ndarray | float) -> np.ndar
     return np.minimum(_GEMM_REF / slow, 1.0)
 
 
-def linear_shape(tokens: np.ndarray | float, d_in: np.ndarray | float, d_out: np.ndarray | float,
-                 groups: np.ndarray | float = 1.0) -> np.ndarray:
+def linear_shape(
+    tokens: np.ndarray | float, d_in: np.ndarray | float, d_out: np.ndarray | float, groups: np.ndarray | float = 1.0
+) -> np.ndarray:
     """Shape efficiency of a linear layer's training GEMMs (``groups`` of them in one kernel,
     each ``tokens`` tall): the forward (tokens x d_out outputs, depth d_in), the input gradient
     (tokens x d_in, depth d_out) and the weight gradient (d_in x d_out, depth tokens) do equal

@@ -24,8 +24,20 @@ import numpy as np
 # kernel has run and regenerated in backward (rates.mla_up_proj); "layernorm_mla_up_proj_moe_act"
 # adds it to layernorm_moe_act (--recompute-modules layernorm mla_up_proj moe_act: DeepSeek-V3's
 # RMSNorm, MLA up-projection and SwiGLU recompute, its technical report section 3.2.3).
-RECOMPUTE = ("none", "selective", "full", "minimal", "save_dot_except_mlp", "save_qkv_proj", "save_out_proj", "op",
-             "layernorm_moe_act", "qkv_proj_offloaded", "mla_up_proj", "layernorm_mla_up_proj_moe_act")
+RECOMPUTE = (
+    "none",
+    "selective",
+    "full",
+    "minimal",
+    "save_dot_except_mlp",
+    "save_qkv_proj",
+    "save_out_proj",
+    "op",
+    "layernorm_moe_act",
+    "qkv_proj_offloaded",
+    "mla_up_proj",
+    "layernorm_mla_up_proj_moe_act",
+)
 # the policies that recompute MLA's up-projections: offered for multi-latent attention models only
 MLA_POLICIES = (RECOMPUTE.index("mla_up_proj"), RECOMPUTE.index("layernorm_mla_up_proj_moe_act"))
 # nan: counted from the model's shape (none and selective: rates.stored_per_token, GPT-3 32 and
@@ -49,10 +61,14 @@ GATHERED_BYTES = np.array([4.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0, 4.0
 # layernorm_moe_act recomputes no GEMM: its recompute is memory-bound bytes (cost.py, rates.norm_moe_act);
 # selective's entry is nominal: cost.py charges the attention core's forward per configuration;
 # the mla_up_proj ones follow the model's shape (rates.mla_up_proj)
-RECOMPUTE_FACTOR = np.array([1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan, 1.0, 1.28, np.nan, np.nan])
+RECOMPUTE_FACTOR = np.array(
+    [1.0, 1.05, 4.0 / 3.0, np.nan, 1.0 + (2.0 / 3.0) / 3.0, 1.28, 1.30, np.nan, 1.0, 1.28, np.nan, np.nan]
+)
 # bytes per token and layer / h that qkv_proj_offloaded moves to the host and back: save_qkv_proj's
 # kept bytes less what qkv_proj_offloaded keeps on the device (the block input)
-QKV_OFFLOADED_BYTES = float(ACT_BYTES[RECOMPUTE.index("save_qkv_proj")] - ACT_BYTES[RECOMPUTE.index("qkv_proj_offloaded")])
+QKV_OFFLOADED_BYTES = float(
+    ACT_BYTES[RECOMPUTE.index("save_qkv_proj")] - ACT_BYTES[RECOMPUTE.index("qkv_proj_offloaded")]
+)
 # TP collectives replayed by a policy's recompute, where the policy says (nan: in proportion to
 # the recomputed FLOPs, see cost.py): selective 1 (attention core only), full 1.5, op 1.25
 TP_REPLAY = np.array([1.0, 1.0, 1.5, np.nan, np.nan, np.nan, np.nan, 1.25, 1.0, np.nan, 1.0, 1.0])

@@ -21,16 +21,27 @@ def job_from_record(d: dict[str, Any]) -> Job:
     """The job a ``--batch`` record (or the flags, as one) describes: keys as in RECORD_KEYS, values
     as JSON or CSV gives them; bad values are a ConfigError naming the key."""
     if d.get("global_batch") not in (None, "") and d.get("global_batch_tokens") not in (None, ""):
-        raise ConfigError("give the batch in sequences or in tokens, not both", fix="drop --global-batch or --global-batch-tokens")
-    if d.get("global_batch") in (None, "") and d.get("global_batch_tokens") not in (None, "") and d.get("seq_len") not in (None, ""):
+        raise ConfigError(
+            "give the batch in sequences or in tokens, not both", fix="drop --global-batch or --global-batch-tokens"
+        )
+    if (
+        d.get("global_batch") in (None, "")
+        and d.get("global_batch_tokens") not in (None, "")
+        and d.get("seq_len") not in (None, "")
+    ):
         tokens, seq = _whole(d, "global_batch_tokens", 2**53), _whole(d, "seq_len")
         if tokens % seq:
-            raise ConfigError(f"--global-batch-tokens {tokens} is not a multiple of --seq-len {seq}", fix="pass whole sequences")
+            raise ConfigError(
+                f"--global-batch-tokens {tokens} is not a multiple of --seq-len {seq}", fix="pass whole sequences"
+            )
         d = {**d, "global_batch": tokens // seq}
     missing = [k for k in ("model", "hardware", "devices", "global_batch", "seq_len") if d.get(k) in (None, "")]
     if missing:
-        raise ConfigError(f"plan needs {', '.join('--' + m.replace('_', '-') for m in missing)} (a --batch record or --calibrate row: "
-                          f"{', '.join(missing)})", fix="see stepscope plan --help")
+        raise ConfigError(
+            f"plan needs {', '.join('--' + m.replace('_', '-') for m in missing)} (a --batch record or --calibrate row: "
+            f"{', '.join(missing)})",
+            fix="see stepscope plan --help",
+        )
     prec = str(d.get("precision") or "bf16").lower()
     if prec not in ("bf16", "fp16", "fp8"):
         raise ConfigError(f"precision must be bf16, fp16 or fp8, not {prec!r}", fix="e.g. --precision fp8")
@@ -44,7 +55,9 @@ def job_from_record(d: dict[str, Any]) -> Job:
         model=model(str(d["model"])),
         hw=hw,
         devices=_whole(d, "devices"),
-        devices_per_node=_whole(d, "devices_per_node") if d.get("devices_per_node") not in (None, "") else hw.node_devices or 8,
+        devices_per_node=_whole(d, "devices_per_node")
+        if d.get("devices_per_node") not in (None, "")
+        else hw.node_devices or 8,
         global_batch=_whole(d, "global_batch"),
         seq_len=_whole(d, "seq_len"),
         precision=prec,
@@ -86,12 +99,55 @@ def job_from_record(d: dict[str, Any]) -> Job:
 
 
 # the keys a --batch record or a --calibrate row may carry (besides its measurement)
-RECORD_KEYS = frozenset({
-    "model", "hardware", "hardware_file", "devices", "devices_per_node", "global_batch", "global_batch_tokens", "seq_len",
-    "precision", "reserve_gb", "grad_dtype", "flash_attention", "fused_elementwise", "eager_swiglu", "param_gather_overlap",
-    "zero_sync_after_backward", "fused_projections", "kv_repeated", "fused_loss", "loss", "fp8_recipe", "fp8_weight_cache", "fp8_saved_inputs", "fp8_all_gather", "fp8_gain_thresholds", "zero3_prefetch", "sp_saves_gathered", "sp_regather", "attention_kernel", "dp_bucket_mb", "moe_imbalance", "zero3_gather", "ep_dispatch", "deepep_sms",
-    "zero_gather_copy_us", "grad_accum_bytes", "optimizer_bytes", "network", "framework", "strategy", "pipeline_split_embedding", "pipeline_split_cost", "hidden_dropout", "host_wait_us", "dp_overlap",
-})
+RECORD_KEYS = frozenset(
+    {
+        "model",
+        "hardware",
+        "hardware_file",
+        "devices",
+        "devices_per_node",
+        "global_batch",
+        "global_batch_tokens",
+        "seq_len",
+        "precision",
+        "reserve_gb",
+        "grad_dtype",
+        "flash_attention",
+        "fused_elementwise",
+        "eager_swiglu",
+        "param_gather_overlap",
+        "zero_sync_after_backward",
+        "fused_projections",
+        "kv_repeated",
+        "fused_loss",
+        "loss",
+        "fp8_recipe",
+        "fp8_weight_cache",
+        "fp8_saved_inputs",
+        "fp8_all_gather",
+        "fp8_gain_thresholds",
+        "zero3_prefetch",
+        "sp_saves_gathered",
+        "sp_regather",
+        "attention_kernel",
+        "dp_bucket_mb",
+        "moe_imbalance",
+        "zero3_gather",
+        "ep_dispatch",
+        "deepep_sms",
+        "zero_gather_copy_us",
+        "grad_accum_bytes",
+        "optimizer_bytes",
+        "network",
+        "framework",
+        "strategy",
+        "pipeline_split_embedding",
+        "pipeline_split_cost",
+        "hidden_dropout",
+        "host_wait_us",
+        "dp_overlap",
+    }
+)
 
 
 def ignored_keys(rec: dict[str, Any]) -> list[str]:
@@ -117,7 +173,9 @@ def _whole(d: dict[str, Any], key: str, limit: int = 2**31) -> int:
         except (TypeError, ValueError):
             x = None
     if x is None or x > limit:
-        raise ConfigError(f"{key} must be a whole number up to {limit:,}, not {v!r}", fix=f"e.g. --{key.replace('_', '-')} 8")
+        raise ConfigError(
+            f"{key} must be a whole number up to {limit:,}, not {v!r}", fix=f"e.g. --{key.replace('_', '-')} 8"
+        )
     return x
 
 
@@ -126,7 +184,10 @@ def _host_wait_s(d: dict[str, Any]) -> float:
     layer and micro-batch, beyond which it is surely a typo."""
     us = _number(d, "host_wait_us", 0.0)
     if not 0 <= us < 1e6:
-        raise ConfigError(f"host wait must be >= 0 and under a second per layer and micro-batch, not {us:g} us", fix="e.g. --host-wait-us 200")
+        raise ConfigError(
+            f"host wait must be >= 0 and under a second per layer and micro-batch, not {us:g} us",
+            fix="e.g. --host-wait-us 200",
+        )
     return us * 1e-6
 
 
@@ -138,7 +199,9 @@ def _number(d: dict[str, Any], key: str, default: float) -> float:
     try:
         return float(v)
     except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be a number, not {v!r}", fix=f"e.g. --{key.replace('_', '-')} {default:g}") from None
+        raise ConfigError(
+            f"{key} must be a number, not {v!r}", fix=f"e.g. --{key.replace('_', '-')} {default:g}"
+        ) from None
 
 
 def _bool(d: dict[str, Any], key: str, default: bool) -> bool:

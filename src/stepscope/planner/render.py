@@ -14,12 +14,16 @@ _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb"
 _TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "pp_p2p_s", "optimizer_s", "offload_s", "host_s")
 
 
-def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray], dense: bool = False) -> list[dict[str, Any]]:
+def records(
+    strategies: dict[str, np.ndarray], results: dict[str, np.ndarray], dense: bool = False
+) -> list[dict[str, Any]]:
     """One JSON-ready record per configuration. ``dense``: the model has no experts, so Megatron's
     ``layernorm_moe_act`` recompute is its ``--recompute-modules layernorm`` and is named so."""
     out = []
     for i in range(len(strategies["tp"])):
-        strat: dict[str, int | float | str] = {k: int(strategies[k][i]) for k in FIELDS if k not in ("recompute", "sched")}
+        strat: dict[str, int | float | str] = {
+            k: int(strategies[k][i]) for k in FIELDS if k not in ("recompute", "sched")
+        }
         policy = RECOMPUTE[int(strategies["recompute"][i])]
         strat["recompute"] = "layernorm" if dense and policy == "layernorm_moe_act" else policy
         strat["sched"] = SCHEDULES[int(strategies["sched"][i])]
@@ -31,22 +35,24 @@ def records(strategies: dict[str, np.ndarray], results: dict[str, np.ndarray], d
             strat["etp"] = strat["tp"]  # the default: experts sharded like the dense layers
         if not strat["hsdp"] and strat["zero"] == 3:
             strat["hsdp"] = strat["dp"]  # plain FSDP: one shard group over all of dp
-        out.append({
-            "strategy": strat,
-            "step_time_s": float(results["step_s"][i]),
-            "tokens_per_s_per_device": float(results["tokens_per_s_per_device"][i]),
-            "mfu": float(results["mfu"][i]),
-            "hfu": float(results["hfu"][i]),
-            "tflops_per_device": float(results["tflops_per_device"][i]),
-            "memory_gb": {**{k[:-3]: float(results[k][i]) for k in _MEM}, "total": float(results["total_gb"][i])},
-            "fits": bool(results["fits"][i]),
-            "headroom_gb": float(results["headroom_gb"][i]),
-            "bottleneck": BOTTLENECKS[int(results["bottleneck"][i])],
-            "grad_accum": float(results["grad_accum"][i]),
-            "time_s": {k[:-2]: float(results[k][i]) for k in _TIME},
-            # seconds of each transfer hidden under compute (time_s holds what stays exposed)
-            "hidden_s": {p: float(results[f"hidden_{p}_s"][i]) for p in HIDDEN_PARTS},
-        })
+        out.append(
+            {
+                "strategy": strat,
+                "step_time_s": float(results["step_s"][i]),
+                "tokens_per_s_per_device": float(results["tokens_per_s_per_device"][i]),
+                "mfu": float(results["mfu"][i]),
+                "hfu": float(results["hfu"][i]),
+                "tflops_per_device": float(results["tflops_per_device"][i]),
+                "memory_gb": {**{k[:-3]: float(results[k][i]) for k in _MEM}, "total": float(results["total_gb"][i])},
+                "fits": bool(results["fits"][i]),
+                "headroom_gb": float(results["headroom_gb"][i]),
+                "bottleneck": BOTTLENECKS[int(results["bottleneck"][i])],
+                "grad_accum": float(results["grad_accum"][i]),
+                "time_s": {k[:-2]: float(results[k][i]) for k in _TIME},
+                # seconds of each transfer hidden under compute (time_s holds what stays exposed)
+                "hidden_s": {p: float(results[f"hidden_{p}_s"][i]) for p in HIDDEN_PARTS},
+            }
+        )
     return out
 
 
@@ -54,24 +60,81 @@ def table(recs: list[dict[str, Any]]) -> Any:
     from rich.table import Table
 
     t = Table(title="Strategies, fastest that fit first")
-    cols = ["TP", "SP", "PP", "VPP", "DP", "CP", "EP", "ETP", "ZeRO", "shard", "kept W", "sched", "MB", "GA", "remat", "offl", "W", "G", "O", "act",
-            "buf+res", "total GB", "compute", "host s", "TP s", "EP s", "DP s", "CP s", "PP+bubble", "offl s", "step s", "MFU", "bottleneck"]
+    cols = [
+        "TP",
+        "SP",
+        "PP",
+        "VPP",
+        "DP",
+        "CP",
+        "EP",
+        "ETP",
+        "ZeRO",
+        "shard",
+        "kept W",
+        "sched",
+        "MB",
+        "GA",
+        "remat",
+        "offl",
+        "W",
+        "G",
+        "O",
+        "act",
+        "buf+res",
+        "total GB",
+        "compute",
+        "host s",
+        "TP s",
+        "EP s",
+        "DP s",
+        "CP s",
+        "PP+bubble",
+        "offl s",
+        "step s",
+        "MFU",
+        "bottleneck",
+    ]
     rows = []
     for r in recs:
         s, m, ts = r["strategy"], r["memory_gb"], r["time_s"]
-        rows.append([str(s["tp"]), "no" if s["tp"] > 1 and not s["sp"] else "",
-                     *(str(s[k]) for k in ("pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp")),
-                     "yes" if s["keep_params"] else "", *(str(s[k]) for k in ("sched", "mb")),
-                     f"{r['grad_accum']:g}", s["recompute"], (str(s["offload_layers"]) if s["offload_layers"] else "yes") if s["offload"] else "",
-                     *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")),
-                     f"{m['buffers'] + m['reserve']:.1f}", f"{m['total']:.1f}",
-                     *(f"{ts[k]:.2f}" for k in ("compute", "host", "tp", "ep", "dp", "cp")), f"{ts['bubble'] + ts['pp_p2p']:.2f}",
-                     f"{ts['offload']:.2f}", f"{r['step_time_s']:.2f}", f"{r['mfu']:.1%}",
-                     r["bottleneck"] + ("" if r["fits"] else " (OOM)")])
+        rows.append(
+            [
+                str(s["tp"]),
+                "no" if s["tp"] > 1 and not s["sp"] else "",
+                *(str(s[k]) for k in ("pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp")),
+                "yes" if s["keep_params"] else "",
+                *(str(s[k]) for k in ("sched", "mb")),
+                f"{r['grad_accum']:g}",
+                s["recompute"],
+                (str(s["offload_layers"]) if s["offload_layers"] else "yes") if s["offload"] else "",
+                *(f"{m[k]:.1f}" for k in ("weights", "grads", "optimizer", "activations")),
+                f"{m['buffers'] + m['reserve']:.1f}",
+                f"{m['total']:.1f}",
+                *(f"{ts[k]:.2f}" for k in ("compute", "host", "tp", "ep", "dp", "cp")),
+                f"{ts['bubble'] + ts['pp_p2p']:.2f}",
+                f"{ts['offload']:.2f}",
+                f"{r['step_time_s']:.2f}",
+                f"{r['mfu']:.1%}",
+                r["bottleneck"] + ("" if r["fits"] else " (OOM)"),
+            ]
+        )
     # columns that say nothing for these rows (off in every one: no CP, no experts, no offload, no
     # HSDP, plain 1F1B; expert-TP equal to TP) are left out so the rest fits a terminal
-    trivial = {"SP": "", "VPP": "1", "CP": "1", "EP": "1", "shard": "0", "kept W": "", "sched": "1f1b", "offl": "", "EP s": "0.00",
-               "CP s": "0.00", "offl s": "0.00", "host s": "0.00"}
+    trivial = {
+        "SP": "",
+        "VPP": "1",
+        "CP": "1",
+        "EP": "1",
+        "shard": "0",
+        "kept W": "",
+        "sched": "1f1b",
+        "offl": "",
+        "EP s": "0.00",
+        "CP s": "0.00",
+        "offl s": "0.00",
+        "host s": "0.00",
+    }
     tp_col = cols.index("TP")
 
     def says_something(i: int) -> bool:
@@ -89,8 +152,22 @@ def table(recs: list[dict[str, Any]]) -> Any:
 
 def _strategy_text(s: dict[str, Any]) -> str:
     """A strategy as --evaluate spells it, without the fields at their defaults."""
-    quiet = {"sp": 1, "vpp": 1, "cp": 1, "ep": 1, "etp": s["tp"], "zero": 0, "hsdp": s["dp"] if s["zero"] == 3 else 0, "offload": 0, "offload_layers": 0,
-             "tp_overlap": 0, "ep_overlap": 0, "keep_params": 0, "recompute": "none", "sched": "1f1b"}
+    quiet = {
+        "sp": 1,
+        "vpp": 1,
+        "cp": 1,
+        "ep": 1,
+        "etp": s["tp"],
+        "zero": 0,
+        "hsdp": s["dp"] if s["zero"] == 3 else 0,
+        "offload": 0,
+        "offload_layers": 0,
+        "tp_overlap": 0,
+        "ep_overlap": 0,
+        "keep_params": 0,
+        "recompute": "none",
+        "sched": "1f1b",
+    }
     return ",".join(f"{k}={v}" for k, v in s.items() if quiet.get(k, object()) != v)
 
 
@@ -104,51 +181,77 @@ TIGHT_HEADROOM = 0.05
 WIDE_DP_NODES, WIDE_DP_SHARE = 32, 0.2
 
 
-def caveat_lines(recs: list[dict[str, Any]], *, measured_ceiling: bool, device: str, fp8_rowwise: bool,
-                 moe: bool = False, nodes: int = 1) -> list[str]:
+def caveat_lines(
+    recs: list[dict[str, Any]],
+    *,
+    measured_ceiling: bool,
+    device: str,
+    fp8_rowwise: bool,
+    moe: bool = False,
+    nodes: int = 1,
+) -> list[str]:
     """Where the rows shown lean on the model's least validated terms (docs/planner.md, Accuracy):
     a device without a measured matmul ceiling, context parallelism, DeepSeek's DualPipe schedules,
     torchao's rowwise fp8, MoE layers (BENCHMARKS.md, held-out runs), and gradient/FSDP traffic that dominates a step over
     ``WIDE_DP_NODES``+ nodes."""
     lines = []
     if moe:
-        lines.append("note: MoE step times are the least validated: against NVIDIA's published Megatron-Bridge MoE runs "
-                     "(benchmarks/holdout) its predictions ranged from 27% slow to 3.8x fast, most optimistic for many small experts at "
-                     "micro-batch 1 (the router, host synchronisation and per-expert launches are not modeled; --calibrate on three or more of your own runs at "
-                     "different micro-batch sizes can fit them as a host wait: fitted to those 21 runs, leaving each out, it came out at 6.4 ms per layer "
-                     "and micro-batch; --host-wait-us 6400 shows what that would cost here)")
+        lines.append(
+            "note: MoE step times are the least validated: against NVIDIA's published Megatron-Bridge MoE runs "
+            "(benchmarks/holdout) its predictions ranged from 27% slow to 3.8x fast, most optimistic for many small experts at "
+            "micro-batch 1 (the router, host synchronisation and per-expert launches are not modeled; --calibrate on three or more of your own runs at "
+            "different micro-batch sizes can fit them as a host wait: fitted to those 21 runs, leaving each out, it came out at 6.4 ms per layer "
+            "and micro-batch; --host-wait-us 6400 shows what that would cost here)"
+        )
     if not measured_ceiling:
-        lines.append(f"note: {device} has no measured matmul ceiling in the hardware catalog; its GEMMs assume the 0.7 prior "
-                     "(calibrate on measured runs: --calibrate or --from-analysis)")
+        lines.append(
+            f"note: {device} has no measured matmul ceiling in the hardware catalog; its GEMMs assume the 0.7 prior "
+            "(calibrate on measured runs: --calibrate or --from-analysis)"
+        )
     if any(int(r["strategy"]["cp"]) > 1 for r in recs):
-        lines.append("note: rows with cp > 1 lean on ring attention's cost, the least validated term: against torchtitan's "
-                     "published context-parallel runs the model was optimistic, more so at higher cp")
+        lines.append(
+            "note: rows with cp > 1 lean on ring attention's cost, the least validated term: against torchtitan's "
+            "published context-parallel runs the model was optimistic, more so at higher cp"
+        )
     if any(str(r["strategy"].get("sched", "")).startswith("dualpipe") for r in recs):
-        lines.append("note: DualPipe rows take their bubble from the DualPipe README's table (with F = W = B/2) and hide the "
-                     "all-to-all as ep_overlap does; checked against one run only (DeepSeek-V3, within 2% of its whole-run average), "
-                     "and its FP8 activation caching is not modeled (memory: that run fit in 80 GB, the model says 110 GB)")
+        lines.append(
+            "note: DualPipe rows take their bubble from the DualPipe README's table (with F = W = B/2) and hide the "
+            "all-to-all as ep_overlap does; checked against one run only (DeepSeek-V3, within 2% of its whole-run average), "
+            "and its FP8 activation caching is not modeled (memory: that run fit in 80 GB, the model says 110 GB)"
+        )
     if fp8_rowwise:
-        lines.append("note: rowwise fp8 is optimistic against torchtitan's published rowwise runs, most with async TP "
-                     "(the narrow GEMMs' fp8 penalty is not modeled)")
+        lines.append(
+            "note: rowwise fp8 is optimistic against torchtitan's published rowwise runs, most with async TP "
+            "(the narrow GEMMs' fp8 penalty is not modeled)"
+        )
     if nodes >= WIDE_DP_NODES and any(
-            int(r["strategy"]["dp"]) * int(r["strategy"]["cp"]) > 1 and r["time_s"]["dp"] >= WIDE_DP_SHARE * r["step_time_s"] for r in recs):
-        lines.append(f"note: rows where DP/FSDP traffic is {WIDE_DP_SHARE:.0%}+ of the step across {WIDE_DP_NODES}+ nodes lean on the "
-                     "inter-node collective model where it was least accurate: against nanotron's 64-node runs its predictions ranged from 34% too slow "
-                     "to 1.7x too fast (ring latency and congestion at hundreds of ranks): profile yours from nccl-tests logs (stepscope network) for --network, or --calibrate")
+        int(r["strategy"]["dp"]) * int(r["strategy"]["cp"]) > 1
+        and r["time_s"]["dp"] >= WIDE_DP_SHARE * r["step_time_s"]
+        for r in recs
+    ):
+        lines.append(
+            f"note: rows where DP/FSDP traffic is {WIDE_DP_SHARE:.0%}+ of the step across {WIDE_DP_NODES}+ nodes lean on the "
+            "inter-node collective model where it was least accurate: against nanotron's 64-node runs its predictions ranged from 34% too slow "
+            "to 1.7x too fast (ring latency and congestion at hundreds of ranks): profile yours from nccl-tests logs (stepscope network) for --network, or --calibrate"
+        )
     return lines
 
 
 def sensitivity_line(sens: dict[str, float]) -> str:
     """The line under an --evaluate table that says which term the prediction leans on."""
-    return (f"10% worse: GEMMs {sens['gemm']:+.1%} step, attention {sens['attention']:+.1%}, "
-            f"communication {sens['communication']:+.1%} (inter-node links alone {sens['inter_node']:+.1%})")
+    return (
+        f"10% worse: GEMMs {sens['gemm']:+.1%} step, attention {sens['attention']:+.1%}, "
+        f"communication {sens['communication']:+.1%} (inter-node links alone {sens['inter_node']:+.1%})"
+    )
 
 
 def rate_line(rec: dict[str, Any]) -> str:
     """The line under an --evaluate table with what the table leaves out: throughput per device and
     HFU (with recompute's extra forward) beside MFU."""
-    return (f"step {rec['step_time_s']:.4g} s: {rec['tokens_per_s_per_device']:,.0f} tokens/s per device, "
-            f"{rec['tflops_per_device']:,.0f} model TFLOP/s per device, MFU {rec['mfu']:.1%}, HFU {rec['hfu']:.1%}")
+    return (
+        f"step {rec['step_time_s']:.4g} s: {rec['tokens_per_s_per_device']:,.0f} tokens/s per device, "
+        f"{rec['tflops_per_device']:,.0f} model TFLOP/s per device, MFU {rec['mfu']:.1%}, HFU {rec['hfu']:.1%}"
+    )
 
 
 def overlap_line(rec: dict[str, Any]) -> str | None:
@@ -160,8 +263,7 @@ def overlap_line(rec: dict[str, Any]) -> str | None:
     exposed = sum(rec["time_s"][p] for p in HIDDEN_PARTS)
     names = {"tp": "TP", "ep": "EP", "cp": "CP", "pp_p2p": "PP p2p", "dp": "DP", "offload": "offload"}
     parts = ", ".join(f"{names[p]} {s:.3g}" for p, s in hidden.items())
-    return (f"overlap: {sum(hidden.values()):.3g} s of transfers hidden under compute ({parts}), "
-            f"{exposed:.3g} s exposed")
+    return f"overlap: {sum(hidden.values()):.3g} s of transfers hidden under compute ({parts}), {exposed:.3g} s exposed"
 
 
 def memory_line(rec: dict[str, Any]) -> str:
@@ -173,8 +275,10 @@ def memory_line(rec: dict[str, Any]) -> str:
         return f"memory: does not fit, {total:,.1f} GB per device of {capacity_gb:,.1f} GB ({-free:,.1f} GB over)"
     line = f"memory: fits, {total:,.1f} GB per device of {capacity_gb:,.1f} GB ({free:,.1f} GB headroom)"
     if free < TIGHT_HEADROOM * capacity_gb:
-        line += (f"; less than {TIGHT_HEADROOM:.0%} of the device is left, and allocator fragmentation (not modeled) "
-                 "can take that: expect out-of-memory risk")
+        line += (
+            f"; less than {TIGHT_HEADROOM:.0%} of the device is left, and allocator fragmentation (not modeled) "
+            "can take that: expect out-of-memory risk"
+        )
     return line
 
 
@@ -185,53 +289,100 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
     lines = []
     cal = rec.get("calibration") or {}
     if "runs" in cal:
-        lines.append(f"calibrated on {cal['runs']} measured runs: GEMM x{cal['gemm_scale']:.3g}, attention x{cal['attn_scale']:.3g}, "
-                     f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}"
-                     + (f", host wait {cal['layer_overhead_s'] * 1e6:.0f} us per layer and micro-batch" if cal.get("layer_overhead_s") else "")
-                     + (f" (held toward the priors at strength {cal['prior_pull']:g}, "
-                        + ("chosen leave-one-out)" if cal["runs"] >= 3 else "the strongest: too few runs to choose)") if cal.get("prior_pull") else "")
-                     + f"; error {cal['mape_before']:.1%} before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)")
+        lines.append(
+            f"calibrated on {cal['runs']} measured runs: GEMM x{cal['gemm_scale']:.3g}, attention x{cal['attn_scale']:.3g}, "
+            f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}"
+            + (
+                f", host wait {cal['layer_overhead_s'] * 1e6:.0f} us per layer and micro-batch"
+                if cal.get("layer_overhead_s")
+                else ""
+            )
+            + (
+                f" (held toward the priors at strength {cal['prior_pull']:g}, "
+                + ("chosen leave-one-out)" if cal["runs"] >= 3 else "the strongest: too few runs to choose)")
+                if cal.get("prior_pull")
+                else ""
+            )
+            + f"; error {cal['mape_before']:.1%} before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)"
+        )
         spread = {k: v for k, v in (cal.get("leave_one_out_range") or {}).items() if v[1] > v[0]}
         if spread:  # factors the runs do not pin down move between the leave-one-out fits
-            names = {"gemm_scale": "GEMM", "attn_scale": "attention", "comm_scale": "communication", "inter_scale": "inter-node"}
-            lines.append("leave-one-out fits ranged: " + ", ".join(
-                f"host wait {lo * 1e6:.0f}-{hi * 1e6:.0f} us" if k == "layer_overhead_s" else f"{names.get(k, k)} x{lo:.3g}-{hi:.3g}"
-                for k, (lo, hi) in spread.items()))
-        off = sorted(((r["predicted_loo_s"] / r["measured_s"] - 1, r) for r in cal.get("per_run") or []), key=lambda x: -abs(x[0]))
-        if worst := [(e, r) for e, r in off[:3] if abs(e) > 0.1]:  # rows more than 10% from their leave-one-out prediction
-            lines.append("furthest left out: " + "; ".join(
-                f"line {r['line']} {r['measured_s']:.4g} s measured, {r['predicted_loo_s']:.4g} s predicted ({e:+.0%})" for e, r in worst)
-                + " (a row the others cannot predict may not describe its run)")
+            names = {
+                "gemm_scale": "GEMM",
+                "attn_scale": "attention",
+                "comm_scale": "communication",
+                "inter_scale": "inter-node",
+            }
+            lines.append(
+                "leave-one-out fits ranged: "
+                + ", ".join(
+                    f"host wait {lo * 1e6:.0f}-{hi * 1e6:.0f} us"
+                    if k == "layer_overhead_s"
+                    else f"{names.get(k, k)} x{lo:.3g}-{hi:.3g}"
+                    for k, (lo, hi) in spread.items()
+                )
+            )
+        off = sorted(
+            ((r["predicted_loo_s"] / r["measured_s"] - 1, r) for r in cal.get("per_run") or []),
+            key=lambda x: -abs(x[0]),
+        )
+        if worst := [
+            (e, r) for e, r in off[:3] if abs(e) > 0.1
+        ]:  # rows more than 10% from their leave-one-out prediction
+            lines.append(
+                "furthest left out: "
+                + "; ".join(
+                    f"line {r['line']} {r['measured_s']:.4g} s measured, {r['predicted_loo_s']:.4g} s predicted ({e:+.0%})"
+                    for e, r in worst
+                )
+                + " (a row the others cannot predict may not describe its run)"
+            )
         if cal.get("ignored_columns"):
             lines.append(f"note: columns the planner does not read were ignored: {', '.join(cal['ignored_columns'])}")
         if cal.get("at_grid_edge"):
-            lines.append(f"warning: {', '.join(cal['at_grid_edge'])} reached the end of the range the fit searches; check that the "
-                         "CSV's rows describe the jobs (model, devices, batch, strategy) and their step times in seconds")
+            lines.append(
+                f"warning: {', '.join(cal['at_grid_edge'])} reached the end of the range the fit searches; check that the "
+                "CSV's rows describe the jobs (model, devices, batch, strategy) and their step times in seconds"
+            )
     if "trace" in cal:
-        got = ", ".join(f"{k[len('measured_'):]} {v:.3g}" for k, v in cal.items() if k.startswith("measured_"))
-        lines.append(f"from the trace {cal['trace']} (rank {cal['trace_rank']}, {cal['trace_hardware']}): step "
-                     f"{cal['trace_step_time_s']:.4g} s; " + (got or "no efficiency could be measured, the priors stay"))
+        got = ", ".join(f"{k[len('measured_') :]} {v:.3g}" for k, v in cal.items() if k.startswith("measured_"))
+        lines.append(
+            f"from the trace {cal['trace']} (rank {cal['trace_rank']}, {cal['trace_hardware']}): step "
+            f"{cal['trace_step_time_s']:.4g} s; " + (got or "no efficiency could be measured, the priors stay")
+        )
         if "trace_why_no_flops" in cal:
             lines.append(f"no compute efficiency from this trace: {cal['trace_why_no_flops']}")
         if cal.get("trace_host_bound_s") and "measured_layer_overhead_s" not in cal:
-            lines.append(f"note: the traced step waited {cal['trace_host_bound_s']:.4g} s on the host "
-                         f"({cal['trace_host_bound_s'] / cal['trace_step_time_s']:.0%} of it); a what-if (--evaluate with --baseline) "
-                         "carries that over as a wait per layer and micro-batch, a search does not")
+            lines.append(
+                f"note: the traced step waited {cal['trace_host_bound_s']:.4g} s on the host "
+                f"({cal['trace_host_bound_s'] / cal['trace_step_time_s']:.0%} of it); a what-if (--evaluate with --baseline) "
+                "carries that over as a wait per layer and micro-batch, a search does not"
+            )
         if cal.get("trace_hardware_differs"):
-            lines.append(f"warning: the trace ran on {cal['trace_hardware']}, not on the --hardware given; its efficiencies and "
-                         "measured step describe that device")
+            lines.append(
+                f"warning: the trace ran on {cal['trace_hardware']}, not on the --hardware given; its efficiencies and "
+                "measured step describe that device"
+            )
     w = rec.get("what_if")
     if w:
-        lines.append(f"what-if: baseline {_strategy_text(w['baseline'])} measured {w['measured_step_time_s']:.4g} s/step (model "
-                     f"{w['predicted_baseline_step_time_s']:.4g} s); {_strategy_text(rec['strategy'])} predicted "
-                     f"{w['predicted_step_time_s']:.4g} s/step, {w['speedup_vs_baseline']:.2f}x the "
-                     "baseline's speed")
+        lines.append(
+            f"what-if: baseline {_strategy_text(w['baseline'])} measured {w['measured_step_time_s']:.4g} s/step (model "
+            f"{w['predicted_baseline_step_time_s']:.4g} s); {_strategy_text(rec['strategy'])} predicted "
+            f"{w['predicted_step_time_s']:.4g} s/step, {w['speedup_vs_baseline']:.2f}x the "
+            "baseline's speed"
+        )
         parts = w.get("baseline_parts_s")
         if parts:
             names = {"compute": "compute", "exposed_comm": "exposed communication", "idle": "idle"}
-            lines.append("baseline, traced vs model: " + ", ".join(
-                f"{label} {parts['measured'][k]:.4g} vs {parts['model'][k]:.4g} s" for k, label in names.items()))
+            lines.append(
+                "baseline, traced vs model: "
+                + ", ".join(
+                    f"{label} {parts['measured'][k]:.4g} vs {parts['model'][k]:.4g} s" for k, label in names.items()
+                )
+            )
         if w["baseline_far_from_measured"]:
-            lines.append(f"warning: the model puts the baseline at {w['baseline_model_over_measured']:.2g}x the measured step; check that "
-                         "--model, --devices, --global-batch and --seq-len describe the measured run")
+            lines.append(
+                f"warning: the model puts the baseline at {w['baseline_model_over_measured']:.2g}x the measured step; check that "
+                "--model, --devices, --global-batch and --seq-len describe the measured run"
+            )
     return lines

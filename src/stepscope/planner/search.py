@@ -10,15 +10,34 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.hardware import Hardware, by_name
-from ..analysis.model_flops import ModelShape
-from ..analysis.models import resolve
+from ..catalog.hardware import Hardware, by_name
+from ..catalog.model_flops import ModelShape
+from ..catalog.models import resolve
 from ..errors import ConfigError
 from .cost import RECOMPUTE, SCHEDULES, TP_OVERLAP, Job, evaluate
 from .job import DUALPIPE, DUALPIPEV, MLA_POLICIES, divisors, dualpipe_micro_batches_ok, tp_overlap_needs_sp
 
-FIELDS = ("tp", "sp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "sched", "mb", "ga", "recompute", "offload", "offload_layers",
-          "tp_overlap", "ep_overlap", "keep_params")
+FIELDS = (
+    "tp",
+    "sp",
+    "pp",
+    "vpp",
+    "dp",
+    "cp",
+    "ep",
+    "etp",
+    "zero",
+    "hsdp",
+    "sched",
+    "mb",
+    "ga",
+    "recompute",
+    "offload",
+    "offload_layers",
+    "tp_overlap",
+    "ep_overlap",
+    "keep_params",
+)
 
 
 def hardware(name: str, user_file: str | None = None) -> Hardware:
@@ -44,8 +63,14 @@ CP_MIN_TOKENS = 1024  # the search's context parallelism beyond 8 keeps at least
 SEARCHED_SCHEDULES = (0, 1, 2)  # 1f1b (interleaved with vpp > 1), zb-h1, zb-v; the others when --where names them
 
 
-def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
-          sequence_parallel: bool = True, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str, np.ndarray]:
+def space(
+    job: Job,
+    tp_overlap: int = 0,
+    tp_across_nodes: bool = False,
+    ep_overlap: bool = False,
+    sequence_parallel: bool = True,
+    schedules: tuple[int, ...] = SEARCHED_SCHEDULES,
+) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node; pp <=
     layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; cp a power of two up to 8,
     or up to seq / CP_MIN_TOKENS for long sequences; dp = devices /
@@ -97,13 +122,26 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     n_micro = job.global_batch // (g["dp"] * g["mb"])
     sched, pp, vpp = g["sched"], g["pp"], g["vpp"]
     dual_ok = dualpipe_micro_batches_ok(n_micro, pp)
-    g = _keep(g, (sched == 0) | ((pp > 1) & ((sched == 1) | ((sched == 2) & (vpp == 2)) | ((sched == 3) & (vpp == 1))
-                                             | ((sched == DUALPIPE) & (vpp == 1) & (pp % 2 == 0) & dual_ok)
-                                             | ((sched == DUALPIPEV) & (vpp == 2) & dual_ok))))
+    g = _keep(
+        g,
+        (sched == 0)
+        | (
+            (pp > 1)
+            & (
+                (sched == 1)
+                | ((sched == 2) & (vpp == 2))
+                | ((sched == 3) & (vpp == 1))
+                | ((sched == DUALPIPE) & (vpp == 1) & (pp % 2 == 0) & dual_ok)
+                | ((sched == DUALPIPEV) & (vpp == 2) & dual_ok)
+            )
+        ),
+    )
     g = _cross(g, "zero", [0, 1, 2, 3])
     g = _keep(g, (g["zero"] == 0) | (g["dp"] > 1))  # ZeRO stages are the same thing without data parallelism
     g = _cross(g, "hsdp", [0] + _pow2_upto(max(job.devices // 2, 1))[1:])
-    g = _keep(g, (g["hsdp"] == 0) | ((g["zero"] == 3) & (g["hsdp"] < g["dp"]) & (g["dp"] % np.maximum(g["hsdp"], 1) == 0)))
+    g = _keep(
+        g, (g["hsdp"] == 0) | ((g["zero"] == 3) & (g["hsdp"] < g["dp"]) & (g["dp"] % np.maximum(g["hsdp"], 1) == 0))
+    )
     g = _cross(g, "recompute", recompute_policies(m))
     g = _cross(g, "offload", [0, 1])
     g = _cross(g, "keep_params", [0, 1])
@@ -113,7 +151,9 @@ def space(job: Job, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overl
     n_micro = job.global_batch // (g["dp"] * g["mb"])
     g["ga"] = np.where((g["pp"] > 1) & (n_micro < g["pp"]), n_micro, 0).astype(np.int64)
     g["sp"] = np.full(g["tp"].shape, int(sequence_parallel), dtype=np.int64)
-    g["offload_layers"] = np.zeros(g["tp"].shape, dtype=np.int64)  # offload takes every layer (partial offload: --evaluate)
+    g["offload_layers"] = np.zeros(
+        g["tp"].shape, dtype=np.int64
+    )  # offload takes every layer (partial offload: --evaluate)
     g["tp_overlap"] = np.full(g["tp"].shape, int(tp_overlap), dtype=np.int64)
     g["ep_overlap"] = np.full(g["tp"].shape, int(ep_overlap), dtype=np.int64)
     return {k: g[k] for k in FIELDS}
@@ -148,12 +188,43 @@ def _flag(v: str, part: str) -> int:
     raise ConfigError(f"strategy value {part!r} is not on/off", fix="use 0/1 or true/false")
 
 
-STRATEGY_DEFAULTS: dict[str, int] = {"tp": 1, "sp": 1, "pp": 1, "vpp": 1, "dp": 1, "cp": 1, "ep": 1, "etp": 0, "zero": 0, "hsdp": 0,
-                                     "sched": 0, "mb": 1, "ga": 0, "recompute": 0, "offload": 0, "offload_layers": 0, "tp_overlap": 0, "ep_overlap": 0,
-                                     "keep_params": 0}
-KEY_ALIASES = {"fsdp": "zero", "zero_stage": "zero", "micro_batch": "mb", "grad_accum": "ga", "gas": "ga", "remat": "recompute",
-               "schedule": "sched", "expert_tp": "etp", "shard_group": "hsdp", "async_tp": "tp_overlap", "tp_comm_overlap": "tp_overlap",
-               "reshard_after_forward": "reshard", "sequence_parallel": "sp", "cpu_offloading_num_layers": "offload_layers"}
+STRATEGY_DEFAULTS: dict[str, int] = {
+    "tp": 1,
+    "sp": 1,
+    "pp": 1,
+    "vpp": 1,
+    "dp": 1,
+    "cp": 1,
+    "ep": 1,
+    "etp": 0,
+    "zero": 0,
+    "hsdp": 0,
+    "sched": 0,
+    "mb": 1,
+    "ga": 0,
+    "recompute": 0,
+    "offload": 0,
+    "offload_layers": 0,
+    "tp_overlap": 0,
+    "ep_overlap": 0,
+    "keep_params": 0,
+}
+KEY_ALIASES = {
+    "fsdp": "zero",
+    "zero_stage": "zero",
+    "micro_batch": "mb",
+    "grad_accum": "ga",
+    "gas": "ga",
+    "remat": "recompute",
+    "schedule": "sched",
+    "expert_tp": "etp",
+    "shard_group": "hsdp",
+    "async_tp": "tp_overlap",
+    "tp_comm_overlap": "tp_overlap",
+    "reshard_after_forward": "reshard",
+    "sequence_parallel": "sp",
+    "cpu_offloading_num_layers": "offload_layers",
+}
 
 
 def parse_value(key: str, value: str, part: str) -> tuple[str, int]:
@@ -164,14 +235,25 @@ def parse_value(key: str, value: str, part: str) -> tuple[str, int]:
     if k not in STRATEGY_DEFAULTS and k != "reshard":
         raise ConfigError(f"unknown strategy key {k!r}", fix=f"keys: {', '.join(FIELDS)}")
     if k == "recompute":
-        value = "_".join(value.replace("-", " ").split())  # "save out_proj", "save-dot-except-mlp": the policies' written names
-        value = {"layernorm": "layernorm_moe_act"}.get(value, value)  # --recompute-modules layernorm: the same on a dense model
+        value = "_".join(
+            value.replace("-", " ").split()
+        )  # "save out_proj", "save-dot-except-mlp": the policies' written names
+        value = {"layernorm": "layernorm_moe_act"}.get(
+            value, value
+        )  # --recompute-modules layernorm: the same on a dense model
         if value not in RECOMPUTE:
             raise ConfigError(f"recompute must be one of {RECOMPUTE}", fix="e.g. recompute=selective")
         return k, RECOMPUTE.index(value)
     if k == "sched":
-        v = {"interleaved": "1f1b", "zbh1": "zb-h1", "zbv": "zb-v", "zero-bubble": "zb-h1", "gpipe": "afab",
-             "dualpipe-v": "dualpipev", "dualpipe_v": "dualpipev"}.get(value, value)
+        v = {
+            "interleaved": "1f1b",
+            "zbh1": "zb-h1",
+            "zbv": "zb-v",
+            "zero-bubble": "zb-h1",
+            "gpipe": "afab",
+            "dualpipe-v": "dualpipev",
+            "dualpipe_v": "dualpipev",
+        }.get(value, value)
         if v not in SCHEDULES:
             raise ConfigError(f"sched must be one of {SCHEDULES}", fix="e.g. sched=zb-h1")
         return k, SCHEDULES.index(v)
@@ -217,13 +299,17 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
         if vals[k] < 1:
             raise ConfigError(f"strategy {k}={vals[k]} must be at least 1", fix=f"e.g. {k}=1")
     if vals["offload_layers"] < 0:
-        raise ConfigError(f"strategy offload_layers={vals['offload_layers']} is negative",
-                          fix="give the layers of each stage to offload, or 0 (with offload=1) for all of them")
+        raise ConfigError(
+            f"strategy offload_layers={vals['offload_layers']} is negative",
+            fix="give the layers of each stage to offload, or 0 (with offload=1) for all of them",
+        )
     if vals["offload_layers"] > 0:
         vals["offload"] = 1  # offloading some layers is offloading
     for k in ("etp", "hsdp", "ga"):
         if vals[k] < 0:
-            raise ConfigError(f"strategy {k}={vals[k]} must be 0 (derived) or positive", fix=f"drop {k} or give a positive value")
+            raise ConfigError(
+                f"strategy {k}={vals[k]} must be 0 (derived) or positive", fix=f"drop {k} or give a positive value"
+            )
     if vals["zero"] not in (0, 1, 2, 3):
         raise ConfigError(f"zero={vals['zero']} is not a ZeRO stage", fix="zero=0, 1, 2 or 3 (3 = FSDP)")
     if vals["sched"] == SCHEDULES.index("afab") and vals["vpp"] != 1:
@@ -231,15 +317,21 @@ def parse_strategy(text: str) -> dict[str, np.ndarray]:
     if vals["sched"] == SCHEDULES.index("zb-v") and vals["vpp"] != 2:
         raise ConfigError("ZB-V needs two model chunks per stage", fix="add vpp=2 with sched=zb-v")
     if vals["sched"] == SCHEDULES.index("dualpipe") and (vals["vpp"] != 1 or vals["pp"] % 2):
-        raise ConfigError("DualPipe runs one stage per rank in each direction over an even number of ranks",
-                          fix="use an even pp without vpp, or sched=dualpipev with vpp=2")
+        raise ConfigError(
+            "DualPipe runs one stage per rank in each direction over an even number of ranks",
+            fix="use an even pp without vpp, or sched=dualpipev with vpp=2",
+        )
     if vals["sched"] == SCHEDULES.index("dualpipev") and vals["vpp"] != 2:
         raise ConfigError("DualPipeV needs two model chunks per stage", fix="add vpp=2 with sched=dualpipev")
     if vals["keep_params"] and vals["zero"] != 3:
-        raise ConfigError("keeping gathered weights (reshard_after_forward=false) applies to ZeRO-3 / FSDP", fix="add zero=3")
+        raise ConfigError(
+            "keeping gathered weights (reshard_after_forward=false) applies to ZeRO-3 / FSDP", fix="add zero=3"
+        )
     if tp_overlap_needs_sp(vals["tp_overlap"]) and not vals["sp"]:
-        raise ConfigError(f"TP/GEMM overlap {TP_OVERLAP[vals['tp_overlap']]} (it splits all-gathers and reduce-scatters) needs sequence parallelism",
-                          fix="drop sp=0, or use tp_overlap=bwd (the backward all-reduce under the weight-gradient GEMM)")
+        raise ConfigError(
+            f"TP/GEMM overlap {TP_OVERLAP[vals['tp_overlap']]} (it splits all-gathers and reduce-scatters) needs sequence parallelism",
+            fix="drop sp=0, or use tp_overlap=bwd (the backward all-reduce under the weight-gradient GEMM)",
+        )
     if vals["hsdp"] and vals["zero"] != 3:
         raise ConfigError("hsdp (shard group size) applies to ZeRO-3 / FSDP", fix="add zero=3")
     return {k: np.array([v]) for k, v in vals.items()}
@@ -271,8 +363,16 @@ def _layout_key(cols: dict[str, np.ndarray]) -> np.ndarray:
     return key
 
 
-def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool = False, ep_overlap: bool = False,
-           sequence_parallel: bool = True, where: str = "", distinct: bool = False) -> Plan:
+def search(
+    job: Job,
+    top: int = 20,
+    tp_overlap: int = 0,
+    tp_across_nodes: bool = False,
+    ep_overlap: bool = False,
+    sequence_parallel: bool = True,
+    where: str = "",
+    distinct: bool = False,
+) -> Plan:
     """The ``top`` fastest configurations that fit (``where``: constraints, planner/where.py;
     ``distinct``: only the fastest of each LAYOUT, so the rows are alternatives, not variants)."""
     conditions = []
@@ -282,9 +382,13 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
         conditions = parse_where(where)
     # schedules the search leaves out (AFAB, the DualPipes) are tried when --where names them
     named = {v for c in conditions if c.field == "sched" and c.op == "in" for v in c.values}
-    s = space(job, tp_overlap, tp_across_nodes, ep_overlap, sequence_parallel, tuple(sorted(set(SEARCHED_SCHEDULES) | named)))
+    s = space(
+        job, tp_overlap, tp_across_nodes, ep_overlap, sequence_parallel, tuple(sorted(set(SEARCHED_SCHEDULES) | named))
+    )
     if not s["tp"].size:
-        raise ConfigError("no valid strategy for this model, device count and batch", fix="check --devices and --global-batch")
+        raise ConfigError(
+            "no valid strategy for this model, device count and batch", fix="check --devices and --global-batch"
+        )
     if where:
         keep = mask(s, conditions)
         if not keep.any():
@@ -294,9 +398,13 @@ def search(job: Job, top: int = 20, tp_overlap: int = 0, tp_across_nodes: bool =
                 f = alone[0].field
                 names = {"sched": SCHEDULES, "recompute": RECOMPUTE, "tp_overlap": TP_OVERLAP}.get(f)
                 values = np.unique(s.get(f, np.array([STRATEGY_DEFAULTS[f]])))
-                tried = f"; the search tries {f} = " + ", ".join(names[int(v)] if names else str(int(v)) for v in values)
-            raise ConfigError(f"no valid configuration meets --where {where!r} (of {s['tp'].size:,} valid{tried})",
-                              fix="loosen --where (sp=0 is searched with --no-sequence-parallel)")
+                tried = f"; the search tries {f} = " + ", ".join(
+                    names[int(v)] if names else str(int(v)) for v in values
+                )
+            raise ConfigError(
+                f"no valid configuration meets --where {where!r} (of {s['tp'].size:,} valid{tried})",
+                fix="loosen --where (sp=0 is searched with --no-sequence-parallel)",
+            )
         s = {k: v[keep] for k, v in s.items()}
     # rank on the three results the ranking needs, then evaluate the chosen rows in full (a
     # configuration's results do not depend on the others evaluated with it)

@@ -16,8 +16,12 @@ from .cost import Job, evaluate
 
 WORSE = 1.1
 # each term's calibration factor and which way is worse: efficiencies down, transfer times up
-TERMS = {"gemm": ("gemm_scale", 1 / WORSE), "attention": ("attn_scale", 1 / WORSE), "communication": ("comm_scale", WORSE),
-         "inter_node": ("inter_scale", WORSE)}
+TERMS = {
+    "gemm": ("gemm_scale", 1 / WORSE),
+    "attention": ("attn_scale", 1 / WORSE),
+    "communication": ("comm_scale", WORSE),
+    "inter_node": ("inter_scale", WORSE),
+}
 
 
 def sensitivity(job: Job, s: dict[str, np.ndarray]) -> dict[str, float]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ..analysis.model_flops import ModelShape
+from ..catalog.model_flops import ModelShape
 from .job import BUBBLE_FACTOR, DUALPIPE, PP_P2P_HIDDEN, ends_on_first_rank
 from .rates import params
 
@@ -27,6 +27,7 @@ class StageParams(NamedTuple):
     stage and an end stage on one rank; ``p_dev`` the most any rank holds, ``layers_p`` the
     transformer layers' share of it (without the embedding and the output layer), ``experts_p``
     the experts' share of that."""
+
     stage_L: np.ndarray
     first_L: np.ndarray
     last_L: np.ndarray
@@ -40,7 +41,9 @@ class StageParams(NamedTuple):
     experts_p: np.ndarray
 
 
-def stage_params(job: Job, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray, etp: np.ndarray, sched: np.ndarray) -> StageParams:
+def stage_params(
+    job: Job, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray, etp: np.ndarray, sched: np.ndarray
+) -> StageParams:
     """Parameters per rank: a stage's layers x (dense / tp + experts / (ep x etp)), an end stage's
     plus the embedding or the output layer (vocab x h / tp). DualPipe's rank i holds stages i and
     pp-1-i (two copies of the parameters; the first rank both ends, embedding and output layer);
@@ -49,20 +52,33 @@ def stage_params(job: Job, *, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray, et
     m = job.model
     L = float(m.n_layers)
     dense, experts, emb = params(m)
-    stage_L, first_L, last_L = stage_layers(L, pp, job.pipeline_split_embedding, split_costs(m) if job.pipeline_split_cost else None)
+    stage_L, first_L, last_L = stage_layers(
+        L, pp, job.pipeline_split_embedding, split_costs(m) if job.pipeline_split_cost else None
+    )
     end_L = np.maximum(first_L, last_L)
     layer_p = dense / tp + experts / (ep * etp)
     stage_p, end_p = stage_L * layer_p, end_L * layer_p + emb / tp
     dual = (sched == DUALPIPE) & (pp > 1)
-    end_p = np.where(dual, (first_L + last_L) * layer_p + 2 * emb / tp, end_p + np.where(ends_on_first_rank(sched, pp), emb / tp, 0.0))
+    end_p = np.where(
+        dual,
+        (first_L + last_L) * layer_p + 2 * emb / tp,
+        end_p + np.where(ends_on_first_rank(sched, pp), emb / tp, 0.0),
+    )
     p_dev = np.maximum(np.where(dual, 2 * stage_p, stage_p), end_p)
-    layers_p = np.where(dual, np.maximum(2 * stage_p, (first_L + last_L) * layer_p), np.where(stage_p >= end_p, stage_p, end_L * layer_p))
+    layers_p = np.where(
+        dual,
+        np.maximum(2 * stage_p, (first_L + last_L) * layer_p),
+        np.where(stage_p >= end_p, stage_p, end_L * layer_p),
+    )
     experts_p = layers_p * (experts / (ep * etp)) / np.maximum(layer_p, 1e-30)
-    return StageParams(stage_L, first_L, last_L, end_L, stage_L / (L / pp), layer_p, stage_p, end_p, p_dev, layers_p, experts_p)
+    return StageParams(
+        stage_L, first_L, last_L, end_L, stage_L / (L / pp), layer_p, stage_p, end_p, p_dev, layers_p, experts_p
+    )
 
 
-def stage_layers(L: float, pp: np.ndarray, split_embedding: bool,
-                 split_cost: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def stage_layers(
+    L: float, pp: np.ndarray, split_embedding: bool, split_cost: tuple[int, int] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(layers of the most loaded stage, of the first stage, of the last stage: the one with the
     output layer). Megatron splits ceil(L / pp) per stage; with account_for_embedding_in_pipeline_split
     and account_for_loss_in_pipeline_split the embedding and the loss count as one layer each:
@@ -110,8 +126,19 @@ def cost_split(L: int, pp: int, layer_cost: int, head_cost: int) -> tuple[float,
     return float(max(layers)), float(layers[0]), float(layers[k])
 
 
-def pipeline_seconds(net: Links, window: Window, *, p2p_bytes: np.ndarray, tp: np.ndarray, pp: np.ndarray, vpp: np.ndarray,
-                     n_micro: np.ndarray, sched: np.ndarray, dual: np.ndarray, stage_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pipeline_seconds(
+    net: Links,
+    window: Window,
+    *,
+    p2p_bytes: np.ndarray,
+    tp: np.ndarray,
+    pp: np.ndarray,
+    vpp: np.ndarray,
+    n_micro: np.ndarray,
+    sched: np.ndarray,
+    dual: np.ndarray,
+    stage_s: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """(exposed point-to-point seconds, bubble seconds) of the pipeline, per configuration.
 
     Activations (and their gradients), ``p2p_bytes`` per micro-batch, cross every model-chunk

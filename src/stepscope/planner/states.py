@@ -22,15 +22,25 @@ if TYPE_CHECKING:
     from .job import Job
 
 
-def sharded_params(p_dev: np.ndarray, e_dev: np.ndarray | float, shard: np.ndarray, ep_fold: np.ndarray | float) -> np.ndarray:
+def sharded_params(
+    p_dev: np.ndarray, e_dev: np.ndarray | float, shard: np.ndarray, ep_fold: np.ndarray | float
+) -> np.ndarray:
     """Parameters a device holds when ZeRO shards ``p_dev`` over ``shard`` ranks: the dense ones
     / shard, the experts' (``e_dev``) / their own group, shard / ``ep_fold`` (at least 1)."""
     return (p_dev - e_dev) / shard + e_dev / np.maximum(shard / ep_fold, 1.0)
 
 
-def state_bytes(job: Job, *, p_dev: np.ndarray, zero: np.ndarray, shard: np.ndarray, keep: np.ndarray,
-                pp: np.ndarray, e_dev: np.ndarray | float = 0.0,
-                ep_fold: np.ndarray | float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def state_bytes(
+    job: Job,
+    *,
+    p_dev: np.ndarray,
+    zero: np.ndarray,
+    shard: np.ndarray,
+    keep: np.ndarray,
+    pp: np.ndarray,
+    e_dev: np.ndarray | float = 0.0,
+    ep_fold: np.ndarray | float = 1.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(weights, gradients, optimizer states) in bytes for ``p_dev`` parameters on the device.
     ``keep``: FSDP without resharding after forward (``keep_params``, FSDP2
     reshard_after_forward=False, torchtitan's default under pipeline parallelism): the stage's bf16
@@ -38,6 +48,7 @@ def state_bytes(job: Job, *, p_dev: np.ndarray, zero: np.ndarray, shard: np.ndar
     also accumulate unsharded until the last micro-batch's backward reduce-scatters them
     (PyTorch's pipelining turns FSDP2's gradient sync and post-backward resharding off for the
     others). ``e_dev``: the experts' share of ``p_dev``; ``ep_fold``: ep x etp / tp."""
+
     def held(on: np.ndarray) -> np.ndarray:  # parameters on the device, sharded where ``on``
         return np.where(on, sharded_params(p_dev, e_dev, shard, ep_fold), p_dev)
 

@@ -50,8 +50,17 @@ from __future__ import annotations
 import numpy as np
 
 
-def hidden_per_layer(mode: np.ndarray, tp: np.ndarray, c: np.ndarray, qkv: np.ndarray, o: np.ndarray, up: np.ndarray,
-                     down: np.ndarray, fused: bool, sp: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def hidden_per_layer(
+    mode: np.ndarray,
+    tp: np.ndarray,
+    c: np.ndarray,
+    qkv: np.ndarray,
+    o: np.ndarray,
+    up: np.ndarray,
+    down: np.ndarray,
+    fused: bool,
+    sp: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(seconds hidden of the attention's 4 collectives, of the dense MLP's 4) per layer and
     micro-batch; GEMM times in seconds, forward; ``sp`` 0 where sequence parallelism is off
     (default: on)."""
@@ -75,13 +84,17 @@ def share_of_all(mode: np.ndarray, tp: np.ndarray, fused: bool, sp: np.ndarray |
     """The share of all TP time each mechanism hides when every GEMM outlasts its collective (used
     for MoE layers' expert-TP collectives, whose grouped GEMMs the model does not split): the
     long-GEMM limit of :func:`hidden_per_layer` over a layer's 8 collectives."""
-    ones, endless = np.ones_like(tp), np.full_like(tp, 1e300)  # GEMMs longer than any collective (finite: 0 x inf is nan)
+    ones, endless = (
+        np.ones_like(tp),
+        np.full_like(tp, 1e300),
+    )  # GEMMs longer than any collective (finite: 0 x inf is nan)
     attn, mlp = hidden_per_layer(mode, tp, ones, endless, endless, endless, endless, fused, sp)
     return (attn + mlp) / 8
 
 
-def regather_per_layer(mode: np.ndarray, c: np.ndarray, qkv: np.ndarray, up: np.ndarray, layers: float,
-                       dense_layers: float) -> tuple[np.ndarray, np.ndarray]:
+def regather_per_layer(
+    mode: np.ndarray, c: np.ndarray, qkv: np.ndarray, up: np.ndarray, layers: float, dense_layers: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(seconds, seconds hidden) of the backward re-gathers (module docstring) of ``layers`` layers,
     ``dense_layers`` of them with a dense MLP, per micro-batch: ``c`` per collective, forward GEMM
     times ``qkv`` and ``up``."""

@@ -33,11 +33,15 @@ def parse_where(text: str) -> list[Condition]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         m = _COND.match(part.lower())
         if not m:
-            raise ConfigError(f"bad --where item {part!r}", fix="use key=value, key=v1|v2, key<=n or key>=n, e.g. tp=8,pp<=4")
+            raise ConfigError(
+                f"bad --where item {part!r}", fix="use key=value, key=v1|v2, key<=n or key>=n, e.g. tp=8,pp<=4"
+            )
         key, op, rhs = m.groups()
         if op != "=" and (KEY_ALIASES.get(key, key) not in _NUMERIC or "|" in rhs):
-            raise ConfigError(f"--where {part!r}: only a numeric field is bounded, by one number",
-                              fix=f"e.g. pp<=4; numeric fields: {', '.join(_NUMERIC)}")
+            raise ConfigError(
+                f"--where {part!r}: only a numeric field is bounded, by one number",
+                fix=f"e.g. pp<=4; numeric fields: {', '.join(_NUMERIC)}",
+            )
         coded = [parse_value(key, v.strip(), part) for v in rhs.split("|")]
         field = coded[0][0]
         out.append(Condition(field, "in" if op == "=" else op, tuple(code for _, code in coded)))

@@ -44,4 +44,11 @@ class Window:
         return np.maximum(raw - self.take(share * raw, part), 0.0)
 
 
-HIDDEN_PARTS = ("tp", "ep", "cp", "pp_p2p", "dp", "offload")  # transfers that hide under compute, in the order they take it
+HIDDEN_PARTS = (
+    "tp",
+    "ep",
+    "cp",
+    "pp_p2p",
+    "dp",
+    "offload",
+)  # transfers that hide under compute, in the order they take it

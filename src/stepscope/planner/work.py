@@ -33,12 +33,19 @@ def fp8_slow_linears(job: Job, tp: np.ndarray, mlp_w: np.ndarray | float) -> dic
     def slow(in_dim: float | np.ndarray, out_dim: float | np.ndarray) -> np.ndarray:
         return ~fp8_gains(job.fp8_recipe, in_dim, out_dim)
 
-    return {"q": slow(h, q_w / tp), "kv": slow(h, kv_w / tp), "qkv": slow(h, (q_w + 2 * kv_w) / tp), "o": slow(q_w / tp, h),
-            "up": slow(h, mlp_w * (2 if m.gated_mlp and job.fused_projections else 1)), "down": slow(mlp_w, h)}
+    return {
+        "q": slow(h, q_w / tp),
+        "kv": slow(h, kv_w / tp),
+        "qkv": slow(h, (q_w + 2 * kv_w) / tp),
+        "o": slow(q_w / tp, h),
+        "up": slow(h, mlp_w * (2 if m.gated_mlp and job.fused_projections else 1)),
+        "down": slow(mlp_w, h),
+    }
 
 
-def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.ndarray, tp: np.ndarray, ep: np.ndarray,
-                         etp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gemm_seconds_at_peak(
+    job: Job, dense_flops: float, tokens: float, m_tok: np.ndarray, tp: np.ndarray, ep: np.ndarray, etp: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the step's GEMM FLOPs divided by each linear's shape efficiency, the output layer's part
     of it, the part that runs at the bf16 rate under fp8). Each linear by its inputs and outputs
     per device, ``m_tok`` (the micro-batch's tokens on a device) tall (rates.linear_shape):
@@ -88,8 +95,12 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
         if job.fused_projections:
             bf16_time = bf16_time + np.where(slow["qkv"], qkv_s, 0.0) + np.where(slow["o"], o_s, 0.0)
         else:
-            bf16_time = (bf16_time + np.where(slow["q"], o_s, 0.0) + np.where(slow["o"], o_s, 0.0)
-                         + np.where(slow["kv"], kv_flops / kv_shape, 0.0))
+            bf16_time = (
+                bf16_time
+                + np.where(slow["q"], o_s, 0.0)
+                + np.where(slow["o"], o_s, 0.0)
+                + np.where(slow["kv"], kv_flops / kv_shape, 0.0)
+            )
         bf16_time = bf16_time + np.where(slow["up"], up_time, 0.0) + np.where(slow["down"], down_time, 0.0)
     if m.n_experts:
         m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
@@ -98,7 +109,8 @@ def gemm_seconds_at_peak(job: Job, dense_flops: float, tokens: float, m_tok: np.
         e_w = m.d_ff_expert / np.maximum(etp, 1)
         e_up = 2.0 if m.gated_mlp else 1.0  # gate and up fused (Megatron's grouped fc1)
         gemm_time = gemm_time + expert_flops * job.moe_imbalance * (
-            up / linear_shape(m_expert, h, e_up * e_w, local) + (1.0 - up) / linear_shape(m_expert, e_w, h, local))
+            up / linear_shape(m_expert, h, e_up * e_w, local) + (1.0 - up) / linear_shape(m_expert, e_w, h, local)
+        )
     return gemm_time, logits_gemm, bf16_time
 
 
@@ -123,8 +135,15 @@ def gemm_kernels_per_layer(job: Job) -> float:
     return total / L
 
 
-def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, score_bytes: float,
-                       ep: np.ndarray | None = None, etp: np.ndarray | None = None) -> float | np.ndarray:
+def memory_bound_bytes(
+    job: Job,
+    tokens: float,
+    tp: np.ndarray,
+    sp: np.ndarray,
+    score_bytes: float,
+    ep: np.ndarray | None = None,
+    etp: np.ndarray | None = None,
+) -> float | np.ndarray:
     """HBM bytes of the step's elementwise work, summed over the devices: per token and layer 2
     norms (read + write an h-vector), 2 residual adds (2 reads, 1 write), the MLP activation
     (gated: 2 reads + 1 write of an f-vector; else 1 + 1) in bf16, backward about twice the
@@ -156,13 +175,19 @@ def memory_bound_bytes(job: Job, tokens: float, tp: np.ndarray, sp: np.ndarray, 
     # K and V repeated to n_heads (Job.kv_repeated): the extra heads written in forward, their
     # gradients written by the kernel and read by the repeat's backward (docstring)
     repeat = 12.0 * (q_w - kv_w) * (L - m.linear_layers) if job.kv_repeated and not m.mla else 0.0
-    elem_bytes: float | np.ndarray = (3 * 2 * (3 if m.gated_mlp else 2) * f_act * L * tokens + score_bytes + h_wide
-                                      + 3 * (rotary + swiglu) * tokens + repeat * tokens)
+    elem_bytes: float | np.ndarray = (
+        3 * 2 * (3 if m.gated_mlp else 2) * f_act * L * tokens
+        + score_bytes
+        + h_wide
+        + 3 * (rotary + swiglu) * tokens
+        + repeat * tokens
+    )
     if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
         elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp) * (L - m.linear_layers) * tokens
     if m.n_experts:
-        elem_bytes = elem_bytes + moe_permutation_bytes(job, tokens, np.ones_like(tp) if ep is None else ep,
-                                                        tp if etp is None else etp)
+        elem_bytes = elem_bytes + moe_permutation_bytes(
+            job, tokens, np.ones_like(tp) if ep is None else ep, tp if etp is None else etp
+        )
     return elem_bytes + h_wide * (tp - 1) * (1.0 - sp)
 
 
@@ -204,7 +229,9 @@ def h_wide_elementwise_bytes(job: Job, tokens: float) -> float:
     return 3 * (2 * 10 * h + (0.0 if job.fused_elementwise else 64 * h)) * L * tokens
 
 
-def tp_gemm_seconds_at_peak(job: Job, m_tok: np.ndarray, tp: np.ndarray, prec_factor: float = 1.0) -> tuple[np.ndarray, ...]:
+def tp_gemm_seconds_at_peak(
+    job: Job, m_tok: np.ndarray, tp: np.ndarray, prec_factor: float = 1.0
+) -> tuple[np.ndarray, ...]:
     """Forward FLOPs / shape efficiency (seconds at peak) of the four GEMM groups next to a
     layer's TP collectives, on one rank for one micro-batch of ``m_tok`` tokens: the q/k/v
     projections (one fused GEMM or separate ones, as in gemm_seconds_at_peak; MLA and linear
@@ -224,7 +251,11 @@ def tp_gemm_seconds_at_peak(job: Job, m_tok: np.ndarray, tp: np.ndarray, prec_fa
 
     o = 2.0 * m_tok * q_w * h / tp / q_shape
     if m.mla or m.linear_layers:
-        qkv = np.maximum(2.0 * m_tok * m.mixer_params_total() / m.n_layers / tp - o * q_shape, 0.0) / q_shape * prec_factor
+        qkv = (
+            np.maximum(2.0 * m_tok * m.mixer_params_total() / m.n_layers / tp - o * q_shape, 0.0)
+            / q_shape
+            * prec_factor
+        )
     elif job.fused_projections:
         qkv = 2.0 * m_tok * h * (q_w + 2 * kv_w) / tp / kv_shape * rate("qkv")
     else:

@@ -5,23 +5,48 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ..analysis.cluster import ClusterView
+from ..analysis.cluster.view import ClusterView
 from .fmt import ms
 
 
 def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
     if c is None:
         return
-    con.print(f"\n[bold]Cluster[/] ({c.ranks} ranks; {len(c.collectives)} collectives matched across ranks, "
-              f"{c.unmatched_instances} seen on one rank only)", highlight=False)
+    con.print(
+        f"\n[bold]Cluster[/] ({c.ranks} ranks; {len(c.collectives)} collectives matched across ranks, "
+        f"{c.unmatched_instances} seen on one rank only)",
+        highlight=False,
+    )
     offs = ", ".join(f"{r}: {v / 1e3:+.1f}" for r, v in sorted(c.clock_offsets_ns.items())[:16])
-    con.print(f"clock offsets (us, from collective end times): {offs}{' ...' if len(c.clock_offsets_ns) > 16 else ''}", highlight=False)
+    con.print(
+        f"clock offsets (us, from collective end times): {offs}{' ...' if len(c.clock_offsets_ns) > 16 else ''}",
+        highlight=False,
+    )
     t = Table(title=f"Ranks, worst first (straggler if score >= {c.threshold:g}; robust z-scores)")
-    for col in ("rank", "score", "cause", "z compute", "z loader", "z arrival", "excess ms/step", "what-if saving ms/step", "straggler"):
+    for col in (
+        "rank",
+        "score",
+        "cause",
+        "z compute",
+        "z loader",
+        "z arrival",
+        "excess ms/step",
+        "what-if saving ms/step",
+        "straggler",
+    ):
         t.add_column(col, justify="right")
     for s in c.stragglers[: max(top, sum(x.is_straggler for x in c.stragglers))]:
-        t.add_row(str(s.rank), f"{s.score:.1f}", s.cause, f"{s.z_compute:.1f}", f"{s.z_dataloader:.1f}", f"{s.z_arrival:.1f}",
-                  ms(s.excess_ns), ms(s.what_if_saving_ns), "yes" if s.is_straggler else "")
+        t.add_row(
+            str(s.rank),
+            f"{s.score:.1f}",
+            s.cause,
+            f"{s.z_compute:.1f}",
+            f"{s.z_dataloader:.1f}",
+            f"{s.z_arrival:.1f}",
+            ms(s.excess_ns),
+            ms(s.what_if_saving_ns),
+            "yes" if s.is_straggler else "",
+        )
     con.print(t)
     h = Table(title="Message sizes (transfer time = the rank that did not wait)")
     for col in ("size", "collectives", "transfer ms"):
@@ -32,11 +57,40 @@ def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
     con.print(h)
     if c.critical_paths:
         p = Table(title="Critical path per step (through the last arriver of each collective; ms)")
-        for col in ("step", "length", "compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle", "memcpy", "ranks on the path (ms)"):
+        for col in (
+            "step",
+            "length",
+            "compute",
+            "communication",
+            "data loading",
+            "CPU",
+            "launch overhead",
+            "sync wait",
+            "other idle",
+            "memcpy",
+            "ranks on the path (ms)",
+        ):
             p.add_column(col, justify="right")
         for cp in c.critical_paths:
             on = ", ".join(f"{r}: {v / 1e6:.1f}" for r, v in sorted(cp.by_rank_ns.items(), key=lambda kv: -kv[1])[:4])
-            p.add_row(str(cp.step), ms(cp.length_ns), *(ms(cp.by_kind_ns[k]) for k in ("compute", "communication", "data loading", "CPU", "launch overhead", "sync wait", "other idle", "memcpy")), on)
+            p.add_row(
+                str(cp.step),
+                ms(cp.length_ns),
+                *(
+                    ms(cp.by_kind_ns[k])
+                    for k in (
+                        "compute",
+                        "communication",
+                        "data loading",
+                        "CPU",
+                        "launch overhead",
+                        "sync wait",
+                        "other idle",
+                        "memcpy",
+                    )
+                ),
+                on,
+            )
         con.print(p)
     for f in c.findings:
         con.print(f"- {f}", highlight=False)

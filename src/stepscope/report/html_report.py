@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
-from ..analysis.results import Analysis, RankAnalysis, StepBreakdown
+from ..analysis.results import Analysis, RankAnalysis
+from ..analysis.steps.results import StepBreakdown
 from . import cluster_html, roofline_html, xla_html
 from .fmt import detail_ranks, ms, pct, us
 
@@ -15,7 +16,20 @@ _PARTS = (
     ("exposed memcpy", "#f59e0b"),
     ("idle", "#d1d5db"),
 )
-_PALETTE = ("#3b82f6", "#10b981", "#8b5cf6", "#f97316", "#ec4899", "#14b8a6", "#eab308", "#6366f1", "#ef4444", "#84cc16", "#06b6d4", "#a855f7")
+_PALETTE = (
+    "#3b82f6",
+    "#10b981",
+    "#8b5cf6",
+    "#f97316",
+    "#ec4899",
+    "#14b8a6",
+    "#eab308",
+    "#6366f1",
+    "#ef4444",
+    "#84cc16",
+    "#06b6d4",
+    "#a855f7",
+)
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111;max-width:1200px}
@@ -44,7 +58,9 @@ def render(a: Analysis, top: int = 15) -> str:
         out.append(cluster_html.section(a.cluster))  # type: ignore[arg-type]
     shown, hidden = detail_ranks(a.ranks, 8)
     if hidden:
-        out.append(f"<p>Details below for the {len(shown)} ranks with the slowest median step; {hidden} more are in the table above and the JSON report.</p>")
+        out.append(
+            f"<p>Details below for the {len(shown)} ranks with the slowest median step; {hidden} more are in the table above and the JSON report.</p>"
+        )
     for r in shown:
         out.append(_rank(r, top))
     out.append("</body></html>")
@@ -52,7 +68,11 @@ def render(a: Analysis, top: int = 15) -> str:
 
 
 def _legend() -> str:
-    return "<div class='legend'>" + "".join(f"<span><i class='sw' style='background:{c}'></i>{escape(n)}</span>" for n, c in _PARTS) + "</div>"
+    return (
+        "<div class='legend'>"
+        + "".join(f"<span><i class='sw' style='background:{c}'></i>{escape(n)}</span>" for n, c in _PARTS)
+        + "</div>"
+    )
 
 
 def _parts(s: StepBreakdown) -> list[int]:
@@ -65,7 +85,9 @@ def _stacked_bars(steps: tuple[StepBreakdown, ...]) -> str:
     width, row, label_w = 900, 22, 150
     longest = max(s.step_time_ns for s in steps) or 1
     h = row * len(steps) + 10
-    svg = [f"<svg role='img' aria-label='per-step breakdown' width='{width}' height='{h}' xmlns='http://www.w3.org/2000/svg'>"]
+    svg = [
+        f"<svg role='img' aria-label='per-step breakdown' width='{width}' height='{h}' xmlns='http://www.w3.org/2000/svg'>"
+    ]
     for i, s in enumerate(steps):
         y = 5 + i * row
         svg.append(f"<text x='0' y='{y + 14}' font-size='12'>{escape(s.name)}</text>")
@@ -92,8 +114,12 @@ def _hbar(items: list[tuple[str, int]], unit_total: int) -> str:
         y = 3 + i * row
         w = (width - label_w - 140) * v / mx
         svg.append(f"<text x='0' y='{y + 13}' font-size='12'>{escape(name[:40])}</text>")
-        svg.append(f"<rect x='{label_w}' y='{y}' width='{w:.1f}' height='{row - 5}' fill='{_PALETTE[i % len(_PALETTE)]}'><title>{escape(name)}</title></rect>")
-        svg.append(f"<text x='{label_w + w + 6:.1f}' y='{y + 13}' font-size='12'>{ms(v)} ms ({pct(v, unit_total)})</text>")
+        svg.append(
+            f"<rect x='{label_w}' y='{y}' width='{w:.1f}' height='{row - 5}' fill='{_PALETTE[i % len(_PALETTE)]}'><title>{escape(name)}</title></rect>"
+        )
+        svg.append(
+            f"<text x='{label_w + w + 6:.1f}' y='{y + 13}' font-size='12'>{ms(v)} ms ({pct(v, unit_total)})</text>"
+        )
     svg.append("</svg>")
     return "".join(svg)
 
@@ -102,8 +128,13 @@ def _rank_table(a: Analysis) -> str:
     rows = []
     for r in a.ranks:
         n = max(len(r.steps), 1)
-        vals = [sum(getattr(s, f) for s in r.steps) / n for f in ("step_time_ns", "compute_ns", "exposed_comm_ns", "exposed_memcpy_ns", "idle_ns")]
-        rows.append(f"<tr><td>{r.rank}</td><td>{len(r.steps)}</td>" + "".join(f"<td>{ms(v)}</td>" for v in vals) + "</tr>")
+        vals = [
+            sum(getattr(s, f) for s in r.steps) / n
+            for f in ("step_time_ns", "compute_ns", "exposed_comm_ns", "exposed_memcpy_ns", "idle_ns")
+        ]
+        rows.append(
+            f"<tr><td>{r.rank}</td><td>{len(r.steps)}</td>" + "".join(f"<td>{ms(v)}</td>" for v in vals) + "</tr>"
+        )
     head = "<tr><th>rank</th><th>steps</th><th>step</th><th>compute</th><th>exposed comm</th><th>exposed memcpy</th><th>idle</th></tr>"
     return f"<h2>Ranks (mean per step, ms)</h2><table id='ranks'>{head}{''.join(rows)}</table>"
 
@@ -129,16 +160,42 @@ def _rank(r: RankAnalysis, top: int) -> str:
     o.append("<h3>Per-step breakdown</h3>" + _legend() + _stacked_bars(r.steps))
     head = "".join(
         f"<th>{h}</th>"
-        for h in ("step", "step ms", "compute", "comm", "overlapped", "exposed comm", "exposed memcpy", "idle", "host-bound idle", "cpu step", "data loader", "sync calls")
+        for h in (
+            "step",
+            "step ms",
+            "compute",
+            "comm",
+            "overlapped",
+            "exposed comm",
+            "exposed memcpy",
+            "idle",
+            "host-bound idle",
+            "cpu step",
+            "data loader",
+            "sync calls",
+        )
     )
     rows = []
     for s in r.steps:
-        cells = [ms(s.step_time_ns), ms(s.compute_ns), ms(s.comm_ns), ms(s.overlapped_comm_ns), ms(s.exposed_comm_ns),
-                 ms(s.exposed_memcpy_ns), ms(s.idle_ns), ms(s.idle_causes.host_bound_ns), ms(s.cpu_step_ns), ms(s.cpu.dataloader_ns), str(s.cpu.sync_calls)]
+        cells = [
+            ms(s.step_time_ns),
+            ms(s.compute_ns),
+            ms(s.comm_ns),
+            ms(s.overlapped_comm_ns),
+            ms(s.exposed_comm_ns),
+            ms(s.exposed_memcpy_ns),
+            ms(s.idle_ns),
+            ms(s.idle_causes.host_bound_ns),
+            ms(s.cpu_step_ns),
+            ms(s.cpu.dataloader_ns),
+            str(s.cpu.sync_calls),
+        ]
         rows.append(f"<tr><td class='l'>{escape(s.name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     o.append(f"<table class='steps'><tr>{head}</tr>{''.join(rows)}</table>")
     for f in r.step_stats.flagged:
-        o.append(f"<div class='warn'>slow step {escape(f.name)}: {ms(f.step_time_ns)} ms, {f.over_median_ratio:.0%} over median; {escape(f.grew)} grew by {ms(f.grew_by_ns)} ms</div>")
+        o.append(
+            f"<div class='warn'>slow step {escape(f.name)}: {ms(f.step_time_ns)} ms, {f.over_median_ratio:.0%} over median; {escape(f.grew)} grew by {ms(f.grew_by_ns)} ms</div>"
+        )
     cats: dict[str, int] = {}
     for s in r.steps:
         for k, v in s.by_category_ns.items():
@@ -146,7 +203,9 @@ def _rank(r: RankAnalysis, top: int) -> str:
     o.append("<h3>Device time by category (union per category, all steps)</h3>")
     o.append(_hbar(sorted(cats.items(), key=lambda kv: -kv[1]), tot))
     if r.collectives:
-        o.append("<h3>Communication overlap by collective</h3><table><tr><th class='l'>collective</th><th>kernels</th><th>time ms</th><th>overlapped ms</th><th>overlap</th><th>exposed ms</th></tr>")
+        o.append(
+            "<h3>Communication overlap by collective</h3><table><tr><th class='l'>collective</th><th>kernels</th><th>time ms</th><th>overlapped ms</th><th>overlap</th><th>exposed ms</th></tr>"
+        )
         for ct in r.collectives:
             o.append(
                 f"<tr><td class='l'>{escape(ct.type)}</td><td>{ct.count}</td><td>{ms(ct.comm_ns)}</td><td>{ms(ct.overlapped_ns)}</td>"
@@ -156,9 +215,14 @@ def _rank(r: RankAnalysis, top: int) -> str:
     hb = sum(s.idle_causes.host_bound_ns for s in r.steps)
     wt = sum(s.idle_causes.wait_ns for s in r.steps)
     ot = sum(s.idle_causes.other_ns for s in r.steps)
-    o.append("<h3>Idle causes</h3>" + _hbar([("host-bound (launched late)", hb), ("waiting on sync/event", wt), ("other", ot)], tot))
+    o.append(
+        "<h3>Idle causes</h3>"
+        + _hbar([("host-bound (launched late)", hb), ("waiting on sync/event", wt), ("other", ot)], tot)
+    )
     if r.stream_idle:
-        o.append("<table><tr><th>device</th><th>stream</th><th>busy ms</th><th>idle ms</th><th>host-bound</th><th>cross-stream wait</th><th>other</th><th>gaps</th></tr>")
+        o.append(
+            "<table><tr><th>device</th><th>stream</th><th>busy ms</th><th>idle ms</th><th>host-bound</th><th>cross-stream wait</th><th>other</th><th>gaps</th></tr>"
+        )
         for si in r.stream_idle:
             ic = si.causes
             o.append(
@@ -169,8 +233,16 @@ def _rank(r: RankAnalysis, top: int) -> str:
     for title, ops in (("Top kernels", r.top_kernels), ("Top CPU ops (inclusive time)", r.top_cpu_ops)):
         if not ops:
             continue
-        o.append(f"<h3>{title}</h3>" + _hbar([(x.name, x.total_ns) for x in ops[:top]], tot if title == "Top kernels" else sum(s.cpu_step_ns for s in r.steps)))
-        o.append("<table><tr><th class='l'>name</th><th class='l'>category</th><th>count</th><th>total ms</th><th>mean us</th><th>p50 us</th><th>p99 us</th><th>share of step</th></tr>")
+        o.append(
+            f"<h3>{title}</h3>"
+            + _hbar(
+                [(x.name, x.total_ns) for x in ops[:top]],
+                tot if title == "Top kernels" else sum(s.cpu_step_ns for s in r.steps),
+            )
+        )
+        o.append(
+            "<table><tr><th class='l'>name</th><th class='l'>category</th><th>count</th><th>total ms</th><th>mean us</th><th>p50 us</th><th>p99 us</th><th>share of step</th></tr>"
+        )
         for x in ops[:top]:
             o.append(
                 f"<tr><td class='l'>{escape(x.name)}</td><td class='l'>{escape(x.category)}</td><td>{x.count}</td><td>{ms(x.total_ns)}</td>"

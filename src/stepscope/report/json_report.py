@@ -6,7 +6,8 @@ import dataclasses
 import json
 from typing import Any
 
-from ..analysis.results import Analysis, RankAnalysis, StepBreakdown
+from ..analysis.results import Analysis, RankAnalysis
+from ..analysis.steps.results import StepBreakdown
 from . import cluster_json
 
 JSON_SCHEMA_VERSION = "1.2"
@@ -25,7 +26,13 @@ def _rank(r: RankAnalysis) -> dict[str, Any]:
         d.update(mfu=None, hfu=None, recompute_ns=None, executed_flops=None, model_flops=None)
     if roof is not None:
         for d, f in zip(steps, roof.steps):
-            d.update(mfu=f.mfu, hfu=f.hfu, executed_flops=f.executed_flops, model_flops=f.model_flops, excess_flops=f.excess_flops)
+            d.update(
+                mfu=f.mfu,
+                hfu=f.hfu,
+                executed_flops=f.executed_flops,
+                model_flops=f.model_flops,
+                excess_flops=f.excess_flops,
+            )
     for d, ph in zip(steps, r.phases):
         d.update(recompute_ns=ph.recompute_ns, phase_ns=ph.phase_ns, recompute_ops=ph.recompute_ops)
     return {
@@ -49,7 +56,10 @@ def _rank(r: RankAnalysis) -> dict[str, Any]:
         "stream_idle": [dataclasses.asdict(o) for o in r.stream_idle],
         "launch": dataclasses.asdict(r.launch),
         "collectives": {c.type: {k: v for k, v in dataclasses.asdict(c).items() if k != "type"} for c in r.collectives},
-        "extras": {k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v) for k, v in r.extras.items()},
+        "extras": {
+            k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v)
+            for k, v in r.extras.items()
+        },
     }
 
 

@@ -7,7 +7,7 @@ import math
 from html import escape
 
 from ..analysis.results import RankAnalysis
-from ..analysis.roofline import Roofline
+from ..analysis.roofline.roofline import Roofline
 from .fmt import ms
 
 _BOUND_COLOR = {"compute": "#3b82f6", "memory": "#f59e0b", "latency": "#ef4444"}
@@ -35,7 +35,9 @@ def section(roof: Roofline | None, top: int) -> str:
             parts.append(f"HFU from counted ops {hfus[len(hfus) // 2]:.1%}")
         out.append("<p>" + "; ".join(parts) + "</p>")
     if roof.by_category:
-        out.append("<table class='roof-cat'><tr><th class='l'>category</th><th>kernel ms</th><th>with FLOP model</th><th>TFLOP/s</th><th>roofline efficiency</th></tr>")
+        out.append(
+            "<table class='roof-cat'><tr><th class='l'>category</th><th>kernel ms</th><th>with FLOP model</th><th>TFLOP/s</th><th>roofline efficiency</th></tr>"
+        )
         for c in roof.by_category:
             eff = f"{c.efficiency:.0%}" if c.efficiency is not None else "-"
             out.append(
@@ -54,7 +56,7 @@ def section(roof: Roofline | None, top: int) -> str:
         )
         for g in rows:
             out.append(
-                f"<tr><td class='l'>{escape(g.name)}</td><td class='l'>{escape(g.signature[len(g.name):][:160])}</td><td>{escape(g.dtype)}</td>"
+                f"<tr><td class='l'>{escape(g.name)}</td><td class='l'>{escape(g.signature[len(g.name) :][:160])}</td><td>{escape(g.dtype)}</td>"
                 f"<td>{g.count}</td><td>{ms(g.dur_ns)}</td><td>{g.achieved_tflops:,.1f}</td><td>{g.achieved_gbps:,.0f}</td>"
                 f"<td>{g.intensity:,.1f}</td><td>{(g.efficiency or 0):.0%}</td><td>{g.bound}</td><td>{ms(g.time_lost_ns)}</td></tr>"
                 if g.intensity is not None
@@ -82,12 +84,18 @@ def _chart(roof: Roofline, groups: list) -> str:  # type: ignore[type-arg]
     def py(y: float) -> float:
         return h - pad - (h - 2 * pad) * (math.log10(max(y, y0)) - math.log10(y0)) / (math.log10(y1) - math.log10(y0))
 
-    svg = [f"<svg class='roofline-chart' role='img' aria-label='roofline' width='{w}' height='{h}' xmlns='http://www.w3.org/2000/svg'>"]
+    svg = [
+        f"<svg class='roofline-chart' role='img' aria-label='roofline' width='{w}' height='{h}' xmlns='http://www.w3.org/2000/svg'>"
+    ]
     svg.append(f"<rect x='{pad}' y='{pad}' width='{w - 2 * pad}' height='{h - 2 * pad}' fill='none' stroke='#ccc'/>")
     ridge = peak / bw_tb
     xa = max(x0, y0 / bw_tb)
-    svg.append(f"<line x1='{px(xa):.1f}' y1='{py(xa * bw_tb):.1f}' x2='{px(ridge):.1f}' y2='{py(peak):.1f}' stroke='#111' stroke-width='2'/>")
-    svg.append(f"<line x1='{px(ridge):.1f}' y1='{py(peak):.1f}' x2='{px(x1):.1f}' y2='{py(peak):.1f}' stroke='#111' stroke-width='2'/>")
+    svg.append(
+        f"<line x1='{px(xa):.1f}' y1='{py(xa * bw_tb):.1f}' x2='{px(ridge):.1f}' y2='{py(peak):.1f}' stroke='#111' stroke-width='2'/>"
+    )
+    svg.append(
+        f"<line x1='{px(ridge):.1f}' y1='{py(peak):.1f}' x2='{px(x1):.1f}' y2='{py(peak):.1f}' stroke='#111' stroke-width='2'/>"
+    )
     longest = max(g.dur_ns for g in groups) or 1
     for g in groups:
         r = 3 + 12 * math.sqrt(g.dur_ns / longest)
@@ -96,21 +104,29 @@ def _chart(roof: Roofline, groups: list) -> str:  # type: ignore[type-arg]
             f"fill-opacity='0.6'><title>{escape(g.signature[:200])}: {g.achieved_tflops:,.1f} TFLOP/s, {ms(g.dur_ns)} ms</title></circle>"
         )
     for k in range(int(math.log10(x0)), int(math.log10(x1)) + 1):
-        svg.append(f"<text x='{px(10 ** k):.1f}' y='{h - pad + 16}' font-size='11' text-anchor='middle'>1e{k}</text>")
+        svg.append(f"<text x='{px(10**k):.1f}' y='{h - pad + 16}' font-size='11' text-anchor='middle'>1e{k}</text>")
     for k in range(int(math.log10(y0)), int(math.log10(y1)) + 1):
-        svg.append(f"<text x='{pad - 6}' y='{py(10 ** k) + 4:.1f}' font-size='11' text-anchor='end'>1e{k}</text>")
-    svg.append(f"<text x='{w / 2}' y='{h - 8}' font-size='12' text-anchor='middle'>arithmetic intensity (FLOP/byte)</text>")
-    svg.append(f"<text x='14' y='{h / 2}' font-size='12' transform='rotate(-90 14 {h / 2})' text-anchor='middle'>TFLOP/s</text>")
+        svg.append(f"<text x='{pad - 6}' y='{py(10**k) + 4:.1f}' font-size='11' text-anchor='end'>1e{k}</text>")
+    svg.append(
+        f"<text x='{w / 2}' y='{h - 8}' font-size='12' text-anchor='middle'>arithmetic intensity (FLOP/byte)</text>"
+    )
+    svg.append(
+        f"<text x='14' y='{h / 2}' font-size='12' transform='rotate(-90 14 {h / 2})' text-anchor='middle'>TFLOP/s</text>"
+    )
     svg.append("</svg>")
-    legend = "".join(f"<span><i class='sw' style='background:{c}'></i>{b}-bound</span>" for b, c in _BOUND_COLOR.items())
+    legend = "".join(
+        f"<span><i class='sw' style='background:{c}'></i>{b}-bound</span>" for b, c in _BOUND_COLOR.items()
+    )
     return f"<div class='legend'>{legend}</div>" + "".join(svg)
 
 
 def phases_section(r: RankAnalysis) -> str:
     if not r.phases:
         return ""
-    out = ["<h3>Phases and recompute</h3><table class='phases'><tr><th class='l'>step</th><th>forward ms</th><th>backward ms</th>"
-           "<th>recompute ms</th><th>optimizer ms</th><th>recomputed ops</th></tr>"]
+    out = [
+        "<h3>Phases and recompute</h3><table class='phases'><tr><th class='l'>step</th><th>forward ms</th><th>backward ms</th>"
+        "<th>recompute ms</th><th>optimizer ms</th><th>recomputed ops</th></tr>"
+    ]
     for p in r.phases:
         ph = p.phase_ns
         out.append(
@@ -120,10 +136,14 @@ def phases_section(r: RankAnalysis) -> str:
     out.append("</table>")
     d = r.mfu_diagnosis
     if d is not None:
-        out.append(f"<h3>MFU diagnosis</h3><p>MFU {d.mfu:.1%} ({escape(d.band)}): {escape(d.verdict)}</p><ul class='diagnosis'>")
+        out.append(
+            f"<h3>MFU diagnosis</h3><p>MFU {d.mfu:.1%} ({escape(d.band)}): {escape(d.verdict)}</p><ul class='diagnosis'>"
+        )
         for c in d.checks:
             status = "ok" if c.ok else "check"
-            out.append(f"<li><b>{status}</b> {escape(c.figure)} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + escape(c.hint)}</li>")
+            out.append(
+                f"<li><b>{status}</b> {escape(c.figure)} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + escape(c.hint)}</li>"
+            )
         out.append("</ul>")
     return "".join(out)
 
@@ -131,8 +151,10 @@ def phases_section(r: RankAnalysis) -> str:
 def scopes_section(r: RankAnalysis, top: int) -> str:
     if not r.scopes:
         return ""
-    out = ["<h3>By module / annotation</h3><table class='scopes'><tr><th class='l'>scope</th><th class='l'>kind</th>"
-           "<th>instances</th><th>kernel ms</th><th>TFLOP/s</th><th>MFU</th></tr>"]
+    out = [
+        "<h3>By module / annotation</h3><table class='scopes'><tr><th class='l'>scope</th><th class='l'>kind</th>"
+        "<th>instances</th><th>kernel ms</th><th>TFLOP/s</th><th>MFU</th></tr>"
+    ]
     for x in r.scopes[:top]:
         mfu = f"{x.mfu_ratio:.1%}" if x.mfu_ratio is not None else "-"
         out.append(

@@ -34,8 +34,14 @@ def write(a: Analysis, path: str) -> None:
     for bound, color in _COLOR.items():
         sel = [g for g in groups if g.bound == bound]
         if sel:
-            ax.scatter([float(g.intensity or 0.0) for g in sel], [g.achieved_tflops for g in sel],
-                       s=[20 + 400 * g.dur_ns / longest for g in sel], color=color, alpha=0.6, label=f"{bound}-bound")
+            ax.scatter(
+                [float(g.intensity or 0.0) for g in sel],
+                [g.achieved_tflops for g in sel],
+                s=[20 + 400 * g.dur_ns / longest for g in sel],
+                color=color,
+                alpha=0.6,
+                label=f"{bound}-bound",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")

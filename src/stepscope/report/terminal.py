@@ -48,7 +48,19 @@ def _rank_table(a: Analysis, con: Console) -> None:
 def _rank(r: RankAnalysis, con: Console, top: int) -> None:
     con.print(f"\n[bold]Rank {r.rank}[/] {r.device or ''}  ({r.path}; steps from {r.step_source})", highlight=False)
     t = Table(title="Step breakdown (ms; compute + exposed comm + exposed memcpy + idle = step)")
-    for col in ("step", "step", "compute", "comm", "overlapped", "exposed comm", "exposed memcpy", "idle", "host-bound", "cpu step", "data loader"):
+    for col in (
+        "step",
+        "step",
+        "compute",
+        "comm",
+        "overlapped",
+        "exposed comm",
+        "exposed memcpy",
+        "idle",
+        "host-bound",
+        "cpu step",
+        "data loader",
+    ):
         t.add_column(col, justify="right")
     for s in r.steps:
         t.add_row(
@@ -81,14 +93,29 @@ def _rank(r: RankAnalysis, con: Console, top: int) -> None:
         for col in ("collective", "kernels", "time", "overlapped", "exposed"):
             ct.add_column(col, justify="right")
         for c in r.collectives:
-            ct.add_row(c.type, str(c.count), ms(c.comm_ns), f"{ms(c.overlapped_ns)} ({pct(c.overlapped_ns, c.comm_ns)})", ms(c.exposed_ns))
+            ct.add_row(
+                c.type,
+                str(c.count),
+                ms(c.comm_ns),
+                f"{ms(c.overlapped_ns)} ({pct(c.overlapped_ns, c.comm_ns)})",
+                ms(c.exposed_ns),
+            )
         con.print(ct)
     if r.top_kernels:
         kt = Table(title=f"Top kernels (of {len(r.steps)} steps)")
         for col in ("kernel", "category", "count", "total ms", "mean us", "p50 us", "p99 us", "share"):
             kt.add_column(col, justify="right" if col not in ("kernel", "category") else "left", no_wrap=True)
         for k in r.top_kernels[:top]:
-            kt.add_row(_short(k.name), k.category, str(k.count), ms(k.total_ns), us(k.mean_ns), us(k.p50_ns), us(k.p99_ns), f"{k.share_of_step_ratio:.1%}")
+            kt.add_row(
+                _short(k.name),
+                k.category,
+                str(k.count),
+                ms(k.total_ns),
+                us(k.mean_ns),
+                us(k.p50_ns),
+                us(k.p99_ns),
+                f"{k.share_of_step_ratio:.1%}",
+            )
         con.print(kt)
     _phases(r, con)
     _roofline(r, con, top)
@@ -112,7 +139,11 @@ def _roofline(r: RankAnalysis, con: Console, top: int) -> None:
     if roof is None or not roof.kernel_time_ns:
         return
     hw = roof.hardware
-    head = f"roofline: {hw.name} ({hw.peak_tflops:,.0f} TFLOP/s peak for MFU, {hw.hbm_gbps:,.0f} GB/s)" if hw else "roofline: unknown device"
+    head = (
+        f"roofline: {hw.name} ({hw.peak_tflops:,.0f} TFLOP/s peak for MFU, {hw.hbm_gbps:,.0f} GB/s)"
+        if hw
+        else "roofline: unknown device"
+    )
     con.print(f"{head}; FLOP model covers {roof.coverage_ratio:.0%} of kernel time", highlight=False)
     if roof.note:
         con.print(f"[yellow]{roof.note}[/]", highlight=False)
@@ -128,13 +159,33 @@ def _roofline(r: RankAnalysis, con: Console, top: int) -> None:
     if not groups:
         return
     t = Table(title="Ops by time lost vs. the roofline")
-    for col in ("op", "shapes", "dtype", "count", "time ms", "TFLOP/s", "GB/s", "FLOP/B", "efficiency", "bound", "lost ms"):
+    for col in (
+        "op",
+        "shapes",
+        "dtype",
+        "count",
+        "time ms",
+        "TFLOP/s",
+        "GB/s",
+        "FLOP/B",
+        "efficiency",
+        "bound",
+        "lost ms",
+    ):
         t.add_column(col, justify="left" if col in ("op", "shapes", "dtype", "bound") else "right", no_wrap=True)
     for g in groups:
         t.add_row(
-            g.name, _short(g.signature[len(g.name):], 40), g.dtype, str(g.count), ms(g.dur_ns), f"{g.achieved_tflops:,.1f}",
-            f"{g.achieved_gbps:,.0f}", f"{g.intensity:,.1f}" if g.intensity is not None else "-",
-            f"{g.efficiency:.0%}" if g.efficiency is not None else "-", g.bound, ms(g.time_lost_ns),
+            g.name,
+            _short(g.signature[len(g.name) :], 40),
+            g.dtype,
+            str(g.count),
+            ms(g.dur_ns),
+            f"{g.achieved_tflops:,.1f}",
+            f"{g.achieved_gbps:,.0f}",
+            f"{g.intensity:,.1f}" if g.intensity is not None else "-",
+            f"{g.efficiency:.0%}" if g.efficiency is not None else "-",
+            g.bound,
+            ms(g.time_lost_ns),
         )
     con.print(t)
 
@@ -152,15 +203,25 @@ def _phases(r: RankAnalysis, con: Console) -> None:
         t.add_column(col, justify="right")
     for p, s in zip(r.phases, r.steps):
         ph = p.phase_ns
-        t.add_row(p.name, ms(ph["forward"]), ms(ph["backward"]), ms(ph["recompute"]), pct(ph["recompute"], s.step_time_ns),
-                  ms(ph["optimizer"]), str(p.recompute_ops))
+        t.add_row(
+            p.name,
+            ms(ph["forward"]),
+            ms(ph["backward"]),
+            ms(ph["recompute"]),
+            pct(ph["recompute"], s.step_time_ns),
+            ms(ph["optimizer"]),
+            str(p.recompute_ops),
+        )
     con.print(t)
     d = r.mfu_diagnosis
     if d is not None:
         con.print(f"MFU {d.mfu:.1%} ({d.band}): {d.verdict}", highlight=False)
         for c in d.checks:
             mark = "[green]ok[/]" if c.ok else "[red]check[/]"
-            con.print(f"  {mark} {c.figure} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + c.hint}", highlight=False)
+            con.print(
+                f"  {mark} {c.figure} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + c.hint}",
+                highlight=False,
+            )
 
 
 def _scopes(r: RankAnalysis, con: Console, top: int) -> None:
@@ -170,6 +231,12 @@ def _scopes(r: RankAnalysis, con: Console, top: int) -> None:
     for col in ("scope", "kind", "instances", "kernel ms", "TFLOP/s", "MFU"):
         t.add_column(col, justify="left" if col in ("scope", "kind") else "right", no_wrap=True)
     for x in r.scopes[:top]:
-        t.add_row(_short(x.name, 50), x.kind, str(x.instances), ms(x.kernel_ns), f"{x.achieved_tflops:,.1f}",
-                  f"{x.mfu_ratio:.1%}" if x.mfu_ratio is not None else "-")
+        t.add_row(
+            _short(x.name, 50),
+            x.kind,
+            str(x.instances),
+            ms(x.kernel_ns),
+            f"{x.achieved_tflops:,.1f}",
+            f"{x.mfu_ratio:.1%}" if x.mfu_ratio is not None else "-",
+        )
     con.print(t)

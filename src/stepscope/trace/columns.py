@@ -83,7 +83,9 @@ def _drop_rows(cols: dict[str, Any], include_python: bool) -> dict[str, Any]:
 COMM_ARG_COLUMNS = ("pg_ranks", "in_split", "out_split")
 
 
-def columns_to_tables(cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False) -> tuple[pa.Table, pa.Table | None]:
+def columns_to_tables(
+    cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False
+) -> tuple[pa.Table, pa.Table | None]:
     """Shared last step of both paths: drop metadata rows (unless the C scanner already did:
     ``prefiltered``), derive kind/device/stream/flow; the collective args that are not table
     columns (process-group ranks, split sizes) come back as a small side table for the rows
@@ -96,7 +98,9 @@ def columns_to_tables(cols: dict[str, Any], rank: int, include_python: bool, *, 
         rows = np.flatnonzero(has)
         if rows.size:
             take = pa.array(rows)
-            side = pa.table({"row": pa.array(rows.astype(np.int64)), **{c: cols[c].take(take) for c in COMM_ARG_COLUMNS}})
+            side = pa.table(
+                {"row": pa.array(rows.astype(np.int64)), **{c: cols[c].take(take) for c in COMM_ARG_COLUMNS}}
+            )
     return _event_table(cols, rank), side
 
 
@@ -162,7 +166,9 @@ def concat_tables(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables).unify_dictionaries()
 
 
-def file_read(path: str, parts: list[tuple[pa.Table, pa.Table | None]], state: StreamState, skipped_events: int = 0) -> FileRead:
+def file_read(
+    path: str, parts: list[tuple[pa.Table, pa.Table | None]], state: StreamState, skipped_events: int = 0
+) -> FileRead:
     """The result of reading one file (chunk tables with their side args); a file truncated before
     its first complete event is an error. Events without a usable timestamp (absent, not a number,
     beyond int64 nanoseconds: ts -1 here; complete events without a usable duration get it too) are
@@ -180,16 +186,18 @@ def file_read(path: str, parts: list[tuple[pa.Table, pa.Table | None]], state: S
             path=path,
             fix="re-capture the trace and let the profiler finish writing",
         )
-    return keep_plausible(FileRead(
-        path=path,
-        table=concat_tables(tables),
-        header=state.header,
-        truncated=state.truncated,
-        note=state.note,
-        skipped_events=skipped_events,
-        bytes_read=state.bytes_read,
-        comm_args=pa.concat_tables(sides) if sides else None,
-    ))
+    return keep_plausible(
+        FileRead(
+            path=path,
+            table=concat_tables(tables),
+            header=state.header,
+            truncated=state.truncated,
+            note=state.note,
+            skipped_events=skipped_events,
+            bytes_read=state.bytes_read,
+            comm_args=pa.concat_tables(sides) if sides else None,
+        )
+    )
 
 
 # event times a trace can hold, ns: epoch timestamps reach 2^62 in 2116 and no profiled event lasts
@@ -204,8 +212,10 @@ def keep_plausible(fr: FileRead) -> FileRead:
     renumbered. Every reader's table passes here: JSON fields, a damaged Parquet cache, XPlane."""
     t = fr.table
     ts, dur = t["ts_ns"], t["dur_ns"]
-    ok = pc.and_(pc.and_(pc.greater_equal(ts, 0), pc.less_equal(ts, MAX_TS_NS)),
-                 pc.and_(pc.greater_equal(dur, 0), pc.less_equal(dur, MAX_DUR_NS)))
+    ok = pc.and_(
+        pc.and_(pc.greater_equal(ts, 0), pc.less_equal(ts, MAX_TS_NS)),
+        pc.and_(pc.greater_equal(dur, 0), pc.less_equal(dur, MAX_DUR_NS)),
+    )
     keep = pc.fill_null(ok, False).to_numpy(zero_copy_only=False)
     if keep.all():
         return fr
@@ -214,7 +224,12 @@ def keep_plausible(fr: FileRead) -> FileRead:
         old = comm["row"].to_numpy()
         kept = keep[old]
         comm = comm.filter(pa.array(kept)).set_column(0, "row", pa.array((np.cumsum(keep) - 1)[old[kept]]))
-    return replace(fr, table=t.filter(pa.array(keep)), comm_args=comm, skipped_events=fr.skipped_events + int(keep.size - keep.sum()))
+    return replace(
+        fr,
+        table=t.filter(pa.array(keep)),
+        comm_args=comm,
+        skipped_events=fr.skipped_events + int(keep.size - keep.sum()),
+    )
 
 
 def _dict(a: pa.Array) -> pa.Array:
@@ -282,6 +297,8 @@ def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
         "scope": c["scope"],
         "op_class": c["op_class"],
         "flops": c["flops"] if isinstance(c["flops"], pa.Array) else pa.array(np.asarray(c["flops"], np.int64)),
-        "bytes_accessed": c["bytes_accessed"] if isinstance(c["bytes_accessed"], pa.Array) else pa.array(np.asarray(c["bytes_accessed"], np.int64)),
+        "bytes_accessed": c["bytes_accessed"]
+        if isinstance(c["bytes_accessed"], pa.Array)
+        else pa.array(np.asarray(c["bytes_accessed"], np.int64)),
     }
     return pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)

@@ -26,8 +26,9 @@ def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[list[Any], np.ndarray]:
     return values, pc.fill_null(arr.indices, len(values)).to_numpy()  # the indices' own int type: no copy
 
 
-def per_value(col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], Any], *, null: Any = None,
-              dtype: npt.DTypeLike = object) -> np.ndarray:
+def per_value(
+    col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], Any], *, null: Any = None, dtype: npt.DTypeLike = object
+) -> np.ndarray:
     """``fn(value)`` per row, evaluated once per distinct value; ``null`` for null rows."""
     values, codes = _codes(col)
     lut = np.empty(len(values) + 1, dtype=dtype)

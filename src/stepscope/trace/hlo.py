@@ -22,9 +22,32 @@ from pathlib import Path
 
 from ..errors import InputError
 
-DTYPE_BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e5m2fnuz": 1,
-               "f8e4m3fnuz": 1, "f8e4m3b11fnuz": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
-               "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16, "token": 0}
+DTYPE_BYTES = {
+    "pred": 1,
+    "s4": 0.5,
+    "u4": 0.5,
+    "s8": 1,
+    "u8": 1,
+    "f8e4m3fn": 1,
+    "f8e5m2": 1,
+    "f8e4m3": 1,
+    "f8e5m2fnuz": 1,
+    "f8e4m3fnuz": 1,
+    "f8e4m3b11fnuz": 1,
+    "s16": 2,
+    "u16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+    "c64": 8,
+    "c128": 16,
+    "token": 0,
+}
 
 
 @dataclass(frozen=True)
@@ -126,7 +149,7 @@ def _depths(s: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
 def _split_top(s: str, sep: str = ",") -> list[str]:
     """Split at ``sep`` outside (), [], {} and quotes."""
     cuts = [i for i, ch, depth in _depths(s) if ch == sep and depth == 0]
-    parts = [s[a + 1:b].strip() for a, b in zip([-1, *cuts], [*cuts, len(s)])]
+    parts = [s[a + 1 : b].strip() for a, b in zip([-1, *cuts], [*cuts, len(s)])]
     return parts if parts[-1] else parts[:-1]  # a trailing separator leaves no empty last item
 
 
@@ -146,7 +169,14 @@ def parse_layout(text: str | None) -> tuple[tuple[int, ...] | None, tuple[tuple[
     except ValueError:
         m2m = None
     tm = re.search(r"T((?:\([^)]*\))+)", rest)
-    tiles = tuple(tuple(int(v) if v.strip() not in ("*", "") else 1 for v in g.split(",")) for g in re.findall(r"\(([^)]*)\)", tm.group(1))) if tm else ()
+    tiles = (
+        tuple(
+            tuple(int(v) if v.strip() not in ("*", "") else 1 for v in g.split(","))
+            for g in re.findall(r"\(([^)]*)\)", tm.group(1))
+        )
+        if tm
+        else ()
+    )
     ms = re.search(r"S\((\d+)\)", rest)
     return m2m, tiles, int(ms.group(1)) if ms else None
 
@@ -175,7 +205,7 @@ def _parse_instruction(line: str, comp: str) -> Instruction | None:
         sm = re.match(r"([a-z][a-z0-9]*\[[^\]]*\](\{[^{}]*\})?|token\[\]|[a-z][a-z0-9]*\[\])\s*", rest)
         if not sm:
             return None
-        shape_text, rest = sm.group(1), rest[sm.end():]
+        shape_text, rest = sm.group(1), rest[sm.end() :]
     om = re.match(r"([\w\-]+)\(", rest)
     if not om:
         return None
@@ -183,7 +213,7 @@ def _parse_instruction(line: str, comp: str) -> Instruction | None:
     close = _matching(rest, om.end() - 1)
     if close < 0:
         return None
-    operand_text, attr_text = rest[om.end():close - 1], rest[close:].lstrip(", ")
+    operand_text, attr_text = rest[om.end() : close - 1], rest[close:].lstrip(", ")
     operands, op_shapes = [], []
     for tok in _split_top(operand_text):
         nm = re.search(r"%?([\w.\-]+)\s*$", tok)
@@ -211,7 +241,7 @@ def parse_hlo_text(text: str, path: str = "HLO") -> HloModule:
     for line in text.splitlines():
         s = line.strip()
         if s.startswith("HloModule "):
-            head = s[len("HloModule "):]
+            head = s[len("HloModule ") :]
             name, _, mattrs = head.partition(",")
             name = name.strip()
             continue
@@ -230,7 +260,9 @@ def parse_hlo_text(text: str, path: str = "HLO") -> HloModule:
     if cur_name is not None and cur:  # text cut inside a computation: keep what was read
         comps[cur_name] = Computation(cur_name, _fill_operand_shapes(cur), cur_entry)
     if not comps:
-        raise InputError("no HLO computations found", path=path, fix="pass HLO text (compiled.as_text() or an XLA dump *.txt)")
+        raise InputError(
+            "no HLO computations found", path=path, fix="pass HLO text (compiled.as_text() or an XLA dump *.txt)"
+        )
     return HloModule(name or Path(path).stem, comps, mattrs.strip())
 
 

@@ -99,9 +99,11 @@ def _blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool) -> Iterator
 
 
 # what a non-JSON file most likely is, by its first bytes, for the error line
-_MAGIC = ((b"SQLite format 3\x00", "an SQLite database (an Nsight Systems export? those are read from local files)"),
-          (b"PK\x03\x04", "a zip archive that is not an nsys-jax output (no pfs/ parquet member)"),
-          (b"\x89PNG", "a PNG image"))
+_MAGIC = (
+    (b"SQLite format 3\x00", "an SQLite database (an Nsight Systems export? those are read from local files)"),
+    (b"PK\x03\x04", "a zip archive that is not an nsys-jax output (no pfs/ parquet member)"),
+    (b"\x89PNG", "a PNG image"),
+)
 
 
 def _not_json(head: bytes) -> str:
@@ -131,13 +133,17 @@ def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple
                 start = buf.index(b"[") + 1
                 break
             if head[:1] != b"{":
-                raise TraceFormatError(_not_json(head), path=str(path), fix="pass a PyTorch profiler / Kineto .json or .json.gz trace")
+                raise TraceFormatError(
+                    _not_json(head), path=str(path), fix="pass a PyTorch profiler / Kineto .json or .json.gz trace"
+                )
             key = buf.find(_KEY)
             if key >= 0:
                 m = re.compile(rb"\s*:\s*\[").match(buf, key + len(_KEY))
                 if m is None:
                     if len(buf) - key > 64:
-                        raise TraceFormatError("'traceEvents' is not a list", path=str(path), fix="is this a Chrome trace?")
+                        raise TraceFormatError(
+                            "'traceEvents' is not a list", path=str(path), fix="is this a Chrome trace?"
+                        )
                     continue
                 state.header = _parse_partial_object(bytes(buf[:key]) + b'"_": 0}')
                 start = m.end()
@@ -146,9 +152,15 @@ def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple
                 break
         if start < 0:
             if state.truncated and not buf:
-                raise TraceFormatError(f"unreadable gzip file ({state.note})", path=str(path), fix="check the file is a complete .json.gz trace")
+                raise TraceFormatError(
+                    f"unreadable gzip file ({state.note})",
+                    path=str(path),
+                    fix="check the file is a complete .json.gz trace",
+                )
             if not bytes(buf).strip():
-                raise TraceFormatError("file is empty", path=str(path), fix="the profiler wrote nothing; re-run the capture")
+                raise TraceFormatError(
+                    "file is empty", path=str(path), fix="the profiler wrote nothing; re-run the capture"
+                )
             raise TraceFormatError(
                 "no 'traceEvents' list found",
                 path=str(path),
@@ -224,7 +236,9 @@ def _decode_upto_boundary(
     return None
 
 
-def _finish(buf: bytearray, decode: Callable[[bytes], T], state: StreamState, path: Path) -> Iterator[tuple[T, StreamState]]:
+def _finish(
+    buf: bytearray, decode: Callable[[bytes], T], state: StreamState, path: Path
+) -> Iterator[tuple[T, StreamState]]:
     stripped = bytes(buf).lstrip()
     if stripped.startswith(b"]"):
         state.header.update(parse_trailer(stripped[1:]))

@@ -59,7 +59,9 @@ def _columns_from_c(raw: dict[str, Any]) -> dict[str, Any]:
                 arr.validate(full=True)  # the scanner copies bytes as they are: check UTF-8
             except pa.ArrowInvalid:
                 binary = pa.Array.from_buffers(pa.binary(), len(v), [bitmap, pa.py_buffer(offs), pa.py_buffer(data)])
-                arr = pa.array([None if x is None else x.decode("utf-8", "replace") for x in binary.to_pylist()], pa.string())
+                arr = pa.array(
+                    [None if x is None else x.decode("utf-8", "replace") for x in binary.to_pylist()], pa.string()
+                )
             cols[key] = arr
         else:
             cols[key] = np.frombuffer(val, dtype=np.int64)
@@ -107,7 +109,7 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
             skipped += 0 if off and not n else 1  # off > 0: this failure continues the last one
             off = m.end() - 1
 
-    for data, state in event_text_blocks(p, block=block):
+    for data, state in event_text_blocks(p, block=block):  # noqa: B007  (the last state is read below)
         if closed:
             tail += bytes(data)
             continue
@@ -135,5 +137,3 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
     elif not state.truncated:
         state.header.update(parse_trailer(tail))
     return file_read(str(p), tables, state, skipped)
-
-

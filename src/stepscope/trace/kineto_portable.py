@@ -147,10 +147,9 @@ def _id_of(v: Any) -> int | None:
     return int(digits) if digits and len(digits) < 18 else None
 
 
-def _int_col(values: list[Any], dtype: pa.DataType = pa.int64()) -> np.ndarray:
-    arr = _to_int_ids(values) if dtype == pa.int64() else pa.array(values, type=dtype)
+def _int_col(values: list[Any], dtype: pa.DataType | None = None) -> np.ndarray:
+    arr = _to_int_ids(values) if dtype is None or dtype == pa.int64() else pa.array(values, type=dtype)
     return pc.fill_null(arr, -1).to_numpy()
-
 
 
 def _raw_text(values: list[msgspec.Raw]) -> pa.Array:
@@ -217,8 +216,6 @@ def chunk_to_table(events: list[_Event], rank: int, include_python: bool) -> tup
     return columns_to_tables(_columns_from_structs(events), rank, include_python)
 
 
-
-
 def read_portable(p: Path, rank: int, include_python: bool, block: int) -> FileRead:
     skipped = _Skipped()
     decode = _make_decoder(skipped)
@@ -228,7 +225,7 @@ def read_portable(p: Path, rank: int, include_python: bool, block: int) -> FileR
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for events, state in iter_event_chunks(p, decode, block=block):
+        for events, state in iter_event_chunks(p, decode, block=block):  # noqa: B007  (the last state is read below)
             if events:
                 tables.append(chunk_to_table(events, rank, include_python))
             del events
@@ -236,5 +233,3 @@ def read_portable(p: Path, rank: int, include_python: bool, block: int) -> FileR
         if was_enabled:
             gc.enable()
     return file_read(str(p), tables, state, skipped.count + state.corrupt_events)
-
-

@@ -23,8 +23,10 @@ from .kineto import FileRead, read_kineto
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip", ".sqlite")
 _NSYS_REPORT = (".nsys-rep", ".qdrep")
-SPLIT_WARNING = ("holds several GPU processes or devices; each (process, device) is a rank, numbered in order of the CUDA "
-                 "device (torchrun's LOCAL_RANK convention)")
+SPLIT_WARNING = (
+    "holds several GPU processes or devices; each (process, device) is a rank, numbered in order of the CUDA "
+    "device (torchrun's LOCAL_RANK convention)"
+)
 _RANK_IN_NAME = re.compile(r"(?:rank[-_]?|_r|proc[-_]?)(\d+)(?![\d])", re.IGNORECASE)
 
 
@@ -67,8 +69,9 @@ class Trace:
         return self.events.num_rows
 
 
-def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-                 skipped: list[str] | None = None) -> list[Path | str]:
+def expand_paths(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], skipped: list[str] | None = None
+) -> list[Path | str]:
     """Files, directories (their trace files) and glob patterns -> a sorted, de-duplicated list.
     A directory's JSON files that are not Chrome traces (a run's config.json beside its traces)
     are left out and named in ``skipped``; a file named on its own is always read."""
@@ -90,17 +93,28 @@ def expand_paths(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
             why = {q: _skip_reason(q) for q in candidates}
             found = [q for q in candidates if why[q] is None]
             # Nsight reports beside no export of their own: only nsys reads them
-            reports = sorted(q for q in p.iterdir() if q.name.endswith(_NSYS_REPORT) and not q.with_suffix(".sqlite").exists())
+            reports = sorted(
+                q for q in p.iterdir() if q.name.endswith(_NSYS_REPORT) and not q.with_suffix(".sqlite").exists()
+            )
             if not found:
                 what = f" ({len(candidates)} JSON or SQLite files, none a trace)" if candidates else ""
                 if reports:
-                    raise InputError(f"directory holds Nsight Systems reports ({len(reports)}), which only nsys reads", path=s,
-                                     fix=f"export each first: nsys export --type sqlite -o {reports[0].stem}.sqlite {reports[0].name}")
-                raise InputError(f"directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb, *.sqlite){what}", path=s,
-                                 fix="point at the profiler's output folder")
+                    raise InputError(
+                        f"directory holds Nsight Systems reports ({len(reports)}), which only nsys reads",
+                        path=s,
+                        fix=f"export each first: nsys export --type sqlite -o {reports[0].stem}.sqlite {reports[0].name}",
+                    )
+                raise InputError(
+                    f"directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb, *.sqlite){what}",
+                    path=s,
+                    fix="point at the profiler's output folder",
+                )
             if skipped is not None:
-                skipped.extend(f"{q}: an Nsight Systems report, which only nsys reads; skipped (nsys export --type sqlite -o "
-                               f"{q.stem}.sqlite {q.name})" for q in reports)
+                skipped.extend(
+                    f"{q}: an Nsight Systems report, which only nsys reads; skipped (nsys export --type sqlite -o "
+                    f"{q.stem}.sqlite {q.name})"
+                    for q in reports
+                )
             out.extend(found)
             if skipped is not None:
                 skipped.extend(f"{q}: {why[q]}; skipped" for q in candidates if why[q] is not None)
@@ -160,7 +174,7 @@ def _skip_reason(q: Path) -> str | None:
 
     head = b""
     try:
-        with (gzip.open(q, "rb") if is_gzip(q) else open(q, "rb")) as fh:
+        with gzip.open(q, "rb") if is_gzip(q) else open(q, "rb") as fh:
             while len(head) < _SNIFF_BYTES:  # a trace names traceEvents in its first KBs: stop there
                 part = fh.read(64 << 10)
                 head += part
@@ -190,7 +204,9 @@ def _dir_traces(d: Path) -> list[Path]:
     return [q for q in found if not (q.name.endswith(".trace.json.gz") and q.name[: -len(".trace.json.gz")] in hosts)]
 
 
-Job = tuple[str, bool, str | None, tuple[int, int, int] | None]  # path, include_python, cache_dir, an nsys (pid, device, ordinal)
+Job = tuple[
+    str, bool, str | None, tuple[int, int, int] | None
+]  # path, include_python, cache_dir, an nsys (pid, device, ordinal)
 
 
 def is_nsys_sqlite_path(path: str) -> bool:
@@ -229,11 +245,17 @@ def read_one(args: tuple[str, bool, str | None] | Job) -> FileRead:
     path, include_python, cache_dir = args[:3]
     part = args[3] if len(args) > 3 else None
     if path.endswith(_NSYS_REPORT):
-        raise TraceFormatError("an Nsight Systems report, which only nsys itself reads", path=path,
-                               fix=f"export it first: nsys export --type sqlite -o {Path(path).stem}.sqlite {Path(path).name}")
+        raise TraceFormatError(
+            "an Nsight Systems report, which only nsys itself reads",
+            path=path,
+            fix=f"export it first: nsys export --type sqlite -o {Path(path).stem}.sqlite {Path(path).name}",
+        )
     if "://" in path and path.endswith(".sqlite"):
-        raise TraceFormatError("an Nsight SQLite export is read from a local file", path=path,
-                               fix="copy it to local disk, or use stepscope analyze, which copies URLs first")
+        raise TraceFormatError(
+            "an Nsight SQLite export is read from a local file",
+            path=path,
+            fix="copy it to local disk, or use stepscope analyze, which copies URLs first",
+        )
     nsys = is_nsys_sqlite_path(path)
     if nsys and part is not None:  # one (process, device) of several: no cache entry (the cache is per file)
         from dataclasses import replace
@@ -274,7 +296,7 @@ def rank_of(fr: FileRead) -> tuple[int | None, str]:
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return int(info["rank"]), "distributedInfo"
     m = None
-    for m in _RANK_IN_NAME.finditer(Path(fr.path).name):
+    for m in _RANK_IN_NAME.finditer(Path(fr.path).name):  # noqa: B007  (the last match)
         pass
     if m is not None:
         return int(m.group(1)), "filename"
@@ -352,8 +374,10 @@ def assemble(reads: list[FileRead]) -> Trace:
             )
         if fr.skipped_events:
             n = fr.skipped_events
-            warnings.append(f"{fr.path}: skipped {n} unusable event{'s' if n != 1 else ''} (not valid JSON, a field of the wrong "
-                            "type, or a timestamp or duration missing, not a number, negative or beyond any real trace); the rest are analyzed")
+            warnings.append(
+                f"{fr.path}: skipped {n} unusable event{'s' if n != 1 else ''} (not valid JSON, a field of the wrong "
+                "type, or a timestamp or duration missing, not a number, negative or beyond any real trace); the rest are analyzed"
+            )
         table = fr.table.set_column(0, "rank", pa.array(np.full(fr.table.num_rows, rank, dtype=np.int32)))
         tables.append(table)
         raw_info = fr.header.get("distributedInfo")
@@ -379,11 +403,17 @@ def assemble(reads: list[FileRead]) -> Trace:
         skipped = sum(fr.skipped_events for fr in reads)
         where = empty[0] if len(empty) == 1 else f"{len(empty)} files"
         if skipped:  # entries, none of them a trace event: JSON of another kind, or a broken writer
-            raise TraceFormatError(f"no events to analyze: none of its {skipped} entries is a usable trace event "
-                                   "(ph, ts and dur missing or not numbers)", path=where,
-                                   fix="pass the Chrome-trace JSON the profiler wrote (torch.profiler export_chrome_trace)")
-        raise TraceFormatError("no events to analyze (the event list is empty)", path=where,
-                               fix="re-capture with the profiler active for at least one step (torch.profiler schedule / jax.profiler.trace)")
+            raise TraceFormatError(
+                f"no events to analyze: none of its {skipped} entries is a usable trace event "
+                "(ph, ts and dur missing or not numbers)",
+                path=where,
+                fix="pass the Chrome-trace JSON the profiler wrote (torch.profiler export_chrome_trace)",
+            )
+        raise TraceFormatError(
+            "no events to analyze (the event list is empty)",
+            path=where,
+            fix="re-capture with the profiler active for at least one step (torch.profiler schedule / jax.profiler.trace)",
+        )
     warnings.extend(f"{path}: no events; its rank is empty in the analysis" for path in empty)
     order = sorted(range(len(ranks)), key=lambda i: ranks[i].rank)
     ranks = [ranks[i] for i in order]

@@ -53,19 +53,28 @@ def read_nsys_jax(path: str | Path, *, rank: int = 0) -> FileRead:
                 raise TraceFormatError(f"zip has no {MEMBER}", path=str(p), fix="pass an nsys-jax output archive")
             raw = pq.read_table(io.BytesIO(z.read(member)))
     except (OSError, zipfile.BadZipFile) as exc:
-        raise TraceFormatError(f"cannot read the archive ({exc.__class__.__name__})", path=str(p), fix="pass an nsys-jax output .zip") from None
+        raise TraceFormatError(
+            f"cannot read the archive ({exc.__class__.__name__})", path=str(p), fix="pass an nsys-jax output .zip"
+        ) from None
     except pa.ArrowInvalid as exc:
-        raise TraceFormatError(f"{MEMBER} is not a readable Parquet file ({str(exc)[:80]})", path=str(p), fix="re-create the archive") from None
+        raise TraceFormatError(
+            f"{MEMBER} is not a readable Parquet file ({str(exc)[:80]})", path=str(p), fix="re-create the archive"
+        ) from None
     need = {"Name", "Projected Start", "Projected Duration", "TID", "RangeId", "ParentId"}
     if not need <= set(raw.column_names):
-        raise TraceFormatError(f"{MEMBER} lacks columns {sorted(need - set(raw.column_names))}", path=str(p), fix="use a newer nsys-jax")
+        raise TraceFormatError(
+            f"{MEMBER} lacks columns {sorted(need - set(raw.column_names))}", path=str(p), fix="use a newer nsys-jax"
+        )
     raw = raw.filter(pc.is_valid(raw["Name"]))
     n_raw = raw.num_rows
     names = raw["Name"].combine_chunks().dictionary_encode()
     code = names.indices.to_numpy()
     # per distinct range name: its kind (1 thunk, 2 module) and its #key=value# fields
     distinct = names.dictionary.to_pylist()
-    kind_lut = np.array([1 if n.startswith("TSL:Thunk:") else 2 if n.startswith("TSL:XlaModule:") else 0 for n in distinct] + [0], np.int8)
+    kind_lut = np.array(
+        [1 if n.startswith("TSL:Thunk:") else 2 if n.startswith("TSL:XlaModule:") else 0 for n in distinct] + [0],
+        np.int8,
+    )
     fields = [_fields(n) if kind_lut[i] else {} for i, n in enumerate(distinct)]
 
     def field(key: str) -> np.ndarray:
@@ -93,9 +102,13 @@ def read_nsys_jax(path: str | Path, *, rank: int = 0) -> FileRead:
     raw_name = np.asarray(distinct + [None], dtype=object)[code]
     top = module[steps[0]] if n_s else None
     none = np.full(n_m + n_s, None, dtype=object)
-    name = np.concatenate([np.where(hlo_op[thunk] == None, raw_name[thunk], hlo_op[thunk]),  # noqa: E711
-                           np.char.add("XlaModule:", module[mods].astype(str)).astype(object),
-                           np.char.add("XLAStep#", np.arange(n_s).astype(str)).astype(object)])
+    name = np.concatenate(
+        [
+            np.where(hlo_op[thunk] == None, raw_name[thunk], hlo_op[thunk]),  # noqa: E711
+            np.char.add("XlaModule:", module[mods].astype(str)).astype(object),
+            np.char.add("XLAStep#", np.arange(n_s).astype(str)).astype(object),
+        ]
+    )
     kc = schema.KIND_CODE
     kinds = np.repeat(np.array([kc["kernel"], kc["gpu_annotation"], kc["user_annotation"]], np.int32), [n_t, n_m, n_s])
     on_dev = np.r_[np.ones(n_t + n_m, bool), np.zeros(n_s, bool)]
@@ -116,9 +129,20 @@ def read_nsys_jax(path: str | Path, *, rank: int = 0) -> FileRead:
         "dur": dur_all[rows],
         "correlation": np.full(rows.size, -1, np.int64),
         "op": strings(np.concatenate([hlo_op[thunk], none])),
-        "module": strings(np.concatenate([np.where(prow[thunk] >= 0, module[np.clip(prow[thunk], 0, None)], None), module[mods],
-                                          np.full(n_s, top, dtype=object)])),
-        "scope": strings(np.concatenate([field("name")[thunk], np.full(n_m, None, dtype=object), np.full(n_s, f"XlaModule:{top}", dtype=object)])),
+        "module": strings(
+            np.concatenate(
+                [
+                    np.where(prow[thunk] >= 0, module[np.clip(prow[thunk], 0, None)], None),
+                    module[mods],
+                    np.full(n_s, top, dtype=object),
+                ]
+            )
+        ),
+        "scope": strings(
+            np.concatenate(
+                [field("name")[thunk], np.full(n_m, None, dtype=object), np.full(n_s, f"XlaModule:{top}", dtype=object)]
+            )
+        ),
         "op_class": pa.nulls(rows.size, pa.string()),
         "flops": np.full(rows.size, -1, np.int64),
         "bytes_accessed": np.full(rows.size, -1, np.int64),
@@ -126,8 +150,15 @@ def read_nsys_jax(path: str | Path, *, rank: int = 0) -> FileRead:
     # rows in file order (steps after), so ranges that start together keep the archive's order
     order = np.argsort(np.r_[thunk, mods, n_raw + np.arange(n_s)], kind="stable")
     cols = {k: (v.take(pa.array(order)) if isinstance(v, pa.Array) else v[order]) for k, v in cols.items()}
-    return FileRead(path=str(p), table=assemble_table(cols, rank), header={"format": "nsys-jax"}, truncated=False, note="",
-                    skipped_events=0, bytes_read=p.stat().st_size)
+    return FileRead(
+        path=str(p),
+        table=assemble_table(cols, rank),
+        header={"format": "nsys-jax"},
+        truncated=False,
+        note="",
+        skipped_events=0,
+        bytes_read=p.stat().st_size,
+    )
 
 
 def _steps(module: np.ndarray, rows: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -20,7 +20,9 @@ from . import schema
 _K = schema.KIND_CODE
 
 
-def link_ops(kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, dur: np.ndarray, corr: np.ndarray) -> np.ndarray:
+def link_ops(
+    kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, dur: np.ndarray, corr: np.ndarray
+) -> np.ndarray:
     """External ids as Kineto links ops to their kernels: each ``cpu_op`` row (an emit_nvtx op
     range) gets its own, each runtime call the id of the innermost op range open on its thread
     when it started, and each device row (kernel, memcpy, memset) the id of the call that launched
@@ -74,9 +76,11 @@ def link_ops(kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray,
 
 # a kernel's element type, from its demangled name (templates name it: CUDAFunctor_add<c10::BFloat16>,
 # cutlass/cuBLAS tags: s16816gemm_bf16, h884gemm, e4m3): the Input type emit_nvtx does not record
-_KERNEL_DTYPE = ((re.compile(r"float8|e4m3|e5m2|fp8", re.I), "c10::Float8_e4m3fn"),
-                 (re.compile(r"bfloat16|bf16", re.I), "c10::BFloat16"),
-                 (re.compile(r"c10::Half|\bhalf\b|fp16|f16|_h\d{3}|\bh\d{3}gemm|hgemm", re.I), "c10::Half"))
+_KERNEL_DTYPE = (
+    (re.compile(r"float8|e4m3|e5m2|fp8", re.I), "c10::Float8_e4m3fn"),
+    (re.compile(r"bfloat16|bf16", re.I), "c10::BFloat16"),
+    (re.compile(r"c10::Half|\bhalf\b|fp16|f16|_h\d{3}|\bh\d{3}gemm|hgemm", re.I), "c10::Half"),
+)
 
 
 def input_types(kind: np.ndarray, name_idx: np.ndarray, names: np.ndarray, ext: np.ndarray, dims: pa.Array) -> pa.Array:
@@ -93,7 +97,9 @@ def input_types(kind: np.ndarray, name_idx: np.ndarray, names: np.ndarray, ext: 
     kern = np.flatnonzero((kind == _K["kernel"]) & (ext >= 0))
     ids, first = np.unique(ext[kern], return_index=True)
     labels = ["float"] + [t for _, t in _KERNEL_DTYPE]
-    per_name = np.array([next((1 + j for j, (pat, _) in enumerate(_KERNEL_DTYPE) if pat.search(str(nm))), 0) for nm in names.tolist()])
+    per_name = np.array(
+        [next((1 + j for j, (pat, _) in enumerate(_KERNEL_DTYPE) if pat.search(str(nm))), 0) for nm in names.tolist()]
+    )
     pos = np.clip(np.searchsorted(ids, ext[ops]), 0, max(ids.size - 1, 0))
     found = ids[pos] == ext[ops] if ids.size else np.zeros(ops.size, bool)
     code = np.full(n, -1, np.int64)

@@ -123,7 +123,7 @@ class _Strings:
             return {}
         out: dict[int, str] = {}
         for k in range(0, ids.size, 50_000):  # bounded statement length
-            listed = ", ".join(str(int(i)) for i in ids[k:k + 50_000])
+            listed = ", ".join(str(int(i)) for i in ids[k : k + 50_000])
             out.update(self.con.execute(f"SELECT id, value FROM StringIds WHERE id IN ({listed})").fetchall())
         return out
 
@@ -136,11 +136,19 @@ def gpu_units(path: str | Path) -> list[tuple[int, int]]:
     try:
         with _connect(p) as con:
             tables = _tables(con)
-            sel = [f"SELECT globalPid, deviceId FROM {t}" for t in _DEVICE_TABLES if t in tables and {"globalPid", "deviceId"} <= _columns(con, t)]
+            sel = [
+                f"SELECT globalPid, deviceId FROM {t}"
+                for t in _DEVICE_TABLES
+                if t in tables and {"globalPid", "deviceId"} <= _columns(con, t)
+            ]
             if not sel:
                 return []
-            rows = _fetch(con, f"SELECT DISTINCT (globalPid >> {_PID_SHIFT}) & {_ID_MASK}, deviceId FROM ({' UNION ALL '.join(sel)}) "
-                               "WHERE globalPid IS NOT NULL AND deviceId IS NOT NULL", 2)
+            rows = _fetch(
+                con,
+                f"SELECT DISTINCT (globalPid >> {_PID_SHIFT}) & {_ID_MASK}, deviceId FROM ({' UNION ALL '.join(sel)}) "
+                "WHERE globalPid IS NOT NULL AND deviceId IS NOT NULL",
+                2,
+            )
     except _DB_ERRORS:  # not a database, or a damaged table: read as one unit, where the reader says which
         return []
     o = np.lexsort((rows[:, 0], rows[:, 1]))
@@ -179,7 +187,9 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
     try:
         con = _connect(p)
     except _DB_ERRORS as exc:  # cannot open it at all (permissions)
-        raise TraceFormatError(f"cannot open the SQLite file ({exc})", path=str(p), fix="check the file and its permissions") from None
+        raise TraceFormatError(
+            f"cannot open the SQLite file ({exc})", path=str(p), fix="check the file and its permissions"
+        ) from None
     try:
         tables = _tables(con)
     except _DB_ERRORS as exc:
@@ -187,11 +197,15 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
         raise TraceFormatError(f"not a readable SQLite database ({exc})", path=str(p), fix=_FIX) from None
     if not (_NSYS_TABLES & tables):
         con.close()
-        raise TraceFormatError("SQLite file without Nsight Systems tables (no CUPTI_ACTIVITY_KIND_KERNEL, "
-                               "CUPTI_ACTIVITY_KIND_RUNTIME or NVTX_EVENTS)", path=str(p),
-                               fix="pass an nsys export of a report traced with CUDA (nsys profile -t cuda,nvtx)")
-    conds = ([f"((globalPid >> {_PID_SHIFT}) & {_ID_MASK}) = {int(process)}"] if process is not None else []) + \
-        ([f"deviceId = {int(device)}"] if device is not None else [])
+        raise TraceFormatError(
+            "SQLite file without Nsight Systems tables (no CUPTI_ACTIVITY_KIND_KERNEL, "
+            "CUPTI_ACTIVITY_KIND_RUNTIME or NVTX_EVENTS)",
+            path=str(p),
+            fix="pass an nsys export of a report traced with CUDA (nsys profile -t cuda,nvtx)",
+        )
+    conds = ([f"((globalPid >> {_PID_SHIFT}) & {_ID_MASK}) = {int(process)}"] if process is not None else []) + (
+        [f"deviceId = {int(device)}"] if device is not None else []
+    )
     where = f"WHERE {' AND '.join(conds)}" if conds else ""
     where_t = f"WHERE ((globalTid >> {_PID_SHIFT}) & {_ID_MASK}) = {int(process)}" if process is not None else ""
     parts: list[dict[str, np.ndarray]] = []
@@ -221,14 +235,27 @@ def read_nsys_sqlite(path: str | Path, *, process: int | None = None, device: in
         header["process"] = process
     if device is not None:
         header["device"] = device
-    return FileRead(path=str(p), table=assemble_table(cols, 0), header=header, truncated=bool(skipped),
-                    note=f"unreadable tables skipped: {'; '.join(skipped)}" if skipped else "", skipped_events=0,
-                    bytes_read=p.stat().st_size)
+    return FileRead(
+        path=str(p),
+        table=assemble_table(cols, 0),
+        header=header,
+        truncated=bool(skipped),
+        note=f"unreadable tables skipped: {'; '.join(skipped)}" if skipped else "",
+        skipped_events=0,
+        bytes_read=p.stat().st_size,
+    )
 
 
 # TARGET_INFO_GPU column -> Kineto's deviceProperties key (what the roofline's device lookup reads)
-_PROPS = {"id": "id", "name": "name", "totalMemory": "totalGlobalMem", "computeMajor": "computeMajor",
-          "computeMinor": "computeMinor", "smCount": "numSms", "maxThreadsPerBlock": "maxThreadsPerBlock"}
+_PROPS = {
+    "id": "id",
+    "name": "name",
+    "totalMemory": "totalGlobalMem",
+    "computeMajor": "computeMajor",
+    "computeMinor": "computeMinor",
+    "smCount": "numSms",
+    "maxThreadsPerBlock": "maxThreadsPerBlock",
+}
 
 
 def _device_properties(con: sqlite3.Connection, used: np.ndarray) -> list[dict[str, object]]:
@@ -268,12 +295,24 @@ def _named(ids: np.ndarray, strings: _Strings, clean: re.Pattern[str] | None = N
     return inv.ravel(), names
 
 
-def _device_rows(a: np.ndarray, kind: str, cat: str, name_idx: np.ndarray, names: list[str], nbytes: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def _device_rows(
+    a: np.ndarray, kind: str, cat: str, name_idx: np.ndarray, names: list[str], nbytes: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     n = a.shape[0]
-    return {"kind": np.full(n, _K[kind], np.int32), "cat": np.full(n, _CATS.index(cat), np.int32), "name_idx": name_idx,
-            "names": names, "pid": _pid(a[:, 5]), "tid": a[:, 3],
-            "device": a[:, 2], "stream": a[:, 3], "ts": a[:, 0], "dur": a[:, 1] - a[:, 0], "correlation": a[:, 4],
-            "bytes": nbytes if nbytes is not None else np.full(n, -1, np.int64)}
+    return {
+        "kind": np.full(n, _K[kind], np.int32),
+        "cat": np.full(n, _CATS.index(cat), np.int32),
+        "name_idx": name_idx,
+        "names": names,
+        "pid": _pid(a[:, 5]),
+        "tid": a[:, 3],
+        "device": a[:, 2],
+        "stream": a[:, 3],
+        "ts": a[:, 0],
+        "dur": a[:, 1] - a[:, 0],
+        "correlation": a[:, 4],
+        "bytes": nbytes if nbytes is not None else np.full(n, -1, np.int64),
+    }
 
 
 _BASE = "start, COALESCE(end, start), COALESCE(deviceId, -1), COALESCE(streamId, -1), COALESCE(correlationId, -1), globalPid"
@@ -291,11 +330,18 @@ def _memcpys(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str
     have = _columns(con, "CUPTI_ACTIVITY_KIND_MEMCPY")
     src = "COALESCE(srcKind, 0)" if "srcKind" in have else "0"
     dst = "COALESCE(dstKind, 0)" if "dstKind" in have else "0"
-    a = _fetch(con, f"SELECT {_BASE}, COALESCE(copyKind, 0), {src}, {dst}, COALESCE(bytes, -1) FROM CUPTI_ACTIVITY_KIND_MEMCPY {where}", 10)
+    a = _fetch(
+        con,
+        f"SELECT {_BASE}, COALESCE(copyKind, 0), {src}, {dst}, COALESCE(bytes, -1) FROM CUPTI_ACTIVITY_KIND_MEMCPY {where}",
+        10,
+    )
     key = a[:, 6] * 10_000 + a[:, 7] * 100 + a[:, 8]
     uniq, inv = np.unique(key, return_inverse=True)
-    names = [f"Memcpy {_COPY.get(int(k) // 10_000, 'Unknown')} ({_MEM.get(int(k) // 100 % 100, 'Unknown')} -> "
-             f"{_MEM.get(int(k) % 100, 'Unknown')})" for k in uniq]
+    names = [
+        f"Memcpy {_COPY.get(int(k) // 10_000, 'Unknown')} ({_MEM.get(int(k) // 100 % 100, 'Unknown')} -> "
+        f"{_MEM.get(int(k) % 100, 'Unknown')})"
+        for k in uniq
+    ]
     return _device_rows(a, "memcpy", "gpu_memcpy", inv.ravel(), names, a[:, 9])
 
 
@@ -304,7 +350,9 @@ def _memsets(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str
     mem = "COALESCE(memKind, 3)" if "memKind" in have else "3"
     a = _fetch(con, f"SELECT {_BASE}, {mem}, COALESCE(bytes, -1) FROM CUPTI_ACTIVITY_KIND_MEMSET {where}", 8)
     uniq, inv = np.unique(a[:, 6], return_inverse=True)
-    return _device_rows(a, "memset", "gpu_memset", inv.ravel(), [f"Memset ({_MEM.get(int(k), 'Unknown')})" for k in uniq], a[:, 7])
+    return _device_rows(
+        a, "memset", "gpu_memset", inv.ravel(), [f"Memset ({_MEM.get(int(k), 'Unknown')})" for k in uniq], a[:, 7]
+    )
 
 
 def _syncs(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, np.ndarray] | None:
@@ -316,16 +364,34 @@ def _syncs(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, 
 def _host_rows(a: np.ndarray, kind: np.ndarray, cat: np.ndarray, name_idx: np.ndarray, names: list[str]) -> dict:
     n = a.shape[0]
     minus1 = np.full(n, -1, np.int64)
-    return {"kind": kind, "cat": cat, "name_idx": name_idx, "names": names, "pid": _pid(a[:, 2]), "tid": a[:, 2] & _ID_MASK, "device": minus1,
-            "stream": minus1, "ts": a[:, 0], "dur": a[:, 1] - a[:, 0], "correlation": a[:, 3], "bytes": minus1}
+    return {
+        "kind": kind,
+        "cat": cat,
+        "name_idx": name_idx,
+        "names": names,
+        "pid": _pid(a[:, 2]),
+        "tid": a[:, 2] & _ID_MASK,
+        "device": minus1,
+        "stream": minus1,
+        "ts": a[:, 0],
+        "dur": a[:, 1] - a[:, 0],
+        "correlation": a[:, 3],
+        "bytes": minus1,
+    }
 
 
 def _runtime(con: sqlite3.Connection, where: str, strings: _Strings) -> dict[str, np.ndarray] | None:
-    a = _fetch(con, "SELECT start, COALESCE(end, start), globalTid, COALESCE(correlationId, -1), COALESCE(nameId, -1) "
-                    f"FROM CUPTI_ACTIVITY_KIND_RUNTIME {where}", 5)
+    a = _fetch(
+        con,
+        "SELECT start, COALESCE(end, start), globalTid, COALESCE(correlationId, -1), COALESCE(nameId, -1) "
+        f"FROM CUPTI_ACTIVITY_KIND_RUNTIME {where}",
+        5,
+    )
     idx, names = _named(a[:, 4], strings, _VERSION)
     n = a.shape[0]
-    return _host_rows(a, np.full(n, _K["runtime"], np.int32), np.full(n, _CATS.index("cuda_runtime"), np.int32), idx, names)
+    return _host_rows(
+        a, np.full(n, _K["runtime"], np.int32), np.full(n, _CATS.index("cuda_runtime"), np.int32), idx, names
+    )
 
 
 # PyTorch's emit_nvtx range text (torch/csrc/profiler/util.cpp getNvtxStr):
@@ -340,11 +406,13 @@ def _nvtx(con: sqlite3.Connection, where: str, strings: _Strings) -> list[dict] 
     if not {"start", "end", "eventType", "globalTid"} <= have:
         return None
     types = ", ".join(str(t) for t in _NVTX_RANGES)
-    cond = f"eventType IN ({types}) AND end IS NOT NULL" + (f" AND {where[len('WHERE '):]}" if where else "")
+    cond = f"eventType IN ({types}) AND end IS NOT NULL" + (f" AND {where[len('WHERE ') :]}" if where else "")
     # each range's text: inline, else the string table's by textId (in SQL)
     inline = "text" if "text" in have else "NULL"
     by_id = "(SELECT value FROM StringIds WHERE id = textId)" if "textId" in have and strings.present else "NULL"
-    cur = con.execute(f"SELECT start, end, globalTid, COALESCE({inline}, {by_id}, '<nvtx range>') FROM NVTX_EVENTS WHERE {cond}")
+    cur = con.execute(
+        f"SELECT start, end, globalTid, COALESCE({inline}, {by_id}, '<nvtx range>') FROM NVTX_EVENTS WHERE {cond}"
+    )
     out = []
     while chunk := cur.fetchmany(_CHUNK):
         start, end, tid, text = zip(*chunk)
@@ -365,19 +433,28 @@ def _nvtx_part(a: np.ndarray, label: pa.Array) -> dict:
     # an optional group that did not match is "" (or the whole struct null for a non-op text)
     seq_text, size_text = parsed.field("seq"), parsed.field("sizes")
     seq = pc.if_else(pc.fill_null(pc.and_(op, pc.not_equal(seq_text, "")), False), seq_text, None).cast(pa.int64())
-    sizes = pc.if_else(pc.fill_null(pc.and_(op, pc.not_equal(size_text, "")), False), size_text, pa.nulls(len(label), pa.string()))
+    sizes = pc.if_else(
+        pc.fill_null(pc.and_(op, pc.not_equal(size_text, "")), False), size_text, pa.nulls(len(label), pa.string())
+    )
     opn = op.to_numpy(zero_copy_only=False)
     kind = np.where(opn, _K["cpu_op"], _K["user_annotation"]).astype(np.int32)
     cat = np.where(opn, _CATS.index("cpu_op"), _CATS.index("user_annotation")).astype(np.int32)
-    rows = _host_rows(a, kind, cat, name.indices.to_numpy(zero_copy_only=False).astype(np.int64), name.dictionary.to_pylist())
+    rows = _host_rows(
+        a, kind, cat, name.indices.to_numpy(zero_copy_only=False).astype(np.int64), name.dictionary.to_pylist()
+    )
     rows["seq"] = pc.fill_null(seq, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     rows["dims"] = sizes
     return rows
 
 
-_READERS = (("CUPTI_ACTIVITY_KIND_KERNEL", _kernels), ("CUPTI_ACTIVITY_KIND_MEMCPY", _memcpys),
-            ("CUPTI_ACTIVITY_KIND_MEMSET", _memsets), ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", _syncs),
-            ("CUPTI_ACTIVITY_KIND_RUNTIME", _runtime), ("NVTX_EVENTS", _nvtx))
+_READERS = (
+    ("CUPTI_ACTIVITY_KIND_KERNEL", _kernels),
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", _memcpys),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", _memsets),
+    ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", _syncs),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", _runtime),
+    ("NVTX_EVENTS", _nvtx),
+)
 
 
 def _merge(parts: list[dict]) -> dict[str, object]:
@@ -385,16 +462,25 @@ def _merge(parts: list[dict]) -> dict[str, object]:
     dictionary of distinct strings (each part's indices shifted and remapped, per distinct name).
     Each column leaves the parts as it is concatenated, so the parts and the result are not both
     held whole."""
+
     def take(k: str, empty: np.ndarray) -> np.ndarray:
         return np.concatenate([p.pop(k) if k in p else np.full(len(p["ts"]), -1, empty.dtype) for p in parts] + [empty])
 
     offsets = np.cumsum([0] + [len(p["names"]) for p in parts])
     every = [n for p in parts for n in p["names"]]
     uniq, remap = np.unique(np.asarray(every + [""], dtype=object), return_inverse=True)
-    idx = np.concatenate([remap.ravel()[p.pop("name_idx") + off] for p, off in zip(parts, offsets)] + [np.empty(0, np.int64)])
-    dims = pa.concat_arrays([p.pop("dims") if "dims" in p else pa.nulls(len(p["ts"]), pa.string()) for p in parts] + [pa.nulls(0, pa.string())])
+    idx = np.concatenate(
+        [remap.ravel()[p.pop("name_idx") + off] for p, off in zip(parts, offsets)] + [np.empty(0, np.int64)]
+    )
+    dims = pa.concat_arrays(
+        [p.pop("dims") if "dims" in p else pa.nulls(len(p["ts"]), pa.string()) for p in parts]
+        + [pa.nulls(0, pa.string())]
+    )
     i32, i64 = np.empty(0, np.int32), np.empty(0, np.int64)
-    c = {k: take(k, i32 if k in ("kind", "cat") else i64) for k in ("kind", "cat", "pid", "tid", "device", "stream", "dur", "correlation", "bytes", "seq")}
+    c = {
+        k: take(k, i32 if k in ("kind", "cat") else i64)
+        for k in ("kind", "cat", "pid", "tid", "device", "stream", "dur", "correlation", "bytes", "seq")
+    }
     c["ts"] = take("ts", i64)  # last: the other columns' fill length reads it
     n = len(c["ts"])
     out: dict[str, object] = {k: c[k] for k in ("pid", "tid", "device", "stream", "ts", "dur", "correlation", "bytes")}

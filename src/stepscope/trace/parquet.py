@@ -21,7 +21,14 @@ from .kineto import FileRead
 
 _HEADER_KEY = b"stepscope.header"
 _COMM_KEY = b"stepscope.comm_args"  # the collective side args (small: rows with a collective), as JSON columns
-_KEEP_HEADER = ("schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit", "baseTimeNanoseconds", "traceName")
+_KEEP_HEADER = (
+    "schemaVersion",
+    "deviceProperties",
+    "distributedInfo",
+    "displayTimeUnit",
+    "baseTimeNanoseconds",
+    "traceName",
+)
 
 
 def write_parquet(fr: FileRead, out: str | os.PathLike[str]) -> None:
@@ -41,7 +48,9 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceFormatError(f"not a readable Parquet file ({exc})", path=str(path), fix="re-create it with `stepscope convert`") from None
+        raise TraceFormatError(
+            f"not a readable Parquet file ({exc})", path=str(path), fix="re-create it with `stepscope convert`"
+        ) from None
     meta = table.schema.metadata or {}
     if table.schema.remove_metadata() != schema.EVENT_SCHEMA.remove_metadata():
         raise TraceFormatError(
@@ -60,7 +69,12 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
     if _COMM_KEY in meta:
         try:
             d = msgspec.json.decode(meta[_COMM_KEY])
-            comm = pa.table({"row": pa.array(d["row"], pa.int64()), **{k: pa.array(d[k], pa.string()) for k in ("pg_ranks", "in_split", "out_split")}})
+            comm = pa.table(
+                {
+                    "row": pa.array(d["row"], pa.int64()),
+                    **{k: pa.array(d[k], pa.string()) for k in ("pg_ranks", "in_split", "out_split")},
+                }
+            )
         except (msgspec.DecodeError, KeyError, TypeError, pa.ArrowInvalid):
             comm = None  # an unreadable side table only loses the process-group details
     return FileRead(
@@ -95,8 +109,11 @@ def _cache_path(path: str, cache_dir: str, include_python: bool) -> Path:
 
 
 def _cache_error(cache_dir: str, exc: OSError) -> ConfigError:
-    return ConfigError(f"cannot use the cache directory ({exc.strerror})", path=cache_dir[:200],
-                       fix="pass a directory you can write to as --cache-dir, or leave it out")
+    return ConfigError(
+        f"cannot use the cache directory ({exc.strerror})",
+        path=cache_dir[:200],
+        fix="pass a directory you can write to as --cache-dir, or leave it out",
+    )
 
 
 def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | None:
@@ -110,8 +127,16 @@ def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | 
         fr = read_parquet(cp)
     except TraceFormatError:
         return None
-    return FileRead(path=path, table=fr.table, header=fr.header, truncated=False, note="", skipped_events=0, bytes_read=0,
-                    comm_args=fr.comm_args)
+    return FileRead(
+        path=path,
+        table=fr.table,
+        header=fr.header,
+        truncated=False,
+        note="",
+        skipped_events=0,
+        bytes_read=0,
+        comm_args=fr.comm_args,
+    )
 
 
 def cache_store(fr: FileRead, cache_dir: str, include_python: bool) -> None:

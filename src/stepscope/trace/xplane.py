@@ -50,10 +50,22 @@ except ImportError:  # pragma: no cover - depends on the build
 
 _DEVICE_PLANE = re.compile(r"^/device:([A-Za-z_]+):(\d+)")
 _RUNTIME = re.compile(r"^(cu[A-Z]|cuda[A-Z]|hip[A-Z]|nccl[A-Z])")
-_STRING_STATS = {"hlo_op": "op", "hlo_module": "module", "tf_op": "tf_op", "name": "name_stack", "long_name": "long_name",
-                 "hlo_category": "op_class"}
-_INT_STATS = {"flops": "flops", "model_flops": "flops", "bytes_accessed": "bytes_accessed", "correlation_id": "correlation",
-              "device_ordinal": "device_ordinal", "step_num": "step_num"}
+_STRING_STATS = {
+    "hlo_op": "op",
+    "hlo_module": "module",
+    "tf_op": "tf_op",
+    "name": "name_stack",
+    "long_name": "long_name",
+    "hlo_category": "op_class",
+}
+_INT_STATS = {
+    "flops": "flops",
+    "model_flops": "flops",
+    "bytes_accessed": "bytes_accessed",
+    "correlation_id": "correlation",
+    "device_ordinal": "device_ordinal",
+    "step_num": "step_num",
+}
 _CONTROL = re.compile(r"^(while|conditional|call)(\.\d+)?$")
 _K = schema.Kind
 
@@ -99,8 +111,11 @@ def _finish(st: dict[str, Any]) -> dict[str, Any]:
     (and fusion kind) read from ``long_name`` (the instruction's HLO text)."""
     tf_op = st.get("tf_op")
     scope = tf_op if isinstance(tf_op, str) and tf_op and not tf_op.endswith(":") else st.get("name_stack")
-    out = {k: v for k, v in st.items() if k in ("op", "module", "op_class", "flops", "bytes_accessed", "correlation",
-                                                 "device_ordinal", "step_num")}
+    out = {
+        k: v
+        for k, v in st.items()
+        if k in ("op", "module", "op_class", "flops", "bytes_accessed", "correlation", "device_ordinal", "step_num")
+    }
     out["scope"] = scope or None
     long_name = st.get("long_name")
     if not out.get("op_class") and isinstance(long_name, str):
@@ -130,7 +145,18 @@ def _kernel_kind(name: str) -> str:
     return _K.KERNEL.value
 
 
-_KEYS = ("op", "module", "tf_op", "name_stack", "long_name", "op_class", "flops", "bytes_accessed", "device_ordinal", "step_num")
+_KEYS = (
+    "op",
+    "module",
+    "tf_op",
+    "name_stack",
+    "long_name",
+    "op_class",
+    "flops",
+    "bytes_accessed",
+    "device_ordinal",
+    "step_num",
+)
 
 
 def _plane_rows(plane: Any, include_python: bool, out: dict[str, list[Any]]) -> int:
@@ -144,7 +170,9 @@ def _plane_rows(plane: Any, include_python: bool, out: dict[str, list[Any]]) -> 
         return 0
     device = int(dm.group(2)) if dm and is_device else -1
     stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
-    wanted: dict[int, str] = {k: _STRING_STATS.get(n) or _INT_STATS[n] for k, n in stat_names.items() if n in _STRING_STATS or n in _INT_STATS}
+    wanted: dict[int, str] = {
+        k: _STRING_STATS.get(n) or _INT_STATS[n] for k, n in stat_names.items() if n in _STRING_STATS or n in _INT_STATS
+    }
     meta: dict[int, tuple[str, dict[str, Any]]] = {}
     for mid, md in plane.event_metadata.items():
         meta[mid] = (_text(md.name or md.display_name), _stats(md.stats, stat_names, wanted))
@@ -171,7 +199,18 @@ def _plane_rows(plane: Any, include_python: bool, out: dict[str, list[Any]]) -> 
             j = templates.get(key)
             if j is None:
                 j = templates[key] = len(rows)
-                rows.append(_template(meta.get(mids[i], (f"<metadata {mids[i]}>", {})), s, lkind, lname, int(line.id), device, include_python, i))
+                rows.append(
+                    _template(
+                        meta.get(mids[i], (f"<metadata {mids[i]}>", {})),
+                        s,
+                        lkind,
+                        lname,
+                        int(line.id),
+                        device,
+                        include_python,
+                        i,
+                    )
+                )
             idx[i] = j
         keep_rows = np.array([r is not None for r in rows], dtype=bool)
         keep = keep_rows[idx]
@@ -197,8 +236,16 @@ def _int_or(v: Any) -> int:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else -1
 
 
-def _template(meta: tuple[str, dict[str, Any]], ev: dict[str, Any] | None, lkind: str, lname: str, line_id: int, device: int,
-              include_python: bool, i: int) -> tuple[Any, ...] | None:
+def _template(
+    meta: tuple[str, dict[str, Any]],
+    ev: dict[str, Any] | None,
+    lkind: str,
+    lname: str,
+    line_id: int,
+    device: int,
+    include_python: bool,
+    i: int,
+) -> tuple[Any, ...] | None:
     """(kind, name, cat, pid, tid, device, stream, op, module, scope, op_class, (flops, bytes)) for an
     event, or None to drop it."""
     name, mstats = meta
@@ -227,21 +274,50 @@ def _template(meta: tuple[str, dict[str, Any]], ev: dict[str, Any] | None, lkind
             kind = _K.GPU_ANNOTATION.value
         pid, tid, dev, stream = 0, -1, device, line_id
     strs = [None if st.get(c) is None else str(st.get(c)) for c in ("op", "module", "scope", "op_class")]
-    return (kind, name, lname, pid, tid, dev, stream, *strs, (_int_or(st.get("flops")), _int_or(st.get("bytes_accessed"))))
+    return (
+        kind,
+        name,
+        lname,
+        pid,
+        tid,
+        dev,
+        stream,
+        *strs,
+        (_int_or(st.get("flops")), _int_or(st.get("bytes_accessed"))),
+    )
 
 
-_OUT_COLS = ("kind", "name", "cat", "pid", "tid", "device", "stream", "ts", "dur", "op", "module", "scope", "op_class",
-             "flops", "bytes_accessed", "correlation")
+_OUT_COLS = (
+    "kind",
+    "name",
+    "cat",
+    "pid",
+    "tid",
+    "device",
+    "stream",
+    "ts",
+    "dur",
+    "op",
+    "module",
+    "scope",
+    "op_class",
+    "flops",
+    "bytes_accessed",
+    "correlation",
+)
 
 
 def _table(out: dict[str, list[Any]], rank: int) -> pa.Table:
     """Portable path: per-line arrays -> one table."""
+
     def cat(c: str, string: bool) -> Any:
         if string:
             return pa.concat_arrays(out[c]) if out[c] else pa.array([], pa.string())
         return np.concatenate(out[c]) if out[c] else np.empty(0, np.int64)
 
-    return assemble_table({c: cat(c, c in ("kind", "name", "cat", "op", "module", "scope", "op_class")) for c in _OUT_COLS}, rank)
+    return assemble_table(
+        {c: cat(c, c in ("kind", "name", "cat", "op", "module", "scope", "op_class")) for c in _OUT_COLS}, rank
+    )
 
 
 def _planes_until_cut(data: bytes) -> tuple[list[bytes], bool]:
@@ -259,7 +335,7 @@ def _planes_until_cut(data: bytes) -> tuple[list[bytes], bool]:
             if pos < 0 or pos + size > n:
                 return planes, True
             if field == 1:
-                planes.append(data[pos:pos + size])
+                planes.append(data[pos : pos + size])
             pos += size
         elif wire == 0:
             _, pos = _varint(data, pos)
@@ -282,14 +358,18 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     return 0, -1
 
 
-def read_xplane(path: str | Path, *, rank: int = 0, include_python: bool = False, force_portable: bool = False) -> FileRead:
+def read_xplane(
+    path: str | Path, *, rank: int = 0, include_python: bool = False, force_portable: bool = False
+) -> FileRead:
     """Read one ``.xplane.pb`` file (one host) into the event table: the C scanner
     (``_fastxplane``) when it is built, else the protobuf runtime; both give the same table."""
     p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as exc:
-        raise TraceFormatError(f"cannot read ({exc.strerror})", path=str(p), fix="check the path and permissions") from None
+        raise TraceFormatError(
+            f"cannot read ({exc.strerror})", path=str(p), fix="check the path and permissions"
+        ) from None
     if _fast is not None and not force_portable:
         return _read_fast(p, data, rank, include_python)
     return _read_portable(p, data, rank, include_python)
@@ -302,18 +382,30 @@ def _read_fast(p: Path, data: bytes, rank: int, include_python: bool) -> FileRea
     if raw["complete_planes"] == 0:
         raise TraceFormatError(
             "not an XSpace protobuf (or truncated before its first complete plane)",
-            path=str(p), fix="pass the <host>.xplane.pb written by jax.profiler; re-capture if the file was cut",
+            path=str(p),
+            fix="pass the <host>.xplane.pb written by jax.profiler; re-capture if the file was cut",
         )
     hn = np.frombuffer(raw["hn"], np.int64).reshape(-1, 2)
     pl = np.frombuffer(raw["pl_name"], np.int64).reshape(-1, 2)
-    text = [data[o:o + n].decode("utf-8", "replace") if o >= 0 else "" for o, n in pl]
+    text = [data[o : o + n].decode("utf-8", "replace") if o >= 0 else "" for o, n in pl]
     from .xplane_scan import device_properties
 
-    header: dict[str, Any] = {"format": "xplane", "hostnames": [data[o:o + n].decode("utf-8", "replace") for o, n in hn], "planes": text,
-                              "deviceProperties": device_properties(data, raw)}
+    header: dict[str, Any] = {
+        "format": "xplane",
+        "hostnames": [data[o : o + n].decode("utf-8", "replace") for o, n in hn],
+        "planes": text,
+        "deviceProperties": device_properties(data, raw),
+    }
     note = f"the file does not parse whole: kept {raw['complete_planes']} complete plane(s)" if raw["truncated"] else ""
-    return FileRead(path=str(p), table=assemble_table(columns(data, raw, include_python), rank), header=header,
-                    truncated=bool(raw["truncated"]), note=note, skipped_events=0, bytes_read=len(data))
+    return FileRead(
+        path=str(p),
+        table=assemble_table(columns(data, raw, include_python), rank),
+        header=header,
+        truncated=bool(raw["truncated"]),
+        note=note,
+        skipped_events=0,
+        bytes_read=len(data),
+    )
 
 
 def _read_portable(p: Path, data: bytes, rank: int, include_python: bool) -> FileRead:
@@ -338,10 +430,13 @@ def _read_portable(p: Path, data: bytes, rank: int, include_python: bool) -> Fil
         if not planes:
             raise TraceFormatError(
                 "not an XSpace protobuf (or truncated before its first complete plane)",
-                path=str(p), fix="pass the <host>.xplane.pb written by jax.profiler; re-capture if the file was cut",
+                path=str(p),
+                fix="pass the <host>.xplane.pb written by jax.profiler; re-capture if the file was cut",
             ) from None
         state.truncated = True
-        state.note = f"the file does not parse whole ({'cut' if cut else 'corrupt'}): kept {len(planes)} complete plane(s)"
+        state.note = (
+            f"the file does not parse whole ({'cut' if cut else 'corrupt'}): kept {len(planes)} complete plane(s)"
+        )
         hosts = []
     out: dict[str, list[Any]] = {c: [] for c in _OUT_COLS}
     skipped = 0
@@ -353,16 +448,32 @@ def _read_portable(p: Path, data: bytes, rank: int, include_python: bool) -> Fil
     props = []
     for pl in planes:
         names = {k: _text(v.name) for k, v in pl.stat_metadata.items()}
-        stats = {names.get(st.metadata_id, ""): (_text(st.str_value) if st.WhichOneof("value") == "str_value" else (st.int64_value or st.uint64_value))
-                 for st in pl.stats}
+        stats = {
+            names.get(st.metadata_id, ""): (
+                _text(st.str_value) if st.WhichOneof("value") == "str_value" else (st.int64_value or st.uint64_value)
+            )
+            for st in pl.stats
+        }
         pp = plane_properties(_text(pl.name), {k: v for k, v in stats.items() if k})
         if pp:
             props.append(pp)
-    state.header = {"format": "xplane", "hostnames": hosts, "planes": [_text(pl.name) for pl in planes], "deviceProperties": props}
+    state.header = {
+        "format": "xplane",
+        "hostnames": hosts,
+        "planes": [_text(pl.name) for pl in planes],
+        "deviceProperties": props,
+    }
     if skipped:
         state.header["skipped_planes"] = skipped
-    return FileRead(path=str(p), table=_table(out, rank), header=state.header, truncated=state.truncated,
-                    note=state.note, skipped_events=0, bytes_read=len(data))
+    return FileRead(
+        path=str(p),
+        table=_table(out, rank),
+        header=state.header,
+        truncated=state.truncated,
+        note=state.note,
+        skipped_events=0,
+        bytes_read=len(data),
+    )
 
 
 def split_devices(table: pa.Table) -> list[tuple[int, pa.Table]]:

@@ -59,7 +59,10 @@ class _Strings:
             return out
         key = np.where(pairs[:, 0] >= 0, (pairs[:, 0] << 24) | np.minimum(pairs[:, 1], (1 << 24) - 1), -1)
         _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        ids = np.array([self.add(self.data[o:o + n].decode("utf-8", "replace")) if o >= 0 else -1 for o, n in pairs[first]], dtype=np.int64)
+        ids = np.array(
+            [self.add(self.data[o : o + n].decode("utf-8", "replace")) if o >= 0 else -1 for o, n in pairs[first]],
+            dtype=np.int64,
+        )
         return ids[inv.ravel()]
 
 
@@ -80,15 +83,25 @@ def device_properties(data: bytes, raw: dict[str, Any]) -> list[dict[str, Any]]:
     owner, plane, mid = _arr(raw, "st_owner"), _arr(raw, "st_plane"), _arr(raw, "st_mid")
     kind, ival, sstr = _arr(raw, "st_kind"), _arr(raw, "st_ival"), _arr(raw, "st_str").reshape(-1, 2)
     sm_plane, sm_id, sm_name = _arr(raw, "sm_plane"), _arr(raw, "sm_id"), _arr(raw, "sm_name").reshape(-1, 2)
-    names = {(int(pp), int(i)): data[o:o + n].decode("utf-8", "replace") for pp, i, (o, n) in zip(sm_plane, sm_id, sm_name) if o >= 0}
+    names = {
+        (int(pp), int(i)): data[o : o + n].decode("utf-8", "replace")
+        for pp, i, (o, n) in zip(sm_plane, sm_id, sm_name)
+        if o >= 0
+    }
     stats: dict[int, dict[str, Any]] = {}
     for j in np.flatnonzero(owner <= PLANE_OWNER):
         key = names.get((int(plane[j]), int(mid[j])))
         if key:
             o, n = sstr[j]
-            stats.setdefault(int(plane[j]), {})[key] = data[o:o + n].decode("utf-8", "replace") if kind[j] == 4 else int(ival[j])
+            stats.setdefault(int(plane[j]), {})[key] = (
+                data[o : o + n].decode("utf-8", "replace") if kind[j] == 4 else int(ival[j])
+            )
     pl = _arr(raw, "pl_name").reshape(-1, 2)
-    return [props for p_i, (o, n) in enumerate(pl) if (props := plane_properties(data[o:o + n].decode("utf-8", "replace") if o >= 0 else "", stats.get(p_i, {})))]
+    return [
+        props
+        for p_i, (o, n) in enumerate(pl)
+        if (props := plane_properties(data[o : o + n].decode("utf-8", "replace") if o >= 0 else "", stats.get(p_i, {})))
+    ]
 
 
 def plane_properties(plane_name: str, stats: dict[str, Any]) -> dict[str, Any] | None:
@@ -96,9 +109,17 @@ def plane_properties(plane_name: str, stats: dict[str, Any]) -> dict[str, Any] |
     m = _DEVICE_PLANE.match(plane_name)
     if m is None or m.group(1) == "CUSTOM" or not stats:
         return None
-    return {"id": int(m.group(2)), "name": "", "vendor": stats.get("device_vendor"), "computeMajor": stats.get("compute_cap_major"),
-            "computeMinor": stats.get("compute_cap_minor"), "numSms": stats.get("core_count"), "totalGlobalMem": stats.get("memory_size"),
-            "clockRateKHz": stats.get("clock_rate"), "memoryBandwidthBytesPerS": stats.get("memory_bandwidth")}
+    return {
+        "id": int(m.group(2)),
+        "name": "",
+        "vendor": stats.get("device_vendor"),
+        "computeMajor": stats.get("compute_cap_major"),
+        "computeMinor": stats.get("compute_cap_minor"),
+        "numSms": stats.get("core_count"),
+        "totalGlobalMem": stats.get("memory_size"),
+        "clockRateKHz": stats.get("clock_rate"),
+        "memoryBandwidthBytesPerS": stats.get("memory_bandwidth"),
+    }
 
 
 def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str, Any]:
@@ -137,8 +158,11 @@ def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str,
     ref_row = _lookup(sm_sorted, sm_order, _combine(s_plane, s_ival))
     direct = st.slices(np.where((s_kind == 4)[:, None], s_str, np.array([[-1, 0]])))
     empty = st.add("")
-    str_val = np.where((s_kind == 6) & (s_ival != 0), np.where(ref_row >= 0, sm_name[np.clip(ref_row, 0, None)], -1),
-                       np.where(direct >= 0, direct, empty))
+    str_val = np.where(
+        (s_kind == 6) & (s_ival != 0),
+        np.where(ref_row >= 0, sm_name[np.clip(ref_row, 0, None)], -1),
+        np.where(direct >= 0, direct, empty),
+    )
     num_val = np.where(s_ival != 0, s_ival, s_dval.astype(np.int64))
     value = np.where(is_str_key, str_val, num_val)
     n_events, n_em = _arr(raw, "ev_mid").size, _arr(raw, "em_id").size
@@ -201,7 +225,10 @@ def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str,
     op = sval("op")
     # ---- kinds ---------------------------------------------------------------------------------
     pdev = plane_dev[e_plane]
-    lkind = np.array([_line_kind(plane_dev[p] >= 0, st.values[ln_label[i]]) for i, p in enumerate(ln_plane)] or ["host"], dtype=object)
+    lkind = np.array(
+        [_line_kind(plane_dev[p] >= 0, st.values[ln_label[i]]) for i, p in enumerate(ln_plane)] or ["host"],
+        dtype=object,
+    )
     lk = lkind[ev_line] if n_events else np.empty(0, object)
     is_host = (lk == "host") & (pdev == -1)
     host_step = is_host & present[:, kcol["step_num"]]
@@ -222,8 +249,11 @@ def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str,
     kind = np.full(n_events, ann, dtype=np.int32)
     kind[host_step | steps_line] = user
     kind[host_op] = np.where(lut_control[opi[host_op]], ann, lut_kernel[nm[host_op]])
-    kind[host_other] = np.where(lut_dollar[nm[host_other]], code[_K.PYTHON_FUNCTION.value],
-                                np.where(lut_runtime[nm[host_other]], code[_K.RUNTIME.value], code[_K.CPU_OP.value]))
+    kind[host_other] = np.where(
+        lut_dollar[nm[host_other]],
+        code[_K.PYTHON_FUNCTION.value],
+        np.where(lut_runtime[nm[host_other]], code[_K.RUNTIME.value], code[_K.CPU_OP.value]),
+    )
     is_ops = dev_line & (lk == "ops")
     kind[is_ops] = np.where(lut_control[opi[is_ops]] & op_truthy[is_ops], ann, lut_kernel[nm[is_ops]])
     keep = (pdev != -2) & ~(host_other & lut_dollar[nm] & (not include_python))
@@ -256,14 +286,26 @@ def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str,
 
     def strings(ids: np.ndarray, plain: bool = True) -> pa.Array:
         ids = ids[sel]
-        arr = pa.DictionaryArray.from_arrays(pa.array(np.where(ids >= 0, ids, 0).astype(np.int32), mask=ids < 0), dictionary)
+        arr = pa.DictionaryArray.from_arrays(
+            pa.array(np.where(ids >= 0, ids, 0).astype(np.int32), mask=ids < 0), dictionary
+        )
         return arr.cast(pa.string()) if plain else arr
 
     return {
         "kind": pa.DictionaryArray.from_arrays(pa.array(kind[sel]), pa.array(list(code), pa.string())),
-        "name": strings(name, plain=False), "cat": strings(ln_label[ev_line], plain=False),
-        "pid": pid[sel], "tid": tid[sel], "device": device[sel], "stream": stream[sel], "ts": ts[sel], "dur": dur[sel],
-        "op": strings(op), "module": strings(sval("module")), "scope": strings(scope),
-        "op_class": strings(np.where((op_class >= 0), op_class, -1)), "flops": flops[sel], "bytes_accessed": nbytes[sel],
+        "name": strings(name, plain=False),
+        "cat": strings(ln_label[ev_line], plain=False),
+        "pid": pid[sel],
+        "tid": tid[sel],
+        "device": device[sel],
+        "stream": stream[sel],
+        "ts": ts[sel],
+        "dur": dur[sel],
+        "op": strings(op),
+        "module": strings(sval("module")),
+        "scope": strings(scope),
+        "op_class": strings(np.where((op_class >= 0), op_class, -1)),
+        "flops": flops[sel],
+        "bytes_accessed": nbytes[sel],
         "correlation": corr[sel],
     }

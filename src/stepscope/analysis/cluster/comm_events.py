@@ -24,16 +24,35 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..trace.schema import KIND_CODE as KIND
+from ...trace.dictcol import dict_mask
+from ...trace.schema import KIND_CODE as KIND
+from .. import intervals as iv
+from ..classify import COMM_PREFIX, Rules
+from ..rankdata import RankData
 from . import critical_walk
-from . import intervals as iv
-from .classify import COMM_PREFIX, Rules
-from .dictcol import dict_mask
-from .rankdata import RankData
 
-DTYPE_BYTES = {"float": 4, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "double": 8, "float64": 8, "int": 4,
-               "int32": 4, "int64": 8, "long": 8, "int8": 1, "uint8": 1, "byte": 1, "char": 1, "bool": 1, "float8_e4m3fn": 1,
-               "float8_e5m2": 1, "c10::bfloat16": 2, "c10::half": 2}
+DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "float16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "double": 8,
+    "float64": 8,
+    "int": 4,
+    "int32": 4,
+    "int64": 8,
+    "long": 8,
+    "int8": 1,
+    "uint8": 1,
+    "byte": 1,
+    "char": 1,
+    "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "c10::bfloat16": 2,
+    "c10::half": 2,
+}
 
 
 @dataclass(frozen=True)
@@ -51,9 +70,18 @@ class CommEvents:
     compute_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
     loader_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
     step_windows: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
-    host_bound_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))  # device idle, host late
-    sync_wait_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))  # device idle, host in a sync
-    launch_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))  # device idle, launch in flight
+    host_bound_iv: tuple[np.ndarray, np.ndarray] = (
+        np.empty(0, np.int64),
+        np.empty(0, np.int64),
+    )  # device idle, host late
+    sync_wait_iv: tuple[np.ndarray, np.ndarray] = (
+        np.empty(0, np.int64),
+        np.empty(0, np.int64),
+    )  # device idle, host in a sync
+    launch_iv: tuple[np.ndarray, np.ndarray] = (
+        np.empty(0, np.int64),
+        np.empty(0, np.int64),
+    )  # device idle, launch in flight
     # per instance: this rank's local time from its previous collective's end (or its step start)
     # to the instance's start, split as BOUND_KINDS; per step: from the last collective's end to
     # the step end. Computed from the intervals above by ``finalize``, which then drops them, so
@@ -94,7 +122,9 @@ def _split(ev: CommEvents, lo: int, hi: int) -> list[int]:
     return parts + [(hi - lo) - covered, 0, 0]  # no device ops on a CPU rank: communication, memcpy 0
 
 
-def finalize(ev: CommEvents, walker: critical_walk.Walker | None = None, tail_ops: np.ndarray | None = None) -> CommEvents:
+def finalize(
+    ev: CommEvents, walker: critical_walk.Walker | None = None, tail_ops: np.ndarray | None = None
+) -> CommEvents:
     """Per-instance and per-step-tail breakdowns; the intervals are dropped. With a ``walker``
     (device ranks) each local stretch is the backward walk over the rank's dependency graph
     (``critical_walk``), ending at the collective's kernel (or, for a step's tail, at
@@ -120,8 +150,16 @@ def finalize(ev: CommEvents, walker: critical_walk.Walker | None = None, tail_op
             tail[st] = walker.walk(int(tail_ops[st]), lo, until=int(we[st]))
         else:
             tail[st] = _split(ev, lo, int(we[st]))
-    return dataclasses.replace(ev, before=before, tail=tail, compute_iv=_EMPTY_IV, loader_iv=_EMPTY_IV, host_bound_iv=_EMPTY_IV,
-                               launch_iv=_EMPTY_IV, sync_wait_iv=_EMPTY_IV)
+    return dataclasses.replace(
+        ev,
+        before=before,
+        tail=tail,
+        compute_iv=_EMPTY_IV,
+        loader_iv=_EMPTY_IV,
+        host_bound_iv=_EMPTY_IV,
+        launch_iv=_EMPTY_IV,
+        sync_wait_iv=_EMPTY_IV,
+    )
 
 
 def _empty() -> CommEvents:
@@ -157,9 +195,17 @@ def _seq(group: np.ndarray, ctype: np.ndarray, start: np.ndarray) -> np.ndarray:
     return seq
 
 
-def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules,
-            step_windows: tuple[np.ndarray, np.ndarray], loader_mask: np.ndarray | None = None,
-            idle: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None, comm_args: pa.Table | None = None) -> CommEvents:
+def extract(
+    rd: RankData,
+    events: pa.Table,
+    dev_step: np.ndarray,
+    step_cpu: tuple[np.ndarray, np.ndarray],
+    rules: Rules,
+    step_windows: tuple[np.ndarray, np.ndarray],
+    loader_mask: np.ndarray | None = None,
+    idle: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None,
+    comm_args: pa.Table | None = None,
+) -> CommEvents:
     ev = _device(rd, events, dev_step, comm_args) if rd.dev.size else _host(rd, step_cpu, rules)
     if rd.dev.size:
         comp = rd.dev.group == 0
@@ -169,8 +215,11 @@ def extract(rd: RankData, events: pa.Table, dev_step: np.ndarray, step_cpu: tupl
         is_comm = np.array([bool(rules.comm_ops.search(n)) for n in h.names], dtype=bool)[h.name_idx]
         work = (h.kind == KIND["cpu_op"]) & ~is_comm
         cs, ce = iv.union(h.ts[work], h.end[work])
-    ls, le = (iv.union(rd.host.ts[loader_mask], rd.host.end[loader_mask]) if loader_mask is not None and loader_mask.any()
-              else (np.empty(0, np.int64), np.empty(0, np.int64)))
+    ls, le = (
+        iv.union(rd.host.ts[loader_mask], rd.host.end[loader_mask])
+        if loader_mask is not None and loader_mask.any()
+        else (np.empty(0, np.int64), np.empty(0, np.int64))
+    )
     ev = dataclasses.replace(ev, compute_iv=(cs, ce), loader_iv=(ls, le), step_windows=step_windows)
     if idle:
         ev = dataclasses.replace(ev, host_bound_iv=idle[0], sync_wait_iv=idle[1], launch_iv=idle[2])
@@ -215,7 +264,9 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
     if sel.size == 0 or d.rows is None:
         return _empty()
     rows = pa.array(d.rows[sel])
-    args = events.select(["collective", "in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]).take(rows)
+    args = events.select(
+        ["collective", "in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]
+    ).take(rows)
     in_n, out_n = args["in_msg_nelems"].to_numpy(), args["out_msg_nelems"].to_numpy()
     dtype = args["msg_dtype"].to_pylist()
     gsize = args["group_size"].to_numpy().astype(np.int64)
@@ -229,7 +280,9 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
     ext = args["external_id"].to_numpy()
     arg_row = d.rows[sel].astype(np.int64).copy()  # the row whose side args describe each instance
     if host_rows.size:
-        h = events.select(["in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]).take(pa.array(host_rows))
+        h = events.select(
+            ["in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]
+        ).take(pa.array(host_rows))
         hext = h["external_id"].to_numpy()
         o = np.argsort(hext, kind="stable")
         hext_s = hext[o]
@@ -249,19 +302,38 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
     # XLA collectives are one HLO instruction run by every device: the instruction is the group
     xla_op = d.xla.op.rows(sel) if d.xla is not None else np.full(sel.size, None, dtype=object)
     xla_mod = d.xla.module.rows(sel) if d.xla is not None else xla_op
-    group = np.array([f"xla:{m}/{o}" if o else (g or f"stream:{s}") for g, s, o, m in zip(pg, d.stream[sel], xla_op, xla_mod)], dtype=object)
-    ctype = np.array([c[len(COMM_PREFIX):] for c in cat[sel]], dtype=object)
+    group = np.array(
+        [f"xla:{m}/{o}" if o else (g or f"stream:{s}") for g, s, o, m in zip(pg, d.stream[sel], xla_op, xla_mod)],
+        dtype=object,
+    )
+    ctype = np.array([c[len(COMM_PREFIX) :] for c in cat[sel]], dtype=object)
     start = d.ts[sel]
     members = in_split = None
     if comm_args is not None and comm_args.num_rows:
-        side = {int(r): (g, s) for r, g, s in zip(comm_args["row"].to_pylist(), comm_args["pg_ranks"].to_pylist(), comm_args["in_split"].to_pylist())}
+        side = {
+            int(r): (g, s)
+            for r, g, s in zip(
+                comm_args["row"].to_pylist(), comm_args["pg_ranks"].to_pylist(), comm_args["in_split"].to_pylist()
+            )
+        }
         # a kernel without its own args falls back to its launching op's (arg_row), as above
         own = [side.get(int(r)) for r in d.rows[sel]]
         got = [o if o is not None else side.get(int(a)) for o, a in zip(own, arg_row)]
         members = object_array([_int_list(x[0]) if x else None for x in got])
         in_split = object_array([_int_list(x[1]) if x else None for x in got])
-    return CommEvents(group, ctype, _seq(group, ctype, start), start, (d.end - d.ts)[sel], _bytes(in_n, out_n, dtype), gsize,
-                      dev_step[sel].astype(np.int64), members=members, in_split=in_split, dev_index=sel.astype(np.int64))
+    return CommEvents(
+        group,
+        ctype,
+        _seq(group, ctype, start),
+        start,
+        (d.end - d.ts)[sel],
+        _bytes(in_n, out_n, dtype),
+        gsize,
+        dev_step[sel].astype(np.int64),
+        members=members,
+        in_split=in_split,
+        dev_index=sel.astype(np.int64),
+    )
 
 
 def _host(rd: RankData, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules) -> CommEvents:
@@ -278,4 +350,6 @@ def _host(rd: RankData, step_cpu: tuple[np.ndarray, np.ndarray], rules: Rules) -
     group = np.full(sel.size, "default", dtype=object)
     start = h.ts[sel]
     neg = np.full(sel.size, -1, np.int64)
-    return CommEvents(group, ctype, _seq(group, ctype, start), start, h.end[sel] - start, neg, neg.copy(), _step_of(start, *step_cpu))
+    return CommEvents(
+        group, ctype, _seq(group, ctype, start), start, h.end[sel] - start, neg, neg.copy(), _step_of(start, *step_cpu)
+    )

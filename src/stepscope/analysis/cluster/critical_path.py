@@ -77,8 +77,11 @@ def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]
     out = []
     for k in steps:
         insts = sorted((x for x in instances if x.step == k), key=lambda x: x.ranks[x.last_rank].start_ns)
-        windows = {r: (int(ev.step_windows[0][k]) - offsets.get(r, 0), int(ev.step_windows[1][k]) - offsets.get(r, 0))
-                   for r, ev in evs.items() if k < ev.step_windows[0].size}
+        windows = {
+            r: (int(ev.step_windows[0][k]) - offsets.get(r, 0), int(ev.step_windows[1][k]) - offsets.get(r, 0))
+            for r, ev in evs.items()
+            if k < ev.step_windows[0].size
+        }
         if not insts or not windows:
             continue
         first = insts[0].last_rank
@@ -93,14 +96,18 @@ def compute(instances: list, evs: dict[int, CommEvents], offsets: dict[int, int]
             if arrive > t:
                 before = evs[r].before
                 idx = x.ranks[r].index
-                segs.append(_local(r, before[idx] if before is not None and 0 <= idx < len(before) else None, t, arrive))
+                segs.append(
+                    _local(r, before[idx] if before is not None and 0 <= idx < len(before) else None, t, arrive)
+                )
                 t = arrive
             segs.append(Segment(r, t, end, "communication", 0, 0, 0, 0, 0, 0, f"{x.type} {x.group}#{x.seq}"))
             t = end
         last_rank = max(windows, key=lambda r: windows[r][1])
         if windows[last_rank][1] > t:
             tails = evs[last_rank].tail
-            segs.append(_local(last_rank, tails[k] if tails is not None and k < len(tails) else None, t, windows[last_rank][1]))
+            segs.append(
+                _local(last_rank, tails[k] if tails is not None and k < len(tails) else None, t, windows[last_rank][1])
+            )
         by_kind = dict.fromkeys(KINDS, 0)
         by_rank: dict[int, int] = {}
         for s in segs:
@@ -134,24 +141,93 @@ def perfetto(paths: tuple[StepPath, ...], instances: list, ranks: list[int]) -> 
     for x in instances:
         for r, tm in x.ranks.items():
             name = f"{x.type} {x.group}#{x.seq}"
-            ev.append({"ph": "X", "pid": r, "tid": 1, "ts": tm.start_ns / 1e3, "dur": tm.dur_ns / 1e3, "name": name,
-                       "args": {"wait_ns": tm.wait_ns, "transfer_ns": tm.transfer_ns, "bytes": x.bytes, "last_rank": x.last_rank}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "pid": r,
+                    "tid": 1,
+                    "ts": tm.start_ns / 1e3,
+                    "dur": tm.dur_ns / 1e3,
+                    "name": name,
+                    "args": {
+                        "wait_ns": tm.wait_ns,
+                        "transfer_ns": tm.transfer_ns,
+                        "bytes": x.bytes,
+                        "last_rank": x.last_rank,
+                    },
+                }
+            )
             if tm.wait_ns:
-                ev.append({"ph": "X", "pid": r, "tid": 1, "ts": tm.start_ns / 1e3, "dur": tm.wait_ns / 1e3, "name": "sync wait"})
+                ev.append(
+                    {
+                        "ph": "X",
+                        "pid": r,
+                        "tid": 1,
+                        "ts": tm.start_ns / 1e3,
+                        "dur": tm.wait_ns / 1e3,
+                        "name": "sync wait",
+                    }
+                )
     flow = 0
     for p in paths:
         prev = None
         for s in p.segments:
             name = s.label if s.kind == "communication" else f"rank {s.rank} local"
-            args = {"step": p.step, "rank": s.rank, "compute_ns": s.compute_ns, "comm_ns": s.comm_ns, "memcpy_ns": s.memcpy_ns,
-                    "loader_ns": s.loader_ns, "cpu_ns": s.host_ns, "launch_ns": s.launch_ns, "wait_ns": s.wait_ns, "other_ns": s.other_ns}
+            args = {
+                "step": p.step,
+                "rank": s.rank,
+                "compute_ns": s.compute_ns,
+                "comm_ns": s.comm_ns,
+                "memcpy_ns": s.memcpy_ns,
+                "loader_ns": s.loader_ns,
+                "cpu_ns": s.host_ns,
+                "launch_ns": s.launch_ns,
+                "wait_ns": s.wait_ns,
+                "other_ns": s.other_ns,
+            }
             for pid, tid in ((cp_pid, 0), (s.rank, 2)):
-                ev.append({"ph": "X", "pid": pid, "tid": tid, "ts": s.start_ns / 1e3, "dur": (s.end_ns - s.start_ns) / 1e3,
-                           "name": name, "cat": "critical_path", "args": args})
+                ev.append(
+                    {
+                        "ph": "X",
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": s.start_ns / 1e3,
+                        "dur": (s.end_ns - s.start_ns) / 1e3,
+                        "name": name,
+                        "cat": "critical_path",
+                        "args": args,
+                    }
+                )
             if prev is not None and prev.rank != s.rank:
                 flow += 1
-                ev.append({"ph": "s", "id": flow, "pid": prev.rank, "tid": 2, "ts": prev.end_ns / 1e3 - 0.001, "name": "path", "cat": "critical_path"})
-                ev.append({"ph": "f", "bp": "e", "id": flow, "pid": s.rank, "tid": 2, "ts": s.start_ns / 1e3, "name": "path", "cat": "critical_path"})
+                ev.append(
+                    {
+                        "ph": "s",
+                        "id": flow,
+                        "pid": prev.rank,
+                        "tid": 2,
+                        "ts": prev.end_ns / 1e3 - 0.001,
+                        "name": "path",
+                        "cat": "critical_path",
+                    }
+                )
+                ev.append(
+                    {
+                        "ph": "f",
+                        "bp": "e",
+                        "id": flow,
+                        "pid": s.rank,
+                        "tid": 2,
+                        "ts": s.start_ns / 1e3,
+                        "name": "path",
+                        "cat": "critical_path",
+                    }
+                )
             prev = s
     # the marker comes first so that a directory read (trace/loader.py) knows the file for ours
-    return {"stepscope_output": "critical-path", "traceEvents": ev, "displayTimeUnit": "ns", "otherData": {"producer": "stepscope cluster view", "clock": "aligned (rank offsets removed)"}}
+    return {
+        "stepscope_output": "critical-path",
+        "traceEvents": ev,
+        "displayTimeUnit": "ns",
+        "otherData": {"producer": "stepscope cluster view", "clock": "aligned (rank offsets removed)"},
+    }

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import intervals as iv
-from .rankdata import RankData
+from .. import intervals as iv
+from ..rankdata import RankData
 
 # order of the breakdown columns (comm_events.BOUND_KINDS must match)
 KINDS = ("compute", "data loading", "CPU", "launch overhead", "sync wait", "other idle", "communication", "memcpy")
@@ -52,7 +52,9 @@ class Walker:
         self.prev_end = prev_end
         self.same = same
         self.launch_bound = ~same | ((self.launch >= 0) & (self.launch >= prev_end))
-        self.run_start = np.maximum.accumulate(np.where(self.launch_bound, np.arange(n), 0)) if n else np.empty(0, np.int64)
+        self.run_start = (
+            np.maximum.accumulate(np.where(self.launch_bound, np.arange(n), 0)) if n else np.empty(0, np.int64)
+        )
         dur = self.end - self.ts
         self.cum = [np.concatenate([[0], np.cumsum(np.where(grp == g, dur, 0))]) for g in (0, 1, 2)]
         gap = np.where(same & ~self.launch_bound, np.maximum(self.ts - prev_end, 0), 0)
@@ -91,7 +93,7 @@ class Walker:
             return
         first = a
         if self.ts[a] < lo:  # the path starts inside this run: from the op covering lo
-            first = a + int(np.searchsorted(self.end[a:b + 1], lo, side="right"))
+            first = a + int(np.searchsorted(self.end[a : b + 1], lo, side="right"))
         for g, k in ((0, _COMP), (1, _COMM), (2, _MEM)):
             out[k] += int(self.cum[g][b + 1] - self.cum[g][first])
         out[_OTHER] += int(self.cum_gap[b + 1] - self.cum_gap[first + 1]) if b > first else 0

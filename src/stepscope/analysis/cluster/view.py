@@ -38,13 +38,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..results import RankAnalysis
 from .comm_events import CommEvents, finalize
 from .critical_path import StepPath
 from .critical_path import compute as critical_paths
-from .results import RankAnalysis
 
-_BUS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
-        "all_to_all": lambda n: (n - 1) / n}
+_BUS = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+}
 SMALL_MESSAGE_BYTES = 1 << 20
 _HIST_EDGES = (0, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
 _HIST_LABELS = ("<64 KiB", "64 KiB-1 MiB", "1-16 MiB", "16-256 MiB", ">=256 MiB")
@@ -132,10 +136,20 @@ def _robust_z(x: np.ndarray) -> np.ndarray:
     return (x - med) / scale
 
 
-def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_node: int = 8, peak_intra_gbps: float | None = None,
-          peak_inter_gbps: float | None = None, measured_intra_busbw: dict[str, float] | None = None) -> ClusterView | None:
-    evs = {r.rank: (r.comm_events if r.comm_events.before is not None else finalize(r.comm_events))
-           for r in ranks if isinstance(r.comm_events, CommEvents)}
+def build(
+    ranks: tuple[RankAnalysis, ...],
+    *,
+    threshold: float = 3.0,
+    gpus_per_node: int = 8,
+    peak_intra_gbps: float | None = None,
+    peak_inter_gbps: float | None = None,
+    measured_intra_busbw: dict[str, float] | None = None,
+) -> ClusterView | None:
+    evs = {
+        r.rank: (r.comm_events if r.comm_events.before is not None else finalize(r.comm_events))
+        for r in ranks
+        if isinstance(r.comm_events, CommEvents)
+    }
     if len(ranks) < 2:
         return None
     # ---- match instances ---------------------------------------------------------------------
@@ -159,7 +173,9 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
     insts = []
     late: dict[int, list[int]] = {r: [] for r in evs}
     wait_by_rank_step: dict[tuple[int, int], int] = {}
-    for (grp, ctype, seq), v in sorted(matched.items(), key=lambda kv: min(evs[r].start_ns[i] - offsets[r] for r, i in kv[1].items())):
+    for (grp, ctype, seq), v in sorted(
+        matched.items(), key=lambda kv: min(evs[r].start_ns[i] - offsets[r] for r, i in kv[1].items())
+    ):
         starts = {r: int(evs[r].start_ns[i] - offsets[r]) for r, i in v.items()}
         durs = {r: int(evs[r].dur_ns[i]) for r, i in v.items()}
         transfer = min(durs.values())
@@ -184,18 +200,45 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
         peak = (measured_intra_busbw or {}).get(ctype, peak_intra_gbps) if link == "intra" else peak_inter_gbps
         algbw = nbytes / transfer if (nbytes > 0 and transfer > 0) else None  # bytes/ns = GB/s
         busbw = algbw * _BUS.get(ctype, lambda _n: 1.0)(n) if algbw is not None else None
-        insts.append(Instance(grp, seq, ctype, nbytes, step, max(starts.values()) - min(starts.values()), transfer, last, timing,
-                              algbw, busbw, peak, link, tuple(members) if members else None))
+        insts.append(
+            Instance(
+                grp,
+                seq,
+                ctype,
+                nbytes,
+                step,
+                max(starts.values()) - min(starts.values()),
+                transfer,
+                last,
+                timing,
+                algbw,
+                busbw,
+                peak,
+                link,
+                tuple(members) if members else None,
+            )
+        )
     # ---- per rank x step matrix ----------------------------------------------------------------
     matrix = [
-        RankStepRow(ra.rank, k, s.step_time_ns, s.compute_ns, s.exposed_comm_ns, wait_by_rank_step.get((ra.rank, k), 0), s.cpu.dataloader_ns, s.idle_ns)
+        RankStepRow(
+            ra.rank,
+            k,
+            s.step_time_ns,
+            s.compute_ns,
+            s.exposed_comm_ns,
+            wait_by_rank_step.get((ra.rank, k), 0),
+            s.cpu.dataloader_ns,
+            s.idle_ns,
+        )
         for ra in ranks
         for k, s in enumerate(ra.steps)
     ]
     # ---- stragglers ----------------------------------------------------------------------------
     order = [r.rank for r in ranks]
     comp = np.array([np.median([s.compute_ns for s in r.steps]) if r.steps else 0.0 for r in ranks], dtype=np.float64)
-    dl = np.array([np.median([s.cpu.dataloader_ns for s in r.steps]) if r.steps else 0.0 for r in ranks], dtype=np.float64)
+    dl = np.array(
+        [np.median([s.cpu.dataloader_ns for s in r.steps]) if r.steps else 0.0 for r in ranks], dtype=np.float64
+    )
     arr = np.array([np.median(late[r]) if late.get(r) else 0.0 for r in order], dtype=np.float64)
     zc, zd, za = _robust_z(comp), _robust_z(dl), _robust_z(arr)
     slow_link = _slow_link_ranks(insts)
@@ -209,16 +252,43 @@ def build(ranks: tuple[RankAnalysis, ...], *, threshold: float = 3.0, gpus_per_n
         score = float(max(zs.values()))
         if rank in slow_link and score < threshold:
             cause, score = "link", max(score, threshold)
-        excess = {"compute": comp[j] - np.median(comp), "host: data loader": dl[j] - np.median(dl), "host": arr[j] - np.median(arr),
-                  "link": 0.0}[cause]
-        strag.append(Straggler(rank, score, cause, float(zc[j]), float(zd[j]), float(za[j]), int(excess), what_if.get(rank, 0), score >= threshold))
+        excess = {
+            "compute": comp[j] - np.median(comp),
+            "host: data loader": dl[j] - np.median(dl),
+            "host": arr[j] - np.median(arr),
+            "link": 0.0,
+        }[cause]
+        strag.append(
+            Straggler(
+                rank,
+                score,
+                cause,
+                float(zc[j]),
+                float(zd[j]),
+                float(za[j]),
+                int(excess),
+                what_if.get(rank, 0),
+                score >= threshold,
+            )
+        )
     strag.sort(key=lambda s: -s.score)
     # ---- sizes and findings -----------------------------------------------------------------------
     hist = _histogram(insts)
     findings = _findings(insts, strag)
     paths = critical_paths(insts, evs, offsets)
-    return ClusterView(len(ranks), offsets, tuple(insts), tuple(strag), tuple(matrix), hist, findings, threshold, unmatched, paths,
-                       _comm_matrix(insts, evs))
+    return ClusterView(
+        len(ranks),
+        offsets,
+        tuple(insts),
+        tuple(strag),
+        tuple(matrix),
+        hist,
+        findings,
+        threshold,
+        unmatched,
+        paths,
+        _comm_matrix(insts, evs),
+    )
 
 
 def _comm_matrix(insts: list[Instance], evs: dict[int, CommEvents]) -> dict[str, dict[str, object]]:
@@ -256,7 +326,7 @@ def _comm_matrix(insts: list[Instance], evs: dict[int, CommEvents]) -> dict[str,
                             flows[(r, peer)] = flows.get((r, peer), 0) + b
                 else:
                     others = [q for q in peers if q != r]
-                    for peer in (others if len(peers) != 2 else others[:1]):
+                    for peer in others if len(peers) != 2 else others[:1]:
                         flows[(r, peer)] = flows.get((r, peer), 0) + own
         if not flows:
             continue
@@ -302,7 +372,9 @@ def _what_if(ranks: tuple[RankAnalysis, ...], wait: dict[tuple[int, int], int]) 
     n_steps = min((len(r.steps) for r in ranks), default=0)
     if n_steps == 0:
         return {}
-    busy = np.array([[r.steps[k].step_time_ns - wait.get((r.rank, k), 0) for k in range(n_steps)] for r in ranks], dtype=np.float64)
+    busy = np.array(
+        [[r.steps[k].step_time_ns - wait.get((r.rank, k), 0) for k in range(n_steps)] for r in ranks], dtype=np.float64
+    )
     med = np.median(busy, axis=0)
     out = {}
     for j, r in enumerate(ranks):
@@ -329,18 +401,33 @@ def _findings(insts: list[Instance], strag: list[Straggler]) -> tuple[str, ...]:
     out = []
     for s in strag:
         if s.is_straggler:
-            out.append(f"rank {s.rank} is a straggler ({s.cause}; score {s.score:.1f}, {s.excess_ns / 1e6:.2f} ms/step over the median); "
-                       f"if it ran like the median rank the step would be ~{s.what_if_saving_ns / 1e6:.2f} ms shorter")
+            out.append(
+                f"rank {s.rank} is a straggler ({s.cause}; score {s.score:.1f}, {s.excess_ns / 1e6:.2f} ms/step over the median); "
+                f"if it ran like the median rank the step would be ~{s.what_if_saving_ns / 1e6:.2f} ms shorter"
+            )
     small = [x for x in insts if 0 <= x.bytes < SMALL_MESSAGE_BYTES]
     if len(small) >= 8 and len(small) > 0.5 * len(insts):
-        out.append(f"{len(small)} of {len(insts)} collectives move < 1 MiB: latency-bound; bucket them (larger DDP/FSDP buckets, coalescing)")
-    low = [x for x in insts if x.busbw_gbps is not None and x.peak_gbps and x.bytes >= SMALL_MESSAGE_BYTES and x.busbw_gbps < 0.5 * x.peak_gbps]
+        out.append(
+            f"{len(small)} of {len(insts)} collectives move < 1 MiB: latency-bound; bucket them (larger DDP/FSDP buckets, coalescing)"
+        )
+    low = [
+        x
+        for x in insts
+        if x.busbw_gbps is not None
+        and x.peak_gbps
+        and x.bytes >= SMALL_MESSAGE_BYTES
+        and x.busbw_gbps < 0.5 * x.peak_gbps
+    ]
     if low:
-        out.append(f"{len(low)} collectives >= 1 MiB reach < 50% of the link's bus bandwidth (the node's measured figure for "
-                   f"the collective where the catalog has one, else the nominal peak; median "
-                   f"{np.median([x.busbw_gbps for x in low]):.1f} GB/s)")
+        out.append(
+            f"{len(low)} collectives >= 1 MiB reach < 50% of the link's bus bandwidth (the node's measured figure for "
+            f"the collective where the catalog has one, else the nominal peak; median "
+            f"{np.median([x.busbw_gbps for x in low]):.1f} GB/s)"
+        )
     waits = sum(t.wait_ns for x in insts for t in x.ranks.values())
     if insts:
-        out.append(f"collective sync wait (waiting for the last rank): {waits / 1e6:.2f} ms summed over ranks; "
-                   f"transfer: {sum(x.transfer_ns * len(x.ranks) for x in insts) / 1e6:.2f} ms")
+        out.append(
+            f"collective sync wait (waiting for the last rank): {waits / 1e6:.2f} ms summed over ranks; "
+            f"transfer: {sum(x.transfer_ns * len(x.ranks) for x in insts) / 1e6:.2f} ms"
+        )
     return tuple(out)

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .hardware import dtype_of
+from ...catalog.hardware import dtype_of
 
 Dims = list[list[int]]
 
@@ -266,9 +266,39 @@ _EXACT: dict[str, Callable[[Dims, list[str]], OpCost | None]] = {
     "aten::contiguous": copy,
 }
 _POINTWISE = {
-    "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "relu", "relu_", "gelu", "silu", "silu_", "sigmoid",
-    "tanh", "exp", "pow", "neg", "rsqrt", "sqrt", "where", "threshold_backward", "gelu_backward", "silu_backward",
-    "sigmoid_backward", "tanh_backward", "native_dropout", "addcmul_", "addcdiv_", "lerp_", "fill_", "zero_", "clamp",
+    "add",
+    "add_",
+    "sub",
+    "sub_",
+    "mul",
+    "mul_",
+    "div",
+    "div_",
+    "relu",
+    "relu_",
+    "gelu",
+    "silu",
+    "silu_",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "pow",
+    "neg",
+    "rsqrt",
+    "sqrt",
+    "where",
+    "threshold_backward",
+    "gelu_backward",
+    "silu_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "native_dropout",
+    "addcmul_",
+    "addcdiv_",
+    "lerp_",
+    "fill_",
+    "zero_",
+    "clamp",
 }
 
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..trace.schema import KIND_CODE as KIND
-from . import intervals as iv
-from .breakdown import top_level
-from .rankdata import RankData
-from .results import StepBreakdown
+from ...trace.schema import KIND_CODE as KIND
+from .. import intervals as iv
+from ..rankdata import RankData
+from ..steps.breakdown import top_level
+from ..steps.results import StepBreakdown
 
 PHASES = ("forward", "backward", "recompute", "optimizer")
 
@@ -58,7 +58,9 @@ class ThreadRanges:
         return known & (i >= 0) & (k < self.e[np.maximum(i, 0)])
 
 
-def compute(rd: RankData, steps: tuple[StepBreakdown, ...], dev_step: np.ndarray, opt_mask: np.ndarray) -> tuple[StepPhases, ...]:
+def compute(
+    rd: RankData, steps: tuple[StepBreakdown, ...], dev_step: np.ndarray, opt_mask: np.ndarray
+) -> tuple[StepPhases, ...]:
     h, d = rd.host, rd.dev
     names = h.names
     is_eval = np.array([n.startswith("autograd::engine::evaluate_function") for n in names])[h.name_idx]
@@ -105,7 +107,12 @@ def compute(rd: RankData, steps: tuple[StepBreakdown, ...], dev_step: np.ndarray
             op_s, op_e = iv.clip(h.ts[opt_mask], h.end[opt_mask], c0, c1)
             fw = fwd_op & ~in_bwd
             fw_s, fw_e = iv.clip(h.ts[fw], h.end[fw], c0, c1)
-            ps = {"forward": iv.union_length(fw_s, fw_e), "backward": max(bwd_ns, 0), "recompute": rec_ns, "optimizer": iv.union_length(op_s, op_e)}
+            ps = {
+                "forward": iv.union_length(fw_s, fw_e),
+                "backward": max(bwd_ns, 0),
+                "recompute": rec_ns,
+                "optimizer": iv.union_length(op_s, op_e),
+            }
             out.append(StepPhases(s.name, ps, rec_ns, _count_in(h.ts[rec_top], c0, c1)))
     return tuple(out)
 

@@ -21,12 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..trace.schema import KIND_CODE as KIND
-from ..trace.counters import CounterRange
+from ...catalog.hardware import Hardware
+from ...trace.counters import CounterRange
+from ...trace.dictcol import dict_mask
+from ...trace.schema import KIND_CODE as KIND
+from ..steps.results import StepBreakdown
 from .flops import op_cost
-from .hardware import Hardware
-from .dictcol import dict_mask
-from .results import StepBreakdown
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,11 @@ def compute(
     is_op = dict_mask(events["kind"], lambda k: k == "cpu_op")
     ext_all = events["external_id"].to_numpy()
     pos_all = np.searchsorted(uniq_ext, ext_all)
-    is_op &= (pos_all < uniq_ext.size) & (uniq_ext[np.minimum(pos_all, max(uniq_ext.size - 1, 0))] == ext_all) if uniq_ext.size else False
+    is_op &= (
+        (pos_all < uniq_ext.size) & (uniq_ext[np.minimum(pos_all, max(uniq_ext.size - 1, 0))] == ext_all)
+        if uniq_ext.size
+        else False
+    )
     del ext_all, pos_all
     ops = events.select(["name", "external_id", "input_dims", "input_types"]).take(pa.array(np.flatnonzero(is_op)))
     op_ext = ops["external_id"].to_numpy()
@@ -174,8 +178,19 @@ def compute(
     for j in np.flatnonzero(g_count[:n_sig]):
         name, dims, c = costs[j]
         groups.append(
-            _group(name, f"{name}{dims}", str(sig_dtype[j]), int(g_count[j]), int(g_dur[j]), float(g_flops[j]),
-                   float(g_bytes[j]), c is not None, hw_full, peak_bw, latency_ns)
+            _group(
+                name,
+                f"{name}{dims}",
+                str(sig_dtype[j]),
+                int(g_count[j]),
+                int(g_dur[j]),
+                float(g_flops[j]),
+                float(g_bytes[j]),
+                c is not None,
+                hw_full,
+                peak_bw,
+                latency_ns,
+            )
         )
     groups.sort(key=lambda g: (g.bound == "unknown", -g.time_lost_ns, -g.dur_ns))
     by_cat = _by_category(inst_cat, inst_dur, inst_flops, inst_bytes, modeled, sig_dtype[si], hw_full)
@@ -203,12 +218,25 @@ def compute(
         per_kernel[idx] = (inst_flops / np.maximum(n_k, 1))[inv]
     per_kernel_bytes = np.zeros(dev_ext.size)
     if uniq_ext.size:
-        per_kernel_bytes[np.flatnonzero(in_step)[has]] = (inst_bytes / np.maximum(np.bincount(inv, minlength=uniq_ext.size), 1))[inv]
+        per_kernel_bytes[np.flatnonzero(in_step)[has]] = (
+            inst_bytes / np.maximum(np.bincount(inv, minlength=uniq_ext.size), 1)
+        )[inv]
     kernel_dtype = np.full(dev_ext.size, "fp32", dtype=object)
     if uniq_ext.size:
         kernel_dtype[np.flatnonzero(in_step)[has]] = sig_dtype[si][inv]
-    kernel_groups = _kernel_groups(dev_names, dev_name_idx, in_step, dev_dur, per_kernel, per_kernel_bytes, kernel_dtype,
-                                   inst_modeled_kernel(in_step, has, inv, modeled, dev_ext.size), hw_full, latency_ns, top_k)
+    kernel_groups = _kernel_groups(
+        dev_names,
+        dev_name_idx,
+        in_step,
+        dev_dur,
+        per_kernel,
+        per_kernel_bytes,
+        kernel_dtype,
+        inst_modeled_kernel(in_step, has, inv, modeled, dev_ext.size),
+        hw_full,
+        latency_ns,
+        top_k,
+    )
     return Roofline(
         hardware=hw,
         groups=tuple(groups[:top_k]),
@@ -222,8 +250,13 @@ def compute(
 
 
 def _by_category(
-    inst_cat: np.ndarray, inst_dur: np.ndarray, inst_flops: np.ndarray, inst_bytes: np.ndarray, modeled: np.ndarray,
-    inst_dtype: np.ndarray, hw: Hardware | None,
+    inst_cat: np.ndarray,
+    inst_dur: np.ndarray,
+    inst_flops: np.ndarray,
+    inst_bytes: np.ndarray,
+    modeled: np.ndarray,
+    inst_dtype: np.ndarray,
+    hw: Hardware | None,
 ) -> tuple[CategoryRoofline, ...]:
     """Per category: roofline time of the modeled instances (each at its own dtype's peak)."""
     roof_s = np.zeros(inst_dur.size)
@@ -240,8 +273,13 @@ def _by_category(
         roof_ns = int(round(float(roof_s[mm].sum()) * 1e9))
         out.append(
             CategoryRoofline(
-                category=str(cat), dur_ns=dur, modeled_dur_ns=mdur, flops=flops, bytes=float(inst_bytes[mm].sum()),
-                achieved_tflops=flops / (mdur / 1e9) / 1e12 if mdur else 0.0, roofline_ns=roof_ns,
+                category=str(cat),
+                dur_ns=dur,
+                modeled_dur_ns=mdur,
+                flops=flops,
+                bytes=float(inst_bytes[mm].sum()),
+                achieved_tflops=flops / (mdur / 1e9) / 1e12 if mdur else 0.0,
+                roofline_ns=roof_ns,
                 efficiency=(roof_ns / mdur) if (mdur and hw is not None) else None,
             )
         )
@@ -249,15 +287,40 @@ def _by_category(
 
 
 def _group(
-    name: str, signature: str, dtype: str, count: int, dur: int, flops: float, nbytes: float, modeled: bool,
-    hw: Hardware | None, peak_bw: float | None, latency_ns: int,
+    name: str,
+    signature: str,
+    dtype: str,
+    count: int,
+    dur: int,
+    flops: float,
+    nbytes: float,
+    modeled: bool,
+    hw: Hardware | None,
+    peak_bw: float | None,
+    latency_ns: int,
 ) -> RooflineGroup:
     t_s = dur / 1e9
     achieved_tflops = flops / t_s / 1e12 if t_s > 0 else 0.0
     achieved_gbps = nbytes / t_s / 1e9 if t_s > 0 else 0.0
     if not modeled or hw is None or peak_bw is None:
-        return RooflineGroup(name, signature, dtype, count, dur, flops, nbytes, achieved_tflops, achieved_gbps,
-                             None, None, None, 0, 0, None, "unknown")
+        return RooflineGroup(
+            name,
+            signature,
+            dtype,
+            count,
+            dur,
+            flops,
+            nbytes,
+            achieved_tflops,
+            achieved_gbps,
+            None,
+            None,
+            None,
+            0,
+            0,
+            None,
+            "unknown",
+        )
     peak = hw.peak_flops(dtype)
     intensity = flops / nbytes if nbytes > 0 else None
     roof_s = max(flops / peak if peak else 0.0, nbytes / peak_bw)
@@ -271,8 +334,22 @@ def _group(
         bound = "memory"
     roof_ns = int(round(roof_s * 1e9))
     return RooflineGroup(
-        name, signature, dtype, count, dur, flops, nbytes, achieved_tflops, achieved_gbps, intensity, attainable, ridge,
-        roof_ns, max(dur - roof_ns, 0), min(roof_ns / dur, 1.0) if dur else None, bound,
+        name,
+        signature,
+        dtype,
+        count,
+        dur,
+        flops,
+        nbytes,
+        achieved_tflops,
+        achieved_gbps,
+        intensity,
+        attainable,
+        ridge,
+        roof_ns,
+        max(dur - roof_ns, 0),
+        min(roof_ns / dur, 1.0) if dur else None,
+        bound,
     )
 
 
@@ -307,18 +384,31 @@ def measured_groups(ranges: list[CounterRange], hw: Hardware | None, top_k: int 
             bound = "compute" if intensity >= hw.peak_flops(dtype) / hw.hbm_bytes_per_s else "memory"
         out.append(
             RooflineGroup(
-                name=name, signature=name, dtype=dtype, count=int(count), dur_ns=int(dur), flops=flops, bytes=nbytes,
-                achieved_tflops=flops / t_s / 1e12 if t_s else 0.0, achieved_gbps=nbytes / t_s / 1e9 if t_s else 0.0,
-                intensity=intensity, attainable_tflops=(peak / 1e12 if peak else None),
-                ridge_flop_per_byte=(peak / hw.hbm_bytes_per_s if (hw and peak) else None), roofline_ns=roof_ns,
-                time_lost_ns=max(int(dur) - roof_ns, 0), efficiency=(roof_ns / dur if (dur and hw) else None), bound=bound,
+                name=name,
+                signature=name,
+                dtype=dtype,
+                count=int(count),
+                dur_ns=int(dur),
+                flops=flops,
+                bytes=nbytes,
+                achieved_tflops=flops / t_s / 1e12 if t_s else 0.0,
+                achieved_gbps=nbytes / t_s / 1e9 if t_s else 0.0,
+                intensity=intensity,
+                attainable_tflops=(peak / 1e12 if peak else None),
+                ridge_flop_per_byte=(peak / hw.hbm_bytes_per_s if (hw and peak) else None),
+                roofline_ns=roof_ns,
+                time_lost_ns=max(int(dur) - roof_ns, 0),
+                efficiency=(roof_ns / dur if (dur and hw) else None),
+                bound=bound,
                 source="counters",
             )
         )
     return tuple(sorted(out, key=lambda g: -g.time_lost_ns)[:top_k])
 
 
-def inst_modeled_kernel(in_step: np.ndarray, has: np.ndarray, inv: np.ndarray, modeled: np.ndarray, n: int) -> np.ndarray:
+def inst_modeled_kernel(
+    in_step: np.ndarray, has: np.ndarray, inv: np.ndarray, modeled: np.ndarray, n: int
+) -> np.ndarray:
     """Per device event: launched by an op with a cost model."""
     out = np.zeros(n, bool)
     if inv.size:
@@ -327,8 +417,17 @@ def inst_modeled_kernel(in_step: np.ndarray, has: np.ndarray, inv: np.ndarray, m
 
 
 def _kernel_groups(
-    names: list[str], name_idx: np.ndarray, in_step: np.ndarray, dur: np.ndarray, flops: np.ndarray, nbytes: np.ndarray,
-    dtype: np.ndarray, modeled: np.ndarray, hw: Hardware | None, latency_ns: int, top_k: int,
+    names: list[str],
+    name_idx: np.ndarray,
+    in_step: np.ndarray,
+    dur: np.ndarray,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    dtype: np.ndarray,
+    modeled: np.ndarray,
+    hw: Hardware | None,
+    latency_ns: int,
+    top_k: int,
 ) -> tuple[RooflineGroup, ...]:
     """Roofline per kernel name over the kernels whose op has a cost model; a kernel gets its op's
     FLOPs and bytes split evenly over the op's kernels, and its op's dtype."""
@@ -343,7 +442,9 @@ def _kernel_groups(
     c = np.bincount(inv)
     bw = hw.hbm_bytes_per_s if hw else None
     out = [
-        _group(names[k], names[k], str(dts[j]), int(c[j]), int(d[j]), float(f[j]), float(b[j]), True, hw, bw, latency_ns)
+        _group(
+            names[k], names[k], str(dts[j]), int(c[j]), int(d[j]), float(f[j]), float(b[j]), True, hw, bw, latency_ns
+        )
         for j, k in enumerate(idx)
     ]
     return tuple(sorted(out, key=lambda g: -g.time_lost_ns)[:top_k])

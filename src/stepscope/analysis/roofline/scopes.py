@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...trace.dictcol import dict_mask
+from ..rankdata import RankData
 from .phases import ThreadRanges
-from .dictcol import dict_mask
-from .rankdata import RankData
 
 _INSTANCE = re.compile(r"_\d+$")
 _SKIP = re.compile(r"^ProfilerStep#|^XLAStep#|^nccl:|^gloo:|^enumerate\(DataLoader\)|^Optimizer\.|^## ")
@@ -42,17 +42,26 @@ class ScopeStat:
 
 
 def compute(
-    events: pa.Table, rd: RankData, dev_step: np.ndarray, kernel_flops: np.ndarray, peak_flops: float | None, max_scopes: int = 40
+    events: pa.Table,
+    rd: RankData,
+    dev_step: np.ndarray,
+    kernel_flops: np.ndarray,
+    peak_flops: float | None,
+    max_scopes: int = 40,
 ) -> tuple[ScopeStat, ...]:
-    is_module = dict_mask(events["kind"], lambda k: k == "python_function") & dict_mask(events["name"], lambda n: n.startswith("nn.Module: "))
+    is_module = dict_mask(events["kind"], lambda k: k == "python_function") & dict_mask(
+        events["name"], lambda n: n.startswith("nn.Module: ")
+    )
     is_annot = dict_mask(events["kind"], lambda k: k == "user_annotation")
-    rows = events.select(["kind", "name", "tid", "ts_ns", "dur_ns"]).take(pa.array(np.flatnonzero(is_module | is_annot)))
+    rows = events.select(["kind", "name", "tid", "ts_ns", "dur_ns"]).take(
+        pa.array(np.flatnonzero(is_module | is_annot))
+    )
     if rows.num_rows == 0 or rd.dev.size == 0:
         return ()
     names = rows["name"].combine_chunks().cast(pa.string())
     mod = pc.starts_with(names, "nn.Module: ").to_numpy(zero_copy_only=False)
     labels = np.array(names.to_pylist(), dtype=object)
-    labels[mod] = [_INSTANCE.sub("", x[len("nn.Module: "):]) for x in labels[mod]]
+    labels[mod] = [_INSTANCE.sub("", x[len("nn.Module: ") :]) for x in labels[mod]]
     keep = np.array([not _SKIP.search(x) for x in labels]) | mod
     tid, ts, dur = rows["tid"].to_numpy(), rows["ts_ns"].to_numpy(), rows["dur_ns"].to_numpy()
     labels, mod, tid, ts, dur = labels[keep], mod[keep], tid[keep], ts[keep], dur[keep]

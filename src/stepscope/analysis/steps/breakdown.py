@@ -24,13 +24,12 @@ import re
 
 import numpy as np
 
-from ..trace.schema import KIND_CODE as KIND
-
-from . import intervals as iv
-from .classify import COMM_PREFIX, Rules
-from .rankdata import RankData
+from ...trace.schema import KIND_CODE as KIND
+from .. import intervals as iv
+from ..classify import COMM_PREFIX, Rules
+from ..rankdata import RankData
 from .results import CollectiveTime, CpuStep, IdleCauses, StepBreakdown
-from .steps import StepSpans
+from .windows import StepSpans
 
 _DATALOADER = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|_DataLoaderIter|dataloader", re.I)
 _OPTIMIZER = re.compile(r"^Optimizer\.step|optimizer\.step|^optimizer_step", re.I)
@@ -109,7 +108,10 @@ class StepAccountant:
             self.cpu_is_comm = comm_name[sel]
             self.cpu_nested = np.r_[np.zeros(int(top.sum()), bool), np.ones(nested.size, bool)]
             self.cpu_ctype = np.array(
-                [COMM_PREFIX + rules.collective_of(h.names[i]) if c else "cpu" for i, c in zip(h.name_idx[sel], self.cpu_is_comm)],
+                [
+                    COMM_PREFIX + rules.collective_of(h.names[i]) if c else "cpu"
+                    for i, c in zip(h.name_idx[sel], self.cpu_is_comm)
+                ],
                 dtype=object,
             )
         # category labels -> small int codes, once
@@ -124,7 +126,10 @@ class StepAccountant:
         self._dev_order = np.argsort(dev_step, kind="stable")
         self._dev_bounds = np.searchsorted(dev_step[self._dev_order], np.arange(len(spans.names) + 1))
         # host ranges per figure, sorted by start, for per-step windows by binary search
-        self._ranges = {k: _SortedRanges(h.ts[m], h.end[m]) for k, m in (("dl", self.dl_mask), ("opt", self.opt_mask), ("sync", rd.sync_mask))}
+        self._ranges = {
+            k: _SortedRanges(h.ts[m], h.end[m])
+            for k, m in (("dl", self.dl_mask), ("opt", self.opt_mask), ("sync", rd.sync_mask))
+        }
         # sync calls as intervals, for idle-cause attribution
         self.sync_s = h.ts[rd.sync_mask]
         self.sync_e = h.end[rd.sync_mask]
@@ -253,7 +258,9 @@ class StepAccountant:
         pos = np.clip(np.searchsorted(ss, ge, side="left"), 0, ss.size - 1)
         nxt_launch = np.where(ge < w1, ll[pos], -1)
         host = nxt_launch > gs
-        sync_overlap = iv.busy_before(self.sync_u[0], self.sync_u[1], ge) - iv.busy_before(self.sync_u[0], self.sync_u[1], gs)
+        sync_overlap = iv.busy_before(self.sync_u[0], self.sync_u[1], ge) - iv.busy_before(
+            self.sync_u[0], self.sync_u[1], gs
+        )
         wait = ~host & (sync_overlap > 0)
         other = ~host & ~wait
         length = ge - gs
@@ -262,8 +269,13 @@ class StepAccountant:
         cut = np.where(host, np.clip(nxt_launch, gs, ge), ge)
         code = np.where(host, 0, np.where(wait, 1, 2)).astype(np.int8)
         launch_part = host & (cut < ge)
-        self.gap_log.append((np.concatenate([gs, cut[launch_part]]), np.concatenate([np.where(host, cut, ge), ge[launch_part]]),
-                             np.concatenate([code, np.full(int(launch_part.sum()), 3, np.int8)])))
+        self.gap_log.append(
+            (
+                np.concatenate([gs, cut[launch_part]]),
+                np.concatenate([np.where(host, cut, ge), ge[launch_part]]),
+                np.concatenate([code, np.full(int(launch_part.sum()), 3, np.int8)]),
+            )
+        )
         return IdleCauses(
             host_bound_ns=int(length[host].sum()),
             wait_ns=int(length[wait].sum()),

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace.schema import KIND_CODE as KIND
-
-from . import intervals as iv
-from .rankdata import RankData
+from ...trace.schema import KIND_CODE as KIND
+from .. import intervals as iv
+from ..rankdata import RankData
 from .results import CollectiveTime, IdleCauses, LaunchStats, OpStat, StepBreakdown, StepFlag, StepStats, StreamIdle
 
 _LAUNCH_NAMES = ("LaunchKernel", "LaunchCooperativeKernel", "ModuleLaunchKernel", "GraphLaunch", "LaunchKernelExC")
 
 
 def op_stats(
-    name_idx: np.ndarray, names: list[str], dur: np.ndarray, categories: np.ndarray | None, step_total_ns: int, top_k: int
+    name_idx: np.ndarray,
+    names: list[str],
+    dur: np.ndarray,
+    categories: np.ndarray | None,
+    step_total_ns: int,
+    top_k: int,
 ) -> tuple[OpStat, ...]:
     if name_idx.size == 0:
         return ()
@@ -54,7 +58,9 @@ def top_kernels(rd: RankData, dev_step: np.ndarray, step_total_ns: int, top_k: i
     return op_stats(d.name_idx[m], d.names, (d.end - d.ts)[m], d.category[m], step_total_ns, top_k)
 
 
-def top_cpu_ops(rd: RankData, cpu_start: np.ndarray, cpu_end: np.ndarray, step_total_ns: int, top_k: int) -> tuple[OpStat, ...]:
+def top_cpu_ops(
+    rd: RankData, cpu_start: np.ndarray, cpu_end: np.ndarray, step_total_ns: int, top_k: int
+) -> tuple[OpStat, ...]:
     h = rd.host
     m = h.kind == KIND["cpu_op"]
     if cpu_start.size:
@@ -71,7 +77,9 @@ def launch_stats(rd: RankData, dev_step: np.ndarray, short_threshold_ns: int = 1
     dur = (d.end - d.ts)[k]
     short = dur < short_threshold_ns
     h = rd.host
-    is_launch = np.array([any(x in n for x in _LAUNCH_NAMES) for n in h.names])[h.name_idx] & (h.kind == KIND["runtime"])
+    is_launch = np.array([any(x in n for x in _LAUNCH_NAMES) for n in h.names])[h.name_idx] & (
+        h.kind == KIND["runtime"]
+    )
     ldur = (h.end - h.ts)[is_launch]
     n = delay.size
     return LaunchStats(
@@ -141,7 +149,14 @@ def stream_idle(rd: RankData, dev_step: np.ndarray) -> tuple[StreamIdle, ...]:
     return tuple(out)
 
 
-_COMPONENTS = ("compute_ns", "exposed_comm_ns", "exposed_memcpy_ns", "idle_host_bound_ns", "idle_other_ns", "dataloader_ns")
+_COMPONENTS = (
+    "compute_ns",
+    "exposed_comm_ns",
+    "exposed_memcpy_ns",
+    "idle_host_bound_ns",
+    "idle_other_ns",
+    "dataloader_ns",
+)
 
 
 def _components(s: StepBreakdown) -> np.ndarray:
@@ -198,5 +213,7 @@ def collective_totals(steps: tuple[StepBreakdown, ...]) -> tuple[CollectiveTime,
             a[1] += c.overlapped_ns
             a[2] += c.exposed_ns
             a[3] += c.count
-    out = [CollectiveTime(type=k, comm_ns=v[0], overlapped_ns=v[1], exposed_ns=v[2], count=v[3]) for k, v in acc.items()]
+    out = [
+        CollectiveTime(type=k, comm_ns=v[0], overlapped_ns=v[1], exposed_ns=v[2], count=v[3]) for k, v in acc.items()
+    ]
     return tuple(sorted(out, key=lambda c: -c.comm_ns))

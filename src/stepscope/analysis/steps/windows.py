@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..trace.schema import KIND_CODE as KIND
-
-from .rankdata import RankData
+from ...trace.schema import KIND_CODE as KIND
+from ..rankdata import RankData
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 _XLA_STEP = re.compile(r"^XLAStep#\d+$")

@@ -29,17 +29,72 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..trace.hlo import HloModule, Instruction, Shape
+from ...trace.hlo import HloModule, Instruction, Shape
 
-_NO_FLOPS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy", "copy-start", "copy-done",
-             "transpose", "reshape", "broadcast", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "pad",
-             "gather", "scatter", "iota", "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
-             "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done", "collective-permute-start",
-             "collective-permute-done", "send", "recv", "send-done", "recv-done", "infeed", "outfeed", "after-all",
-             "partition-id", "replica-id", "custom-call", "rng-get-and-update-state", "opt-barrier", "bitcast-convert",
-             "async-start", "async-done", "async-update", "domain", "add-dependency", "get-dimension-size"}
-_NO_BYTES = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "partition-id", "replica-id",
-             "opt-barrier", "domain", "add-dependency"}
+_NO_FLOPS = {
+    "parameter",
+    "constant",
+    "tuple",
+    "get-tuple-element",
+    "bitcast",
+    "copy",
+    "copy-start",
+    "copy-done",
+    "transpose",
+    "reshape",
+    "broadcast",
+    "slice",
+    "dynamic-slice",
+    "dynamic-update-slice",
+    "concatenate",
+    "pad",
+    "gather",
+    "scatter",
+    "iota",
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+    "all-reduce-start",
+    "all-reduce-done",
+    "all-gather-start",
+    "all-gather-done",
+    "collective-permute-start",
+    "collective-permute-done",
+    "send",
+    "recv",
+    "send-done",
+    "recv-done",
+    "infeed",
+    "outfeed",
+    "after-all",
+    "partition-id",
+    "replica-id",
+    "custom-call",
+    "rng-get-and-update-state",
+    "opt-barrier",
+    "bitcast-convert",
+    "async-start",
+    "async-done",
+    "async-update",
+    "domain",
+    "add-dependency",
+    "get-dimension-size",
+}
+_NO_BYTES = {
+    "parameter",
+    "constant",
+    "tuple",
+    "get-tuple-element",
+    "bitcast",
+    "after-all",
+    "partition-id",
+    "replica-id",
+    "opt-barrier",
+    "domain",
+    "add-dependency",
+}
 _CALLS = {"fusion", "call", "async-start"}
 
 
@@ -197,12 +252,35 @@ class CostModel:
             return f"convolution fusion:{kind}" if kind else "convolution fusion"
         if "custom-call" in ops:
             return f"custom-call fusion:{kind}"
-        moving = {"parameter", "bitcast", "copy", "transpose", "reshape", "slice", "dynamic-slice", "dynamic-update-slice",
-                  "concatenate", "pad", "broadcast", "tuple", "get-tuple-element", "gather", "scatter"}
+        moving = {
+            "parameter",
+            "bitcast",
+            "copy",
+            "transpose",
+            "reshape",
+            "slice",
+            "dynamic-slice",
+            "dynamic-update-slice",
+            "concatenate",
+            "pad",
+            "broadcast",
+            "tuple",
+            "get-tuple-element",
+            "gather",
+            "scatter",
+        }
         if ops and ops <= moving:
             return f"data formatting:{kind}"
         return f"fusion:{kind}" if kind else "fusion"
 
     def cost(self, ins: Instruction) -> InstrCost:
         waste = max((padding_waste(s) for s in ins.shapes), default=0.0)
-        return InstrCost(ins.name, ins.opcode, self.flops(ins), self.bytes_accessed(ins), waste, global_shape(ins), self.op_class(ins))
+        return InstrCost(
+            ins.name,
+            ins.opcode,
+            self.flops(ins),
+            self.bytes_accessed(ins),
+            waste,
+            global_shape(ins),
+            self.op_class(ins),
+        )

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..trace.hlo import HloModule
+from ...trace.hlo import HloModule
 from .hlo_cost import CostModel
 
 
@@ -31,7 +31,11 @@ def join_hlo(events: pa.Table, modules: Sequence[HloModule]) -> tuple[pa.Table, 
         by_module[m.name] = table
         for k, v in table.items():
             anywhere.setdefault(k, v)
-    key = pc.binary_join_element_wise(pc.fill_null(events["module"], ""), events["op"], "\x00").combine_chunks().dictionary_encode()
+    key = (
+        pc.binary_join_element_wise(pc.fill_null(events["module"], ""), events["op"], "\x00")
+        .combine_chunks()
+        .dictionary_encode()
+    )
     found = []
     for k in key.dictionary.to_pylist():
         mod, _, op = k.partition("\x00")

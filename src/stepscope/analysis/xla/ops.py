@@ -21,7 +21,7 @@ from importlib import resources
 
 import yaml
 
-from .classify import COMM_PREFIX
+from ..classify import COMM_PREFIX
 
 _ASYNC_DONE = re.compile(r"-done(\.\d+)?$")
 
@@ -41,8 +41,12 @@ def rules() -> XlaRules:
     def comp(items: list[dict[str, str]], key: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
         return tuple((str(r[key]), re.compile(str(r["pattern"]), re.IGNORECASE)) for r in items)
 
-    return XlaRules(comp(doc["collectives"], "type"), re.compile(doc["comm"], re.IGNORECASE),
-                    comp(doc["custom_calls"], "category"), comp(doc["categories"], "category"))
+    return XlaRules(
+        comp(doc["collectives"], "type"),
+        re.compile(doc["comm"], re.IGNORECASE),
+        comp(doc["custom_calls"], "category"),
+        comp(doc["categories"], "category"),
+    )
 
 
 def category(op_class: str | None, op: str | None, name: str | None, scope: str | None = None) -> str:

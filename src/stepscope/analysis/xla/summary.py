@@ -28,12 +28,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .xla_ops import fusion_kind, is_async_done
+from .ops import fusion_kind, is_async_done
 
-_WRAPPER = re.compile(r"^(jvp|transpose|vmap|pmap|remat|remat2|checkpoint|named_call|pjit|xla_pmap|custom_jvp_call|custom_vjp_call"
-                      r"|custom_vjp_call_jaxpr|core_call|shard_map|smap|xmap)\((.*)\)$")
-_DROP = re.compile(r"^(jit\(.*\)|pjit\(.*\)|shard_map|while|body|cond|closed_call|core_call|checkpoint|rematted_computation|remat\d*"
-                   r"|scan|branch_\d+|jvp|transpose|vmap|xla_call|custom_jvp_call|custom_vjp_call|jaxpr|)$")
+_WRAPPER = re.compile(
+    r"^(jvp|transpose|vmap|pmap|remat|remat2|checkpoint|named_call|pjit|xla_pmap|custom_jvp_call|custom_vjp_call"
+    r"|custom_vjp_call_jaxpr|core_call|shard_map|smap|xmap)\((.*)\)$"
+)
+_DROP = re.compile(
+    r"^(jit\(.*\)|pjit\(.*\)|shard_map|while|body|cond|closed_call|core_call|checkpoint|rematted_computation|remat\d*"
+    r"|scan|branch_\d+|jvp|transpose|vmap|xla_call|custom_jvp_call|custom_vjp_call|jaxpr|)$"
+)
 _RECOMPUTE = re.compile(r"rematted_computation|/remat\d*/|/remat\(|checkpoint/rematted")
 
 
@@ -88,7 +92,7 @@ def scope_path(stack: str | None) -> str:
         prefix, _, alts = stack.partition("/(")
         paths = sorted({scope_path(f"{prefix}/{a}") for a in alts[:-1].split(":")})
         base = scope_path(prefix + "/x")
-        leaves = sorted({p[len(base):].lstrip("/") or "" for p in paths} - {""})
+        leaves = sorted({p[len(base) :].lstrip("/") or "" for p in paths} - {""})
         return "/".join(x for x in (base, "+".join(leaves)) if x)
     segs = stack.split("/")[:-1]
     out = []
@@ -125,8 +129,13 @@ def _shares(labels: np.ndarray, dur: np.ndarray, total: float, top: int | None =
     return tuple(Share(str(uniq[i]), int(t[i]), float(t[i] / total) if total else 0.0, int(c[i])) for i in order)
 
 
-def summarize(prepared: object, cfg: object, peak_flops: float | None = None, hbm_bytes_per_s: float | None = None,
-              events: pa.Table | None = None) -> XlaSummary | None:
+def summarize(
+    prepared: object,
+    cfg: object,
+    peak_flops: float | None = None,
+    hbm_bytes_per_s: float | None = None,
+    events: pa.Table | None = None,
+) -> XlaSummary | None:
     rd = prepared.data  # type: ignore[attr-defined]
     dev_step = prepared.dev_step  # type: ignore[attr-defined]
     x = rd.dev.xla
@@ -143,7 +152,9 @@ def summarize(prepared: object, cfg: object, peak_flops: float | None = None, hb
     # per-row labels, each computed once per distinct value (or pair of values)
     pair = np.stack([x.op_class.codes[sel], x.op.codes[sel]], axis=1)
     _, first, inv = np.unique(pair, axis=0, return_index=True, return_inverse=True)
-    fk_lut = np.array([fusion_kind(c, o) or "not a fusion" for c, o in zip(x.op_class.rows(sel[first]), ops[first])], dtype=object)
+    fk_lut = np.array(
+        [fusion_kind(c, o) or "not a fusion" for c, o in zip(x.op_class.rows(sel[first]), ops[first])], dtype=object
+    )
     fk = fk_lut[inv.ravel()]
     done = x.op.map(is_async_done, sel).astype(bool)
     is_comm = np.char.startswith(cat, "comm:")
@@ -169,11 +180,15 @@ def summarize(prepared: object, cfg: object, peak_flops: float | None = None, hb
         by_scope_leaf=_shares(leaves, dur, total, 30),
         phases=ph,
         recompute_share_of_backward=(rec / bwd) if bwd else None,
-        custom_calls=_shares(np.char.add(np.char.add(cat[custom], ": "), ops[custom].astype(str)), dur[custom], total, 20),
+        custom_calls=_shares(
+            np.char.add(np.char.add(cat[custom], ": "), ops[custom].astype(str)), dur[custom], total, 20
+        ),
         loops=_loops(events, total),
         scope_coverage_ratio=float(dur[has_scope].sum() / total) if total else 0.0,
         flops_coverage_ratio=float(dur[flops >= 0].sum() / total) if total else 0.0,
-        top_ops=_top_ops(ops, cat, fk, scopes, dur, flops, nbytes, peak_flops, hbm_bytes_per_s, top=int(getattr(cfg, "top_k", 20))),
+        top_ops=_top_ops(
+            ops, cat, fk, scopes, dur, flops, nbytes, peak_flops, hbm_bytes_per_s, top=int(getattr(cfg, "top_k", 20))
+        ),
     )
 
 
@@ -190,8 +205,18 @@ def _loops(events: pa.Table | None, total: float) -> tuple[Share, ...]:
     return _shares(labels, ann["dur_ns"].to_numpy().astype(np.float64), total, 20)
 
 
-def _top_ops(ops: np.ndarray, cat: np.ndarray, fk: np.ndarray, scopes: np.ndarray, dur: np.ndarray, flops: np.ndarray,
-             nbytes: np.ndarray, peak: float | None, hbm: float | None, top: int) -> tuple[XlaOp, ...]:
+def _top_ops(
+    ops: np.ndarray,
+    cat: np.ndarray,
+    fk: np.ndarray,
+    scopes: np.ndarray,
+    dur: np.ndarray,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    peak: float | None,
+    hbm: float | None,
+    top: int,
+) -> tuple[XlaOp, ...]:
     uniq, first, inv = np.unique(ops.astype(str), return_index=True, return_inverse=True)
     t = np.bincount(inv, weights=dur)
     c = np.bincount(inv)
@@ -207,6 +232,20 @@ def _top_ops(ops: np.ndarray, cat: np.ndarray, fk: np.ndarray, scopes: np.ndarra
             roof_s = max(f / peak, b / hbm) * c[i]
             bound = "compute" if f / peak >= b / hbm else "memory"
             eff = roof_s / (t[i] * 1e-9) if t[i] > 0 else None
-        out.append(XlaOp(str(uniq[i]), str(cat[j]), None if fk[j] == "not a fusion" else str(fk[j]), int(c[i]), int(t[i]),
-                         None if scopes[j] is None else str(scopes[j]), f, b, ach, inten, bound, eff))
+        out.append(
+            XlaOp(
+                str(uniq[i]),
+                str(cat[j]),
+                None if fk[j] == "not a fusion" else str(fk[j]),
+                int(c[i]),
+                int(t[i]),
+                None if scopes[j] is None else str(scopes[j]),
+                f,
+                b,
+                ach,
+                inten,
+                bound,
+                eff,
+            )
+        )
     return tuple(out)
