@@ -7,7 +7,7 @@ the rows through the integer codes: no Python string per row, no Python call per
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,15 +26,23 @@ def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[list[Any], np.ndarray]:
     return values, pc.fill_null(arr.indices, len(values)).to_numpy()  # the indices' own int type: no copy
 
 
+def lookup_table(
+    values: Sequence[Any], fn: Callable[[Any], Any], *, null: Any = None, dtype: npt.DTypeLike = object
+) -> np.ndarray:
+    """``fn(v)`` for each of ``values``, then ``null``: indexed by a column's codes into ``values``
+    (the null code is ``len(values)``, or -1), it gives ``fn`` per row with one call per value."""
+    lut = np.empty(len(values) + 1, dtype=dtype)
+    lut[:-1] = [fn(v) for v in values]
+    lut[-1] = null
+    return lut
+
+
 def per_value(
     col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], Any], *, null: Any = None, dtype: npt.DTypeLike = object
 ) -> np.ndarray:
     """``fn(value)`` per row, evaluated once per distinct value; ``null`` for null rows."""
     values, codes = _codes(col)
-    lut = np.empty(len(values) + 1, dtype=dtype)
-    lut[:-1] = [fn(v) for v in values]
-    lut[-1] = null
-    return lut[codes]
+    return lookup_table(values, fn, null=null, dtype=dtype)[codes]
 
 
 def dict_mask(col: pa.ChunkedArray | pa.Array, predicate: Callable[[str], bool]) -> np.ndarray:

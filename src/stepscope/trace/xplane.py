@@ -30,7 +30,6 @@ plane by plane: the complete planes before the cut are kept, with a warning.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,21 @@ from ..errors import TraceFormatError
 from . import schema
 from .columns import FileRead, assemble_table
 from .jsonstream import StreamState
+from .xplane_rules import (
+    CONTROL,
+    INT_STATS,
+    RUNTIME,
+    SKIP_PLANE,
+    STRING_STATS,
+    good_tf_op,
+    kernel_kind,
+    line_kind,
+    not_xspace,
+    op_class_from_hlo,
+    plane_device,
+    plane_properties,
+)
+from .xplane_scan import columns, device_properties
 from .xspace_pb import xspace_class
 
 try:  # the optional C scanner (setup.py); the protobuf runtime path is used without it
@@ -48,25 +62,6 @@ try:  # the optional C scanner (setup.py); the protobuf runtime path is used wit
 except ImportError:  # pragma: no cover - depends on the build
     _fast = None
 
-_DEVICE_PLANE = re.compile(r"^/device:([A-Za-z_]+):(\d+)")
-_RUNTIME = re.compile(r"^(cu[A-Z]|cuda[A-Z]|hip[A-Z]|nccl[A-Z])")
-_STRING_STATS = {
-    "hlo_op": "op",
-    "hlo_module": "module",
-    "tf_op": "tf_op",
-    "name": "name_stack",
-    "long_name": "long_name",
-    "hlo_category": "op_class",
-}
-_INT_STATS = {
-    "flops": "flops",
-    "model_flops": "flops",
-    "bytes_accessed": "bytes_accessed",
-    "correlation_id": "correlation",
-    "device_ordinal": "device_ordinal",
-    "step_num": "step_num",
-}
-_CONTROL = re.compile(r"^(while|conditional|call)(\.\d+)?$")
 _K = schema.Kind
 
 
@@ -74,17 +69,7 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
 
-def _stat_value(st: Any, stat_names: dict[int, str]) -> Any:
-    which = st.WhichOneof("value")
-    if which is None:
-        return None
-    if which == "ref_value":
-        return stat_names.get(st.ref_value)
-    v = getattr(st, which)
-    return _text(v) if isinstance(v, bytes) else v
-
-
-_STRING_KEYS = frozenset(_STRING_STATS.values())
+_STRING_KEYS = frozenset(STRING_STATS.values())
 
 
 def _stats(stats: Any, stat_names: dict[int, str], wanted: dict[int, str]) -> dict[str, Any]:
@@ -102,15 +87,11 @@ def _stats(stats: Any, stat_names: dict[int, str], wanted: dict[int, str]) -> di
     return out
 
 
-_FUSION_KIND = re.compile(r"\bkind=k(\w+)")
-_HLO_OPCODE = re.compile(r"=\s*[^=]*?\s([a-z][a-z0-9-]*)\(")
-
-
 def _finish(st: dict[str, Any]) -> dict[str, Any]:
     """Name stack from ``tf_op`` (TPU, newer GPU) or ``name``; XLA's category, else the HLO opcode
     (and fusion kind) read from ``long_name`` (the instruction's HLO text)."""
     tf_op = st.get("tf_op")
-    scope = tf_op if isinstance(tf_op, str) and tf_op and not tf_op.endswith(":") else st.get("name_stack")
+    scope = tf_op if good_tf_op(tf_op) else st.get("name_stack")
     out = {
         k: v
         for k, v in st.items()
@@ -119,30 +100,10 @@ def _finish(st: dict[str, Any]) -> dict[str, Any]:
     out["scope"] = scope or None
     long_name = st.get("long_name")
     if not out.get("op_class") and isinstance(long_name, str):
-        m = _HLO_OPCODE.search(long_name)
-        if m:
-            kind = _FUSION_KIND.search(long_name)
-            out["op_class"] = f"{m.group(1)}:k{kind.group(1)}" if (m.group(1) == "fusion" and kind) else m.group(1)
+        op_class = op_class_from_hlo(long_name)
+        if op_class is not None:
+            out["op_class"] = op_class
     return out
-
-
-def _line_kind(plane_is_device: bool, line_name: str) -> str:
-    if not plane_is_device:
-        return "host"
-    if line_name == "Steps":
-        return "steps"
-    if line_name in ("XLA Ops", "TPU Ops", "Ops") or line_name.startswith("Stream #"):
-        return "ops"
-    return "annotation"
-
-
-def _kernel_kind(name: str) -> str:
-    n = name.lower()
-    if "memcpy" in n or n.startswith("copy-start") or "dmacopy" in n:
-        return _K.MEMCPY.value
-    if "memset" in n:
-        return _K.MEMSET.value
-    return _K.KERNEL.value
 
 
 _KEYS = (
@@ -163,15 +124,13 @@ def _plane_rows(plane: Any, include_python: bool, out: dict[str, list[Any]]) -> 
     """Append one plane's rows to ``out`` (column -> list of per-line arrays); returns the number
     of rows added. Each event maps to a row *template* (kind, name, XLA columns...) decided once
     per distinct (metadata, stats) pair; only the times and correlation ids are per event."""
-    pname = _text(plane.name)
-    dm = _DEVICE_PLANE.match(pname)
-    is_device = dm is not None and dm.group(1) != "CUSTOM"
-    if not is_device and not pname.startswith("/host:CPU"):
+    device = plane_device(_text(plane.name))
+    if device == SKIP_PLANE:
         return 0
-    device = int(dm.group(2)) if dm and is_device else -1
+    is_device = device >= 0
     stat_names = {k: _text(v.name) for k, v in plane.stat_metadata.items()}
     wanted: dict[int, str] = {
-        k: _STRING_STATS.get(n) or _INT_STATS[n] for k, n in stat_names.items() if n in _STRING_STATS or n in _INT_STATS
+        k: STRING_STATS.get(n) or INT_STATS[n] for k, n in stat_names.items() if n in STRING_STATS or n in INT_STATS
     }
     meta: dict[int, tuple[str, dict[str, Any]]] = {}
     for mid, md in plane.event_metadata.items():
@@ -183,7 +142,7 @@ def _plane_rows(plane: Any, include_python: bool, out: dict[str, list[Any]]) -> 
         if not n:
             continue
         lname = _text(line.display_name or line.name)
-        lkind = _line_kind(is_device, lname)
+        lkind = line_kind(is_device, lname)
         base_ps = int(line.timestamp_ns) * 1000
         ts = (base_ps + np.fromiter((e.offset_ps for e in evs), np.int64, n)) // 1000
         dur = np.fromiter((e.duration_ps for e in evs), np.int64, n) // 1000
@@ -256,21 +215,21 @@ def _template(
         name = f"XLAStep#{st['step_num']}"
     elif lkind == "host" and st.get("op") and "device_ordinal" in st:
         pid, tid, dev, stream = 0, -1, int(st["device_ordinal"]), line_id
-        kind = _K.GPU_ANNOTATION.value if _CONTROL.match(st["op"]) else _kernel_kind(name)
+        kind = _K.GPU_ANNOTATION.value if CONTROL.match(st["op"]) else kernel_kind(name)
     elif lkind == "host":
         if name.startswith("$"):
             if not include_python:
                 return None
             kind = _K.PYTHON_FUNCTION.value
         else:
-            kind = _K.RUNTIME.value if _RUNTIME.match(name) else _K.CPU_OP.value
+            kind = _K.RUNTIME.value if RUNTIME.match(name) else _K.CPU_OP.value
         pid, tid, dev, stream = 0, line_id, -1, -1
     elif lkind == "steps":
         kind, pid, tid, dev, stream = _K.USER_ANNOTATION.value, 1 + device, -1 - line_id, -1, -1
         name = f"XLAStep#{name}" if name.isdigit() else f"XLAStep#{i}"
     else:
-        kind = _kernel_kind(name) if lkind == "ops" else _K.GPU_ANNOTATION.value
-        if kind == _K.KERNEL.value and st.get("op") and _CONTROL.match(st["op"]):
+        kind = kernel_kind(name) if lkind == "ops" else _K.GPU_ANNOTATION.value
+        if kind == _K.KERNEL.value and st.get("op") and CONTROL.match(st["op"]):
             kind = _K.GPU_ANNOTATION.value
         pid, tid, dev, stream = 0, -1, device, line_id
     strs = [None if st.get(c) is None else str(st.get(c)) for c in ("op", "module", "scope", "op_class")]
@@ -376,19 +335,12 @@ def read_xplane(
 
 
 def _read_fast(p: Path, data: bytes, rank: int, include_python: bool) -> FileRead:
-    from .xplane_scan import columns
-
     raw = _fast.scan(data)
     if raw["complete_planes"] == 0:
-        raise TraceFormatError(
-            "not an XSpace protobuf (or truncated before its first complete plane)",
-            path=str(p),
-            fix="pass the <host>.xplane.pb written by jax.profiler; re-capture if the file was cut",
-        )
+        raise not_xspace(p)
     hn = np.frombuffer(raw["hn"], np.int64).reshape(-1, 2)
     pl = np.frombuffer(raw["pl_name"], np.int64).reshape(-1, 2)
     text = [data[o : o + n].decode("utf-8", "replace") if o >= 0 else "" for o, n in pl]
-    from .xplane_scan import device_properties
 
     header: dict[str, Any] = {
         "format": "xplane",
@@ -428,11 +380,7 @@ def _read_portable(p: Path, data: bytes, rank: int, include_python: bool) -> Fil
             except DecodeError:
                 break
         if not planes:
-            raise TraceFormatError(
-                "not an XSpace protobuf (or truncated before its first complete plane)",
-                path=str(p),
-                fix="pass the <host>.xplane.pb written by jax.profiler; re-capture if the file was cut",
-            ) from None
+            raise not_xspace(p) from None
         state.truncated = True
         state.note = (
             f"the file does not parse whole ({'cut' if cut else 'corrupt'}): kept {len(planes)} complete plane(s)"
@@ -443,8 +391,6 @@ def _read_portable(p: Path, data: bytes, rank: int, include_python: bool) -> Fil
     for plane in planes:
         if _plane_rows(plane, include_python, out) == 0 and len(plane.lines):
             skipped += 1
-    from .xplane_scan import plane_properties
-
     props = []
     for pl in planes:
         names = {k: _text(v.name) for k, v in pl.stat_metadata.items()}

@@ -1,40 +1,54 @@
 """Vectorized XPlane rows from the C scanner's flat columns (``_fastxplane.scan``).
 
-Same mapping and the same table as the portable path in ``xplane.py`` (tested equal): stats are
-matched to their wanted key by (plane, stat-metadata id) with ``searchsorted``; an event's stats
-override its metadata's; every string decision (kind by name, control ops, fusion kind from
-``long_name``...) runs once per distinct string, never per event.
+Same mapping (``xplane_rules``) and the same table as the portable path (``xplane_portable``,
+tested equal): stats are matched to their wanted key by (plane, stat-metadata id) with
+``searchsorted``; an event's stats override its metadata's; every string decision (kind by name,
+control ops, fusion kind from ``long_name``...) runs once per distinct string, never per event.
+
+String ids index one table (``_Strings``) that becomes the ``name`` and ``cat`` dictionaries, in
+the order strings are first met: the steps of ``columns`` run in a fixed order for that reason.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from . import schema
-from .xplane import (
-    _CONTROL,
-    _DEVICE_PLANE,
-    _FUSION_KIND,
-    _HLO_OPCODE,
-    _INT_STATS,
-    _RUNTIME,
-    _STRING_STATS,
-    _kernel_kind,
-    _line_kind,
+from .dictcol import lookup_table
+from .xplane_rules import (
+    CONTROL,
+    HOST_PLANE,
+    INT_KEYS,
+    INT_STATS,
+    RUNTIME,
+    SKIP_PLANE,
+    STRING_KEYS,
+    STRING_STATS,
+    good_tf_op,
+    kernel_kind,
+    line_kind,
+    op_class_from_hlo,
+    plane_device,
+    plane_properties,
 )
 
 _K = schema.Kind
-_STR_KEYS = ("op", "module", "tf_op", "name_stack", "long_name", "op_class")
-_INT_KEYS = ("flops", "bytes_accessed", "correlation", "device_ordinal", "step_num")
-_NA = np.iinfo(np.int64).min
+_KEYS = STRING_KEYS + INT_KEYS
+_COL = {k: i for i, k in enumerate(_KEYS)}
 PLANE_OWNER = -(1 << 40)  # stats with owner <= this are the plane's own (device properties)
 
 
 def _arr(raw: dict[str, Any], key: str, dtype: Any = np.int64) -> np.ndarray:
     return np.frombuffer(raw[key], dtype=dtype)
+
+
+def _pairs(raw: dict[str, Any], key: str) -> np.ndarray:
+    """An (n, 2) column of (offset, length) slices of the input."""
+    return _arr(raw, key).reshape(-1, 2)
 
 
 class _Strings:
@@ -65,24 +79,35 @@ class _Strings:
         )
         return ids[inv.ravel()]
 
-
-def _lookup(keys_sorted: np.ndarray, order: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Index (into the unsorted array) of each query key, -1 when absent."""
-    if keys_sorted.size == 0:
-        return np.full(q.size, -1, np.int64)
-    pos = np.clip(np.searchsorted(keys_sorted, q), 0, keys_sorted.size - 1)
-    return np.where(keys_sorted[pos] == q, order[pos], -1)
+    def table(self, fn: Any, dtype: Any, null: Any) -> np.ndarray:
+        """``fn`` of every string so far, then ``null`` (at id -1 and at ``len(values)``)."""
+        return lookup_table(self.values, fn, null=null, dtype=dtype)
 
 
 def _combine(plane: np.ndarray, ident: np.ndarray) -> np.ndarray:
     return plane.astype(np.int64) * (1 << 40) + (ident.astype(np.int64) & ((1 << 40) - 1))
 
 
+class _Index:
+    """Rows of an unsorted key array, found by binary search."""
+
+    def __init__(self, keys: np.ndarray) -> None:
+        self.order = np.argsort(keys, kind="stable")
+        self.sorted = keys[self.order]
+
+    def find(self, q: np.ndarray) -> np.ndarray:
+        """Index (into the unsorted array) of each query key, -1 when absent."""
+        if self.sorted.size == 0:
+            return np.full(q.size, -1, np.int64)
+        pos = np.clip(np.searchsorted(self.sorted, q), 0, self.sorted.size - 1)
+        return np.where(self.sorted[pos] == q, self.order[pos], -1)
+
+
 def device_properties(data: bytes, raw: dict[str, Any]) -> list[dict[str, Any]]:
     """Kineto-style ``deviceProperties`` of the device planes, from their own stats."""
     owner, plane, mid = _arr(raw, "st_owner"), _arr(raw, "st_plane"), _arr(raw, "st_mid")
-    kind, ival, sstr = _arr(raw, "st_kind"), _arr(raw, "st_ival"), _arr(raw, "st_str").reshape(-1, 2)
-    sm_plane, sm_id, sm_name = _arr(raw, "sm_plane"), _arr(raw, "sm_id"), _arr(raw, "sm_name").reshape(-1, 2)
+    kind, ival, sstr = _arr(raw, "st_kind"), _arr(raw, "st_ival"), _pairs(raw, "st_str")
+    sm_plane, sm_id, sm_name = _arr(raw, "sm_plane"), _arr(raw, "sm_id"), _pairs(raw, "sm_name")
     names = {
         (int(pp), int(i)): data[o : o + n].decode("utf-8", "replace")
         for pp, i, (o, n) in zip(sm_plane, sm_id, sm_name)
@@ -96,67 +121,52 @@ def device_properties(data: bytes, raw: dict[str, Any]) -> list[dict[str, Any]]:
             stats.setdefault(int(plane[j]), {})[key] = (
                 data[o : o + n].decode("utf-8", "replace") if kind[j] == 4 else int(ival[j])
             )
-    pl = _arr(raw, "pl_name").reshape(-1, 2)
     return [
         props
-        for p_i, (o, n) in enumerate(pl)
+        for p_i, (o, n) in enumerate(_pairs(raw, "pl_name"))
         if (props := plane_properties(data[o : o + n].decode("utf-8", "replace") if o >= 0 else "", stats.get(p_i, {})))
     ]
 
 
-def plane_properties(plane_name: str, stats: dict[str, Any]) -> dict[str, Any] | None:
-    """A device plane's stats as Kineto-style device properties (None for other planes)."""
-    m = _DEVICE_PLANE.match(plane_name)
-    if m is None or m.group(1) == "CUSTOM" or not stats:
-        return None
-    return {
-        "id": int(m.group(2)),
-        "name": "",
-        "vendor": stats.get("device_vendor"),
-        "computeMajor": stats.get("compute_cap_major"),
-        "computeMinor": stats.get("compute_cap_minor"),
-        "numSms": stats.get("core_count"),
-        "totalGlobalMem": stats.get("memory_size"),
-        "clockRateKHz": stats.get("clock_rate"),
-        "memoryBandwidthBytesPerS": stats.get("memory_bandwidth"),
-    }
+@dataclass(frozen=True)
+class _Stats:
+    """The stats of a wanted key: key index (into ``_KEYS``), owner (an event's index when >= 0,
+    ``-1 - i`` for event metadata ``i``, <= ``PLANE_OWNER`` for the plane's own) and value (a
+    string id for the string keys, else the integer)."""
+
+    key: np.ndarray
+    owner: np.ndarray
+    value: np.ndarray
+
+    def by_owner(self, owner_index: np.ndarray, n: int, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(present, value), each (n, keys), of the stats ``sel``: the last stat of a key wins."""
+        present = np.zeros((n, len(_KEYS)), bool)
+        val = np.full((n, len(_KEYS)), -1, np.int64)
+        o, k, v = owner_index[sel][::-1], self.key[sel][::-1], self.value[sel][::-1]
+        if o.size:
+            _, first = np.unique(o * len(_KEYS) + k, return_index=True)
+            present[o[first], k[first]] = True
+            val[o[first], k[first]] = v[first]
+        return present, val
 
 
-def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str, Any]:
-    st = _Strings(data)
-    pl_name = st.slices(_arr(raw, "pl_name").reshape(-1, 2))
-    n_planes = pl_name.size
-    plane_dev = np.full(n_planes, -2, np.int64)  # -2 skip, -1 host, >= 0 device id
-    for p in range(n_planes):
-        name = st.values[pl_name[p]] if pl_name[p] >= 0 else ""
-        m = _DEVICE_PLANE.match(name)
-        if m is not None and m.group(1) != "CUSTOM":
-            plane_dev[p] = int(m.group(2))
-        elif name.startswith("/host:CPU"):
-            plane_dev[p] = -1
-    # ---- stat metadata: (plane, id) -> name and wanted key ---------------------------------------
-    sm_plane, sm_id = _arr(raw, "sm_plane"), _arr(raw, "sm_id")
-    sm_name = st.slices(_arr(raw, "sm_name").reshape(-1, 2))
-    keys = _STR_KEYS + _INT_KEYS
-    name_to_key = {n: keys.index(k) for n, k in {**_STRING_STATS, **_INT_STATS}.items()}
+def _wanted_stats(st: _Strings, raw: dict[str, Any]) -> _Stats:
+    """The stats whose name maps to a key (``STRING_STATS``, ``INT_STATS``), with their values: a
+    ``ref_value`` names a stat-metadata entry (None when absent), else the string value (or "");
+    an integer is the ``int64``/``uint64`` value when nonzero, else the double truncated."""
+    sm_name = st.slices(_pairs(raw, "sm_name"))
+    name_to_key = {n: _KEYS.index(k) for n, k in {**STRING_STATS, **INT_STATS}.items()}
     key_of_name = {i: name_to_key.get(v, -1) for i, v in enumerate(st.values)}
     sm_key = np.array([key_of_name.get(int(i), -1) if i >= 0 else -1 for i in sm_name], dtype=np.int64)
-    sm_comb = _combine(sm_plane, sm_id)
-    sm_order = np.argsort(sm_comb, kind="stable")
-    sm_sorted = sm_comb[sm_order]
-    # ---- stats -> wanted values per owner ------------------------------------------------------
-    s_owner, s_plane, s_mid = _arr(raw, "st_owner"), _arr(raw, "st_plane"), _arr(raw, "st_mid")
-    s_kind, s_ival, s_dval = _arr(raw, "st_kind"), _arr(raw, "st_ival"), _arr(raw, "st_dval", np.float64)
-    s_str = _arr(raw, "st_str").reshape(-1, 2)
-    sm_row = _lookup(sm_sorted, sm_order, _combine(s_plane, s_mid))
+    sm = _Index(_combine(_arr(raw, "sm_plane"), _arr(raw, "sm_id")))
+    s_plane = _arr(raw, "st_plane")
+    sm_row = sm.find(_combine(s_plane, _arr(raw, "st_mid")))
     s_key = np.where(sm_row >= 0, sm_key[np.clip(sm_row, 0, None)], -1)
     want = np.flatnonzero(s_key >= 0)
-    s_key, s_owner, s_plane = s_key[want], s_owner[want], s_plane[want]
-    s_kind, s_ival, s_dval, s_str = s_kind[want], s_ival[want], s_dval[want], s_str[want]
-    is_str_key = s_key < len(_STR_KEYS)
-    # strings: a ref names a stat-metadata entry (missing -> None); else the str value (or "")
-    ref_row = _lookup(sm_sorted, sm_order, _combine(s_plane, s_ival))
-    direct = st.slices(np.where((s_kind == 4)[:, None], s_str, np.array([[-1, 0]])))
+    s_key, s_plane, s_kind = s_key[want], s_plane[want], _arr(raw, "st_kind")[want]
+    s_ival, s_dval = _arr(raw, "st_ival")[want], _arr(raw, "st_dval", np.float64)[want]
+    ref_row = sm.find(_combine(s_plane, s_ival))
+    direct = st.slices(np.where((s_kind == 4)[:, None], _pairs(raw, "st_str")[want], np.array([[-1, 0]])))
     empty = st.add("")
     str_val = np.where(
         (s_kind == 6) & (s_ival != 0),
@@ -164,123 +174,181 @@ def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str,
         np.where(direct >= 0, direct, empty),
     )
     num_val = np.where(s_ival != 0, s_ival, s_dval.astype(np.int64))
-    value = np.where(is_str_key, str_val, num_val)
-    n_events, n_em = _arr(raw, "ev_mid").size, _arr(raw, "em_id").size
+    value = np.where(s_key < len(STRING_KEYS), str_val, num_val)
+    return _Stats(key=s_key, owner=_arr(raw, "st_owner")[want], value=value)
 
-    def by_owner(owner_index: np.ndarray, n: int, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(present, value) per (owner, key): the last stat of each wins."""
-        present = np.zeros((n, len(keys)), bool)
-        val = np.full((n, len(keys)), -1, np.int64)
-        o, k, v = owner_index[sel][::-1], s_key[sel][::-1], value[sel][::-1]
-        if o.size:
-            _, first = np.unique(o * len(keys) + k, return_index=True)
-            present[o[first], k[first]] = True
-            val[o[first], k[first]] = v[first]
-        return present, val
 
-    ev_present, ev_val = by_owner(s_owner, n_events, s_owner >= 0)
-    md_present, md_val = by_owner(-1 - s_owner, n_em, (s_owner < 0) & (s_owner > PLANE_OWNER))
-    # ---- events -> metadata, line, plane -------------------------------------------------------
+def _lines(st: _Strings, raw: dict[str, Any], plane_dev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per line: its label's id (display name, else name, else "") and its ``line_kind``."""
+    empty = st.add("")
+    name = st.slices(_pairs(raw, "ln_name"))
+    dname = st.slices(_pairs(raw, "ln_dname"))
+    label = np.where((dname >= 0) & (dname != empty), dname, np.where(name >= 0, name, empty))
+    kinds = [line_kind(plane_dev[p] >= 0, st.values[label[i]]) for i, p in enumerate(_arr(raw, "ln_plane"))]
+    return label, np.array(kinds or ["host"], dtype=object)
+
+
+@dataclass(frozen=True)
+class _Events:
+    """Per event: its line and plane, its name's id, and its stats as (present, value) per key,
+    both merged with its metadata's (``present``, ``val``) and its own only (``own_*``)."""
+
+    line: np.ndarray
+    plane: np.ndarray
+    name: np.ndarray
+    present: np.ndarray
+    val: np.ndarray
+    own_present: np.ndarray
+    own_val: np.ndarray
+
+    def stat(self, key: str) -> np.ndarray:
+        """The merged value of ``key`` per event, -1 when absent."""
+        k = _COL[key]
+        return np.where(self.present[:, k], self.val[:, k], -1)
+
+
+def _events(st: _Strings, raw: dict[str, Any], stats: _Stats) -> _Events:
+    """Each event joined to its metadata by (plane, id): the name (the metadata's name, else its
+    display name, else ""; ``<metadata N>`` without metadata) and the stats (the event's own
+    override its metadata's)."""
     ev_line, ev_mid = _arr(raw, "ev_line"), _arr(raw, "ev_mid")
-    ev_off, ev_dur = _arr(raw, "ev_off"), _arr(raw, "ev_dur")
-    ln_plane, ln_id, ln_ts = _arr(raw, "ln_plane"), _arr(raw, "ln_id"), _arr(raw, "ln_ts")
-    ln_name = st.slices(_arr(raw, "ln_name").reshape(-1, 2))
-    ln_dname = st.slices(_arr(raw, "ln_dname").reshape(-1, 2))
-    ln_label = np.where((ln_dname >= 0) & (ln_dname != empty), ln_dname, np.where(ln_name >= 0, ln_name, empty))
-    em_plane, em_id = _arr(raw, "em_plane"), _arr(raw, "em_id")
-    em_name = st.slices(_arr(raw, "em_name").reshape(-1, 2))
-    em_dname = st.slices(_arr(raw, "em_dname").reshape(-1, 2))
+    n_events, n_em = ev_mid.size, _arr(raw, "em_id").size
+    own_present, own_val = stats.by_owner(stats.owner, n_events, stats.owner >= 0)
+    md_present, md_val = stats.by_owner(-1 - stats.owner, n_em, (stats.owner < 0) & (stats.owner > PLANE_OWNER))
+    empty = st.add("")
+    em_name = st.slices(_pairs(raw, "em_name"))
+    em_dname = st.slices(_pairs(raw, "em_dname"))
     em_label = np.where((em_name >= 0) & (em_name != empty), em_name, np.where(em_dname >= 0, em_dname, empty))
-    em_comb = _combine(em_plane, em_id)
-    em_order = np.argsort(em_comb, kind="stable")
-    e_plane = ln_plane[ev_line]
-    meta = _lookup(em_comb[em_order], em_order, _combine(e_plane, ev_mid))
+    plane = _arr(raw, "ln_plane")[ev_line]
+    meta = _Index(_combine(_arr(raw, "em_plane"), _arr(raw, "em_id"))).find(_combine(plane, ev_mid))
     has_meta = meta >= 0
     mi = np.clip(meta, 0, None)
-    present = np.where(has_meta[:, None], md_present[mi] | ev_present, ev_present) if n_em else ev_present
-    val = np.where(ev_present, ev_val, md_val[mi] if n_em else -1)
-    kcol = {k: i for i, k in enumerate(keys)}
-
-    def sval(k: str) -> np.ndarray:
-        return np.where(present[:, kcol[k]], val[:, kcol[k]], -1)
-
+    present = np.where(has_meta[:, None], md_present[mi] | own_present, own_present) if n_em else own_present
+    val = np.where(own_present, own_val, md_val[mi] if n_em else -1)
     name = np.where(has_meta, em_label[mi] if n_em else empty, -1)
-    missing = np.flatnonzero(name < 0)
-    for i in missing:
+    for i in np.flatnonzero(name < 0):
         name[i] = st.add(f"<metadata {int(ev_mid[i])}>")
-    # ---- scope and op class (once per distinct string) ---------------------------------------------
-    tf_op, stack, long_name = sval("tf_op"), sval("name_stack"), sval("long_name")
-    good_tf = np.array([bool(v) and not v.endswith(":") for v in st.values] + [False], dtype=bool)
-    scope = np.where(good_tf[np.where(tf_op >= 0, tf_op, -1)], tf_op, stack)
+    return _Events(ev_line, plane, name, present, val, own_present, own_val)
+
+
+def _scope_and_op_class(st: _Strings, ev: _Events) -> tuple[np.ndarray, np.ndarray]:
+    """Per event: the scope (``tf_op`` when it is a name stack, else ``name``; "" is none) and the
+    op class (``hlo_category``, else ``op_class_from_hlo`` of ``long_name``), as string ids."""
+    tf_op, stack, long_name = ev.stat("tf_op"), ev.stat("name_stack"), ev.stat("long_name")
+    empty = st.add("")
+    good_tf = st.table(good_tf_op, bool, False)
+    scope = np.where(good_tf[tf_op], tf_op, stack)
     scope = np.where(scope == empty, -1, scope)
-    op_class = sval("op_class")
+    op_class = ev.stat("op_class")
     derived = np.full(len(st.values) + 1, -1, np.int64)
-    for u in np.unique(long_name[(long_name >= 0)]):
-        m = _HLO_OPCODE.search(st.values[u])
-        if m:
-            fk = _FUSION_KIND.search(st.values[u])
-            derived[u] = st.add(f"{m.group(1)}:k{fk.group(1)}" if (m.group(1) == "fusion" and fk) else m.group(1))
+    for u in np.unique(long_name[long_name >= 0]):
+        oc = op_class_from_hlo(st.values[u])
+        if oc is not None:
+            derived[u] = st.add(oc)
     no_class = (op_class < 0) | (op_class == empty)
-    op_class = np.where(no_class & (long_name >= 0), derived[np.where(long_name >= 0, long_name, -1)], op_class)
-    op = sval("op")
-    # ---- kinds ---------------------------------------------------------------------------------
-    pdev = plane_dev[e_plane]
-    lkind = np.array(
-        [_line_kind(plane_dev[p] >= 0, st.values[ln_label[i]]) for i, p in enumerate(ln_plane)] or ["host"],
-        dtype=object,
-    )
-    lk = lkind[ev_line] if n_events else np.empty(0, object)
-    is_host = (lk == "host") & (pdev == -1)
-    host_step = is_host & present[:, kcol["step_num"]]
-    op_truthy = (op >= 0) & (op != empty)
-    host_op = is_host & ~host_step & op_truthy & present[:, kcol["device_ordinal"]]
-    host_other = is_host & ~host_step & ~host_op
+    return scope, np.where(no_class & (long_name >= 0), derived[long_name], op_class)
+
+
+@dataclass(frozen=True)
+class _Roles:
+    """Which rule of the mapping (``xplane.py``) each event falls under, and its plane's device."""
+
+    host_step: np.ndarray  # a host event with a ``step_num`` stat
+    host_op: np.ndarray  # a host event with an ``hlo_op`` and a ``device_ordinal`` (CPU backend op)
+    host_other: np.ndarray  # any other host event
+    steps_line: np.ndarray  # an event of a device's ``Steps`` line
+    dev_line: np.ndarray  # an event of any other device line
+    ops_line: np.ndarray  # ... that is a line of XLA ops
+    device: np.ndarray  # the plane's device (or HOST_PLANE, SKIP_PLANE)
+
+
+def _roles(st: _Strings, ev: _Events, plane_dev: np.ndarray, line_kinds: np.ndarray) -> _Roles:
+    pdev = plane_dev[ev.plane]
+    lk = line_kinds[ev.line] if ev.line.size else np.empty(0, object)
+    is_host = (lk == "host") & (pdev == HOST_PLANE)
+    host_step = is_host & ev.present[:, _COL["step_num"]]
+    op = ev.stat("op")
+    host_op = is_host & ~host_step & (op >= 0) & (op != st.add("")) & ev.present[:, _COL["device_ordinal"]]
     steps_line = (lk == "steps") & (pdev >= 0)
     dev_line = ~is_host & ~steps_line & (pdev >= 0)
-    n_str = len(st.values)
-    code = schema.KIND_CODE
-    lut_kernel = np.array([code[_kernel_kind(v)] for v in st.values] + [code[_K.KERNEL.value]], dtype=np.int32)
-    lut_control = np.array([bool(_CONTROL.match(v)) for v in st.values] + [False], dtype=bool)
-    lut_dollar = np.array([v.startswith("$") for v in st.values] + [False], dtype=bool)
-    lut_runtime = np.array([bool(_RUNTIME.match(v)) for v in st.values] + [False], dtype=bool)
-    nm = np.where(name >= 0, name, n_str)
-    opi = np.where(op >= 0, op, n_str)
-    ann, user = code[_K.GPU_ANNOTATION.value], code[_K.USER_ANNOTATION.value]
-    kind = np.full(n_events, ann, dtype=np.int32)
-    kind[host_step | steps_line] = user
-    kind[host_op] = np.where(lut_control[opi[host_op]], ann, lut_kernel[nm[host_op]])
-    kind[host_other] = np.where(
-        lut_dollar[nm[host_other]],
-        code[_K.PYTHON_FUNCTION.value],
-        np.where(lut_runtime[nm[host_other]], code[_K.RUNTIME.value], code[_K.CPU_OP.value]),
+    return _Roles(
+        host_step, host_op, is_host & ~host_step & ~host_op, steps_line, dev_line, dev_line & (lk == "ops"), pdev
     )
-    is_ops = dev_line & (lk == "ops")
-    kind[is_ops] = np.where(lut_control[opi[is_ops]] & op_truthy[is_ops], ann, lut_kernel[nm[is_ops]])
-    keep = (pdev != -2) & ~(host_other & lut_dollar[nm] & (not include_python))
-    # names of step rows
-    step_val = val[:, kcol["step_num"]]
-    for i in np.flatnonzero(host_step):
+
+
+def _kinds(st: _Strings, ev: _Events, r: _Roles, include_python: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(kind code, kept) per event; ``$``-prefixed Python frames are kept only when asked for."""
+    code = schema.KIND_CODE
+    lut_kernel = st.table(lambda v: code[kernel_kind(v)], np.int32, code[_K.KERNEL.value])
+    lut_control = st.table(lambda v: bool(CONTROL.match(v)), bool, False)
+    lut_dollar = st.table(lambda v: v.startswith("$"), bool, False)
+    lut_runtime = st.table(lambda v: bool(RUNTIME.match(v)), bool, False)
+    nm, op = ev.name, ev.stat("op")
+    ann, user = code[_K.GPU_ANNOTATION.value], code[_K.USER_ANNOTATION.value]
+    kind = np.full(nm.size, ann, dtype=np.int32)
+    kind[r.host_step | r.steps_line] = user
+    kind[r.host_op] = np.where(lut_control[op[r.host_op]], ann, lut_kernel[nm[r.host_op]])
+    kind[r.host_other] = np.where(
+        lut_dollar[nm[r.host_other]],
+        code[_K.PYTHON_FUNCTION.value],
+        np.where(lut_runtime[nm[r.host_other]], code[_K.RUNTIME.value], code[_K.CPU_OP.value]),
+    )
+    ops = r.ops_line
+    kind[ops] = np.where(lut_control[op[ops]] & (op[ops] >= 0) & (op[ops] != st.add("")), ann, lut_kernel[nm[ops]])
+    keep = (r.device != SKIP_PLANE) & ~(r.host_other & lut_dollar[nm] & (not include_python))
+    return kind, keep
+
+
+def _step_names(st: _Strings, ev: _Events, r: _Roles, scope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(name, scope) with the step rows renamed ``XLAStep#<n>``: a host step by its ``step_num``
+    (its own name becomes the scope), a ``Steps`` line event by its name when that is a number,
+    else by its position in the line."""
+    name, scope = ev.name.copy(), scope.copy()
+    step_val = ev.val[:, _COL["step_num"]]
+    for i in np.flatnonzero(r.host_step):
         scope[i] = name[i]
         name[i] = st.add(f"XLAStep#{int(step_val[i])}")
-    if steps_line.any():
-        first_of_line = np.r_[0, np.flatnonzero(np.diff(ev_line)) + 1] if n_events else np.empty(0, np.int64)
-        start = np.zeros(n_events, np.int64)
+    if r.steps_line.any():
+        n = name.size
+        first_of_line = np.r_[0, np.flatnonzero(np.diff(ev.line)) + 1]
+        start = np.zeros(n, np.int64)
         start[first_of_line] = first_of_line
-        start = np.maximum.accumulate(start)
-        pos_in_line = np.arange(n_events) - start
-        for i in np.flatnonzero(steps_line):
+        pos_in_line = np.arange(n) - np.maximum.accumulate(start)
+        for i in np.flatnonzero(r.steps_line):
             text = st.values[name[i]]
             name[i] = st.add(f"XLAStep#{text}" if text.isdigit() else f"XLAStep#{int(pos_in_line[i])}")
-    line_id = ln_id[ev_line]
-    pid = np.where(steps_line, 1 + pdev, 0)
-    tid = np.where(host_step | host_other, line_id, np.where(steps_line, -1 - line_id, -1))
-    device = np.where(host_op, val[:, kcol["device_ordinal"]], np.where(dev_line, pdev, -1))
-    stream = np.where(host_op | dev_line, line_id, -1)
-    ts = (ln_ts[ev_line] * 1000 + ev_off) // 1000
-    dur = ev_dur // 1000
-    corr = np.where(ev_present[:, kcol["correlation"]], ev_val[:, kcol["correlation"]], -1)
-    flops = np.where(present[:, kcol["flops"]], val[:, kcol["flops"]], -1)
-    nbytes = np.where(present[:, kcol["bytes_accessed"]], val[:, kcol["bytes_accessed"]], -1)
+    return name, scope
+
+
+def _int_columns(raw: dict[str, Any], ev: _Events, r: _Roles) -> dict[str, np.ndarray]:
+    """The integer columns per event (times: ``line.timestamp_ns + offset_ps // 1000``)."""
+    line_id = _arr(raw, "ln_id")[ev.line]
+    corr = _COL["correlation"]
+    return {
+        "pid": np.where(r.steps_line, 1 + r.device, 0),
+        "tid": np.where(r.host_step | r.host_other, line_id, np.where(r.steps_line, -1 - line_id, -1)),
+        "device": np.where(r.host_op, ev.val[:, _COL["device_ordinal"]], np.where(r.dev_line, r.device, -1)),
+        "stream": np.where(r.host_op | r.dev_line, line_id, -1),
+        "ts": (_arr(raw, "ln_ts")[ev.line] * 1000 + _arr(raw, "ev_off")) // 1000,
+        "dur": _arr(raw, "ev_dur") // 1000,
+        "correlation": np.where(ev.own_present[:, corr], ev.own_val[:, corr], -1),
+        "flops": ev.stat("flops"),
+        "bytes_accessed": ev.stat("bytes_accessed"),
+    }
+
+
+def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str, Any]:
+    """The reader columns (``columns.assemble_table``'s input) of the scanned file ``data``."""
+    st = _Strings(data)
+    pl_name = st.slices(_pairs(raw, "pl_name"))
+    plane_dev = np.array([plane_device(st.values[i] if i >= 0 else "") for i in pl_name], dtype=np.int64)
+    stats = _wanted_stats(st, raw)
+    ln_label, line_kinds = _lines(st, raw, plane_dev)
+    ev = _events(st, raw, stats)
+    scope, op_class = _scope_and_op_class(st, ev)
+    roles = _roles(st, ev, plane_dev, line_kinds)
+    kind, keep = _kinds(st, ev, roles, include_python)
+    name, scope = _step_names(st, ev, roles, scope)
     sel = np.flatnonzero(keep)
     dictionary = pa.array(st.values, pa.string())
 
@@ -292,20 +360,12 @@ def columns(data: bytes, raw: dict[str, Any], include_python: bool) -> dict[str,
         return arr.cast(pa.string()) if plain else arr
 
     return {
-        "kind": pa.DictionaryArray.from_arrays(pa.array(kind[sel]), pa.array(list(code), pa.string())),
+        "kind": pa.DictionaryArray.from_arrays(pa.array(kind[sel]), pa.array(list(schema.KIND_CODE), pa.string())),
         "name": strings(name, plain=False),
-        "cat": strings(ln_label[ev_line], plain=False),
-        "pid": pid[sel],
-        "tid": tid[sel],
-        "device": device[sel],
-        "stream": stream[sel],
-        "ts": ts[sel],
-        "dur": dur[sel],
-        "op": strings(op),
-        "module": strings(sval("module")),
+        "cat": strings(ln_label[ev.line], plain=False),
+        **{k: v[sel] for k, v in _int_columns(raw, ev, roles).items()},
+        "op": strings(ev.stat("op")),
+        "module": strings(ev.stat("module")),
         "scope": strings(scope),
-        "op_class": strings(np.where((op_class >= 0), op_class, -1)),
-        "flops": flops[sel],
-        "bytes_accessed": nbytes[sel],
-        "correlation": corr[sel],
+        "op_class": strings(op_class),
     }
