@@ -9,27 +9,85 @@ import re
 import sys
 from pathlib import Path
 
+from .analysis.results import Analysis
 from .cli_args import parser
 from .errors import ConfigError, StepscopeError
 from .outfile import write_output
+from .report.base import Renderer
 
 
 def _analyze(ns: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
+
+    from .report.registry import by_name
+
+    outputs = _outputs(ns)
+    piped = [label for label, _r, path in outputs if path == "-"]
+    quiet = ns.quiet or bool(piped)  # standard output carries the report: no terminal report, warnings on stderr
+    result = _run_analysis(ns, show_progress=not quiet)
+    contents = [(r, path, r.render(result, {})) for _label, r, path in outputs]
+    for _r, path, content in contents:
+        if content is not None:
+            write_output(path, content)
+    if quiet:
+        for w in result.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        return 0
+    by_name("analysis", "terminal").render(result, {"console": Console()})
+    for r, path, _content in contents:
+        print(f"wrote {r.name.upper()} report: {path}")
+    return 0
+
+
+def _outputs(ns: argparse.Namespace) -> list[tuple[str, Renderer, str]]:
+    """(option, renderer, path) of every output asked for: the aliases (``--json OUT`` ...) in the
+    order above, then each ``-o OUT`` in the order given, its renderer chosen by the extension
+    (``-o -``: by ``--format NAME``). At most one output goes to standard output, and no binary one."""
+    from .report.registry import by_name, file_renderers, for_path
+
+    aliases = (
+        ("--json", "json", ns.json),
+        ("--html", "html", ns.html),
+        ("--roofline-png", "png", ns.roofline_png),
+        ("--critical-path-trace", "perfetto", ns.critical_path_trace),
     )
+    outs = [(flag, by_name("analysis", name), path) for flag, name, path in aliases if path]
+    if ns.format and "-" not in ns.output:
+        raise ConfigError("--format names the format of -o -", fix="add -o -, or let the file's extension name it")
+    for path in ns.output:
+        if path != "-":
+            outs.append(("-o", for_path("analysis", path), path))
+            continue
+        formats = ", ".join(r.name for r in file_renderers("analysis"))
+        if not ns.format:
+            raise ConfigError("-o - needs --format NAME", fix=f"e.g. -o - --format json; the formats are {formats}")
+        r = by_name("analysis", ns.format)
+        if not r.extensions:
+            raise ConfigError(f"--format {r.name} is not a file format", fix=f"the formats are {formats}")
+        outs.append((f"-o - --format {r.name}", r, path))
+    piped = [(label, r) for label, r, path in outs if path == "-"]
+    if len(piped) > 1:
+        raise ConfigError(
+            f"only one output can go to standard output, not {' and '.join(label for label, _ in piped)}",
+            fix="give the others a file name",
+        )
+    for label, r in piped:
+        if r.binary:
+            raise ConfigError(
+                f"{label} cannot go to standard output (it is binary)",
+                fix=f"give it a file name, e.g. {r.name}{r.extensions[0]}",
+            )
+    return outs
+
+
+def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
+    """Read and analyze the traces, with a progress bar on a terminal's stderr."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from .analysis.pipeline import AnalyzeConfig, analyze_files
-    from .report import FILE_RENDERERS, terminal
     from .trace.loader import expand_paths
 
-    err = Console(stderr=True)
     cfg = AnalyzeConfig(
         step_marker=ns.step_marker,
         rules_file=ns.rules,
@@ -42,32 +100,17 @@ def _analyze(ns: argparse.Namespace) -> int:
         straggler_threshold=ns.straggler_z,
         gpus_per_node=ns.gpus_per_node,
     )
-    piped = [
-        flag
-        for flag, out in (("--json", ns.json), ("--html", ns.html), ("--critical-path-trace", ns.critical_path_trace))
-        if out == "-"
-    ]
-    if len(piped) > 1:
-        raise ConfigError(
-            f"only one output can go to standard output, not {' and '.join(piped)}", fix="give the others a file name"
-        )
-    if ns.roofline_png == "-":
-        raise ConfigError(
-            "--roofline-png cannot go to standard output (it is binary)", fix="give it a file name, e.g. roofline.png"
-        )
-    quiet = ns.quiet or bool(piped)  # standard output carries the report: no terminal report, warnings on stderr
     not_traces: list[str] = []
     paths = expand_paths(ns.traces, not_traces)
-    show = not quiet and err.is_terminal
-    with Progress(
+    err = Console(stderr=True)
+    columns = (
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err,
-        disable=not show,
-    ) as bar:
+    )
+    with Progress(*columns, console=err, disable=not (show_progress and err.is_terminal)) as bar:
         task = bar.add_task(f"reading + analyzing {len(paths)} trace file(s)", total=len(paths))
         result = analyze_files(
             [str(p) for p in paths],
@@ -80,34 +123,7 @@ def _analyze(ns: argparse.Namespace) -> int:
         )
     if not_traces:
         result = dataclasses.replace(result, warnings=tuple(not_traces) + result.warnings)
-    if ns.critical_path_trace:
-        from .analysis.cluster.critical_path import perfetto
-
-        c = result.cluster
-        if c is None:
-            raise ConfigError("--critical-path-trace needs 2 or more ranks", fix="pass the trace files of all ranks")
-        write_output(
-            ns.critical_path_trace,
-            json.dumps(perfetto(c.critical_paths, list(c.collectives), [r.rank for r in result.ranks])),  # type: ignore[attr-defined]
-        )
-    outputs = {"json": ns.json, "html": ns.html}
-    for kind, out in outputs.items():
-        if out:
-            text = FILE_RENDERERS[kind](result)
-            write_output(out, text)
-    if ns.roofline_png:
-        from .report import roofline_png
-
-        roofline_png.write(result, ns.roofline_png)
-    if not quiet:
-        terminal.render(result, Console())
-        for kind, out in {**outputs, "png": ns.roofline_png}.items():
-            if out:
-                print(f"wrote {kind.upper()} report: {out}")
-    else:
-        for w in result.warnings:
-            print(f"warning: {w}", file=sys.stderr)
-    return 0
+    return result
 
 
 def _model_flops(ns: argparse.Namespace) -> float | None:

@@ -4,17 +4,29 @@ reject bad values as one usage line (exit 2)."""
 from __future__ import annotations
 
 import argparse
+from typing import TypeAlias
 
 from . import __version__
 from .argtypes import OneLineParser, positive, positive_float
 from .planner.args import add_plan_parser
+from .report.registry import extensions_help, file_renderers
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
 
 
 def parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="stepscope", description="Where every millisecond of a training step goes.")
     p.add_argument("--version", action="version", version=f"stepscope {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
+    _add_analyze_parser(sub)
+    add_plan_parser(sub)
+    _add_hlo_parser(sub)
+    _add_network_parser(sub)
+    _add_convert_parser(sub)
+    return p
 
+
+def _add_analyze_parser(sub: Subparsers) -> None:
     a = sub.add_parser(
         "analyze",
         help="step breakdown of PyTorch (Kineto), JAX/XLA (XPlane) or Nsight Systems (SQLite export) profiles (1..N ranks)",
@@ -25,10 +37,7 @@ def parser() -> argparse.ArgumentParser:
         help="trace files (.json/.json.gz, .xplane.pb, nsys-jax .zip, Nsight .sqlite, .parquet), "
         "directories of per-rank files, or globs",
     )
-    a.add_argument(
-        "--json", metavar="OUT", help="write the JSON report (schema: docs/json-schema.md); - for standard output"
-    )
-    a.add_argument("--html", metavar="OUT", help="write the self-contained HTML report; - for standard output")
+    _add_outputs(a)
     a.add_argument("--step-marker", metavar="NAME", help="annotation that marks a step when there is no ProfilerStep#N")
     a.add_argument(
         "--rules", metavar="YAML", help="extra kernel classification rules (layout of data/kernel_rules.yaml)"
@@ -40,6 +49,44 @@ def parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--cache-dir", metavar="DIR", help="cache parsed traces as Parquet here, keyed by file content")
     a.add_argument("--quiet", "-q", action="store_true", help="no terminal report")
+    _add_roofline_options(a)
+    _add_cluster_options(a)
+    a.add_argument(
+        "--hlo",
+        nargs="+",
+        metavar="HLO.txt",
+        default=(),
+        help="JAX/XLA: HLO text of the profiled program(s) "
+        "(compiled.as_text() or an XLA dump), joined to the profiled ops by name for name scopes, FLOPs and bytes",
+    )
+
+
+def _add_outputs(a: argparse.ArgumentParser) -> None:
+    o = a.add_argument_group("reports (besides the terminal report)")
+    o.add_argument(
+        "-o",
+        "--output",
+        action="append",
+        default=[],
+        metavar="OUT",
+        help=f"write a report, its format chosen by the extension: {extensions_help('analysis')}; repeatable; "
+        "- for standard output, with --format NAME",
+    )
+    names = ", ".join(r.name for r in file_renderers("analysis") if not r.binary)
+    o.add_argument("--format", metavar="NAME", help=f"the format of -o -: {names}")
+    o.add_argument(
+        "--json",
+        metavar="OUT",
+        help="write the JSON report (schema: docs/json-schema.md), whatever the extension; - for standard output",
+    )
+    o.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write the self-contained HTML report, whatever the extension; - for standard output",
+    )
+
+
+def _add_roofline_options(a: argparse.ArgumentParser) -> None:
     r = a.add_argument_group("roofline and MFU")
     r.add_argument(
         "--hardware",
@@ -61,7 +108,12 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--seq-len", type=positive, metavar="N", help="sequence length (with --model; attention FLOPs)")
     r.add_argument("--mfu-dtype", default="bf16", help="dtype whose peak MFU is measured against (default bf16)")
-    r.add_argument("--roofline-png", metavar="OUT", help="write the roofline chart as PNG (needs the [plot] extra)")
+    r.add_argument(
+        "--roofline-png", metavar="OUT", help="write the roofline chart as PNG (needs the [plot] extra; = -o OUT.png)"
+    )
+
+
+def _add_cluster_options(a: argparse.ArgumentParser) -> None:
     cl = a.add_argument_group("cluster view (2+ ranks)")
     cl.add_argument(
         "--straggler-z",
@@ -79,7 +131,8 @@ def parser() -> argparse.ArgumentParser:
     cl.add_argument(
         "--critical-path-trace",
         metavar="OUT.json",
-        help="write a Perfetto/Chrome trace with the collectives of every rank and the cross-rank critical path marked",
+        help="write a Perfetto/Chrome trace with the collectives of every rank and the cross-rank critical path "
+        "marked (= -o OUT.perfetto.json)",
     )
     cl.add_argument(
         "--gpus-per-node",
@@ -87,17 +140,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         help="ranks per node, for intra- vs inter-node links (default: the device's catalog figure, 8 for GPUs, the ICI slice for TPUs)",
     )
-    a.add_argument(
-        "--hlo",
-        nargs="+",
-        metavar="HLO.txt",
-        default=(),
-        help="JAX/XLA: HLO text of the profiled program(s) "
-        "(compiled.as_text() or an XLA dump), joined to the profiled ops by name for name scopes, FLOPs and bytes",
-    )
 
-    add_plan_parser(sub)
 
+def _add_hlo_parser(sub: Subparsers) -> None:
     h = sub.add_parser(
         "hlo",
         help="HLO text (compiled.as_text(), XLA dumps): per-instruction FLOPs, bytes, tiling padding, global shapes",
@@ -108,6 +153,8 @@ def parser() -> argparse.ArgumentParser:
     )
     h.add_argument("--top", type=positive, default=25, help="rows in the terminal table (by FLOPs)")
 
+
+def _add_network_parser(sub: Subparsers) -> None:
     n = sub.add_parser("network", help="a cluster's network profile for plan --network, from nccl-tests logs")
     n.add_argument(
         "logs",
@@ -125,8 +172,9 @@ def parser() -> argparse.ArgumentParser:
     )
     n.add_argument("-o", "--out", help="write the YAML here (default: print it)")
 
+
+def _add_convert_parser(sub: Subparsers) -> None:
     c = sub.add_parser("convert", help="parse traces once and save them as Parquet event tables")
     c.add_argument("traces", nargs="+", help="trace files in any format analyze reads")
     c.add_argument("-o", "--out-dir", required=True, help="directory for <name>.parquet files")
     c.add_argument("--include-python", action="store_true")
-    return p

@@ -6,17 +6,23 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .errors import StepscopeError
+from .errors import ConfigError, StepscopeError
 
 
-def write_output(path: str, text: str) -> None:
-    """Write ``text`` to ``path``; ``-`` is standard output (for a pipe: ``--json - | jq``)."""
+def write_output(path: str, content: str | bytes) -> None:
+    """Write ``content`` to ``path``: text as UTF-8, bytes as they are. ``-`` is standard output
+    (for a pipe: ``--json - | jq``), for text only; a final newline is added there when missing."""
     if path == "-":
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        if isinstance(content, bytes):
+            raise ConfigError("binary output cannot go to standard output", fix="give it a file name")
+        sys.stdout.write(content if content.endswith("\n") else content + "\n")
         sys.stdout.flush()
         return
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        if isinstance(content, bytes):
+            Path(path).write_bytes(content)
+        else:
+            Path(path).write_text(content, encoding="utf-8")
     except OSError as exc:
         raise StepscopeError(
             f"cannot write output ({exc.strerror})", path=path, fix="check the directory exists and is writable"

@@ -214,7 +214,7 @@ def test_critical_path_by_hand_and_perfetto_export(tmp_path: Path) -> None:
     Path: rank 1 local [0, 70) = 50 compute + 20 data loading, then communication [70, 100)."""
     import dataclasses
 
-    from stepscope.analysis.cluster.critical_path import perfetto
+    from stepscope.report.perfetto import perfetto
 
     r0 = _rank(0, [40], [60], 1 << 20, [_step(100, 40)])
     r1 = _rank(1, [70], [30], 1 << 20, [_step(100, 50, 20)])

@@ -326,7 +326,7 @@ def test_a_directory_skips_json_that_is_not_a_trace(tmp_path: Path, capsys: pyte
 def test_a_directory_skips_the_critical_path_trace_stepscope_wrote_into_it(tmp_path: Path) -> None:
     """`cluster DIR --critical-path-trace DIR/cp.json` writes a Chrome trace beside the ranks';
     reading DIR again must not take it for one more rank."""
-    from stepscope.analysis.cluster.critical_path import perfetto
+    from stepscope.report.perfetto import perfetto
 
     run = tmp_path / "run"
     run.mkdir()

@@ -3,11 +3,14 @@ comes from a trace goes through ``html.escape``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
+from typing import Any
 
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.steps.results import StepBreakdown
 from . import cluster_html, roofline_html, xla_html
+from .base import Renderer
 from .fmt import detail_ranks, ms, pct, us
 
 _PARTS = (
@@ -42,7 +45,8 @@ th{background:#f3f4f6} td.l,th.l{text-align:left;max-width:520px;overflow-wrap:a
 """
 
 
-def render(a: Analysis, top: int = 15) -> str:
+def render(a: Analysis, options: Mapping[str, Any]) -> str:
+    top = 15
     out = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
@@ -260,3 +264,12 @@ def _rank(r: RankAnalysis, top: int) -> str:
     )
     o.append("</section>")
     return "".join(o)
+
+
+RENDERER = Renderer(
+    name="html",
+    subject="analysis",
+    extensions=(".html", ".htm"),
+    render=render,
+    description="self-contained HTML report",
+)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.steps.results import StepBreakdown
 from . import cluster_json
+from .base import Renderer
 
 JSON_SCHEMA_VERSION = "1.2"
 
@@ -74,5 +76,14 @@ def to_dict(a: Analysis) -> dict[str, Any]:
     }
 
 
-def render(a: Analysis) -> str:
+def render(a: Analysis, options: Mapping[str, Any]) -> str:
     return json.dumps(to_dict(a), indent=1, ensure_ascii=False)
+
+
+RENDERER = Renderer(
+    name="json",
+    subject="analysis",
+    extensions=(".json",),
+    render=render,
+    description="JSON report, schema in docs/json-schema.md",
+)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Mapping
+from typing import Any
+
 from ..analysis.results import Analysis
 from ..errors import ConfigError
+from .base import Renderer
 
 _COLOR = {"compute": "#3b82f6", "memory": "#f59e0b", "latency": "#ef4444"}
 
 
-def write(a: Analysis, path: str) -> None:
+def render(a: Analysis, options: Mapping[str, Any]) -> bytes:
     """One chart: the rank with the slowest median step (the rank worth looking at first)."""
     try:
         import matplotlib
@@ -49,5 +54,17 @@ def write(a: Analysis, path: str) -> None:
     ax.set_title(f"rank {r.rank}: ops sized by time")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
     plt.close(fig)
+    return buf.getvalue()
+
+
+RENDERER = Renderer(
+    name="png",
+    subject="analysis",
+    extensions=(".png",),
+    render=render,
+    binary=True,
+    description="roofline chart of the slowest rank, needs the [plot] extra",
+)

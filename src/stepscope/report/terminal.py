@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
 from ..analysis.results import Analysis, RankAnalysis
 from . import cluster_terminal, xla_terminal
+from .base import Renderer
 from .fmt import detail_ranks, ms, pct, us
 
 
-def render(a: Analysis, console: Console | None = None, top: int = 10) -> None:
-    con = console or Console()
+def render(a: Analysis, options: Mapping[str, Any]) -> None:
+    """Print the report on ``options["console"]`` (a rich ``Console``; standard output if absent)."""
+    con: Console = options.get("console") or Console()
+    top = 10
     if not con.is_terminal:
         con.width = max(con.width, 160)
     for w in a.warnings:
@@ -240,3 +246,6 @@ def _scopes(r: RankAnalysis, con: Console, top: int) -> None:
             f"{x.mfu_ratio:.1%}" if x.mfu_ratio is not None else "-",
         )
     con.print(t)
+
+
+RENDERER = Renderer(name="terminal", subject="analysis", extensions=(), render=render, description="the console report")
