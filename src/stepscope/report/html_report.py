@@ -9,6 +9,7 @@ from typing import Any
 
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.steps.results import StepBreakdown
+from ..analysis.summary import RankSummary, RunSummary, summarize
 from . import cluster_html, roofline_html, xla_html
 from .base import Renderer
 from .fmt import detail_ranks, ms, pct, us
@@ -47,6 +48,7 @@ th{background:#f3f4f6} td.l,th.l{text-align:left;max-width:520px;overflow-wrap:a
 
 def render(a: Analysis, options: Mapping[str, Any]) -> str:
     top = 15
+    summary = summarize(a)  # a.summary once Analysis carries its RunSummary
     out = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
@@ -58,7 +60,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> str:
     for w in a.warnings:
         out.append(f"<div class='warn'>{escape(w)}</div>")
     if len(a.ranks) > 1:
-        out.append(_rank_table(a))
+        out.append(_rank_table(summary))
         out.append(cluster_html.section(a.cluster))  # type: ignore[arg-type]
     shown, hidden = detail_ranks(a.ranks, 8)
     if hidden:
@@ -66,7 +68,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> str:
             f"<p>Details below for the {len(shown)} ranks with the slowest median step; {hidden} more are in the table above and the JSON report.</p>"
         )
     for r in shown:
-        out.append(_rank(r, top))
+        out.append(_rank(r, summary.of(r.rank), top))
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -128,57 +130,78 @@ def _hbar(items: list[tuple[str, int]], unit_total: int) -> str:
     return "".join(svg)
 
 
-def _rank_table(a: Analysis) -> str:
+def _rank_table(summary: RunSummary) -> str:
     rows = []
-    for r in a.ranks:
-        n = max(len(r.steps), 1)
+    for r in summary.ranks:
         vals = [
-            sum(getattr(s, f) for s in r.steps) / n
-            for f in ("step_time_ns", "compute_ns", "exposed_comm_ns", "exposed_memcpy_ns", "idle_ns")
+            r.mean_step_time_ns,
+            r.mean_compute_ns,
+            r.mean_exposed_comm_ns,
+            r.mean_exposed_memcpy_ns,
+            r.mean_idle_ns,
         ]
-        rows.append(
-            f"<tr><td>{r.rank}</td><td>{len(r.steps)}</td>" + "".join(f"<td>{ms(v)}</td>" for v in vals) + "</tr>"
-        )
+        rows.append(f"<tr><td>{r.rank}</td><td>{r.steps}</td>" + "".join(f"<td>{ms(v)}</td>" for v in vals) + "</tr>")
     head = "<tr><th>rank</th><th>steps</th><th>step</th><th>compute</th><th>exposed comm</th><th>exposed memcpy</th><th>idle</th></tr>"
     return f"<h2>Ranks (mean per step, ms)</h2><table id='ranks'>{head}{''.join(rows)}</table>"
 
 
-def _rank(r: RankAnalysis, top: int) -> str:
-    n = max(len(r.steps), 1)
-    tot = sum(s.step_time_ns for s in r.steps)
-    comp = sum(s.compute_ns for s in r.steps)
-    exc = sum(s.exposed_comm_ns for s in r.steps)
-    comm = sum(s.comm_ns for s in r.steps)
-    ovl = sum(s.overlapped_comm_ns for s in r.steps)
-    idle = sum(s.idle_ns for s in r.steps)
-    o = [f"<section class='rank' id='rank-{r.rank}'><h2>Rank {r.rank} {escape(r.device or '')}</h2>"]
-    o.append(f"<p>{escape(r.path)}; steps from {escape(r.step_source)}</p>")
+def _rank(r: RankAnalysis, rs: RankSummary, top: int) -> str:
+    o = [_header(r, rs)]
+    o.append("<h3>Per-step breakdown</h3>" + _legend() + _stacked_bars(r.steps))
+    o.append(_steps_table(r))
+    for f in r.step_stats.flagged:
+        o.append(
+            f"<div class='warn'>slow step {escape(f.name)}: {ms(f.step_time_ns)} ms, {f.over_median_ratio:.0%} over median; {escape(f.grew)} grew by {ms(f.grew_by_ns)} ms</div>"
+        )
+    o.append("<h3>Device time by category (union per category, all steps)</h3>")
+    o.append(_hbar(list(rs.device_time_by_category_ns), rs.total_step_time_ns))
+    o.append(_collectives(r))
+    o.append(_idle(r, rs))
+    o.append(_top_ops(r, rs, top))
+    o.append(roofline_html.phases_section(r))
+    o.append(roofline_html.section(r.roofline, rs, top))
+    o.append(roofline_html.scopes_section(r, top))
+    o.append(xla_html.section(r.extras.get("xla"), top))  # type: ignore[arg-type]
+    ln = r.launch
     o.append(
+        f"<p>Launches: {ln.kernels} kernels ({ln.matched} matched to their launch), delay p50 {us(ln.delay_p50_ns)} us, p99 {us(ln.delay_p99_ns)} us; "
+        f"{ln.short_kernels} kernels shorter than {us(ln.short_threshold_ns)} us ({ms(ln.short_kernel_time_ns)} ms). Steps analyzed: {rs.steps}.</p>"
+    )
+    o.append("</section>")
+    return "".join(o)
+
+
+def _header(r: RankAnalysis, rs: RankSummary) -> str:
+    tot = rs.total_step_time_ns
+    return (
+        f"<section class='rank' id='rank-{r.rank}'><h2>Rank {r.rank} {escape(r.device or '')}</h2>"
+        f"<p>{escape(r.path)}; steps from {escape(r.step_source)}</p>"
         "<div>"
         f"<span class='kpi'>median step<b class='median-step'>{ms(r.step_stats.median_ns)} ms</b></span>"
-        f"<span class='kpi'>compute<b>{pct(comp, tot)}</b></span>"
-        f"<span class='kpi'>exposed comm<b>{pct(exc, tot)}</b></span>"
-        f"<span class='kpi'>comm overlapped<b>{pct(ovl, comm)}</b></span>"
-        f"<span class='kpi'>idle<b>{pct(idle, tot)}</b></span></div>"
+        f"<span class='kpi'>compute<b>{pct(rs.total_compute_ns, tot)}</b></span>"
+        f"<span class='kpi'>exposed comm<b>{pct(rs.total_exposed_comm_ns, tot)}</b></span>"
+        f"<span class='kpi'>comm overlapped<b>{pct(rs.total_overlapped_comm_ns, rs.total_comm_ns)}</b></span>"
+        f"<span class='kpi'>idle<b>{pct(rs.total_idle_ns, tot)}</b></span></div>"
     )
-    o.append("<h3>Per-step breakdown</h3>" + _legend() + _stacked_bars(r.steps))
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in (
-            "step",
-            "step ms",
-            "compute",
-            "comm",
-            "overlapped",
-            "exposed comm",
-            "exposed memcpy",
-            "idle",
-            "host-bound idle",
-            "cpu step",
-            "data loader",
-            "sync calls",
-        )
-    )
+
+
+_STEP_COLUMNS = (
+    "step",
+    "step ms",
+    "compute",
+    "comm",
+    "overlapped",
+    "exposed comm",
+    "exposed memcpy",
+    "idle",
+    "host-bound idle",
+    "cpu step",
+    "data loader",
+    "sync calls",
+)
+
+
+def _steps_table(r: RankAnalysis) -> str:
     rows = []
     for s in r.steps:
         cells = [
@@ -195,34 +218,32 @@ def _rank(r: RankAnalysis, top: int) -> str:
             str(s.cpu.sync_calls),
         ]
         rows.append(f"<tr><td class='l'>{escape(s.name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    o.append(f"<table class='steps'><tr>{head}</tr>{''.join(rows)}</table>")
-    for f in r.step_stats.flagged:
+    head = "".join(f"<th>{h}</th>" for h in _STEP_COLUMNS)
+    return f"<table class='steps'><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _collectives(r: RankAnalysis) -> str:
+    if not r.collectives:
+        return ""
+    o = [
+        "<h3>Communication overlap by collective</h3><table><tr><th class='l'>collective</th><th>kernels</th><th>time ms</th><th>overlapped ms</th><th>overlap</th><th>exposed ms</th></tr>"
+    ]
+    for ct in r.collectives:
         o.append(
-            f"<div class='warn'>slow step {escape(f.name)}: {ms(f.step_time_ns)} ms, {f.over_median_ratio:.0%} over median; {escape(f.grew)} grew by {ms(f.grew_by_ns)} ms</div>"
+            f"<tr><td class='l'>{escape(ct.type)}</td><td>{ct.count}</td><td>{ms(ct.comm_ns)}</td><td>{ms(ct.overlapped_ns)}</td>"
+            f"<td>{pct(ct.overlapped_ns, ct.comm_ns)}</td><td>{ms(ct.exposed_ns)}</td></tr>"
         )
-    cats: dict[str, int] = {}
-    for s in r.steps:
-        for k, v in s.by_category_ns.items():
-            cats[k] = cats.get(k, 0) + v
-    o.append("<h3>Device time by category (union per category, all steps)</h3>")
-    o.append(_hbar(sorted(cats.items(), key=lambda kv: -kv[1]), tot))
-    if r.collectives:
-        o.append(
-            "<h3>Communication overlap by collective</h3><table><tr><th class='l'>collective</th><th>kernels</th><th>time ms</th><th>overlapped ms</th><th>overlap</th><th>exposed ms</th></tr>"
-        )
-        for ct in r.collectives:
-            o.append(
-                f"<tr><td class='l'>{escape(ct.type)}</td><td>{ct.count}</td><td>{ms(ct.comm_ns)}</td><td>{ms(ct.overlapped_ns)}</td>"
-                f"<td>{pct(ct.overlapped_ns, ct.comm_ns)}</td><td>{ms(ct.exposed_ns)}</td></tr>"
-            )
-        o.append("</table>")
-    hb = sum(s.idle_causes.host_bound_ns for s in r.steps)
-    wt = sum(s.idle_causes.wait_ns for s in r.steps)
-    ot = sum(s.idle_causes.other_ns for s in r.steps)
-    o.append(
-        "<h3>Idle causes</h3>"
-        + _hbar([("host-bound (launched late)", hb), ("waiting on sync/event", wt), ("other", ot)], tot)
-    )
+    o.append("</table>")
+    return "".join(o)
+
+
+def _idle(r: RankAnalysis, rs: RankSummary) -> str:
+    causes = [
+        ("host-bound (launched late)", rs.total_host_bound_idle_ns),
+        ("waiting on sync/event", rs.total_sync_wait_idle_ns),
+        ("other", rs.total_other_idle_ns),
+    ]
+    o = ["<h3>Idle causes</h3>" + _hbar(causes, rs.total_step_time_ns)]
     if r.stream_idle:
         o.append(
             "<table><tr><th>device</th><th>stream</th><th>busy ms</th><th>idle ms</th><th>host-bound</th><th>cross-stream wait</th><th>other</th><th>gaps</th></tr>"
@@ -234,16 +255,19 @@ def _rank(r: RankAnalysis, top: int) -> str:
                 f"<td>{ms(ic.wait_ns)}</td><td>{ms(ic.other_ns)}</td><td>{ic.gaps}</td></tr>"
             )
         o.append("</table>")
-    for title, ops in (("Top kernels", r.top_kernels), ("Top CPU ops (inclusive time)", r.top_cpu_ops)):
+    return "".join(o)
+
+
+def _top_ops(r: RankAnalysis, rs: RankSummary, top: int) -> str:
+    """Top kernels (share of the step time) and top CPU ops (share of the CPU step time)."""
+    o = []
+    for title, ops, whole in (
+        ("Top kernels", r.top_kernels, rs.total_step_time_ns),
+        ("Top CPU ops (inclusive time)", r.top_cpu_ops, rs.total_cpu_step_ns),
+    ):
         if not ops:
             continue
-        o.append(
-            f"<h3>{title}</h3>"
-            + _hbar(
-                [(x.name, x.total_ns) for x in ops[:top]],
-                tot if title == "Top kernels" else sum(s.cpu_step_ns for s in r.steps),
-            )
-        )
+        o.append(f"<h3>{title}</h3>" + _hbar([(x.name, x.total_ns) for x in ops[:top]], whole))
         o.append(
             "<table><tr><th class='l'>name</th><th class='l'>category</th><th>count</th><th>total ms</th><th>mean us</th><th>p50 us</th><th>p99 us</th><th>share of step</th></tr>"
         )
@@ -253,16 +277,6 @@ def _rank(r: RankAnalysis, top: int) -> str:
                 f"<td>{us(x.mean_ns)}</td><td>{us(x.p50_ns)}</td><td>{us(x.p99_ns)}</td><td>{x.share_of_step_ratio:.1%}</td></tr>"
             )
         o.append("</table>")
-    o.append(roofline_html.phases_section(r))
-    o.append(roofline_html.section(r.roofline, top))
-    o.append(roofline_html.scopes_section(r, top))
-    o.append(xla_html.section(r.extras.get("xla"), top))  # type: ignore[arg-type]
-    ln = r.launch
-    o.append(
-        f"<p>Launches: {ln.kernels} kernels ({ln.matched} matched to their launch), delay p50 {us(ln.delay_p50_ns)} us, p99 {us(ln.delay_p99_ns)} us; "
-        f"{ln.short_kernels} kernels shorter than {us(ln.short_threshold_ns)} us ({ms(ln.short_kernel_time_ns)} ms). Steps analyzed: {n if r.steps else 0}.</p>"
-    )
-    o.append("</section>")
     return "".join(o)
 
 

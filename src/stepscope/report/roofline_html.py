@@ -8,12 +8,13 @@ from html import escape
 
 from ..analysis.results import RankAnalysis
 from ..analysis.roofline.roofline import Roofline
+from ..analysis.summary import RankSummary
 from .fmt import ms
 
 _BOUND_COLOR = {"compute": "#3b82f6", "memory": "#f59e0b", "latency": "#ef4444"}
 
 
-def section(roof: Roofline | None, top: int) -> str:
+def section(roof: Roofline | None, rs: RankSummary, top: int) -> str:
     if roof is None or not roof.kernel_time_ns:
         return ""
     out = ["<h3>Roofline</h3>"]
@@ -25,14 +26,12 @@ def section(roof: Roofline | None, top: int) -> str:
         )
     if roof.note:
         out.append(f"<div class='warn'>{escape(roof.note)}</div>")
-    mfus = sorted(f.mfu for f in roof.steps if f.mfu is not None)
-    hfus = sorted(f.hfu for f in roof.steps if f.hfu is not None)
-    if mfus or hfus:
-        parts = []
-        if mfus:
-            parts.append(f"MFU (median step) <b class='mfu'>{mfus[len(mfus) // 2]:.1%}</b>")
-        if hfus:
-            parts.append(f"HFU from counted ops {hfus[len(hfus) // 2]:.1%}")
+    parts = []
+    if rs.median_mfu_ratio is not None:
+        parts.append(f"MFU (median step) <b class='mfu'>{rs.median_mfu_ratio:.1%}</b>")
+    if rs.median_hfu_ratio is not None:
+        parts.append(f"HFU from counted ops {rs.median_hfu_ratio:.1%}")
+    if parts:
         out.append("<p>" + "; ".join(parts) + "</p>")
     if roof.by_category:
         out.append(

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis.results import Analysis, RankAnalysis
+from ..analysis.summary import RankSummary, RunSummary, summarize
 from . import cluster_terminal, xla_terminal
 from .base import Renderer
 from .fmt import detail_ranks, ms, pct, us
@@ -18,40 +19,40 @@ def render(a: Analysis, options: Mapping[str, Any]) -> None:
     """Print the report on ``options["console"]`` (a rich ``Console``; standard output if absent)."""
     con: Console = options.get("console") or Console()
     top = 10
+    summary = summarize(a)  # a.summary once Analysis carries its RunSummary
     if not con.is_terminal:
         con.width = max(con.width, 160)
     for w in a.warnings:
         con.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
     if len(a.ranks) > 1:
-        _rank_table(a, con)
+        _rank_table(summary, con)
         cluster_terminal.render(a.cluster, con)  # type: ignore[arg-type]
     shown, hidden = detail_ranks(a.ranks, 4)
     for r in shown:
-        _rank(r, con, top)
+        _rank(r, summary.of(r.rank), con, top)
     if hidden:
         con.print(f"({hidden} more ranks in the table above; all ranks in the JSON/HTML reports)", highlight=False)
 
 
-def _rank_table(a: Analysis, con: Console) -> None:
+def _rank_table(summary: RunSummary, con: Console) -> None:
     t = Table(title="Ranks (mean per step, ms)")
     for col in ("rank", "steps", "step", "compute", "exposed comm", "exposed memcpy", "idle", "data loader"):
         t.add_column(col, justify="right")
-    for r in a.ranks:
-        n = max(len(r.steps), 1)
+    for r in summary.ranks:
         t.add_row(
             str(r.rank),
-            str(len(r.steps)),
-            ms(sum(s.step_time_ns for s in r.steps) / n),
-            ms(sum(s.compute_ns for s in r.steps) / n),
-            ms(sum(s.exposed_comm_ns for s in r.steps) / n),
-            ms(sum(s.exposed_memcpy_ns for s in r.steps) / n),
-            ms(sum(s.idle_ns for s in r.steps) / n),
-            ms(sum(s.cpu.dataloader_ns for s in r.steps) / n),
+            str(r.steps),
+            ms(r.mean_step_time_ns),
+            ms(r.mean_compute_ns),
+            ms(r.mean_exposed_comm_ns),
+            ms(r.mean_exposed_memcpy_ns),
+            ms(r.mean_idle_ns),
+            ms(r.mean_dataloader_ns),
         )
     con.print(t)
 
 
-def _rank(r: RankAnalysis, con: Console, top: int) -> None:
+def _rank(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
     con.print(f"\n[bold]Rank {r.rank}[/] {r.device or ''}  ({r.path}; steps from {r.step_source})", highlight=False)
     t = Table(title="Step breakdown (ms; compute + exposed comm + exposed memcpy + idle = step)")
     for col in (
@@ -124,7 +125,7 @@ def _rank(r: RankAnalysis, con: Console, top: int) -> None:
             )
         con.print(kt)
     _phases(r, con)
-    _roofline(r, con, top)
+    _roofline(r, rs, con, top)
     _scopes(r, con, top)
     xla_terminal.render(r.extras.get("xla"), con, top)  # type: ignore[arg-type]
     ln = r.launch
@@ -140,7 +141,7 @@ def _short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _roofline(r: RankAnalysis, con: Console, top: int) -> None:
+def _roofline(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
     roof = r.roofline
     if roof is None or not roof.kernel_time_ns:
         return
@@ -153,12 +154,11 @@ def _roofline(r: RankAnalysis, con: Console, top: int) -> None:
     con.print(f"{head}; FLOP model covers {roof.coverage_ratio:.0%} of kernel time", highlight=False)
     if roof.note:
         con.print(f"[yellow]{roof.note}[/]", highlight=False)
-    mfus = [f.mfu for f in roof.steps if f.mfu is not None]
-    hfus = [f.hfu for f in roof.steps if f.hfu is not None]
-    if mfus or hfus:
+    mfu, hfu = rs.median_mfu_ratio, rs.median_hfu_ratio
+    if mfu is not None or hfu is not None:
         con.print(
-            f"MFU (median over steps): {_median(mfus):.1%}" if mfus else "MFU: pass --model-flops or --hf-config",
-            f"  HFU (counted ops): {_median(hfus):.1%}" if hfus else "",
+            f"MFU (median over steps): {mfu:.1%}" if mfu is not None else "MFU: pass --model-flops or --hf-config",
+            f"  HFU (counted ops): {hfu:.1%}" if hfu is not None else "",
             highlight=False,
         )
     groups = [g for g in roof.groups if g.bound != "unknown"][:top]
@@ -194,11 +194,6 @@ def _roofline(r: RankAnalysis, con: Console, top: int) -> None:
             ms(g.time_lost_ns),
         )
     con.print(t)
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    return s[len(s) // 2] if s else 0.0
 
 
 def _phases(r: RankAnalysis, con: Console) -> None:
