@@ -4,7 +4,8 @@ A Kineto trace is ``{header keys..., "traceEvents": [ev, ev, ...], trailer keys.
 ``[ev, ...]`` list). We read fixed-size blocks, cut the event array at event boundaries
 (``}`` ``,`` ``{`` with only whitespace between) and hand each piece to a typed decoder. A boundary
 found inside a nested value makes the piece invalid JSON; the caller's decode fails and
-:func:`EventChunker` retries at an earlier boundary, so the heuristic never silently mis-splits.
+:func:`iter_event_chunks` retries at an earlier boundary, so the heuristic never silently mis-splits.
+Text that does not decode at any boundary is recovered event by event (``jsonsalvage``).
 
 Peak memory is about two blocks of text plus one chunk of decoded events, whatever the file size.
 """
@@ -22,16 +23,15 @@ from typing import IO, Any, TypeVar
 import msgspec
 
 from ..errors import TraceFormatError
+from .jsonsalvage import EVENT_BOUNDARY, MAX_JOIN, event_end_before, salvage
+
+T = TypeVar("T")
 
 BLOCK_BYTES = 16 << 20
-EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _KEY = b'"traceEvents"'
 _MAX_HEADER_BYTES = 256 << 20
 _MAX_RETRIES = 64
-_MAX_JOIN = 16  # pieces one event may be cut into by boundaries inside its strings (_salvage)
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -43,7 +43,7 @@ class StreamState:
     bytes_read: int = 0
     bytes_used: int = 0
     note: str = ""
-    corrupt_events: int = 0  # events dropped because their text is not valid JSON (_salvage)
+    corrupt_events: int = 0  # events dropped because their text is not valid JSON (jsonsalvage)
 
 
 def is_gzip(path: Path) -> bool:
@@ -197,11 +197,11 @@ def iter_event_chunks(
                 value, end = cut
                 yield value, state
             else:  # no boundary near the window's end decodes: a corrupt event inside the window
-                found = _event_end_before(buf, decode, len(buf) - block)
+                found = event_end_before(buf, decode, len(buf) - block)
                 if found is None:
                     break
                 end = found
-                yield from ((v, state) for v in _salvage(buf, decode, end, state))
+                yield from ((v, state) for v in _salvaged(buf, decode, end, state))
             nxt = buf.index(b"{", end)
             del buf[:nxt]
             base += nxt
@@ -262,7 +262,7 @@ def _finish(
     # array closes after all (and the trailer) is read from the last event: tried from each of
     # the last boundaries, as one inside its strings may be the last one.
     state.truncated = True
-    tail_bounds: deque[re.Match[bytes]] = deque(EVENT_BOUNDARY.finditer(buf), maxlen=_MAX_JOIN)
+    tail_bounds: deque[re.Match[bytes]] = deque(EVENT_BOUNDARY.finditer(buf), maxlen=MAX_JOIN)
     if not tail_bounds:
         return
     for b in reversed(tail_bounds):
@@ -274,81 +274,22 @@ def _finish(
                 value = decode(b"[" + bytes(buf[last : m.start() + 1]) + b"]")
             except msgspec.DecodeError:
                 continue
-            yield from ((v, state) for v in _salvage(buf, decode, b.start() + 1, state))
+            yield from ((v, state) for v in _salvaged(buf, decode, b.start() + 1, state))
             state.truncated = False
             state.bytes_used = state.bytes_read
             state.header.update(parse_trailer(bytes(buf[m.end() :])))
             yield value, state
             return
     end = tail_bounds[-1].start() + 1
-    yield from ((v, state) for v in _salvage(buf, decode, end, state))
+    yield from ((v, state) for v in _salvaged(buf, decode, end, state))
     state.bytes_used += end
 
 
-def _event_end_before(buf: bytearray, decode: Callable[[bytes], T], before: int) -> int | None:
-    """The end (just after the ``}``) of the last event that closes before ``before``: of the last
-    boundaries there, the first whose preceding piece decodes alone (a boundary inside a string
-    cuts an event in two), else the last one."""
-    tail: deque[re.Match[bytes]] = deque(EVENT_BOUNDARY.finditer(buf, 0, before), maxlen=_MAX_JOIN + 1)
-    if not tail:
-        return None
-    for prev, b in reversed(list(zip(tail, list(tail)[1:]))):
-        try:
-            decode(b"[" + bytes(buf[prev.end() - 1 : b.start() + 1]) + b"]")
-        except msgspec.DecodeError:
-            continue
-        return b.start() + 1
-    return tail[-1].start() + 1
-
-
-def _salvage(buf: bytearray, decode: Callable[[bytes], T], end: int, state: StreamState) -> list[T]:
-    """Decode ``buf[:end]`` (whole events) around the ones that are not valid JSON (a flipped
-    byte, a writer's bug). The text is split at event boundaries, groups of pieces decoded, and a
-    group that fails halved until the failing pieces stand alone. A lone piece that fails is
-    either corrupt or part of an event a boundary inside one of its strings cut (a kernel name
-    with "}, {" in it): consecutive failing pieces are rejoined, and what still fails is dropped;
-    each run of dropped pieces counts as one event in ``state.corrupt_events``. Every decode is of
-    a contiguous slice of the original text, so the events kept are exactly what a clean file
-    gives. About 2 x the text is decoded per corrupt event; only damaged files come here."""
-    bounds = list(EVENT_BOUNDARY.finditer(buf, 0, end))
-    starts = [0] + [m.end() - 1 for m in bounds]
-    stops = [m.start() + 1 for m in bounds] + [end]
-
-    def pieces(lo: int, hi: int) -> T:
-        return decode(b"[" + bytes(buf[starts[lo] : stops[hi - 1]]) + b"]")
-
-    good: list[tuple[int, T]] = []
-    failed: list[int] = []
-    pending = [(0, len(starts))]
-    while pending:
-        lo, hi = pending.pop()
-        try:
-            good.append((lo, pieces(lo, hi)))
-        except msgspec.DecodeError:
-            if hi - lo == 1:
-                failed.append(lo)
-            else:
-                pending += [((lo + hi) // 2, hi), (lo, (lo + hi) // 2)]
-    failed.sort()
-    i, last_dropped = 0, -2
-    while i < len(failed):
-        lo, joined = failed[i], False
-        run = 1
-        while i + run < len(failed) and failed[i + run] == lo + run and run < _MAX_JOIN:
-            run += 1
-        for k in range(2, run + 1):  # lo alone failed already
-            try:
-                good.append((lo, pieces(lo, lo + k)))
-            except msgspec.DecodeError:
-                continue
-            i, joined = i + k, True
-            break
-        if not joined:
-            state.corrupt_events += int(lo != last_dropped + 1)  # a run of dropped pieces is one event
-            last_dropped = lo
-            i += 1
-    good.sort(key=lambda t: t[0])
-    return [v for _, v in good]
+def _salvaged(buf: bytearray, decode: Callable[[bytes], T], end: int, state: StreamState) -> list[T]:
+    """``jsonsalvage.salvage`` of ``buf[:end]``, its dropped events counted in ``state``."""
+    values, dropped = salvage(buf, decode, end)
+    state.corrupt_events += dropped
+    return values
 
 
 def parse_trailer(tail: bytes) -> dict[str, Any]:

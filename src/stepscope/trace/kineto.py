@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from .columns import FileRead, columns_to_tables, file_read
-from .jsonstream import BLOCK_BYTES, EVENT_BOUNDARY, StreamState, event_text_blocks, parse_trailer
+from .jsonsalvage import EVENT_BOUNDARY
+from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks, parse_trailer
 from .kineto_portable import read_portable
 
 try:  # the optional C scanner (setup.py); the portable msgspec path is used without it
