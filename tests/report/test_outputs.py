@@ -30,9 +30,10 @@ def test_extension_picks_the_renderer_longest_suffix_first() -> None:
     assert for_path("analysis", "out/R.HTML").name == "html"
     assert for_path("analysis", "roof.png").name == "png"
     assert for_path("analysis", "cp.perfetto.json").name == "perfetto"
+    assert for_path("analysis", "summary.md").name == "markdown"
     with pytest.raises(ConfigError, match=r"names no output format.*\.perfetto\.json"):
         for_path("analysis", "report.txt")
-    with pytest.raises(ConfigError, match="the formats are json, html, png, perfetto"):
+    with pytest.raises(ConfigError, match="the formats are json, html, png, perfetto, markdown"):
         by_name("analysis", "pdf")
 
 

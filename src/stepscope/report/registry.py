@@ -11,7 +11,7 @@ Renderers of another subject (``"plan"``) go in the same tuple; lookups filter b
 from __future__ import annotations
 
 from ..errors import ConfigError
-from . import html_report, json_report, perfetto, roofline_png, terminal
+from . import html_report, json_report, markdown, perfetto, roofline_png, terminal
 from .base import Renderer, Subject
 
 RENDERERS: tuple[Renderer, ...] = (
@@ -20,6 +20,7 @@ RENDERERS: tuple[Renderer, ...] = (
     html_report.RENDERER,
     roofline_png.RENDERER,
     perfetto.RENDERER,
+    markdown.RENDERER,
 )
 
 
