@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 import stepscope
-from stepscope.analysis.pipeline import AnalyzeConfig, analyze
+from stepscope.analysis.api import analyze
+from stepscope.analysis.config import AnalyzeConfig
 
 from .. import synth
 
@@ -226,8 +227,6 @@ def test_bad_rules_file_is_a_user_error(
 
 
 def test_analyze_files_in_workers_matches_in_memory(tmp_path: Path) -> None:
-    from stepscope.analysis.pipeline import analyze_files
-
     d = tmp_path / "run"
     d.mkdir()
     synth.write(d / "a_rank-1.json", synth.basic_events(), rank=None)
@@ -235,7 +234,7 @@ def test_analyze_files_in_workers_matches_in_memory(tmp_path: Path) -> None:
     synth.write(d / "c.json", synth.basic_events(), rank=1)  # rank 1 taken by a_rank-1 -> 2
     mem = analyze(stepscope.load(d))
     files = sorted(str(p) for p in d.iterdir())
-    par = analyze_files(files, workers=2)
+    par = analyze(files, workers=2)
     assert [r.rank for r in par.ranks] == [r.rank for r in mem.ranks] == [0, 1, 2]
     assert [r.path for r in par.ranks] == [r.path for r in mem.ranks]
     assert [r.steps for r in par.ranks] == [r.steps for r in mem.ranks]
@@ -278,11 +277,40 @@ def test_lambda_kernels_are_not_optimizer(tmp_path: Path) -> None:
 
 
 def test_per_rank_warnings_are_collapsed() -> None:
-    from stepscope.analysis.pipeline import collapse_rank_warnings
+    from stepscope.notices import Notice, collapse
 
-    ws = [f"rank {r}: no ProfilerStep" for r in range(10)] + ["file x: truncated", "rank 3: other thing"]
-    assert collapse_rank_warnings(ws) == (
+    ns = [Notice("no ProfilerStep", rank=r) for r in range(10)]
+    ns += [Notice("truncated", path="file x"), Notice("other thing", rank=3), Notice("no steps", rank=1, path="p")]
+    assert collapse(ns) == (
         "ranks 0, 1, 2, 3, 4, 5, 6, 7, ... (10 ranks): no ProfilerStep",
         "file x: truncated",
         "rank 3: other thing",
+        "rank 1: p: no steps",
     )
+
+
+def test_split_devices_is_honoured_by_a_loaded_trace_too(tmp_path: Path) -> None:
+    """The one analyze path: a loaded Trace and the same files give the same ranks (a JAX host file with
+    two devices: one rank per device) and the same warnings."""
+    from stepscope.trace.xspace_pb import xspace_class
+
+    space = xspace_class()()
+    for dev in (0, 1):  # each chip: one 10 us op at 1 + dev us in its step "7"
+        plane = space.planes.add(id=dev + 1, name=f"/device:TPU:{dev}".encode())
+        plane.event_metadata[1].id, plane.event_metadata[1].name = 1, b"fusion.1"
+        plane.event_metadata[9].id, plane.event_metadata[9].name = 9, b"7"
+        plane.lines.add(id=1, name=b"Steps", timestamp_ns=1_000).events.add(
+            metadata_id=9, offset_ps=0, duration_ps=60_000_000
+        )
+        ops = plane.lines.add(id=2, name=b"XLA Ops", timestamp_ns=1_000)
+        ops.events.add(metadata_id=1, offset_ps=(1 + dev) * 1_000_000, duration_ps=10_000_000)
+    xplane = tmp_path / "host.xplane.pb"
+    xplane.write_bytes(space.SerializeToString())
+    files, mem = analyze([str(xplane)], workers=1), analyze(stepscope.load(xplane))
+    assert [(r.rank, r.device) for r in mem.ranks] == [
+        (0, "(device 0 of host.xplane.pb)"),
+        (1, "(device 1 of host.xplane.pb)"),
+    ]
+    assert [(r.rank, r.device, r.steps) for r in files.ranks] == [(r.rank, r.device, r.steps) for r in mem.ranks]
+    assert [s.step_time_ns for r in mem.ranks for s in r.steps] == [10_000, 10_000]
+    assert files.warnings == mem.warnings

@@ -1,15 +1,30 @@
-"""Frozen result types of one rank and of the whole analysis. Units are in the names: ``_ns`` integer nanoseconds,
-``_ratio`` 0-1. Renderers read these; they never recompute them."""
+"""Frozen result types of one rank and of the whole analysis. Units are in the names: ``_ns`` integer
+nanoseconds, ``_ratio`` 0-1. Renderers read these; they never recompute them.
+
+The named fields of :class:`RankAnalysis` are the built-in analyses of ``registry.RANK_ANALYSES``, filled
+by name; an analysis registered under any other name lands in ``extras`` under that name, and the JSON
+report serializes it as it is (``dataclasses.asdict``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
 
+from .cluster.comm_events import CommEvents
+from .cluster.results import ClusterView
 from .roofline.mfu_diagnosis import MfuDiagnosis
 from .roofline.phases import StepPhases
-from .roofline.roofline import Roofline
+from .roofline.results import Roofline
 from .roofline.scopes import ScopeStat
 from .steps.results import CollectiveTime, LaunchStats, OpStat, StepBreakdown, StepStats, StreamIdle
+
+
+class ExtraResult(Protocol):
+    """The result of an analysis beyond the built-in fields: a (frozen) dataclass instance."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -29,15 +44,13 @@ class RankAnalysis:
     phases: tuple[StepPhases, ...] = ()  # per step, same order as ``steps``
     mfu_diagnosis: MfuDiagnosis | None = None
     scopes: tuple[ScopeStat, ...] = ()  # by module / annotation, most kernel time first
-    extras: dict[str, object] = field(default_factory=dict)
-    comm_events: object | None = (
-        None  # comm_events.CommEvents: this rank's collective instances (input of the cluster view)
-    )
+    extras: Mapping[str, ExtraResult | None] = field(default_factory=dict)  # by analysis name, registry order
+    comm_events: CommEvents | None = None  # this rank's collective instances (input of the cluster view)
 
 
 @dataclass(frozen=True)
 class Analysis:
     ranks: tuple[RankAnalysis, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[str, ...]  # collapsed per-rank notices (``notices.collapse``), in order
     inputs: tuple[str, ...]
-    cluster: object | None = None  # cluster.ClusterView when there are 2+ ranks
+    cluster: ClusterView | None = None  # 2+ ranks

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from ..errors import TraceFormatError
 from . import schema
+from .counters import CounterRange
 from .jsonstream import StreamState
 
 
@@ -33,6 +34,8 @@ class FileRead:
     # collective args kept beside the table (rows with a collective): row index into ``table``,
     # process-group ranks and split sizes as recorded (text); None when the reader has none
     comm_args: pa.Table | None = None
+    # CUPTI range-profiler counters (``cuda_profiler_range`` events), one per profiled kernel
+    counters: tuple[CounterRange, ...] = ()
 
 
 _KINDS = [k.value for k in schema.Kind]

@@ -1,80 +1,52 @@
-"""Find trace files, give each a rank, read them (in parallel) and return one :class:`Trace`."""
+"""Find trace files and read them (in parallel) into one :class:`Trace`.
+
+A read job (:class:`ReadJob`) is one file, or one (process, device) of an Nsight export of several;
+:func:`read_one` reads it into a :class:`FileRead` holding everything the file has (events, collective side
+args, hardware counters, header), from the Parquet cache when one is given. ``assemble.py`` numbers the ranks.
+"""
 
 from __future__ import annotations
 
 import glob
 import os
-import re
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import NamedTuple
 
 from ..errors import InputError, TraceFormatError
+from ..executor import Progress, run_all
+from ..notices import Notice
 from . import parquet
-from .columns import keep_plausible
+from .assemble import NSYS_RANK_KEY, SPLIT_WARNING, RankInfo, Trace, assemble
+from .columns import FileRead, keep_plausible
+from .counters import read_counter_ranges
+from .dictcol import dict_mask
 from .jsonstream import is_gzip
-from .kineto import FileRead, read_kineto
+from .kineto import read_kineto
+
+__all__ = ["SPLIT_WARNING", "FileRead", "NsysPart", "RankInfo", "ReadJob", "Trace", "expand_paths", "load"]
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip", ".sqlite")
 _NSYS_REPORT = (".nsys-rep", ".qdrep")
-SPLIT_WARNING = (
-    "holds several GPU processes or devices; each (process, device) is a rank, numbered in order of the CUDA "
-    "device (torchrun's LOCAL_RANK convention)"
-)
-_RANK_IN_NAME = re.compile(r"(?:rank[-_]?|_r|proc[-_]?)(\d+)(?![\d])", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class RankInfo:
-    """One rank's source file and what it says about itself."""
-
-    rank: int
-    path: str
-    rank_source: str  # "distributedInfo" | "filename" | "order" | "nsys process"
-    device_name: str | None
-    world_size: int | None
-    backend: str | None
-    num_events: int
-    truncated: bool
-    device_properties: tuple[dict[str, Any], ...] = ()
+Inputs = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
-@dataclass
-class Trace:
-    """All events of one or more ranks in one normalized table (see ``trace/schema.py``)."""
-
-    events: pa.Table
-    ranks: tuple[RankInfo, ...]
-    warnings: list[str] = field(default_factory=list)
-    # per rank: collective side args (row = index among that rank's rows, in table order)
-    comm_args: dict[int, pa.Table] = field(default_factory=dict)
-
-    def to_polars(self) -> Any:
-        """The events as a polars DataFrame (needs the ``polars`` extra)."""
-        import polars as pl
-
-        return pl.from_arrow(self.events)
-
-    def rank_events(self, rank: int) -> pa.Table:
-        return self.events.filter(pc.equal(self.events["rank"], rank))
-
-    @property
-    def num_events(self) -> int:
-        return self.events.num_rows
+def expand_paths(inputs: Inputs, skipped: list[str] | None = None) -> list[Path | str]:
+    """:func:`expand_inputs`, with the files left out told as text in ``skipped``."""
+    paths, notices = expand_inputs(inputs)
+    if skipped is not None:
+        skipped.extend(str(n) for n in notices)
+    return paths
 
 
-def expand_paths(
-    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], skipped: list[str] | None = None
-) -> list[Path | str]:
+def expand_inputs(inputs: Inputs) -> tuple[list[Path | str], list[Notice]]:
     """Files, directories (their trace files) and glob patterns -> a sorted, de-duplicated list.
     A directory's JSON files that are not Chrome traces (a run's config.json beside its traces)
-    are left out and named in ``skipped``; a file named on its own is always read."""
+    are left out, each with a notice; a file named on its own is always read."""
+    skipped: list[Notice] = []
     items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     out: list[Path] = []
     urls: list[str] = []
@@ -109,15 +81,16 @@ def expand_paths(
                     path=s,
                     fix="point at the profiler's output folder",
                 )
-            if skipped is not None:
-                skipped.extend(
-                    f"{q}: an Nsight Systems report, which only nsys reads; skipped (nsys export --type sqlite -o "
-                    f"{q.stem}.sqlite {q.name})"
-                    for q in reports
+            skipped.extend(
+                Notice(
+                    f"an Nsight Systems report, which only nsys reads; skipped (nsys export --type sqlite -o "
+                    f"{q.stem}.sqlite {q.name})",
+                    path=str(q),
                 )
+                for q in reports
+            )
             out.extend(found)
-            if skipped is not None:
-                skipped.extend(f"{q}: {why[q]}; skipped" for q in candidates if why[q] is not None)
+            skipped.extend(Notice(f"{why[q]}; skipped", path=str(q)) for q in candidates if why[q] is not None)
         elif kind == "file":
             out.append(p)
         elif any(ch in s for ch in "*?["):
@@ -134,7 +107,7 @@ def expand_paths(
         if rp not in seen:
             seen.add(rp)
             unique.append(p)
-    return unique + sorted(set(urls))
+    return [*unique, *sorted(set(urls))], skipped
 
 
 def _fsspec_expand(url: str) -> list[str]:
@@ -204,9 +177,21 @@ def _dir_traces(d: Path) -> list[Path]:
     return [q for q in found if not (q.name.endswith(".trace.json.gz") and q.name[: -len(".trace.json.gz")] in hosts)]
 
 
-Job = tuple[
-    str, bool, str | None, tuple[int, int, int] | None
-]  # path, include_python, cache_dir, an nsys (pid, device, ordinal)
+class NsysPart(NamedTuple):
+    """One (process, device) of an Nsight export of several, and its rank (``ordinal``)."""
+
+    pid: int
+    device: int
+    ordinal: int
+
+
+class ReadJob(NamedTuple):
+    """One unit of reading: a file, or one (process, device) of an Nsight export (``part``)."""
+
+    path: str
+    include_python: bool = False
+    cache_dir: str | None = None
+    part: NsysPart | None = None
 
 
 def is_nsys_sqlite_path(path: str) -> bool:
@@ -220,11 +205,11 @@ def is_nsys_sqlite_path(path: str) -> bool:
     return os.path.isfile(path) and is_nsys_sqlite(path)
 
 
-def jobs_for(paths: Sequence[str | os.PathLike[str]], include_python: bool, cache_dir: str | None) -> list[Job]:
+def jobs_for(paths: Sequence[str | os.PathLike[str]], include_python: bool, cache_dir: str | None) -> list[ReadJob]:
     """One job per file; an Nsight SQLite export holding several (process, device) pairs (every
     rank ``nsys profile`` launched, or a process driving several devices) one per pair, numbered in
     order of the CUDA device."""
-    out: list[Job] = []
+    out: list[ReadJob] = []
     base = 0  # numbered on from the previous export's: two nodes' exports give 0-7 and 8-15
     for p in paths:
         s = str(p)
@@ -234,16 +219,19 @@ def jobs_for(paths: Sequence[str | os.PathLike[str]], include_python: bool, cach
 
             units = gpu_units(s)
         if len(units) > 1:
-            out.extend((s, include_python, cache_dir, (pid, dev, base + i)) for i, (pid, dev) in enumerate(units))
+            out.extend(
+                ReadJob(s, include_python, cache_dir, NsysPart(pid, dev, base + i))
+                for i, (pid, dev) in enumerate(units)
+            )
             base += len(units)
         else:
-            out.append((s, include_python, cache_dir, None))
+            out.append(ReadJob(s, include_python, cache_dir))
     return out
 
 
-def read_one(args: tuple[str, bool, str | None] | Job) -> FileRead:
-    path, include_python, cache_dir = args[:3]
-    part = args[3] if len(args) > 3 else None
+def read_one(job: ReadJob | tuple[str, bool, str | None]) -> FileRead:
+    """Everything one job's file holds; ``job`` may be a plain ``(path, include_python, cache_dir)``."""
+    path, include_python, cache_dir, part = ReadJob(*job)
     if path.endswith(_NSYS_REPORT):
         raise TraceFormatError(
             "an Nsight Systems report, which only nsys itself reads",
@@ -258,12 +246,10 @@ def read_one(args: tuple[str, bool, str | None] | Job) -> FileRead:
         )
     nsys = is_nsys_sqlite_path(path)
     if nsys and part is not None:  # one (process, device) of several: no cache entry (the cache is per file)
-        from dataclasses import replace
-
         from .nsys_sqlite import read_nsys_sqlite
 
-        fr = keep_plausible(read_nsys_sqlite(path, process=part[0], device=part[1]))
-        return replace(fr, header={**fr.header, "nsys_rank": part[2]})
+        fr = keep_plausible(read_nsys_sqlite(path, process=part.pid, device=part.device))
+        return replace(fr, header={**fr.header, NSYS_RANK_KEY: part.ordinal})
     if path.endswith(".parquet"):
         return keep_plausible(parquet.read_parquet(path))  # a damaged cache's values are untrusted too
     if cache_dir:
@@ -283,33 +269,26 @@ def read_one(args: tuple[str, bool, str | None] | Job) -> FileRead:
 
         fr = keep_plausible(read_nsys_jax(path))
     else:
-        fr = read_kineto(path, include_python=include_python)
+        fr = _with_counters(read_kineto(path, include_python=include_python))
     if cache_dir and not fr.truncated:
         parquet.cache_store(fr, cache_dir, include_python)
     return fr
 
 
-def rank_of(fr: FileRead) -> tuple[int | None, str]:
-    if isinstance(fr.header.get("nsys_rank"), int):
-        return int(fr.header["nsys_rank"]), "nsys process"
-    info = fr.header.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"]), "distributedInfo"
-    m = None
-    for m in _RANK_IN_NAME.finditer(Path(fr.path).name):  # noqa: B007  (the last match)
-        pass
-    if m is not None:
-        return int(m.group(1)), "filename"
-    return None, "order"
+def _with_counters(fr: FileRead) -> FileRead:
+    """A Kineto trace with CUPTI range-profiler events: their counters too (``counters.py``)."""
+    if fr.table.num_rows and dict_mask(fr.table["kind"], lambda k: k == "counter_range").any():
+        return replace(fr, counters=tuple(read_counter_ranges(fr.path)))
+    return fr
 
 
 def load(
-    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    inputs: Inputs,
     *,
     include_python: bool = False,
     workers: int | None = None,
     cache_dir: str | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> Trace:
     """Read traces into one :class:`Trace`.
 
@@ -317,112 +296,9 @@ def load(
     XPlane, nsys-jax archives, Nsight Systems SQLite exports, stepscope Parquet).
     Ranks come from ``distributedInfo.rank``, else the file name (``rank-3``, ``rank3``, ``_r3``),
     else the file's position in the sorted list (with a warning). Files are read in parallel
-    over ``workers`` processes (default: one per file, at most the CPU count).
+    over ``workers`` processes (default: one per file, at most the CPU count);
+    ``progress(done, total)`` as files finish.
     """
-    paths = expand_paths(inputs)
-    jobs = jobs_for(paths, include_python, cache_dir)
-    n_workers = workers if workers is not None else min(len(jobs), os.cpu_count() or 1)
-    reads: list[FileRead] = []
-    if n_workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            for fr in pool.map(read_one, jobs):
-                reads.append(fr)
-                if progress:
-                    progress(fr.path)
-    else:
-        for job in jobs:
-            reads.append(read_one(job))
-            if progress:
-                progress(job[0])
+    paths, _ = expand_inputs(inputs)
+    reads = run_all(read_one, jobs_for(paths, include_python, cache_dir), workers=workers, progress=progress)
     return assemble(reads)
-
-
-def resolve_ranks(paths: list[str], found: list[tuple[int | None, str]]) -> tuple[list[tuple[int, str]], list[str]]:
-    """Final (rank, source) per file: the file's own rank where known and not taken, else the
-    lowest free number in file order, with a warning saying so."""
-    warnings: list[str] = []
-    used = {r for r, _ in found if r is not None}
-    next_free = 0
-    taken: set[int] = set()
-    out: list[tuple[int, str]] = []
-    for path, (rank, source) in zip(paths, found):
-        if rank is None or rank in taken:
-            if rank in taken:
-                warnings.append(f"{path}: rank {rank} already taken by another file; numbering this one by file order")
-            while next_free in used or next_free in taken:
-                next_free += 1
-            was_taken = rank is not None
-            rank, source = next_free, "order"
-            if len(paths) > 1 and not was_taken:
-                warnings.append(f"{path}: no rank in distributedInfo or file name; using rank {rank} by file order")
-        taken.add(rank)
-        out.append((rank, source))
-    return out, warnings
-
-
-def assemble(reads: list[FileRead]) -> Trace:
-    ranks: list[RankInfo] = []
-    tables: list[pa.Table] = []
-    resolved, warnings = resolve_ranks([fr.path for fr in reads], [rank_of(fr) for fr in reads])
-    split = sorted({fr.path for fr in reads if "nsys_rank" in fr.header})
-    warnings.extend(f"{path}: {SPLIT_WARNING}" for path in split)
-    for fr, (rank, source) in zip(reads, resolved):
-        if fr.truncated:
-            warnings.append(
-                f"{fr.path}: file is truncated ({fr.note or 'event list never closes'}); recovered "
-                f"{fr.table.num_rows} complete events from {fr.bytes_read:,} bytes"
-            )
-        if fr.skipped_events:
-            n = fr.skipped_events
-            warnings.append(
-                f"{fr.path}: skipped {n} unusable event{'s' if n != 1 else ''} (not valid JSON, a field of the wrong "
-                "type, or a timestamp or duration missing, not a number, negative or beyond any real trace); the rest are analyzed"
-            )
-        table = fr.table.set_column(0, "rank", pa.array(np.full(fr.table.num_rows, rank, dtype=np.int32)))
-        tables.append(table)
-        raw_info = fr.header.get("distributedInfo")
-        info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
-        raw_props = fr.header.get("deviceProperties")
-        props = [p for p in raw_props if isinstance(p, dict)] if isinstance(raw_props, list) else []
-        name = props[0].get("name") if props else None
-        ranks.append(
-            RankInfo(
-                rank=rank,
-                path=fr.path,
-                rank_source=source,
-                device_name=str(name) if name not in (None, "") else None,
-                world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None,
-                backend=str(info["backend"]) if info.get("backend") else None,
-                num_events=fr.table.num_rows,
-                truncated=fr.truncated,
-                device_properties=tuple(props),
-            )
-        )
-    empty = [fr.path for fr in reads if fr.table.num_rows == 0]
-    if reads and len(empty) == len(reads):
-        skipped = sum(fr.skipped_events for fr in reads)
-        where = empty[0] if len(empty) == 1 else f"{len(empty)} files"
-        if skipped:  # entries, none of them a trace event: JSON of another kind, or a broken writer
-            raise TraceFormatError(
-                f"no events to analyze: none of its {skipped} entries is a usable trace event "
-                "(ph, ts and dur missing or not numbers)",
-                path=where,
-                fix="pass the Chrome-trace JSON the profiler wrote (torch.profiler export_chrome_trace)",
-            )
-        raise TraceFormatError(
-            "no events to analyze (the event list is empty)",
-            path=where,
-            fix="re-capture with the profiler active for at least one step (torch.profiler schedule / jax.profiler.trace)",
-        )
-    warnings.extend(f"{path}: no events; its rank is empty in the analysis" for path in empty)
-    order = sorted(range(len(ranks)), key=lambda i: ranks[i].rank)
-    ranks = [ranks[i] for i in order]
-    tables = [tables[i] for i in order]
-    if not tables:
-        events = pa.table({})
-    elif len(tables) == 1:
-        events = tables[0]
-    else:
-        events = pa.concat_tables(tables).unify_dictionaries()
-    comm = {rank: fr.comm_args for fr, (rank, _) in zip(reads, resolved) if fr.comm_args is not None}
-    return Trace(events=events, ranks=tuple(ranks), warnings=warnings, comm_args=comm)

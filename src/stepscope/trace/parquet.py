@@ -17,10 +17,13 @@ import pyarrow.parquet as pq
 
 from ..errors import ConfigError, TraceFormatError
 from . import schema
-from .kineto import FileRead
+from .columns import FileRead
+from .counters import CounterRange
 
 _HEADER_KEY = b"stepscope.header"
 _COMM_KEY = b"stepscope.comm_args"  # the collective side args (small: rows with a collective), as JSON columns
+_COUNTERS_KEY = b"stepscope.counters"  # CUPTI range-profiler counters: [name, ts_ns, dur_ns, flops, dram_bytes]
+_CACHE_FORMAT = 2  # in the cache file name: entries written before counters were kept are not read
 _KEEP_HEADER = (
     "schemaVersion",
     "deviceProperties",
@@ -38,6 +41,10 @@ def write_parquet(fr: FileRead, out: str | os.PathLike[str]) -> None:
     meta[_HEADER_KEY] = msgspec.json.encode(header)
     if fr.comm_args is not None and fr.comm_args.num_rows:
         meta[_COMM_KEY] = msgspec.json.encode(fr.comm_args.to_pydict())
+    if fr.counters:
+        meta[_COUNTERS_KEY] = msgspec.json.encode(
+            [[c.name, c.ts_ns, c.dur_ns, c.flops, c.dram_bytes] for c in fr.counters]
+        )
     table = fr.table.replace_schema_metadata(meta)
     tmp = Path(str(out) + ".tmp")
     pq.write_table(table, tmp, compression="zstd")
@@ -86,7 +93,27 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
         skipped_events=0,
         bytes_read=0,
         comm_args=comm,
+        counters=_counters(meta.get(_COUNTERS_KEY)),
     )
+
+
+def _counters(raw: bytes | None) -> tuple[CounterRange, ...]:
+    """The counters a Parquet file keeps; an unreadable entry loses only the measured roofline."""
+    if raw is None:
+        return ()
+    try:
+        return tuple(
+            CounterRange(
+                str(n),
+                int(ts),
+                int(dur),
+                {str(k): float(v) for k, v in flops.items()},
+                None if dram is None else float(dram),
+            )
+            for n, ts, dur, flops, dram in msgspec.json.decode(raw)
+        )
+    except (msgspec.DecodeError, TypeError, ValueError, AttributeError):
+        return ()
 
 
 def fingerprint(path: str | os.PathLike[str]) -> str:
@@ -104,7 +131,7 @@ def fingerprint(path: str | os.PathLike[str]) -> str:
 
 
 def _cache_path(path: str, cache_dir: str, include_python: bool) -> Path:
-    tag = f"{fingerprint(path)}-s{schema.SCHEMA_VERSION}{'-py' if include_python else ''}"
+    tag = f"{fingerprint(path)}-s{schema.SCHEMA_VERSION}-f{_CACHE_FORMAT}{'-py' if include_python else ''}"
     return Path(cache_dir) / f"{tag}.parquet"
 
 
@@ -136,6 +163,7 @@ def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | 
         skipped_events=0,
         bytes_read=0,
         comm_args=fr.comm_args,
+        counters=fr.counters,
     )
 
 

@@ -28,7 +28,9 @@ from ...trace.dictcol import dict_mask
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..classify import COMM_PREFIX, Rules
+from ..context import RankContext
 from ..rankdata import RankData
+from ..steps.breakdown import IdleGaps
 from . import critical_walk
 
 DTYPE_BYTES = {
@@ -195,6 +197,25 @@ def _seq(group: np.ndarray, ctype: np.ndarray, start: np.ndarray) -> np.ndarray:
     return seq
 
 
+def compute(ctx: RankContext) -> CommEvents:
+    """This rank's collective instances with the intervals the critical path splits its local time by."""
+    windows = (
+        np.array([s.window_start_ns for s in ctx.steps], np.int64),
+        np.array([s.window_end_ns for s in ctx.steps], np.int64),
+    )
+    return extract(
+        ctx.data,
+        ctx.events,
+        ctx.dev_step,
+        (ctx.spans.cpu_start, ctx.spans.cpu_end),
+        ctx.rules,
+        windows,
+        ctx.dataloader_mask,
+        ctx.idle_gaps,
+        ctx.comm_args,
+    )
+
+
 def extract(
     rd: RankData,
     events: pa.Table,
@@ -203,7 +224,7 @@ def extract(
     rules: Rules,
     step_windows: tuple[np.ndarray, np.ndarray],
     loader_mask: np.ndarray | None = None,
-    idle: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None,
+    idle: IdleGaps | None = None,
     comm_args: pa.Table | None = None,
 ) -> CommEvents:
     ev = _device(rd, events, dev_step, comm_args) if rd.dev.size else _host(rd, step_cpu, rules)
@@ -221,8 +242,10 @@ def extract(
         else (np.empty(0, np.int64), np.empty(0, np.int64))
     )
     ev = dataclasses.replace(ev, compute_iv=(cs, ce), loader_iv=(ls, le), step_windows=step_windows)
-    if idle:
-        ev = dataclasses.replace(ev, host_bound_iv=idle[0], sync_wait_iv=idle[1], launch_iv=idle[2])
+    if idle is not None:
+        ev = dataclasses.replace(
+            ev, host_bound_iv=idle.host_bound, sync_wait_iv=idle.sync_wait, launch_iv=idle.launch_overhead
+        )
     if rd.dev.size and ev.dev_index is not None:
         # the op that ends each step: the step's tail walks back from it
         n_steps = step_windows[0].size

@@ -34,14 +34,15 @@ shrinks by ``max busy - max(max busy of the others, median busy)``; averaged ove
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from ...catalog import hardware
+from ...errors import ConfigError
+from ..config import AnalyzeConfig
 from ..results import RankAnalysis
 from .comm_events import CommEvents, finalize
-from .critical_path import StepPath
 from .critical_path import compute as critical_paths
+from .results import ClusterView, Instance, RankStepRow, RankTiming, SizeBin, Straggler
 
 _BUS = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
@@ -54,86 +55,34 @@ _HIST_EDGES = (0, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
 _HIST_LABELS = ("<64 KiB", "64 KiB-1 MiB", "1-16 MiB", "16-256 MiB", ">=256 MiB")
 
 
-@dataclass(frozen=True)
-class RankTiming:
-    start_ns: int  # aligned
-    dur_ns: int
-    wait_ns: int
-    transfer_ns: int
-    index: int = -1  # the instance's position in this rank's CommEvents
-
-
-@dataclass(frozen=True)
-class Instance:
-    group: str
-    seq: int
-    type: str
-    bytes: int  # -1 unknown
-    step: int
-    skew_ns: int
-    transfer_ns: int
-    last_rank: int
-    ranks: dict[int, RankTiming]
-    algbw_gbps: float | None
-    busbw_gbps: float | None
-    peak_gbps: float | None
-    link: str  # intra | inter | unknown
-    members: tuple[int, ...] | None = None  # the group's global ranks, when recorded
-
-
-@dataclass(frozen=True)
-class Straggler:
-    rank: int
-    score: float
-    cause: str
-    z_compute: float
-    z_dataloader: float
-    z_arrival: float
-    excess_ns: int  # of the cause's metric over the median, per step
-    what_if_saving_ns: int  # mean per step, if this rank ran like the median
-    is_straggler: bool
-
-
-@dataclass(frozen=True)
-class RankStepRow:
-    rank: int
-    step: int
-    step_ns: int
-    compute_ns: int
-    exposed_comm_ns: int
-    sync_wait_ns: int
-    dataloader_ns: int
-    idle_ns: int
-
-
-@dataclass(frozen=True)
-class SizeBin:
-    label: str
-    count: int
-    time_ns: int  # summed transfer time
-
-
-@dataclass(frozen=True)
-class ClusterView:
-    ranks: int
-    clock_offsets_ns: dict[int, int]
-    collectives: tuple[Instance, ...]
-    stragglers: tuple[Straggler, ...]  # worst first; every rank, ``is_straggler`` marks those over the threshold
-    matrix: tuple[RankStepRow, ...]
-    size_histogram: tuple[SizeBin, ...]
-    findings: tuple[str, ...]
-    threshold: float
-    unmatched_instances: int
-    critical_paths: tuple[StepPath, ...] = ()
-    comm_matrix: dict[str, dict[str, object]] = field(default_factory=dict)
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-
 def _robust_z(x: np.ndarray) -> np.ndarray:
     med = float(np.median(x))
     mad = float(np.median(np.abs(x - med)))
     scale = 1.4826 * max(mad, 0.02 * abs(med), 20_000.0)
     return (x - med) / scale
+
+
+def cluster_view(ranks: tuple[RankAnalysis, ...], cfg: AnalyzeConfig) -> ClusterView | None:
+    """The cross-rank view (2+ ranks), with link peaks of the ranks' device when it is known."""
+    intra = inter = None
+    measured: dict[str, float] = {}
+    per_node = cfg.gpus_per_node
+    name = next((r.roofline.hardware.name for r in ranks if r.roofline and r.roofline.hardware), None)
+    if name:
+        try:
+            hw = hardware.by_name(name, cfg.hardware_file)
+            intra, inter, measured = hw.intra_node_gbps, hw.inter_node_gbps, dict(hw.intra_node_busbw_gbps)
+            per_node = per_node or hw.node_devices
+        except ConfigError:
+            pass
+    return build(
+        ranks,
+        threshold=cfg.straggler_threshold,
+        gpus_per_node=per_node or 8,
+        peak_intra_gbps=intra,
+        peak_inter_gbps=inter,
+        measured_intra_busbw=measured,
+    )
 
 
 def build(
@@ -148,7 +97,7 @@ def build(
     evs = {
         r.rank: (r.comm_events if r.comm_events.before is not None else finalize(r.comm_events))
         for r in ranks
-        if isinstance(r.comm_events, CommEvents)
+        if r.comm_events is not None
     }
     if len(ranks) < 2:
         return None

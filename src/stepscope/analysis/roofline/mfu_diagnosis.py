@@ -10,11 +10,13 @@ check names the JSON figure it reads, its value, the threshold and whether it pa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..context import RankContext
 from ..steps.results import StepBreakdown
 from .phases import StepPhases
-from .roofline import Roofline
+from .results import Roofline
 
 
 @dataclass(frozen=True)
@@ -34,9 +36,15 @@ class MfuDiagnosis:
     checks: tuple[Check, ...]
 
 
-def _share(steps: tuple[StepBreakdown, ...], get: object) -> float:
+def _share(steps: tuple[StepBreakdown, ...], get: Callable[[StepBreakdown], int]) -> float:
     total = sum(s.step_time_ns for s in steps)
-    return sum(get(s) for s in steps) / total if total else 0.0  # type: ignore[operator]
+    return sum(get(s) for s in steps) / total if total else 0.0
+
+
+def compute(ctx: RankContext) -> MfuDiagnosis | None:
+    """Reads the ``roofline`` and ``phases`` results (listed before it in the registry)."""
+    phases: tuple[StepPhases, ...] = ctx.result("phases", tuple)
+    return diagnose(ctx.steps, phases, ctx.result("roofline", Roofline))
 
 
 def diagnose(

@@ -20,9 +20,8 @@ import numpy as np
 
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
-from ..rankdata import RankData
+from ..context import RankContext
 from ..steps.breakdown import top_level
-from ..steps.results import StepBreakdown
 
 PHASES = ("forward", "backward", "recompute", "optimizer")
 
@@ -58,9 +57,8 @@ class ThreadRanges:
         return known & (i >= 0) & (k < self.e[np.maximum(i, 0)])
 
 
-def compute(
-    rd: RankData, steps: tuple[StepBreakdown, ...], dev_step: np.ndarray, opt_mask: np.ndarray
-) -> tuple[StepPhases, ...]:
+def compute(ctx: RankContext) -> tuple[StepPhases, ...]:
+    rd, steps, dev_step, opt_mask = ctx.data, ctx.steps, ctx.dev_step, ctx.optimizer_mask
     h, d = rd.host, rd.dev
     names = h.names
     is_eval = np.array([n.startswith("autograd::engine::evaluate_function") for n in names])[h.name_idx]

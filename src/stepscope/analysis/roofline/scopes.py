@@ -6,7 +6,7 @@ named ranges; not ``ProfilerStep#``). A device kernel belongs to every scope who
 launching thread contains its launch call (inclusive: an attention module includes its Linear
 layers). Backward kernels run on the autograd thread, outside module ranges, so module figures are
 forward-pass figures; annotations placed around backward code count it.
-For the ``max_scopes`` scopes with the most host time:
+For the ``MAX_SCOPES`` scopes with the most host time:
 ``kernel_ns`` = summed kernel time, ``flops`` = FLOPs of the ops launched inside,
 ``achieved_tflops = flops / kernel time``, ``mfu_ratio = flops / (kernel time x peak)``.
 """
@@ -21,8 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...trace.dictcol import dict_mask
-from ..rankdata import RankData
+from ..context import RankContext
 from .phases import ThreadRanges
+
+#: scopes reported, those with the most host time
+MAX_SCOPES = 40
 
 _INSTANCE = re.compile(r"_\d+$")
 _SKIP = re.compile(r"^ProfilerStep#|^XLAStep#|^nccl:|^gloo:|^enumerate\(DataLoader\)|^Optimizer\.|^## ")
@@ -41,14 +44,9 @@ class ScopeStat:
     mfu_ratio: float | None
 
 
-def compute(
-    events: pa.Table,
-    rd: RankData,
-    dev_step: np.ndarray,
-    kernel_flops: np.ndarray,
-    peak_flops: float | None,
-    max_scopes: int = 40,
-) -> tuple[ScopeStat, ...]:
+def compute(ctx: RankContext) -> tuple[ScopeStat, ...]:
+    events, rd, dev_step = ctx.events, ctx.data, ctx.dev_step
+    kernel_flops, peak_flops = ctx.costs.kernel_flops, ctx.peak_flops
     is_module = dict_mask(events["kind"], lambda k: k == "python_function") & dict_mask(
         events["name"], lambda n: n.startswith("nn.Module: ")
     )
@@ -69,7 +67,7 @@ def compute(
         return ()
     uniq, inv = np.unique(labels.astype(str), return_inverse=True)
     host_ns = np.bincount(inv, weights=dur)
-    order = np.argsort(-host_ns)[:max_scopes]
+    order = np.argsort(-host_ns)[:MAX_SCOPES]
     d = rd.dev
     in_step = (dev_step >= 0) & (d.launch_ts >= 0)
     lt, lts, kdur, kfl = d.launch_tid[in_step], d.launch_ts[in_step], (d.end - d.ts)[in_step], kernel_flops[in_step]

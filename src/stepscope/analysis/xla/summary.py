@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..context import RankContext
 from .ops import fusion_kind, is_async_done
 
 _WRAPPER = re.compile(
@@ -129,15 +130,15 @@ def _shares(labels: np.ndarray, dur: np.ndarray, total: float, top: int | None =
     return tuple(Share(str(uniq[i]), int(t[i]), float(t[i] / total) if total else 0.0, int(c[i])) for i in order)
 
 
-def summarize(
-    prepared: object,
-    cfg: object,
-    peak_flops: float | None = None,
-    hbm_bytes_per_s: float | None = None,
-    events: pa.Table | None = None,
-) -> XlaSummary | None:
-    rd = prepared.data  # type: ignore[attr-defined]
-    dev_step = prepared.dev_step  # type: ignore[attr-defined]
+def applies(ctx: RankContext) -> bool:
+    """A JAX/XLA rank: its device rows name HLO ops."""
+    return ctx.data.dev.xla is not None
+
+
+def compute(ctx: RankContext) -> XlaSummary | None:
+    """None when no XLA op ran inside the steps."""
+    rd, dev_step, events = ctx.data, ctx.dev_step, ctx.events
+    peak_flops, hbm_bytes_per_s = ctx.peak_flops, ctx.hbm_bytes_per_s
     x = rd.dev.xla
     if x is None:
         return None
@@ -186,16 +187,14 @@ def summarize(
         loops=_loops(events, total),
         scope_coverage_ratio=float(dur[has_scope].sum() / total) if total else 0.0,
         flops_coverage_ratio=float(dur[flops >= 0].sum() / total) if total else 0.0,
-        top_ops=_top_ops(
-            ops, cat, fk, scopes, dur, flops, nbytes, peak_flops, hbm_bytes_per_s, top=int(getattr(cfg, "top_k", 20))
-        ),
+        top_ops=_top_ops(ops, cat, fk, scopes, dur, flops, nbytes, peak_flops, hbm_bytes_per_s, top=ctx.config.top_k),
     )
 
 
-def _loops(events: pa.Table | None, total: float) -> tuple[Share, ...]:
+def _loops(events: pa.Table, total: float) -> tuple[Share, ...]:
     """Time inside control-flow ops (while loops from scans, conditionals, calls), by instruction;
     shares are of the op time (a loop's body ops are already in the other tables)."""
-    if events is None or "op" not in events.column_names or events["op"].null_count == events.num_rows:
+    if "op" not in events.column_names or events["op"].null_count == events.num_rows:
         return ()
     ann = events.filter(pc.equal(events["kind"].cast(pa.string()), "gpu_annotation"))
     ann = ann.filter(pc.fill_null(pc.match_substring_regex(ann["op"], r"^(while|conditional|call)(\.\d+)?$"), False))

@@ -1,0 +1,47 @@
+"""The analyses, in the order they run. Adding a per-rank analysis = a module with ``compute(ctx) ->
+frozen dataclass`` (``context.RankContext``) + one line in ``RANK_ANALYSES``; its result reaches
+``RankAnalysis.extras[name]`` and the JSON report's ``extras`` (docs/architecture.md).
+
+A name that is a field of ``RankAnalysis`` fills that field; any other name goes to ``extras``. An
+analysis may read the results of those listed before it (``ctx.result(name, type)``); ``applies``
+says whether it runs on a rank at all (no key in ``extras`` when not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .cluster import comm_events
+from .context import RankContext
+from .roofline import mfu_diagnosis, phases, roofline, scopes
+from .steps import rank_stats
+from .xla import summary as xla
+
+
+def always(_ctx: RankContext) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class RankEntry:
+    name: str
+    compute: Callable[[RankContext], object]
+    applies: Callable[[RankContext], bool] = always
+
+
+RANK_ANALYSES: tuple[RankEntry, ...] = (
+    RankEntry("steps", rank_stats.steps),
+    RankEntry("step_stats", rank_stats.step_stats),
+    RankEntry("top_kernels", rank_stats.top_kernels),
+    RankEntry("top_cpu_ops", rank_stats.top_cpu_ops),
+    RankEntry("stream_idle", rank_stats.stream_idle),
+    RankEntry("launch", rank_stats.launch),
+    RankEntry("collectives", rank_stats.collectives),
+    RankEntry("roofline", roofline.compute),
+    RankEntry("phases", phases.compute),
+    RankEntry("mfu_diagnosis", mfu_diagnosis.compute),  # reads roofline and phases
+    RankEntry("scopes", scopes.compute),
+    RankEntry("comm_events", comm_events.compute),
+    RankEntry("xla", xla.compute, applies=xla.applies),
+)

@@ -1,0 +1,141 @@
+"""FLOPs and bytes of the op instances that launched a rank's kernels, and of each kernel.
+
+An op instance is a CPU op with an External id that launched kernels inside the steps; its time is
+the summed duration of those kernels, its cost the formula of its signature (name, input shapes, input
+types; ``flops.op_cost``), evaluated once per distinct signature. A kernel gets its op's FLOPs and bytes
+split evenly over the op's kernels, and its op's dtype. Built once per rank (``RankContext.costs``) and
+read by the roofline and the scopes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...trace.dictcol import dict_mask
+from ...trace.schema import KIND_CODE as KIND
+from ..rankdata import RankData
+from .flops import OpCost, op_cost
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    dims: str  # the recorded input dims, whitespace removed
+    cost: OpCost | None  # None: no formula for the op
+
+    @property
+    def dtype(self) -> str:
+        return self.cost.dtype if self.cost else "fp32"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpCosts:
+    kernel_time_ns: int  # kernels inside the steps
+    has_shapes: bool  # some op launching kernels recorded its input dims
+    signatures: tuple[Signature, ...]
+    # per op instance
+    inst_dur_ns: np.ndarray  # int64
+    inst_step: np.ndarray  # int64, -1 outside the steps
+    inst_category: np.ndarray  # str: the category of its first kernel
+    inst_sig: np.ndarray  # index into signatures; len(signatures) when the op was not found
+    inst_flops: np.ndarray
+    inst_bytes: np.ndarray
+    inst_modeled: np.ndarray  # bool: the signature has a cost formula
+    inst_dtype: np.ndarray  # object
+    # per device event
+    in_step: np.ndarray  # bool: a kernel inside a step
+    kernel_flops: np.ndarray
+    kernel_bytes: np.ndarray
+    kernel_dtype: np.ndarray  # object
+    kernel_modeled: np.ndarray  # bool
+
+
+def op_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray) -> OpCosts:
+    d = rd.dev
+    dur = d.end - d.ts
+    in_step = (dev_step >= 0) & (d.kind == KIND["kernel"])
+    kernel_time = int(dur[in_step].sum())
+    k_ext, k_dur, k_step, k_cat = d.external_id[in_step], dur[in_step], dev_step[in_step], d.category[in_step]
+    has = k_ext >= 0
+    k_ext, k_dur, k_step, k_cat = k_ext[has], k_dur[has], k_step[has], k_cat[has]
+    uniq_ext, first_k, inv = np.unique(k_ext, return_index=True, return_inverse=True)
+    inst_step = np.full(uniq_ext.size, -1, np.int64)
+    np.maximum.at(inst_step, inv, k_step)
+    ops = _launching_ops(events, uniq_ext)
+    sigs, sig_of_op, op_ext_u, has_shapes = _signatures(ops)
+    pos = np.clip(np.searchsorted(op_ext_u, uniq_ext), 0, max(op_ext_u.size - 1, 0))
+    found = (op_ext_u.size > 0) & (op_ext_u[pos] == uniq_ext) if op_ext_u.size else np.zeros(uniq_ext.size, bool)
+    inst_sig = np.where(found, sig_of_op[pos] if sig_of_op.size else -1, -1)
+    # per-signature lookup tables (index n = "no op found"), broadcast to instances: no loop over
+    # instances, one small loop over distinct signatures
+    n_sig = len(sigs)
+    si = np.where(inst_sig >= 0, inst_sig, n_sig)
+    sig_dtype = np.array([g.dtype for g in sigs] + ["fp32"], dtype=object)
+    inst_flops = np.array([g.cost.flops if g.cost else 0.0 for g in sigs] + [0.0])[si]
+    inst_bytes = np.array([g.cost.bytes if g.cost else 0.0 for g in sigs] + [0.0])[si]
+    modeled = np.array([g.cost is not None for g in sigs] + [False])[si]
+    # per kernel: the op's share
+    rows = np.flatnonzero(in_step)[has]
+    n_k = np.maximum(np.bincount(inv, minlength=uniq_ext.size), 1)
+    kernel_flops, kernel_bytes = np.zeros(d.size), np.zeros(d.size)
+    kernel_dtype = np.full(d.size, "fp32", dtype=object)
+    kernel_modeled = np.zeros(d.size, bool)
+    if uniq_ext.size:
+        kernel_flops[rows] = (inst_flops / n_k)[inv]
+        kernel_bytes[rows] = (inst_bytes / n_k)[inv]
+        kernel_dtype[rows] = sig_dtype[si][inv]
+        kernel_modeled[rows] = modeled[inv]
+    return OpCosts(
+        kernel_time_ns=kernel_time,
+        has_shapes=has_shapes,
+        signatures=sigs,
+        inst_dur_ns=np.bincount(inv, weights=k_dur).astype(np.int64),
+        inst_step=inst_step,
+        inst_category=k_cat[first_k].astype(str) if first_k.size else np.empty(0, str),
+        inst_sig=si,
+        inst_flops=inst_flops,
+        inst_bytes=inst_bytes,
+        inst_modeled=modeled,
+        inst_dtype=sig_dtype[si],
+        in_step=in_step,
+        kernel_flops=kernel_flops,
+        kernel_bytes=kernel_bytes,
+        kernel_dtype=kernel_dtype,
+        kernel_modeled=kernel_modeled,
+    )
+
+
+def _launching_ops(events: pa.Table, uniq_ext: np.ndarray) -> pa.Table:
+    """The CPU ops whose External id launched kernels in the steps (name, id, dims, types)."""
+    is_op = dict_mask(events["kind"], lambda k: k == "cpu_op")
+    ext_all = events["external_id"].to_numpy()
+    pos_all = np.searchsorted(uniq_ext, ext_all)
+    is_op &= (
+        (pos_all < uniq_ext.size) & (uniq_ext[np.minimum(pos_all, max(uniq_ext.size - 1, 0))] == ext_all)
+        if uniq_ext.size
+        else False
+    )
+    return events.select(["name", "external_id", "input_dims", "input_types"]).take(pa.array(np.flatnonzero(is_op)))
+
+
+def _signatures(ops: pa.Table) -> tuple[tuple[Signature, ...], np.ndarray, np.ndarray, bool]:
+    """The distinct signatures of the ops (one row per External id, the first op recorded with it):
+    (signatures, signature index per op row, External id per op row (sorted), some op has shapes)."""
+    op_ext_u, first = np.unique(ops["external_id"].to_numpy(), return_index=True)
+    ops = ops.take(pa.array(first))
+    # raw JSON text may be pretty-printed: drop whitespace so equal shapes give equal signatures
+    compact = lambda col: pc.replace_substring_regex(pc.fill_null(ops[col], ""), r"\s+", "")  # noqa: E731
+    sig_arr = pc.binary_join_element_wise(
+        pc.fill_null(ops["name"].cast(pa.string()), ""), compact("input_dims"), compact("input_types"), "\x1f"
+    ).combine_chunks()
+    sig_d = sig_arr.dictionary_encode()
+    sigs = []
+    for s in sig_d.dictionary.to_pylist():
+        name, dims, types = (s.split("\x1f") + ["", "", ""])[:3]
+        sigs.append(Signature(name, dims, op_cost(name, dims or None, types or None)))
+    has_shapes = bool(pc.any(pc.is_valid(ops["input_dims"])).as_py())
+    return tuple(sigs), sig_d.indices.to_numpy(), op_ext_u, has_shapes
