@@ -139,3 +139,14 @@ def test_analyze_takes_the_same_hardware_aliases_as_plan(tmp_path: Path) -> None
     out = tmp_path / "r.json"
     assert main(["analyze", str(EXAMPLE), "--hardware", "a100-40gb", "--json", str(out), "-q"]) == 0
     assert json.loads(out.read_text(encoding="utf-8"))["ranks"][0]["hardware"]["name"] == "A100-SXM-40GB"
+
+
+def test_terminal_prints_trace_strings_as_they_are(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kernel names that look like rich markup are printed, not taken as tags ([/x] closed nothing
+    and stopped the report)."""
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    ev += synth.launch("gemm[red]k[/]", 10, 100, 200)
+    ev += synth.launch("elementwise[/oops]", 20, 300, 100)
+    assert main(["analyze", str(synth.write(tmp_path / "t.json", ev))]) == 0
+    out = capsys.readouterr().out
+    assert "gemm[red]k[/]" in out and "elementwise[/oops]" in out

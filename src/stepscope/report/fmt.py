@@ -1,8 +1,19 @@
-"""Number formatting shared by the renderers."""
+"""Number formatting shared by the renderers, and escaping of trace strings for rich markup."""
 
 from __future__ import annotations
 
+import re
+
 from ..analysis.results import RankAnalysis
+
+_RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+
+
+def esc(text: str) -> str:
+    """``text`` printed as itself by rich: a bracket that would open a markup tag (``[red]``,
+    ``[/]``) is backslash-escaped, as ``rich.markup.escape`` does, without the extra backslash it
+    appends to a text ending in one (these texts are never followed by a tag)."""
+    return _RICH_TAG.sub(lambda m: f"{m.group(1)}{m.group(1)}\\{m.group(2)}", text)
 
 
 def ms(ns: float) -> str:

@@ -7,12 +7,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.summary import RankSummary, RunSummary, summarize
 from . import cluster_terminal, xla_terminal
 from .base import Renderer
-from .fmt import detail_ranks, ms, pct, us
+from .fmt import detail_ranks, esc, ms, pct, us
 
 
 def render(a: Analysis, options: Mapping[str, Any]) -> None:
@@ -23,7 +24,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> None:
     if not con.is_terminal:
         con.width = max(con.width, 160)
     for w in a.warnings:
-        con.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
+        con.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
     if len(a.ranks) > 1:
         _rank_table(summary, con)
         cluster_terminal.render(a.cluster, con)  # type: ignore[arg-type]
@@ -53,25 +54,49 @@ def _rank_table(summary: RunSummary, con: Console) -> None:
 
 
 def _rank(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
-    con.print(f"\n[bold]Rank {r.rank}[/] {r.device or ''}  ({r.path}; steps from {r.step_source})", highlight=False)
+    con.print(
+        f"\n[bold]Rank {r.rank}[/] {esc(r.device or '')}  ({esc(r.path)}; steps from {esc(r.step_source)})",
+        highlight=False,
+    )
+    _steps(r, con)
+    _collectives(r, con)
+    _top_kernels(r, con, top)
+    _phases(r, con)
+    _roofline(r, rs, con, top)
+    _scopes(r, con, top)
+    xla_terminal.render(r.extras.get("xla"), con, top)  # type: ignore[arg-type]
+    ln = r.launch
+    if ln.kernels:
+        con.print(
+            f"launches: {ln.kernels} kernels, delay p50 {us(ln.delay_p50_ns)} us / p99 {us(ln.delay_p99_ns)} us; "
+            f"{ln.short_kernels} kernels < {us(ln.short_threshold_ns)} us ({ms(ln.short_kernel_time_ns)} ms)",
+            highlight=False,
+        )
+
+
+_STEP_COLUMNS = (
+    "step",
+    "step",
+    "compute",
+    "comm",
+    "overlapped",
+    "exposed comm",
+    "exposed memcpy",
+    "idle",
+    "host-bound",
+    "cpu step",
+    "data loader",
+)
+
+
+def _steps(r: RankAnalysis, con: Console) -> None:
+    """The step table, the step-time statistics and the slow steps."""
     t = Table(title="Step breakdown (ms; compute + exposed comm + exposed memcpy + idle = step)")
-    for col in (
-        "step",
-        "step",
-        "compute",
-        "comm",
-        "overlapped",
-        "exposed comm",
-        "exposed memcpy",
-        "idle",
-        "host-bound",
-        "cpu step",
-        "data loader",
-    ):
+    for col in _STEP_COLUMNS:
         t.add_column(col, justify="right")
     for s in r.steps:
         t.add_row(
-            s.name,
+            esc(s.name),
             ms(s.step_time_ns),
             f"{ms(s.compute_ns)} ({pct(s.compute_ns, s.step_time_ns)})",
             ms(s.comm_ns),
@@ -92,49 +117,46 @@ def _rank(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
         )
     for f in st.flagged:
         con.print(
-            f"[red]slow step[/] {f.name}: {ms(f.step_time_ns)} ms, {f.over_median_ratio:.0%} over median; {f.grew} grew by {ms(f.grew_by_ns)} ms",
+            f"[red]slow step[/] {esc(f.name)}: {ms(f.step_time_ns)} ms, {f.over_median_ratio:.0%} over median; {esc(f.grew)} grew by {ms(f.grew_by_ns)} ms",
             highlight=False,
         )
-    if r.collectives:
-        ct = Table(title="Communication by collective (all steps, ms)")
-        for col in ("collective", "kernels", "time", "overlapped", "exposed"):
-            ct.add_column(col, justify="right")
-        for c in r.collectives:
-            ct.add_row(
-                c.type,
-                str(c.count),
-                ms(c.comm_ns),
-                f"{ms(c.overlapped_ns)} ({pct(c.overlapped_ns, c.comm_ns)})",
-                ms(c.exposed_ns),
-            )
-        con.print(ct)
-    if r.top_kernels:
-        kt = Table(title=f"Top kernels (of {len(r.steps)} steps)")
-        for col in ("kernel", "category", "count", "total ms", "mean us", "p50 us", "p99 us", "share"):
-            kt.add_column(col, justify="right" if col not in ("kernel", "category") else "left", no_wrap=True)
-        for k in r.top_kernels[:top]:
-            kt.add_row(
-                _short(k.name),
-                k.category,
-                str(k.count),
-                ms(k.total_ns),
-                us(k.mean_ns),
-                us(k.p50_ns),
-                us(k.p99_ns),
-                f"{k.share_of_step_ratio:.1%}",
-            )
-        con.print(kt)
-    _phases(r, con)
-    _roofline(r, rs, con, top)
-    _scopes(r, con, top)
-    xla_terminal.render(r.extras.get("xla"), con, top)  # type: ignore[arg-type]
-    ln = r.launch
-    if ln.kernels:
-        con.print(
-            f"launches: {ln.kernels} kernels, delay p50 {us(ln.delay_p50_ns)} us / p99 {us(ln.delay_p99_ns)} us; "
-            f"{ln.short_kernels} kernels < {us(ln.short_threshold_ns)} us ({ms(ln.short_kernel_time_ns)} ms)",
-            highlight=False,
+
+
+def _collectives(r: RankAnalysis, con: Console) -> None:
+    if not r.collectives:
+        return
+    ct = Table(title="Communication by collective (all steps, ms)")
+    for col in ("collective", "kernels", "time", "overlapped", "exposed"):
+        ct.add_column(col, justify="right")
+    for c in r.collectives:
+        ct.add_row(
+            esc(c.type),
+            str(c.count),
+            ms(c.comm_ns),
+            f"{ms(c.overlapped_ns)} ({pct(c.overlapped_ns, c.comm_ns)})",
+            ms(c.exposed_ns),
         )
+    con.print(ct)
+
+
+def _top_kernels(r: RankAnalysis, con: Console, top: int) -> None:
+    if not r.top_kernels:
+        return
+    kt = Table(title=f"Top kernels (of {len(r.steps)} steps)")
+    for col in ("kernel", "category", "count", "total ms", "mean us", "p50 us", "p99 us", "share"):
+        kt.add_column(col, justify="right" if col not in ("kernel", "category") else "left", no_wrap=True)
+    for k in r.top_kernels[:top]:
+        kt.add_row(
+            esc(_short(k.name)),
+            esc(k.category),
+            str(k.count),
+            ms(k.total_ns),
+            us(k.mean_ns),
+            us(k.p50_ns),
+            us(k.p99_ns),
+            f"{k.share_of_step_ratio:.1%}",
+        )
+    con.print(kt)
 
 
 def _short(name: str, width: int = 70) -> str:
@@ -147,13 +169,13 @@ def _roofline(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
         return
     hw = roof.hardware
     head = (
-        f"roofline: {hw.name} ({hw.peak_tflops:,.0f} TFLOP/s peak for MFU, {hw.hbm_gbps:,.0f} GB/s)"
+        f"roofline: {esc(hw.name)} ({hw.peak_tflops:,.0f} TFLOP/s peak for MFU, {hw.hbm_gbps:,.0f} GB/s)"
         if hw
         else "roofline: unknown device"
     )
     con.print(f"{head}; FLOP model covers {roof.coverage_ratio:.0%} of kernel time", highlight=False)
     if roof.note:
-        con.print(f"[yellow]{roof.note}[/]", highlight=False)
+        con.print(Text(roof.note, style="yellow"))
     mfu, hfu = rs.median_mfu_ratio, rs.median_hfu_ratio
     if mfu is not None or hfu is not None:
         con.print(
@@ -181,9 +203,9 @@ def _roofline(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
         t.add_column(col, justify="left" if col in ("op", "shapes", "dtype", "bound") else "right", no_wrap=True)
     for g in groups:
         t.add_row(
-            g.name,
-            _short(g.signature[len(g.name) :], 40),
-            g.dtype,
+            esc(g.name),
+            esc(_short(g.signature[len(g.name) :], 40)),
+            esc(g.dtype),
             str(g.count),
             ms(g.dur_ns),
             f"{g.achieved_tflops:,.1f}",
@@ -205,7 +227,7 @@ def _phases(r: RankAnalysis, con: Console) -> None:
     for p, s in zip(r.phases, r.steps):
         ph = p.phase_ns
         t.add_row(
-            p.name,
+            esc(p.name),
             ms(ph["forward"]),
             ms(ph["backward"]),
             ms(ph["recompute"]),
@@ -233,8 +255,8 @@ def _scopes(r: RankAnalysis, con: Console, top: int) -> None:
         t.add_column(col, justify="left" if col in ("scope", "kind") else "right", no_wrap=True)
     for x in r.scopes[:top]:
         t.add_row(
-            _short(x.name, 50),
-            x.kind,
+            esc(_short(x.name, 50)),
+            esc(x.kind),
             str(x.instances),
             ms(x.kernel_ns),
             f"{x.achieved_tflops:,.1f}",

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analysis.xla.summary import Share, XlaSummary
-from .fmt import ms
+from .fmt import esc, ms
 
 
 def _shares(title: str, rows: tuple[Share, ...], top: int) -> Table:
@@ -14,7 +14,7 @@ def _shares(title: str, rows: tuple[Share, ...], top: int) -> Table:
     for col in ("", "ms", "share", "ops"):
         t.add_column(col, justify="left" if not col else "right")
     for s in rows[:top]:
-        t.add_row(s.label, ms(s.time_ns), f"{s.share:.1%}", str(s.count))
+        t.add_row(esc(s.label), ms(s.time_ns), f"{s.share:.1%}", str(s.count))
     return t
 
 
@@ -45,15 +45,15 @@ def render(x: XlaSummary | None, con: Console, top: int) -> None:
         )
     for o in x.top_ops[:top]:
         t.add_row(
-            o.op[:50],
-            o.category,
-            o.fusion_kind or "",
+            esc(o.op[:50]),
+            esc(o.category),
+            esc(o.fusion_kind or ""),
             str(o.count),
             ms(o.time_ns),
             f"{o.flops / 1e9:.3f}" if o.flops >= 0 else "-",
             f"{o.achieved_tflops:.3f}" if o.achieved_tflops is not None else "-",
             f"{o.intensity_flops_per_byte:.1f}" if o.intensity_flops_per_byte is not None else "-",
-            o.bound or "-",
+            esc(o.bound or "-"),
             f"{o.efficiency:.1%}" if o.efficiency is not None else "-",
         )
     con.print(t)
