@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .roofline.roofline import Roofline
+from .roofline.results import Roofline
 from .steps.results import StepBreakdown
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from html import escape
 
-from ..analysis.cluster.view import ClusterView
+from ..analysis.cluster.results import ClusterView
+from .cluster_json import finding_text
 from .fmt import ms
 
 
@@ -33,5 +34,5 @@ def section(c: ClusterView | None, top: int = 10) -> str:
             f"<tr><td>{m.rank}</td><td>{m.step}</td><td>{ms(m.step_ns)}</td><td>{ms(m.compute_ns)}</td><td>{ms(m.exposed_comm_ns)}</td>"
             f"<td>{ms(m.sync_wait_ns)}</td><td>{ms(m.dataloader_ns)}</td><td>{ms(m.idle_ns)}</td></tr>"
         )
-    o.append("</table><ul>" + "".join(f"<li>{escape(f)}</li>" for f in c.findings) + "</ul></section>")
+    o.append("</table><ul>" + "".join(f"<li>{escape(finding_text(f))}</li>" for f in c.findings) + "</ul></section>")
     return "".join(o)

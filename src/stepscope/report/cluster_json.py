@@ -5,7 +5,44 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..analysis.cluster.view import ClusterView
+from ..analysis.cluster.results import (
+    ClusterView,
+    Finding,
+    LowBandwidthFinding,
+    SmallMessagesFinding,
+    StragglerFinding,
+    SyncWaitFinding,
+)
+
+
+def finding_text(f: Finding) -> str:
+    """A cluster finding in a sentence (the same in every report)."""
+    if isinstance(f, StragglerFinding):
+        return (
+            f"rank {f.rank} is a straggler ({f.cause}; score {f.score:.1f}, {f.excess_ns / 1e6:.2f} ms/step over the "
+            f"median); if it ran like the median rank the step would be ~{f.saving_ns / 1e6:.2f} ms shorter"
+        )
+    if isinstance(f, SmallMessagesFinding):
+        return (
+            f"{f.small} of {f.total} collectives move < {_size(f.threshold_bytes)}: latency-bound; bucket them "
+            "(larger DDP/FSDP buckets, coalescing)"
+        )
+    if isinstance(f, LowBandwidthFinding):
+        return (
+            f"{f.count} collectives >= {_size(f.min_bytes)} reach < {f.ratio:.0%} of the link's bus bandwidth (the "
+            "node's measured figure for the collective where the catalog has one, else the nominal peak; median "
+            f"{f.median_busbw_gbps:.1f} GB/s)"
+        )
+    if isinstance(f, SyncWaitFinding):
+        return (
+            f"collective sync wait (waiting for the last rank): {f.wait_ns / 1e6:.2f} ms summed over ranks; "
+            f"transfer: {f.transfer_ns / 1e6:.2f} ms"
+        )
+    raise TypeError(f"no wording for the finding {type(f).__name__}")
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n:,} B"
 
 
 def to_dict(c: ClusterView | None) -> dict[str, Any] | None:
@@ -36,7 +73,7 @@ def to_dict(c: ClusterView | None) -> dict[str, Any] | None:
         "straggler_threshold": c.threshold,
         "rank_step_matrix": [dataclasses.asdict(m) for m in c.matrix],
         "message_sizes": [dataclasses.asdict(b) for b in c.size_histogram],
-        "findings": list(c.findings),
+        "findings": [finding_text(f) for f in c.findings],
         "unmatched_instances": c.unmatched_instances,
         "comm_matrix": c.comm_matrix,
         "critical_path": [
@@ -49,4 +86,9 @@ def to_dict(c: ClusterView | None) -> dict[str, Any] | None:
             }
             for p in c.critical_paths
         ],
+        **(
+            {"extras": {k: dataclasses.asdict(v) if v is not None else None for k, v in c.extras.items()}}
+            if c.extras
+            else {}
+        ),
     }

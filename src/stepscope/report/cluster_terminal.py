@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ..analysis.cluster.view import ClusterView
+from ..analysis.cluster.results import ClusterView
+from .cluster_json import finding_text
 from .fmt import ms
 
 
@@ -93,4 +94,4 @@ def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
             )
         con.print(p)
     for f in c.findings:
-        con.print(f"- {f}", highlight=False)
+        con.print(f"- {finding_text(f)}", highlight=False)

@@ -10,6 +10,7 @@ from typing import Any
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.steps.results import StepBreakdown
 from ..analysis.summary import RankSummary, RunSummary, summarize
+from ..analysis.xla.summary import XlaSummary
 from . import cluster_html, roofline_html, xla_html
 from .base import Renderer
 from .fmt import detail_ranks, ms, pct, us
@@ -61,7 +62,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> str:
         out.append(f"<div class='warn'>{escape(w)}</div>")
     if len(a.ranks) > 1:
         out.append(_rank_table(summary))
-        out.append(cluster_html.section(a.cluster))  # type: ignore[arg-type]
+        out.append(cluster_html.section(a.cluster))
     shown, hidden = detail_ranks(a.ranks, 8)
     if hidden:
         out.append(
@@ -161,7 +162,8 @@ def _rank(r: RankAnalysis, rs: RankSummary, top: int) -> str:
     o.append(roofline_html.phases_section(r))
     o.append(roofline_html.section(r.roofline, rs, top))
     o.append(roofline_html.scopes_section(r, top))
-    o.append(xla_html.section(r.extras.get("xla"), top))  # type: ignore[arg-type]
+    xla = r.extras.get("xla")
+    o.append(xla_html.section(xla if isinstance(xla, XlaSummary) else None, top))
     ln = r.launch
     o.append(
         f"<p>Launches: {ln.kernels} kernels ({ln.matched} matched to their launch), delay p50 {us(ln.delay_p50_ns)} us, p99 {us(ln.delay_p99_ns)} us; "

@@ -72,7 +72,7 @@ def to_dict(a: Analysis) -> dict[str, Any]:
         "inputs": list(a.inputs),
         "warnings": list(a.warnings),
         "ranks": [_rank(r) for r in a.ranks],
-        "cluster": cluster_json.to_dict(a.cluster),  # type: ignore[arg-type]
+        "cluster": cluster_json.to_dict(a.cluster),
     }
 
 

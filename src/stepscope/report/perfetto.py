@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..analysis.cluster.critical_path import Segment, StepPath
-from ..analysis.cluster.view import ClusterView, Instance
+from ..analysis.cluster.results import ClusterView, Instance
 from ..analysis.results import Analysis
 from ..errors import ConfigError
 from .base import Renderer

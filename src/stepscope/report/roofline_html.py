@@ -7,7 +7,7 @@ import math
 from html import escape
 
 from ..analysis.results import RankAnalysis
-from ..analysis.roofline.roofline import Roofline
+from ..analysis.roofline.results import Roofline, RooflineGroup
 from ..analysis.summary import RankSummary
 from .fmt import ms
 
@@ -44,9 +44,9 @@ def section(roof: Roofline | None, rs: RankSummary, top: int) -> str:
                 f"<td>{c.achieved_tflops:,.1f}</td><td>{eff}</td></tr>"
             )
         out.append("</table>")
-    groups = [g for g in roof.groups if g.bound != "unknown" and g.intensity and g.achieved_tflops > 0]
-    if hw and groups:
-        out.append(_chart(roof, groups))
+    points = [(g, g.intensity) for g in roof.groups if g.bound != "unknown" and g.intensity and g.achieved_tflops > 0]
+    if hw and points:
+        out.append(_chart(roof, points))
     rows = [g for g in roof.groups if g.bound != "unknown"][:top]
     if rows:
         out.append(
@@ -57,7 +57,7 @@ def section(roof: Roofline | None, rs: RankSummary, top: int) -> str:
             out.append(
                 f"<tr><td class='l'>{escape(g.name)}</td><td class='l'>{escape(g.signature[len(g.name) :][:160])}</td><td>{escape(g.dtype)}</td>"
                 f"<td>{g.count}</td><td>{ms(g.dur_ns)}</td><td>{g.achieved_tflops:,.1f}</td><td>{g.achieved_gbps:,.0f}</td>"
-                f"<td>{g.intensity:,.1f}</td><td>{(g.efficiency or 0):.0%}</td><td>{g.bound}</td><td>{ms(g.time_lost_ns)}</td></tr>"
+                f"<td>{g.intensity:,.1f}</td><td>{(g.efficiency or 0):.0%}</td><td>{escape(g.bound)}</td><td>{ms(g.time_lost_ns)}</td></tr>"
                 if g.intensity is not None
                 else ""
             )
@@ -65,12 +65,14 @@ def section(roof: Roofline | None, rs: RankSummary, top: int) -> str:
     return "".join(out)
 
 
-def _chart(roof: Roofline, groups: list) -> str:  # type: ignore[type-arg]
+def _chart(roof: Roofline, points: list[tuple[RooflineGroup, float]]) -> str:
+    """Log-log chart: the roofline of ``roof.hardware`` and each (op group, its FLOP/byte) as a point."""
     assert roof.hardware is not None
+    groups = [g for g, _x in points]
     w, h, pad = 640, 360, 50
     peak = roof.hardware.peak_tflops
     bw_tb = roof.hardware.hbm_gbps / 1e3  # TB/s: TFLOP/s per FLOP/byte
-    xs = [g.intensity for g in groups]
+    xs = [x for _g, x in points]
     x0 = 10 ** math.floor(math.log10(max(min(xs), 1e-3)))
     x1 = 10 ** math.ceil(math.log10(max(max(xs), peak / bw_tb) * 2))
     ys = [g.achieved_tflops for g in groups]
@@ -96,10 +98,10 @@ def _chart(roof: Roofline, groups: list) -> str:  # type: ignore[type-arg]
         f"<line x1='{px(ridge):.1f}' y1='{py(peak):.1f}' x2='{px(x1):.1f}' y2='{py(peak):.1f}' stroke='#111' stroke-width='2'/>"
     )
     longest = max(g.dur_ns for g in groups) or 1
-    for g in groups:
+    for g, x in points:
         r = 3 + 12 * math.sqrt(g.dur_ns / longest)
         svg.append(
-            f"<circle cx='{px(g.intensity):.1f}' cy='{py(g.achieved_tflops):.1f}' r='{r:.1f}' fill='{_BOUND_COLOR.get(g.bound, '#888')}' "
+            f"<circle cx='{px(x):.1f}' cy='{py(g.achieved_tflops):.1f}' r='{r:.1f}' fill='{_BOUND_COLOR.get(g.bound, '#888')}' "
             f"fill-opacity='0.6'><title>{escape(g.signature[:200])}: {g.achieved_tflops:,.1f} TFLOP/s, {ms(g.dur_ns)} ms</title></circle>"
         )
     for k in range(int(math.log10(x0)), int(math.log10(x1)) + 1):
@@ -157,7 +159,7 @@ def scopes_section(r: RankAnalysis, top: int) -> str:
     for x in r.scopes[:top]:
         mfu = f"{x.mfu_ratio:.1%}" if x.mfu_ratio is not None else "-"
         out.append(
-            f"<tr><td class='l'>{escape(x.name)}</td><td class='l'>{x.kind}</td><td>{x.instances}</td><td>{ms(x.kernel_ns)}</td>"
+            f"<tr><td class='l'>{escape(x.name)}</td><td class='l'>{escape(x.kind)}</td><td>{x.instances}</td><td>{ms(x.kernel_ns)}</td>"
             f"<td>{x.achieved_tflops:,.1f}</td><td>{mfu}</td></tr>"
         )
     out.append("</table><p>Module ranges are the forward pass (backward runs on the autograd thread).</p>")

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.summary import RankSummary, RunSummary, summarize
+from ..analysis.xla.summary import XlaSummary
 from . import cluster_terminal, xla_terminal
 from .base import Renderer
 from .fmt import detail_ranks, esc, ms, pct, us
@@ -27,7 +28,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> None:
         con.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
     if len(a.ranks) > 1:
         _rank_table(summary, con)
-        cluster_terminal.render(a.cluster, con)  # type: ignore[arg-type]
+        cluster_terminal.render(a.cluster, con)
     shown, hidden = detail_ranks(a.ranks, 4)
     for r in shown:
         _rank(r, summary.of(r.rank), con, top)
@@ -64,7 +65,8 @@ def _rank(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
     _phases(r, con)
     _roofline(r, rs, con, top)
     _scopes(r, con, top)
-    xla_terminal.render(r.extras.get("xla"), con, top)  # type: ignore[arg-type]
+    xla = r.extras.get("xla")
+    xla_terminal.render(xla if isinstance(xla, XlaSummary) else None, con, top)
     ln = r.launch
     if ln.kernels:
         con.print(

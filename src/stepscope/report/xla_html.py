@@ -48,7 +48,7 @@ def section(x: XlaSummary | None, top: int) -> str:
             f"{op.flops / 1e9:.3f}" if op.flops >= 0 else "-",
             f"{op.achieved_tflops:.3f}" if op.achieved_tflops is not None else "-",
             f"{op.intensity_flops_per_byte:.1f}" if op.intensity_flops_per_byte is not None else "-",
-            op.bound or "-",
+            escape(op.bound or "-"),
             f"{op.efficiency:.1%}" if op.efficiency is not None else "-",
         ]
         o.append(
