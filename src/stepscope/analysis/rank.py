@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from types import MappingProxyType
-from typing import Any, TypeGuard
+from typing import Any
 
 from ..notices import Notice
 from . import registry
 from .classify import Rules
 from .config import AnalyzeConfig
 from .context import RankContext, RankInput, build_context
-from .results import ExtraResult, RankAnalysis
+from .extra import is_extra
+from .results import RankAnalysis
 
 _IDENTITY = ("rank", "device", "path", "step_source", "extras")
 _BUILT_IN = frozenset(f.name for f in dataclasses.fields(RankAnalysis)) - set(_IDENTITY)
@@ -35,7 +36,7 @@ def run_analyses(ctx: RankContext) -> RankAnalysis:
     for name, value in done.items():
         if name in _BUILT_IN:
             continue
-        if not _is_extra(value):
+        if not is_extra(value):
             raise TypeError(f"analysis {name!r} returned {type(value).__name__}, not a dataclass instance or None")
         extras[name] = value
     return RankAnalysis(
@@ -46,7 +47,3 @@ def run_analyses(ctx: RankContext) -> RankAnalysis:
         extras=extras,
         **{k: v for k, v in done.items() if k in _BUILT_IN},
     )
-
-
-def _is_extra(value: object) -> TypeGuard[ExtraResult | None]:
-    return value is None or (dataclasses.is_dataclass(value) and not isinstance(value, type))

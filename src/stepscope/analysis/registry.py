@@ -1,6 +1,8 @@
 """The analyses, in the order they run. Adding a per-rank analysis = a module with ``compute(ctx) ->
 frozen dataclass`` (``context.RankContext``) + one line in ``RANK_ANALYSES``; its result reaches
-``RankAnalysis.extras[name]`` and the JSON report's ``extras`` (docs/architecture.md).
+``RankAnalysis.extras[name]`` and the JSON report's ``extras`` (docs/architecture.md). Cluster analyses
+(``CLUSTER_ANALYSES``) work the same over a ``cluster.context.ClusterContext`` (the ranks' results,
+matched collectives, aligned clocks); their results fill ``ClusterView``.
 
 A name that is a field of ``RankAnalysis`` fills that field; any other name goes to ``extras``. An
 analysis may read the results of those listed before it (``ctx.result(name, type)``); ``applies``
@@ -12,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .cluster import comm_events
+from .cluster import comm_events, findings, stragglers, tables
+from .cluster.context import ClusterContext
 from .context import RankContext
 from .roofline import mfu_diagnosis, phases, roofline, scopes
 from .steps import rank_stats
@@ -44,4 +47,20 @@ RANK_ANALYSES: tuple[RankEntry, ...] = (
     RankEntry("scopes", scopes.compute),
     RankEntry("comm_events", comm_events.compute),
     RankEntry("xla", xla.compute, applies=xla.applies),
+)
+
+
+@dataclass(frozen=True)
+class ClusterEntry:
+    name: str
+    compute: Callable[[ClusterContext], object]
+
+
+CLUSTER_ANALYSES: tuple[ClusterEntry, ...] = (
+    ClusterEntry("stragglers", stragglers.compute),
+    ClusterEntry("matrix", tables.matrix),
+    ClusterEntry("size_histogram", tables.size_histogram),
+    ClusterEntry("findings", findings.compute),  # reads stragglers
+    ClusterEntry("critical_paths", tables.critical_paths),
+    ClusterEntry("comm_matrix", tables.comm_matrix),
 )

@@ -10,21 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
 
 from .cluster.comm_events import CommEvents
 from .cluster.results import ClusterView
+from .extra import ExtraResult
 from .roofline.mfu_diagnosis import MfuDiagnosis
 from .roofline.phases import StepPhases
 from .roofline.results import Roofline
 from .roofline.scopes import ScopeStat
 from .steps.results import CollectiveTime, LaunchStats, OpStat, StepBreakdown, StepStats, StreamIdle
 
-
-class ExtraResult(Protocol):
-    """The result of an analysis beyond the built-in fields: a (frozen) dataclass instance."""
-
-    __dataclass_fields__: ClassVar[dict[str, Any]]
+__all__ = ["Analysis", "ExtraResult", "RankAnalysis"]
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@ rank x step matrix, message sizes, findings, critical paths. Times are integer n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..extra import ExtraResult
 from .critical_path import StepPath
 
 
@@ -67,6 +69,47 @@ class SizeBin:
     time_ns: int  # summed transfer time
 
 
+@dataclass(frozen=True, kw_only=True)
+class StragglerFinding:
+    """A rank over the straggler threshold, and what the step would save if it ran like the median rank."""
+
+    rank: int
+    cause: str  # Straggler.cause
+    score: float
+    excess_ns: int  # per step, of the cause's figure over the median
+    saving_ns: int  # per step, the what-if saving
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmallMessagesFinding:
+    """Most collectives move small messages: latency-bound."""
+
+    small: int  # instances under threshold_bytes
+    total: int  # instances matched
+    threshold_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LowBandwidthFinding:
+    """Collectives of at least ``min_bytes`` reaching under ``ratio`` of their link's bus bandwidth."""
+
+    count: int
+    min_bytes: int
+    ratio: float
+    median_busbw_gbps: float  # of those collectives
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncWaitFinding:
+    """Time the ranks waited in collectives for the last to arrive, and the transfer time, summed over ranks."""
+
+    wait_ns: int
+    transfer_ns: int
+
+
+Finding = StragglerFinding | SmallMessagesFinding | LowBandwidthFinding | SyncWaitFinding
+
+
 @dataclass(frozen=True)
 class ClusterView:
     ranks: int
@@ -75,9 +118,9 @@ class ClusterView:
     stragglers: tuple[Straggler, ...]  # worst first; every rank, ``is_straggler`` marks those over the threshold
     matrix: tuple[RankStepRow, ...]
     size_histogram: tuple[SizeBin, ...]
-    findings: tuple[str, ...]
+    findings: tuple[Finding, ...]
     threshold: float
     unmatched_instances: int
     critical_paths: tuple[StepPath, ...] = ()
     comm_matrix: dict[str, dict[str, object]] = field(default_factory=dict)
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    extras: Mapping[str, ExtraResult | None] = field(default_factory=dict)  # other registered cluster analyses
