@@ -59,8 +59,8 @@ _KEYS = {"version": None, "collectives": "type", "comm_kernels": None, "comm_ops
 
 
 def _parse(doc: Any, where: str) -> dict[str, Any]:
-    """The rules file as a mapping, its keys and entries checked: a misspelt key used to be
-    ignored without a word, an entry without its name or pattern was a KeyError traceback."""
+    """The rules file as a mapping, its keys and entries checked: a misspelt key, or an entry without
+    its name or pattern, is a ConfigError naming the file."""
     if not isinstance(doc, dict):
         raise ConfigError("rules file must be a mapping", path=where, fix="see src/stepscope/data/kernel_rules.yaml")
     refuse_unknown_keys(doc, _KEYS, path=where, see="src/stepscope/data/kernel_rules.yaml")
@@ -128,11 +128,9 @@ def memcpy_category(name: str) -> str:
     return "memcpy_other"
 
 
-def _per_dictionary(arr: pa.Array, fn: Any) -> np.ndarray:
-    """``fn`` of each row's string ("" for nulls), once per distinct value (object array)."""
-    if not pa.types.is_dictionary(arr.type) and not pa.types.is_string(arr.type):
-        arr = arr.cast(pa.string())
-    return per_value(arr, lambda v: fn(v or ""), null=fn(""))
+def _of_text(col: pa.Array, fn: Any) -> np.ndarray:
+    """``fn`` of each row's string ("" for nulls), once per distinct value (``dictcol.per_value``)."""
+    return per_value(col, lambda v: fn(v or ""), null=fn(""))
 
 
 def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table, rules: Rules) -> np.ndarray:
@@ -144,8 +142,8 @@ def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table
     n = dev.num_rows
     kind = kind_codes if n else np.empty(0, np.int8)
     names = dev["name"].combine_chunks() if n else pa.array([], pa.string())
-    by_name = _per_dictionary(names, rules.category_of_kernel) if n else np.empty(0, object)
-    memcpy = _per_dictionary(names, memcpy_category) if n else np.empty(0, object)
+    by_name = _of_text(names, rules.category_of_kernel) if n else np.empty(0, object)
+    memcpy = _of_text(names, memcpy_category) if n else np.empty(0, object)
     cat = np.where(kind == KIND["kernel"], by_name, np.where(kind == KIND["memset"], "memset", memcpy))
     if n == 0:
         return cat
@@ -153,12 +151,12 @@ def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table
     coll = dev["collective"].combine_chunks()
     has_coll = pc.is_valid(coll).to_numpy(zero_copy_only=False) & (kind == KIND["kernel"])
     if has_coll.any():
-        ctype = _per_dictionary(coll, lambda s: COMM_PREFIX + rules.collective_of(s))
+        ctype = _of_text(coll, lambda s: COMM_PREFIX + rules.collective_of(s))
         cat = np.where(has_coll, ctype, cat)
     # 2) the launching CPU op is a communication op (nccl:*, c10d::*, record_param_comms...)
     if host.num_rows:
         hname = host["name"].combine_chunks()
-        is_comm_op = _per_dictionary(hname, lambda s: bool(rules.comm_ops.search(s))).astype(bool)
+        is_comm_op = _of_text(hname, lambda s: bool(rules.comm_ops.search(s))).astype(bool)
         hcoll = host["collective"].combine_chunks()
         is_comm_op |= pc.is_valid(hcoll).to_numpy(zero_copy_only=False)
         ext = host["external_id"].to_numpy()
@@ -166,8 +164,8 @@ def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table
         if comm_ext.size:
             label_src = np.where(
                 pc.is_valid(hcoll).to_numpy(zero_copy_only=False),
-                _per_dictionary(hcoll, lambda s: s),
-                _per_dictionary(hname, lambda s: s),
+                _of_text(hcoll, lambda s: s),
+                _of_text(hname, lambda s: s),
             )
             ext_sel = ext[is_comm_op & (ext >= 0)]
             lab_sel = label_src[is_comm_op & (ext >= 0)]

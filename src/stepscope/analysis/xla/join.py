@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...trace.dictcol import DictColumn, lookup_table
 from ...trace.hlo import HloModule
 from .hlo_cost import CostModel
 
@@ -31,20 +32,13 @@ def join_hlo(events: pa.Table, modules: Sequence[HloModule]) -> tuple[pa.Table, 
         by_module[m.name] = table
         for k, v in table.items():
             anywhere.setdefault(k, v)
-    key = (
-        pc.binary_join_element_wise(pc.fill_null(events["module"], ""), events["op"], "\x00")
-        .combine_chunks()
-        .dictionary_encode()
-    )
-    found = []
-    for k in key.dictionary.to_pylist():
+    key = DictColumn.of(pc.binary_join_element_wise(pc.fill_null(events["module"], ""), events["op"], "\x00"))
+    found = []  # per distinct (module, op)
+    for k in key.values[:-1]:
         mod, _, op = k.partition("\x00")
         found.append(by_module.get(mod, {}).get(op) or anywhere.get(op))
-    idx = pc.fill_null(key.indices, len(found)).to_numpy(zero_copy_only=False).astype(np.int64)
-    valid = pc.is_valid(key.indices).to_numpy(zero_copy_only=False)
-    hit_lut = np.array([f is not None for f in found] + [False])
-    safe = np.where(valid, idx, len(found))
-    hit = hit_lut[safe]
+    safe, valid = key.codes, key.valid  # the null code is len(found)
+    hit = lookup_table(found, lambda f: f is not None, null=False, dtype=bool)[safe]
 
     def fill_str(col: str, pos: int) -> pa.Array:
         lut = pa.array([f[pos] if f else None for f in found] + [None], pa.string())
