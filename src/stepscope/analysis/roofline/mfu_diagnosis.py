@@ -47,6 +47,118 @@ def compute(ctx: RankContext) -> MfuDiagnosis | None:
     return diagnose(ctx.steps, phases, ctx.result("roofline", Roofline))
 
 
+# per band: (name, verdict, checks); a check: (figure as the JSON names it, the key in ``_figures``,
+# threshold, True when a value over the threshold is bad, hint)
+_Rule = tuple[str, str, float, bool, str]
+_LOW: tuple[_Rule, ...] = (
+    (
+        "exposed_comm_ns / step_time_ns",
+        "exposed_comm",
+        0.10,
+        True,
+        "communication not hidden by compute: overlap, bucket, or reduce it",
+    ),
+    (
+        "cpu.dataloader_ns / step_time_ns",
+        "dataloader",
+        0.05,
+        True,
+        "input pipeline on the critical path: more workers, prefetch, pinned memory",
+    ),
+    (
+        "idle_causes.host_bound_ns / step_time_ns",
+        "host_bound",
+        0.10,
+        True,
+        "host cannot launch fast enough: CUDA graphs, torch.compile, fewer syncs",
+    ),
+    (
+        "roofline memory/latency-bound dur_ns / kernel time",
+        "small_ops",
+        0.30,
+        True,
+        "much time in memory- or latency-bound ops (elementwise, norms, copies): fuse them (torch.compile, fused kernels)",
+    ),
+)
+_FAIR: tuple[_Rule, ...] = (
+    (
+        "overlapped_comm_ns / comm_ns",
+        "overlap",
+        0.70,
+        False,
+        "communication overlap below 70%: overlap grads with backward, prefetch params",
+    ),
+    (
+        "idle_ns / step_time_ns",
+        "idle",
+        0.05,
+        True,
+        "bubbles (pipeline or sync): more micro-batches, interleaved schedule, fewer syncs",
+    ),
+)
+_NORMAL: tuple[_Rule, ...] = (
+    (
+        "recompute_ns / step_time_ns",
+        "recompute",
+        0.15,
+        True,
+        "recompute costs time: selective instead of full activation checkpointing",
+    ),
+    (
+        "roofline[0].time_lost_ns / step_time_ns",
+        "worst_op",
+        0.10,
+        True,
+        "the op furthest from its roofline: see the roofline table",
+    ),
+)
+_IMPOSSIBLE: tuple[_Rule, ...] = (
+    (
+        "mfu",
+        "mfu",
+        1.0,
+        True,
+        "check --model-flops, or --tokens-per-step (per rank, per step) and --model, and --mfu-dtype",
+    ),
+)
+
+
+def _band(mfu: float) -> tuple[str, str, tuple[_Rule, ...]]:
+    if mfu < 0.30:
+        return "<30%", "low: look for time the device is not computing", _LOW
+    if mfu < 0.40:
+        return "30-40%", "fair: hide what remains", _FAIR
+    if mfu < 0.50:
+        return "40-50%", "normal for large dense training", _NORMAL
+    if mfu <= 1.0:
+        return ">50%", "excellent", ()
+    # more FLOPs than the device can do: the input, not the run
+    return ">100%", "impossible: the model FLOPs per step are too high for this run", _IMPOSSIBLE
+
+
+def _figures(
+    steps: tuple[StepBreakdown, ...], phases: tuple[StepPhases, ...], roof: Roofline | None, mfu: float
+) -> dict[str, float]:
+    total = max(sum(s.step_time_ns for s in steps), 1)
+    comm = sum(s.comm_ns for s in steps)
+    kernel_ns = roof.kernel_time_ns if roof else 0
+    return {
+        "mfu": mfu,
+        "exposed_comm": _share(steps, lambda s: s.exposed_comm_ns),
+        "dataloader": _share(steps, lambda s: s.cpu.dataloader_ns),
+        "host_bound": _share(steps, lambda s: s.idle_causes.host_bound_ns),
+        "idle": _share(steps, lambda s: s.idle_ns),
+        "overlap": sum(s.overlapped_comm_ns for s in steps) / comm if comm else 1.0,
+        "recompute": sum(p.recompute_ns for p in phases) / total,
+        "worst_op": max((g.time_lost_ns for g in roof.groups), default=0) / total if roof else 0.0,
+        "small_ops": (
+            sum(g.dur_ns for g in roof.groups if g.bound in ("memory", "latency")) / kernel_ns
+            if (roof and kernel_ns)
+            else 0.0
+        ),
+    }
+
+
 def diagnose(
     steps: tuple[StepBreakdown, ...], phases: tuple[StepPhases, ...], roof: Roofline | None
 ) -> MfuDiagnosis | None:
@@ -54,93 +166,11 @@ def diagnose(
     if not mfus or not steps:
         return None
     mfu = mfus[len(mfus) // 2]
-    exposed_comm = _share(steps, lambda s: s.exposed_comm_ns)
-    dataloader = _share(steps, lambda s: s.cpu.dataloader_ns)
-    host_bound = _share(steps, lambda s: s.idle_causes.host_bound_ns)
-    idle = _share(steps, lambda s: s.idle_ns)
-    comm = sum(s.comm_ns for s in steps)
-    overlap = sum(s.overlapped_comm_ns for s in steps) / comm if comm else 1.0
-    rec = sum(p.recompute_ns for p in phases) / max(sum(s.step_time_ns for s in steps), 1)
-    worst = (
-        max((g.time_lost_ns for g in roof.groups), default=0) / max(sum(s.step_time_ns for s in steps), 1)
-        if roof
-        else 0.0
-    )
-    kernel_ns = roof.kernel_time_ns if roof else 0
-    small_ops = (
-        sum(g.dur_ns for g in roof.groups if g.bound in ("memory", "latency")) / kernel_ns
-        if (roof and kernel_ns)
-        else 0.0
-    )
-    checks: list[Check] = []
-
-    def check(figure: str, value: float, threshold: float, hint: str, higher_is_bad: bool = True) -> None:
+    band, verdict, rules = _band(mfu)
+    figures = _figures(steps, phases, roof, mfu)
+    checks = []
+    for figure, key, threshold, higher_is_bad, hint in rules:
+        value = figures[key]
         ok = value <= threshold if higher_is_bad else value >= threshold
         checks.append(Check(figure, value, threshold, ok, hint))
-
-    if mfu < 0.30:
-        band, verdict = "<30%", "low: look for time the device is not computing"
-        check(
-            "exposed_comm_ns / step_time_ns",
-            exposed_comm,
-            0.10,
-            "communication not hidden by compute: overlap, bucket, or reduce it",
-        )
-        check(
-            "cpu.dataloader_ns / step_time_ns",
-            dataloader,
-            0.05,
-            "input pipeline on the critical path: more workers, prefetch, pinned memory",
-        )
-        check(
-            "idle_causes.host_bound_ns / step_time_ns",
-            host_bound,
-            0.10,
-            "host cannot launch fast enough: CUDA graphs, torch.compile, fewer syncs",
-        )
-        check(
-            "roofline memory/latency-bound dur_ns / kernel time",
-            small_ops,
-            0.30,
-            "much time in memory- or latency-bound ops (elementwise, norms, copies): fuse them (torch.compile, fused kernels)",
-        )
-    elif mfu < 0.40:
-        band, verdict = "30-40%", "fair: hide what remains"
-        check(
-            "overlapped_comm_ns / comm_ns",
-            overlap,
-            0.70,
-            "communication overlap below 70%: overlap grads with backward, prefetch params",
-            higher_is_bad=False,
-        )
-        check(
-            "idle_ns / step_time_ns",
-            idle,
-            0.05,
-            "bubbles (pipeline or sync): more micro-batches, interleaved schedule, fewer syncs",
-        )
-    elif mfu < 0.50:
-        band, verdict = "40-50%", "normal for large dense training"
-        check(
-            "recompute_ns / step_time_ns",
-            rec,
-            0.15,
-            "recompute costs time: selective instead of full activation checkpointing",
-        )
-        check(
-            "roofline[0].time_lost_ns / step_time_ns",
-            worst,
-            0.10,
-            "the op furthest from its roofline: see the roofline table",
-        )
-    elif mfu <= 1.0:
-        band, verdict = ">50%", "excellent"
-    else:  # more FLOPs than the device can do: the input, not the run
-        band, verdict = ">100%", "impossible: the model FLOPs per step are too high for this run"
-        check(
-            "mfu",
-            mfu,
-            1.0,
-            "check --model-flops, or --tokens-per-step (per rank, per step) and --model, and --mfu-dtype",
-        )
     return MfuDiagnosis(mfu=mfu, band=band, verdict=verdict, checks=tuple(checks))
