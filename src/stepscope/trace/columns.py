@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from ..errors import TraceFormatError
 from . import schema
 from .counters import CounterRange
+from .dictcol import dict_mask, per_value
 from .jsonstream import StreamState
 
 
@@ -43,19 +44,15 @@ _KIND_DICT = pa.array(_KINDS, pa.string())
 _K = schema.KIND_CODE
 
 
-def _codes(arr: pa.Array, fn: Any) -> np.ndarray:
-    """``fn`` applied to each distinct string (dictionary entry), broadcast to rows as int8 codes."""
-    d = arr.dictionary_encode() if not pa.types.is_dictionary(arr.type) else arr
-    lut = np.array([fn(v) for v in d.dictionary.to_pylist()] + [fn(None)], dtype=np.int8)
-    return lut[pc.fill_null(d.indices, len(lut) - 1).to_numpy()]
-
-
 def _kind_column(cat: pa.Array, ph: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """Kind per row from the profiler category and phase: (dictionary array, int8 codes).
 
     Regexes/lookups run once per distinct category, never per row."""
-    code = _codes(cat, lambda c: _K[schema.CATEGORY_TO_KIND.get((c or "").lower(), schema.Kind.OTHER).value])
-    ph_code = _codes(ph, lambda v: 1 if v in ("s", "f", "t") else 2 if v in ("i", "I") else 0)
+    other = _K[schema.Kind.OTHER.value]
+    code = per_value(
+        cat, lambda c: _K[schema.CATEGORY_TO_KIND.get(c.lower(), schema.Kind.OTHER).value], null=other, dtype=np.int8
+    )
+    ph_code = per_value(ph, lambda v: 1 if v in ("s", "f", "t") else 2 if v in ("i", "I") else 0, null=0, dtype=np.int8)
     code = np.where(ph_code == 1, np.int8(_K["flow"]), code)
     code = np.where((ph_code == 2) & (code == _K["other"]), np.int8(_K["instant"]), code)
     kind = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int32)), _KIND_DICT)
@@ -127,7 +124,7 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
     dur = cols["dur"]
     # a complete event ("X") whose duration is missing, not a number or negative cannot be placed:
     # its ts is cleared so that file_read drops and counts it with the untimed events
-    complete = _codes(ph, lambda v: 1 if v == "X" else 0) == 1
+    complete = dict_mask(ph, lambda v: v == "X")
     ts = np.where(complete & (dur < 0), -1, cols["ts"])
     out = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),

@@ -27,7 +27,7 @@ def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[list[Any], np.ndarray]:
 
 
 def lookup_table(
-    values: Sequence[Any], fn: Callable[[Any], Any], *, null: Any = None, dtype: npt.DTypeLike = object
+    values: Sequence[Any] | np.ndarray, fn: Callable[[Any], Any], *, null: Any = None, dtype: npt.DTypeLike = object
 ) -> np.ndarray:
     """``fn(v)`` for each of ``values``, then ``null``: indexed by a column's codes into ``values``
     (the null code is ``len(values)``, or -1), it gives ``fn`` per row with one call per value."""
@@ -50,7 +50,7 @@ def dict_mask(col: pa.ChunkedArray | pa.Array, predicate: Callable[[str], bool])
     return per_value(col, lambda v: v is not None and bool(predicate(v)), null=False, dtype=bool)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DictColumn:
     """A string column as codes into its distinct values (the last value is None, for nulls):
     per-row work is done once per distinct value and broadcast back."""
@@ -69,10 +69,11 @@ class DictColumn:
         """Object array of the values per row (None where null)."""
         return self.values[self.codes if sel is None else self.codes[sel]]
 
-    def map(self, fn: Callable[[str | None], Any], sel: np.ndarray | None = None) -> np.ndarray:
-        """``fn`` per row, evaluated once per distinct value."""
-        lut = np.empty(self.values.size, dtype=object)
-        lut[:] = [fn(v) for v in self.values]
+    def map(
+        self, fn: Callable[[str | None], Any], sel: np.ndarray | None = None, *, dtype: npt.DTypeLike = object
+    ) -> np.ndarray:
+        """``fn`` per row (of the rows ``sel``), evaluated once per distinct value (and once for null)."""
+        lut = lookup_table(self.values[:-1], fn, null=fn(None), dtype=dtype)
         return lut[self.codes if sel is None else self.codes[sel]]
 
     def remap(self, fn: Callable[[str | None], str | None]) -> DictColumn:

@@ -16,7 +16,10 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,26 +29,44 @@ import pyarrow.parquet as pq
 from ..errors import TraceFormatError
 from . import schema
 from .columns import FileRead, assemble_table
+from .dictcol import DictColumn
 
 MEMBER = "nvtx_gpu_proj_trace/trace.parquet"
 _FIELD = re.compile(r"(\w+)=((?:[^,#(]|\([^)]*\))*)")
+_NEED = {"Name", "Projected Start", "Projected Duration", "TID", "RangeId", "ParentId"}
+_THUNK, _MODULE = 1, 2
 
 
-def is_nsys_jax(path: str | Path) -> bool:
-    try:
-        with zipfile.ZipFile(path) as z:
-            return any(n.endswith(MEMBER) for n in z.namelist())
-    except (OSError, zipfile.BadZipFile):
-        return False
+def _range_kind(name: str | None) -> int:
+    """``_THUNK``, ``_MODULE`` or 0 (a range this reader skips) by the range name's prefix."""
+    if name is None:
+        return 0
+    return _THUNK if name.startswith("TSL:Thunk:") else _MODULE if name.startswith("TSL:XlaModule:") else 0
 
 
-def _fields(name: str) -> dict[str, str]:
+def _field(key: str, name: str | None) -> str | None:
+    """The value of ``key`` in a thunk or module range name's ``#key=value,...#`` fields."""
+    if name is None or not _range_kind(name):
+        return None
     body = name.split("#", 1)[1].rstrip("#") if "#" in name else ""
-    return {k: v for k, v in _FIELD.findall(body)}
+    return {k: v for k, v in _FIELD.findall(body)}.get(key)
 
 
 def read_nsys_jax(path: str | Path, *, rank: int = 0) -> FileRead:
     p = Path(path)
+    return FileRead(
+        path=str(p),
+        table=assemble_table(_columns(_load(p)), rank),
+        header={"format": "nsys-jax"},
+        truncated=False,
+        note="",
+        skipped_events=0,
+        bytes_read=p.stat().st_size,
+    )
+
+
+def _load(p: Path) -> pa.Table:
+    """The archive's projected NVTX ranges that have a name."""
     try:
         with zipfile.ZipFile(p) as z:
             member = next((n for n in z.namelist() if n.endswith(MEMBER)), None)
@@ -60,66 +81,82 @@ def read_nsys_jax(path: str | Path, *, rank: int = 0) -> FileRead:
         raise TraceFormatError(
             f"{MEMBER} is not a readable Parquet file ({str(exc)[:80]})", path=str(p), fix="re-create the archive"
         ) from None
-    need = {"Name", "Projected Start", "Projected Duration", "TID", "RangeId", "ParentId"}
-    if not need <= set(raw.column_names):
+    if not _NEED <= set(raw.column_names):
         raise TraceFormatError(
-            f"{MEMBER} lacks columns {sorted(need - set(raw.column_names))}", path=str(p), fix="use a newer nsys-jax"
+            f"{MEMBER} lacks columns {sorted(_NEED - set(raw.column_names))}", path=str(p), fix="use a newer nsys-jax"
         )
-    raw = raw.filter(pc.is_valid(raw["Name"]))
-    n_raw = raw.num_rows
-    names = raw["Name"].combine_chunks().dictionary_encode()
-    code = names.indices.to_numpy()
-    # per distinct range name: its kind (1 thunk, 2 module) and its #key=value# fields
-    distinct = names.dictionary.to_pylist()
-    kind_lut = np.array(
-        [1 if n.startswith("TSL:Thunk:") else 2 if n.startswith("TSL:XlaModule:") else 0 for n in distinct] + [0],
-        np.int8,
-    )
-    fields = [_fields(n) if kind_lut[i] else {} for i, n in enumerate(distinct)]
+    return raw.filter(pc.is_valid(raw["Name"]))
 
-    def field(key: str) -> np.ndarray:
-        lut = np.empty(len(fields) + 1, dtype=object)
-        lut[:-1] = [f.get(key) for f in fields]
-        return lut[code]
+
+@dataclass(frozen=True)
+class _Ranges:
+    """Per range (row of the archive's table): its name, kind (``_range_kind``), the ``hlo_module``,
+    ``hlo_op`` and ``name`` (name stack) fields of its name, and its parent's row (-1 for none)."""
+
+    name: np.ndarray
+    kind: np.ndarray
+    module: np.ndarray
+    hlo_op: np.ndarray
+    stack: np.ndarray
+    parent: np.ndarray
+
+
+def _ranges(raw: pa.Table) -> _Ranges:
+    """The ranges' names parsed once per distinct name; parents found by ``RangeId``."""
+    names = DictColumn.of(raw["Name"])
+    kind = names.map(_range_kind, dtype=np.int8)
 
     def ids(col: str) -> np.ndarray:
         return np.nan_to_num(raw[col].to_numpy(zero_copy_only=False).astype(np.float64), nan=-1).astype(np.int64)
 
     rid, parent = ids("RangeId"), ids("ParentId")
-    kind = kind_lut[code]
+    n_raw = raw.num_rows
     o = np.argsort(rid, kind="stable")
     pos = np.clip(np.searchsorted(rid[o], parent), 0, max(n_raw - 1, 0))
     prow = np.where((parent >= 0) & (rid[o][pos] == parent), o[pos], -1) if n_raw else np.empty(0, np.int64)
-    parent_kind = np.where(prow >= 0, kind[np.clip(prow, 0, None)], 0)
-    module = field("hlo_module")
-    dur_all = raw["Projected Duration"].to_numpy(zero_copy_only=False).astype(np.int64)
-    thunk = np.flatnonzero((kind == 1) & (parent_kind != 1))
-    mods = np.flatnonzero(kind == 2)
-    steps = _steps(module[mods], mods, dur_all)
-    rows = np.concatenate([thunk, mods, steps]).astype(np.int64)
-    n_t, n_m, n_s = thunk.size, mods.size, steps.size
-    hlo_op = field("hlo_op")
-    raw_name = np.asarray(distinct + [None], dtype=object)[code]
-    top = module[steps[0]] if n_s else None
-    none = np.full(n_m + n_s, None, dtype=object)
+    module, hlo_op, stack = (names.map(partial(_field, k)) for k in ("hlo_module", "hlo_op", "name"))
+    return _Ranges(names.rows(), kind, module, hlo_op, stack, prow)
+
+
+def _string_columns(r: _Ranges, thunk: np.ndarray, mods: np.ndarray, steps: np.ndarray) -> dict[str, pa.Array]:
+    """name, op, module and scope of the thunk rows, then the module rows, then the step rows."""
+    n_m, n_s = mods.size, steps.size
+    top = r.module[steps[0]] if n_s else None
     name = np.concatenate(
         [
-            np.where(hlo_op[thunk] == None, raw_name[thunk], hlo_op[thunk]),  # noqa: E711
-            np.char.add("XlaModule:", module[mods].astype(str)).astype(object),
+            np.where(r.hlo_op[thunk] == None, r.name[thunk], r.hlo_op[thunk]),  # noqa: E711
+            np.char.add("XlaModule:", r.module[mods].astype(str)).astype(object),
             np.char.add("XLAStep#", np.arange(n_s).astype(str)).astype(object),
         ]
     )
+    thunk_module = np.where(r.parent[thunk] >= 0, r.module[np.clip(r.parent[thunk], 0, None)], None)
+    module = np.concatenate([thunk_module, r.module[mods], np.full(n_s, top, dtype=object)])
+    scope = np.concatenate(
+        [r.stack[thunk], np.full(n_m, None, dtype=object), np.full(n_s, f"XlaModule:{top}", dtype=object)]
+    )
+    op = np.concatenate([r.hlo_op[thunk], np.full(n_m + n_s, None, dtype=object)])
+    return {
+        k: pa.array(v.tolist(), pa.string())
+        for k, v in (("name", name), ("op", op), ("module", module), ("scope", scope))
+    }
+
+
+def _columns(raw: pa.Table) -> dict[str, Any]:
+    """The reader columns: thunks whose parent is not a thunk, modules, then the steps."""
+    r = _ranges(raw)
+    parent_kind = np.where(r.parent >= 0, r.kind[np.clip(r.parent, 0, None)], 0)
+    dur_all = raw["Projected Duration"].to_numpy(zero_copy_only=False).astype(np.int64)
+    thunk = np.flatnonzero((r.kind == _THUNK) & (parent_kind != _THUNK))
+    mods = np.flatnonzero(r.kind == _MODULE)
+    steps = _steps(r.module[mods], mods, dur_all)
+    rows = np.concatenate([thunk, mods, steps]).astype(np.int64)
+    n_t, n_m, n_s = thunk.size, mods.size, steps.size
     kc = schema.KIND_CODE
     kinds = np.repeat(np.array([kc["kernel"], kc["gpu_annotation"], kc["user_annotation"]], np.int32), [n_t, n_m, n_s])
     on_dev = np.r_[np.ones(n_t + n_m, bool), np.zeros(n_s, bool)]
     tid = raw["TID"].to_numpy(zero_copy_only=False).astype(np.int64)[rows]
-
-    def strings(values: np.ndarray) -> pa.Array:
-        return pa.array(values.tolist(), pa.string())
-
     cols = {
         "kind": pa.DictionaryArray.from_arrays(pa.array(kinds), pa.array(list(kc), pa.string())),
-        "name": strings(name),
         "cat": pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows.size, np.int32)), pa.array(["nsys-jax"])),
         "pid": np.zeros(rows.size, np.int64),
         "tid": np.where(on_dev, tid, -1),
@@ -128,37 +165,14 @@ def read_nsys_jax(path: str | Path, *, rank: int = 0) -> FileRead:
         "ts": raw["Projected Start"].to_numpy(zero_copy_only=False).astype(np.int64)[rows],
         "dur": dur_all[rows],
         "correlation": np.full(rows.size, -1, np.int64),
-        "op": strings(np.concatenate([hlo_op[thunk], none])),
-        "module": strings(
-            np.concatenate(
-                [
-                    np.where(prow[thunk] >= 0, module[np.clip(prow[thunk], 0, None)], None),
-                    module[mods],
-                    np.full(n_s, top, dtype=object),
-                ]
-            )
-        ),
-        "scope": strings(
-            np.concatenate(
-                [field("name")[thunk], np.full(n_m, None, dtype=object), np.full(n_s, f"XlaModule:{top}", dtype=object)]
-            )
-        ),
         "op_class": pa.nulls(rows.size, pa.string()),
         "flops": np.full(rows.size, -1, np.int64),
         "bytes_accessed": np.full(rows.size, -1, np.int64),
+        **_string_columns(r, thunk, mods, steps),
     }
     # rows in file order (steps after), so ranges that start together keep the archive's order
-    order = np.argsort(np.r_[thunk, mods, n_raw + np.arange(n_s)], kind="stable")
-    cols = {k: (v.take(pa.array(order)) if isinstance(v, pa.Array) else v[order]) for k, v in cols.items()}
-    return FileRead(
-        path=str(p),
-        table=assemble_table(cols, rank),
-        header={"format": "nsys-jax"},
-        truncated=False,
-        note="",
-        skipped_events=0,
-        bytes_read=p.stat().st_size,
-    )
+    order = np.argsort(np.r_[thunk, mods, raw.num_rows + np.arange(n_s)], kind="stable")
+    return {k: (v.take(pa.array(order)) if isinstance(v, pa.Array) else v[order]) for k, v in cols.items()}
 
 
 def _steps(module: np.ndarray, rows: np.ndarray, dur: np.ndarray) -> np.ndarray:
