@@ -133,8 +133,20 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     code = _kind_np(events)
     host_rows = np.flatnonzero(np.isin(code, [KIND[k] for k in HOST_KINDS]))
     dev_rows = np.flatnonzero(np.isin(code, [KIND[k] for k in DEVICE_KINDS]))
-    hk = code[host_rows]
+    host = _host(events, host_rows, code[host_rows])
     del code
+    hk, hidx, names = host.kind, host.name_idx, host.names
+    sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in names])
+    sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in names])
+    sync_mask = ((hk == KIND["runtime"]) & sync_name[hidx]) | ((hk == KIND["cpu_op"]) & sync_op[hidx])
+    # host communication ops (by name or recorded collective args), for classifying kernels
+    comm_name = np.array([bool(rules.comm_ops.search(n)) for n in names])
+    has_coll = pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False)[host_rows]
+    comm_t = events.select(["name", "collective", "external_id"]).take(pa.array(host_rows[comm_name[hidx] | has_coll]))
+    return RankData(rank=rank, host=host, dev=_device(events, dev_rows, comm_t, host, rules), sync_mask=sync_mask)
+
+
+def _host(events: pa.Table, host_rows: np.ndarray, kind: np.ndarray) -> HostArrays:
     nidx_all, names = _names(events["name"])
     hidx = nidx_all[host_rows]
     del nidx_all
@@ -147,8 +159,8 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         return a
 
     hts = host_col("ts_ns")
-    host = HostArrays(
-        kind=hk,
+    return HostArrays(
+        kind=kind,
         name_idx=hidx,
         names=names,
         tid=host_col("tid", narrow=True),
@@ -158,14 +170,9 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         external_id=host_col("external_id", narrow=True),
         sequence_number=host_col("sequence_number", narrow=True),
     )
-    sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in names])
-    sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in names])
-    sync_mask = ((hk == KIND["runtime"]) & sync_name[hidx]) | ((hk == KIND["cpu_op"]) & sync_op[hidx])
-    # host communication ops (by name or recorded collective args), for classifying kernels
-    comm_name = np.array([bool(rules.comm_ops.search(n)) for n in names])
-    has_coll = pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False)[host_rows]
-    comm_rows = host_rows[comm_name[hidx] | has_coll]
-    comm_t = events.select(["name", "collective", "external_id"]).take(pa.array(comm_rows))
+
+
+def _device(events: pa.Table, dev_rows: np.ndarray, comm_t: pa.Table, host: HostArrays, rules: Rules) -> DeviceArrays:
     has_xla = "op" in events.column_names and events["op"].null_count < events.num_rows
     dev_t = events.select(_DEV_COLS + (_XLA_COLS if has_xla else [])).take(pa.array(dev_rows))
     dkind = _kind_np(dev_t)
@@ -184,21 +191,8 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     didx, dnames = _names(dev_t["name"])
     dts = dev_t["ts_ns"].to_numpy()
     dcorr = dev_t["correlation"].to_numpy()
-    # launch time: the runtime call with the same correlation id
-    rt = (hk == KIND["runtime"]) & (host.correlation >= 0)
-    rt_corr = host.correlation[rt]
-    rt_ts = host.ts[rt]
-    rt_tid = host.tid[rt]
-    o = np.argsort(rt_corr, kind="stable")
-    rt_corr, rt_ts, rt_tid = rt_corr[o], rt_ts[o], rt_tid[o]
-    launch = np.full(dts.size, -1, dtype=np.int64)
-    launch_tid = np.full(dts.size, -1, dtype=np.int64)
-    if rt_corr.size and dts.size:
-        pos = np.clip(np.searchsorted(rt_corr, dcorr), 0, rt_corr.size - 1)
-        hit = (dcorr >= 0) & (rt_corr[pos] == dcorr)
-        launch[hit] = rt_ts[pos[hit]]
-        launch_tid[hit] = rt_tid[pos[hit]]
-    dev = DeviceArrays(
+    launch, launch_tid = _launches(host, dcorr)
+    return DeviceArrays(
         kind=dkind,
         name_idx=didx,
         names=dnames,
@@ -215,4 +209,19 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
         xla=xla,
         rows=dev_rows,
     )
-    return RankData(rank=rank, host=host, dev=dev, sync_mask=sync_mask)
+
+
+def _launches(host: HostArrays, dcorr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per device row: the start and thread of the runtime call with the same correlation id (-1 if none)."""
+    rt = (host.kind == KIND["runtime"]) & (host.correlation >= 0)
+    rt_corr, rt_ts, rt_tid = host.correlation[rt], host.ts[rt], host.tid[rt]
+    o = np.argsort(rt_corr, kind="stable")
+    rt_corr, rt_ts, rt_tid = rt_corr[o], rt_ts[o], rt_tid[o]
+    launch = np.full(dcorr.size, -1, dtype=np.int64)
+    launch_tid = np.full(dcorr.size, -1, dtype=np.int64)
+    if rt_corr.size and dcorr.size:
+        pos = np.clip(np.searchsorted(rt_corr, dcorr), 0, rt_corr.size - 1)
+        hit = (dcorr >= 0) & (rt_corr[pos] == dcorr)
+        launch[hit] = rt_ts[pos[hit]]
+        launch_tid[hit] = rt_tid[pos[hit]]
+    return launch, launch_tid
