@@ -61,36 +61,9 @@ def expand_inputs(inputs: Inputs) -> tuple[list[Path | str], list[Notice]]:
         except OSError as exc:  # a name the OS refuses (too long, ...): is_dir raises rather than says no
             raise InputError(f"cannot use this path ({exc.strerror})", path=s[:200], fix="check the path") from None
         if kind == "dir":
-            candidates = _dir_traces(p)
-            why = {q: _skip_reason(q) for q in candidates}
-            found = [q for q in candidates if why[q] is None]
-            # Nsight reports beside no export of their own: only nsys reads them
-            reports = sorted(
-                q for q in p.iterdir() if q.name.endswith(_NSYS_REPORT) and not q.with_suffix(".sqlite").exists()
-            )
-            if not found:
-                what = f" ({len(candidates)} JSON or SQLite files, none a trace)" if candidates else ""
-                if reports:
-                    raise InputError(
-                        f"directory holds Nsight Systems reports ({len(reports)}), which only nsys reads",
-                        path=s,
-                        fix=f"export each first: nsys export --type sqlite -o {reports[0].stem}.sqlite {reports[0].name}",
-                    )
-                raise InputError(
-                    f"directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb, *.sqlite){what}",
-                    path=s,
-                    fix="point at the profiler's output folder",
-                )
-            skipped.extend(
-                Notice(
-                    f"an Nsight Systems report, which only nsys reads; skipped (nsys export --type sqlite -o "
-                    f"{q.stem}.sqlite {q.name})",
-                    path=str(q),
-                )
-                for q in reports
-            )
+            found, notices = _expand_dir(p, s)
             out.extend(found)
-            skipped.extend(Notice(f"{why[q]}; skipped", path=str(q)) for q in candidates if why[q] is not None)
+            skipped.extend(notices)
         elif kind == "file":
             out.append(p)
         elif any(ch in s for ch in "*?["):
@@ -108,6 +81,39 @@ def expand_inputs(inputs: Inputs) -> tuple[list[Path | str], list[Notice]]:
             seen.add(rp)
             unique.append(p)
     return [*unique, *sorted(set(urls))], skipped
+
+
+def _expand_dir(d: Path, given: str) -> tuple[list[Path], list[Notice]]:
+    """A directory's trace files, and a notice for each file left out (not a trace, an Nsight report);
+    ``given``: the directory as the user wrote it, for the errors."""
+    candidates = _dir_traces(d)
+    why = {q: _skip_reason(q) for q in candidates}
+    found = [q for q in candidates if why[q] is None]
+    # Nsight reports beside no export of their own: only nsys reads them
+    reports = sorted(q for q in d.iterdir() if q.name.endswith(_NSYS_REPORT) and not q.with_suffix(".sqlite").exists())
+    if not found:
+        what = f" ({len(candidates)} JSON or SQLite files, none a trace)" if candidates else ""
+        if reports:
+            raise InputError(
+                f"directory holds Nsight Systems reports ({len(reports)}), which only nsys reads",
+                path=given,
+                fix=f"export each first: nsys export --type sqlite -o {reports[0].stem}.sqlite {reports[0].name}",
+            )
+        raise InputError(
+            f"directory holds no trace files (*.json, *.json.gz, *.parquet, *.xplane.pb, *.sqlite){what}",
+            path=given,
+            fix="point at the profiler's output folder",
+        )
+    notices = [
+        Notice(
+            f"an Nsight Systems report, which only nsys reads; skipped (nsys export --type sqlite -o "
+            f"{q.stem}.sqlite {q.name})",
+            path=str(q),
+        )
+        for q in reports
+    ]
+    notices.extend(Notice(f"{why[q]}; skipped", path=str(q)) for q in candidates if why[q] is not None)
+    return found, notices
 
 
 def _fsspec_expand(url: str) -> list[str]:
