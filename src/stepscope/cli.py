@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import re
 import sys
@@ -85,8 +84,8 @@ def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from .analysis.pipeline import AnalyzeConfig, analyze_files
-    from .trace.loader import expand_paths
+    from .analysis.api import analyze
+    from .analysis.config import AnalyzeConfig
 
     cfg = AnalyzeConfig(
         step_marker=ns.step_marker,
@@ -100,8 +99,6 @@ def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
         straggler_threshold=ns.straggler_z,
         gpus_per_node=ns.gpus_per_node,
     )
-    not_traces: list[str] = []
-    paths = expand_paths(ns.traces, not_traces)
     err = Console(stderr=True)
     columns = (
         SpinnerColumn(),
@@ -111,19 +108,16 @@ def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=err, disable=not (show_progress and err.is_terminal)) as bar:
-        task = bar.add_task(f"reading + analyzing {len(paths)} trace file(s)", total=len(paths))
-        result = analyze_files(
-            [str(p) for p in paths],
+        task = bar.add_task("reading + analyzing trace files", total=None)
+        return analyze(
+            ns.traces,
             cfg,
             include_python=ns.include_python,
             workers=ns.workers,
             cache_dir=ns.cache_dir,
-            progress=lambda _p: bar.advance(task),
             dask=ns.dask,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    if not_traces:
-        result = dataclasses.replace(result, warnings=tuple(not_traces) + result.warnings)
-    return result
 
 
 def _model_flops(ns: argparse.Namespace) -> float | None:
@@ -151,13 +145,13 @@ def _convert(ns: argparse.Namespace) -> int:
     for w in not_traces:
         print(f"warning: {w}", file=sys.stderr)
     for job in jobs_for(paths, ns.include_python, None):  # an Nsight export of several processes: one file per rank
-        p = Path(job[0])
+        p = Path(job.path)
         fr = read_one(job)
         name = p.name
         for suffix in (".gz", ".json", ".sqlite", ".xplane.pb", ".zip"):
             name = name.removesuffix(suffix)
-        if job[3] is not None:
-            name = f"{name}.rank{job[3][2]}"
+        if job.part is not None:
+            name = f"{name}.rank{job.part.ordinal}"
         dest = out_dir / f"{name}.parquet"
         write_parquet(fr, dest)
         msg = f"{p} -> {dest} ({fr.table.num_rows:,} events)"
