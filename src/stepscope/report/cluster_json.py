@@ -75,7 +75,7 @@ def to_dict(c: ClusterView | None) -> dict[str, Any] | None:
         "message_sizes": [dataclasses.asdict(b) for b in c.size_histogram],
         "findings": [finding_text(f) for f in c.findings],
         "unmatched_instances": c.unmatched_instances,
-        "comm_matrix": c.comm_matrix,
+        "comm_matrix": {k: dataclasses.asdict(m) for k, m in c.comm_matrix.items()},
         "critical_path": [
             {
                 "step": p.step,

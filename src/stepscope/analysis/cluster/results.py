@@ -110,6 +110,16 @@ class SyncWaitFinding:
 Finding = StragglerFinding | SmallMessagesFinding | LowBandwidthFinding | SyncWaitFinding
 
 
+@dataclass(frozen=True, kw_only=True)
+class CommMatrix:
+    """Bytes each rank sent to each other rank, for one collective type (``tables.comm_matrix``)."""
+
+    ranks: tuple[int, ...]  # row and column order
+    bytes: tuple[tuple[int, ...], ...]  # [sender][receiver]
+    instances: int
+    assumption: str  # where peers and splits came from
+
+
 @dataclass(frozen=True)
 class ClusterView:
     ranks: int
@@ -122,5 +132,5 @@ class ClusterView:
     threshold: float
     unmatched_instances: int
     critical_paths: tuple[StepPath, ...] = ()
-    comm_matrix: dict[str, dict[str, object]] = field(default_factory=dict)
+    comm_matrix: dict[str, CommMatrix] = field(default_factory=dict)  # by collective type
     extras: Mapping[str, ExtraResult | None] = field(default_factory=dict)  # other registered cluster analyses

@@ -7,7 +7,7 @@ import numpy as np
 from .context import ClusterContext
 from .critical_path import StepPath
 from .critical_path import compute as critical_path
-from .results import RankStepRow, SizeBin
+from .results import CommMatrix, RankStepRow, SizeBin
 
 _HIST_EDGES = (0, 1 << 16, 1 << 20, 1 << 24, 1 << 28)
 _HIST_LABELS = ("<64 KiB", "64 KiB-1 MiB", "1-16 MiB", "16-256 MiB", ">=256 MiB")
@@ -51,7 +51,7 @@ def size_histogram(c: ClusterContext) -> tuple[SizeBin, ...]:
     return tuple(bins)
 
 
-def comm_matrix(c: ClusterContext) -> dict[str, dict[str, object]]:
+def comm_matrix(c: ClusterContext) -> dict[str, CommMatrix]:
     """Bytes each rank sends to each other rank, for point-to-point (``send_recv``) and all-to-all
     instances with recorded sizes. Peers: the recorded ``Process Group Ranks`` (global ranks),
     else the ranks the instance was matched across. All-to-all: this rank's input bytes split by
@@ -59,7 +59,7 @@ def comm_matrix(c: ClusterContext) -> dict[str, dict[str, object]]:
     itself does not cross a link). Send/recv: the whole message to the other member of a 2-rank
     group, else to each other matched rank."""
     insts, evs = c.matching.instances, c.events
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, CommMatrix] = {}
     for ctype in ("send_recv", "all_to_all"):
         flows: dict[tuple[int, int], int] = {}
         used_split = used_members = 0
@@ -99,5 +99,10 @@ def comm_matrix(c: ClusterContext) -> dict[str, dict[str, object]]:
         how = ["peers: " + ("recorded Process Group Ranks" if used_members else "the ranks matched in each instance")]
         if ctype == "all_to_all":
             how.append("splits: " + ("recorded In split size" if used_split else "even (no split recorded)"))
-        out[ctype] = {"ranks": ranks, "bytes": m.tolist(), "instances": n_inst, "assumption": "; ".join(how)}
+        out[ctype] = CommMatrix(
+            ranks=tuple(ranks),
+            bytes=tuple(tuple(int(b) for b in row) for row in m),
+            instances=n_inst,
+            assumption="; ".join(how),
+        )
     return out
