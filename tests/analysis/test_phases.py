@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import stepscope
-from stepscope.analysis.pipeline import analyze
+from stepscope.analysis.api import analyze
 
 from .. import synth
 

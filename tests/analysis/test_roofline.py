@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import stepscope
-from stepscope.analysis.pipeline import AnalyzeConfig, analyze
+from stepscope.analysis.api import analyze
+from stepscope.analysis.config import AnalyzeConfig
 from stepscope.catalog.hardware import by_name, detect
 from stepscope.catalog.model_flops import from_hf_config
 from stepscope.cli import main

@@ -203,7 +203,7 @@ def test_old_schema_string_tids_and_operator_category(tmp_path: Path) -> None:
     t = stepscope.load(p)
     k = t.events.filter(pc.equal(t.events["kind"].cast("string"), "kernel"))
     assert k["stream"].to_pylist() == [7] and k["external_id"].to_pylist() == [2]
-    from stepscope.analysis.pipeline import analyze
+    from stepscope.analysis.api import analyze
 
     (s,) = analyze(t).ranks[0].steps
     assert s.compute_ns == 40_000 and s.by_category_ns == {"gemm": 40_000}
