@@ -75,66 +75,84 @@ class _FastPathFailed(Exception):
     pass
 
 
-def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead:
-    """C scanner path: scan each block in place, convert its columns to Arrow.
+class _BlockScanner:
+    """The C scanner over consecutive blocks of the event array's text, each scanned in place.
 
-    The event cut by a block boundary is completed by scanning ``carry + first bytes of the next
-    block`` (a small copy), after which the rest of the block is scanned without copying it.
+    The event cut by a block boundary (``rem``) is completed by scanning ``rem + first bytes of the
+    next block`` (a small copy), after which the rest of the block is scanned without copying it.
+    Once the array closes (``closed``), the text after it is the trailer (``tail``).
     """
-    assert _fast is not None
-    tables: list[tuple[pa.Table, pa.Table | None]] = []
-    state = StreamState()
-    closed = False
-    tail = b""
-    rem = b""
-    head_bytes = max(64, min(1 << 20, block // 8))
 
-    skipped = 0
+    def __init__(self, rank: int, include_python: bool, block: int) -> None:
+        self.rank, self.include_python = rank, include_python
+        self.head_bytes = max(64, min(1 << 20, block // 8))
+        self.tables: list[tuple[pa.Table, pa.Table | None]] = []
+        self.skipped = 0
+        self.closed = False
+        self.tail = b""
+        self.rem = b""
 
-    def scan(buf: bytes | memoryview) -> tuple[int, int]:
-        """Scan ``buf``; an event that is not valid JSON (status -1 at its start) is skipped to the
-        next event boundary and counted, once per run of failures (a boundary inside one of its
-        strings can make the scan fail twice on it). With no boundary after it in ``buf`` the
-        portable reader takes the file."""
-        nonlocal skipped
+    def scan(self, buf: bytes | memoryview) -> tuple[int, int]:
+        """Scan ``buf``: (bytes consumed, status: 1 when the array closed). An event that is not
+        valid JSON (status -1 at its start) is skipped to the next event boundary and counted,
+        once per run of failures (a boundary inside one of its strings can make the scan fail
+        twice on it). With no boundary after it in ``buf`` the portable reader takes the file."""
+        assert _fast is not None
         off = 0
         while True:
-            n, consumed, status, raw = _fast.parse(buf[off:] if off else buf, include_python)
+            n, consumed, status, raw = _fast.parse(buf[off:] if off else buf, self.include_python)
             if n:
-                tables.append(columns_to_tables(_columns_from_c(raw), rank, include_python, prefiltered=True))
+                cols = _columns_from_c(raw)
+                self.tables.append(columns_to_tables(cols, self.rank, self.include_python, prefiltered=True))
             if status >= 0:
                 return off + consumed, status
             m = EVENT_BOUNDARY.search(buf, off + consumed + 1)
             if m is None:
                 raise _FastPathFailed
-            skipped += 0 if off and not n else 1  # off > 0: this failure continues the last one
+            self.skipped += 0 if off and not n else 1  # off > 0: this failure continues the last one
             off = m.end() - 1
 
-    for data, state in event_text_blocks(p, block=block):  # noqa: B007  (the last state is read below)
-        if closed:
-            tail += bytes(data)
-            continue
+    def feed(self, data: bytes | bytearray) -> None:
+        """Scan the next block of text."""
+        if self.closed:
+            self.tail += bytes(data)
+            return
         view = memoryview(bytes(data) if isinstance(data, bytearray) else data)
-        if rem:
-            head = rem + bytes(view[:head_bytes])
-            consumed, status = scan(head)
-            if status == 1:
-                closed, tail, rem = True, head[consumed + 1 :] + bytes(view[head_bytes:]), b""
-                continue
-            if len(view) <= head_bytes:
-                rem = head[consumed:]
-                continue
-            if consumed < len(rem):  # one event longer than the head: join the whole block (rare)
-                view = memoryview(head[consumed:] + bytes(view[head_bytes:]))
-            else:
-                view = view[consumed - len(rem) :]
-        consumed, status = scan(view)
+        if self.rem:
+            rest = self._complete_cut_event(view)
+            if rest is None:
+                return
+            view = rest
+        consumed, status = self.scan(view)
         if status == 1:
-            closed, tail, rem = True, bytes(view[consumed + 1 :]), b""
-            continue
-        rem = bytes(view[consumed:])
-    if not closed:
+            self.closed, self.tail, self.rem = True, bytes(view[consumed + 1 :]), b""
+        else:
+            self.rem = bytes(view[consumed:])
+
+    def _complete_cut_event(self, view: memoryview) -> memoryview | None:
+        """Scan ``rem`` with the first bytes of the block ``view``: the rest of the block to scan,
+        or None when nothing of it is left to scan now."""
+        head = self.rem + bytes(view[: self.head_bytes])
+        consumed, status = self.scan(head)
+        if status == 1:
+            self.closed, self.tail, self.rem = True, head[consumed + 1 :] + bytes(view[self.head_bytes :]), b""
+            return None
+        if len(view) <= self.head_bytes:
+            self.rem = head[consumed:]
+            return None
+        if consumed < len(self.rem):  # one event longer than the head: join the whole block (rare)
+            return memoryview(head[consumed:] + bytes(view[self.head_bytes :]))
+        return view[consumed - len(self.rem) :]
+
+
+def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead:
+    """C scanner path: each block scanned in place (``_BlockScanner``), its columns put in Arrow."""
+    scanner = _BlockScanner(rank, include_python, block)
+    state = StreamState()
+    for data, state in event_text_blocks(p, block=block):  # noqa: B007  (the last state is read below)
+        scanner.feed(data)
+    if not scanner.closed:
         state.truncated = True  # the event array never closes: a job killed mid-write
     elif not state.truncated:
-        state.header.update(parse_trailer(tail))
-    return file_read(str(p), tables, state, skipped)
+        state.header.update(parse_trailer(scanner.tail))
+    return file_read(str(p), scanner.tables, state, scanner.skipped)

@@ -53,9 +53,6 @@ class Kind(str, enum.Enum):
 #: Small integer code per kind, for vectorized comparisons in the analyses.
 KIND_CODE: dict[str, int] = {k.value: i for i, k in enumerate(Kind)}
 
-#: Kinds that occupy a device stream and count towards device time accounting.
-DEVICE_WORK_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value)
-
 #: Profiler category (lower-cased) -> Kind. Unknown categories map to ``other``.
 CATEGORY_TO_KIND: dict[str, Kind] = {
     "cpu_op": Kind.CPU_OP,
@@ -117,7 +114,6 @@ EVENT_SCHEMA = pa.schema(
     metadata={b"stepscope.schema_version": str(SCHEMA_VERSION).encode()},
 )
 
-COLUMNS = tuple(EVENT_SCHEMA.names)
 XLA_STRING_COLUMNS = ("op", "module", "scope", "op_class")
 XLA_INT_COLUMNS = ("flops", "bytes_accessed")
 

@@ -15,11 +15,11 @@ from typing import Any, Literal
 from ..errors import TraceFormatError
 from . import schema
 
-DEVICE_PLANE = re.compile(r"^/device:([A-Za-z_]+):(\d+)")
+_DEVICE_PLANE = re.compile(r"^/device:([A-Za-z_]+):(\d+)")
 RUNTIME = re.compile(r"^(cu[A-Z]|cuda[A-Z]|hip[A-Z]|nccl[A-Z])")
 CONTROL = re.compile(r"^(while|conditional|call)(\.\d+)?$")
-FUSION_KIND = re.compile(r"\bkind=k(\w+)")
-HLO_OPCODE = re.compile(r"=\s*[^=]*?\s([a-z][a-z0-9-]*)\(")
+_FUSION_KIND = re.compile(r"\bkind=k(\w+)")
+_HLO_OPCODE = re.compile(r"=\s*[^=]*?\s([a-z][a-z0-9-]*)\(")
 
 #: stat name -> key, for the string stats (direct or by ``ref_value``)
 STRING_STATS = {
@@ -51,7 +51,7 @@ _K = schema.Kind
 def plane_device(plane_name: str) -> int:
     """The device id of a ``/device:<TYPE>:<n>`` plane (``CUSTOM`` excluded), ``HOST_PLANE`` for
     ``/host:CPU``, ``SKIP_PLANE`` for every other plane."""
-    m = DEVICE_PLANE.match(plane_name)
+    m = _DEVICE_PLANE.match(plane_name)
     if m is not None and m.group(1) != "CUSTOM":
         return int(m.group(2))
     return HOST_PLANE if plane_name.startswith("/host:CPU") else SKIP_PLANE
@@ -86,20 +86,20 @@ def good_tf_op(tf_op: object) -> bool:
 def op_class_from_hlo(long_name: str) -> str | None:
     """The HLO opcode read from ``long_name`` (the instruction's HLO text), with the fusion kind
     for fusions (``fusion:kLoop``); None when the text has no opcode."""
-    m = HLO_OPCODE.search(long_name)
+    m = _HLO_OPCODE.search(long_name)
     if m is None:
         return None
-    fk = FUSION_KIND.search(long_name)
+    fk = _FUSION_KIND.search(long_name)
     return f"{m.group(1)}:k{fk.group(1)}" if (m.group(1) == "fusion" and fk) else m.group(1)
 
 
 def plane_properties(plane_name: str, stats: dict[str, Any]) -> dict[str, Any] | None:
     """A device plane's stats as Kineto-style device properties (None for other planes)."""
-    m = DEVICE_PLANE.match(plane_name)
-    if m is None or m.group(1) == "CUSTOM" or not stats:
+    device = plane_device(plane_name)
+    if device < 0 or not stats:
         return None
     return {
-        "id": int(m.group(2)),
+        "id": device,
         "name": "",
         "vendor": stats.get("device_vendor"),
         "computeMajor": stats.get("compute_cap_major"),
