@@ -12,37 +12,13 @@ from .analysis.results import Analysis
 from .cli_args import parser
 from .errors import ConfigError, StepscopeError
 from .outfile import write_output
-from .report.base import Renderer
 
 
 def _analyze(ns: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from .report import outputs
     from .report.registry import by_name
-
-    outputs = _outputs(ns)
-    piped = [label for label, _r, path in outputs if path == "-"]
-    quiet = ns.quiet or bool(piped)  # standard output carries the report: no terminal report, warnings on stderr
-    result = _run_analysis(ns, show_progress=not quiet)
-    contents = [(r, path, r.render(result, {})) for _label, r, path in outputs]
-    for _r, path, content in contents:
-        if content is not None:
-            write_output(path, content)
-    if quiet:
-        for w in result.warnings:
-            print(f"warning: {w}", file=sys.stderr)
-        return 0
-    by_name("analysis", "terminal").render(result, {"console": Console()})
-    for r, path, _content in contents:
-        print(f"wrote {r.name.upper()} report: {path}")
-    return 0
-
-
-def _outputs(ns: argparse.Namespace) -> list[tuple[str, Renderer, str]]:
-    """(option, renderer, path) of every output asked for: the aliases (``--json OUT`` ...) in the
-    order above, then each ``-o OUT`` in the order given, its renderer chosen by the extension
-    (``-o -``: by ``--format NAME``). At most one output goes to standard output, and no binary one."""
-    from .report.registry import by_name, file_renderers, for_path
 
     aliases = (
         ("--json", "json", ns.json),
@@ -50,33 +26,19 @@ def _outputs(ns: argparse.Namespace) -> list[tuple[str, Renderer, str]]:
         ("--roofline-png", "png", ns.roofline_png),
         ("--critical-path-trace", "perfetto", ns.critical_path_trace),
     )
-    outs = [(flag, by_name("analysis", name), path) for flag, name, path in aliases if path]
-    if ns.format and "-" not in ns.output:
-        raise ConfigError("--format names the format of -o -", fix="add -o -, or let the file's extension name it")
-    for path in ns.output:
-        if path != "-":
-            outs.append(("-o", for_path("analysis", path), path))
-            continue
-        formats = ", ".join(r.name for r in file_renderers("analysis"))
-        if not ns.format:
-            raise ConfigError("-o - needs --format NAME", fix=f"e.g. -o - --format json; the formats are {formats}")
-        r = by_name("analysis", ns.format)
-        if not r.extensions:
-            raise ConfigError(f"--format {r.name} is not a file format", fix=f"the formats are {formats}")
-        outs.append((f"-o - --format {r.name}", r, path))
-    piped = [(label, r) for label, r, path in outs if path == "-"]
-    if len(piped) > 1:
-        raise ConfigError(
-            f"only one output can go to standard output, not {' and '.join(label for label, _ in piped)}",
-            fix="give the others a file name",
-        )
-    for label, r in piped:
-        if r.binary:
-            raise ConfigError(
-                f"{label} cannot go to standard output (it is binary)",
-                fix=f"give it a file name, e.g. {r.name}{r.extensions[0]}",
-            )
-    return outs
+    outs = outputs.resolve("analysis", aliases=aliases, paths=ns.output, fmt=ns.format)
+    # standard output carries the report: no terminal report, warnings on stderr
+    quiet = ns.quiet or any(o.path == "-" for o in outs)
+    result = _run_analysis(ns, show_progress=not quiet)
+    outputs.write_all(outs, result)
+    if quiet:
+        for w in result.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        return 0
+    by_name("analysis", "terminal").render(result, {"console": Console()})
+    for o in outs:
+        print(f"wrote {o.renderer.name.upper()} report: {o.path}")
+    return 0
 
 
 def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
