@@ -19,7 +19,7 @@ from stepscope.cli import main
 from tests import synth
 
 ROOT = Path(__file__).resolve().parents[2]
-PAIR = ROOT.parent / "shared" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
+PAIR = ROOT / "tests" / "fixtures" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
 
 
 def _step(step_ns: int, compute_ns: int, loader_ns: int = 0) -> StepBreakdown:
@@ -177,7 +177,6 @@ def test_gloo_slow_compute_and_slow_loader_found_and_told_apart(tmp_path: Path) 
     assert "Cluster (3 ranks)" in (tmp_path / "r.html").read_text()
 
 
-@pytest.mark.skipif(not PAIR.is_dir(), reason="needs ../shared/traces")
 def test_real_pair_matches_by_order_per_stream(tmp_path: Path) -> None:
     import stepscope
 
@@ -361,8 +360,8 @@ def test_local_critical_path_walks_the_dependency_graph(tmp_path: Path) -> None:
     stream, runs [410, 500). Walk back from K to the step start (20): K waits for C (compute
     100), C for its launch (launch overhead 10), the host from the sync's return (CPU 75), the sync
     for B (sync wait 5), B for A on the stream (compute 100), A is at the start (compute 100)."""
+    from stepscope.analysis.api import analyze
     from stepscope.analysis.cluster.critical_walk import KINDS
-    from stepscope.analysis.pipeline import analyze_files
 
     ev = [synth.step("ProfilerStep#1", 0, 1000)]
     ev += synth.launch("gemm_a", 10, 20, 100)
@@ -371,7 +370,7 @@ def test_local_critical_path_walks_the_dependency_graph(tmp_path: Path) -> None:
     ev += synth.launch("gemm_c", 300, 310, 100)
     ev += synth.launch("ncclDevKernel_AllReduce_Sum_f32", 305, 410, 90)
     f = synth.write(tmp_path / "rank0.json", ev, rank=0)
-    (r,) = analyze_files([str(f)], workers=1).ranks
+    (r,) = analyze([str(f)], workers=1).ranks
     ce = r.comm_events
     assert ce is not None and ce.size == 1 and ce.before is not None
     got = dict(zip(KINDS, (int(x) // 1000 for x in ce.before[0])))
@@ -389,17 +388,16 @@ def test_local_critical_path_walks_the_dependency_graph(tmp_path: Path) -> None:
     assert int(ce.tail[0].sum()) == 0
 
 
-@pytest.mark.skipif(not PAIR.is_dir(), reason="needs ../shared/traces")
 def test_local_walks_on_real_traces_partition_their_stretch() -> None:
     """On real NCCL traces every walk's parts are >= 0 and add up to its stretch: from the
     previous collective's end (or the step start) to the collective's start."""
-    from stepscope.analysis.pipeline import analyze_files
+    from stepscope.analysis.api import analyze
 
     files = sorted(str(p) for p in PAIR.glob("*.json.gz")) + [
         str(ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz")
     ]
     for f in files:
-        (r,) = analyze_files([f], workers=1).ranks
+        (r,) = analyze([f], workers=1).ranks
         ce = r.comm_events
         assert ce is not None and ce.before is not None and ce.size > 0
         assert (ce.before >= 0).all() and (ce.tail >= 0).all()

@@ -11,10 +11,9 @@ import pytest
 from stepscope.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-PAIR = ROOT.parent / "shared" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
+PAIR = ROOT / "tests" / "fixtures" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
 
 
-@pytest.mark.skipif(not PAIR.is_dir(), reason="needs ../shared/traces")
 def test_dask_local_cluster_gives_the_same_result_as_local_processes(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     pytest.importorskip("fsspec")
@@ -37,7 +36,7 @@ def test_dask_local_cluster_gives_the_same_result_as_local_processes(tmp_path: P
 
 def test_fsspec_url_is_copied_and_read(tmp_path: Path) -> None:
     fsspec = pytest.importorskip("fsspec")
-    from stepscope.analysis.pipeline import analyze_files
+    from stepscope.analysis.api import analyze
     from stepscope.trace.loader import expand_paths
 
     trace = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"
@@ -45,8 +44,8 @@ def test_fsspec_url_is_copied_and_read(tmp_path: Path) -> None:
         f.write(trace.read_bytes())
     paths = [str(p) for p in expand_paths("memory://bucket/run1/*.json.gz")]
     assert paths == ["memory://bucket/run1/rank-0.json.gz"]
-    remote = analyze_files(paths, workers=1)
-    local = analyze_files([str(trace)], workers=1)
+    remote = analyze(paths, workers=1)
+    local = analyze([str(trace)], workers=1)
     assert remote.ranks[0].path == paths[0]
     assert [s.step_time_ns for s in remote.ranks[0].steps] == [s.step_time_ns for s in local.ranks[0].steps]
 

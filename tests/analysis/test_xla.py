@@ -392,10 +392,9 @@ def test_generated_jax_profile_with_hlo(jax_profile: Path, tmp_path: Path) -> No
 
 
 # ---- nsys-jax archives: the same kind of JAX job seen through Nsight Systems ------------------
-NSYS_JAX = ROOT.parent / "shared" / "traces" / "JAX-Toolbox" / ".github" / "workflows" / "nsys-jax" / "test_data"
+NSYS_JAX = ROOT / "tests" / "fixtures" / "traces" / "JAX-Toolbox" / ".github" / "workflows" / "nsys-jax" / "test_data"
 
 
-@pytest.mark.skipif(not NSYS_JAX.is_dir(), reason="needs ../shared/traces")
 def test_nsys_jax_archives_as_ranks(tmp_path: Path) -> None:
     import io
     import zipfile
