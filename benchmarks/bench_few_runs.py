@@ -1,6 +1,6 @@
 """Calibrating on a few runs: does it help, and which fit should a handful of runs get?
 
-    python benchmarks/bench_few_runs.py [--n 2 3 5] [--draws 15] [--csv ../shared/validation/published_runs.csv]
+    python benchmarks/bench_few_runs.py [--n 2 3 5] [--draws 15] [--csv benchmarks/data/published_runs.csv]
 
 For each validation source with at least n + 2 rows, ``--draws`` random subsets of n rows (fixed
 seeds) are the "own runs" a user would calibrate on, and the source's other rows are predicted
@@ -30,7 +30,7 @@ from stepscope.planner import calibrate as c
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--csv", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
+    ap.add_argument("--csv", default=str(ROOT / "benchmarks" / "data" / "published_runs.csv"))
     ap.add_argument("--n", type=int, nargs="+", default=[2, 3, 5], help="runs calibrated on")
     ap.add_argument("--draws", type=int, default=15, help="random subsets per source")
     a = ap.parse_args()

@@ -1,6 +1,6 @@
 """How low can calibration take the validation error? Floors for the leave-one-source-out figure.
 
-    python benchmarks/calibration_bounds.py [--csv ../shared/validation/published_runs.csv]
+    python benchmarks/calibration_bounds.py [--csv benchmarks/data/published_runs.csv]
 
 The calibration fits five factors (``calibrate._grid``: GEMM, attention, link and inter-node
 scales and a host wait) to measured runs. Two in-sample fits bound what any calibration with these
@@ -43,7 +43,7 @@ def _ape(run: c.Run, f: c.Fit) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--csv", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
+    ap.add_argument("--csv", default=str(ROOT / "benchmarks" / "data" / "published_runs.csv"))
     ap.add_argument(
         "--by-device", action="store_true", help="also leave-one-source-out fitted on the same device's other sources"
     )

@@ -1,7 +1,7 @@
 """How firmly the calibration's leave-one-source-out fits are determined: per fold, the best fit at
 each communication scale and what each would give the held-out source.
 
-    python benchmarks/loso_basins.py [--csv ../shared/validation/published_runs.csv]
+    python benchmarks/loso_basins.py [--csv benchmarks/data/published_runs.csv]
 
 For every source held out, the other sources' summed |log error| plus the prior pull the fit
 chose (calibrate._select) is evaluated over the whole grid; for each communication scale on the
@@ -27,7 +27,7 @@ from stepscope.planner import calibrate as cal
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--csv", type=Path, default=ROOT.parent / "shared" / "validation" / "published_runs.csv")
+    ap.add_argument("--csv", type=Path, default=ROOT / "benchmarks" / "data" / "published_runs.csv")
     args = ap.parse_args()
     runs = validation_runs(args.csv)
     errs = cal.errors(runs)  # (runs x grid) |log error|

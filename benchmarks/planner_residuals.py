@@ -2,7 +2,7 @@
 error beside its strategy and the shares of its predicted step, and how strongly each feature
 ranks with the errors.
 
-    python benchmarks/planner_residuals.py [--csv ../shared/validation/published_runs.csv] [--rows OUT.csv]
+    python benchmarks/planner_residuals.py [--csv benchmarks/data/published_runs.csv] [--rows OUT.csv]
 
 Each row is predicted by the factors fitted on the other sources (as ``bench_planner.py``'s
 ``calibrated_mape_loso``), and its signed error (predicted / measured - 1 of the row's throughput)
@@ -82,7 +82,7 @@ def rows(csv_path: Path) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--csv", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
+    ap.add_argument("--csv", default=str(ROOT / "benchmarks" / "data" / "published_runs.csv"))
     ap.add_argument("--rows", metavar="OUT.csv", help="also write every row's error and features")
     a = ap.parse_args()
     table = rows(Path(a.csv))
