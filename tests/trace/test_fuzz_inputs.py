@@ -1,0 +1,277 @@
+"""Damaged input through the CLI (in process): every variant ends in exit 0, or exit 2 with one
+``stepscope: error:`` line on stderr; any other exception, exit code or a multi-line error fails.
+
+Targets, each variant from a fixed seed (``random.Random("<target>-<i>")``): kineto (events and
+header of the bundled Kineto trace), xplane (truncations and byte flips of the bundled XPlane),
+nsys (the same of the real Nsight SQLite export in tests/fixtures), parquet (the same of its
+``stepscope convert`` output), report (fields of an analyze report read by ``plan
+--from-analysis``), hardware (``--hardware-file`` for plan and analyze), rules (``--rules``),
+network (``--network`` files), calibrate (cells, rows and truncations of the example
+``--calibrate`` CSV). ``FAST`` variants per target run by default, up to ``SLOW`` with the
+``slow`` marker (``pytest -m slow tests/trace/test_fuzz_inputs.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import gzip
+import io
+import json
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from stepscope.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+KINETO = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"
+XPLANE = ROOT / "examples" / "traces" / "jax_gpu_te_fused_attn.xplane.pb"
+NSYS = ROOT / "tests" / "fixtures" / "nsys_concurrent_profile4.sqlite"
+CALIB_CSV = ROOT / "examples" / "plan" / "nvidia_h100_runs.csv"
+WEIRD: list[Any] = [None, "abc", -1, 1e308, [], {}, True, "", 2**70, 0, [1, "a"], {"x": 1}, "(", float("nan")]
+PLAN = ["plan", "--model", "llama3-8b", "--devices", "8", "--global-batch", "16", "--seq-len", "4096"]
+CELLS = [
+    "",
+    "abc",
+    "-1",
+    "0",
+    "1e308",
+    "nan",
+    "inf",
+    "2**70",
+    "tp=0",
+    "tp=3,pp=7",
+    "zero=9",
+    "mb=-1",
+    '"',
+    "h100x",
+    "llama9",
+]
+FAST, SLOW = 3, 30  # variants per target: by default, and with the slow ones
+
+
+def _paths(o: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every key path of a JSON-like document (the first 3 items of a list)."""
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield (*path, k)
+            yield from _paths(v, (*path, k))
+    elif isinstance(o, list):
+        for i, v in enumerate(o[:3]):
+            yield (*path, i)
+            yield from _paths(v, (*path, i))
+
+
+def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
+    for k in path[:-1]:
+        doc = doc[k]
+    doc[path[-1]] = value
+
+
+def _spoil(rng: random.Random, doc: Any, paths: list[tuple[Any, ...]], most: int) -> None:
+    """Up to ``most`` fields of ``doc`` (of ``paths``) set to odd values."""
+    for _ in range(rng.randrange(1, most + 1)):
+        try:
+            _set(doc, rng.choice(paths), rng.choice(WEIRD))
+        except (KeyError, IndexError, TypeError):
+            pass
+
+
+def _damaged(rng: random.Random, data: bytes, path: Path) -> list[str]:
+    """``data`` truncated (2 in 5) or with up to 50 bytes flipped, written to ``path``; the analyze command."""
+    b = bytearray(data)
+    if rng.random() < 0.4:
+        b = b[: rng.randrange(1, len(b))]
+    else:
+        for _ in range(rng.randrange(1, 50)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+    path.write_bytes(bytes(b))
+    return ["analyze", str(path), "-q", "--workers", "1", "--json", str(path.parent / "o.json")]
+
+
+def kineto(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    with gzip.open(KINETO) as f:
+        doc = json.loads(f.read())
+    events = doc["traceEvents"]
+    for _ in range(rng.randrange(1, 30)):
+        ev = events[rng.randrange(len(events))]
+        if isinstance(ev, dict):
+            ev[rng.choice(["ts", "dur", "pid", "tid", "name", "cat", "ph", "args", "id"])] = rng.choice(WEIRD)
+    what = rng.randrange(4)
+    if what == 0:
+        doc["deviceProperties"] = rng.choice([*WEIRD, [5, "y"], {"name": "H100"}])
+    elif what == 1:
+        props = doc["deviceProperties"][0]
+        props[rng.choice(list(props))] = rng.choice(WEIRD)
+    elif what == 2:
+        doc["distributedInfo"] = rng.choice([*WEIRD, {"rank": "a", "world_size": True, "backend": 7}])
+    p = tmp / "t.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json"), "--html", str(tmp / "o.html")]
+
+
+def xplane(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    return _damaged(rng, XPLANE.read_bytes(), tmp / "t.xplane.pb")
+
+
+def nsys(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    return _damaged(rng, NSYS.read_bytes(), tmp / "t.sqlite")
+
+
+def parquet(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    return _damaged(rng, base["parquet"], tmp / "t.parquet")
+
+
+def report(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    doc = copy.deepcopy(base["report"])
+    _spoil(rng, doc, list(_paths(doc)), 3)
+    p = tmp / "r.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    args = ["--hardware", "a100-40gb", "--devices", "8", "--global-batch", "8", "--seq-len", "2048"]
+    return ["plan", "--model", "llama3-8b", *args, "--evaluate", "tp=8,mb=1", "--baseline", "dp=8,mb=1"] + [
+        "--from-analysis",
+        str(p),
+        "--json",
+    ]
+
+
+def _yaml_variant(rng: random.Random, base: dict[str, Any], entry_key: str) -> dict[str, Any]:
+    doc = copy.deepcopy(base)
+    _spoil(rng, doc, [p for p in _paths(doc) if p[:1] == (entry_key,)] or list(_paths(doc)), 2)
+    return doc
+
+
+HARDWARE = {
+    "version": 1,
+    "devices": [
+        {
+            "name": "MyGPU",
+            "match": "MyGPU",
+            "peak_tflops": {"bf16": 500, "fp8": 1000},
+            "hbm_gb": 80,
+            "hbm_gbps": 3000,
+            "intra_node_gbps": 400,
+            "inter_node_gbps": 50,
+            "host_gbps": 64,
+            "matmul_eff": {"bf16": 0.8},
+            "intra_node_busbw_gbps": {"all_reduce": 400},
+            "node_devices": 8,
+            "source": "fuzz",
+        }
+    ],
+}
+
+
+def hardware(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    p = tmp / "hw.yaml"
+    p.write_text(yaml.safe_dump(_yaml_variant(rng, HARDWARE, "devices")), encoding="utf-8")
+    if rng.random() < 0.5:
+        return [*PLAN, "--hardware", "MyGPU", "--hardware-file", str(p), "--evaluate", "dp=8"]
+    return ["analyze", str(KINETO), "-q", "--workers", "1", "--hardware", "MyGPU", "--hardware-file", str(p)] + [
+        "--json",
+        str(tmp / "o.json"),
+    ]
+
+
+RULES = {
+    "version": 1,
+    "collectives": [{"type": "all_reduce", "pattern": "myar"}],
+    "comm_kernels": "mycomm",
+    "comm_ops": "^myop",
+    "categories": [{"category": "gemm", "pattern": "mygemm"}],
+}
+
+
+def rules(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    p = tmp / "rules.yaml"
+    p.write_text(yaml.safe_dump(_yaml_variant(rng, RULES, rng.choice(list(RULES)))), encoding="utf-8")
+    return ["analyze", str(KINETO), "-q", "--workers", "1", "--rules", str(p), "--json", str(tmp / "o.json")]
+
+
+def network(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    networks = yaml.safe_load((ROOT / "src" / "stepscope" / "data" / "networks.yaml").read_text(encoding="utf-8"))
+    p = tmp / "net.yaml"
+    p.write_text(yaml.safe_dump(_yaml_variant(rng, networks, "networks")), encoding="utf-8")
+    args = ["--devices", "64", "--global-batch", "128", "--seq-len", "4096", "--top", "2"]
+    return ["plan", "--model", "llama3-8b", "--hardware", "h100", "--network", str(p), *args]
+
+
+def calibrate(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    """The example calibration CSV with cells replaced by odd values, rows dropped or repeated, or
+    the file cut short."""
+    lines = CALIB_CSV.read_text(encoding="utf-8").splitlines()
+    head, rows = lines[0], [list(csv.reader([line]))[0] for line in lines[1:]]
+    for _ in range(rng.randrange(1, 4)):
+        kind = rng.random()
+        if kind < 0.6 and rows:
+            row = rng.choice(rows)
+            row[rng.randrange(len(row))] = rng.choice(CELLS)
+        elif kind < 0.8 and rows:
+            rows.pop(rng.randrange(len(rows)))
+        elif rows:
+            rows.append(list(rng.choice(rows)))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    text = head + "\n" + out.getvalue()
+    if rng.random() < 0.2:
+        text = text[: rng.randrange(len(text))]
+    p = tmp / "runs.csv"
+    p.write_text(text, encoding="utf-8")
+    return [*PLAN, "--hardware", "h100", "--calibrate", str(p), "--evaluate", "tp=2,dp=4,mb=1", "--json"]
+
+
+TARGETS: dict[str, Callable[[random.Random, Path, dict[str, Any]], list[str]]] = {
+    "kineto": kineto,
+    "xplane": xplane,
+    "nsys": nsys,
+    "parquet": parquet,
+    "report": report,
+    "hardware": hardware,
+    "rules": rules,
+    "network": network,
+    "calibrate": calibrate,
+}
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    """(exit code, stderr lines) of the CLI run in this process."""
+    try:
+        rc = main(args)
+    except SystemExit as exc:  # argparse's own exits
+        rc = exc.code if isinstance(exc.code, int) else 1
+    return rc, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What the report and parquet targets spoil: an analyze report and a converted trace."""
+    d = tmp_path_factory.mktemp("fuzz-base")
+    assert main(["analyze", str(KINETO), "-q", "--workers", "1", "--json", str(d / "r.json")]) == 0
+    assert main(["convert", str(KINETO), "-o", str(d / "pq")]) == 0
+    return {
+        "report": json.loads((d / "r.json").read_text(encoding="utf-8")),
+        "parquet": next((d / "pq").glob("*.parquet")).read_bytes(),
+    }
+
+
+CASES = [
+    pytest.param(name, i, id=f"{name}-{i}", marks=[pytest.mark.slow] if i >= FAST else [])
+    for name in TARGETS
+    for i in range(SLOW)
+]
+
+
+@pytest.mark.parametrize(("target", "variant"), CASES)
+def test_damaged_input_is_a_result_or_one_error_line(
+    target: str, variant: int, base: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = TARGETS[target](random.Random(f"{target}-{variant}"), tmp_path, base)
+    rc, err = _cli(args, capsys)
+    assert rc in (0, 2), (rc, err[-5:])
+    if rc == 2:
+        assert len(err) == 1 and err[0].startswith("stepscope: error:"), err[-5:]
