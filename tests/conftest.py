@@ -9,6 +9,37 @@ from typing import Any
 
 import pytest
 
+MISSING_MODULE = "could not import"  # how pytest.importorskip words its skip
+
+
+def in_ci() -> bool:
+    """CI (.ci/run sets CI=1) installs Chromium and every optional extra: there, a test that
+    cannot find one fails instead of skipping."""
+    return bool(os.environ.get("CI"))
+
+
+def _fail_skip_for_missing_module(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if not (in_ci() and report.skipped):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if MISSING_MODULE in reason:
+        report.outcome = "failed"
+        report.longrepr = f"CI installs every optional dependency, yet: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """A module skipped at import (a module-level importorskip) fails in CI."""
+    outcome = yield
+    _fail_skip_for_missing_module(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A test skipped by pytest.importorskip (torch, jax, playwright, polars, ...) fails in CI."""
+    outcome = yield
+    _fail_skip_for_missing_module(outcome.get_result())
+
 
 @pytest.fixture
 def browser_page() -> Iterator[tuple[Any, list[str]]]:
@@ -17,7 +48,7 @@ def browser_page() -> Iterator[tuple[Any, list[str]]]:
     CI, which installs it."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        if os.environ.get("CI"):
+        if in_ci():
             pytest.fail("chromium missing in CI")
         pytest.skip("chromium not installed")
     sync_api = pytest.importorskip("playwright.sync_api")

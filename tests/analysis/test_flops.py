@@ -71,11 +71,9 @@ def test_no_formula_or_bad_shapes() -> None:
 
 
 # ------------------------------------------------------------ independent check with torch --
-torch = pytest.importorskip("torch")
-
-
 @pytest.mark.torch
 def test_against_torch_flop_counter() -> None:
+    torch = pytest.importorskip("torch")  # here, not at module level: the tests above need no torch
     from torch.utils.flop_counter import FlopCounterMode
 
     def counted(fn) -> int:  # noqa: ANN001
