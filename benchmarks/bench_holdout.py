@@ -1,6 +1,6 @@
 """Planner accuracy on held-out published runs (benchmarks/holdout/): data the planner was not tuned on.
 
-    python benchmarks/bench_holdout.py [--rows OUT.csv] [--recipes] [--choice] [--validation ../shared/validation/published_runs.csv]
+    python benchmarks/bench_holdout.py [--rows OUT.csv] [--recipes] [--choice] [--validation benchmarks/data/published_runs.csv]
 
 Each usable row of ``holdout/nvidia_perf_tables.csv`` becomes a ``stepscope plan --batch`` record
 under the rules in ``holdout/README.md``, and one ``stepscope plan --batch FILE --json`` process
@@ -108,7 +108,7 @@ def run_batch(recs: list[dict]) -> list[dict]:
 def jobs(recs: list[dict]) -> list[tuple[Any, dict[str, np.ndarray]]]:
     """Each record's job and strategy, as `plan --batch` parses them (built once, used by every section)."""
     from stepscope.planner.cli import job_from_record
-    from stepscope.planner.search import parse_strategy
+    from stepscope.planner.strategy import parse_strategy
 
     return [(job_from_record(r), parse_strategy(r["strategy"])) for r in recs]
 
@@ -144,7 +144,8 @@ def choice(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]], framew
     ``framework``: search only that framework's recompute policies and schedules (as
     ``plan --framework`` does)."""
     from stepscope.planner import frameworks
-    from stepscope.planner.cost import RECOMPUTE, evaluate
+    from stepscope.planner.cost import evaluate
+    from stepscope.planner.recompute import RECOMPUTE
     from stepscope.planner.search import space
     from stepscope.planner.where import mask, parse_where
 
@@ -152,7 +153,7 @@ def choice(rows: list[dict], js: list[tuple[Any, dict[str, np.ndarray]]], framew
     gains: dict[str, list[float]] = {"dense": [], "MoE": []}
     for r, (job, s) in zip(rows, js):
         theirs = float(evaluate(job, s)["tokens_per_s_per_device"][0])
-        sp = space(job, tp_overlap=1)
+        sp = space(job.with_settings(tp_overlap="full"))
         if allowed:
             keep = mask(sp, allowed)
             sp = {k: v[keep] for k, v in sp.items()}
@@ -243,7 +244,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", default=str(HOLDOUT / "nvidia_perf_tables.csv"))
-    ap.add_argument("--validation", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
+    ap.add_argument("--validation", default=str(ROOT / "benchmarks" / "data" / "published_runs.csv"))
     ap.add_argument("--rows", metavar="OUT.csv", help="also write each row's measured and predicted values")
     ap.add_argument(
         "--recipes", action="store_true", help="the second run: gradient dtype and recompute as the recipes set them"

@@ -1,6 +1,6 @@
 """Planner benchmark: evaluation throughput, and accuracy on published measured runs.
 
-    python benchmarks/bench_planner.py [--csv ../shared/validation/published_runs.csv]
+    python benchmarks/bench_planner.py [--csv benchmarks/data/published_runs.csv]
 
 1. Throughput: ``cost.evaluate`` on >= 1,000,000 configurations (the Llama-3-70B x 1024 H100 space
    tiled), one core: configurations per second.
@@ -37,20 +37,22 @@ from stepscope.catalog.model_flops import ModelShape
 from stepscope.errors import ConfigError
 from stepscope.planner import frameworks
 from stepscope.planner.calibrate import Fit, Run, cross_validate, errors, predict_one
-from stepscope.planner.cost import RECOMPUTE, TP_OVERLAP, Job, evaluate
-from stepscope.planner.job import DP_OVERLAP
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
 from stepscope.planner.network import by_name as network_by_name
+from stepscope.planner.recompute import RECOMPUTE
 from stepscope.planner.search import hardware, model, search, space
+from stepscope.planner.vocab import DP_OVERLAP, TP_OVERLAP
 
-# host seconds per (parameter tensor, DP rank) of nanotron's ZeRO-1 all-gather, as its preset has it
+# host microseconds per (parameter tensor, DP rank) of nanotron's ZeRO-1 all-gather, as its preset has it
 # (data/frameworks.yaml; measured by benchmarks/zero_gather_host.py)
-ZERO_GATHER_COPY_S = float(frameworks.by_name("nanotron").settings["zero_gather_copy_us"]) * 1e-6
+ZERO_GATHER_COPY_US = float(frameworks.by_name("nanotron").settings["zero_gather_copy_us"])
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def throughput() -> dict:
-    job = Job(model("llama3-70b"), hardware("h100"), 1024, 8, 2048, 8192)
+    job = make_job(model("llama3-70b"), hardware("h100"), 1024, 8, 2048, 8192)
     s = space(job)
     reps = int(np.ceil(1_000_000 / s["tp"].size))
     big = {k: np.tile(v, reps) for k, v in s.items()}
@@ -153,7 +155,7 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
     )
     # the SC21 runs (Megatron 2021) had --hidden-dropout 0.1, its default then: its masks are stored
     preset = _preset(r["source"])  # the source's framework preset (data/frameworks.yaml)
-    job = Job(
+    job = make_job(
         m,
         dev,
         n,
@@ -171,7 +173,7 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
         eager_swiglu="nanotron" in r["source"],
         zero_sync_after_backward="nanotron" in r["source"] and "fp32 grad" in r["precision"],
         # nanotron's ZeRO-1 all-gather puts every (tensor, rank) shard back one op at a time, from Python
-        zero_gather_copy_s=ZERO_GATHER_COPY_S if "nanotron" in r["source"] else 0.0,
+        zero_gather_copy_us=ZERO_GATHER_COPY_US if "nanotron" in r["source"] else 0.0,
         # nanotron's fp32 gradient accumulator adds every gradient into its fp32 buffer after each backward
         grad_accum_bytes=float(preset.get("grad_accum_bytes", 0.0)) if "fp32 grad" in r["precision"] else 0.0,
         fp8_recipe="rowwise" if re.search(r"rowwise", r["precision"], re.IGNORECASE) else "tensorwise",
@@ -258,7 +260,7 @@ def _row_job(r: dict) -> tuple[Job, dict] | None:
         # and the framework's overlap flags from the notes (when the space has no valid strategy,
         # the row keeps its stated fields with the defaults below)
         try:
-            plan = search(job, 500, tp_overlap=tp_overlap).strategies
+            plan = search(job.with_settings(tp_overlap=mode), 500).strategies
             ok = np.nonzero(plan["pp"] == pp)[0] if r["pp"] else np.arange(len(plan["pp"]))
             if ok.size:
                 return job, {k: int(v[int(ok[0])]) for k, v in plan.items()}
@@ -615,7 +617,7 @@ def _predictor(r: dict, job: Job):  # noqa: ANN202
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--csv", default=str(ROOT.parent / "shared" / "validation" / "published_runs.csv"))
+    ap.add_argument("--csv", default=str(ROOT / "benchmarks" / "data" / "published_runs.csv"))
     ap.add_argument(
         "--rows", metavar="OUT.csv", help="also write each row's measured and predicted value and signed error"
     )

@@ -21,10 +21,10 @@ JOBS = [
 
 CHILD = """
 import json, resource, sys, time
-from stepscope.planner.cost import Job
+from stepscope.planner.job import make_job
 from stepscope.planner.search import hardware, model, search
 name, hw, devices, batch, seq = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-job = Job(model(name), hardware(hw), devices, 8, batch, seq)
+job = make_job(model(name), hardware(hw), devices, 8, batch, seq)
 plan = search(job, top=20)
 times = []
 for _ in range(5):

@@ -27,7 +27,7 @@ from stepscope.catalog.models import catalog
 from stepscope.errors import StepscopeError
 from stepscope.planner.attention import KERNELS
 from stepscope.planner.cost import evaluate
-from stepscope.planner.job import Job
+from stepscope.planner.job import make_job
 from stepscope.planner.search import hardware, model, space
 from stepscope.planner.window import HIDDEN_PARTS
 
@@ -83,7 +83,7 @@ def main() -> None:
     for mname, hname in itertools.product(args.models.split(","), args.hardware.split(",")):
         for devices, batch, seq in ((64, 256, 4096), (512, 1024, 8192)):
             try:
-                job = Job(
+                job = make_job(
                     model=model(mname),
                     hw=hardware(hname),
                     devices=devices,

@@ -6,7 +6,7 @@
 (DeepSeek-V3 on 2,048 H800s, Llama 3 405B on 8K-16K H100s, Nemotron-4 340B on 128 and 6,144
 H100s), with the report's measured throughput; a ``settings`` column carries framework settings
 (``key=value;...``) into the record.
-None of these rows is in ``../shared/validation/published_runs.csv`` and none was used to set a
+None of these rows is in ``benchmarks/data/published_runs.csv`` and none was used to set a
 planner constant. What a report leaves unstated is listed in the row's ``unknowns`` column as
 ``key=a|b|c`` choices (``;`` between keys); every combination is predicted and the script prints
 the range, so a row is a check that the measured value falls inside what the unknowns allow, and
@@ -80,17 +80,15 @@ def best_layout(rec: dict) -> tuple[float, str]:
     strategy)."""
     from stepscope.planner.record import job_from_record
     from stepscope.planner.render import records as render_records
-    from stepscope.planner.search import SCHEDULES, parse_strategy, search
+    from stepscope.planner.search import search
+    from stepscope.planner.strategy import parse_strategy
+    from stepscope.planner.vocab import SCHEDULES, TP_OVERLAP
 
     s = parse_strategy(rec["strategy"])
     scheds = sorted({"1f1b", "zb-h1", "zb-v", SCHEDULES[int(s["sched"][0])]})
-    plan = search(
-        job_from_record({k: v for k, v in rec.items() if k != "strategy"}),
-        top=1,
-        tp_overlap=int(s["tp_overlap"][0]),
-        ep_overlap=bool(s["ep_overlap"][0]),
-        where="sched=" + "|".join(scheds),
-    )
+    job = job_from_record({k: v for k, v in rec.items() if k != "strategy"})
+    overlap = {"tp_overlap": TP_OVERLAP[int(s["tp_overlap"][0])], "ep_overlap": bool(s["ep_overlap"][0])}
+    plan = search(job.with_settings(**overlap), top=1, where="sched=" + "|".join(scheds))
     best = render_records(plan.strategies, plan.results)[0]
     return float(best["step_time_s"]), ",".join(f"{k}={v}" for k, v in best["strategy"].items())
 

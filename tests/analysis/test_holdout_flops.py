@@ -48,7 +48,7 @@ def test_every_held_out_run_is_a_valid_batch_record() -> None:
 
     from stepscope.planner.cli import job_from_record
     from stepscope.planner.cost import evaluate
-    from stepscope.planner.search import parse_strategy
+    from stepscope.planner.strategy import parse_strategy
 
     sys.path.insert(0, str(HOLDOUT.parent))
     try:
@@ -75,7 +75,7 @@ def test_every_korthikanti_run_is_a_valid_batch_record() -> None:
 
     from stepscope.planner.cli import job_from_record
     from stepscope.planner.cost import evaluate
-    from stepscope.planner.search import parse_strategy
+    from stepscope.planner.strategy import parse_strategy
 
     sys.path.insert(0, str(HOLDOUT.parent))
     try:

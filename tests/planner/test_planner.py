@@ -12,9 +12,11 @@ import pytest
 from stepscope.catalog.model_flops import from_config_dict
 from stepscope.cli import main
 from stepscope.errors import ConfigError
-from stepscope.planner.cost import Job, evaluate, params
-from stepscope.planner.rates import gemm_rate
-from stepscope.planner.search import hardware, model, parse_strategy, space
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
+from stepscope.planner.rates import gemm_rate, params
+from stepscope.planner.search import hardware, model, space
+from stepscope.planner.strategy import parse_strategy
 
 from ..gemm_by_hand import H100_KERNEL_S
 from ..gemm_by_hand import linear_shape as _linear_shape
@@ -30,7 +32,7 @@ TINY = {
 
 
 def job_from_record(devices: int = 8, batch: int = 16, seq: int = 2048) -> Job:
-    return Job(from_config_dict(TINY), hardware("h100"), devices, 8, batch, seq)
+    return make_job(from_config_dict(TINY), hardware("h100"), devices, 8, batch, seq)
 
 
 @pytest.mark.parametrize(
@@ -139,14 +141,14 @@ def test_space_interleaves_every_even_split_of_a_stage() -> None:
     """GPT-3 175B has 96 layers: on 8 stages of 12 layers the chunk counts that split a stage evenly
     are 1, 2, 3, 4, 6 and 12 (NVIDIA's recipe runs 6), and 5 or 8 never appear; on 16 stages of 6,
     1, 2, 3 and 6."""
-    s = space(Job(model("gpt3-175b"), hardware("h100"), 1024, 8, 1536, 2048))
+    s = space(make_job(model("gpt3-175b"), hardware("h100"), 1024, 8, 1536, 2048))
     assert set(np.unique(s["vpp"][s["pp"] == 8]).tolist()) == {1, 2, 3, 4, 6, 12}
     assert set(np.unique(s["vpp"][s["pp"] == 16]).tolist()) == {1, 2, 3, 6}
 
 
 def test_moe_expert_parallel_space_and_memory() -> None:
     m = model("mixtral-8x7b")
-    job = Job(m, hardware("h100"), 64, 8, 256, 4096)
+    job = make_job(m, hardware("h100"), 64, 8, 256, 4096)
     s = space(job)
     assert set(np.unique(s["ep"])) <= {1, 2, 4, 8} and np.all(s["dp"] % s["ep"] == 0)
     a = evaluate(job, parse_strategy("tp=2,pp=4,dp=8,ep=1,zero=1"))
@@ -253,7 +255,7 @@ def test_calibration_recovers_known_scales_and_holds_out_groups() -> None:
             ("dp=16", 1024),
         ]
     ):
-        job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
+        job = make_job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
         st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
         truth = truth_fit.apply(job)
         measured = float(predict_tokens(truth, {k: np.array([v]) for k, v in st.items()})[0])
@@ -271,7 +273,7 @@ def test_runs_the_model_already_fits_leave_every_factor_at_exactly_one() -> None
 
     runs = []
     for strat, seq in (("tp=8,dp=2", 2048), ("dp=16,zero=3", 4096), ("tp=4,dp=4,recompute=full", 32768)):
-        job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
+        job = make_job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
         st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
         measured = float(predict_tokens(job, {k: np.array([v]) for k, v in st.items()})[0])
         runs.append(Run(job, st, measured, predict_tokens, group="g"))
@@ -289,7 +291,7 @@ def test_cross_validation_reports_the_step_times_error_beside_the_throughputs() 
     for i, (strat, seq) in enumerate(
         (("tp=8,dp=2", 2048), ("dp=16,zero=3", 4096), ("tp=4,dp=4,recompute=full", 32768), ("tp=2,dp=8", 4096))
     ):
-        job = Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
+        job = make_job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, seq)
         st = {k: int(v[0]) for k, v in parse_strategy(strat).items()}
         tokens = float(predict_tokens(job, {k: np.array([v]) for k, v in st.items()})[0])
         runs.append(Run(job, st, tokens / 2 if i == 3 else tokens, predict_tokens, group="slow" if i == 3 else "exact"))
@@ -376,9 +378,9 @@ def test_what_if_in_the_terminal_says_the_anchor_and_warns_on_a_mismatch(
         "--seq-len",
         "4096",
     ]
-    base = evaluate(Job(model("llama3-8b"), hardware("h100"), 8, 8, 32, 4096), parse_strategy("dp=8,zero=3"))["step_s"][
-        0
-    ]
+    base = evaluate(make_job(model("llama3-8b"), hardware("h100"), 8, 8, 32, 4096), parse_strategy("dp=8,zero=3"))[
+        "step_s"
+    ][0]
     measured = base * factor
     assert (
         main(args + ["--evaluate", "tp=2,dp=4", "--baseline", "dp=8,zero=3", "--measured-step-s", str(measured)]) == 0
@@ -454,7 +456,7 @@ def test_zero_bubble_schedules_cut_the_bubble() -> None:
 
 def test_expert_tp_and_offload() -> None:
     m = model("mixtral-8x7b")
-    job = Job(m, hardware("h100"), 64, 8, 256, 4096)
+    job = make_job(m, hardware("h100"), 64, 8, 256, 4096)
     _, experts, _ = params(m)
     same = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,zero=1"))
     etp1 = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,etp=1,zero=1"))
@@ -487,7 +489,7 @@ def test_expert_tp_and_offload() -> None:
 
 def test_space_has_new_dimensions_within_constraints() -> None:
     m = model("mixtral-8x7b")
-    s = space(Job(m, hardware("h100"), 64, 8, 256, 4096))
+    s = space(make_job(m, hardware("h100"), 64, 8, 256, 4096))
     assert set(np.unique(s["sched"])) == {0, 1, 2} and set(np.unique(s["offload"])) == {0, 1}
     assert np.all((s["sched"] == 0) | (s["pp"] > 1)) and np.all((s["sched"] != 2) | (s["vpp"] == 2))
     assert np.all((s["hsdp"] == 0) | ((s["zero"] == 3) & (s["hsdp"] < s["dp"])))
@@ -522,7 +524,7 @@ def test_hybrid_linear_attention_model_flops_by_hand() -> None:
     attn_full = 6 * 1 * seq * 4 * (64 + 64) * 0.5
     attn_lin = 6 * 3 * 4 * (2 * 32 * 32 + 64 * (32 + 32))
     assert m.flops_per_token(seq) == 6 * n + attn_full + attn_lin
-    job = Job(m, hardware("h100"), 8, 8, 16, seq)
+    job = make_job(m, hardware("h100"), 8, 8, 16, seq)
     dense, _, _ = params(m)
     assert dense == (3 * lin + full) / 4 + mlp
     assert evaluate(job, parse_strategy("dp=8"))["step_s"][0] > 0
@@ -597,8 +599,7 @@ def test_efficiencies_from_an_analysis_report(tmp_path: Path, capsys: pytest.Cap
         == 0
     )
     rec = json.loads(capsys.readouterr().out)
-    job = dataclasses.replace(
-        Job(model("llama3-8b"), hardware("a100-40gb"), 8, 8, 32, 4096),
+    job = make_job(model("llama3-8b"), hardware("a100-40gb"), 8, 8, 32, 4096).replaced(
         gemm_eff=0.4,
         attn_eff=0.2,
         dp_overlap=0.6,
@@ -645,8 +646,7 @@ def test_trace_link_tiers_give_the_intra_and_inter_node_scales() -> None:
     assert only_inter.comm_scale is None and only_inter.inter_scale == pytest.approx(2.5)  # NVLink keeps its prior
     # the planner divides inter-node bandwidth by both: 2/5 of the catalog's; the slower transfer
     # is then overlapped as before (the scales are bandwidths; step latencies stay)
-    job = dataclasses.replace(
-        Job(from_config_dict(TINY), hardware("a100"), 16, 8, 32, 2048),
+    job = make_job(from_config_dict(TINY), hardware("a100"), 16, 8, 32, 2048).replaced(
         comm_scale=both.comm_scale,
         inter_scale=both.inter_scale,
     )
@@ -694,8 +694,8 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
         ("dp=8", 1024),
     ]:
         st = strat.replace(";", ",")
-        job = dataclasses.replace(
-            Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, seq), gemm_scale=g, attn_scale=a, comm_scale=c
+        job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, seq).replaced(
+            gemm_scale=g, attn_scale=a, comm_scale=c
         )
         lines.append(f'llama3-8b,h100,8,16,{seq},"{st}",{float(evaluate(job, parse_strategy(st))["step_s"][0])!r}')
     csv_path = tmp_path / "runs.csv"
@@ -719,8 +719,8 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
     assert (cal["gemm_scale"], cal["attn_scale"], cal["comm_scale"]) == (g, a, c)
     assert cal["inter_scale"] == 1.0  # one node: nothing informs the inter-node tier, it keeps the prior
     assert cal["mape_after_leave_one_out"] < 0.02 < cal["mape_before"]
-    truth = dataclasses.replace(
-        Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096), gemm_scale=g, attn_scale=a, comm_scale=c
+    truth = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096).replaced(
+        gemm_scale=g, attn_scale=a, comm_scale=c
     )
     assert rec["step_time_s"] == pytest.approx(evaluate(truth, parse_strategy("tp=2,dp=4"))["step_s"][0])
     csv_path.write_text(
@@ -735,7 +735,10 @@ def test_calibrate_from_csv_recovers_known_efficiencies(tmp_path: Path, capsys: 
     )
     assert main(args + ["--calibrate", str(csv_path)]) == 2
     err = capsys.readouterr().err
-    assert "line 2: dp_bucket_mb must be a number, not 'abc'" in err and len(err.strip().splitlines()) == 1
+    assert (
+        "line 2: dp_bucket_mb must be a finite number >= 0 (MB), not 'abc'" in err
+        and len(err.strip().splitlines()) == 1
+    )
 
 
 def test_pipeline_p2p_by_hand() -> None:
@@ -759,7 +762,7 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     output projection 2048 x 2048, the fused gate and up 2048 x 8192, the down projection 4096 x
     2048, the output layer 2048 x 32000; plus each GEMM kernel's 5.3 us (H100): per layer 4
     forward kernels (q/k/v, o, gate-and-up, down), x 3 with the backward's, and the output layer's 3."""
-    from stepscope.planner.cost import efficiencies
+    from stepscope.planner.rates import efficiencies
 
     cfg = {**TINY, "hidden_size": 2048, "num_attention_heads": 16}
     m = from_config_dict(cfg)
@@ -784,14 +787,14 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     elem_s = 6 * (10 * 2048 + 3 * 4096) * 8 * tokens / 3350e9 / 8
     # and the loss: 24 B per token and vocabulary entry at HBM bandwidth
     loss_s = 24 * 32000 * tokens / 3350e9 / 8
-    bf16 = evaluate(Job(m, h100, 8, 8, batch, seq), parse_strategy("dp=8"))
+    bf16 = evaluate(make_job(m, h100, 8, 8, batch, seq), parse_strategy("dp=8"))
     assert bf16["compute_s"][0] == pytest.approx(
         (dense_flops / g + attn_flops / a) / (8 * 989.4e12) + elem_s + loss_s + kernels_s
     )
     # fp8: the GEMM 75% of the dense work speeds up by the ratio of achievable rates, except the
     # output layer's; attention and the elementwise rest stay at the bf16 rate
     speedup = (1978.9 * 0.709) / (989.4 * 0.803)
-    fp8 = evaluate(Job(m, h100, 8, 8, batch, seq, precision="fp8"), parse_strategy("dp=8"))
+    fp8 = evaluate(make_job(m, h100, 8, 8, batch, seq, precision="fp8"), parse_strategy("dp=8"))
     # plus the tensorwise dynamic-scaling casts (torchao's roofline, casts fused with the producer):
     # 4 B x (inputs: 2 normed h + attention output 2048 + MLP activation 4096; output gradients:
     # q, k, v 3 x 2048, gate and up 2 x 4096, o and down 2 x 2048) per token and layer, and 8 B
@@ -813,15 +816,15 @@ def test_compute_time_by_hand_with_the_device_matmul_ceiling_and_fp8_only_on_gem
     # a device without a measured ceiling takes 0.7; explicit efficiencies (from a trace) win
     # devices without a measured ceiling take the 0.7 prior: a GPU 0.75 of it, a TPU (vector work
     # issued beside the matrix units) all of it
-    assert efficiencies(Job(m, hardware("H100-SXM-96GB-500W"), 8, 8, batch, seq))[:2] == pytest.approx(
+    assert efficiencies(make_job(m, hardware("H100-SXM-96GB-500W"), 8, 8, batch, seq))[:2] == pytest.approx(
         (0.75 * 0.7, 0.6 * 0.75 * 0.7)
     )
-    assert efficiencies(Job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.7, 0.6 * 0.7))
-    assert efficiencies(Job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)
+    assert efficiencies(make_job(m, hardware("tpu-v5p"), 8, 8, batch, seq))[:2] == pytest.approx((0.7, 0.6 * 0.7))
+    assert efficiencies(make_job(m, h100, 8, 8, batch, seq, gemm_eff=0.4, attn_eff=0.2)) == (0.4, 0.2, 1.0)
     # a measured (trace) efficiency already includes the elementwise kernels and the GEMM kernels'
     # fixed time: no separate terms
     measured = evaluate(
-        Job(m, h100, 8, 8, batch, seq, gemm_eff=g, attn_eff=a), parse_strategy("dp=8")
+        make_job(m, h100, 8, 8, batch, seq, gemm_eff=g, attn_eff=a), parse_strategy("dp=8")
     )  # shape still applies
     assert measured["compute_s"][0] == pytest.approx((dense_flops / g + attn_flops / a) / (8 * 989.4e12))
 
@@ -830,7 +833,7 @@ def _nominal_links(job: Job) -> Job:
     """The job on a copy of its device without measured collective bandwidth (nominal NVLink) and
     with slow GEMMs (5% of peak), so every GEMM outlasts the collective fused with it and TP time
     stays below compute: an overlap test sees its mechanism's share unclipped."""
-    return dataclasses.replace(job, hw=dataclasses.replace(job.hw, intra_node_busbw_gbps={}), gemm_eff=0.05)
+    return dataclasses.replace(job, hw=dataclasses.replace(job.hw, intra_node_busbw_gbps={})).calibrated(gemm_eff=0.05)
 
 
 def test_tp_overlap_hides_all_but_one_chunk() -> None:
@@ -840,7 +843,7 @@ def test_tp_overlap_hides_all_but_one_chunk() -> None:
     assert off["tp_s"][0] > 0 and off["tp_s"][0] < off["compute_s"][0]
     assert on["tp_s"][0] == pytest.approx(off["tp_s"][0] / 4)  # (tp-1)/tp of it behind the GEMMs
     assert on["step_s"][0] == pytest.approx(off["step_s"][0] - off["tp_s"][0] * 3 / 4)
-    s = space(job, tp_overlap=True)
+    s = space(job.with_settings(tp_overlap="full"))
     assert np.all(s["tp_overlap"] == 1) and np.all(space(job)["tp_overlap"] == 0)
 
 
@@ -855,7 +858,7 @@ def test_tp_overlap_hides_all_but_one_chunk() -> None:
     ],
 )
 def test_tp_overlap_mechanisms_hide_their_share(mode: str, tp: int, hidden: float) -> None:
-    job = _nominal_links(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096))
+    job = _nominal_links(make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096))
     off = evaluate(job, parse_strategy(f"tp={tp}"))
     on = evaluate(job, parse_strategy(f"tp={tp},tp_overlap={mode}"))
     assert off["tp_s"][0] < off["compute_s"][0]  # nothing capped by the compute time
@@ -885,12 +888,22 @@ def _plan_8b(capsys: pytest.CaptureFixture[str], strategy: str, *flags: str) -> 
 
 
 def test_tp_overlap_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    off, on, bwd = (_plan_8b(capsys, "tp=8", *f) for f in ((), ("--tp-overlap",), ("--tp-overlap", "bwd")))
+    off, on, bwd = (
+        _plan_8b(capsys, "tp=8", *f)
+        for f in (
+            (),
+            (
+                "--set",
+                "tp_overlap=full",
+            ),
+            ("--set", "tp_overlap=bwd"),
+        )
+    )
     assert (
         on["strategy"]["tp_overlap"] == 1 and off["strategy"]["tp_overlap"] == 0 and bwd["strategy"]["tp_overlap"] == 2
     )
     # the flag reaches the model: the same as the strategy key (the amounts: tests of planner/tp_overlap.py)
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
     for rec, mode in ((on, "full"), (bwd, "bwd"), (off, "none")):
         assert rec["time_s"]["tp"] == pytest.approx(evaluate(job, parse_strategy(f"tp=8,tp_overlap={mode}"))["tp_s"][0])
     assert on["time_s"]["tp"] < bwd["time_s"]["tp"] < off["time_s"]["tp"]
@@ -919,7 +932,7 @@ def test_context_parallel_ranks_share_the_zero_shards_and_the_gradient_reduction
     rs, ag = 7 / 8 * 4 * p_dev / 249.7e9 + 7 * 10e-6, 7 / 8 * 2 * p_dev / 249.8e9 + 7 * 10e-6
     micro = r1["compute_s"][0] / 4
     assert r1["dp_s"][0] == pytest.approx(rs - 0.7 * min(rs, micro * 2 / 3) + ag)
-    r2 = evaluate(dataclasses.replace(job, param_gather_overlap=True), parse_strategy("dp=4,cp=2,zero=1"))
+    r2 = evaluate(job.replaced(param_gather_overlap=True), parse_strategy("dp=4,cp=2,zero=1"))
     assert r2["dp_s"][0] == pytest.approx(rs - 0.7 * min(rs, micro * 2 / 3) + ag - 0.7 * min(ag, micro / 3))
 
 
@@ -942,8 +955,8 @@ def test_attention_without_flash_kernels_by_hand() -> None:
     m = from_config_dict(TINY)
     seq, batch = 2048, 8
     tokens = batch * seq
-    flash = evaluate(Job(m, hardware("a100"), 8, 8, batch, seq), parse_strategy("dp=8"))
-    plain = evaluate(Job(m, hardware("a100"), 8, 8, batch, seq, flash_attention=False), parse_strategy("dp=8"))
+    flash = evaluate(make_job(m, hardware("a100"), 8, 8, batch, seq), parse_strategy("dp=8"))
+    plain = evaluate(make_job(m, hardware("a100"), 8, 8, batch, seq, flash_attention=False), parse_strategy("dp=8"))
     attn_causal = m.flops_per_token(seq) - 6 * m.matmul_params_per_token()
     attn = 0.6 * 0.75 * 0.869 * 312e12  # achieved attention rate on an A100
     extra_flops_s = attn_causal * tokens / attn / 8  # the masked half is computed too
@@ -964,8 +977,8 @@ def test_attention_without_flash_kernels_stores_the_softmax_output_by_hand() -> 
     per_layer = 5 * 16 * 2048 * 2048 * 2 / 4
     for policy, layers in (("none", 8), ("selective", 1), ("full", 1)):
         st = parse_strategy(f"tp=4,dp=2,mb=2,recompute={policy}")
-        flash = evaluate(Job(m, hardware("a100"), 8, 8, 4, 2048), st)
-        plain = evaluate(Job(m, hardware("a100"), 8, 8, 4, 2048, flash_attention=False), st)
+        flash = evaluate(make_job(m, hardware("a100"), 8, 8, 4, 2048), st)
+        plain = evaluate(make_job(m, hardware("a100"), 8, 8, 4, 2048, flash_attention=False), st)
         assert (plain["activations_gb"][0] - flash["activations_gb"][0]) * 1e9 == pytest.approx(layers * per_layer), (
             policy
         )
@@ -978,11 +991,11 @@ def test_interleaved_1f1b_holds_more_in_flight_by_hand() -> None:
     2 layers = 8: x 11/8 = 1 + 3/8 (Korthikanti et al.'s 1 + (pp-1)/(pp vpp)). With only as many
     micro-batches as stages there is no room for more: all 4 x 2 layers either way."""
     m = from_config_dict(TINY)
-    job = Job(m, hardware("h100"), 8, 8, 16, 2048)
+    job = make_job(m, hardware("h100"), 8, 8, 16, 2048)
     plain = evaluate(job, parse_strategy("pp=4,dp=2,mb=1"))  # 8 micro-batches per replica
     inter = evaluate(job, parse_strategy("pp=4,vpp=2,dp=2,mb=1"))
     assert inter["activations_gb"][0] == pytest.approx(plain["activations_gb"][0] * 11 / 8)
-    few = Job(m, hardware("h100"), 8, 8, 8, 2048)  # 4 micro-batches per replica
+    few = make_job(m, hardware("h100"), 8, 8, 8, 2048)  # 4 micro-batches per replica
     assert evaluate(few, parse_strategy("pp=4,vpp=2,dp=2,mb=1"))["activations_gb"][0] == pytest.approx(
         evaluate(few, parse_strategy("pp=4,dp=2,mb=1"))["activations_gb"][0]
     )
@@ -998,7 +1011,7 @@ def test_selective_recompute_costs_the_attention_cores_forward_by_hand() -> None
     tokens = batch * seq
     rate = 0.6 * 0.75 * 0.869 * 312e12  # achieved attention rate on an A100
     for flash in (True, False):
-        job = Job(m, hardware("a100"), 8, 8, batch, seq, flash_attention=flash)
+        job = make_job(m, hardware("a100"), 8, 8, batch, seq, flash_attention=flash)
         none, sel = (evaluate(job, parse_strategy(f"dp=8,recompute={p}")) for p in ("none", "selective"))
         attn = (m.flops_per_token(seq, causal=flash) - 6 * m.matmul_params_per_token()) * tokens
         extra = attn / 3 / rate / 8 + (0.0 if flash else 13 * 16 * seq * tokens * 8 / 2039e9 / 8)
@@ -1025,14 +1038,14 @@ def test_plan_inputs_batch_in_tokens_reserve_and_gradient_dtype(capsys: pytest.C
     ref = json.loads(capsys.readouterr().out)
     assert main(base + ["--global-batch-tokens", str(16 * 4096)]) == 0
     assert json.loads(capsys.readouterr().out)["step_time_s"] == ref["step_time_s"]
-    assert main(base + ["--global-batch", "16", "--reserve-gb", "5", "--grad-dtype", "bf16"]) == 0
+    assert main(base + ["--global-batch", "16", "--set", "reserve_gb=5", "--set", "grad_dtype=bf16"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["memory_gb"]["reserve"] == pytest.approx(5.0)
     assert rec["memory_gb"]["grads"] == pytest.approx(ref["memory_gb"]["grads"] / 2)  # 2 B instead of 4
     assert main(base + ["--global-batch-tokens", "1000"]) == 2  # not whole sequences
     assert main(base + ["--global-batch", "16", "--precision", "fp4"]) == 2
     assert main(base + ["--global-batch", "16", "--global-batch-tokens", str(16 * 4096)]) == 2  # one or the other
-    for bad in (["--global-batch", "0"], ["--global-batch", "16", "--reserve-gb", "-1"]):
+    for bad in (["--global-batch", "0"], ["--global-batch", "16", "--set", "reserve_gb=-1"]):
         assert main(base + bad) == 2
     assert main([*base[:6], "0", *base[7:], "--global-batch", "16"]) == 2  # --devices 0
     err = capsys.readouterr().err
@@ -1048,7 +1061,7 @@ def test_evaluation_in_blocks_equals_one_pass() -> None:
     big = {k: np.tile(v, reps) for k, v in s.items()}
     n = len(big["tp"])
     assert n > CHUNK
-    scaled = dataclasses.replace(job, gemm_scale=np.linspace(0.5, 1.5, n))  # a per-configuration field is sliced too
+    scaled = job.replaced(gemm_scale=np.linspace(0.5, 1.5, n))  # a per-configuration field is sliced too
     blocks, one = evaluate(scaled, big), _evaluate(scaled, big)
     for k in one:
         np.testing.assert_array_equal(blocks[k], one[k])
@@ -1117,7 +1130,7 @@ def test_gpt_oss_config_with_sliding_window_layers_by_hand() -> None:
 def test_tp_stays_in_a_node_unless_allowed() -> None:
     job = job_from_record(devices=16, batch=32)  # 16 heads, 8 devices per node
     assert space(job)["tp"].max() == 8
-    wide = space(job, tp_across_nodes=True)
+    wide = space(job.with_settings(tp_across_nodes=True))
     assert wide["tp"].max() == 16
     r = evaluate(job, {k: v[wide["tp"] == 16][:1] for k, v in wide.items()})
     assert r["tp_s"][0] > evaluate(job, parse_strategy("tp=8,dp=2"))["tp_s"][0]  # inter-node link
@@ -1147,7 +1160,7 @@ def test_tpu_slices_share_ici_and_talk_over_dcn(capsys: pytest.CaptureFixture[st
     ]
     assert main(args) == 0
     rec = json.loads(capsys.readouterr().out)
-    job = Job(model("llama3-8b"), hw, 512, 256, 512, 2048)
+    job = make_job(model("llama3-8b"), hw, 512, 256, 512, 2048)
     assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("dp=512,zero=3,hsdp=256"))["step_s"][0])
     dense, _, emb = params(job.model)
     p_dev = 32 * dense + emb
@@ -1241,16 +1254,16 @@ def test_batch_records_carry_the_framework_options(tmp_path: Path, capsys: pytes
 
 def test_ep_overlap_hides_the_all_to_all_behind_another_micro_batch() -> None:
     m = model("mixtral-8x7b")
-    job = Job(m, hardware("h100"), 16, 8, 64, 4096)
+    job = make_job(m, hardware("h100"), 16, 8, 64, 4096)
     off = evaluate(job, parse_strategy("dp=16,ep=8,zero=1,mb=1"))  # 4 micro-batches per replica
     on = evaluate(job, parse_strategy("dp=16,ep=8,zero=1,mb=1,ep_overlap=1"))
     assert off["ep_s"][0] > 0
     assert on["ep_s"][0] == pytest.approx(max(off["ep_s"][0] - off["compute_s"][0], 0.0))
-    one = Job(m, hardware("h100"), 16, 8, 16, 4096)  # a single micro-batch: nothing to overlap with
+    one = make_job(m, hardware("h100"), 16, 8, 16, 4096)  # a single micro-batch: nothing to overlap with
     assert evaluate(one, parse_strategy("dp=16,ep=8,zero=1,mb=1,ep_overlap=1"))["ep_s"][0] == pytest.approx(
         evaluate(one, parse_strategy("dp=16,ep=8,zero=1,mb=1"))["ep_s"][0]
     )
-    assert np.all(space(job, ep_overlap=True)["ep_overlap"] == 1)
+    assert np.all(space(job.with_settings(ep_overlap=True))["ep_overlap"] == 1)
 
 
 def test_strategy_on_off_values() -> None:
@@ -1277,7 +1290,7 @@ def test_shape_counted_recompute_policies_by_hand(policy: str, kept_h_bytes: flo
     """Llama-3-8B (h 4096, 32 query heads and 8 KV heads of 128, MLP 14336), seq 8192: a layer's
     forward is (2*4096 + 2*1024 + 3*14336) * 4096 + 8192 * 4096 (causal QK^T + AV) = 61440 * 4096
     MACs per token."""
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
     r = evaluate(job, parse_strategy(f"dp=8,mb=2,recompute={policy}"))
     none = evaluate(job, parse_strategy("dp=8,mb=2"))
     act = 8192 * 2 * 4096 * 32  # s * mb * h * layers (mb = 16 / 8)
@@ -1293,7 +1306,7 @@ def test_eager_elementwise_ops_cost_their_counted_bytes() -> None:
     complex) + 4 f (SiLU and product as two kernels) more bytes forward, x 3 with backward."""
     job = job_from_record()
     fused = evaluate(job, parse_strategy("dp=8,mb=2"))
-    eager = evaluate(dataclasses.replace(job, fused_elementwise=False), parse_strategy("dp=8,mb=2"))
+    eager = evaluate(job.replaced(fused_elementwise=False), parse_strategy("dp=8,mb=2"))
     per_token = 8 * (64 * 1024 + 20 * (1024 + 1024) + 4 * 4096)
     tokens = 16 * 2048
     assert eager["compute_s"][0] - fused["compute_s"][0] == pytest.approx(
@@ -1302,18 +1315,21 @@ def test_eager_elementwise_ops_cost_their_counted_bytes() -> None:
 
 
 def test_eager_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _plan_8b(capsys, "dp=8", "--eager")["step_time_s"] > _plan_8b(capsys, "dp=8")["step_time_s"]
+    assert (
+        _plan_8b(capsys, "dp=8", "--set", "fused_elementwise=false")["step_time_s"]
+        > _plan_8b(capsys, "dp=8")["step_time_s"]
+    )
 
 
 def test_gradient_bytes_follow_the_precision_unless_given() -> None:
     """fp16 training reduces fp16 gradients (Megatron without fp32 accumulation, DeepSpeed); bf16
     and fp8 keep and reduce them in fp32."""
     m = from_config_dict(TINY)
-    assert Job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16").grad_bytes == 2
-    assert Job(m, hardware("a100"), 8, 8, 16, 2048).grad_bytes == 4
-    assert Job(m, hardware("h100"), 8, 8, 16, 2048, precision="fp8").grad_bytes == 4
-    assert Job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16", grad_bytes=4).grad_bytes == 4
-    fp16 = evaluate(Job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16"), parse_strategy("dp=8,zero=2"))
+    assert make_job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16").grad_bytes == 2
+    assert make_job(m, hardware("a100"), 8, 8, 16, 2048).grad_bytes == 4
+    assert make_job(m, hardware("h100"), 8, 8, 16, 2048, precision="fp8").grad_bytes == 4
+    assert make_job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16", grad_dtype="fp32").grad_bytes == 4
+    fp16 = evaluate(make_job(m, hardware("a100"), 8, 8, 16, 2048, precision="fp16"), parse_strategy("dp=8,zero=2"))
     dense, _, emb = params(m)
     assert fp16["grads_gb"][0] == pytest.approx(2 * (8 * dense + emb) / 8 / 1e9)
 
@@ -1338,13 +1354,13 @@ def test_tensorwise_fp8_gathers_tp_activations_in_fp8() -> None:
     """The 4 all-gathers of a layer's 8 TP collectives move 1 B instead of 2 with tensorwise
     scaling (torchao's float8 TP plan); rowwise keeps the bf16 plan. Compute differs, TP bytes
     do not otherwise depend on the recipe."""
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, precision="fp8")
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, precision="fp8")
     tw = evaluate(job, parse_strategy("tp=8"))
-    rw = evaluate(dataclasses.replace(job, fp8_recipe="rowwise"), parse_strategy("tp=8"))
+    rw = evaluate(job.replaced(fp8_recipe="rowwise"), parse_strategy("tp=8"))
     assert tw["tp_s"][0] == pytest.approx(0.75 * rw["tp_s"][0])
     assert rw["compute_s"][0] > tw["compute_s"][0]
     with pytest.raises(ConfigError):
-        dataclasses.replace(job, fp8_recipe="blockwise")
+        job.replaced(fp8_recipe="blockwise")
 
 
 def test_separate_projections_run_narrow_key_value_gemms() -> None:
@@ -1359,9 +1375,9 @@ def test_separate_projections_run_narrow_key_value_gemms() -> None:
     def g(d: float) -> float:
         return _linear_shape(16 * 4096, 4096, d)
 
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, gemm_eff=0.5, attn_eff=0.3)
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, gemm_eff=0.5, attn_eff=0.3)
     fused = evaluate(job, parse_strategy("tp=8,mb=16"))
-    separate = evaluate(dataclasses.replace(job, fused_projections=False), parse_strategy("tp=8,mb=16"))
+    separate = evaluate(job.replaced(fused_projections=False), parse_strategy("tp=8,mb=16"))
     tokens, layers = 16 * 4096, 32
     q_flops, kv_flops = 6 * 4096 * 4096 * layers * tokens, 6 * 2 * 4096 * 1024 * layers * tokens
     up_flops = 6 * 2 * 4096 * 14336 * layers * tokens
@@ -1373,9 +1389,12 @@ def test_separate_projections_run_narrow_key_value_gemms() -> None:
 
 def test_fp8_recipe_and_projection_flags_on_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tensorwise = _plan_8b(capsys, "tp=8", "--precision", "fp8")
-    rowwise = _plan_8b(capsys, "tp=8", "--precision", "fp8", "--fp8-recipe", "rowwise")
+    rowwise = _plan_8b(capsys, "tp=8", "--precision", "fp8", "--set", "fp8_recipe=rowwise")
     assert rowwise["step_time_s"] > tensorwise["step_time_s"]
-    assert _plan_8b(capsys, "tp=8", "--separate-projections")["step_time_s"] > _plan_8b(capsys, "tp=8")["step_time_s"]
+    assert (
+        _plan_8b(capsys, "tp=8", "--set", "fused_projections=false")["step_time_s"]
+        > _plan_8b(capsys, "tp=8")["step_time_s"]
+    )
     rec = {
         "model": "llama3-8b",
         "hardware": "h100",
@@ -1393,7 +1412,7 @@ def test_fp8_recipe_and_projection_flags_on_the_cli(tmp_path: Path, capsys: pyte
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert out[0]["step_time_s"] == pytest.approx(tensorwise["step_time_s"])
     assert out[1]["step_time_s"] == pytest.approx(rowwise["step_time_s"])
-    assert "fp8 recipe" in out[2]["error"]
+    assert "fp8_recipe must be one of tensorwise, rowwise" in out[2]["error"]
 
 
 @pytest.mark.parametrize(
@@ -1405,7 +1424,7 @@ def test_fp8_recipe_and_projection_flags_on_the_cli(tmp_path: Path, capsys: pyte
     ],
 )
 def test_recompute_policies_replay_the_tp_collectives_they_do_not_keep(policy: str, replayed: float) -> None:
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
     none = evaluate(job, parse_strategy("tp=8"))
     r = evaluate(job, parse_strategy(f"tp=8,recompute={policy}"))
     assert r["tp_s"][0] == pytest.approx(none["tp_s"][0] * replayed)
@@ -1422,12 +1441,12 @@ def test_recompute_policies_replay_the_tp_collectives_they_do_not_keep(policy: s
 def test_recompute_policies_replay_the_cp_and_ep_collectives_they_recompute(
     policy: str, cp_replayed: float, ep_replayed: float
 ) -> None:
-    dense = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    dense = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
     base = evaluate(dense, parse_strategy("cp=4,dp=2"))
     r = evaluate(dense, parse_strategy(f"cp=4,dp=2,recompute={policy}"))
     assert base["cp_s"][0] > 0
     assert r["cp_s"][0] == pytest.approx(base["cp_s"][0] * cp_replayed)
-    moe = Job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096)
+    moe = make_job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096)
     base = evaluate(moe, parse_strategy("ep=8,dp=8,zero=3"))
     r = evaluate(moe, parse_strategy(f"ep=8,dp=8,zero=3,recompute={policy}"))
     assert base["ep_s"][0] > 0
@@ -1436,7 +1455,7 @@ def test_recompute_policies_replay_the_cp_and_ep_collectives_they_recompute(
 
 def test_pytorch_async_tp_leaves_the_summed_input_gradient_reduce_scatters_exposed() -> None:
     """With separate projections, 6 of a layer's 8 collectives fuse with their matmul: 6/8 x 7/8."""
-    job = _nominal_links(Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, fused_projections=False))
+    job = _nominal_links(make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096, fused_projections=False))
     off = evaluate(job, parse_strategy("tp=8"))
     on = evaluate(job, parse_strategy("tp=8,tp_overlap=full"))
     assert on["tp_s"][0] == pytest.approx(off["tp_s"][0] * (1 - 0.75 * 7 / 8))
@@ -1446,7 +1465,7 @@ def test_stated_gradient_accumulation_is_run_as_stated_even_below_the_pipeline_d
     """pp=2, one replica, 2 sequences per step. Derived: at least pp micro-batches, 2 of one
     sequence, bubble = (pp-1) x one micro-batch = compute / 2. Stated ga=1 (nanotron's GAS=1 with
     micro-batch 2): one micro-batch of 2, bubble = the whole compute time; same total compute."""
-    job = Job(model("llama3-8b"), hardware("h100"), 2, 8, 2, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 2, 8, 2, 4096)
     derived = evaluate(job, parse_strategy("pp=2,mb=2"))
     stated = evaluate(job, parse_strategy("pp=2,ga=1"))
     assert derived["grad_accum"][0] == 2 and stated["grad_accum"][0] == 1
@@ -1488,7 +1507,7 @@ def test_published_sc21_step_times(row: dict[str, str]) -> None:
         vocab=V,
         gated_mlp=False,
     )
-    job = Job(m, hardware("a100"), n, 8, B, s, precision="fp16", flash_attention=False)
+    job = make_job(m, hardware("a100"), n, 8, B, s, precision="fp16", flash_attention=False)
     strategy = f"tp={tp},pp={pp},vpp={vpp},dp={n // (tp * pp)},mb={row['micro_batch']},recompute=full"
     predicted_s = float(evaluate(job, parse_strategy(strategy))["step_s"][0])
     assert predicted_s == pytest.approx(measured_s, rel=0.15)
@@ -1498,7 +1517,7 @@ def test_fp8_needs_a_device_with_an_fp8_peak(capsys: pytest.CaptureFixture[str])
     """An A100 or a TPU v5e has no fp8 matrix units: fp8 there is a user error (one line, exit 2),
     not a silent bf16 run with cast costs (or, via the peak fallback, the int8 peak)."""
     with pytest.raises(ConfigError, match="no fp8 peak"):
-        Job(model("llama3-8b"), hardware("tpu-v5e"), 8, 8, 16, 4096, precision="fp8")
+        make_job(model("llama3-8b"), hardware("tpu-v5e"), 8, 8, 16, 4096, precision="fp8")
     args = [
         "plan",
         "--model",
@@ -1565,7 +1584,7 @@ def test_pipelines_never_run_fractional_micro_batches() -> None:
     """Search: a (dp, pp, mb) whose replica batch gives fewer micro-batches than stages is run as
     stated (ga = those micro-batches), so every configuration's micro-batch is whole sequences.
     --evaluate: a pipeline that would have to split 12 sequences into 8 is an error."""
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 12, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 12, 4096)
     s = space(job)
     res = evaluate(job, s)
     assert np.all(res["micro_batch"] == np.round(res["micro_batch"]))
@@ -1573,8 +1592,9 @@ def test_pipelines_never_run_fractional_micro_batches() -> None:
     assert few.any() and np.all(s["ga"][few] == 12 // (s["dp"][few] * s["mb"][few]))
     with pytest.raises(ConfigError, match="cannot fill evenly"):
         from stepscope.planner.cli import _one
+        from stepscope.planner.strategy import Strategy
 
-        _one(job, "pp=8,mb=2")
+        _one(job, Strategy.parse("pp=8,mb=2"))
 
 
 def test_calibration_rows_carry_framework_properties(tmp_path: Path) -> None:
@@ -1595,8 +1615,9 @@ def test_calibration_rows_carry_framework_properties(tmp_path: Path) -> None:
         return built[-1]
 
     assert from_csv(str(csv_path), make_job).rows == 2
-    assert (built[0].fp8_recipe, built[0].fused_projections) == ("rowwise", False)
-    assert (built[1].fp8_recipe, built[1].fused_projections, built[1].precision) == ("tensorwise", True, "bf16")
+    assert (built[0].framework.fp8.recipe, built[0].framework.kernels.fused_projections) == ("rowwise", False)
+    fw1 = built[1].framework
+    assert (fw1.fp8.recipe, fw1.kernels.fused_projections, built[1].precision) == ("tensorwise", True, "bf16")
 
 
 def test_html_labels_tell_the_top_strategies_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1790,7 +1811,7 @@ def test_nemotron_h_block_pattern_with_mamba2_counted_by_hand() -> None:
     attn_term = 6 * 4 * seq * 32 * (128 + 128) * 0.5
     ssd = 6 * 24 * 128 * (2 * 128 * 64 + 64 * (128 + 64))
     assert m.flops_per_token(seq) == pytest.approx(6 * m.matmul_params_per_token() + attn_term + ssd)
-    assert evaluate(Job(m, hardware("h100"), 8, 8, 16, seq), parse_strategy("tp=2,dp=4"))["step_s"][0] > 0
+    assert evaluate(make_job(m, hardware("h100"), 8, 8, 16, seq), parse_strategy("tp=2,dp=4"))["step_s"][0] > 0
 
 
 def test_block_pattern_moe_and_wide_shared_experts_keep_the_weights() -> None:
@@ -2025,17 +2046,17 @@ def test_moe_imbalance_scales_the_expert_work_and_the_all_to_all() -> None:
     (the hot rank's bytes) and the compute grows by (f - 1) x the expert GEMMs' time: linear in f,
     so the step from 1 to 2 is twice the step from 1 to 1.5. A dense model does not change."""
     s = parse_strategy("tp=1,ep=8,dp=8,mb=1")
-    base = Job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096)
-    r = {f: evaluate(dataclasses.replace(base, moe_imbalance=f), s) for f in (1.0, 1.5, 2.0)}
+    base = make_job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096)
+    r = {f: evaluate(base.replaced(moe_imbalance=f), s) for f in (1.0, 1.5, 2.0)}
     assert r[1.5]["ep_s"][0] == pytest.approx(1.5 * r[1.0]["ep_s"][0])
     d15, d2 = r[1.5]["compute_s"][0] - r[1.0]["compute_s"][0], r[2.0]["compute_s"][0] - r[1.0]["compute_s"][0]
     assert d15 > 0 and d2 == pytest.approx(2 * d15)
     assert r[1.5]["activations_gb"][0] > r[1.0]["activations_gb"][0]
-    dense = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
+    dense = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)
     st = parse_strategy("dp=8")
-    assert evaluate(dataclasses.replace(dense, moe_imbalance=1.5), st)["step_s"][0] == evaluate(dense, st)["step_s"][0]
+    assert evaluate(dense.replaced(moe_imbalance=1.5), st)["step_s"][0] == evaluate(dense, st)["step_s"][0]
     with pytest.raises(ConfigError, match="imbalance"):
-        dataclasses.replace(base, moe_imbalance=0.8)
+        base.replaced(moe_imbalance=0.8)
 
 
 def test_moe_imbalance_from_the_cli_and_a_batch_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -2055,9 +2076,9 @@ def test_moe_imbalance_from_the_cli_and_a_batch_record(tmp_path: Path, capsys: p
         "ep=8,dp=8",
         "--json",
     ]
-    assert main(args + ["--moe-imbalance", "1.5"]) == 0
+    assert main(args + ["--set", "moe_imbalance=1.5"]) == 0
     rec = json.loads(capsys.readouterr().out)
-    job = Job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096, moe_imbalance=1.5)
+    job = make_job(model("mixtral-8x7b"), hardware("h100"), 8, 8, 16, 4096, moe_imbalance=1.5)
     assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("ep=8,dp=8"))["step_s"][0])
     f = tmp_path / "b.jsonl"
     f.write_text(
@@ -2084,8 +2105,8 @@ def test_unfused_loss_holds_12_bytes_per_logit_and_moves_44() -> None:
     llama3-8b (vocab 128256) on 8 H100s, dp=8, mb=2 of 8192 tokens: 6 x 16384 x 128256 B more on
     every device; 20 x 128256 x 131072 tokens / 3.35 TB/s / 8 devices more time."""
     s = parse_strategy("dp=8,zero=3,mb=2")
-    fused = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
-    a, b = evaluate(fused, s), evaluate(dataclasses.replace(fused, loss="unfused"), s)
+    fused = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    a, b = evaluate(fused, s), evaluate(fused.replaced(loss="unfused"), s)
     assert b["activations_gb"][0] - a["activations_gb"][0] == pytest.approx(6 * 16384 * 128256 / 1e9)
     assert b["compute_s"][0] - a["compute_s"][0] == pytest.approx(20 * 128256 * 16 * 8192 / 3350e9 / 8)
     args = [
@@ -2109,7 +2130,7 @@ def test_unfused_loss_holds_12_bytes_per_logit_and_moves_44() -> None:
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(args + ["--unfused-loss"]) == 0
+        assert main(args + ["--set", "loss=unfused"]) == 0
     assert json.loads(out.getvalue())["step_time_s"] == pytest.approx(b["step_s"][0])
 
 
@@ -2122,7 +2143,7 @@ def test_tp_without_sequence_parallelism_by_hand(recompute: str, rep_none: int, 
     regenerated in backward (no-recompute size minus the policy's). Every TP rank also repeats the
     norms and residual adds, 3 x 2 B x 10 h per token and layer: 3 more copies of that traffic
     (replayed by full recompute, x 4/3; selective recomputes only the attention core, x 1)."""
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 4096)
     on = evaluate(job, parse_strategy(f"tp=4,dp=2,recompute={recompute}"))
     off = evaluate(job, parse_strategy(f"tp=4,dp=2,sp=0,recompute={recompute}"))
     sbh = 4096 * 1 * 4096
@@ -2137,9 +2158,9 @@ def test_tp_without_sequence_parallelism_by_hand(recompute: str, rep_none: int, 
 def test_sequence_parallelism_off_in_the_search_and_its_conflicts(capsys: pytest.CaptureFixture[str]) -> None:
     from stepscope.planner.search import search
 
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 4096)
     assert set(search(job, top=5).strategies["sp"]) == {1}
-    assert set(search(job, top=5, sequence_parallel=False).strategies["sp"]) == {0}
+    assert set(search(job.with_settings(sequence_parallel=False), top=5).strategies["sp"]) == {0}
     with pytest.raises(ConfigError, match="sequence parallelism"):
         parse_strategy("tp=4,dp=2,sp=0,tp_overlap=full")
     args = [
@@ -2155,15 +2176,20 @@ def test_sequence_parallelism_off_in_the_search_and_its_conflicts(capsys: pytest
         "--seq-len",
         "4096",
     ]
-    assert main(args + ["--no-sequence-parallel", "--tp-overlap"]) == 2  # full: needs sequence parallelism
     assert (
-        main(args + ["--no-sequence-parallel", "--tp-overlap", "bwd", "--evaluate", "tp=4,dp=2", "--json"]) == 0
+        main(args + ["--set", "sequence_parallel=false", "--set", "tp_overlap=full"]) == 2
+    )  # full: needs sequence parallelism
+    assert (
+        main(
+            args + ["--set", "sequence_parallel=false", "--set", "tp_overlap=bwd", "--evaluate", "tp=4,dp=2", "--json"]
+        )
+        == 0
     )  # an all-reduce
     bwd = json.loads(capsys.readouterr().out)
     assert bwd["step_time_s"] == pytest.approx(
         evaluate(job, parse_strategy("tp=4,dp=2,sp=0,tp_overlap=bwd"))["step_s"][0]
     )
-    assert main(args + ["--no-sequence-parallel", "--evaluate", "tp=4,dp=2", "--json"]) == 0
+    assert main(args + ["--set", "sequence_parallel=false", "--evaluate", "tp=4,dp=2", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["strategy"]["sp"] == 0
     assert rec["step_time_s"] == pytest.approx(evaluate(job, parse_strategy("tp=4,dp=2,sp=0"))["step_s"][0])
@@ -2174,7 +2200,7 @@ def test_afab_holds_every_micro_batch_and_keeps_1f1b_bubble() -> None:
     H100s, pp=2, dp=4, 64 sequences of 4096 in micro-batches of 2: 8 micro-batches, of which 1F1B
     holds 2 on the first stage and AFAB all 8. A stored layer is 34 x s x b x h bytes (no
     recompute), 16 layers per stage: (8 - 2) x 16 x 34 x 4096 x 2 x 4096 bytes more; same bubble."""
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 64, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 64, 4096)
     one = evaluate(job, parse_strategy("pp=2,dp=4,mb=2"))
     afab = evaluate(job, parse_strategy("pp=2,dp=4,mb=2,sched=gpipe"))
     assert afab["activations_gb"][0] - one["activations_gb"][0] == pytest.approx(6 * 16 * 34 * 4096 * 2 * 4096 / 1e9)
@@ -2210,7 +2236,7 @@ def test_when_nothing_fits_the_smallest_are_shown_and_said(capsys: pytest.Captur
     configurations with the least memory per device, in that order, and a line says so."""
     from stepscope.planner.search import search
 
-    job = Job(model("llama3-405b"), hardware("h100"), 8, 8, 8, 8192)
+    job = make_job(model("llama3-405b"), hardware("h100"), 8, 8, 8, 8192)
     plan = search(job, top=3)
     assert plan.fitting == 0
     totals = list(plan.results["total_gb"])
@@ -2243,7 +2269,7 @@ def test_when_nothing_fits_the_smallest_are_shown_and_said(capsys: pytest.Captur
 def test_divisors_match_trial_division_and_stay_cheap_for_huge_counts() -> None:
     """The search's divisors (found up to sqrt(n)) against trial division by every d <= n, which
     is what they replaced (24 s for 2^28 devices)."""
-    from stepscope.planner.job import divisors
+    from stepscope.planner.vocab import divisors
 
     for n in range(1, 1500):
         assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
@@ -2308,7 +2334,7 @@ def test_html_bars_end_at_the_step_time_and_memory_total(tmp_path: Path, capsys:
 )
 def test_recompute_policy_written_as_the_issue_names_it(written: str, name: str) -> None:
     """Spaces and hyphens in a policy name read as its underscores (the names as users write them)."""
-    from stepscope.planner.job import RECOMPUTE
+    from stepscope.planner.recompute import RECOMPUTE
 
     assert int(parse_strategy(f"tp=1,recompute={written}")["recompute"][0]) == RECOMPUTE.index(name)
 
@@ -2316,7 +2342,7 @@ def test_recompute_policy_written_as_the_issue_names_it(written: str, name: str)
 def test_long_sequences_search_wider_context_parallelism() -> None:
     """CP up to 8, and beyond while a rank keeps 1,024+ tokens: 4,096 tokens stay at 1-8; 131,072
     tokens on 16,384 devices go to 128 (1,024 tokens a rank), as Llama 3 405B's CP 16 needs."""
-    short = space(Job(model("llama3-8b"), hardware("h100"), 64, 8, 64, 4096))
+    short = space(make_job(model("llama3-8b"), hardware("h100"), 64, 8, 64, 4096))
     assert sorted(set(short["cp"].tolist())) == [1, 2, 4, 8]
-    long = space(Job(model("llama3-405b"), hardware("h100"), 16384, 8, 128, 131072))
+    long = space(make_job(model("llama3-405b"), hardware("h100"), 16384, 8, 128, 131072))
     assert sorted(set(long["cp"].tolist())) == [1, 2, 4, 8, 16, 32, 64, 128]

@@ -11,12 +11,15 @@ import pytest
 
 from stepscope.cli import main
 from stepscope.planner.alternatives import fitting_alternatives
-from stepscope.planner.cost import RECOMPUTE, Job, evaluate
-from stepscope.planner.search import hardware, model, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
+from stepscope.planner.recompute import RECOMPUTE
+from stepscope.planner.search import hardware, model
+from stepscope.planner.strategy import parse_strategy
 
 
 def _job(batch: int) -> Job:
-    return Job(model("llama3-70b"), hardware("h100"), 64, 8, batch, 8192)
+    return make_job(model("llama3-70b"), hardware("h100"), 64, 8, batch, 8192)
 
 
 def _one(job: Job, strategy: str) -> tuple[bool, float]:

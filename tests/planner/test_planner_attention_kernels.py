@@ -4,7 +4,6 @@ from the figures' numbers."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -15,10 +14,12 @@ from stepscope.cli import main
 from stepscope.errors import ConfigError
 from stepscope.planner import frameworks
 from stepscope.planner.attention import combined_tflops, kernel_share
-from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
 from stepscope.planner.rates import efficiencies
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.search import hardware
 from stepscope.planner.settings import job_settings, settings_line
+from stepscope.planner.strategy import parse_strategy
 
 TINY = {
     "hidden_size": 1024,
@@ -34,7 +35,7 @@ H100_CEILING = 794.5
 
 
 def _job(hw: str = "h100", seq: int = 16384, **kw: object) -> Job:
-    return dataclasses.replace(Job(from_config_dict(TINY), hardware(hw), 8, 8, 8, seq), **kw)  # type: ignore[arg-type]
+    return make_job(from_config_dict(TINY), hardware(hw), 8, 8, 8, seq, **kw)
 
 
 def test_forward_and_backward_speeds_combine_in_the_planners_flop_count() -> None:
@@ -100,7 +101,7 @@ def test_unmeasured_device_and_materialized_scores_keep_the_prior() -> None:
 
 
 def test_a_kernel_name_not_in_the_catalog_is_refused() -> None:
-    with pytest.raises(ConfigError, match="attention kernel must be one of fa2, cudnn, fa3"):
+    with pytest.raises(ConfigError, match='attention_kernel must be one of "", fa2, cudnn, fa3'):
         _job(attention_kernel="fa9")
 
 
@@ -130,7 +131,7 @@ def test_cli_flag_reaches_the_json_settings_and_the_assumed_line(capsys: pytest.
         "--evaluate",
         "tp=1,dp=8,zero=3,mb=1",
     ]
-    assert main(args + ["--attention-kernel", "cudnn", "--json"]) == 0
+    assert main(args + ["--set", "attention_kernel=cudnn", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["settings"]["attention_kernel"] == "cudnn"
     assert "cuDNN's measured speed" in settings_line(out["settings"])

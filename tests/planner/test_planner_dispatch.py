@@ -14,7 +14,7 @@ from stepscope.catalog.models import resolve
 from stepscope.planner.cli import job_from_record
 from stepscope.planner.cost import evaluate
 from stepscope.planner.dispatch import exchange_seconds, remote_nodes
-from stepscope.planner.search import parse_strategy
+from stepscope.planner.strategy import parse_strategy
 
 
 def _moe(experts: int, k: int, groups: int = 0, chosen: int = 0) -> ModelShape:
@@ -106,7 +106,7 @@ def test_deepseek_ep64_exchange_by_hand() -> None:
 def test_unknown_dispatch_is_refused() -> None:
     from stepscope.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="EP dispatch must be one of all_to_all, deepep"):
+    with pytest.raises(ConfigError, match="ep_dispatch must be one of all_to_all, deepep"):
         job_from_record(
             {
                 "model": "deepseek-v3",

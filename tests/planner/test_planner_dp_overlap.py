@@ -9,15 +9,18 @@ from pathlib import Path
 import pytest
 
 from stepscope.cli import main
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, model, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import make_job
+from stepscope.planner.search import hardware, model
+from stepscope.planner.strategy import parse_strategy
 
 JOB = ["--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "8", "--seq-len", "2048"]
 
 
 def _dp(overlap: float) -> dict[str, float]:
     res = evaluate(
-        Job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 2048, dp_overlap=overlap), parse_strategy("dp=8,zero=0,mb=1")
+        make_job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 2048, dp_overlap=overlap),
+        parse_strategy("dp=8,zero=0,mb=1"),
     )
     return {k: float(res[k][0]) for k in ("dp_s", "grads_gb", "compute_s")}
 
@@ -38,12 +41,12 @@ def test_a_share_hides_that_much_up_to_the_last_backward() -> None:
 
 
 def test_the_flag_and_the_batch_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", *JOB, "--evaluate", "dp=8,zero=0,mb=1", "--dp-overlap", "0", "--json"]) == 0
+    assert main(["plan", *JOB, "--evaluate", "dp=8,zero=0,mb=1", "--set", "dp_overlap=0", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["settings"]["dp_overlap"] == 0.0 and rec["time_s"]["dp"] == pytest.approx(_dp(0.0)["dp_s"])
     assert main(["plan", *JOB, "--evaluate", "dp=8,zero=0,mb=1"]) == 0
     assert "DP/FSDP" not in capsys.readouterr().out  # the prior is not an assumption worth a word
-    assert main(["plan", *JOB, "--evaluate", "dp=8,zero=0,mb=1", "--dp-overlap", "0"]) == 0
+    assert main(["plan", *JOB, "--evaluate", "dp=8,zero=0,mb=1", "--set", "dp_overlap=0"]) == 0
     assert "DP/FSDP traffic not hidden" in " ".join(capsys.readouterr().out.split())
     batch = tmp_path / "b.jsonl"
     batch.write_text(
@@ -65,8 +68,8 @@ def test_the_flag_and_the_batch_key(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = json.loads(capsys.readouterr().out)
     assert "ignored_keys" not in out and out["time_s"]["dp"] == pytest.approx(_dp(0.5)["dp_s"])
     for bad in ("-0.1", "1.5", "nan"):
-        assert main(["plan", *JOB, "--evaluate", "dp=8", "--dp-overlap", bad]) == 2
-        assert "DP overlap must be a share from 0 to 1" in capsys.readouterr().err
+        assert main(["plan", *JOB, "--evaluate", "dp=8", "--set", f"dp_overlap={bad}"]) == 2
+        assert "dp_overlap must be a number >= 0 and <= 1 (share)" in capsys.readouterr().err
 
 
 def test_the_flag_wins_over_a_traced_share(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,6 +100,6 @@ def test_the_flag_wins_over_a_traced_share(tmp_path: Path, capsys: pytest.Captur
     ]
     assert main(["plan", *JOB, *what_if]) == 0
     assert json.loads(capsys.readouterr().out)["calibration"]["measured_dp_overlap"] == pytest.approx(0.6)
-    assert main(["plan", *JOB, *what_if, "--dp-overlap", "0"]) == 0
+    assert main(["plan", *JOB, *what_if, "--set", "dp_overlap=0"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert "measured_dp_overlap" not in rec["calibration"] and rec["settings"]["dp_overlap"] == 0.0

@@ -10,8 +10,10 @@ import pytest
 from stepscope.catalog.model_flops import from_config_dict
 from stepscope.cli import main
 from stepscope.errors import ConfigError
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, model, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
+from stepscope.planner.search import hardware, model
+from stepscope.planner.strategy import parse_strategy
 
 TINY = {
     "hidden_size": 1024,
@@ -25,7 +27,7 @@ H = 1024
 
 
 def _job(devices: int = 8, batch: int = 16) -> Job:
-    return Job(from_config_dict(TINY), hardware("h100"), devices, 8, batch, 2048)
+    return make_job(from_config_dict(TINY), hardware("h100"), devices, 8, batch, 2048)
 
 
 def test_dualpipe_memory_by_hand() -> None:
@@ -65,7 +67,7 @@ def test_bubbles_and_the_pace_by_hand() -> None:
 
 
 def test_dualpipe_hides_the_all_to_all_without_being_told() -> None:
-    job = Job(model("mixtral-8x7b"), hardware("h100"), 64, 8, 256, 4096)
+    job = make_job(model("mixtral-8x7b"), hardware("h100"), 64, 8, 256, 4096)
     plain = evaluate(job, parse_strategy("pp=4,dp=16,ep=8,mb=1,zero=1"))
     told = evaluate(job, parse_strategy("pp=4,dp=16,ep=8,mb=1,zero=1,ep_overlap=1"))
     dual = evaluate(job, parse_strategy("pp=4,dp=16,ep=8,mb=1,zero=1,sched=dualpipe"))
@@ -147,7 +149,7 @@ def test_the_search_tries_the_dualpipes_when_named() -> None:
     an even number of micro-batches, at least 2 x pp; the default search has neither."""
     from stepscope.planner.search import search
 
-    job = Job(model("llama3-8b"), hardware("h100"), 16, 8, 64, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 16, 8, 64, 4096)
     plain = search(job, top=10**9)
     assert not np.isin(plain.strategies["sched"], (4, 5)).any()
     got = search(job, top=10**9, where="sched=dualpipe|dualpipev")

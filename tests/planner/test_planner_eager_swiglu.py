@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
-from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
 from stepscope.planner.rates import stored_per_token
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 from stepscope.planner.work import memory_bound_bytes
 
 TINY = {
@@ -25,7 +25,7 @@ H, F, L, SEQ = 1024, 4096, 8, 2048
 
 
 def job_from_record(**kw: object) -> Job:
-    return Job(from_config_dict(TINY), hardware("h100"), 8, 8, 16, SEQ, **kw)  # type: ignore[arg-type]
+    return make_job(from_config_dict(TINY), hardware("h100"), 8, 8, 16, SEQ, **kw)  # type: ignore[arg-type]
 
 
 def test_eager_swiglu_stores_one_more_f_wide_tensor() -> None:
@@ -58,9 +58,7 @@ def test_every_eager_elementwise_op_implies_it() -> None:
     m = from_config_dict(TINY)
     s = parse_strategy("dp=8,mb=2,recompute=none")
     a = evaluate(job_from_record(fused_elementwise=False), s)["activations_gb"][0]
-    b = evaluate(dataclasses.replace(job_from_record(fused_elementwise=False), eager_swiglu=True), s)["activations_gb"][
-        0
-    ]
+    b = evaluate(job_from_record(fused_elementwise=False).replaced(eager_swiglu=True), s)["activations_gb"][0]
     assert float(a) == float(b) and m.gated_mlp
 
 
@@ -87,7 +85,7 @@ def test_the_flag_reaches_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
     ]
     assert main(args) == 0
     fused = json.loads(capsys.readouterr().out)
-    assert main([*args, "--eager-swiglu"]) == 0
+    assert main([*args, "--set", "eager_swiglu=true"]) == 0
     eager = json.loads(capsys.readouterr().out)
     # Llama 3 8B: 32 layers, f 14336, 2 x 4096 tokens per micro-batch, 2 B
     extra = 32 * 2 * 4096 * 2 * 14336 / 1e9

@@ -12,7 +12,7 @@ import pytest
 from stepscope.planner.cli import job_from_record
 from stepscope.planner.cost import evaluate
 from stepscope.planner.data_parallel import _fold
-from stepscope.planner.search import parse_strategy
+from stepscope.planner.strategy import parse_strategy
 
 # h 1024, 2 layers, 8 heads of 128 (MHA), 8 experts of 1024 (SwiGLU), top 2, vocabulary 1000
 MOE = {
@@ -76,7 +76,7 @@ def test_expert_gradients_not_reduced_without_replicas(moe_job) -> None:  # noqa
     does not grow with the experts' width."""
     import dataclasses
 
-    job = dataclasses.replace(moe_job, dp_overlap=0.0)
+    job = moe_job.replaced(dp_overlap=0.0)
     wide = dataclasses.replace(job, model=dataclasses.replace(job.model, d_ff_expert=2048))
     narrow_s, wide_s = (_gb(j, "dp=8,ep=8,zero=1", "dp_s") for j in (job, wide))
     assert wide_s == pytest.approx(narrow_s, rel=1e-12)

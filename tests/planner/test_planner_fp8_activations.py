@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import make_job
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 
 TINY = {
     "hidden_size": 1024,
@@ -21,7 +23,7 @@ TINY = {
 
 
 def _act_gb(cfg: dict, saved: str, precision: str = "fp8", policy: str = "none") -> float:
-    job = Job(from_config_dict(cfg), hardware("h100"), 8, 8, 8, 2048, precision=precision, fp8_saved_inputs=saved)
+    job = make_job(from_config_dict(cfg), hardware("h100"), 8, 8, 8, 2048, precision=precision, fp8_saved_inputs=saved)
     return float(evaluate(job, parse_strategy(f"dp=8,mb=1,recompute={policy}"))["activations_gb"][0])
 
 

@@ -3,15 +3,13 @@ micro-batch (torchao): the difference by hand."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
 from stepscope.cli import main
 from stepscope.planner.cli import job_from_record
 from stepscope.planner.cost import evaluate
-from stepscope.planner.search import parse_strategy
+from stepscope.planner.strategy import parse_strategy
 
 
 def test_cached_weights_are_cast_once_per_step_not_per_micro_batch() -> None:
@@ -31,15 +29,13 @@ def test_cached_weights_are_cast_once_per_step_not_per_micro_batch() -> None:
     s = parse_strategy("tp=1,pp=1,dp=8,mb=1,zero=1")
     cached = job_from_record(rec)
     recast = job_from_record({**rec, "fp8_weight_cache": False})
-    assert cached.fp8_weight_cache and not recast.fp8_weight_cache
+    assert cached.framework.fp8.weight_cache and not recast.framework.fp8.weight_cache
     one_cast_s = 8 * 32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) / 3.35e12
     a, b = evaluate(cached, s), evaluate(recast, s)
     assert float(b["compute_s"][0] - a["compute_s"][0]) == pytest.approx(7 * one_cast_s, rel=1e-9)
     # bf16 has no casts: the flag changes nothing
-    bf = dataclasses.replace(cached, precision="bf16")
-    assert np.array_equal(
-        evaluate(bf, s)["step_s"], evaluate(dataclasses.replace(bf, fp8_weight_cache=False), s)["step_s"]
-    )
+    bf = cached.replaced(precision="bf16")
+    assert np.array_equal(evaluate(bf, s)["step_s"], evaluate(bf.replaced(fp8_weight_cache=False), s)["step_s"])
 
 
 def test_the_cli_flag_recasts(capsys: pytest.CaptureFixture[str]) -> None:
@@ -65,5 +61,5 @@ def test_the_cli_flag_recasts(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(base) == 0
     cached = json.loads(capsys.readouterr().out)["step_time_s"]
-    assert main([*base, "--fp8-recast-weights"]) == 0
+    assert main([*base, "--set", "fp8_weight_cache=false"]) == 0
     assert json.loads(capsys.readouterr().out)["step_time_s"] > cached

@@ -1,20 +1,21 @@
 """fp8 GEMMs that gain nothing: the output layer (kept in bf16 by torchtitan's float8 configs and
-outside Megatron's Transformer Engine layers) and, with Job.fp8_gain_thresholds, the linears whose
+outside Megatron's Transformer Engine layers) and, with the fp8_gain_thresholds setting, the linears whose
 per-device shape fails torchao's H100 thresholds (rates.fp8_gains)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from stepscope.catalog.model_flops import ModelShape
-from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
 from stepscope.planner.rates import fp8_gains
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 from stepscope.planner.work import gemm_seconds_at_peak
 
 
@@ -43,7 +44,9 @@ M = ModelShape(d_model=2048, n_layers=2, n_heads=16, n_kv_heads=16, head_dim=128
 
 
 def _job(recipe: str, thresholds: bool) -> Job:
-    return Job(M, hardware("h100"), 1, 1, 4, 1024, precision="fp8", fp8_recipe=recipe, fp8_gain_thresholds=thresholds)
+    return make_job(
+        M, hardware("h100"), 1, 1, 4, 1024, precision="fp8", fp8_recipe=recipe, fp8_gain_thresholds=thresholds
+    )
 
 
 def test_bf16_part_of_the_gemm_time() -> None:
@@ -61,7 +64,7 @@ def test_no_gain_makes_fp8_slower_than_bf16() -> None:
     """Linears that gain nothing still pay their casts: rowwise fp8 with thresholds is slower than
     bf16 on this model (every linear fails), and slower than rowwise fp8 without them."""
     s = parse_strategy("dp=1,mb=1")
-    bf16 = float(evaluate(replace(_job("rowwise", True), precision="bf16"), s)["compute_s"][0])
+    bf16 = float(evaluate(_job("rowwise", True).replaced(precision="bf16"), s)["compute_s"][0])
     with_thresholds = float(evaluate(_job("rowwise", True), s)["compute_s"][0])
     without = float(evaluate(_job("rowwise", False), s)["compute_s"][0])
     assert with_thresholds > bf16 and with_thresholds > without
@@ -82,14 +85,14 @@ def test_flag_and_preset(run_json: Callable[..., Any]) -> None:
         "8192",
         "--precision",
         "fp8",
-        "--fp8-recipe",
-        "rowwise",
+        "--set",
+        "fp8_recipe=rowwise",
         "--evaluate",
         "tp=8,mb=2,recompute=full",
         "--json",
     ]
     plain = run_json(*args)
-    flagged = run_json(*args, "--fp8-gain-thresholds")
+    flagged = run_json(*args, "--set", "fp8_gain_thresholds=true")
     preset = run_json(*args, "--framework", "torchtitan")
     assert "fp8_gain_thresholds" not in plain["settings"] and flagged["settings"]["fp8_gain_thresholds"] is True
     assert preset["settings"]["fp8_gain_thresholds"] is True

@@ -39,35 +39,44 @@ def test_a_preset_is_its_flags_and_an_explicit_flag_wins(capsys: pytest.CaptureF
     titan = _step(capsys, "--framework", "torchtitan", *ev)
     assert titan == _step(
         capsys,
-        "--separate-projections",
-        "--repeated-kv",
-        "--zero3-prefetch",
-        "--sp-saves-gathered",
-        "--loss",
-        "compiled",
-        "--fp8-recast-weights",
-        "--fp8-saved-inputs",
-        "bf16",
-        "--attention-kernel",
-        "fa2",
+        "--set",
+        "fused_projections=false",
+        "--set",
+        "kv_repeated=true",
+        "--set",
+        "zero3_prefetch=true",
+        "--set",
+        "sp_saves_gathered=true",
+        "--set",
+        "loss=compiled",
+        "--set",
+        "fp8_weight_cache=false",
+        "--set",
+        "fp8_saved_inputs=bf16",
+        "--set",
+        "attention_kernel=fa2",
         *ev,
     )
     assert titan != _step(capsys, *ev)  # the defaults are Megatron's
     # --loss fused given: the preset's other settings stay, its loss does not
-    assert _step(capsys, "--framework", "torchtitan", "--loss", "fused", *ev) == _step(
+    assert _step(capsys, "--framework", "torchtitan", "--set", "loss=fused", *ev) == _step(
         capsys,
-        "--separate-projections",
-        "--repeated-kv",
-        "--zero3-prefetch",
-        "--fp8-recast-weights",
-        "--fp8-saved-inputs",
-        "bf16",
-        "--attention-kernel",
-        "fa2",
+        "--set",
+        "fused_projections=false",
+        "--set",
+        "kv_repeated=true",
+        "--set",
+        "zero3_prefetch=true",
+        "--set",
+        "fp8_weight_cache=false",
+        "--set",
+        "fp8_saved_inputs=bf16",
+        "--set",
+        "attention_kernel=fa2",
         *ev,
     )
     # Megatron's are the planner's defaults, with Transformer Engine's cuDNN attention
-    assert _step(capsys, "--framework", "megatron", *ev) == _step(capsys, "--attention-kernel", "cudnn", *ev)
+    assert _step(capsys, "--framework", "megatron", *ev) == _step(capsys, "--set", "attention_kernel=cudnn", *ev)
 
 
 def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,11 +112,11 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     )
     # --tp-overlap given explicitly wins over the preset's, in --evaluate too
     ev = ["--evaluate", "tp=8,pp=4,dp=2,vpp=2", "--json"]
-    assert main([*big, "--framework", "megatron", "--tp-overlap", "none", *ev]) == 0
+    assert main([*big, "--framework", "megatron", "--set", "tp_overlap=none", *ev]) == 0
     assert json.loads(capsys.readouterr().out)["strategy"]["tp_overlap"] == 0
     assert main([*big, "--framework", "megatron", *ev]) == 0
     assert json.loads(capsys.readouterr().out)["strategy"]["tp_overlap"] == 2
-    assert main([*big, "--framework", "megatron", "--tp-overlap", "--top", "5", "--json"]) == 0
+    assert main([*big, "--framework", "megatron", "--set", "tp_overlap=full", "--top", "5", "--json"]) == 0
     assert all(r["strategy"]["tp_overlap"] == 1 for r in json.loads(capsys.readouterr().out) if r["strategy"]["tp"] > 1)
 
 
@@ -158,8 +167,14 @@ def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture
     assert frameworks._parse("x", ok).settings == {"loss": "fused"}
     for bad, words in (
         ({**ok, "recompte": ["full"]}, "unknown key recompte"),
-        ({**ok, "settings": {"loss": "fast"}}, "loss cannot be 'fast'"),
-        ({**ok, "settings": {"fused_projections": "yes"}}, "fused_projections cannot be 'yes'"),
+        (
+            {**ok, "settings": {"loss": "fast"}},
+            "framework x: loss must be one of fused, unfused, copy, compiled, te, not 'fast'",
+        ),
+        (
+            {**ok, "settings": {"fused_projections": "yes"}},
+            "framework x: fused_projections must be true or false, not 'yes'",
+        ),
         ({**ok, "recompute": ["sometimes"]}, "recompute must list policies"),
         ({**ok, "schedules": ["chimera"]}, "schedules must be of"),
     ):
@@ -186,12 +201,13 @@ def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(
         "64",
         "--seq-len",
         "4096",
-        "--no-sequence-parallel",
+        "--set",
+        "sequence_parallel=false",
     ]
     ev = ["--evaluate", "tp=8,pp=4,dp=2", "--json"]
     assert main([*big, "--framework", "megatron", *ev]) == 0
     preset = json.loads(capsys.readouterr().out)
-    assert main([*big, "--tp-overlap", "bwd", "--attention-kernel", "cudnn", *ev]) == 0
+    assert main([*big, "--set", "tp_overlap=bwd", "--set", "attention_kernel=cudnn", *ev]) == 0
     explicit = json.loads(capsys.readouterr().out)
     assert preset["strategy"]["tp_overlap"] == explicit["strategy"]["tp_overlap"] == 2
     assert preset["step_time_s"] == explicit["step_time_s"]
@@ -270,9 +286,9 @@ def test_maxtext_gathers_fsdp_weights_tensor_by_tensor(capsys: pytest.CaptureFix
     rec = json.loads(capsys.readouterr().out)
     assert rec["settings"]["zero3_gather"] == "tensor" and rec["settings"]["reserve_gb"] == 0.0
     # the same as the flag; the default (PyTorch FSDP, a block at once) holds more
-    assert main([*tpu, "--separate-projections", "--zero3-gather", "tensor"]) == 0
+    assert main([*tpu, "--set", "fused_projections=false", "--set", "zero3_gather=tensor"]) == 0
     assert json.loads(capsys.readouterr().out)["memory_gb"]["buffers"] == pytest.approx(rec["memory_gb"]["buffers"])
-    assert main([*tpu, "--separate-projections"]) == 0
+    assert main([*tpu, "--set", "fused_projections=false"]) == 0
     assert rec["memory_gb"]["buffers"] == pytest.approx(10 * 50257 * 12288 / 1e9, rel=1e-3)
     layer = json.loads(capsys.readouterr().out)["memory_gb"]["buffers"]
     assert layer == pytest.approx(10 * 12 * 12288**2 / 1e9, rel=1e-3)

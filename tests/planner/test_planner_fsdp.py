@@ -14,9 +14,11 @@ import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
 from stepscope.cli import main
-from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.cost import evaluate
 from stepscope.planner.data_parallel import dp_seconds
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.job import Job, make_job
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 from stepscope.planner.window import Window
 
 SMALL = {
@@ -31,7 +33,7 @@ LAYER = 4 * 1024 * 1024 + 3 * 1024 * 4096  # q, k, v, o; gate, up, down
 
 
 def _job(**kw: object) -> Job:
-    return Job(from_config_dict(SMALL), hardware("h100"), 8, 8, 64, 2048, precision="fp8", **kw)  # type: ignore[arg-type]
+    return make_job(from_config_dict(SMALL), hardware("h100"), 8, 8, 64, 2048, precision="fp8", **kw)  # type: ignore[arg-type]
 
 
 def test_the_gathered_layers_are_held_in_fp8() -> None:
@@ -45,9 +47,9 @@ def test_the_gathered_layers_are_held_in_fp8() -> None:
     assert evaluate(_job(fp8_all_gather=True), parse_strategy("dp=8,zero=1,mb=1"))["dp_s"][0] == pytest.approx(
         evaluate(_job(), parse_strategy("dp=8,zero=1,mb=1"))["dp_s"][0]
     )
-    bf16_job = Job(from_config_dict(SMALL), hardware("h100"), 8, 8, 64, 2048, fp8_all_gather=True)
+    bf16_job = make_job(from_config_dict(SMALL), hardware("h100"), 8, 8, 64, 2048, fp8_all_gather=True)
     assert evaluate(bf16_job, s)["buffers_gb"][0] == pytest.approx(
-        evaluate(Job(from_config_dict(SMALL), hardware("h100"), 8, 8, 64, 2048), s)["buffers_gb"][0]
+        evaluate(make_job(from_config_dict(SMALL), hardware("h100"), 8, 8, 64, 2048), s)["buffers_gb"][0]
     )
 
 
@@ -101,13 +103,13 @@ def test_flag_and_record_key(capsys: pytest.CaptureFixture[str]) -> None:
         "dp=16,zero=3,mb=1,recompute=full",
         "--json",
     ]
-    assert main([*args, "--fp8-all-gather"]) == 0
+    assert main([*args, "--set", "fp8_all_gather=true"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["settings"]["fp8_all_gather"] is True
 
 
 def test_prefetched_zero3_exposes_only_the_first_gather_and_the_last_reduce_by_hand() -> None:
-    """FSDP2's implicit prefetching (Job.zero3_prefetch): 3 collectives per layer and micro-batch, of
+    """FSDP2's implicit prefetching (the zero3_prefetch setting): 3 collectives per layer and micro-batch, of
     which only the first all-gather and the last reduce-scatter have no layer's compute beside them:
     2 of 3 x 8 exposed while the traffic is shorter than the compute; kept weights, 2 of 2 x 8."""
 

@@ -9,8 +9,10 @@ import dataclasses
 import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, model, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import make_job
+from stepscope.planner.search import hardware, model
+from stepscope.planner.strategy import parse_strategy
 from stepscope.planner.work import gemm_kernels_per_layer
 
 from ..gemm_by_hand import H100_KERNEL_S, linear_shape
@@ -30,11 +32,11 @@ from ..gemm_by_hand import H100_KERNEL_S, linear_shape
     ],
 )
 def test_gemm_kernels_per_layer(name: str, expected: float) -> None:
-    assert gemm_kernels_per_layer(Job(model(name), hardware("h100"), 8, 8, 8, 4096)) == pytest.approx(expected)
+    assert gemm_kernels_per_layer(make_job(model(name), hardware("h100"), 8, 8, 8, 4096)) == pytest.approx(expected)
 
 
 def test_separate_projections_launch_more_kernels() -> None:
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 4096, fused_projections=False)
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 8, 4096, fused_projections=False)
     assert gemm_kernels_per_layer(job) == 4 + 3  # q, k, v, o; gate, up, down
 
 
@@ -59,7 +61,7 @@ def test_experts_run_as_one_grouped_gemm_per_projection() -> None:
     up fused, 1024 in, 1024 out) and fc2 (512 in, 1024 out) as groups x tokens tall. The expert
     FLOPs per device (6 x 2 x 3 x 1024 x 512 per token and layer) are the same."""
     m = from_config_dict(TINY_MOE)
-    job = Job(m, hardware("h100"), 2, 8, 2, 4096, gemm_eff=0.5, attn_eff=0.3)
+    job = make_job(m, hardware("h100"), 2, 8, 2, 4096, gemm_eff=0.5, attn_eff=0.3)
     one = evaluate(job, parse_strategy("dp=2,ep=1,mb=1"))
     two = evaluate(job, parse_strategy("dp=2,ep=2,mb=1"))
     flops = 6.0 * 2 * 3 * 1024 * 512 * 4 * 4096  # per device: one sequence each
@@ -80,7 +82,7 @@ def test_kernel_floor_counts_every_gemm_of_every_micro_batch() -> None:
     layers x 4 forward GEMM kernels x 3 (with the backward's) + the output layer's 3 = 387
     kernels, 4 micro-batches, 5.3 us each; full recompute replays the layers' forward kernels
     (32 x 4 more per micro-batch). A device with no measured floor charges none."""
-    job = Job(model("llama3-8b"), hardware("h100"), 1, 8, 4, 1024)
+    job = make_job(model("llama3-8b"), hardware("h100"), 1, 8, 4, 1024)
     with_floor = evaluate(job, parse_strategy("dp=1,mb=1"))
     bare = dataclasses.replace(job, hw=dataclasses.replace(job.hw, gemm_kernel_us=None))
     without = evaluate(bare, parse_strategy("dp=1,mb=1"))

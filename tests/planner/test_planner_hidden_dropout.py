@@ -3,24 +3,22 @@ after the MLP (Korthikanti et al. 2022, two of the 34 sbh bytes): 2 B per token 
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from stepscope.catalog.model_flops import ModelShape
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import make_job
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 
 M = ModelShape(d_model=64, n_layers=6, n_heads=4, n_kv_heads=4, head_dim=16, d_ff=256, vocab=100, gated_mlp=False)
 S, H, L = 1024, 64, 6
 
 
 def _extra_gb(strategy: str) -> float:
-    job = Job(M, hardware("h100"), 4, 4, 16, S)
+    job = make_job(M, hardware("h100"), 4, 4, 16, S)
     s = parse_strategy(strategy)
-    off, on = (
-        float(evaluate(dataclasses.replace(job, hidden_dropout=x), s)["activations_gb"][0]) for x in (False, True)
-    )
+    off, on = (float(evaluate(job.replaced(hidden_dropout=x), s)["activations_gb"][0]) for x in (False, True))
     return on - off
 
 
@@ -39,6 +37,6 @@ def test_masks_by_hand(strategy: str, extra_bytes: float) -> None:
 
 
 def test_step_time_unchanged() -> None:
-    job = Job(M, hardware("h100"), 4, 4, 16, S)
+    job = make_job(M, hardware("h100"), 4, 4, 16, S)
     s = parse_strategy("dp=4,mb=1")
-    assert evaluate(job, s)["step_s"][0] == evaluate(dataclasses.replace(job, hidden_dropout=True), s)["step_s"][0]
+    assert evaluate(job, s)["step_s"][0] == evaluate(job.replaced(hidden_dropout=True), s)["step_s"][0]

@@ -3,15 +3,16 @@ by leave-one-out on runs the model itself generated with and without it."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
 from stepscope.planner.calibrate import Run, at_grid_edge, fit, predict_tokens
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 
 TINY = {
     "hidden_size": 1024,
@@ -24,7 +25,7 @@ TINY = {
 
 
 def job(**kw: object) -> Job:
-    return Job(from_config_dict(TINY), hardware("h100"), 8, 8, 32, 2048, **kw)  # type: ignore[arg-type]
+    return make_job(from_config_dict(TINY), hardware("h100"), 8, 8, 32, 2048, **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -78,7 +79,7 @@ def test_a_fitted_wait_reaches_the_plan() -> None:
     f = fit(_runs(job(layer_overhead_s=400e-6)))
     s = parse_strategy("dp=8,mb=1,recompute=none")
     assert float(evaluate(f.apply(job()), s)["step_s"][0]) == pytest.approx(
-        float(evaluate(dataclasses.replace(job(), layer_overhead_s=400e-6), s)["step_s"][0])
+        float(evaluate(job().replaced(layer_overhead_s=400e-6), s)["step_s"][0])
     )
 
 
@@ -107,7 +108,7 @@ def test_a_known_wait_is_given_by_flag_or_record(tmp_path: Path, capsys: pytest.
     from stepscope.cli import main
 
     job = ["--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16", "--seq-len", "4096"]
-    assert main(["plan", *job, "--evaluate", "dp=8,mb=1,zero=1", "--host-wait-us", "250", "--json"]) == 0
+    assert main(["plan", *job, "--evaluate", "dp=8,mb=1,zero=1", "--set", "host_wait_us=250", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     # 32 layers x 16 / (8 x 1) = 2 micro-batches x 250 us
     assert rec["time_s"]["host"] == pytest.approx(250e-6 * 32 * 2) and rec["settings"]["host_wait_us"] == pytest.approx(
@@ -133,8 +134,8 @@ def test_a_known_wait_is_given_by_flag_or_record(tmp_path: Path, capsys: pytest.
     out = json.loads(capsys.readouterr().out)
     assert "ignored_keys" not in out and out["time_s"]["host"] == pytest.approx(rec["time_s"]["host"])
     for bad in ("-5", "nan", "2e6"):
-        assert main(["plan", *job, "--evaluate", "dp=8,mb=1", "--host-wait-us", bad]) == 2
-        assert "host wait must be" in capsys.readouterr().err
+        assert main(["plan", *job, "--evaluate", "dp=8,mb=1", "--set", f"host_wait_us={bad}"]) == 2
+        assert "host_wait_us must be a number >= 0 and < 1e+06" in capsys.readouterr().err
 
 
 def test_a_wait_that_only_fits_noise_is_not_selected() -> None:

@@ -3,15 +3,16 @@ with the max subtracted out of place, against a fused in-place one, by hand."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
 
 from stepscope.cli import main
 from stepscope.errors import ConfigError
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, model, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import make_job
+from stepscope.planner.search import hardware, model
+from stepscope.planner.strategy import parse_strategy
 
 
 def test_copy_loss_holds_10_bytes_per_logit_and_moves_52() -> None:
@@ -19,8 +20,8 @@ def test_copy_loss_holds_10_bytes_per_logit_and_moves_52() -> None:
     8 H100s, dp=8, mb=2 of 8192 tokens: 4 x 16384 x 128256 B more on every device; 28 x 128256 x
     131072 tokens / 3.35 TB/s / 8 devices more time."""
     s = parse_strategy("dp=8,zero=3,mb=2")
-    fused = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
-    a, b = evaluate(fused, s), evaluate(dataclasses.replace(fused, loss="copy"), s)
+    fused = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    a, b = evaluate(fused, s), evaluate(fused.replaced(loss="copy"), s)
     assert b["activations_gb"][0] - a["activations_gb"][0] == pytest.approx(4 * 16384 * 128256 / 1e9)
     assert b["compute_s"][0] - a["compute_s"][0] == pytest.approx(28 * 128256 * 16 * 8192 / 3350e9 / 8)
 
@@ -30,12 +31,15 @@ def test_loss_names_and_the_old_flag_agree(capsys: pytest.CaptureFixture[str]) -
 
     record = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 8192}
     assert (
-        job_from_record(record).loss == "fused" and job_from_record({**record, "fused_loss": False}).loss == "unfused"
+        job_from_record(record).framework.loss.kind == "fused"
+        and job_from_record({**record, "fused_loss": False}).framework.loss.kind == "unfused"
     )
-    assert job_from_record({**record, "fused_loss": False, "loss": "copy"}).loss == "copy"  # the name wins
-    job = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    assert (
+        job_from_record({**record, "fused_loss": False, "loss": "copy"}).framework.loss.kind == "copy"
+    )  # the name wins
+    job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
     with pytest.raises(ConfigError, match="loss must be one of fused, unfused, copy, compiled, te"):
-        dataclasses.replace(job, loss="chunked")
+        job.replaced(loss="chunked")
     args = [
         "plan",
         "--model",
@@ -53,7 +57,7 @@ def test_loss_names_and_the_old_flag_agree(capsys: pytest.CaptureFixture[str]) -
         "--json",
     ]
     times = []
-    for extra in (["--unfused-loss"], ["--loss", "unfused"], ["--loss", "copy"]):
+    for extra in (["--set", "loss=unfused"], ["--set", "loss=unfused"], ["--set", "loss=copy"]):
         assert main(args + extra) == 0
         times.append(json.loads(capsys.readouterr().out)["step_time_s"])
     assert times[0] == times[1] != times[2]
@@ -65,12 +69,12 @@ def test_compiled_loss_holds_4_bytes_per_logit_and_moves_8() -> None:
     every device; moved 8 B against 44: 36 x 128256 x 131072 tokens / 3.35 TB/s / 8 devices less
     time. An eager job (no torch.compile) runs the compiled loss unfused."""
     s = parse_strategy("dp=8,zero=3,mb=2")
-    unfused = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192, loss="unfused")
-    a, b = evaluate(unfused, s), evaluate(dataclasses.replace(unfused, loss="compiled"), s)
+    unfused = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192, loss="unfused")
+    a, b = evaluate(unfused, s), evaluate(unfused.replaced(loss="compiled"), s)
     assert a["activations_gb"][0] - b["activations_gb"][0] == pytest.approx(8 * 16384 * 128256 / 1e9)
     assert a["compute_s"][0] - b["compute_s"][0] == pytest.approx(36 * 128256 * 16 * 8192 / 3350e9 / 8)
-    eager_u = evaluate(dataclasses.replace(unfused, fused_elementwise=False), s)
-    eager_c = evaluate(dataclasses.replace(unfused, fused_elementwise=False, loss="compiled"), s)
+    eager_u = evaluate(unfused.replaced(fused_elementwise=False), s)
+    eager_c = evaluate(unfused.replaced(fused_elementwise=False, loss="compiled"), s)
     assert eager_c["activations_gb"][0] == eager_u["activations_gb"][0] and eager_c["step_s"][0] == eager_u["step_s"][0]
 
 
@@ -78,8 +82,10 @@ def test_torchtitan_preset_compiles_its_loss() -> None:
     from stepscope.planner.cli import job_from_record
 
     record = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 8192}
-    assert job_from_record({**record, "framework": "torchtitan"}).loss == "compiled"
-    assert job_from_record({**record, "framework": "torchtitan", "loss": "unfused"}).loss == "unfused"  # before 2025-04
+    assert job_from_record({**record, "framework": "torchtitan"}).framework.loss.kind == "compiled"
+    assert (
+        job_from_record({**record, "framework": "torchtitan", "loss": "unfused"}).framework.loss.kind == "unfused"
+    )  # before 2025-04
 
 
 def test_te_loss_holds_2_bytes_per_logit_and_moves_6() -> None:
@@ -88,7 +94,7 @@ def test_te_loss_holds_2_bytes_per_logit_and_moves_6() -> None:
     4 B x 16384 x 128256 less on every device; moved 6 B (forward read, backward read and write)
     against 24: 18 x 128256 x 131072 tokens / 3.35 TB/s / 8 devices less time."""
     s = parse_strategy("dp=8,zero=3,mb=2")
-    fused = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
-    a, b = evaluate(fused, s), evaluate(dataclasses.replace(fused, loss="te"), s)
+    fused = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
+    a, b = evaluate(fused, s), evaluate(fused.replaced(loss="te"), s)
     assert a["activations_gb"][0] - b["activations_gb"][0] == pytest.approx(4 * 16384 * 128256 / 1e9)
     assert a["compute_s"][0] - b["compute_s"][0] == pytest.approx(18 * 128256 * 16 * 8192 / 3350e9 / 8)

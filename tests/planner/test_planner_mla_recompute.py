@@ -11,8 +11,10 @@ import pytest
 
 from stepscope.cli import main
 from stepscope.planner.cli import job_from_record
-from stepscope.planner.cost import RECOMPUTE, evaluate
-from stepscope.planner.search import parse_strategy, space
+from stepscope.planner.cost import evaluate
+from stepscope.planner.recompute import RECOMPUTE
+from stepscope.planner.search import space
+from stepscope.planner.strategy import parse_strategy
 
 # h 1024, 4 layers, 8 heads; q latent 256, kv latent 128, q/k per head 64 nope + 32 rope, v 64;
 # a dense gated MLP of 2048; vocabulary 1000

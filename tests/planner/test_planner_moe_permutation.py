@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 from stepscope.planner.work import memory_bound_bytes, moe_permutation_bytes
 
 TINY_MOE = {
@@ -30,7 +32,7 @@ LAYERS, TOKENS = 8, 1000.0
 
 
 def job(**kw: object) -> Job:
-    return Job(from_config_dict(TINY_MOE), hardware("h100"), 16, 8, 32, 2048, **kw)  # type: ignore[arg-type]
+    return make_job(from_config_dict(TINY_MOE), hardware("h100"), 16, 8, 32, 2048, **kw)  # type: ignore[arg-type]
 
 
 def _bytes(j: Job, ep: float, etp: float) -> float:
@@ -53,7 +55,7 @@ def test_expert_tp_and_imbalance_scale_only_the_second_permutation() -> None:
 
 
 def test_leading_dense_layers_have_none() -> None:
-    j = Job(
+    j = make_job(
         from_config_dict({**TINY_MOE, "model_type": "deepseek_v3", "n_routed_experts": 16, "first_k_dense_replace": 3}),
         hardware("h100"),
         16,

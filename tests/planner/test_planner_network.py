@@ -16,9 +16,11 @@ from stepscope.catalog.model_flops import from_config_dict
 from stepscope.cli import main
 from stepscope.errors import ConfigError
 from stepscope.planner import network
-from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
 from stepscope.planner.network import NetworkProfile
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 
 TINY = {
     "hidden_size": 1024,
@@ -77,7 +79,7 @@ def test_group_nodes_counts_the_nodes_a_strided_group_touches() -> None:
 
 
 def job_from_record(devices: int, **kw: object) -> Job:
-    return Job(from_config_dict(TINY), hardware("h100"), devices, 8, 64, 2048, **kw)  # type: ignore[arg-type]
+    return make_job(from_config_dict(TINY), hardware("h100"), devices, 8, 64, 2048, **kw)  # type: ignore[arg-type]
 
 
 def test_a_network_profile_sets_the_dp_bandwidth_and_latency_across_nodes() -> None:
@@ -139,8 +141,8 @@ def test_zero1_synced_after_the_backward_is_an_exposed_all_reduce() -> None:
     after the optimizer step stays as it was (exposed). One node of 8: the H100 node's measured
     all-reduce and all-gather bus bandwidths (436 and 249.8 GB/s), 10 us steps."""
     s = parse_strategy("dp=8,zero=1,mb=1")
-    base = Job(from_config_dict(TINY), hardware("h100"), 8, 8, 64, 2048)
-    r = evaluate(dataclasses.replace(base, zero_sync_after_backward=True), s)
+    base = make_job(from_config_dict(TINY), hardware("h100"), 8, 8, 64, 2048)
+    r = evaluate(base.replaced(zero_sync_after_backward=True), s)
     ar = 2 * 7 / 8 * 4 * P_DEV / 436e9 + 2 * 7 * 10e-6
     ag = 7 / 8 * 2 * P_DEV / 249.8e9 + 7 * 10e-6
     assert r["dp_s"][0] == pytest.approx(ar + ag)
@@ -165,7 +167,7 @@ def test_bad_network_files_and_names_are_one_line_errors(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="unknown network"):
         network.by_name("nope")
     with pytest.raises(ConfigError, match="devices per node"):
-        Job(from_config_dict(TINY), hardware("h100"), 16, 4, 64, 2048, network=network.by_name("hf-h100"))
+        make_job(from_config_dict(TINY), hardware("h100"), 16, 4, 64, 2048, network=network.by_name("hf-h100"))
 
 
 def test_the_bundled_profile_reads_as_alpha_beta_with_the_nominal_node_rate() -> None:
@@ -197,7 +199,9 @@ def test_cli_flags_and_batch_keys_reach_the_model(tmp_path: Path, capsys: pytest
     ]
     assert main(args) == 0
     plain = json.loads(capsys.readouterr().out)
-    assert main([*args, "--network", "hf-h100", "--dp-bucket-mb", "25", "--zero-sync-after-backward"]) == 0
+    assert (
+        main([*args, "--network", "hf-h100", "--set", "dp_bucket_mb=25", "--set", "zero_sync_after_backward=true"]) == 0
+    )
     flagged = json.loads(capsys.readouterr().out)
     assert flagged["time_s"]["dp"] > plain["time_s"]["dp"]
     rec = {
@@ -278,7 +282,7 @@ def test_cli_reads_a_network_file_and_reports_a_bad_one_in_one_line(
 
 def test_a_profile_measured_on_one_device_is_refused_for_another() -> None:
     with pytest.raises(ConfigError, match="measured on H100-SXM nodes, not A100"):
-        Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 2048, network=network.by_name("hf-h100"))
+        make_job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 2048, network=network.by_name("hf-h100"))
 
 
 def test_a_node_with_measured_collective_bandwidth_uses_it_by_kind() -> None:
@@ -294,7 +298,7 @@ def test_a_node_with_measured_collective_bandwidth_uses_it_by_kind() -> None:
     assert h100.bandwidth(inside, eight, "reduce_scatter")[0] == pytest.approx(249.7e9)
     assert h100.bandwidth(inside)[0] == pytest.approx(450e9)
     assert h100.bandwidth(np.array([16.0]), np.array([16.0]), "all_reduce")[0] == pytest.approx(50e9)
-    a100 = Links.of(Job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 2048))
+    a100 = Links.of(make_job(from_config_dict(TINY), hardware("a100"), 16, 8, 64, 2048))
     assert a100.bandwidth(inside, eight, "all_gather")[0] == pytest.approx(300e9)
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.job import PP_P2P_HIDDEN
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import make_job
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
+from stepscope.planner.vocab import PP_P2P_HIDDEN
 
 TINY = {
     "hidden_size": 1024,
@@ -22,7 +24,7 @@ TINY = {
 
 
 def _p2p(vpp: int) -> float:
-    job = Job(from_config_dict(TINY), hardware("h100"), 8, 8, 16, 2048)
+    job = make_job(from_config_dict(TINY), hardware("h100"), 8, 8, 16, 2048)
     return float(evaluate(job, parse_strategy(f"pp=2,vpp={vpp},dp=4,mb=1,recompute=none"))["pp_p2p_s"][0])
 
 

@@ -8,8 +8,10 @@ import json
 import pytest
 
 from stepscope.cli import main
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, model, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import make_job
+from stepscope.planner.search import hardware, model
+from stepscope.planner.strategy import parse_strategy
 
 S, B, H = 4096, 1, 4096
 ACT_LAYER = S * B * H * 59 / 4  # 29.5 h x 2 B per token and layer (see test_expert_tp_and_offload), over tp=4
@@ -20,7 +22,7 @@ def test_six_layers_of_each_micro_batch_offloaded_by_hand() -> None:
     layers, 32 layers' activations; offloading 6 layers of each leaves 32 - 2 x 6 = 20 (the last stage
     10 + its logits, less). The traffic: 6 layers out and back per micro-batch, 32 micro-batches over
     PCIe Gen5's 64 GB/s, 80% of it hidden under what the other transfers left of the compute."""
-    job = Job(model("mixtral-8x7b"), hardware("h100"), 64, 8, 256, 4096)
+    job = make_job(model("mixtral-8x7b"), hardware("h100"), 64, 8, 256, 4096)
     some = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,zero=1,offload_layers=6"))
     none = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,zero=1"))
     assert some["activations_gb"][0] == pytest.approx(20 * ACT_LAYER / 1e9)
@@ -37,7 +39,7 @@ def test_six_layers_of_each_micro_batch_offloaded_by_hand() -> None:
 def test_more_layers_than_a_stage_is_all_and_the_key_implies_offload(capsys: pytest.CaptureFixture[str]) -> None:
     """offload_layers beyond a stage's layers offloads them all (two layers' worth stay: the same as
     offload=1); offload_layers alone turns offload on; shown back in the strategy."""
-    job = Job(model("mixtral-8x7b"), hardware("h100"), 64, 8, 256, 4096)
+    job = make_job(model("mixtral-8x7b"), hardware("h100"), 64, 8, 256, 4096)
     every = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,zero=1,offload=1"))
     beyond = evaluate(job, parse_strategy("tp=4,pp=2,dp=8,ep=8,zero=1,offload_layers=40"))
     assert every["activations_gb"][0] == beyond["activations_gb"][0]

@@ -1,7 +1,7 @@
 """How layers are split over pipeline stages. Megatron's account_for_embedding_in_pipeline_split +
-account_for_loss_in_pipeline_split (Job.pipeline_split_embedding): the embedding and the loss count
+account_for_loss_in_pipeline_split (the pipeline_split_embedding setting): the embedding and the loss count
 as one layer each, so the first and the last stage hold one transformer layer fewer. nanotron's
-split by cost (Job.pipeline_split_cost): blocks fill a stage until their cumulative cost passes
+split by cost (the pipeline_split_cost setting): blocks fill a stage until their cumulative cost passes
 k/pp of the total, the output layer counted at V h against a layer's 4 n_heads d_head h + 3 d_ff h."""
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ import pytest
 
 from stepscope.catalog.model_flops import ModelShape
 from stepscope.cli import main
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
+from stepscope.planner.search import hardware
 from stepscope.planner.stages import cost_split, split_costs, stage_layers
+from stepscope.planner.strategy import parse_strategy
 
 # 6 layers of h = 64, 4 MHA heads, a plain MLP of 256: 4 h^2 + 2 h 256 = 49,152 matmul weights a
 # layer; a 100-word vocabulary: 6,400 embedding weights
@@ -64,7 +66,7 @@ def test_split_costs_follow_nanotron() -> None:
 
 
 def _job(split: bool, cost: bool = False) -> Job:
-    return Job(M, hardware("h100"), 4, 4, 16, 1024, pipeline_split_embedding=split, pipeline_split_cost=cost)
+    return make_job(M, hardware("h100"), 4, 4, 16, 1024, pipeline_split_embedding=split, pipeline_split_cost=cost)
 
 
 def test_weights_of_the_most_loaded_stage() -> None:
@@ -136,14 +138,14 @@ def test_split_by_cost_flag_preset_and_conflict(
         "tp=1,pp=4,dp=4,mb=1,zero=1",
         "--json",
     ]
-    plain, cost = run_json(*args), run_json(*args, "--pipeline-split-cost")
+    plain, cost = run_json(*args), run_json(*args, "--set", "pipeline_split_cost=true")
     assert cost["settings"]["pipeline_split_cost"] is True and "pipeline_split_cost" not in plain["settings"]
     assert run_json(*args, "--framework", "nanotron")["settings"]["pipeline_split_cost"] is True
     # Megatron's split asked for wins over the preset's; both asked for is refused
-    mixed = run_json(*args, "--framework", "nanotron", "--pipeline-split-embedding")["settings"]
+    mixed = run_json(*args, "--framework", "nanotron", "--set", "pipeline_split_embedding=true")["settings"]
     assert mixed.get("pipeline_split_embedding") is True and "pipeline_split_cost" not in mixed
-    assert main(list(args) + ["--pipeline-split-cost", "--pipeline-split-embedding"]) == 2
-    assert "--pipeline-split-cost" in capsys.readouterr().err
+    assert main(list(args) + ["--set", "pipeline_split_cost=true", "--set", "pipeline_split_embedding=true"]) == 2
+    assert "--set", "pipeline_split_cost=true" in capsys.readouterr().err
 
 
 def test_the_flag_and_the_batch_key(tmp_path: Path, run_json: Callable[..., Any]) -> None:
@@ -163,7 +165,7 @@ def test_the_flag_and_the_batch_key(tmp_path: Path, run_json: Callable[..., Any]
         "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1",
         "--json",
     ]
-    plain, split = run_json(*args), run_json(*args, "--pipeline-split-embedding")
+    plain, split = run_json(*args), run_json(*args, "--set", "pipeline_split_embedding=true")
     assert split["settings"]["pipeline_split_embedding"] is True and "pipeline_split_embedding" not in plain["settings"]
     assert split["memory_gb"]["weights"] < plain["memory_gb"]["weights"]
     batch = tmp_path / "b.jsonl"

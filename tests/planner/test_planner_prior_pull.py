@@ -19,8 +19,9 @@ from stepscope.planner.calibrate import (
     fit,
     predict_tokens,
 )
-from stepscope.planner.cost import Job
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.job import Job, make_job
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 
 MODEL = from_config_dict(
     {
@@ -36,7 +37,7 @@ STRATEGIES = ("dp=8,mb=1", "dp=8,mb=2", "dp=8,mb=4", "dp=4,tp=2,mb=1", "dp=4,tp=
 
 
 def job() -> Job:
-    return Job(MODEL, hardware("h100"), 8, 8, 32, 2048)
+    return make_job(MODEL, hardware("h100"), 8, 8, 32, 2048)
 
 
 def _index(f: Fit) -> int:

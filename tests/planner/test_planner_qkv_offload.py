@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, model, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import make_job
+from stepscope.planner.search import hardware, model
+from stepscope.planner.strategy import parse_strategy
 
-JOB = Job(model("llama3-8b"), hardware("tpu-v5e"), 16, 16, 32, 2048)  # 32 / dp 16 = one micro-batch of 2
+JOB = make_job(model("llama3-8b"), hardware("tpu-v5e"), 16, 16, 32, 2048)  # 32 / dp 16 = one micro-batch of 2
 
 
 def _eval(policy: str) -> dict[str, float]:

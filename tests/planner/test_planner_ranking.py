@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stepscope.planner.cost import CHUNK, Job, evaluate
+from stepscope.planner.cost import CHUNK, evaluate
+from stepscope.planner.job import make_job
 from stepscope.planner.search import hardware, model, search, smallest, space
 
 
@@ -32,7 +33,7 @@ def test_smallest_on_many_ties() -> None:
 
 @pytest.mark.parametrize("name,devices,batch", [("llama3-70b", 256, 512), ("mixtral-8x7b", 64, 256)])
 def test_search_equals_full_evaluation_sorted(name: str, devices: int, batch: int) -> None:
-    job = Job(model(name), hardware("h100"), devices, 8, batch, 4096)
+    job = make_job(model(name), hardware("h100"), devices, 8, batch, 4096)
     s = space(job)
     assert s["tp"].size > CHUNK  # the blocked path of evaluate is used
     full = evaluate(job, s)
@@ -45,7 +46,7 @@ def test_search_equals_full_evaluation_sorted(name: str, devices: int, batch: in
 
 
 def test_evaluate_keys_returns_only_those() -> None:
-    job = Job(model("llama3-8b"), hardware("h100"), 64, 8, 256, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 64, 8, 256, 4096)
     s = space(job)
     full = evaluate(job, s)
     some = evaluate(job, s, keys=("step_s", "fits"))

@@ -7,7 +7,7 @@ import pytest
 
 from stepscope.planner.cli import job_from_record
 from stepscope.planner.cost import evaluate
-from stepscope.planner.search import parse_strategy
+from stepscope.planner.strategy import parse_strategy
 
 
 def test_norms_and_expert_activations_recomputed_by_hand() -> None:

@@ -159,17 +159,16 @@ def test_a_device_without_a_measured_ceiling_is_said_unless_calibrated(
 
 
 def test_a_calibrated_or_measured_gemm_efficiency_drops_the_prior_note() -> None:
-    import dataclasses
 
     from stepscope.planner.cli import _caveats
-    from stepscope.planner.cost import Job
+    from stepscope.planner.job import make_job
     from stepscope.planner.search import hardware, model
 
-    job = Job(model("llama3-8b"), hardware("tpu-v5p"), 64, 64, 64, 2048)
+    job = make_job(model("llama3-8b"), hardware("tpu-v5p"), 64, 64, 64, 2048)
     rows = [{"strategy": {"cp": 1}}]
     assert any("no measured matmul ceiling" in line for line in _caveats(job, rows))
-    assert _caveats(dataclasses.replace(job, gemm_scale=1.2), rows) == []  # fitted by --calibrate
-    assert _caveats(dataclasses.replace(job, gemm_eff=0.6), rows) == []  # measured by --from-analysis
+    assert _caveats(job.replaced(gemm_scale=1.2), rows) == []  # fitted by --calibrate
+    assert _caveats(job.replaced(gemm_eff=0.6), rows) == []  # measured by --from-analysis
 
 
 def test_gb200_nodes_are_nvl72_racks(capsys: pytest.CaptureFixture[str]) -> None:

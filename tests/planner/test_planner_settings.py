@@ -36,7 +36,12 @@ def test_the_torchtitan_preset_is_named_in_the_settings(capsys: pytest.CaptureFi
     assert st["loss"] == "compiled" and st["fused_projections"] is False
     assert (st["fp8_recipe"], st["fp8_weight_cache"], st["fp8_saved_inputs"]) == ("tensorwise", False, "bf16")
     # without torch.compile the compiled loss runs eagerly: the settings say what ran
-    assert _settings(capsys, "--framework", "torchtitan", "--eager", "--evaluate", "dp=8,zero=3")["loss"] == "unfused"
+    assert (
+        _settings(capsys, "--framework", "torchtitan", "--set", "fused_elementwise=false", "--evaluate", "dp=8,zero=3")[
+            "loss"
+        ]
+        == "unfused"
+    )
     defaults = _settings(capsys, "--evaluate", "dp=8")  # the planner's Megatron-like defaults, no fp8 keys
     assert defaults["loss"] == "fused" and defaults["fused_projections"] is True and "fp8_recipe" not in defaults
     assert _settings(capsys, "--top", "2")["grad_bytes"] == 4  # search rows carry them too

@@ -12,10 +12,12 @@ import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
 from stepscope.cli import main
-from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.cost import evaluate
 from stepscope.planner.frameworks import by_name
+from stepscope.planner.job import Job, make_job
 from stepscope.planner.rates import stored_per_token
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 from stepscope.planner.work import memory_bound_bytes
 
 GQA = {
@@ -32,7 +34,7 @@ H, Q, KV, L, SEQ = 1024, 16 * 64, 4 * 64, 8, 8192
 
 
 def _job(**kw: object) -> Job:
-    return Job(from_config_dict(GQA), hardware("h100"), 8, 8, 8, SEQ, **kw)  # type: ignore[arg-type]
+    return make_job(from_config_dict(GQA), hardware("h100"), 8, 8, 8, SEQ, **kw)  # type: ignore[arg-type]
 
 
 def test_no_recompute_stores_the_repeated_heads() -> None:
@@ -89,7 +91,7 @@ def test_flag_reaches_the_settings(capsys: pytest.CaptureFixture[str]) -> None:
     ]
     assert main(args) == 0
     plain = capsys.readouterr().out
-    assert main([*args, "--repeated-kv"]) == 0
+    assert main([*args, "--set", "kv_repeated=true"]) == 0
     repeated = capsys.readouterr().out
     a, b = json.loads(plain), json.loads(repeated)
     assert b["settings"]["kv_repeated"] is True and a["settings"].get("kv_repeated") in (None, False)

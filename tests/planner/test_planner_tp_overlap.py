@@ -7,8 +7,10 @@ import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
 from stepscope.errors import ConfigError
-from stepscope.planner.cost import Job, evaluate
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 
 from ..gemm_by_hand import linear_shape
 
@@ -39,7 +41,7 @@ def _by_hand() -> tuple[float, float, float, float, float]:
 
 
 def job_from_record() -> Job:
-    return Job(from_config_dict(TINY), hardware("h100"), 4, 8, 4, 2048, gemm_eff=0.5)
+    return make_job(from_config_dict(TINY), hardware("h100"), 4, 8, 4, 2048, gemm_eff=0.5)
 
 
 def test_full_overlap_is_capped_by_each_fused_gemm() -> None:
@@ -82,7 +84,7 @@ def test_megatron_backward_overlap_without_sequence_parallelism_hides_whole_all_
     up = 2 * m_tok * h * 2 * f / tp / linear_shape(m_tok, h, 2 * f / tp) / rate
     assert qkv > 2 * c and up > 2 * c  # the uncapped regime
     big = {**TINY, "hidden_size": h, "num_attention_heads": 64, "intermediate_size": f}
-    job = Job(from_config_dict(big), hardware("h100"), 4, 8, 4, 2048, gemm_eff=0.5)
+    job = make_job(from_config_dict(big), hardware("h100"), 4, 8, 4, 2048, gemm_eff=0.5)
     off = evaluate(job, parse_strategy("tp=4,mb=1,sp=0"))
     bwd = evaluate(job, parse_strategy("tp=4,mb=1,sp=0,tp_overlap=bwd"))
     with_sp = evaluate(job, parse_strategy("tp=4,mb=1,tp_overlap=bwd"))

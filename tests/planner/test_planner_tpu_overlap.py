@@ -6,22 +6,22 @@ from __future__ import annotations
 import pytest
 
 from stepscope.catalog.hardware import load_catalog
-from stepscope.planner.cost import Job
+from stepscope.planner.job import make_job
 from stepscope.planner.rates import efficiencies
 from stepscope.planner.search import hardware, model
 
 
 def test_tpus_take_their_whole_matmul_ceiling_gpus_three_quarters() -> None:
-    tpu = Job(model("llama3-8b"), hardware("tpu-v5e"), 256, 256, 256, 2048)
+    tpu = make_job(model("llama3-8b"), hardware("tpu-v5e"), 256, 256, 256, 2048)
     gemm, attn, factor = efficiencies(tpu)
     assert (
         gemm == pytest.approx(0.923) and attn == pytest.approx(0.6 * 0.923) and factor == 1.0
     )  # v5e's measured ceiling
-    gpu = Job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 2048)
+    gpu = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 2048)
     gemm, attn, _ = efficiencies(gpu)
     assert gemm == pytest.approx(0.75 * 0.803) and attn == pytest.approx(0.6 * 0.75 * 0.803)
     # an unmeasured TPU: the 0.7 prior, whole
-    assert efficiencies(Job(model("llama3-8b"), hardware("tpu-v5p"), 64, 64, 64, 2048))[0] == pytest.approx(0.7)
+    assert efficiencies(make_job(model("llama3-8b"), hardware("tpu-v5p"), 64, 64, 64, 2048))[0] == pytest.approx(0.7)
 
 
 def test_every_tpu_in_the_catalog_and_its_per_core_variant_say_so() -> None:

@@ -148,8 +148,8 @@ def test_the_host_wait_is_the_idle_the_model_does_not_already_explain(
                 "dp=8,mb=1,zero=1",
                 "--from-analysis",
                 str(report),
-                "--zero-gather-copy-us",
-                "1",
+                "--set",
+                "zero_gather_copy_us=1",
                 "--json",
             ]
         )

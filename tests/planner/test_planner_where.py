@@ -9,7 +9,8 @@ import pytest
 
 from stepscope.cli import main
 from stepscope.errors import ConfigError
-from stepscope.planner.cost import RECOMPUTE, Job
+from stepscope.planner.job import make_job
+from stepscope.planner.recompute import RECOMPUTE
 from stepscope.planner.search import hardware, model, search, space
 from stepscope.planner.where import Condition, mask, parse_where
 
@@ -49,7 +50,7 @@ def test_mask_by_hand() -> None:
 
 
 def test_the_constrained_search_is_the_unconstrained_one_filtered() -> None:
-    job = Job(model("llama3-8b"), hardware("h100"), 16, 8, 64, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 16, 8, 64, 4096)
     full = search(job, top=10**9)
     part = search(job, top=10**9, where="tp=2|4,recompute=full")
     keep = np.isin(full.strategies["tp"], (2, 4)) & (full.strategies["recompute"] == RECOMPUTE.index("full"))
@@ -93,7 +94,7 @@ def test_plan_prints_what_it_searched(capsys: pytest.CaptureFixture[str]) -> Non
 def test_distinct_keeps_the_first_row_of_each_layout_in_ranking_order(capsys: pytest.CaptureFixture[str]) -> None:
     from stepscope.planner.search import LAYOUT
 
-    job = Job(model("llama3-8b"), hardware("h100"), 16, 8, 64, 4096)
+    job = make_job(model("llama3-8b"), hardware("h100"), 16, 8, 64, 4096)
     full = search(job, top=10**9)
     seen: set[tuple[int, ...]] = set()
     expected = []  # by hand: walk the full ranking, keep a row when its layout is new

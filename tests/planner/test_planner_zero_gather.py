@@ -3,7 +3,6 @@ values computed by hand."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -11,10 +10,12 @@ import pytest
 
 from stepscope.catalog.model_flops import from_config_dict
 from stepscope.cli import main
-from stepscope.planner.cost import Job, evaluate
+from stepscope.planner.cost import evaluate
+from stepscope.planner.job import Job, make_job
 from stepscope.planner.rates import weight_tensors_per_layer
 from stepscope.planner.record import job_from_record
-from stepscope.planner.search import hardware, parse_strategy
+from stepscope.planner.search import hardware
+from stepscope.planner.strategy import parse_strategy
 
 # a Llama-style block: gated MLP, no biases
 TINY = {
@@ -39,7 +40,7 @@ def test_tensors_per_layer_are_counted_by_how_the_framework_registers_them() -> 
 
 
 def _job(**kw: object) -> Job:
-    return dataclasses.replace(Job(from_config_dict(TINY), hardware("h100"), 16, 8, 64, 2048), **kw)  # type: ignore[arg-type]
+    return make_job(from_config_dict(TINY), hardware("h100"), 16, 8, 64, 2048, **kw)
 
 
 def test_the_gather_adds_host_time_per_tensor_and_rank_outside_the_overlap_window() -> None:
@@ -49,7 +50,7 @@ def test_the_gather_adds_host_time_per_tensor_and_rank_outside_the_overlap_windo
     other part unchanged)."""
     s = parse_strategy("tp=2,pp=2,dp=4,zero=1,mb=1")
     base = evaluate(_job(), s)
-    with_gather = evaluate(_job(zero_gather_copy_s=10e-6), s)
+    with_gather = evaluate(_job(zero_gather_copy_us=10), s)
     assert with_gather["host_s"][0] - base["host_s"][0] == pytest.approx((4 * 6 + 2) * 4 * 10e-6)
     assert with_gather["step_s"][0] - base["step_s"][0] == pytest.approx((4 * 6 + 2) * 4 * 10e-6)
     for key in ("compute_s", "dp_s", "tp_s", "bubble_s", "optimizer_s", "hidden_dp_s", "hidden_tp_s"):
@@ -59,9 +60,9 @@ def test_the_gather_adds_host_time_per_tensor_and_rank_outside_the_overlap_windo
 def test_a_gather_longer_than_everything_else_is_named_the_bottleneck() -> None:
     """At 1 ms per (tensor, rank) the gather (26 x 4 x 1 ms = 104 ms) outlasts every other
     non-compute part of this small job: the bottleneck is the host."""
-    from stepscope.planner.job import BOTTLENECKS
+    from stepscope.planner.bottleneck import BOTTLENECKS
 
-    r = evaluate(_job(zero_gather_copy_s=1e-3), parse_strategy("tp=2,pp=2,dp=4,zero=1,mb=1"))
+    r = evaluate(_job(zero_gather_copy_us=1000), parse_strategy("tp=2,pp=2,dp=4,zero=1,mb=1"))
     assert r["host_s"][0] == pytest.approx(26 * 4 * 1e-3)
     assert BOTTLENECKS[int(r["bottleneck"][0])] == "host"
 
@@ -73,16 +74,16 @@ def test_no_gather_no_host_time(strategy: str) -> None:
     """ZeRO-0 gathers nothing, ZeRO-3/FSDP gathers flat per layer (its own term), one replica
     (dp 1) has nothing to gather."""
     s = parse_strategy(strategy)
-    assert evaluate(_job(zero_gather_copy_s=10e-6), s)["step_s"][0] == evaluate(_job(), s)["step_s"][0]
+    assert evaluate(_job(zero_gather_copy_us=10), s)["step_s"][0] == evaluate(_job(), s)["step_s"][0]
 
 
 def test_nanotron_preset_sets_it_and_a_record_key_overrides_it() -> None:
     rec = {"model": "llama3-8b", "hardware": "h100", "devices": 16, "global_batch": 64, "seq_len": 2048}
-    assert job_from_record(rec | {"framework": "nanotron"}).zero_gather_copy_s == pytest.approx(10e-6)
+    assert job_from_record(rec | {"framework": "nanotron"}).framework.zero.gather_copy_s == pytest.approx(10e-6)
     assert job_from_record(
         rec | {"framework": "nanotron", "zero_gather_copy_us": 25}
-    ).zero_gather_copy_s == pytest.approx(25e-6)
-    assert job_from_record(rec).zero_gather_copy_s == 0.0
+    ).framework.zero.gather_copy_s == pytest.approx(25e-6)
+    assert job_from_record(rec).framework.zero.gather_copy_s == 0.0
 
 
 def test_cli_flag_reaches_the_prediction_and_bad_values_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,12 +105,12 @@ def test_cli_flag_reaches_the_prediction_and_bad_values_are_one_line(capsys: pyt
     ]
     assert main(args) == 0
     base = json.loads(capsys.readouterr().out)
-    assert main([*args, "--zero-gather-copy-us", "10"]) == 0
+    assert main([*args, "--set", "zero_gather_copy_us=10"]) == 0
     out = json.loads(capsys.readouterr().out)
     # Llama 3 8B: 32 layers x 6 tensors + 2 (embedding, head) on the one stage, 64 ranks
     assert out["step_time_s"] - base["step_time_s"] == pytest.approx((32 * 6 + 2) * 64 * 10e-6, rel=1e-6)
     assert out["settings"]["zero_gather_copy_us"] == pytest.approx(10)
-    assert main([*args, "--zero-gather-copy-us", "-1"]) == 2
+    assert main([*args, "--set", "zero_gather_copy_us=-1"]) == 2
     err = capsys.readouterr().err
-    assert "ZeRO gather copy time must be >= 0" in err and len(err.strip().splitlines()) == 1
+    assert "zero_gather_copy_us must be a finite number >= 0" in err and len(err.strip().splitlines()) == 1
     assert np.isfinite(out["mfu"])

@@ -35,10 +35,10 @@ GOOD = '{"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch":
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
-        (["--reserve-gb", "inf"], "reserve must be >= 0 GB, not inf"),
-        (["--reserve-gb", "nan"], "reserve must be >= 0 GB, not nan"),  # nan < 0 is False: the old check let it through
-        (["--dp-bucket-mb", "inf"], "DP bucket size must be >= 0 MB, not inf"),
-        (["--moe-imbalance", "inf"], "MoE imbalance must be >= 1"),
+        (["--set", "reserve_gb=inf"], "reserve_gb must be a finite number >= 0 (GB), not inf"),
+        (["--set", "reserve_gb=nan"], "reserve_gb must be a finite number >= 0 (GB), not nan"),  # nan < 0 is False
+        (["--set", "dp_bucket_mb=inf"], "dp_bucket_mb must be a finite number >= 0 (MB), not inf"),
+        (["--set", "moe_imbalance=inf"], "moe_imbalance must be a finite number >= 1"),
         (["--devices-per-node", "0"], "devices per node must be a whole number >= 1, not 0"),  # 0 meant "the default"
     ],
 )
@@ -67,8 +67,8 @@ def test_flags(flags: list[str], says: str, capsys: pytest.CaptureFixture[str]) 
             GOOD.replace('"devices": 8', '"devices": 1' + "0" * 400) + "}",
             "devices must be a whole number up to",
         ),  # was an OverflowError
-        (GOOD + ', "reserve_gb": Infinity}', "reserve must be >= 0 GB, not inf"),
-        (GOOD + ', "reserve_gb": "lots"}', "reserve_gb must be a number, not 'lots'"),
+        (GOOD + ', "reserve_gb": Infinity}', "reserve_gb must be a finite number >= 0 (GB), not inf"),
+        (GOOD + ', "reserve_gb": "lots"}', "reserve_gb must be a finite number >= 0 (GB), not 'lots'"),
         ("[1, 2]", "line 1: a record must be a JSON object, not list"),  # was an AttributeError traceback
     ],
 )

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from .cost import RECOMPUTE, Job, evaluate
+from .cost import evaluate
+from .job import Job
+from .recompute import RECOMPUTE
 from .render import records
 from .search import recompute_policies
 

@@ -18,15 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import yaml
 
 from ..errors import ConfigError
+from .vocab import AttentionKernel
 
 _PATH = "stepscope/data/attention_kernels.yaml"
-KERNELS = ("fa2", "cudnn", "fa3")
+KERNELS: tuple[str, ...] = tuple(k for k in get_args(AttentionKernel) if k)  # "" = no kernel named
 BACKWARD_FLOPS = 2.5  # the source's backward FLOPs per forward FLOP (it recomputes the scores)
 
 

@@ -3,7 +3,7 @@
 - ``COMM_BUFFER_BYTES`` for the communicators' own buffers (NCCL channels, bucket copies): a prior,
   left out on devices whose runtime assigns memory statically (``Hardware.static_memory``, XLA on
   TPU: its collectives' buffers are the compiled program's own, counted below).
-- ZeRO-3 / FSDP with ``Job.zero3_gather`` "layer" (PyTorch FSDP wrapped per transformer block)
+- ZeRO-3 / FSDP with ``zero3_gather`` "layer" (PyTorch FSDP wrapped per transformer block)
   gathers a layer's weights whole before the layer runs and frees them after it.
   The next layer's all-gather is issued while the current layer computes (FSDP2's implicit
   prefetch; FSDP1's ``limit_all_gathers`` allows at most two in flight), so two layers' bf16
@@ -47,7 +47,7 @@ def comm_buffer_bytes(
     """Bytes per device; ``unit_params_dev``: the parameters ZeRO-3 gathers at once on this device
     (after TP and EP, before ZeRO sharding): one layer's, or the largest tensor's (module docstring);
     ``param_bytes`` per gathered parameter: 2 (bf16), 1 when the weights are gathered in fp8
-    (Job.fp8_all_gather)."""
+    (fp8_all_gather)."""
     grads = 2.0 + (grad_bytes if grad_bytes != 2 else 0.0)
     params = np.where(keep, 0.0, GATHERED_LAYERS * param_bytes)
     gathered = np.where(zero >= 3, (params + grads) * unit_params_dev, 0.0)
@@ -85,19 +85,19 @@ def largest_tensor_params(
 
 def layer_gather_bytes(job: Job) -> float:
     """Bytes per transformer-layer parameter a ZeRO-3 all-gather moves: 1 with
-    ``Job.fp8_all_gather`` under fp8, else 2 (bf16)."""
-    return 1.0 if job.precision == "fp8" and job.fp8_all_gather else 2.0
+    ``fp8_all_gather`` under fp8, else 2 (bf16)."""
+    return 1.0 if job.precision == "fp8" and job.framework.fp8.all_gather else 2.0
 
 
 def gather_bytes(
     job: Job, *, p_dev: np.ndarray, layers_p: np.ndarray, unit_is_layer: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(bytes of one ZeRO-3 all-gather of the stage's weights, bytes per parameter ZeRO-3 holds
-    gathered). bf16, 2 B; with ``Job.fp8_all_gather`` (and fp8) the layers' weights (``layers_p`` of
+    gathered). bf16, 2 B; with ``fp8_all_gather`` (and fp8) the layers' weights (``layers_p`` of
     the stage's ``p_dev``) are gathered in fp8, 1 B, and so is the gathered unit when it is a layer
     gathered whole (``unit_is_layer``); the embedding and the output layer stay bf16."""
     per_layer_param = layer_gather_bytes(job)
     per_param = np.where(
-        np.logical_and(per_layer_param == 1.0 and job.zero3_gather == "layer", unit_is_layer), 1.0, 2.0
+        np.logical_and(per_layer_param == 1.0 and job.framework.zero.gather == "layer", unit_is_layer), 1.0, 2.0
     )
     return 2 * p_dev - (2.0 - per_layer_param) * layers_p, per_param

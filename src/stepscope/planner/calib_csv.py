@@ -25,8 +25,9 @@ import numpy as np
 
 from ..errors import ConfigError
 from .calibrate import Fit, Run, cross_validate, errors, fit
-from .cost import Job, evaluate
-from .search import parse_strategy
+from .cost import evaluate
+from .job import Job
+from .strategy import FIELDS, Strategy
 
 _MEASURED = frozenset({"step_time_s", "analysis"})
 
@@ -96,7 +97,8 @@ def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> C
                     f"more cells than columns ({len(r[None])} extra)", fix="quote values that contain commas"
                 )
             job = make_job(r)
-            st = {k: int(v[0]) for k, v in parse_strategy(r.get("strategy") or "").items()}
+            strategy = Strategy.parse(r.get("strategy") or "").under(job.framework)
+            st = {k: getattr(strategy, k) for k in FIELDS}
         except ConfigError as exc:
             raise ConfigError(f"line {n}: {exc.message}", path=path, fix=exc.fix) from None
         except (KeyError, TypeError, ValueError) as exc:

@@ -29,7 +29,8 @@ from functools import cache
 
 import numpy as np
 
-from .cost import Job, evaluate
+from .cost import evaluate
+from .job import Job
 
 # log-spaced grids that hold the prior, 1.0, exactly (a factor the runs cannot inform stays there)
 GEMM_GRID = 2.0 ** (np.arange(-16, 13) / 12)  # 0.40 .. 2.0
@@ -61,8 +62,7 @@ class Fit:
     prior_pull: float = 0.0
 
     def apply(self, job: Job) -> Job:
-        return dataclasses.replace(
-            job,
+        return job.calibrated(
             gemm_scale=self.gemm_scale,
             attn_scale=self.attn_scale,
             comm_scale=self.comm_scale,
@@ -84,7 +84,7 @@ def _errors(run: Run) -> np.ndarray:
     """|log error| for every grid point (flattened)."""
     g, a, c, i, o = _grid()
     s = {k: np.full(g.size, v) for k, v in run.strategy.items()}
-    job = dataclasses.replace(run.job, gemm_scale=g, attn_scale=a, comm_scale=c, inter_scale=i, layer_overhead_s=o)
+    job = run.job.calibrated(gemm_scale=g, attn_scale=a, comm_scale=c, inter_scale=i, layer_overhead_s=o)
     pred = np.maximum(run.predict(job, s), 1e-12)
     return np.abs(np.log(pred / run.measured))
 

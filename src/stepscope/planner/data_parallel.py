@@ -6,11 +6,11 @@ gradient is final only after the last micro-batch's backward):
 - ZeRO-1/2 (distributed optimizer): reduce-scatter of the gradients, (dp-1)/dp x gradient bytes,
   under the last backward, then all-gather of the updated bf16 weights, (dp-1)/dp x 2 B/param,
   after the optimizer step: exposed (DeepSpeed, nanotron's ZeRO-1) unless the framework overlaps
-  it with the next step's first forward (``Job.param_gather_overlap``, Megatron's
-  --overlap-param-gather); ``Job.zero_sync_after_backward`` (nanotron with fp32 gradient
+  it with the next step's first forward (``param_gather_overlap``, Megatron's
+  --overlap-param-gather); ``zero_sync_after_backward`` (nanotron with fp32 gradient
   accumulation) all-reduces the gradients after the backward instead, exposed;
 - ZeRO-3: per micro-batch, 2 all-gathers of the bf16 weights (the layers' in fp8 with
-  ``Job.fp8_all_gather``) (forward, backward) + a
+  ``fp8_all_gather``) (forward, backward) + a
   reduce-scatter of its gradients (FSDP2's and DeepSpeed's default under gradient accumulation),
   each under that micro-batch's compute and run layer by layer (one collective per layer and
   pass, each paying its ring latency); with ``keep_params`` (weights stay gathered for the whole
@@ -21,10 +21,10 @@ gradient is final only after the last micro-batch's backward):
 - HSDP: the ZeRO-3 traffic within the shard group g plus an all-reduce 2(r-1)/r of the sharded
   gradients across the r = dp/g replicas, under the last backward.
 A group's link is inter-node when it spans nodes; ``Job.dp_overlap`` (prior 0.7) of each part
-hides (ZeRO-3 prefetched a layer ahead, ``Job.zero3_prefetch``: all but a micro-batch's first
+hides (ZeRO-3 prefetched a layer ahead, ``zero3_prefetch``: all but a micro-batch's first
 all-gather and last reduce-scatter, 1 - 2 / (3 layers) of it; with kept weights 1 - 1 / layers),
 never more than its window (planner/window.py); ZeRO-0/1/2 gradients reduced in
-``Job.dp_bucket_mb`` buckets pay one ring latency per bucket.
+``dp_bucket_mb`` buckets pay one ring latency per bucket.
 
 Expert parameters (``e_dev`` of ``p_dev``) are shared by fewer ranks: Megatron's expert
 data-parallel group, dp x cp x tp / (ep x etp) (``ep_fold`` = ep x etp / tp times smaller than the
@@ -33,7 +33,7 @@ gathered over that group: a ring there moves (n_e - 1)/n_e of their bytes, none 
 shard has one replica; written as the dense group's ring over effective bytes, so the latency
 terms are the dense group's.
 
-ZeRO-1/2 weights gathered tensor by tensor on the host (``Job.zero_gather_copy_s``, nanotron):
+ZeRO-1/2 weights gathered tensor by tensor on the host (``zero_gather_copy_us``, nanotron):
 that time x the stage's parameter tensors (rates.weight_tensors_per_layer x its layers, + 2 for
 the embedding or the head) x dp, after the optimizer step, exposed (:func:`zero_gather_host_s`).
 """
@@ -77,7 +77,7 @@ def dp_seconds(
     ``window``. ``p_dev`` parameters on the most loaded stage, ``e_dev`` the experts' of them,
     ``dpc`` = dp x cp ranks sharing weights (experts: dpc / ``ep_fold``), ``gather_b`` the bytes of
     one ZeRO-3 all-gather of the stage's weights (2 B per parameter, 1 for the layers' under
-    ``Job.fp8_all_gather``), ``shard`` the group ZeRO shards over, ``busy_s`` the compute + host
+    ``fp8_all_gather``), ``shard`` the group ZeRO shards over, ``busy_s`` the compute + host
     wait, ``rf`` the recompute factor."""
     # the experts' bytes as the dense group's ring would move them (module docstring)
     e12, e3 = e_dev * _fold(dpc, ep_fold), e_dev * _fold(shard, ep_fold)
@@ -92,8 +92,12 @@ def dp_seconds(
     # micro-batch, or every micro-batch (module docstring)
     micro_s = busy_s / np.maximum(n_micro, 1)
     last_bwd_s = micro_s * (1 - 1 / (3 * rf))
-    # gradient buckets (Job.dp_bucket_mb): each one a collective of its own, with its own latency
-    buckets = np.maximum(np.ceil(2 * p_dev / (job.dp_bucket_mb * 1e6)), 1.0) if job.dp_bucket_mb > 0 else 1.0
+    # gradient buckets (dp_bucket_mb): each one a collective of its own, with its own latency
+    buckets = (
+        np.maximum(np.ceil(2 * p_dev / (job.framework.zero.bucket_mb * 1e6)), 1.0)
+        if job.framework.zero.bucket_mb > 0
+        else 1.0
+    )
     # ZeRO-3/FSDP gathers and reduces layer by layer (FSDP2's fully_shard per transformer block,
     # DeepSpeed's per-module fetch, XLA's per-layer collectives in a scanned stack): one collective
     # per layer of the stage and pass, each paying its ring latency
@@ -105,21 +109,21 @@ def dp_seconds(
     )
     # each branch hides only where it applies (a share of 0 elsewhere takes nothing from the window)
     z3, z12 = zero >= 3, (zero >= 1) & (zero < 3)
-    # prefetched a layer ahead (Job.zero3_prefetch): of a micro-batch's collectives (3 per layer;
+    # prefetched a layer ahead (zero3_prefetch): of a micro-batch's collectives (3 per layer;
     # kept weights: 2) only the first all-gather and the last reduce-scatter have no compute beside them
-    z3_share = np.where(keep, 1 - 1 / stage_L, 1 - 2 / (3 * stage_L)) if job.zero3_prefetch else job.dp_overlap
+    z3_share = np.where(keep, 1 - 1 / stage_L, 1 - 2 / (3 * stage_L)) if job.framework.zero.prefetch else job.dp_overlap
     z3_s = window.hide(
         np.where(keep, zero3_once, zero3_each * n_micro), z3_share * z3, np.where(keep, micro_s, busy_s), "dp"
     ) + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s, "dp")
     z12_s = (
         ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce")
-        if job.zero_sync_after_backward
+        if job.framework.zero.sync_after_backward
         else window.hide(
             ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s, "dp"
         )
     ) + window.hide(
         ring(dpc, 2 * p12, span_dp),
-        (job.dp_overlap if job.param_gather_overlap else 0.0) * z12,
+        (job.dp_overlap if job.framework.zero.param_gather_overlap else 0.0) * z12,
         micro_s - last_bwd_s,
         "dp",
     )
@@ -138,9 +142,9 @@ def _fold(group: np.ndarray, ep_fold: np.ndarray | float) -> np.ndarray:
 
 
 def zero_gather_host_s(job: Job, *, zero: np.ndarray, dpc: np.ndarray, stage_L: np.ndarray) -> np.ndarray | float:
-    """Host seconds of a ZeRO-1/2 weight gather done tensor by tensor (``Job.zero_gather_copy_s``
+    """Host seconds of a ZeRO-1/2 weight gather done tensor by tensor (``zero_gather_copy_us``
     x the stage's tensors x dp; module docstring), 0 elsewhere."""
-    if not job.zero_gather_copy_s:
+    if not job.framework.zero.gather_copy_s:
         return 0.0
-    tensors = stage_L * weight_tensors_per_layer(job.model, job.fused_projections) + 2.0
-    return np.where((zero >= 1) & (zero < 3) & (dpc > 1), job.zero_gather_copy_s * tensors * dpc, 0.0)
+    tensors = stage_L * weight_tensors_per_layer(job.model, job.framework.kernels.fused_projections) + 2.0
+    return np.where((zero >= 1) & (zero < 3) & (dpc > 1), job.framework.zero.gather_copy_s * tensors * dpc, 0.0)

@@ -3,7 +3,7 @@ node-deduplicated form.
 
 Per MoE layer and micro-batch a rank sends its tokens' routed copies to the experts' ranks and
 gets them back (dispatch and combine), forward and backward: four transfers of
-``tokens x k x h x 2`` bytes (bf16), the most loaded rank's (``Job.moe_imbalance``).
+``tokens x k x h x 2`` bytes (bf16), the most loaded rank's (``moe_imbalance``).
 
 - ``ep_dispatch="all_to_all"`` (Megatron's alltoall dispatcher, torchtitan): each copy goes to its
   expert's rank; (ep - 1)/ep of them leave the rank, over the slowest link the EP group spans.
@@ -15,19 +15,21 @@ gets them back (dispatch and combine), forward and backward: four transfers of
   With group-limited routing (``ModelShape.routing_groups``, DeepSeek-V3's n_group 8 /
   topk_group 4) a token reaches at most the nodes of its chosen groups. Inside one node both
   dispatchers are the same all-to-all. DeepEP's kernels run on SMs of their own
-  (``Job.deepep_sms``, 20: DeepEP's and Megatron's default, the 20 of DeepSeek-V3's report), so the
+  (``deepep_sms``, 20: DeepEP's and Megatron's default, the 20 of DeepSeek-V3's report), so the
   compute an exchange hides under runs on the rest (:func:`sm_contention_s`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import get_args
 
 import numpy as np
 
 from ..catalog.model_flops import ModelShape
+from .vocab import EpDispatch
 
-EP_DISPATCH = ("all_to_all", "deepep")
+EP_DISPATCH: tuple[str, ...] = get_args(EpDispatch)
 
 
 def _miss(pool: np.ndarray, n_nodes: np.ndarray, k: float) -> np.ndarray:

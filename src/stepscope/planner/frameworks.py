@@ -1,7 +1,7 @@
 """Framework presets (data/frameworks.yaml): the framework properties a training framework has
 without extra options, and the recompute policies it offers, so that `plan --framework NAME`
-models that framework instead of the planner's Megatron-like defaults. A flag or record key given
-explicitly wins over the preset."""
+models that framework instead of the planner's Megatron-like defaults. A setting given explicitly
+(``--set``, ``--config``, a record's key) wins over the preset."""
 
 from __future__ import annotations
 
@@ -13,37 +13,20 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, refuse_unknown_keys
-from .attention import KERNELS as ATTENTION_KERNELS
-from .job import LOSS_BYTES, RECOMPUTE, SCHEDULES, TP_OVERLAP, ZERO3_GATHER, tp_overlap_needs_sp
-from .search import KEY_ALIASES, parse_strategy
+from .config import BY_KEY, EXCLUSIVE
+from .knobs import parse
+from .recompute import RECOMPUTE
+from .strategy import Strategy
+from .vocab import SCHEDULES, TP_OVERLAP, tp_overlap_needs_sp
 
 _PATH = "stepscope/data/frameworks.yaml"
-SETTINGS = (
-    "fused_projections",
-    "kv_repeated",
-    "zero3_prefetch",
-    "sp_saves_gathered",
-    "loss",
-    "fp8_weight_cache",
-    "fp8_saved_inputs",
-    "eager_swiglu",
-    "tp_overlap",
-    "zero_gather_copy_us",
-    "attention_kernel",
-    "zero3_gather",
-    "pipeline_split_cost",
-    "grad_accum_bytes",
-    "fp8_gain_thresholds",
-    "sp_regather",
-)
-_NUMBERS = ("zero_gather_copy_us", "grad_accum_bytes")  # settings that are numbers >= 0 (the rest: names or true/false)
 
 
 @dataclass(frozen=True)
 class Framework:
     name: str
     description: str
-    settings: dict[str, Any]  # record keys of planner/cli.py (tp_overlap: a TP_OVERLAP name)
+    settings: dict[str, Any]  # framework settings by key (config.BY_KEY), in the keys' units
     recompute: tuple[str, ...]  # RECOMPUTE names
     schedules: tuple[str, ...]  # SCHEDULES names; empty: no restriction
     source: str
@@ -61,29 +44,12 @@ def _parse(name: str, e: Any) -> Framework:
         owner=f"framework {name}: ",
     )
     settings = dict(e.get("settings") or {})
-    refuse_unknown_keys(settings, SETTINGS, path=_PATH, owner=f"framework {name} settings: ")
-    checks: dict[str, tuple[str, ...]] = {
-        "loss": tuple(LOSS_BYTES),
-        "tp_overlap": TP_OVERLAP,
-        "fp8_saved_inputs": ("fp8", "bf16"),
-        "zero3_gather": ZERO3_GATHER,
-        "attention_kernel": ATTENTION_KERNELS,
-    }
+    refuse_unknown_keys(settings, BY_KEY, path=_PATH, owner=f"framework {name} settings: ", see="docs/plan-settings.md")
     for key, value in settings.items():
-        if key in _NUMBERS:
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf")
-        else:
-            ok = value in checks[key] if key in checks else isinstance(value, bool)
-        if not ok:
-            raise ConfigError(
-                f"framework {name}: {key} cannot be {value!r}",
-                path=_PATH,
-                fix=f"one of {', '.join(checks[key])}"
-                if key in checks
-                else "a number >= 0"
-                if key in _NUMBERS
-                else "true or false",
-            )
+        try:
+            parse(BY_KEY[key], value)
+        except ConfigError as exc:
+            raise ConfigError(f"framework {name}: {exc.message}", path=_PATH, fix=exc.fix) from None
     policies = tuple(str(p) for p in e.get("recompute") or ())
     if not policies or any(p not in RECOMPUTE for p in policies):
         raise ConfigError(
@@ -130,17 +96,21 @@ def by_name(name: str) -> Framework:
 
 
 def apply(record: dict[str, Any], fw: Framework) -> dict[str, Any]:
-    """The record with the preset's job settings where the record has none of its own (a value of
-    None or "" counts as none; ``"fused_loss": false``, --unfused-loss, names the loss too;
-    tp_overlap is a strategy property and is not set here)."""
-    out = dict(record)
-    own = {k for k, v in out.items() if v not in (None, "")} | ({"loss"} if out.get("fused_loss") is False else set())
-    # Megatron's embedding-counting split, asked for, wins over a preset's split by cost
-    own |= {"pipeline_split_cost"} if out.get("pipeline_split_embedding") is True else set()
-    # and gathered inputs kept, asked for, win over a preset's re-gathers
-    own |= {"sp_regather"} if out.get("sp_saves_gathered") is True else set()
-    out.update({k: v for k, v in fw.settings.items() if k != "tp_overlap" and k not in own})
-    return out
+    """The record with the preset's settings where the record has none of its own (a value of None
+    or "" counts as none). A setting the record turns on wins over the preset's exclusive other
+    (config.EXCLUSIVE: Megatron's embedding-counting split over a preset's split by cost, gathered
+    inputs kept over a preset's re-gathers), and without sequence parallelism a preset's TP overlap
+    that needs it is left out."""
+    own = {k for k, v in record.items() if v not in (None, "")}
+    preset = {k: v for k, v in fw.settings.items() if k not in own}
+    for one, other, _ in EXCLUSIVE:
+        for key, excluded in ((one, other), (other, one)):
+            if key in own and parse(BY_KEY[key], record[key]) is True:
+                preset.pop(excluded, None)
+    if "sequence_parallel" in own and not parse(BY_KEY["sequence_parallel"], record["sequence_parallel"]):
+        if tp_overlap_needs_sp(TP_OVERLAP.index(parse(BY_KEY["tp_overlap"], preset.get("tp_overlap", "none")))):
+            preset.pop("tp_overlap")
+    return {**record, **preset}
 
 
 def check(fw: Framework, policy: str, schedule: str, zero: int = 0, vpp: int = 1) -> None:
@@ -160,21 +130,12 @@ def check(fw: Framework, policy: str, schedule: str, zero: int = 0, vpp: int = 1
         )
 
 
-def strategy(fw: Framework | None, text: str, *, add_tp_overlap: bool = True) -> str:
-    """A strategy string (--evaluate, --baseline, a --batch record's) under the framework: its
-    recompute policy checked against the framework's, and (``add_tp_overlap``: unless --tp-overlap
-    was given) the framework's TP overlap added when the strategy states none and its mechanism
-    works with the strategy's sequence parallelism (job.tp_overlap_needs_sp)."""
-    if fw is None:
-        return text
-    s = parse_strategy(text)
-    check(fw, RECOMPUTE[int(s["recompute"][0])], SCHEDULES[int(s["sched"][0])], int(s["zero"][0]), int(s["vpp"][0]))
-    keys = {part.split("=", 1)[0].strip().lower() for part in text.split(",") if "=" in part}
-    tp = fw.settings.get("tp_overlap", "none")
-    allowed = int(s["sp"][0]) or not tp_overlap_needs_sp(TP_OVERLAP.index(tp))
-    if add_tp_overlap and tp != "none" and allowed and "tp_overlap" not in {KEY_ALIASES.get(k, k) for k in keys}:
-        return f"{text},tp_overlap={tp}" if text.strip() else f"tp_overlap={tp}"
-    return text
+def check_strategy(fw: Framework | None, strategy: Strategy) -> Strategy:
+    """The strategy, its recompute policy, schedule, ZeRO stage and interleaving checked against
+    the framework's (none: no restriction)."""
+    if fw is not None:
+        check(fw, RECOMPUTE[strategy.recompute], SCHEDULES[strategy.sched], strategy.zero, strategy.vpp)
+    return strategy
 
 
 def where(fw: Framework | None, conditions: str) -> str:

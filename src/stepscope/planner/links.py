@@ -47,10 +47,10 @@ class Links:
             float(job.devices_per_node),
             (hw.intra_node_gbps or 100.0) * 1e9,
             (hw.inter_node_gbps or 25.0) * 1e9,
-            job.inter_scale,
+            job.calibration.inter_scale,
             job.network,
             {k: v * 1e9 for k, v in hw.intra_node_busbw_gbps.items()},
-            job.comm_scale,
+            job.calibration.comm_scale,
         )
 
     def bandwidth(self, span: np.ndarray, ranks: np.ndarray | None = None, kind: str = "all_gather") -> np.ndarray:

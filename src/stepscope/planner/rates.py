@@ -8,7 +8,8 @@ import numpy as np
 
 from ..catalog.model_flops import ModelShape
 from .attention import kernel_share
-from .job import ATTN_REL, GEMM_SHARE, MATMUL_EFF, Job
+from .job import Job
+from .vocab import ATTN_REL, GEMM_SHARE, MATMUL_EFF
 
 
 def params(m: ModelShape) -> tuple[float, float, float]:
@@ -173,7 +174,7 @@ def efficiencies(job: Job, cp: np.ndarray | int = 1) -> tuple[float | np.ndarray
     Efficiencies are achieved / bf16 (fp16) peak; the factor is < 1 when the precision has a faster
     GEMM peak (fp8): GEMM_SHARE of the dense work runs faster by the ratio of achievable rates. On
     devices whose vector work overlaps the matrix units (TPUs: ``elementwise_overlaps_matmul``)
-    the share is 1. With a flash attention kernel named (``Job.attention_kernel``) and measured on
+    the share is 1. With a flash attention kernel named (``attention_kernel``) and measured on
     the device's architecture, attn_eff is its measured share of the matmul ceiling x the device's
     ceiling, at seq_len / cp tokens per kernel call (planner/attention.py; one value per cp)."""
     hw = job.hw
@@ -181,10 +182,16 @@ def efficiencies(job: Job, cp: np.ndarray | int = 1) -> tuple[float | np.ndarray
     mm = hw.matmul_eff.get(base, MATMUL_EFF)
     # TPUs issue vector and matrix work in the same bundles: no compute time outside the GEMMs
     share = 1.0 if hw.elementwise_overlaps_matmul else GEMM_SHARE
-    gemm = share * mm if job.gemm_eff is None else job.gemm_eff
-    attn = ATTN_REL * share * mm if job.attn_eff is None else job.attn_eff
-    if job.attn_eff is None and job.attention_kernel and job.flash_attention:
-        kernel = kernel_share(job.attention_kernel, hw.name, job.seq_len / np.asarray(cp, dtype=np.float64))
+    gemm = share * mm if job.calibration.gemm_eff is None else job.calibration.gemm_eff
+    attn = ATTN_REL * share * mm if job.calibration.attn_eff is None else job.calibration.attn_eff
+    if (
+        job.calibration.attn_eff is None
+        and job.framework.kernels.attention_kernel
+        and job.framework.kernels.flash_attention
+    ):
+        kernel = kernel_share(
+            job.framework.kernels.attention_kernel, hw.name, job.seq_len / np.asarray(cp, dtype=np.float64)
+        )
         if kernel is not None:
             attn = kernel * mm
     factor = 1.0
@@ -282,7 +289,7 @@ def weight_tensors_per_layer(m: ModelShape, fused_projections: bool) -> float:
     ``fused_projections``), MLA's q_a, q_b, kv_a, kv_b, o and its 2 latent norms; an MLP's up and
     down (gated: gate and up, one fused tensor with ``fused_projections``); MoE layers: each
     routed and shared expert's MLP and the router. Counted for per-tensor host work
-    (Job.zero_gather_copy_s)."""
+    (zero_gather_copy_us)."""
     attn = 7.0 if m.mla else (2.0 if fused_projections else 4.0)
     mlp = 2.0 if (fused_projections or not m.gated_mlp) else 3.0
     if not m.n_experts:

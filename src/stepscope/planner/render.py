@@ -6,8 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from .cost import BOTTLENECKS, RECOMPUTE, SCHEDULES
-from .search import FIELDS
+from .bottleneck import BOTTLENECKS
+from .recompute import RECOMPUTE
+from .strategy import FIELDS
+from .vocab import SCHEDULES
 from .window import HIDDEN_PARTS
 
 _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
@@ -201,7 +203,7 @@ def caveat_lines(
             "(benchmarks/holdout) its predictions ranged from 27% slow to 3.8x fast, most optimistic for many small experts at "
             "micro-batch 1 (the router, host synchronisation and per-expert launches are not modeled; --calibrate on three or more of your own runs at "
             "different micro-batch sizes can fit them as a host wait: fitted to those 21 runs, leaving each out, it came out at 6.4 ms per layer "
-            "and micro-batch; --host-wait-us 6400 shows what that would cost here)"
+            "and micro-batch; --set host_wait_us=6400 shows what that would cost here)"
         )
     if not measured_ceiling:
         lines.append(
@@ -286,103 +288,122 @@ def what_if_lines(rec: dict[str, Any]) -> list[str]:
     """The lines under an --evaluate table: what the calibration took from a trace or a CSV, and
     the what-if anchored on the measured baseline (with a warning when the model's baseline is far
     from the measurement, i.e. the job given is probably not the run measured)."""
-    lines = []
     cal = rec.get("calibration") or {}
-    if "runs" in cal:
+    lines = _calibration_lines(cal) if "runs" in cal else []
+    lines += _trace_lines(cal) if "trace" in cal else []
+    return lines + (_anchored_lines(rec) if rec.get("what_if") else [])
+
+
+def _fit_line(cal: dict[str, Any]) -> str:
+    """The fitted factors and the runs' error before and after (leave-one-out)."""
+    host = (
+        f", host wait {cal['layer_overhead_s'] * 1e6:.0f} us per layer and micro-batch"
+        if cal.get("layer_overhead_s")
+        else ""
+    )
+    pull = (
+        f" (held toward the priors at strength {cal['prior_pull']:g}, "
+        + ("chosen leave-one-out)" if cal["runs"] >= 3 else "the strongest: too few runs to choose)")
+        if cal.get("prior_pull")
+        else ""
+    )
+    return (
+        f"calibrated on {cal['runs']} measured runs: GEMM x{cal['gemm_scale']:.3g}, attention x{cal['attn_scale']:.3g}, "
+        f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}"
+        + host
+        + pull
+        + f"; error {cal['mape_before']:.1%} before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)"
+    )
+
+
+def _calibration_lines(cal: dict[str, Any]) -> list[str]:
+    """What a --calibrate fit says: its factors, how firmly the runs pin them, the runs the others
+    predict worst, the columns ignored and the factors at the edge of their grid."""
+    lines = [_fit_line(cal)]
+    spread = {k: v for k, v in (cal.get("leave_one_out_range") or {}).items() if v[1] > v[0]}
+    if spread:  # factors the runs do not pin down move between the leave-one-out fits
+        names = {
+            "gemm_scale": "GEMM",
+            "attn_scale": "attention",
+            "comm_scale": "communication",
+            "inter_scale": "inter-node",
+        }
         lines.append(
-            f"calibrated on {cal['runs']} measured runs: GEMM x{cal['gemm_scale']:.3g}, attention x{cal['attn_scale']:.3g}, "
-            f"communication x{cal['comm_scale']:.3g}, inter-node x{cal['inter_scale']:.3g}"
-            + (
-                f", host wait {cal['layer_overhead_s'] * 1e6:.0f} us per layer and micro-batch"
-                if cal.get("layer_overhead_s")
-                else ""
+            "leave-one-out fits ranged: "
+            + ", ".join(
+                f"host wait {lo * 1e6:.0f}-{hi * 1e6:.0f} us"
+                if k == "layer_overhead_s"
+                else f"{names.get(k, k)} x{lo:.3g}-{hi:.3g}"
+                for k, (lo, hi) in spread.items()
             )
-            + (
-                f" (held toward the priors at strength {cal['prior_pull']:g}, "
-                + ("chosen leave-one-out)" if cal["runs"] >= 3 else "the strongest: too few runs to choose)")
-                if cal.get("prior_pull")
-                else ""
-            )
-            + f"; error {cal['mape_before']:.1%} before, {cal['mape_after_leave_one_out']:.1%} after (leave-one-out)"
         )
-        spread = {k: v for k, v in (cal.get("leave_one_out_range") or {}).items() if v[1] > v[0]}
-        if spread:  # factors the runs do not pin down move between the leave-one-out fits
-            names = {
-                "gemm_scale": "GEMM",
-                "attn_scale": "attention",
-                "comm_scale": "communication",
-                "inter_scale": "inter-node",
-            }
-            lines.append(
-                "leave-one-out fits ranged: "
-                + ", ".join(
-                    f"host wait {lo * 1e6:.0f}-{hi * 1e6:.0f} us"
-                    if k == "layer_overhead_s"
-                    else f"{names.get(k, k)} x{lo:.3g}-{hi:.3g}"
-                    for k, (lo, hi) in spread.items()
-                )
-            )
-        off = sorted(
-            ((r["predicted_loo_s"] / r["measured_s"] - 1, r) for r in cal.get("per_run") or []),
-            key=lambda x: -abs(x[0]),
-        )
-        if worst := [
-            (e, r) for e, r in off[:3] if abs(e) > 0.1
-        ]:  # rows more than 10% from their leave-one-out prediction
-            lines.append(
-                "furthest left out: "
-                + "; ".join(
-                    f"line {r['line']} {r['measured_s']:.4g} s measured, {r['predicted_loo_s']:.4g} s predicted ({e:+.0%})"
-                    for e, r in worst
-                )
-                + " (a row the others cannot predict may not describe its run)"
-            )
-        if cal.get("ignored_columns"):
-            lines.append(f"note: columns the planner does not read were ignored: {', '.join(cal['ignored_columns'])}")
-        if cal.get("at_grid_edge"):
-            lines.append(
-                f"warning: {', '.join(cal['at_grid_edge'])} reached the end of the range the fit searches; check that the "
-                "CSV's rows describe the jobs (model, devices, batch, strategy) and their step times in seconds"
-            )
-    if "trace" in cal:
-        got = ", ".join(f"{k[len('measured_') :]} {v:.3g}" for k, v in cal.items() if k.startswith("measured_"))
+    off = sorted(
+        ((r["predicted_loo_s"] / r["measured_s"] - 1, r) for r in cal.get("per_run") or []), key=lambda x: -abs(x[0])
+    )
+    if worst := [(e, r) for e, r in off[:3] if abs(e) > 0.1]:  # rows more than 10% from their leave-one-out prediction
         lines.append(
-            f"from the trace {cal['trace']} (rank {cal['trace_rank']}, {cal['trace_hardware']}): step "
-            f"{cal['trace_step_time_s']:.4g} s; " + (got or "no efficiency could be measured, the priors stay")
+            "furthest left out: "
+            + "; ".join(
+                f"line {r['line']} {r['measured_s']:.4g} s measured, {r['predicted_loo_s']:.4g} s predicted ({e:+.0%})"
+                for e, r in worst
+            )
+            + " (a row the others cannot predict may not describe its run)"
         )
-        if "trace_why_no_flops" in cal:
-            lines.append(f"no compute efficiency from this trace: {cal['trace_why_no_flops']}")
-        if cal.get("trace_host_bound_s") and "measured_layer_overhead_s" not in cal:
-            lines.append(
-                f"note: the traced step waited {cal['trace_host_bound_s']:.4g} s on the host "
-                f"({cal['trace_host_bound_s'] / cal['trace_step_time_s']:.0%} of it); a what-if (--evaluate with --baseline) "
-                "carries that over as a wait per layer and micro-batch, a search does not"
-            )
-        if cal.get("trace_hardware_differs"):
-            lines.append(
-                f"warning: the trace ran on {cal['trace_hardware']}, not on the --hardware given; its efficiencies and "
-                "measured step describe that device"
-            )
-    w = rec.get("what_if")
-    if w:
+    if cal.get("ignored_columns"):
+        lines.append(f"note: columns the planner does not read were ignored: {', '.join(cal['ignored_columns'])}")
+    if cal.get("at_grid_edge"):
         lines.append(
-            f"what-if: baseline {_strategy_text(w['baseline'])} measured {w['measured_step_time_s']:.4g} s/step (model "
-            f"{w['predicted_baseline_step_time_s']:.4g} s); {_strategy_text(rec['strategy'])} predicted "
-            f"{w['predicted_step_time_s']:.4g} s/step, {w['speedup_vs_baseline']:.2f}x the "
-            "baseline's speed"
+            f"warning: {', '.join(cal['at_grid_edge'])} reached the end of the range the fit searches; check that the "
+            "CSV's rows describe the jobs (model, devices, batch, strategy) and their step times in seconds"
         )
-        parts = w.get("baseline_parts_s")
-        if parts:
-            names = {"compute": "compute", "exposed_comm": "exposed communication", "idle": "idle"}
-            lines.append(
-                "baseline, traced vs model: "
-                + ", ".join(
-                    f"{label} {parts['measured'][k]:.4g} vs {parts['model'][k]:.4g} s" for k, label in names.items()
-                )
+    return lines
+
+
+def _trace_lines(cal: dict[str, Any]) -> list[str]:
+    """What --from-analysis took from the trace, and what it could not."""
+    got = ", ".join(f"{k[len('measured_') :]} {v:.3g}" for k, v in cal.items() if k.startswith("measured_"))
+    lines = [
+        f"from the trace {cal['trace']} (rank {cal['trace_rank']}, {cal['trace_hardware']}): step "
+        f"{cal['trace_step_time_s']:.4g} s; " + (got or "no efficiency could be measured, the priors stay")
+    ]
+    if "trace_why_no_flops" in cal:
+        lines.append(f"no compute efficiency from this trace: {cal['trace_why_no_flops']}")
+    if cal.get("trace_host_bound_s") and "measured_layer_overhead_s" not in cal:
+        lines.append(
+            f"note: the traced step waited {cal['trace_host_bound_s']:.4g} s on the host "
+            f"({cal['trace_host_bound_s'] / cal['trace_step_time_s']:.0%} of it); a what-if (--evaluate with --baseline) "
+            "carries that over as a wait per layer and micro-batch, a search does not"
+        )
+    if cal.get("trace_hardware_differs"):
+        lines.append(
+            f"warning: the trace ran on {cal['trace_hardware']}, not on the --hardware given; its efficiencies and "
+            "measured step describe that device"
+        )
+    return lines
+
+
+def _anchored_lines(rec: dict[str, Any]) -> list[str]:
+    """The what-if against the measured baseline, the baseline traced vs modeled, and a warning
+    when the model's baseline is far from the measurement."""
+    w = rec["what_if"]
+    lines = [
+        f"what-if: baseline {_strategy_text(w['baseline'])} measured {w['measured_step_time_s']:.4g} s/step (model "
+        f"{w['predicted_baseline_step_time_s']:.4g} s); {_strategy_text(rec['strategy'])} predicted "
+        f"{w['predicted_step_time_s']:.4g} s/step, {w['speedup_vs_baseline']:.2f}x the "
+        "baseline's speed"
+    ]
+    parts = w.get("baseline_parts_s")
+    if parts:
+        names = {"compute": "compute", "exposed_comm": "exposed communication", "idle": "idle"}
+        lines.append(
+            "baseline, traced vs model: "
+            + ", ".join(
+                f"{label} {parts['measured'][k]:.4g} vs {parts['model'][k]:.4g} s" for k, label in names.items()
             )
-        if w["baseline_far_from_measured"]:
-            lines.append(
-                f"warning: the model puts the baseline at {w['baseline_model_over_measured']:.2g}x the measured step; check that "
-                "--model, --devices, --global-batch and --seq-len describe the measured run"
-            )
+        )
+    if w["baseline_far_from_measured"]:
+        lines.append(
+            f"warning: the model puts the baseline at {w['baseline_model_over_measured']:.2g}x the measured step; check that "
+            "--model, --devices, --global-batch and --seq-len describe the measured run"
+        )
     return lines

@@ -8,11 +8,10 @@ multiplied by 1.1. All variants are evaluated in one vectorized call.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from .cost import Job, evaluate
+from .cost import evaluate
+from .job import Job
 
 WORSE = 1.1
 # each term's calibration factor and which way is worse: efficiencies down, transfer times up
@@ -32,6 +31,6 @@ def sensitivity(job: Job, s: dict[str, np.ndarray]) -> dict[str, float]:
     for i, (field, worse) in enumerate(TERMS.values()):  # configuration 0 as given, i + 1 with term i worse
         factor = np.ones(n)
         factor[i + 1] = worse
-        scaled[field] = getattr(job, field) * factor
-    step = evaluate(replace(job, **scaled), tiled, keys=("step_s",))["step_s"]
+        scaled[field] = getattr(job.calibration, field) * factor
+    step = evaluate(job.calibrated(**scaled), tiled, keys=("step_s",))["step_s"]
     return {t: float(step[i + 1] / step[0] - 1) for i, t in enumerate(TERMS)}

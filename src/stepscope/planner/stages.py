@@ -6,22 +6,21 @@ parameters the most loaded rank holds under each pipeline schedule (:func:`stage
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ..catalog.model_flops import ModelShape
-from .job import BUBBLE_FACTOR, DUALPIPE, PP_P2P_HIDDEN, ends_on_first_rank
+from .job import Job
+from .links import Links
 from .rates import params
-
-if TYPE_CHECKING:
-    from .job import Job
-    from .links import Links
-    from .window import Window
+from .vocab import BUBBLE_FACTOR, DUALPIPE, PP_P2P_HIDDEN, ends_on_first_rank
+from .window import Window
 
 
-class StageParams(NamedTuple):
+@dataclass(frozen=True, kw_only=True)
+class StageParams:
     """Per configuration: layers of the most loaded stage, the first and the last stage, the larger
     end stage; ``uneven`` = the most loaded stage / the even share; parameters of a layer, a middle
     stage and an end stage on one rank; ``p_dev`` the most any rank holds, ``layers_p`` the
@@ -53,7 +52,7 @@ def stage_params(
     L = float(m.n_layers)
     dense, experts, emb = params(m)
     stage_L, first_L, last_L = stage_layers(
-        L, pp, job.pipeline_split_embedding, split_costs(m) if job.pipeline_split_cost else None
+        L, pp, job.framework.pipeline.split_embedding, split_costs(m) if job.framework.pipeline.split_cost else None
     )
     end_L = np.maximum(first_L, last_L)
     layer_p = dense / tp + experts / (ep * etp)
@@ -72,7 +71,17 @@ def stage_params(
     )
     experts_p = layers_p * (experts / (ep * etp)) / np.maximum(layer_p, 1e-30)
     return StageParams(
-        stage_L, first_L, last_L, end_L, stage_L / (L / pp), layer_p, stage_p, end_p, p_dev, layers_p, experts_p
+        stage_L=stage_L,
+        first_L=first_L,
+        last_L=last_L,
+        end_L=end_L,
+        uneven=stage_L / (L / pp),
+        layer_p=layer_p,
+        stage_p=stage_p,
+        end_p=end_p,
+        p_dev=p_dev,
+        layers_p=layers_p,
+        experts_p=experts_p,
     )
 
 

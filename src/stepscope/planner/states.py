@@ -3,7 +3,7 @@
 Weights 2 B per parameter (bf16); gradients ``Job.grad_bytes`` (default by precision: 4 with
 bf16/fp8, fp32 accumulation and reduction as Megatron with bf16, torchtitan's FSDP2 and nanotron
 do; 2 with fp16, as Megatron and DeepSpeed reduce fp16 gradients); optimizer
-``Job.optimizer_bytes`` (12: fp32 master + Adam m, v; 8 with the moments in bf16). ZeRO-1 shards
+``optimizer_bytes`` (12: fp32 master + Adam m, v; 8 with the moments in bf16). ZeRO-1 shards
 the optimizer over the ``shard`` group (dp x cp: context-parallel ranks hold the same weights),
 ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights; HSDP shards all three over its shard
 group (x cp) only (cost.py picks ``shard``). Expert parameters are held by ep x etp / tp times fewer
@@ -14,12 +14,9 @@ all of data parallelism (ep = dp) each expert shard has one copy and ZeRO leaves
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from .job import Job
+from .job import Job
 
 
 def sharded_params(
@@ -54,5 +51,5 @@ def state_bytes(
 
     w_b = np.where(keep, 2 * p_dev, 2 * held(zero >= 3))
     g_b = job.grad_bytes * held((zero >= 2) & ~(keep & (pp > 1)))
-    o_b = job.optimizer_bytes * held(zero >= 1)
+    o_b = job.framework.memory.optimizer_bytes * held(zero >= 1)
     return w_b, g_b, o_b

@@ -34,7 +34,7 @@ With GEMMs longer than their collectives this is the share rule the model used b
 all-gathers and reduce-scatters, so they need sequence parallelism (search.parse_strategy).
 
 Frameworks whose sequence parallelism saves the column-parallel layers' input shards, not the
-gathered inputs (``Job.sp_regather``: Megatron's LinearWithGradAccumulationAndAsyncCommunication,
+gathered inputs (``sp_regather``: Megatron's LinearWithGradAccumulationAndAsyncCommunication,
 nanotron's column linears with tp_recompute_allgather, its default), all-gather them again in
 backward for the weight gradient: 2 more collectives of time ``c`` per dense layer (q/k/v's input,
 the MLP's), 1 per MoE layer (the attention's; the experts' input is not counted). Both launch it

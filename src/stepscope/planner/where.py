@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from .search import KEY_ALIASES, STRATEGY_DEFAULTS, parse_value
+from .strategy import KEY_ALIASES, STRATEGY_DEFAULTS, parse_value
 
 _COND = re.compile(r"^([a-z_]+)\s*(<=|>=|=)\s*(.+)$")
 _NUMERIC = ("tp", "pp", "vpp", "dp", "cp", "ep", "etp", "zero", "hsdp", "mb", "ga")

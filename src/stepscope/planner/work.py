@@ -16,29 +16,29 @@ def _projection_shapes(job: Job, m_tok: np.ndarray, tp: np.ndarray) -> tuple[np.
     m_tok tokens tall."""
     m = job.model
     h, q_w, kv_w = float(m.d_model), m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
-    kv_wide = q_w + 2 * kv_w if job.fused_projections else kv_w
+    kv_wide = q_w + 2 * kv_w if job.framework.kernels.fused_projections else kv_w
     return linear_shape(m_tok, h, q_w / tp), linear_shape(m_tok, h, kv_wide / tp)
 
 
 def fp8_slow_linears(job: Job, tp: np.ndarray, mlp_w: np.ndarray | float) -> dict[str, np.ndarray] | None:
-    """Which of a layer's linears run at the bf16 rate under fp8 (``Job.fp8_gain_thresholds``;
+    """Which of a layer's linears run at the bf16 rate under fp8 (``fp8_gain_thresholds``;
     None when every linear gains): q (h in, q_w/tp out), kv (h, kv_w/tp each), the fused qkv
     (h, (q_w + 2 kv_w)/tp), o (q_w/tp, h), the MLP's up (h, ``mlp_w`` per device each; fused gate
     and up 2 mlp_w) and down (mlp_w, h), each failing torchao's thresholds (rates.fp8_gains)."""
-    if not (job.precision == "fp8" and job.fp8_gain_thresholds):
+    if not (job.precision == "fp8" and job.framework.fp8.gain_thresholds):
         return None
     m = job.model
     h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
 
     def slow(in_dim: float | np.ndarray, out_dim: float | np.ndarray) -> np.ndarray:
-        return ~fp8_gains(job.fp8_recipe, in_dim, out_dim)
+        return ~fp8_gains(job.framework.fp8.recipe, in_dim, out_dim)
 
     return {
         "q": slow(h, q_w / tp),
         "kv": slow(h, kv_w / tp),
         "qkv": slow(h, (q_w + 2 * kv_w) / tp),
         "o": slow(q_w / tp, h),
-        "up": slow(h, mlp_w * (2 if m.gated_mlp and job.fused_projections else 1)),
+        "up": slow(h, mlp_w * (2 if m.gated_mlp and job.framework.kernels.fused_projections else 1)),
         "down": slow(mlp_w, h),
     }
 
@@ -56,7 +56,7 @@ def gemm_seconds_at_peak(
 
     At the bf16 rate under fp8: the output layer (torchtitan's float8 configs filter "output";
     Megatron's output layer is a plain ColumnParallelLinear, outside Transformer Engine's fp8),
-    and, with ``Job.fp8_gain_thresholds``, the projections and MLP linears whose per-device shape
+    and, with ``fp8_gain_thresholds``, the projections and MLP linears whose per-device shape
     fails torchao's thresholds (fp8_slow_linears; the up projections are 2/3 of a gated MLP's
     FLOPs)."""
     m = job.model
@@ -77,14 +77,14 @@ def gemm_seconds_at_peak(
         qo_flops, kv_flops = 12.0 * q_w * h * attn_layers * tokens, 12.0 * kv_w * h * attn_layers * tokens
         q_shape, kv_shape = _projection_shapes(job, m_tok, tp)
         o_s = qo_flops / 2 / q_shape  # the output projection; a separate q projection takes as long
-        if job.fused_projections:
+        if job.framework.kernels.fused_projections:
             qkv_s = (qo_flops / 2 + kv_flops) / kv_shape
             proj_time = qkv_s + o_s
         else:
             proj_time = qo_flops / q_shape + kv_flops / kv_shape
         mixer_time = proj_time + (mixer_flops - qo_flops - kv_flops) / q_shape
     up = 2.0 / 3.0 if m.gated_mlp else 0.5  # the up (gate and up) projections' share of an MLP's FLOPs
-    fused_up = 2.0 if m.gated_mlp and job.fused_projections else 1.0
+    fused_up = 2.0 if m.gated_mlp and job.framework.kernels.fused_projections else 1.0
     up_time = up * mlp_flops / linear_shape(m_tok, h, fused_up * mlp_w)
     down_time = (1.0 - up) * mlp_flops / linear_shape(m_tok, mlp_w, h)
     mlp_time = up_time + down_time
@@ -92,7 +92,7 @@ def gemm_seconds_at_peak(
     bf16_time = logits_gemm + np.zeros_like(tp)
     slow = fp8_slow_linears(job, tp, mlp_w)
     if slow is not None and attn_layers and not m.mla:
-        if job.fused_projections:
+        if job.framework.kernels.fused_projections:
             bf16_time = bf16_time + np.where(slow["qkv"], qkv_s, 0.0) + np.where(slow["o"], o_s, 0.0)
         else:
             bf16_time = (
@@ -104,11 +104,11 @@ def gemm_seconds_at_peak(
         bf16_time = bf16_time + np.where(slow["up"], up_time, 0.0) + np.where(slow["down"], down_time, 0.0)
     if m.n_experts:
         m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
-        # the most loaded expert rank sets the pace (Job.moe_imbalance)
+        # the most loaded expert rank sets the pace (moe_imbalance)
         local = m.n_experts / ep  # one grouped GEMM runs the local experts (rates.gemm_rate)
         e_w = m.d_ff_expert / np.maximum(etp, 1)
         e_up = 2.0 if m.gated_mlp else 1.0  # gate and up fused (Megatron's grouped fc1)
-        gemm_time = gemm_time + expert_flops * job.moe_imbalance * (
+        gemm_time = gemm_time + expert_flops * job.framework.moe.imbalance * (
             up / linear_shape(m_expert, h, e_up * e_w, local) + (1.0 - up) / linear_shape(m_expert, e_w, h, local)
         )
     return gemm_time, logits_gemm, bf16_time
@@ -127,8 +127,8 @@ def gemm_kernels_per_layer(job: Job) -> float:
     if m.mla:
         mixer = 5.0 if m.mla[0] else 4.0
     else:
-        mixer = 2.0 if job.fused_projections else 4.0
-    mlp = 2.0 if job.fused_projections or not m.gated_mlp else 3.0
+        mixer = 2.0 if job.framework.kernels.fused_projections else 4.0
+    mlp = 2.0 if job.framework.kernels.fused_projections or not m.gated_mlp else 3.0
     moe = float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0
     moe_mlp = 3.0 + (mlp if m.n_shared_experts else 0.0)
     total = (L - m.linear_layers) * mixer + m.linear_layers * 2.0 + (L - moe) * mlp + moe * moe_mlp
@@ -153,13 +153,13 @@ def memory_bound_bytes(
     sequence parallelism (``sp`` 0) every TP rank repeats the h-wide part on all of its
     replica's tokens.
 
-    Eager ops (``Job.fused_elementwise`` False; counted from torchtitan's eager Llama block): the
+    Eager ops (``fused_elementwise`` False; counted from torchtitan's eager Llama block): the
     forward moves ``64 h + 20 (q + kv) + 4 f`` bytes more per token and layer. An RMSNorm upcasts
     to fp32, squares, averages, scales, casts back and multiplies by its weight, 36 B per element
     instead of 4; rotary embeddings go through fp32 complex numbers, ~20 B per element of q and k;
     SwiGLU's SiLU and product are two kernels, 10 B instead of 6.
 
-    K and V repeated to every query head (``Job.kv_repeated``, torchtitan): the copy writes the
+    K and V repeated to every query head (``kv_repeated``, torchtitan): the copy writes the
     (n_heads - kv_heads) x head_dim extra elements of K and of V in forward, the attention kernel
     writes their gradients in backward and the repeat's backward reads them to sum them:
     3 x 2 x (q - kv) x 2 B = 12 (q - kv) bytes per token and softmax-attention layer (compiled:
@@ -170,11 +170,11 @@ def memory_bound_bytes(
     f_act = (m.experts_per_token + m.n_shared_experts) * m.d_ff_expert if m.n_experts else m.d_ff
     h_wide = h_wide_elementwise_bytes(job, tokens)
     # eager ops (docstring): rotary embeddings, SwiGLU as two kernels (norms: h_wide_elementwise_bytes)
-    rotary = 0.0 if job.fused_elementwise else 20 * (q_w + kv_w) * (L - m.linear_layers)
+    rotary = 0.0 if job.framework.kernels.fused_elementwise else 20 * (q_w + kv_w) * (L - m.linear_layers)
     swiglu = 4 * f_act * L if m.gated_mlp and job.swiglu_eager else 0.0
-    # K and V repeated to n_heads (Job.kv_repeated): the extra heads written in forward, their
+    # K and V repeated to n_heads (kv_repeated): the extra heads written in forward, their
     # gradients written by the kernel and read by the repeat's backward (docstring)
-    repeat = 12.0 * (q_w - kv_w) * (L - m.linear_layers) if job.kv_repeated and not m.mla else 0.0
+    repeat = 12.0 * (q_w - kv_w) * (L - m.linear_layers) if job.framework.kernels.kv_repeated and not m.mla else 0.0
     elem_bytes: float | np.ndarray = (
         3 * 2 * (3 if m.gated_mlp else 2) * f_act * L * tokens
         + score_bytes
@@ -183,7 +183,7 @@ def memory_bound_bytes(
         + repeat * tokens
     )
     if job.precision == "fp8":  # dynamic scaling's casts of GEMM inputs and output gradients
-        elem_bytes = elem_bytes + fp8_cast_bytes(m, job.fp8_recipe, tp) * (L - m.linear_layers) * tokens
+        elem_bytes = elem_bytes + fp8_cast_bytes(m, job.framework.fp8.recipe, tp) * (L - m.linear_layers) * tokens
     if m.n_experts:
         elem_bytes = elem_bytes + moe_permutation_bytes(
             job, tokens, np.ones_like(tp) if ep is None else ep, tp if etp is None else etp
@@ -207,7 +207,7 @@ def moe_permutation_bytes(job: Job, tokens: float, ep: np.ndarray, etp: np.ndarr
     - permutation 2 and its inverse (``sort_chunks_by_idxs``, run whenever a rank holds more than
       one expert, n_experts / ep > 1): a read and a write of the k copies each, forward and
       backward (8k); they run on the tokens gathered over the expert-TP group (x etp summed over
-      the devices) and on the most loaded rank's share (x ``Job.moe_imbalance``).
+      the devices) and on the most loaded rank's share (x ``moe_imbalance``).
     Total (5k + 4 + 8k [n_experts / ep > 1]) x 2h bytes; torchtitan's EP path (gather,
     all-to-all, a second gather by local expert, and back) moves the same. Not counted: the
     router's softmax / top-k over n_experts fp32 scores (~1% of this at n_experts <= 256),
@@ -216,7 +216,7 @@ def moe_permutation_bytes(job: Job, tokens: float, ep: np.ndarray, etp: np.ndarr
     m = job.model
     k, h = float(m.experts_per_token), float(m.d_model)
     moe_layers = float(m.n_layers - m.first_dense_layers)
-    sort = np.where(m.n_experts / ep > 1, 8.0 * k, 0.0) * etp * job.moe_imbalance
+    sort = np.where(m.n_experts / ep > 1, 8.0 * k, 0.0) * etp * job.framework.moe.imbalance
     return np.asarray((5.0 * k + 4.0 + sort) * 2.0 * h * moe_layers * tokens)
 
 
@@ -226,7 +226,7 @@ def h_wide_elementwise_bytes(job: Job, tokens: float) -> float:
     region, which sequence parallelism splits across the TP ranks and which without it every TP
     rank repeats."""
     h, L = float(job.model.d_model), float(job.model.n_layers)
-    return 3 * (2 * 10 * h + (0.0 if job.fused_elementwise else 64 * h)) * L * tokens
+    return 3 * (2 * 10 * h + (0.0 if job.framework.kernels.fused_elementwise else 64 * h)) * L * tokens
 
 
 def tp_gemm_seconds_at_peak(
@@ -238,7 +238,7 @@ def tp_gemm_seconds_at_peak(
     attention mixers: the mixer's weights other than the output projection), the output
     projection, the dense MLP's up (and gate) projections and its down projection; each x the
     precision's time factor ``prec_factor``, except linears that fail fp8's shape thresholds
-    (``Job.fp8_gain_thresholds``, as in gemm_seconds_at_peak), which stay at the bf16 rate."""
+    (``fp8_gain_thresholds``, as in gemm_seconds_at_peak), which stay at the bf16 rate."""
     m = job.model
     h = float(m.d_model)
     q_w, kv_w = float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
@@ -256,12 +256,19 @@ def tp_gemm_seconds_at_peak(
             / q_shape
             * prec_factor
         )
-    elif job.fused_projections:
+    elif job.framework.kernels.fused_projections:
         qkv = 2.0 * m_tok * h * (q_w + 2 * kv_w) / tp / kv_shape * rate("qkv")
     else:
         qkv = 2.0 * m_tok * h * q_w / tp / q_shape * rate("q") + 4.0 * m_tok * h * kv_w / tp / kv_shape * rate("kv")
     o = o * (prec_factor if m.mla or m.linear_layers else rate("o"))
     up_w = (2 if m.gated_mlp else 1) * f / tp
-    up = 2.0 * m_tok * h * up_w / linear_shape(m_tok, h, up_w if job.fused_projections else f / tp) * rate("up")
+    up = (
+        2.0
+        * m_tok
+        * h
+        * up_w
+        / linear_shape(m_tok, h, up_w if job.framework.kernels.fused_projections else f / tp)
+        * rate("up")
+    )
     down = 2.0 * m_tok * f * h / tp / linear_shape(m_tok, f / tp, h) * rate("down")
     return qkv, o, up, down
