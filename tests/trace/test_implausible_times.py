@@ -42,7 +42,7 @@ def test_a_kernel_of_centuries_is_skipped_not_summed(tmp_path: Path, capsys: pyt
     fr = read_one((str(path), False, None))
     assert fr.table.num_rows == clean - 1 and fr.skipped_events == 1
     with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # an int64 overflow in numpy was a RuntimeWarning
+        warnings.simplefilter("error", RuntimeWarning)  # an int64 overflow in numpy is a RuntimeWarning
         assert main(["analyze", str(path), "--json", str(tmp_path / "r.json")]) == 0
     captured = capsys.readouterr()
     assert "skipped 1 unusable event" in captured.out + captured.err

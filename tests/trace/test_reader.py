@@ -100,7 +100,7 @@ def test_truncated_file_recovers_complete_events(tmp_path: Path, gz: bool) -> No
         (b"SQLite format 3\x00" + bytes(100), "not a readable SQLite database"),  # sniffed: read as an Nsight export
         (b'{"foo": 1}', "no 'traceEvents'"),
         (b"\x1f\x8b\x08\x00garbage", "gzip"),
-        (b'{"traceEvents": []}', "no events to analyze (the event list is empty)"),  # was an empty report, exit 0
+        (b'{"traceEvents": []}', "no events to analyze (the event list is empty)"),  # not an empty report, exit 0
         (
             b'{"traceEvents": [{"ph": "X", "name": "k", "ts": "soon", "dur": 1}]}',
             "none of its 1 entries is a usable trace event",
@@ -237,9 +237,9 @@ def test_collective_side_args_survive_parquet(tmp_path: Path) -> None:
 def test_events_without_usable_time_are_dropped_counted_and_side_rows_renumbered(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """One kernel whose ts is not a number used to stay in the table at ts -1 and stretch the
-    whole-trace window to decades (1.7e9 ms here). Untimed events and complete events without a
-    usable duration are dropped and counted; the collective after them keeps its side args."""
+    """Untimed events and complete events without a usable duration are dropped and counted (kept
+    at ts -1, one kernel whose ts is not a number would stretch the whole-trace window to decades,
+    1.7e9 ms here); the collective after them keeps its side args."""
     t0 = 1_700_000_000_000  # us
     k = {"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7}}
     events = [
@@ -261,7 +261,7 @@ def test_events_without_usable_time_are_dropped_counted_and_side_rows_renumbered
     fr = read_kineto(path)
     assert fr.table["name"].to_pylist() == ["gemm", "ncclDevKernel_AllReduce"]
     assert fr.skipped_events == 4
-    assert fr.comm_args is not None and fr.comm_args["row"].to_pylist() == [1]  # was row 5 before the drop
+    assert fr.comm_args is not None and fr.comm_args["row"].to_pylist() == [1]  # row 5 of the file, row 1 of the table
     assert fr.comm_args["pg_ranks"].to_pylist() == ["[0, 1]"]
     assert main(["analyze", str(path), "--json", str(tmp_path / "r.json")]) == 0
     captured = capsys.readouterr()
@@ -273,9 +273,9 @@ def test_events_without_usable_time_are_dropped_counted_and_side_rows_renumbered
 @pytest.mark.parametrize("block", [256, 4096, 1 << 20])
 @pytest.mark.parametrize("cut", [False, True])
 def test_a_corrupt_event_costs_only_itself(tmp_path: Path, block: int, cut: bool) -> None:
-    """A flipped byte inside one event (its ts no longer a number) used to lose every event of the
-    file: no cut decoded, so nothing was kept. Now only that event is dropped and counted, in
-    small blocks (the streaming window) and large, with the array closed (trailer read) or cut."""
+    """A flipped byte inside one event (its ts not a number) drops and counts that event only, not
+    every event of the file (where no cut decodes), in small blocks (the streaming window) and
+    large, with the array closed (trailer read) or cut."""
     names = [f"k{i}" for i in range(40)]
     events = [
         {
@@ -306,8 +306,8 @@ def test_a_corrupt_event_costs_only_itself(tmp_path: Path, block: int, cut: bool
 
 
 def test_a_directory_skips_json_that_is_not_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A run's config.json (or a report written beside the traces) used to fail the whole
-    directory; it is named and skipped. Alone, or named as a file, it is still an error."""
+    """A run's config.json (or a report written beside the traces) does not fail the whole
+    directory: it is named and skipped. Alone, or named as a file, it is an error."""
     run = tmp_path / "run"
     run.mkdir()
     synth.write(run / "rank0.json", synth.basic_events(), rank=0)

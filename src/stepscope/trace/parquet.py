@@ -23,7 +23,7 @@ from .counters import CounterRange
 _HEADER_KEY = b"stepscope.header"
 _COMM_KEY = b"stepscope.comm_args"  # the collective side args (small: rows with a collective), as JSON columns
 _COUNTERS_KEY = b"stepscope.counters"  # CUPTI range-profiler counters: [name, ts_ns, dur_ns, flops, dram_bytes]
-_CACHE_FORMAT = 2  # in the cache file name: entries written before counters were kept are not read
+_CACHE_FORMAT = 2  # in the cache file name: an entry of another format (format 1 has no counters) is not read
 _KEEP_HEADER = (
     "schemaVersion",
     "deviceProperties",
