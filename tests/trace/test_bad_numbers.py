@@ -39,7 +39,7 @@ GOOD = '{"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch":
         (["--set", "reserve_gb=nan"], "reserve_gb must be a finite number >= 0 (GB), not nan"),  # nan < 0 is False
         (["--set", "dp_bucket_mb=inf"], "dp_bucket_mb must be a finite number >= 0 (MB), not inf"),
         (["--set", "moe_imbalance=inf"], "moe_imbalance must be a finite number >= 1"),
-        (["--devices-per-node", "0"], "devices per node must be a whole number >= 1, not 0"),  # 0 meant "the default"
+        (["--devices-per-node", "0"], "devices per node must be a whole number >= 1, not 0"),  # 0 is not "the default"
     ],
 )
 def test_flags(flags: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,7 +58,7 @@ def test_flags(flags: list[str], says: str, capsys: pytest.CaptureFixture[str]) 
         (
             GOOD.replace('"devices": 8', '"devices": 8.5') + "}",
             "devices must be a whole number up to 2,147,483,648, not 8.5",
-        ),  # int() made it 8
+        ),  # not rounded to 8
         (
             GOOD.replace('"seq_len": 1024', '"seq_len": true') + "}",
             "seq_len must be a whole number up to 2,147,483,648, not True",
@@ -66,10 +66,10 @@ def test_flags(flags: list[str], says: str, capsys: pytest.CaptureFixture[str]) 
         (
             GOOD.replace('"devices": 8', '"devices": 1' + "0" * 400) + "}",
             "devices must be a whole number up to",
-        ),  # was an OverflowError
+        ),  # not an OverflowError
         (GOOD + ', "reserve_gb": Infinity}', "reserve_gb must be a finite number >= 0 (GB), not inf"),
         (GOOD + ', "reserve_gb": "lots"}', "reserve_gb must be a finite number >= 0 (GB), not 'lots'"),
-        ("[1, 2]", "line 1: a record must be a JSON object, not list"),  # was an AttributeError traceback
+        ("[1, 2]", "line 1: a record must be a JSON object, not list"),  # not a traceback
     ],
 )
 def test_batch_records(record: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,7 +109,7 @@ ROW = "llama3-8b,h100,8,16,4096,dp=8,"
             (HEAD + ROW + "2.0\n" + ROW + "nan\n").encode(),
             "line 3: step_time_s must be a finite number > 0, not nan",
         ),  # nan <= 0 is False
-        (b"\xff\xfe" + HEAD.encode(), "not a UTF-8 CSV (UnicodeDecodeError)"),  # was a traceback
+        (b"\xff\xfe" + HEAD.encode(), "not a UTF-8 CSV (UnicodeDecodeError)"),  # not a traceback
         ((HEAD.replace("step_time_s", "analysis") + ROW + "missing.json\n").encode(), "line 2: "),
     ],
 )
@@ -130,7 +130,7 @@ def test_calibration_csv(content: bytes, says: str, tmp_path: Path, capsys: pyte
         (
             ["--model-flops", "nan"],
             "--model-flops: must be a finite number more than 0, not nan",
-        ),  # was an MFU of nan, exit 0
+        ),  # not an MFU of nan with exit 0
         (["--model-flops", "inf"], "--model-flops: must be a finite number more than 0, not inf"),
         (["--tokens-per-step", "0"], "--tokens-per-step: must be at least 1, not 0"),
         (["--seq-len", "-4096"], "--seq-len: must be at least 1, not -4096"),
@@ -156,16 +156,16 @@ DEVICE = "version: 1\ndevices:\n  - name: MyGPU\n    match: 'MyGPU'\n    peak_tf
             ".nan",
             "2000",
             "device MyGPU: peak_tflops.bf16 is nan, not a finite number > 0",
-        ),  # was accepted: MFU nan, exit 0
+        ),  # not an MFU of nan with exit 0
         (".inf", "2000", "peak_tflops.bf16 is inf"),
-        ("0", "2000", "peak_tflops.bf16 is 0.0"),  # divided by zero in the roofline
+        ("0", "2000", "peak_tflops.bf16 is 0.0"),  # the roofline divides by it
         ("500", "-1", "hbm_gbps is -1.0"),
-        ("~", "2000", "device MyGPU: peak_tflops gives no peak"),  # no peak at all: the planner divided by zero
+        ("~", "2000", "device MyGPU: peak_tflops gives no peak"),  # no peak at all: the planner divides by it
         (
             "500}\n    matmul_ef: {bf16: 0.8",
             "2000",
             "device MyGPU: unknown key matmul_ef",
-        ),  # a misspelt figure was ignored
+        ),  # a misspelt figure is not ignored
     ],
 )
 @pytest.mark.parametrize("command", ["analyze", "plan"])
@@ -210,10 +210,10 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
             ("ranks", 0, "step_stats", "median_ns"),
             float("nan"),
             "median step time is nan, not a positive number",
-        ),  # was a NaN what-if
+        ),  # not a NaN what-if
         (("ranks", 0, "step_stats", "median_ns"), -5, "median step time is -5"),
         (("ranks", 0, "step_stats", "median_ns"), "abc", "median step time is 'abc'"),
-        (("ranks", 0, "hardware"), 5, "a malformed stepscope analyze report (AttributeError"),  # was a traceback
+        (("ranks", 0, "hardware"), 5, "a malformed stepscope analyze report (AttributeError"),  # not a traceback
         (("ranks", 0, "collectives"), "x", "a malformed stepscope analyze report"),
         (("ranks", 0, "roofline_by_category"), "x", "a malformed stepscope analyze report"),
     ],
@@ -253,7 +253,7 @@ def test_from_analysis_reports(
 
 
 def test_keys_the_planner_does_not_read_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A misspelt flag (zero_sync_after_backwrd) used to pass unseen; a run's id or notes are
+    """A misspelt flag (zero_sync_after_backwrd) does not pass unseen; a run's id or notes are
     fine. Both are named, in the record's output and in the calibration, and the job still runs."""
     batch = tmp_path / "runs.jsonl"
     batch.write_text(GOOD + ', "id": "run-7", "zero_sync_after_backwrd": true}\n' + GOOD + "}\n", encoding="utf-8")
@@ -277,7 +277,7 @@ def test_keys_the_planner_does_not_read_are_reported(tmp_path: Path, capsys: pyt
 @pytest.mark.parametrize(
     ("strategy", "says"),
     [
-        ("tp=8,tp=4", "the strategy sets tp twice (tp=8, tp=4)"),  # the last one used to win
+        ("tp=8,tp=4", "the strategy sets tp twice (tp=8, tp=4)"),  # not: the last one wins
         ("zero=3,keep_params=1,reshard_after_forward=false", "sets keep_params twice"),  # an alias names the same field
         ("tp=99999999999999999999999", "strategy tp=99999999999999999999999 is beyond any device count"),
     ],
@@ -292,8 +292,8 @@ def test_strategies(strategy: str, says: str, capsys: pytest.CaptureFixture[str]
 def test_from_analysis_with_a_damaged_device_name(
     report: dict, name: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A device name that is not a string is no name (it was a traceback): the what-if runs and
-    does not compare devices."""
+    """A device name that is not a string is no name (not a traceback): the what-if runs and does
+    not compare devices."""
     doc = json.loads(json.dumps(report))
     doc["ranks"][0]["hardware"]["name"] = name
     bad = tmp_path / "r.json"
