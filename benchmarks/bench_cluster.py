@@ -12,7 +12,7 @@ examples/traces/a100_nccl_rank0.json.gz with vectorized Arrow/numpy edits:
   longer and everything after moves later; every other rank waits that long in the collective
   (its NCCL kernel grows) and moves later by the same amount, so all stay consistent;
 - slow link: the pair group of ranks 2 and 3 transfers 4x slower (its pair kernels last 4x longer).
-Measured: ``analyze_files`` wall time per (ranks, workers), peak RSS of the parent and of the
+Measured: ``analyze`` wall time per (ranks, workers), peak RSS of the parent and of the
 worst worker process, and whether the faults were found (straggler with cause "compute" and its
 excess per step; ranks 2 and 3 flagged "link"). One JSON line per run.
 """
@@ -97,10 +97,10 @@ def build(workdir: Path, n_ranks: int, delay_us: float) -> tuple[list[str], int,
 
 def measure(paths: list[str], workers: int) -> None:
     """Runs in a fresh process: analyze, then print timing, memory and what was found."""
-    from stepscope.analysis.pipeline import analyze_files
+    from stepscope.analysis.api import analyze
 
     t = time.perf_counter()
-    a = analyze_files(paths, workers=workers)
+    a = analyze(paths, workers=workers)
     wall = time.perf_counter() - t
     c = a.cluster
     found = [

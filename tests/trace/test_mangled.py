@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import stepscope
-from stepscope.analysis.pipeline import analyze
+from stepscope.analysis.api import analyze
 from stepscope.errors import StepscopeError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "a100_nccl_rank0.json.gz"
