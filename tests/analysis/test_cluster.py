@@ -19,7 +19,7 @@ from stepscope.cli import main
 from tests import synth
 
 ROOT = Path(__file__).resolve().parents[2]
-PAIR = ROOT.parent / "shared" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
+PAIR = ROOT / "tests" / "fixtures" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
 
 
 def _step(step_ns: int, compute_ns: int, loader_ns: int = 0) -> StepBreakdown:
@@ -177,7 +177,6 @@ def test_gloo_slow_compute_and_slow_loader_found_and_told_apart(tmp_path: Path) 
     assert "Cluster (3 ranks)" in (tmp_path / "r.html").read_text()
 
 
-@pytest.mark.skipif(not PAIR.is_dir(), reason="needs ../shared/traces")
 def test_real_pair_matches_by_order_per_stream(tmp_path: Path) -> None:
     import stepscope
 
@@ -389,7 +388,6 @@ def test_local_critical_path_walks_the_dependency_graph(tmp_path: Path) -> None:
     assert int(ce.tail[0].sum()) == 0
 
 
-@pytest.mark.skipif(not PAIR.is_dir(), reason="needs ../shared/traces")
 def test_local_walks_on_real_traces_partition_their_stretch() -> None:
     """On real NCCL traces every walk's parts are >= 0 and add up to its stretch: from the
     previous collective's end (or the step start) to the collective's start."""

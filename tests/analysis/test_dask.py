@@ -11,10 +11,9 @@ import pytest
 from stepscope.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-PAIR = ROOT.parent / "shared" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
+PAIR = ROOT / "tests" / "fixtures" / "traces" / "HolisticTraceAnalysis" / "tests" / "data" / "trace_filter"
 
 
-@pytest.mark.skipif(not PAIR.is_dir(), reason="needs ../shared/traces")
 def test_dask_local_cluster_gives_the_same_result_as_local_processes(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     pytest.importorskip("fsspec")

@@ -1,5 +1,5 @@
-"""Real public traces (see ../shared/traces/SOURCES.md): every one reads, parts sum to the step,
-and an independent stdlib-json + pure-Python interval merge agrees on the unions."""
+"""Real public traces (tests/fixtures/traces, see tests/fixtures/ATTRIBUTION.md): every one reads,
+parts sum to the step, and an independent stdlib-json + pure-Python interval merge agrees on the unions."""
 
 from __future__ import annotations
 
@@ -13,36 +13,35 @@ import pytest
 import stepscope
 from stepscope.analysis.api import analyze
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces"
-HTA = SHARED / "HolisticTraceAnalysis" / "tests" / "data"
+ROOT = Path(__file__).resolve().parents[2]
+TRACES = ROOT / "tests" / "fixtures" / "traces"
+HTA = TRACES / "HolisticTraceAnalysis" / "tests" / "data"
 REAL = {
-    "gpu_a100_nccl": HTA / "nccl_parser_config" / "nccl_data.json.gz",
+    "gpu_a100_nccl": ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz",  # HTA nccl_parser_config/nccl_data
     "gpu_a100_multistream": HTA / "negative_queue_length_values_check" / "rank0.json.gz",
     "ns_timestamps_v100": HTA / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
     "rocm_mi250": HTA / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "mtia": HTA / "mtia_trace_single_rank" / "mtia_rank_0.json.gz",
     "cpu_only_gloo": HTA / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
     "no_rank_info": HTA / "distributed_info_unavailable" / "distributed_info_not_found.json.gz",
-    "old_schema_torch19": SHARED
+    "old_schema_torch19": TRACES
     / "kineto"
     / "tb_plugin"
     / "samples"
     / "resnet50_num_workers_0"
     / "worker0.1623143089861.pt.trace.json.gz",
     "sampled_rank0": HTA / "trace_filter" / "sampled_rank-0.json.gz",
-    "b200_no_steps": SHARED / "TraceLens" / "tests" / "traces" / "b200" / "eager_trace.json.gz",
-    "mi300_inference": SHARED / "TraceLens" / "tests" / "traces" / "mi300" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
-    "hip_graph_replay": SHARED
+    "b200_no_steps": TRACES / "TraceLens" / "tests" / "traces" / "b200" / "eager_trace.json.gz",
+    "mi300_inference": TRACES / "TraceLens" / "tests" / "traces" / "mi300" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "hip_graph_replay": TRACES
     / "TraceLens"
     / "tests"
     / "traces"
     / "inference"
     / "vllm_decode_full"
     / "graph_execution.json.gz",
-    "ascend_timeline": SHARED / "msprof-analyze" / "test" / "ut" / "advisor" / "timeline_advice" / "trace_view.json",
+    "ascend_timeline": TRACES / "msprof-analyze" / "test" / "ut" / "advisor" / "timeline_advice" / "trace_view.json",
 }
-
-pytestmark = pytest.mark.skipif(not SHARED.exists(), reason="../shared/traces not present")
 
 
 @pytest.mark.parametrize("key", sorted(REAL))
@@ -155,20 +154,7 @@ def test_independent_union_check(key: str) -> None:
 
 
 # ---------------------------------------------------------------- two readers, one table -----
-ALL_JSON = (
-    sorted(
-        p
-        for p in SHARED.rglob("*.json*")
-        if "chakra" not in str(p)
-        and "xprof/plugin/xprof" not in str(p)
-        and "rocprof" not in str(p)
-        and "_et.json" not in p.name
-        and "execution_details" not in p.name
-        and "cluster_analysis_output" not in str(p)
-    )
-    if SHARED.exists()
-    else []
-)
+ALL_JSON = sorted([*TRACES.rglob("*.json*"), REAL["gpu_a100_nccl"]])
 
 
 @pytest.mark.parametrize("path", ALL_JSON, ids=lambda p: p.name[:40])
@@ -216,7 +202,7 @@ def test_cupti_counter_flops_on_real_trace() -> None:
 def test_roofline_on_real_traces_with_shapes() -> None:
     """Figures documented in docs/roofline.md."""
     h100 = analyze(
-        stepscope.load(SHARED / "TraceLens" / "tests" / "traces" / "h100" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+        stepscope.load(TRACES / "TraceLens" / "tests" / "traces" / "h100" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
     ).ranks[0]
     roof = h100.roofline
     assert roof.hardware.name == "H100-SXM" and roof.coverage_ratio > 0.85
