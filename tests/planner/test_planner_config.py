@@ -155,3 +155,18 @@ def test_a_strategy_states_its_own_overlap_or_takes_the_frameworks() -> None:
     with pytest.raises(ConfigError, match="needs sequence parallelism"):
         Strategy.parse("tp=8,sp=0").under(fw)
     assert math.isclose(FrameworkConfig.from_keys({"host_wait_us": 200}).host.wait_s, 200e-6)
+
+
+def test_every_printed_object_carries_the_schema_version_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*ARGS, "--evaluate", "dp=8", "--json"]) == 0
+    assert next(iter(json.loads(capsys.readouterr().out))) == "schema_version"
+    assert main([*ARGS, "--top", "2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 2 and all(list(r)[:2] == ["schema_version", "strategy"] for r in rows)
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(json.dumps({**JOB, "strategy": "dp=8"}) + "\n[1]\n", encoding="utf-8")
+    assert main(["plan", "--batch", str(batch)]) == 0
+    ok, error = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert ok["schema_version"] == error["schema_version"] == 1 and list(error) == ["schema_version", "error"]

@@ -18,7 +18,17 @@ from .job import Job
 from .rates import base_dtype
 from .recompute import RECOMPUTE
 from .record import CORE_KEYS, RECORD_KEYS, ignored_keys, job_from_record
-from .render import caveat_lines, memory_line, overlap_line, rate_line, records, sensitivity_line, table, what_if_lines
+from .render import (
+    caveat_lines,
+    memory_line,
+    overlap_line,
+    rate_line,
+    records,
+    sensitivity_line,
+    table,
+    versioned,
+    what_if_lines,
+)
 from .search import Plan, recompute_policies, search
 from .sensitivity import sensitivity
 from .settings import job_settings, settings_line
@@ -124,7 +134,7 @@ def _run_batch(ns: argparse.Namespace, cli: CliSettings) -> int:
         raise InputError(f"cannot read ({exc.strerror})", path=ns.batch, fix="pass a JSONL file") from None
     for n, line in enumerate(lines, 1):
         if line.strip():
-            print(json.dumps(_batch_line(n, line, ns, cli)))
+            print(json.dumps(versioned(_batch_line(n, line, ns, cli))))
     return 0
 
 
@@ -201,7 +211,7 @@ def _run_evaluate(ns: argparse.Namespace, job: Job, calib: dict[str, Any], fw: f
         what = "what-if against the measured baseline (second row)" if base is not None else "one configuration"
         _write_html(ns.html, job, ns.model, [rec, base] if base is not None else [rec], what, lines)
     if ns.json:
-        print(json.dumps(rec))
+        print(json.dumps(versioned(rec)))
     else:
         _print_wide(table([rec]), *lines)
     return 0
@@ -222,7 +232,7 @@ def _run_search(ns: argparse.Namespace, job: Job, calib: dict[str, Any], fw: fra
         what = f"{plan.evaluated:,} configurations{meeting}{distinct}"
         _write_html(ns.html, job, ns.model, recs, what, [settings_line(settings), *notes])
     if ns.json:
-        print(json.dumps(recs))  # a list (the stable interface): what the calibration used goes to stderr
+        print(json.dumps([versioned(r) for r in recs]))  # a list: what the calibration used goes to stderr
         for line in what_if_lines({"calibration": calib}):
             print(line, file=sys.stderr)
     else:

@@ -12,6 +12,16 @@ from .strategy import FIELDS
 from .vocab import SCHEDULES
 from .window import HIDDEN_PARTS
 
+# the version of plan's JSON (docs/plan-json-schema.md): every object plan prints at the top level
+# (an --evaluate record, each row of a search, each --batch line) carries it first
+SCHEMA_VERSION = 1
+
+
+def versioned(rec: dict[str, Any]) -> dict[str, Any]:
+    """The record as plan prints it: ``schema_version`` first."""
+    return {"schema_version": SCHEMA_VERSION, **rec}
+
+
 _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
 _TIME = ("compute_s", "tp_s", "ep_s", "dp_s", "cp_s", "bubble_s", "pp_p2p_s", "optimizer_s", "offload_s", "host_s")
 
