@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .cluster.comm_events import CommEvents
 from .cluster.results import ClusterView
@@ -19,6 +20,7 @@ from .roofline.phases import StepPhases
 from .roofline.results import Roofline
 from .roofline.scopes import ScopeStat
 from .steps.results import CollectiveTime, LaunchStats, OpStat, StepBreakdown, StepStats, StreamIdle
+from .summary import RunSummary, summarize
 
 __all__ = ["Analysis", "ExtraResult", "RankAnalysis"]
 
@@ -50,3 +52,8 @@ class Analysis:
     warnings: tuple[str, ...]  # collapsed per-rank notices (``notices.collapse``), in order
     inputs: tuple[str, ...]
     cluster: ClusterView | None = None  # 2+ ranks
+
+    @cached_property
+    def summary(self) -> RunSummary:
+        """Per-rank totals, means and median MFU (``summary.summarize``), computed on first use and kept."""
+        return summarize(self)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.steps.results import StepBreakdown
-from ..analysis.summary import RankSummary, RunSummary, summarize
+from ..analysis.summary import RankSummary, RunSummary
 from ..analysis.xla.summary import XlaSummary
 from . import cluster_html, roofline_html, xla_html
 from .base import Renderer
@@ -49,7 +49,7 @@ th{background:#f3f4f6} td.l,th.l{text-align:left;max-width:520px;overflow-wrap:a
 
 def render(a: Analysis, options: Mapping[str, Any]) -> str:
     top = 15
-    summary = summarize(a)  # a.summary once Analysis carries its RunSummary
+    summary = a.summary
     out = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",

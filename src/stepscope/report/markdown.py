@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..analysis.results import Analysis, RankAnalysis
-from ..analysis.summary import RankSummary, RunSummary, summarize
+from ..analysis.summary import RankSummary, RunSummary
 from .base import Renderer
 from .fmt import detail_ranks, ms, pct, us
 
@@ -101,7 +101,7 @@ def _rank(r: RankAnalysis, rs: RankSummary) -> list[str]:
 
 
 def render(a: Analysis, options: Mapping[str, Any]) -> str:
-    summary = summarize(a)  # a.summary once Analysis carries its RunSummary
+    summary = a.summary
     out = ["# stepscope: step breakdown", "", "Inputs: " + ", ".join(code(p) for p in a.inputs), ""]
     if a.warnings:
         out += [f"- warning: {text(w)}" for w in a.warnings] + [""]

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.results import Analysis, RankAnalysis
-from ..analysis.summary import RankSummary, RunSummary, summarize
+from ..analysis.summary import RankSummary, RunSummary
 from ..analysis.xla.summary import XlaSummary
 from . import cluster_terminal, xla_terminal
 from .base import Renderer
@@ -21,7 +21,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> None:
     """Print the report on ``options["console"]`` (a rich ``Console``; standard output if absent)."""
     con: Console = options.get("console") or Console()
     top = 10
-    summary = summarize(a)  # a.summary once Analysis carries its RunSummary
+    summary = a.summary
     if not con.is_terminal:
         con.width = max(con.width, 160)
     for w in a.warnings:
