@@ -62,8 +62,31 @@ def space(job: Job, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str
     ``schedules``: the SCHEDULES codes to try; AFAB only with pp > 1 and no vpp, DualPipe with an
     even pp and no vpp, DualPipeV with vpp = 2, both with an even number of micro-batches, at least
     2 x pp."""
-    m, tp_cfg = job.model, job.framework.tp
-    tp_max = job.devices if tp_cfg.across_nodes else min(job.devices_per_node, job.devices)
+    g = _degrees(job)
+    g = _micro_batches(job, g, schedules)
+    g = _memory_knobs(job, g)
+    # gradient accumulation as the batch gives it; a pipeline with fewer micro-batches than stages
+    # runs them as they are (stated ga: larger bubble) rather than being re-split into fractions
+    n_micro = job.global_batch // (g["dp"] * g["mb"])
+    g["ga"] = np.where((g["pp"] > 1) & (n_micro < g["pp"]), n_micro, 0).astype(np.int64)
+    # the framework's, not searched; offload takes every layer (partial offload: --evaluate)
+    fixed = {
+        "sp": int(job.framework.tp.sequence_parallel),
+        "offload_layers": 0,
+        "tp_overlap": TP_OVERLAP.index(job.framework.tp.overlap),
+        "ep_overlap": int(job.framework.moe.ep_overlap),
+    }
+    for k, v in fixed.items():
+        g[k] = np.full(g["tp"].shape, v, dtype=np.int64)
+    return {k: g[k] for k in FIELDS}
+
+
+def _degrees(job: Job) -> dict[str, np.ndarray]:
+    """The parallel degrees (tp, pp, cp, dp, vpp, ep, etp) that fit the devices and the model. The
+    product is built one field at a time and filtered as soon as a constraint can be checked, so
+    the arrays never hold the (much larger) unfiltered grid."""
+    m = job.model
+    tp_max = job.devices if job.framework.tp.across_nodes else min(job.devices_per_node, job.devices)
     # any divisor, not only powers of two (TP 12, PP 6 or 35 are real configurations); pipeline
     # stages may be uneven (the cost model paces the pipeline by the most loaded stage)
     tps = [t for t in divisors(m.n_heads) if t <= tp_max and job.devices % t == 0]
@@ -72,8 +95,6 @@ def space(job: Job, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str
     # sequence (Llama 3 405B trained 128K with CP 16: 8K tokens a rank)
     cps = [c for c in _pow2_upto(max(8, job.seq_len // CP_MIN_TOKENS)) if job.seq_len % c == 0 and c <= job.devices]
     eps = [e for e in _pow2_upto(max(m.n_experts, 1)) if (m.n_experts % e == 0 if m.n_experts else e == 1)]
-    # the product is built one field at a time and filtered as soon as a constraint can be checked,
-    # so the arrays never hold the (much larger) unfiltered grid
     g = _cross({}, "tp", tps)
     g = _cross(g, "pp", pps)
     g = _cross(g, "cp", cps)
@@ -88,7 +109,11 @@ def space(job: Job, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str
     g = _cross(g, "ep", eps)
     g = _keep(g, (g["dp"] % g["ep"] == 0) & (g["ep"] <= g["dp"]))
     g = _cross(g, "etp", [0, 1] if m.n_experts else [0])  # 0 = same as tp
-    g = _keep(g, (g["etp"] == 0) | (g["tp"] > 1))
+    return _keep(g, (g["etp"] == 0) | (g["tp"] > 1))
+
+
+def _micro_batches(job: Job, g: dict[str, np.ndarray], schedules: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """The micro-batch sizes that split the batch evenly, and the schedules each layout can run."""
     g = _cross(g, "mb", [1, 2, 4, 8])
     g = _keep(g, job.global_batch % (g["dp"] * g["mb"]) == 0)
     n_micro = job.global_batch // (g["dp"] * g["mb"])
@@ -97,7 +122,7 @@ def space(job: Job, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str
     n_micro = job.global_batch // (g["dp"] * g["mb"])
     sched, pp, vpp = g["sched"], g["pp"], g["vpp"]
     dual_ok = dualpipe_micro_batches_ok(n_micro, pp)
-    g = _keep(
+    return _keep(
         g,
         (sched == 0)
         | (
@@ -111,27 +136,21 @@ def space(job: Job, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str
             )
         ),
     )
+
+
+def _memory_knobs(job: Job, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """ZeRO stages, HSDP shard groups, recompute policies, activation offload and FSDP's kept
+    weights, where each applies."""
     g = _cross(g, "zero", [0, 1, 2, 3])
     g = _keep(g, (g["zero"] == 0) | (g["dp"] > 1))  # ZeRO stages are the same thing without data parallelism
     g = _cross(g, "hsdp", [0] + _pow2_upto(max(job.devices // 2, 1))[1:])
     g = _keep(
         g, (g["hsdp"] == 0) | ((g["zero"] == 3) & (g["hsdp"] < g["dp"]) & (g["dp"] % np.maximum(g["hsdp"], 1) == 0))
     )
-    g = _cross(g, "recompute", recompute_policies(m))
+    g = _cross(g, "recompute", recompute_policies(job.model))
     g = _cross(g, "offload", [0, 1])
     g = _cross(g, "keep_params", [0, 1])
-    g = _keep(g, (g["keep_params"] == 0) | (g["zero"] == 3))
-    # gradient accumulation as the batch gives it; a pipeline with fewer micro-batches than stages
-    # runs them as they are (stated ga: larger bubble) rather than being re-split into fractions
-    n_micro = job.global_batch // (g["dp"] * g["mb"])
-    g["ga"] = np.where((g["pp"] > 1) & (n_micro < g["pp"]), n_micro, 0).astype(np.int64)
-    g["sp"] = np.full(g["tp"].shape, int(tp_cfg.sequence_parallel), dtype=np.int64)
-    g["offload_layers"] = np.zeros(
-        g["tp"].shape, dtype=np.int64
-    )  # offload takes every layer (partial offload: --evaluate)
-    g["tp_overlap"] = np.full(g["tp"].shape, TP_OVERLAP.index(tp_cfg.overlap), dtype=np.int64)
-    g["ep_overlap"] = np.full(g["tp"].shape, int(job.framework.moe.ep_overlap), dtype=np.int64)
-    return {k: g[k] for k in FIELDS}
+    return _keep(g, (g["keep_params"] == 0) | (g["zero"] == 3))
 
 
 def recompute_policies(m: ModelShape) -> list[int]:
