@@ -9,7 +9,7 @@ without recompute and with selective recompute (rates.stored_per_token: norms, q
 MLA widths, attention output, gated or plain MLP, MoE routed copies and experts; GPT-3: 32 and
 30, Llama-3-8B 34 and 32, Mixtral 59 and 57), 2 with full recompute (only the layer input is
 kept); without sequence parallelism (strategy ``sp=0``) the policy's h-wide tensors outside the
-TP region (job.REPLICATED_BYTES: the norms' inputs and outputs, 8) are whole on every TP rank,
+TP region (recompute.REPLICATED_BYTES: the norms' inputs and outputs, 8) are whole on every TP rank,
 ``s*b*h*(c/tp + r*(1 - 1/tp))/cp``, and every TP rank repeats the norms' and residual adds'
 elementwise traffic; with ``moe_imbalance`` f the routed part is f x on the hot rank;
 with recompute, one layer's no-recompute activations are live while backward regenerates it;
@@ -17,7 +17,7 @@ with recompute, one layer's no-recompute activations are live while backward reg
 (interleaved 1F1B x (1 + (pp-1)/(pp vpp)), at most all of them)
 in flight on the first stage, AFAB all of them; activation offload keeps two layers' worth on
 the device; the output layer adds ``s*b*V*6/(tp*cp)`` (bf16 logits + their fp32 copy for the
-loss; 12 unfused, 10 with nanotron's copy, 4 compiled: job.LOSS_BYTES by ``Job.loss``) on the
+loss; 12 unfused, 10 with nanotron's copy, 4 compiled: vocab.LOSS_BYTES by the ``loss`` setting) on the
 last stage, which holds one micro-batch; the peak is the larger stage. Weights, gradients,
 optimizer states, buffers and the reserve are in the cost.py docstring.
 """

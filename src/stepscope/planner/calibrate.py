@@ -124,11 +124,11 @@ def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
     (ties: not); the pull is the strongest whose score, with that host-wait choice, is within one
     standard error of the best score (the one-standard-error rule: the best score is itself an
     estimate from the same runs, and the simpler fit within its noise varies less from one set of
-    runs to the next; on the validation runs it took leave-one-source-out calibration from 12.7%
-    to 12.3%, BENCHMARKS.md session 21). With fewer than 3 runs leaving one out cannot choose: no host
-    wait, and the strongest pull (two runs do not pin five factors: calibrated on two runs of a
-    validation source, the source's other runs came out 18.7% off unpulled, 15.8% with the pull,
-    16.2% with the priors alone; BENCHMARKS.md, session 14)."""
+    runs to the next; leave-one-source-out figures: BENCHMARKS.md, "Planner accuracy on 117
+    published runs"). With fewer than 3 runs leaving one out cannot choose: no host wait, and the
+    strongest pull (two runs do not pin five factors: calibrated on two runs of a validation
+    source, the source's other runs come out 18.7% off unpulled, 15.8% with the pull, 16.2% with
+    the priors alone; the same section, bench_few_runs.py)."""
     rows = range(len(errs)) if rows is None else rows
     total = np.zeros(errs.shape[1])
     for k in rows:  # row by row: no copy of the (runs x grid) block

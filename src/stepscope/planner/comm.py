@@ -126,8 +126,8 @@ def cp_seconds(
 ) -> np.ndarray:
     """Exposed CP seconds: the ring exchange of K and V blocks (n_heads wide with kv_repeated),
     CP_HIDDEN of it behind the attention of the block before: a prior share of the exchange,
-    bounded by what is left of the window (not by the attention alone: a cap that shrinks with
-    faster attention made it slower when the window also held offload or DP)."""
+    bounded by what is left of the window (not by the attention alone: a cap that shrank with
+    faster attention would make a step slower when the window also holds offload or DP)."""
     m, cp = job.model, lay.cp
     kv_heads = m.n_heads if job.framework.kernels.kv_repeated and not m.mla else m.n_kv_heads
     kv_bytes = float(job.seq_len) * lay.mb * 2 * kv_heads * m.head_dim * 2 / lay.tp

@@ -22,14 +22,10 @@ gets them back (dispatch and combine), forward and backward: four transfers of
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import get_args
 
 import numpy as np
 
 from ..catalog.model_flops import ModelShape
-from .vocab import EpDispatch
-
-EP_DISPATCH: tuple[str, ...] = get_args(EpDispatch)
 
 
 def _miss(pool: np.ndarray, n_nodes: np.ndarray, k: float) -> np.ndarray:

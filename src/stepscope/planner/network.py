@@ -90,7 +90,7 @@ def parse_entries(doc: Any, where: str) -> dict[str, NetworkProfile]:
         )
     out = {}
     for d in doc["networks"]:
-        if isinstance(d, dict):  # a misspelt optional key (devcie) was ignored, and with it the device check
+        if isinstance(d, dict):  # a misspelt optional key (devcie), ignored, would drop the device check
             refuse_unknown_keys(d, _ENTRY_KEYS, path=where, owner=f"network {d.get('name', '?')}: ")
         try:
             nodes = tuple(float(x) for x in d["nodes"])

@@ -52,7 +52,7 @@ ACT_BYTES = np.array([np.nan, np.nan, 2.0, np.nan, 12.0, 8.0, 4.0, np.nan, np.na
 # kept down projection (cost.py); layernorm_moe_act keeps the norms' inputs, not their outputs: 4;
 # mla_up_proj keeps what none keeps outside the TP region (8), with layernorm_moe_act 4
 REPLICATED_BYTES = np.array([8.0, 8.0, 2.0, 6.0, 4.0, 2.0, 4.0, np.nan, 4.0, 2.0, 8.0, 4.0])
-# With sequence parallelism whose all-gathered inputs are saved (Job.sp_saves_gathered): the two
+# With sequence parallelism whose all-gathered inputs are saved (the sp_saves_gathered setting): the two
 # column-parallel inputs (attention's q/k/v input, the MLP's input), 2 B each, that a policy keeps
 # whole where Korthikanti's count keeps them sharded: the policies that keep the linear layers'
 # inputs (none, selective, layernorm_moe_act and the mla_up_proj ones); the others recompute them, and torchtitan's op

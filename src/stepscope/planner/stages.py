@@ -158,7 +158,7 @@ def pipeline_seconds(
     behind compute (prior), from the same window as the other transfers. Consecutive stages sit tp
     ranks apart. The bubble: idle stages for (pp - 1)/vpp micro-batches' worth of a stage's work
     (``stage_s``: its compute and exposed in-layer transfers, TP, EP, CP) x the schedule's factor
-    (job.SCHEDULES; DualPipe's (pp - 2) / (3 (pp - 1)))."""
+    (vocab.SCHEDULES; DualPipe's (pp - 2) / (3 (pp - 1)))."""
     pp_span = tp * pp
     hop = p2p_bytes / net.bandwidth(pp_span) + net.step_s(pp_span)
     steady_s = np.where(pp > 1, 2 * n_micro * vpp * hop, 0.0)

@@ -63,8 +63,6 @@ BUBBLE_FACTOR = np.array([1.0, 1.0 / 3.0, 0.1, 1.0, np.nan, 2.0 / 3.0])
 DUALPIPE, DUALPIPEV = SCHEDULES.index("dualpipe"), SCHEDULES.index("dualpipev")
 # TP/GEMM overlap mechanisms (planner/tp_overlap.py); a strategy carries the index
 TP_OVERLAP: tuple[str, ...] = get_args(TpOverlap)
-FP8_RECIPES: tuple[str, ...] = get_args(Fp8Recipe)
-ZERO3_GATHER: tuple[str, ...] = get_args(Zero3Gather)
 
 
 def ends_on_first_rank(sched: np.ndarray, pp: np.ndarray) -> np.ndarray:
