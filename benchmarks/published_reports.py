@@ -79,7 +79,7 @@ def best_layout(rec: dict) -> tuple[float, str]:
     overlap mechanism and EP overlap; the default schedules plus the row's own): (step seconds,
     strategy)."""
     from stepscope.planner.record import job_from_record
-    from stepscope.planner.render import records as render_records
+    from stepscope.planner.records import records as render_records
     from stepscope.planner.search import search
     from stepscope.planner.strategy import parse_strategy
     from stepscope.planner.vocab import SCHEDULES, TP_OVERLAP

@@ -92,7 +92,7 @@ def test_a_row_that_does_not_describe_its_run_stands_out(tmp_path: Path, capsys:
 
 
 def test_factors_that_move_between_leave_one_out_fits_are_shown() -> None:
-    from stepscope.planner.render import what_if_lines
+    from stepscope.report.plan_lines import what_if_lines
 
     cal = {
         "runs": 9,

@@ -348,9 +348,9 @@ def test_plan_html_and_what_if(tmp_path: Path, capsys: pytest.CaptureFixture[str
     base = json.loads(capsys.readouterr().out)
     assert base["hidden_s"]["dp"] > 0 and "Transfers hidden under compute" in text
     assert f"<title>dp: {base['hidden_s']['dp']:.2f} s</title>" in text
-    from stepscope.planner.html import render
+    from stepscope.report.plan_html import page as html_page
 
-    page = render([rec], "t", 80.0, ["<script>alert(1)</script> from a trace path"])
+    page = html_page([rec], "t", 80.0, ["<script>alert(1)</script> from a trace path"])
     assert "<script>" not in page and "&lt;script&gt;" in page  # notes carry user paths: escaped
     assert (
         main(args + ["--evaluate", "tp=2,dp=4", "--html", str(tmp_path / "missing" / "x.html")]) == 1
@@ -1070,8 +1070,9 @@ def test_evaluation_in_blocks_equals_one_pass() -> None:
 def test_terminal_table_leaves_out_columns_that_are_off_in_every_row() -> None:
     from rich.console import Console
 
-    from stepscope.planner.render import records, table
+    from stepscope.planner.records import records
     from stepscope.planner.search import search
+    from stepscope.report.plan_terminal import table
 
     job = job_from_record(devices=16, batch=32)
     plan = search(job, 5)

@@ -84,7 +84,7 @@ def test_a_fitted_wait_reaches_the_plan() -> None:
 
 
 def test_the_calibration_line_names_it() -> None:
-    from stepscope.planner.render import what_if_lines
+    from stepscope.report.plan_lines import what_if_lines
 
     cal = {
         "runs": 6,

@@ -131,7 +131,7 @@ def test_one_standard_error_rule_by_hand() -> None:
 
 
 def test_the_calibration_line_names_the_pull() -> None:
-    from stepscope.planner.render import what_if_lines
+    from stepscope.report.plan_lines import what_if_lines
 
     cal = {
         "runs": 6,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stepscope.cli import main
-from stepscope.planner.render import memory_line, rate_line
+from stepscope.report.plan_lines import memory_line, rate_line
 
 
 def _rec(total_gb: float, headroom_gb: float) -> dict[str, object]:
@@ -102,7 +102,7 @@ def test_rate_line_states_throughput_and_both_utilizations() -> None:
 
 
 def test_caveats_name_the_least_validated_terms() -> None:
-    from stepscope.planner.render import caveat_lines
+    from stepscope.report.plan_lines import caveat_lines
 
     plain = [{"strategy": {"cp": 1}}]
     assert caveat_lines(plain, measured_ceiling=True, device="H100-SXM", fp8_rowwise=False) == []
@@ -196,3 +196,13 @@ def test_gb200_nodes_are_nvl72_racks(capsys: pytest.CaptureFixture[str]) -> None
     assert dp_s[None] == dp_s["64"] < dp_s["8"] / 5
     assert main([*base, "--devices", "256"]) == 2
     assert "256 devices do not fill whole nodes of 72" in (err := capsys.readouterr().err) and "(e.g. 64;" in err
+
+
+def test_the_plan_renderers_are_registered_beside_analyze_ones() -> None:
+    from stepscope.report import plan_html, plan_json, plan_terminal, registry
+
+    assert {r.name for r in registry.for_subject("plan")} == {"terminal", "json", "html"}
+    assert registry.for_path("plan", "plan.html") is plan_html.RENDERER
+    assert registry.for_path("plan", "rows.json") is plan_json.RENDERER
+    assert registry.by_name("plan", "terminal") is plan_terminal.RENDERER
+    assert registry.by_name("analysis", "json") is not plan_json.RENDERER  # lookups keep to their subject

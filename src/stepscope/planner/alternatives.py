@@ -13,7 +13,7 @@ import numpy as np
 from .cost import evaluate
 from .job import Job
 from .recompute import RECOMPUTE
-from .render import records
+from .records import records
 from .search import recompute_policies
 
 KNOBS = ("recompute", "zero", "mb", "offload", "keep_params")

@@ -10,6 +10,9 @@ from typing import Any
 from ..catalog.hardware import HBM_VISIBLE
 from ..errors import ConfigError, InputError
 from ..outfile import write_output
+from ..report import registry
+from ..report.plan_json import versioned
+from ..report.plan_lines import caveat_lines, memory_line, overlap_line, rate_line, sensitivity_line, what_if_lines
 from . import frameworks, whatif
 from .alternatives import alternatives_line, fitting_alternatives
 from .args import CliSettings, cli_settings
@@ -18,17 +21,8 @@ from .job import Job
 from .rates import base_dtype
 from .recompute import RECOMPUTE
 from .record import CORE_KEYS, RECORD_KEYS, ignored_keys, job_from_record
-from .render import (
-    caveat_lines,
-    memory_line,
-    overlap_line,
-    rate_line,
-    records,
-    sensitivity_line,
-    table,
-    versioned,
-    what_if_lines,
-)
+from .records import records
+from .result import PlanResult
 from .search import Plan, recompute_policies, search
 from .sensitivity import sensitivity
 from .settings import job_settings, settings_line
@@ -196,7 +190,7 @@ def _run_evaluate(ns: argparse.Namespace, job: Job, calib: dict[str, Any], fw: f
         fit_lines.append(alternatives_line(rec["fitting_alternatives"]))
     caveats = _caveats(job, [rec])
     overlap = overlap_line(rec)
-    lines = [
+    lines = (
         rate_line(rec),
         *([overlap] if overlap else []),
         memory_line(rec),
@@ -205,15 +199,19 @@ def _run_evaluate(ns: argparse.Namespace, job: Job, calib: dict[str, Any], fw: f
         settings_line(rec["settings"]),
         *what_if_lines(rec),
         *caveats,
-    ]
+    )
     rec["caveats"] = [c.removeprefix("note: ") for c in caveats]  # the least validated terms it leans on
-    if ns.html:  # the strategy, and beside it the baseline of a what-if
-        what = "what-if against the measured baseline (second row)" if base is not None else "one configuration"
-        _write_html(ns.html, job, ns.model, [rec, base] if base is not None else [rec], what, lines)
-    if ns.json:
-        print(json.dumps(versioned(rec)))
-    else:
-        _print_wide(table([rec]), *lines)
+    what = "what-if against the measured baseline (second row)" if base is not None else "one configuration"
+    result = PlanResult(
+        records=(rec,),
+        single=True,
+        lines=lines,
+        title=_title(job, ns.model, what),
+        notes=lines,
+        capacity_gb=job.capacity_bytes / 1e9,
+        compared=(base,) if base is not None else (),  # the HTML draws the baseline beside it
+    )
+    _show(ns, result)
     return 0
 
 
@@ -224,26 +222,53 @@ def _run_search(ns: argparse.Namespace, job: Job, calib: dict[str, Any], fw: fra
     settings = job_settings(job)
     for r in recs:
         r["settings"] = settings
-    notes = [*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs)]
+    notes = (*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs))
     meeting = f" meeting --where {where}" if where else ""
     meeting += f" ({fw.name}'s recompute policies, schedules and ZeRO stages)" if fw is not None else ""
     distinct = "; one row per layout (the fastest of each)" if getattr(ns, "distinct", False) else ""
-    if ns.html:
-        what = f"{plan.evaluated:,} configurations{meeting}{distinct}"
-        _write_html(ns.html, job, ns.model, recs, what, [settings_line(settings), *notes])
-    if ns.json:
-        print(json.dumps([versioned(r) for r in recs]))  # a list: what the calibration used goes to stderr
-        for line in what_if_lines({"calibration": calib}):
-            print(line, file=sys.stderr)
-    else:
-        _print_wide(
-            table(recs),
+    result = PlanResult(
+        records=tuple(recs),
+        single=False,
+        lines=(
             f"{plan.evaluated:,} valid configurations{meeting} evaluated{distinct}{_network_note(job)}",
             _capacity_line(job),
             settings_line(settings),
             *notes,
-        )
+        ),
+        title=_title(job, ns.model, f"{plan.evaluated:,} configurations{meeting}{distinct}"),
+        notes=(settings_line(settings), *notes),
+        capacity_gb=job.capacity_bytes / 1e9,
+    )
+    _show(ns, result)
+    if ns.json:  # the JSON is the rows: what the calibration used goes to standard error
+        for line in what_if_lines({"calibration": calib}):
+            print(line, file=sys.stderr)
     return 0
+
+
+def _show(ns: argparse.Namespace, result: PlanResult) -> None:
+    """Write --html, then print the JSON (--json) or the table (report/registry.py's plan renderers)."""
+    if ns.html:
+        write_output(ns.html, _render("html", result))
+    if ns.json:
+        write_output("-", _render("json", result))
+    else:
+        registry.by_name("plan", "terminal").render(result, {})
+
+
+def _render(name: str, result: PlanResult) -> str:
+    text = registry.by_name("plan", name).render(result, {})
+    if not isinstance(text, str):  # the plan's file renderers are text
+        raise TypeError(f"the plan's {name} renderer returned {type(text).__name__}, not text")
+    return text
+
+
+def _title(job: Job, model_name: str, what: str) -> str:
+    """The HTML page's title line: the job, what the rows are."""
+    return (
+        f"{model_name} on {job.devices} x {job.hw.name}, global batch {job.global_batch} x {job.seq_len} tokens; "
+        f"{what}{_network_note(job)}"
+    )
 
 
 def _capacity_line(job: Job) -> str:
@@ -272,16 +297,6 @@ def _no_fit_lines(plan: Plan, job: Job) -> list[str]:
     return [line]
 
 
-def _write_html(path: str, job: Job, model_name: str, recs: list[dict[str, Any]], what: str, notes: list[str]) -> None:
-    from .html import render
-
-    title = (
-        f"{model_name} on {job.devices} x {job.hw.name}, global batch {job.global_batch} x {job.seq_len} tokens; "
-        f"{what}{_network_note(job)}"
-    )
-    write_output(path, render(recs, title, job.capacity_bytes / 1e9, notes))
-
-
 def _caveats(job: Job, recs: list[dict[str, Any]]) -> list[str]:
     """The caveat lines for these rows: a calibrated or trace-measured GEMM efficiency replaces the
     prior, so the missing-ceiling note is left out then."""
@@ -302,17 +317,3 @@ def _network_note(job: Job) -> str:
     net = f"; network: {job.network.name} (measured, {job.network.source.split(',')[0]})" if job.network else ""
     imbalance = job.framework.moe.imbalance
     return net + (f"; MoE imbalance {imbalance:g} (most loaded expert rank / mean)" if imbalance != 1.0 else "")
-
-
-def _print_wide(t: Any, *lines: str) -> None:
-    """Print the table at its natural width even when the terminal is narrower: a cell cut to
-    "…" says nothing, a wrapped line still does."""
-    from rich.console import Console
-    from rich.measure import Measurement
-
-    probe = Console()
-    need = Measurement.get(probe, probe.options.update(width=10_000), t).maximum
-    con = Console(width=max(probe.width, need))
-    con.print(t)
-    for line in lines:  # user-given names and paths: no rich markup
-        con.print(line, markup=False, highlight=False)

@@ -11,7 +11,7 @@ Renderers of another subject (``"plan"``) go in the same tuple; lookups filter b
 from __future__ import annotations
 
 from ..errors import ConfigError
-from . import html_report, json_report, markdown, perfetto, roofline_png, terminal
+from . import html_report, json_report, markdown, perfetto, plan_html, plan_json, plan_terminal, roofline_png, terminal
 from .base import Renderer, Subject
 
 RENDERERS: tuple[Renderer, ...] = (
@@ -21,6 +21,9 @@ RENDERERS: tuple[Renderer, ...] = (
     roofline_png.RENDERER,
     perfetto.RENDERER,
     markdown.RENDERER,
+    plan_terminal.RENDERER,
+    plan_json.RENDERER,
+    plan_html.RENDERER,
 )
 
 

@@ -1,11 +1,15 @@
-"""Self-contained HTML for plan results: stacked bars of memory and step time for the top-k."""
+"""Self-contained HTML for plan results (``plan --html OUT``): the rows as a table and stacked bars of
+memory, step time and the transfers hidden under compute."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from .window import HIDDEN_PARTS
+from ..planner.result import PlanResult
+from ..planner.window import HIDDEN_PARTS
+from .base import Renderer
 
 _MEM = (
     ("weights", "#3b82f6"),
@@ -98,7 +102,7 @@ def _bars(
     return f"<div style='font-size:12px'>{legend}</div>" + "".join(svg)
 
 
-def render(
+def page(
     recs: list[dict[str, Any]], title: str, capacity_gb: float | None, notes: list[str] | tuple[str, ...] = ()
 ) -> str:
     """The page; ``notes`` are lines under the title (a what-if's anchoring, the calibration)."""
@@ -119,3 +123,12 @@ def render(
         f"{_bars(recs, 'hidden_s', _HIDDEN, 's', None, scale=_total(recs, 'time_s', _TIME))}"
         f"<h2>Memory per device (GB; dashed: the device's capacity)</h2>{_bars(recs, 'memory_gb', _MEM, 'GB', capacity_gb)}</body></html>"
     )
+
+
+def render(result: PlanResult, options: Mapping[str, Any]) -> str:
+    return page([*result.records, *result.compared], result.title, result.capacity_gb, result.notes)
+
+
+RENDERER = Renderer(
+    name="html", subject="plan", extensions=(".html", ".htm"), render=render, description="HTML page with bars"
+)
