@@ -170,3 +170,15 @@ def test_every_printed_object_carries_the_schema_version_first(
     assert main(["plan", "--batch", str(batch)]) == 0
     ok, error = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert ok["schema_version"] == error["schema_version"] == 1 and list(error) == ["schema_version", "error"]
+
+
+def test_a_blank_value_is_the_blank_choice_or_none() -> None:
+    assert (
+        make_job(
+            model("llama3-8b"), hardware("h100"), 8, 8, 16, 2048, attention_kernel=""
+        ).framework.kernels.attention_kernel
+        == ""
+    )
+    assert FrameworkConfig().with_keys({"grad_dtype": ""}).precision.grads is None
+    with pytest.raises(ConfigError, match="loss must be one of"):
+        FrameworkConfig().with_keys({"loss": ""})

@@ -192,6 +192,8 @@ def parse(s: Setting, v: Any) -> Any:
     if v is None or (isinstance(v, str) and not v.strip()):
         if s.optional:
             return None
+        if "" in s.choices:  # a choice whose blank is one of its values (no attention kernel named)
+            return ""
         raise _refuse(s, v)
     if s.kind == "bool":
         if isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)):
