@@ -121,6 +121,7 @@ def test_stragglers_by_cause_and_what_if_by_hand() -> None:
     assert worst[2].what_if_saving_ns == 0
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_gloo_slow_compute_and_slow_loader_found_and_told_apart(tmp_path: Path) -> None:
     pytest.importorskip("torch")

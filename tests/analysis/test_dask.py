@@ -50,6 +50,7 @@ def test_fsspec_url_is_copied_and_read(tmp_path: Path) -> None:
     assert [s.step_time_ns for s in remote.ranks[0].steps] == [s.step_time_ns for s in local.ranks[0].steps]
 
 
+@pytest.mark.slow
 def test_unreachable_dask_scheduler_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("distributed")
     trace = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"

@@ -320,6 +320,7 @@ def jax_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.jax
 def test_generated_jax_profile_with_hlo(jax_profile: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.json"

@@ -12,6 +12,7 @@ from stepscope.cli import main
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plan"
 
 
+@pytest.mark.slow
 def test_calibrating_on_nvidias_h100_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         main(
@@ -56,6 +57,7 @@ def test_the_sweep_runs_every_record(capsys: pytest.CaptureFixture[str]) -> None
     assert len(out) == 3 and all("error" not in r and r["step_time_s"] > 0 for r in out)
 
 
+@pytest.mark.slow
 def test_a_row_that_does_not_describe_its_run_stands_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Each row's prediction by a fit on the other rows is reported; a step time tripled by mistake
     (line 5) is the one furthest from its prediction, and the terminal names it first."""
