@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -167,7 +168,26 @@ def _network(ns: argparse.Namespace) -> int:
     return 0
 
 
+#: exit status when the reader of standard output went away (128 + SIGPIPE, as a shell reports it)
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand. A closed standard output (``stepscope ... | head``) ends the command
+    quietly with ``EXIT_BROKEN_PIPE``: the recipe of the Python docs (signal module, "Note on
+    SIGPIPE") points stdout at devnull so the interpreter's final flush cannot fail again."""
+    try:
+        try:
+            return _run(argv)
+        finally:  # on return and on SystemExit (``--help``) alike
+            sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _run(argv: list[str] | None) -> int:
     ns = parser().parse_args(argv)
     try:
         if ns.cmd == "analyze":
