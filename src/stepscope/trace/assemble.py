@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import TraceFormatError
+from ..errors import ConfigError, TraceFormatError
 from ..notices import Notice
 from .columns import FileRead
 from .counters import CounterRange
@@ -94,7 +94,12 @@ class Trace:
 
     def to_polars(self) -> Any:
         """The events as a polars DataFrame (needs the ``polars`` extra)."""
-        import polars as pl
+        try:
+            import polars as pl
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                "Trace.to_polars needs polars, which is not installed", fix='pip install "stepscope[polars]"'
+            ) from exc
 
         return pl.from_arrow(self.events)
 

@@ -276,9 +276,71 @@ def read_one(job: ReadJob | tuple[str, bool, str | None]) -> FileRead:
         fr = keep_plausible(read_nsys_jax(path))
     else:
         fr = _with_counters(read_kineto(path, include_python=include_python))
+        refuse_foreign_json(fr)
     if cache_dir and not fr.truncated:
         parquet.cache_store(fr, cache_dir, include_python)
     return fr
+
+
+#: event kinds only a profiler of framework ops writes (PyTorch's Kineto, torch_npu, XLA's export)
+_PROFILER_KINDS = frozenset(
+    ("cpu_op", "user_annotation", "gpu_annotation", "python_function", "runtime", "kernel", "memcpy", "memset", "sync")
+)
+_DEVICE_KINDS = frozenset(("kernel", "memcpy", "memset", "gpu_annotation"))
+#: header keys of a Kineto trace (a JSON object beside ``traceEvents``)
+_KINETO_HEADER = frozenset(("schemaVersion", "deviceProperties", "distributedInfo", "traceName", "baseTimeNanoseconds"))
+#: process names of the device and analysis rows in an Ascend timeline (torch_npu / msprof ``trace_view.json``)
+_ASCEND_MARKERS = (b'"Ascend Hardware"', b'"CANN"', b'"Overlap Analysis"')
+
+
+def refuse_foreign_json(fr: FileRead) -> None:
+    """Refuse a trace-event JSON that is not a profile stepscope reads, rather than analyze part of it.
+
+    Asked only of files without device rows (a GPU trace is never scanned again):
+    - an Ascend timeline names its NPU rows' process "Ascend Hardware" (also "CANN", "Overlap
+      Analysis"); its CPU ops look like Kineto's, its NPU tasks are not read, so the trace would
+      pass for a CPU-only one;
+    - a Chrome trace-event file without a Kineto header and without any framework-op event kind
+      (xprof/TensorFlow trace viewer JSON, other tools' timelines) has no steps to find.
+    """
+    if fr.table.num_rows == 0:  # no event at all: the assembler says so
+        return
+    kinds = set(fr.table["kind"].unique().cast("string").to_pylist())
+    if kinds & _DEVICE_KINDS:
+        return
+    if _file_holds(fr.path, _ASCEND_MARKERS):
+        raise TraceFormatError(
+            "an Ascend NPU timeline (torch_npu / msprof trace_view.json): stepscope has no reader for its NPU "
+            "rows and would read it as a CPU-only trace",
+            path=fr.path,
+            fix="analyze it with msprof-analyze; stepscope reads PyTorch Kineto, XPlane and Nsight traces",
+        )
+    if not kinds & _PROFILER_KINDS and not _KINETO_HEADER & set(fr.header):
+        raise TraceFormatError(
+            "a Chrome trace-event file with no profiler op events (no cpu_op, kernel or runtime rows, no Kineto header), such as an "
+            "xprof/TensorFlow trace-viewer JSON",
+            path=fr.path,
+            fix="for JAX or TensorFlow pass the .xplane.pb the profiler wrote; for PyTorch the torch.profiler trace",
+        )
+
+
+def _file_holds(path: str, needles: tuple[bytes, ...], block: int = 1 << 22) -> bool:
+    """Whether the (possibly gzipped) file's bytes contain one of ``needles``; read in blocks."""
+    import gzip
+
+    keep = max(len(n) for n in needles) - 1
+    opener = gzip.open if is_gzip(Path(path)) else open
+    tail = b""
+    try:
+        with opener(path, "rb") as fh:
+            while chunk := fh.read(block):
+                buf = tail + chunk
+                if any(n in buf for n in needles):
+                    return True
+                tail = buf[-keep:]
+    except (OSError, EOFError):  # a truncated gzip stream: what was read has been searched
+        return False
+    return False
 
 
 def _with_counters(fr: FileRead) -> FileRead:
