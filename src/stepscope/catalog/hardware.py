@@ -292,6 +292,20 @@ def by_name(name: str, user_file: str | None = None) -> Hardware:
     raise ConfigError(f"unknown hardware {name!r}", fix=f"use one of: {names}; or add it with --hardware-file")
 
 
+def canonical_name(name: str, user_file: str | None = None) -> str:
+    """The catalog's spelling of a device name or alias (``h100`` -> ``H100-SXM``), the one place
+    aliases are resolved for comparisons; a name the catalog lacks is returned as given."""
+    try:
+        return by_name(name, user_file).name
+    except ConfigError:
+        return name
+
+
+def same_device(a: str, b: str, user_file: str | None = None) -> bool:
+    """Whether two device names or aliases name one device (canonical names, case-insensitive)."""
+    return canonical_name(a, user_file).lower() == canonical_name(b, user_file).lower()
+
+
 def detect(device_name: str | None, user_file: str | None = None) -> Hardware | None:
     """The first catalog entry whose ``match`` regex finds the profiler's device name."""
     if not device_name or not device_name.strip():

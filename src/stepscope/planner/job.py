@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..catalog.hardware import HBM_VISIBLE, Hardware
+from ..catalog.hardware import HBM_VISIBLE, Hardware, same_device
 from ..catalog.model_flops import ModelShape
 from ..errors import ConfigError
 from .config import FrameworkConfig
@@ -111,7 +111,7 @@ class Job:
                 f"{self.hw.name} has no fp8 peak in the hardware catalog (its matrix units do not run fp8)",
                 fix="use --precision bf16, or add the device's fp8 peak to data/hardware.yaml",
             )
-        if net is not None and net.device and net.device.lower() != self.hw.name.lower():
+        if net is not None and net.device and not same_device(net.device, self.hw.name):
             raise ConfigError(
                 f"network {net.name} was measured on {net.device} nodes, not {self.hw.name}",
                 fix=f"pass --hardware {net.device}, or leave --network out",

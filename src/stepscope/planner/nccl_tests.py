@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..catalog.hardware import canonical_name
 from ..errors import ConfigError, InputError
 from . import network
 from .network import KINDS
@@ -84,7 +85,8 @@ def _at(rows: dict[int, float], size: int, path: str) -> tuple[int, float]:
 
 
 def profile_from_logs(paths: Sequence[str], *, name: str, size: int = 256 << 20, device: str = "") -> dict[str, Any]:
-    """One network entry (a dict in the data/networks.yaml layout) from nccl-tests logs."""
+    """One network entry (a dict in the data/networks.yaml layout) from nccl-tests logs; ``device``
+    is stored under its catalog name (an alias resolved)."""
     table: dict[tuple[str, int], tuple[int, float, str]] = {}
     per_node: set[int] = set()
     for path in paths:
@@ -107,7 +109,7 @@ def profile_from_logs(paths: Sequence[str], *, name: str, size: int = 256 << 20,
     sizes = sorted({got for got, _, _ in table.values()})
     entry = {
         "name": name,
-        **({"device": device} if device else {}),
+        **({"device": canonical_name(device)} if device else {}),
         "devices_per_node": per_node.pop(),
         "message_bytes": sizes[0] if len(sizes) == 1 else size,
         "nodes": counts,
