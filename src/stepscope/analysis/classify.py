@@ -26,12 +26,29 @@ COMM_PREFIX = "comm:"
 MEMORY_CATEGORIES = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memcpy_p2p", "memcpy_other", "memset")
 
 
+#: name-based categories a kernel launched by a collective-named annotation gives up (its name
+#: says nothing more specific than "some elementwise work")
+ANNOTATION_CLAIMS = ("other", "elementwise")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommFamily:
+    """A communication library recognized by kernel name; ``collective`` fixes the collective
+    type (None: the type comes from ``Rules.collectives`` on the name)."""
+
+    family: str
+    collective: str | None
+    pattern: re.Pattern[str]
+
+
 @dataclass(frozen=True)
 class Rules:
     categories: tuple[tuple[str, re.Pattern[str]], ...]
     collectives: tuple[tuple[str, re.Pattern[str]], ...]
     comm_kernels: re.Pattern[str]
     comm_ops: re.Pattern[str]
+    comm_families: tuple[CommFamily, ...] = ()
+    comm_annotations: re.Pattern[str] | None = None
 
     def collective_of(self, text: str) -> str:
         for ctype, pat in self.collectives:
@@ -39,7 +56,23 @@ class Rules:
                 return ctype
         return "other"
 
+    def family_of_kernel(self, name: str) -> CommFamily | None:
+        """The first communication family whose pattern matches the kernel name."""
+        for fam in self.comm_families:
+            if fam.pattern.search(name):
+                return fam
+        return None
+
+    def is_collective_annotation(self, name: str) -> bool:
+        """A host op or annotation named after a collective (``comm_annotations``); ``aten::``
+        ops are local tensor ops even when named like one (aten::broadcast_tensors)."""
+        pat = self.comm_annotations
+        return pat is not None and not name.startswith("aten::") and bool(pat.search(name))
+
     def category_of_kernel(self, name: str) -> str:
+        fam = self.family_of_kernel(name)
+        if fam is not None:
+            return COMM_PREFIX + (fam.collective or self.collective_of(name))
         if self.comm_kernels.search(name):
             return COMM_PREFIX + self.collective_of(name)
         for cat, pat in self.categories:
@@ -55,7 +88,15 @@ def _compile(pattern: Any, where: str) -> re.Pattern[str]:
         raise ConfigError(f"bad regular expression {pattern!r} ({exc})", path=where, fix="fix the pattern") from None
 
 
-_KEYS = {"version": None, "collectives": "type", "comm_kernels": None, "comm_ops": None, "categories": "category"}
+_KEYS = {
+    "version": None,
+    "collectives": "type",
+    "comm_families": "family",
+    "comm_kernels": None,
+    "comm_ops": None,
+    "comm_annotations": None,
+    "categories": "category",
+}
 
 
 def _parse(doc: Any, where: str) -> dict[str, Any]:
@@ -105,13 +146,24 @@ def load_rules(user_file: str | None = None) -> Rules:
     where = user_file or "kernel_rules.yaml"
     cats = [*(user.get("categories") or []), *base["categories"]]
     colls = [*(user.get("collectives") or []), *base["collectives"]]
-    comm_k = base["comm_kernels"] + ("|" + user["comm_kernels"] if user.get("comm_kernels") else "")
-    comm_o = base["comm_ops"] + ("|" + user["comm_ops"] if user.get("comm_ops") else "")
+    fams = [*(user.get("comm_families") or []), *base["comm_families"]]
+    joined = {
+        k: base[k] + ("|" + user[k] if user.get(k) else "") for k in ("comm_kernels", "comm_ops", "comm_annotations")
+    }
     return Rules(
         categories=tuple((str(c["category"]), _compile(c["pattern"], where)) for c in cats),
         collectives=tuple((str(c["type"]), _compile(c["pattern"], where)) for c in colls),
-        comm_kernels=_compile(comm_k, where),
-        comm_ops=_compile(comm_o, where),
+        comm_kernels=_compile(joined["comm_kernels"], where),
+        comm_ops=_compile(joined["comm_ops"], where),
+        comm_families=tuple(
+            CommFamily(
+                family=str(f["family"]),
+                collective=str(f["collective"]) if f.get("collective") else None,
+                pattern=_compile(f["pattern"], where),
+            )
+            for f in fams
+        ),
+        comm_annotations=_compile(joined["comm_annotations"], where),
     )
 
 
@@ -153,30 +205,20 @@ def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table
     if has_coll.any():
         ctype = _of_text(coll, lambda s: COMM_PREFIX + rules.collective_of(s))
         cat = np.where(has_coll, ctype, cat)
-    # 2) the launching CPU op is a communication op (nccl:*, c10d::*, record_param_comms...)
+    # 2) the launching CPU op is a communication op (nccl:*, c10d::*, record_param_comms...), which
+    # claims any kernel; or an annotation named after a collective, which claims unknown kernels
     if host.num_rows:
-        hname = host["name"].combine_chunks()
-        is_comm_op = _of_text(hname, lambda s: bool(rules.comm_ops.search(s))).astype(bool)
-        hcoll = host["collective"].combine_chunks()
-        is_comm_op |= pc.is_valid(hcoll).to_numpy(zero_copy_only=False)
-        ext = host["external_id"].to_numpy()
-        comm_ext = np.unique(ext[is_comm_op & (ext >= 0)])
-        if comm_ext.size:
-            label_src = np.where(
-                pc.is_valid(hcoll).to_numpy(zero_copy_only=False),
-                _of_text(hcoll, lambda s: s),
-                _of_text(hname, lambda s: s),
+        strong, weak, label = _host_comm(host, rules)
+        kext = dev["external_id"].to_numpy()
+        is_kernel = kind == KIND["kernel"]
+        for sel, weak_claim in ((strong, False), (weak, True)):
+            hit, lab = _launched_by(host["external_id"].to_numpy(), sel, label, kext)
+            claims = (
+                np.isin(cat, ANNOTATION_CLAIMS) if weak_claim else ~np.char.startswith(cat.astype(str), COMM_PREFIX)
             )
-            ext_sel = ext[is_comm_op & (ext >= 0)]
-            lab_sel = label_src[is_comm_op & (ext >= 0)]
-            o = np.argsort(ext_sel, kind="stable")
-            ext_sorted, lab_sorted = ext_sel[o], lab_sel[o]
-            kext = dev["external_id"].to_numpy()
-            pos = np.clip(np.searchsorted(ext_sorted, kext), 0, max(ext_sorted.size - 1, 0))
-            hit = (kind == KIND["kernel"]) & (kext >= 0) & (ext_sorted[pos] == kext)
-            hit &= ~np.char.startswith(cat.astype(str), COMM_PREFIX)
+            hit &= is_kernel & claims
             if hit.any():
-                uniq, inv = np.unique(lab_sorted[pos[hit]].astype(str), return_inverse=True)
+                uniq, inv = np.unique(lab[hit].astype(str), return_inverse=True)
                 types = np.array([COMM_PREFIX + rules.collective_of(u) for u in uniq], dtype=object)
                 cat[hit] = types[inv]
     # 3) the stream: unclassified kernels on a stream that mostly runs communication
@@ -191,6 +233,38 @@ def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table
         on_comm_stream = comm_share[sidx] > 0.5
         cat = np.where(on_comm_stream & is_kernel & (cat == "other"), COMM_PREFIX + "other", cat)
     return cat
+
+
+def _host_comm(host: pa.Table, rules: Rules) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per host row: a communication op (``comm_ops`` or recorded collective args), a
+    collective-named annotation (``comm_annotations``), and the text its collective type is read
+    from (the recorded collective name, else the op name)."""
+    hname = host["name"].combine_chunks()
+    hcoll = host["collective"].combine_chunks()
+    has_coll = pc.is_valid(hcoll).to_numpy(zero_copy_only=False)
+    strong = _of_text(hname, lambda s: bool(rules.comm_ops.search(s))).astype(bool) | has_coll
+    weak = _of_text(hname, rules.is_collective_annotation).astype(bool) & ~strong
+    label = np.where(has_coll, _of_text(hcoll, lambda s: s), _of_text(hname, lambda s: s))
+    return strong, weak, label
+
+
+def _launched_by(
+    ext: np.ndarray, sel: np.ndarray, label: np.ndarray, kext: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per kernel (External id ``kext``): whether a selected host row has its External id, and
+    that row's label (the first such row in host order). One sort and one binary search."""
+    ok = sel & (ext >= 0)
+    ext_sel, lab_sel = ext[ok], label[ok]
+    hit = np.zeros(kext.size, bool)
+    lab = np.full(kext.size, "", dtype=object)
+    if ext_sel.size == 0:
+        return hit, lab
+    o = np.argsort(ext_sel, kind="stable")
+    ext_sorted, lab_sorted = ext_sel[o], lab_sel[o]
+    pos = np.clip(np.searchsorted(ext_sorted, kext), 0, ext_sorted.size - 1)
+    hit = (kext >= 0) & (ext_sorted[pos] == kext)
+    lab[hit] = lab_sorted[pos[hit]]
+    return hit, lab
 
 
 def group_of(categories: np.ndarray) -> np.ndarray:

@@ -139,8 +139,9 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in names])
     sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in names])
     sync_mask = ((hk == KIND["runtime"]) & sync_name[hidx]) | ((hk == KIND["cpu_op"]) & sync_op[hidx])
-    # host communication ops (by name or recorded collective args), for classifying kernels
-    comm_name = np.array([bool(rules.comm_ops.search(n)) for n in names])
+    # host communication ops (by name or recorded collective args) and collective-named
+    # annotations, for classifying the kernels they launched
+    comm_name = np.array([bool(rules.comm_ops.search(n)) or rules.is_collective_annotation(n) for n in names])
     has_coll = pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False)[host_rows]
     comm_t = events.select(["name", "collective", "external_id"]).take(pa.array(host_rows[comm_name[hidx] | has_coll]))
     return RankData(rank=rank, host=host, dev=_device(events, dev_rows, comm_t, host, rules), sync_mask=sync_mask)
