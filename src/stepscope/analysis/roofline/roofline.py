@@ -20,6 +20,7 @@ import numpy as np
 from ...catalog.hardware import Hardware
 from ...trace.counters import CounterRange
 from ..context import RankContext
+from ..xla.notes import missing_flops_note
 from .costs import OpCosts
 from .results import CategoryRoofline, Roofline, RooflineGroup, StepFlops
 
@@ -36,7 +37,7 @@ def compute(ctx: RankContext) -> Roofline:
     if hw is None:
         notes.append("device not in the catalog: pass --hardware NAME for roofline and MFU")
     if c.kernel_time_ns and not c.has_shapes:
-        notes.append("the trace has no recorded shapes, so no FLOPs: profile with record_shapes=True")
+        notes.append(missing_flops_note(ctx))
     modeled = c.inst_modeled
     d = ctx.data.dev
     return Roofline(
@@ -46,7 +47,7 @@ def compute(ctx: RankContext) -> Roofline:
         kernel_time_ns=c.kernel_time_ns,
         steps=_step_flops(ctx),
         note="; ".join(notes),
-        by_category=_by_category(c.inst_category, c.inst_dur_ns, c.inst_flops, c.inst_bytes, modeled, c.inst_dtype, hw),
+        by_category=_by_category(d.category, d.external_id, d.end - d.ts, c, hw),
         measured=measured_groups(ctx.counters, hw) if ctx.counters else (),
         kernels=_kernel_groups(d.names, d.name_idx, d.end - d.ts, c, hw),
     )
@@ -98,41 +99,63 @@ def _step_flops(ctx: RankContext) -> tuple[StepFlops, ...]:
     return tuple(out)
 
 
+def _kernel_shares(ext: np.ndarray, dur: np.ndarray, c: OpCosts) -> tuple[np.ndarray, np.ndarray]:
+    """Per kernel inside the steps: its share of its op's FLOPs and bytes, by duration
+    (``op FLOPs x kernel time / op kernel time``; evenly when the op's kernels took no time), so
+    every kernel of an op runs at the op's achieved rate. ``OpCosts`` splits evenly; the op totals
+    are ``kernel share x kernel count``."""
+    sel = c.in_step & (ext >= 0)
+    flops, nbytes = np.zeros(dur.size), np.zeros(dur.size)
+    if not sel.any():
+        return flops, nbytes
+    _, inv = np.unique(ext[sel], return_inverse=True)
+    n_k = np.bincount(inv)
+    op_dur = np.bincount(inv, weights=dur[sel])
+    share = np.where(op_dur[inv] > 0, dur[sel] / np.maximum(op_dur[inv], 1), 1.0 / n_k[inv])
+    flops[sel] = c.kernel_flops[sel] * n_k[inv] * share
+    nbytes[sel] = c.kernel_bytes[sel] * n_k[inv] * share
+    return flops, nbytes
+
+
 def _by_category(
-    inst_cat: np.ndarray,
-    inst_dur: np.ndarray,
-    inst_flops: np.ndarray,
-    inst_bytes: np.ndarray,
-    modeled: np.ndarray,
-    inst_dtype: np.ndarray,
-    hw: Hardware | None,
+    category: np.ndarray, ext: np.ndarray, dur: np.ndarray, c: OpCosts, hw: Hardware | None
 ) -> tuple[CategoryRoofline, ...]:
-    """Per category: roofline time of the modeled instances (each at its own dtype's peak)."""
-    roof_s = np.zeros(inst_dur.size)
-    if hw is not None and inst_dur.size:
-        dts, dinv = np.unique(inst_dtype.astype(str), return_inverse=True)
-        peak = np.array([hw.peak_flops(str(d)) for d in dts])[dinv]
-        roof_s = np.where(modeled, np.maximum(inst_flops / peak, inst_bytes / hw.hbm_bytes_per_s), 0.0)
+    """Per category of the kernels inside the steps (the category every table uses,
+    ``RankData.dev.category``): kernel time, and the roofline time of the kernels whose op has a
+    cost model, each at its op's dtype peak and its duration share of the op's FLOPs and bytes."""
+    sel = c.in_step
+    if not sel.any():
+        return ()
+    k_flops, k_bytes = _kernel_shares(ext, dur, c)
+    modeled = c.kernel_modeled & sel
+    roof_s = np.zeros(dur.size)
+    if hw is not None:
+        dts, dinv = np.unique(c.kernel_dtype[modeled].astype(str), return_inverse=True)
+        peak = np.array([hw.peak_flops(str(t)) for t in dts])[dinv]
+        roof_s[modeled] = np.maximum(k_flops[modeled] / peak, k_bytes[modeled] / hw.hbm_bytes_per_s)
+    cats, cinv = np.unique(category[sel].astype(str), return_inverse=True)
+    m = modeled[sel].astype(float)
+    tot = np.bincount(cinv, weights=dur[sel], minlength=cats.size)
+    mdur = np.bincount(cinv, weights=dur[sel] * m, minlength=cats.size)
+    fl = np.bincount(cinv, weights=k_flops[sel] * m, minlength=cats.size)
+    by = np.bincount(cinv, weights=k_bytes[sel] * m, minlength=cats.size)
+    roof = np.bincount(cinv, weights=roof_s[sel], minlength=cats.size)
     out = []
-    for cat in np.unique(inst_cat):
-        m = inst_cat == cat
-        mm = m & modeled
-        dur, mdur = int(inst_dur[m].sum()), int(inst_dur[mm].sum())
-        flops = float(inst_flops[mm].sum())
-        roof_ns = int(round(float(roof_s[mm].sum()) * 1e9))
+    for j, cat in enumerate(cats):
+        md, roof_ns = int(mdur[j]), int(round(float(roof[j]) * 1e9))
         out.append(
             CategoryRoofline(
                 category=str(cat),
-                dur_ns=dur,
-                modeled_dur_ns=mdur,
-                flops=flops,
-                bytes=float(inst_bytes[mm].sum()),
-                achieved_tflops=flops / (mdur / 1e9) / 1e12 if mdur else 0.0,
+                dur_ns=int(tot[j]),
+                modeled_dur_ns=md,
+                flops=float(fl[j]),
+                bytes=float(by[j]),
+                achieved_tflops=float(fl[j]) / (md / 1e9) / 1e12 if md else 0.0,
                 roofline_ns=roof_ns,
-                efficiency=(roof_ns / mdur) if (mdur and hw is not None) else None,
+                efficiency=(roof_ns / md) if (md and hw is not None) else None,
             )
         )
-    return tuple(sorted(out, key=lambda c: -c.dur_ns))
+    return tuple(sorted(out, key=lambda r: -r.dur_ns))
 
 
 def _group(
