@@ -10,10 +10,19 @@ Host side (PyTorch autograd as recorded by the profiler):
 Device work is attributed by the host range its launch call sits in (same thread): recompute >
 backward > optimizer (``Optimizer.step``) > forward. Times are unions per phase inside the step
 window; on CPU-only ranks the host ranges themselves are measured.
+
+JAX/XLA (device rows naming an HLO op): the phase comes from the op's autodiff name stack
+(:func:`xla_phase`), the same for this table and the XLA view's "By autodiff phase":
+``transpose(jvp(...))`` = backward, a backward op under ``remat`` / ``rematted_computation`` /
+``checkpoint`` recomputation = recompute, ``jvp(...)`` = forward, an op outside autodiff whose name
+stack names an optimizer (optax, ``apply_gradients``, adam...) = optimizer, anything else (outside
+autodiff, no name stack) = forward, the default PyTorch rows get too. ``recompute_ops`` counts the
+recompute-phase XLA ops of the step.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +33,23 @@ from ..context import RankContext
 from ..steps.breakdown import top_level
 
 PHASES = ("forward", "backward", "recompute", "optimizer")
+FORWARD, BACKWARD, RECOMPUTE, OPTIMIZER = range(len(PHASES))
+
+_RECOMPUTE = re.compile(r"rematted_computation|/remat\d*/|/remat\(|checkpoint/rematted")
+_OPTIMIZER = re.compile(
+    r"(^|/|\()(optax|optimizer|apply_gradients|apply_updates|adamw?|sgd|lamb|lion|adafactor)\b", re.IGNORECASE
+)
+
+
+def xla_phase(stack: str | None) -> int:
+    """Index into ``PHASES`` of an XLA op, from its name stack (``tf_op`` / HLO ``op_name``)."""
+    if not stack:
+        return FORWARD
+    if "transpose(" in stack:
+        return RECOMPUTE if _RECOMPUTE.search(stack) else BACKWARD
+    if "jvp(" in stack:
+        return FORWARD
+    return OPTIMIZER if _OPTIMIZER.search(stack) else FORWARD
 
 
 @dataclass(frozen=True)
@@ -82,10 +108,14 @@ def compute(ctx: RankContext) -> tuple[StepPhases, ...]:
     out = []
     if d.size:
         lt, lts = d.launch_tid, d.launch_ts
-        phase = np.zeros(d.size, np.int8)  # 0 forward
-        phase[optim.contains(lt, lts)] = 3
-        phase[bwd.contains(lt, lts)] = 1
-        phase[recompute.contains(lt, lts)] = 2
+        phase = np.full(d.size, FORWARD, np.int8)
+        phase[optim.contains(lt, lts)] = OPTIMIZER
+        phase[bwd.contains(lt, lts)] = BACKWARD
+        phase[recompute.contains(lt, lts)] = RECOMPUTE
+        xla_rows = d.xla.op.valid if d.xla is not None else np.zeros(d.size, bool)
+        if xla_rows.any():
+            assert d.xla is not None
+            phase[xla_rows] = d.xla.scope.map(xla_phase, np.flatnonzero(xla_rows), dtype=np.int8)
         for i, s in enumerate(steps):
             m = dev_step == i
             ps = {}
@@ -94,6 +124,7 @@ def compute(ctx: RankContext) -> tuple[StepPhases, ...]:
                 a, b = iv.clip(d.ts[sel], d.end[sel], s.window_start_ns, s.window_end_ns)
                 ps[name] = iv.union_length(a, b)
             n_rec = _count_in(h.ts[rec_top], s.cpu_start_ns, s.cpu_start_ns + s.cpu_step_ns)
+            n_rec += int((m & xla_rows & (phase == RECOMPUTE)).sum())
             out.append(StepPhases(s.name, ps, ps["recompute"], n_rec))
     else:
         for s in steps:

@@ -13,10 +13,9 @@ Times are sums of device-op durations inside the steps, over all devices of the 
   ``closed_call``, ``checkpoint``... are dropped, einsum specs too. The path and its leaf (the
   innermost ``jax.named_scope``) are reported. An op XLA merged from several (``prefix/(a/op:b/op)``)
   is attributed to ``prefix/a+b``.
-- **Phases**: an op under ``transpose(...)`` is backward; backward ops under
-  ``rematted_computation`` / ``remat`` / ``checkpoint`` recomputation are recompute; ops under
-  ``jvp(...)`` only are forward; the rest (optimizer update, gradient collectives outside autodiff,
-  data movement) is "outside autodiff".
+- **Phases**: one definition with the "Device time by phase" table, ``roofline.phases.xla_phase``
+  (``transpose(...)`` = backward, under remat = recompute, ``jvp(...)`` = forward, optimizer-named
+  scopes outside autodiff = optimizer, the rest forward); shares here are of summed op time.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..context import RankContext
+from ..roofline.phases import PHASES, xla_phase
 from .ops import fusion_kind, is_async_done
 
 _WRAPPER = re.compile(
@@ -39,7 +39,6 @@ _DROP = re.compile(
     r"^(jit\(.*\)|pjit\(.*\)|shard_map|while|body|cond|closed_call|core_call|checkpoint|rematted_computation|remat\d*"
     r"|scan|branch_\d+|jvp|transpose|vmap|xla_call|custom_jvp_call|custom_vjp_call|jaxpr|)$"
 )
-_RECOMPUTE = re.compile(r"rematted_computation|/remat\d*/|/remat\(|checkpoint/rematted")
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ class XlaSummary:
     async_stall_by_collective: tuple[Share, ...]
     by_scope: tuple[Share, ...]
     by_scope_leaf: tuple[Share, ...]
-    phases: tuple[Share, ...]  # forward / backward / recompute / outside autodiff
+    phases: tuple[Share, ...]  # forward / backward / recompute / optimizer (roofline.phases.PHASES)
     recompute_share_of_backward: float | None
     custom_calls: tuple[Share, ...]
     loops: tuple[Share, ...]  # while / conditional / call ops (containers: their ops are counted above)
@@ -111,13 +110,8 @@ def scope_path(stack: str | None) -> str:
 
 
 def phase_of(stack: str | None) -> str:
-    if not stack:
-        return "unknown"
-    if "transpose(" in stack:
-        return "recompute" if _RECOMPUTE.search(stack) else "backward"
-    if "jvp(" in stack:
-        return "forward"
-    return "outside autodiff"
+    """The phase name of an XLA op (``roofline.phases.xla_phase``)."""
+    return PHASES[xla_phase(stack)]
 
 
 def _shares(labels: np.ndarray, dur: np.ndarray, total: float, top: int | None = None) -> tuple[Share, ...]:
