@@ -8,9 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
+import pytest
 
 import stepscope
+from stepscope.analysis.cluster.results import Straggler
+from stepscope.analysis.cluster.view import build
 from stepscope.cli import main
+from tests.analysis.test_cluster import _rank as _crank
+from tests.analysis.test_cluster import _step as _cstep
 from tests.analysis.test_xla import _tpu_space
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,3 +89,36 @@ def test_real_jax_trace_note_asks_for_hlo_not_record_shapes(tmp_path: Path) -> N
     """This GPU profile carries no ``flops`` stats: the way to FLOPs is ``--hlo``."""
     note = _rank(tmp_path, str(JAX_TRACE))["roofline_note"]
     assert "record_shapes" not in note and "--hlo" in note
+
+
+def _straggler_ranks(computes_ms: list[int], loaders_ms: list[int]) -> dict[int, Straggler]:
+    """One all-reduce per rank, entered when the rank's compute ends (start = compute) and left by
+    all at 105 ms (the clocks agree: every end is the same)."""
+    ranks = []
+    for r, (c_ms, l_ms) in enumerate(zip(computes_ms, loaders_ms)):
+        comp, loader = c_ms * 1_000_000, l_ms * 1_000_000
+        ranks.append(_crank(r, [comp], [105_000_000 - comp], 64 << 20, [_cstep(106_000_000, comp, loader)]))
+    c = build(tuple(ranks))
+    assert c is not None
+    return {s.rank: s for s in c.stragglers}
+
+
+def test_straggler_cause_needs_non_zero_evidence() -> None:
+    """Compute 100, 100, 100, 90 ms, data loader 0 everywhere. Rank 3: compute z =
+    -10 ms / (1.4826 x max(MAD 0, 2% of 100 ms, 20 us)) = -3.37; data loader z = 0 (all 0);
+    arrival 10 ms early, z < 0. No figure above the median: "unexplained", not "host: data loader"
+    (its data-loader time and z are 0). Ranks 0-2: every z is 0, unexplained too."""
+    by_rank = _straggler_ranks([100, 100, 100, 90], [0, 0, 0, 0])
+    s3 = by_rank[3]
+    assert s3.z_dataloader == 0.0
+    assert s3.z_compute == pytest.approx(-10 / (1.4826 * 2), rel=1e-6)
+    assert s3.cause == "unexplained" and s3.excess_ns == 0 and not s3.is_straggler
+    assert {by_rank[r].cause for r in (0, 1, 2)} == {"unexplained"}
+
+
+def test_straggler_cause_is_the_largest_positive_figure() -> None:
+    """Compute 100, 100, 100, 110 ms, data loader 0: rank 3's compute z = +10 / 2.9652 = 3.37 is
+    the only positive one of its figures besides its arrival (10 ms late: z = 10 ms / (1.4826 x
+    20 us) = 337, over the threshold, but compute is over it too and makes the rank late): compute."""
+    s3 = _straggler_ranks([100, 100, 100, 110], [0, 0, 0, 0])[3]
+    assert s3.cause == "compute" and s3.excess_ns == 10_000_000

@@ -1,8 +1,9 @@
 """Stragglers: per rank, three robust z-scores ``(x - median) / (1.4826 MAD)`` (MAD floored at 2% of the
 median and 20 us so identical ranks do not explode): compute per step, data-loader time per step, and
 late arrival (median over instances of ``start_r - median start``). Score = the largest; cause = which
-one (``compute``, ``host: data loader``, ``host``), or ``link`` when the rank's groups move data at < 50%
-of the median bus bandwidth of same-type instances. What-if per rank: per step, each rank's busy time
+one (``compute``, ``host: data loader``, ``host``), named only when its evidence is positive (z > 0: the
+rank is above the median on that figure), else ``unexplained``; or ``link`` when the rank's groups move
+data at < 50% of the median bus bandwidth of same-type instances. What-if per rank: per step, each rank's busy time
 ``step - sync wait`` bounds the step; with this rank's replaced by the median, the step shrinks by
 ``max busy - max(max busy of the others, median busy)``, averaged over steps."""
 
@@ -12,6 +13,9 @@ import numpy as np
 
 from .context import ClusterContext
 from .results import Instance, Straggler
+
+#: the cause of a rank none of whose figures is above the median
+UNEXPLAINED = "unexplained"
 
 
 def compute(c: ClusterContext) -> tuple[Straggler, ...]:
@@ -29,9 +33,7 @@ def compute(c: ClusterContext) -> tuple[Straggler, ...]:
     out = []
     for j, r in enumerate(ranks):
         zs = {"compute": zc[j], "host: data loader": zd[j], "host": za[j]}
-        cause = max(zs, key=lambda k: zs[k])
-        if cause == "host" and (zc[j] >= threshold or zd[j] >= threshold):
-            cause = "compute" if zc[j] >= zd[j] else "host: data loader"
+        cause = _cause(zs, threshold)
         score = float(max(zs.values()))
         if r.rank in slow_link and score < threshold:
             cause, score = "link", max(score, threshold)
@@ -40,6 +42,7 @@ def compute(c: ClusterContext) -> tuple[Straggler, ...]:
             "host: data loader": dl[j] - np.median(dl),
             "host": arr[j] - np.median(arr),
             "link": 0.0,
+            UNEXPLAINED: 0.0,
         }[cause]
         out.append(
             Straggler(
@@ -56,6 +59,20 @@ def compute(c: ClusterContext) -> tuple[Straggler, ...]:
         )
     out.sort(key=lambda s: -s.score)
     return tuple(out)
+
+
+def _cause(zs: dict[str, float], threshold: float) -> str:
+    """The figure with the largest positive z-score; late arrival ("host") gives way to compute or
+    the data loader when either is itself over the threshold (they make the rank arrive late).
+    No positive z-score: nothing stands out, ``UNEXPLAINED``."""
+    positive = {k: z for k, z in zs.items() if z > 0}
+    if not positive:
+        return UNEXPLAINED
+    cause = max(positive, key=lambda k: positive[k])
+    zc, zd = zs["compute"], zs["host: data loader"]
+    if cause == "host" and (zc >= threshold or zd >= threshold):
+        cause = "compute" if zc >= zd else "host: data loader"
+    return cause
 
 
 def _robust_z(x: np.ndarray) -> np.ndarray:
