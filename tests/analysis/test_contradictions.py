@@ -4,6 +4,7 @@ the trace's format, a straggler's named cause has non-zero evidence."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -122,3 +123,17 @@ def test_straggler_cause_is_the_largest_positive_figure() -> None:
     20 us) = 337, over the threshold, but compute is over it too and makes the rank late): compute."""
     s3 = _straggler_ranks([100, 100, 100, 110], [0, 0, 0, 0])[3]
     assert s3.cause == "compute" and s3.excess_ns == 10_000_000
+
+
+def test_dualpipe_note_states_no_memory_figure_beside_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3's published run (tech report 3.2: tp 1, pp 16, DualPipe, ep 64, ZeRO-1 DP 128 on
+    2048 H800s): the note beside the table quotes only that run's measured fact (it fit in the
+    H800's 80 GB), no model figure of its own that could differ from the table's total."""
+    args = ["plan", "--model", "deepseek-v3", "--hardware", "h800", "--devices", "2048"]
+    args += ["--global-batch", "15360", "--seq-len", "4096", "--precision", "fp8"]
+    args += ["--evaluate", "tp=1,pp=16,sched=dualpipe,ep=64,dp=128,zero=1,mb=1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    note = " ".join(out.split("note: DualPipe rows", 1)[1].split())
+    note = note.split("note:", 1)[0]
+    assert re.findall(r"([\d.]+) ?GB", note) == ["80"]

@@ -76,7 +76,8 @@ def caveat_lines(
         lines.append(
             "note: DualPipe rows take their bubble from the DualPipe README's table (with F = W = B/2) and hide the "
             "all-to-all as ep_overlap does; checked against one run only (DeepSeek-V3, within 2% of its whole-run average), "
-            "and its FP8 activation caching is not modeled (memory: that run fit in 80 GB, the model says 110 GB)"
+            "and its FP8 activation caching is not modeled, so the act and total GB of DualPipe rows are high (that run fit "
+            "in 80 GB per device)"
         )
     if fp8_rowwise:
         lines.append(
