@@ -30,6 +30,7 @@ import numpy as np
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..context import RankContext
+from ..rankdata import DeviceArrays
 from ..steps.breakdown import top_level
 
 PHASES = ("forward", "backward", "recompute", "optimizer")
@@ -107,15 +108,7 @@ def compute(ctx: RankContext) -> tuple[StepPhases, ...]:
     rec_top = rec_idx[top_level(h.tid[rec_idx], h.ts[rec_idx], h.end[rec_idx])] if rec_idx.size else rec_idx
     out = []
     if d.size:
-        lt, lts = d.launch_tid, d.launch_ts
-        phase = np.full(d.size, FORWARD, np.int8)
-        phase[optim.contains(lt, lts)] = OPTIMIZER
-        phase[bwd.contains(lt, lts)] = BACKWARD
-        phase[recompute.contains(lt, lts)] = RECOMPUTE
-        xla_rows = d.xla.op.valid if d.xla is not None else np.zeros(d.size, bool)
-        if xla_rows.any():
-            assert d.xla is not None
-            phase[xla_rows] = d.xla.scope.map(xla_phase, np.flatnonzero(xla_rows), dtype=np.int8)
+        phase, xla_rows = _device_phases(d, bwd, recompute, optim)
         for i, s in enumerate(steps):
             m = dev_step == i
             ps = {}
@@ -144,6 +137,24 @@ def compute(ctx: RankContext) -> tuple[StepPhases, ...]:
             }
             out.append(StepPhases(s.name, ps, rec_ns, _count_in(h.ts[rec_top], c0, c1)))
     return tuple(out)
+
+
+def _device_phases(
+    d: DeviceArrays, bwd: ThreadRanges, recompute: ThreadRanges, optim: ThreadRanges
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per device row, its phase index (``PHASES``) and whether it is an XLA op: by the host range
+    its launch sits in (recompute > backward > optimizer > forward), by the name stack for XLA ops."""
+    lt, lts = d.launch_tid, d.launch_ts
+    phase = np.full(d.size, FORWARD, np.int8)
+    phase[optim.contains(lt, lts)] = OPTIMIZER
+    phase[bwd.contains(lt, lts)] = BACKWARD
+    phase[recompute.contains(lt, lts)] = RECOMPUTE
+    if d.xla is None:
+        return phase, np.zeros(d.size, bool)
+    xla_rows = d.xla.op.valid
+    if xla_rows.any():
+        phase[xla_rows] = d.xla.scope.map(xla_phase, np.flatnonzero(xla_rows), dtype=np.int8)
+    return phase, xla_rows
 
 
 def _count_in(t: np.ndarray, lo: int, hi: int) -> int:
