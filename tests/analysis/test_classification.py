@@ -85,3 +85,26 @@ def test_fbgemm_embedding_kernels_are_embedding_not_gemm(tmp_path: Path) -> None
     assert rules.category_of_kernel("void fbgemm_gpu::permute_2D_data_kernel<false, int, int, double>(int)") != "gemm"
     assert rules.category_of_kernel("void fbgemm_gpu::batched_embedding_backward_kernel<float>(int)") == "embedding"
     assert rules.category_of_kernel("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long)") == "elementwise"
+
+
+def test_category_flops_follow_the_kernels_share_of_the_op_time(tmp_path: Path) -> None:
+    """aten::mm [1024,1024] x [1024,1024] bf16: 2 x 1024^3 = 2,147,483,648 FLOPs, run as a GEMM
+    kernel of 300 us and a cast kernel of 100 us: the gemm row gets 3/4 of the FLOPs
+    (1,610,612,736), the elementwise row 1/4 (536,870,912); both run at the op's rate."""
+    ev = [synth.step("ProfilerStep#1", 0, 1000)]
+    ev.append(
+        synth.cpu(
+            "aten::mm",
+            5,
+            20,
+            **{"External id": 5, "Input Dims": [[1024, 1024], [1024, 1024]], "Input type": ["c10::BFloat16"] * 2},
+        )
+    )
+    ev += synth.launch("sm90_xmma_gemm_bf16bf16_bf16f32", 10, 100, 300, ext=5)
+    ev += synth.launch("void at::native::vectorized_elementwise_kernel<4, cast_op>(int)", 12, 400, 100, ext=5)
+    r = analyze(stepscope.load(synth.write(tmp_path / "t.json", ev))).ranks[0]
+    by = {c.category: c for c in r.roofline.by_category}
+    assert by["gemm"].flops == 1_610_612_736 and by["elementwise"].flops == 536_870_912
+    assert by["gemm"].modeled_dur_ns == 300 * US and by["elementwise"].modeled_dur_ns == 100 * US
+    rate = 2_147_483_648 / 400e-6 / 1e12  # TFLOP/s of the op over its 400 us
+    assert abs(by["gemm"].achieved_tflops - rate) < 1e-9 and abs(by["elementwise"].achieved_tflops - rate) < 1e-9
