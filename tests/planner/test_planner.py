@@ -1592,7 +1592,7 @@ def test_pipelines_never_run_fractional_micro_batches() -> None:
     few = (s["pp"] > 1) & (12 // (s["dp"] * s["mb"]) < s["pp"])
     assert few.any() and np.all(s["ga"][few] == 12 // (s["dp"][few] * s["mb"][few]))
     with pytest.raises(ConfigError, match="cannot fill evenly"):
-        from stepscope.planner.cli import _one
+        from stepscope.planner.plans import one_record as _one
         from stepscope.planner.strategy import Strategy
 
         _one(job, Strategy.parse("pp=8,mb=2"))
