@@ -61,6 +61,7 @@ def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
         hlo_files=tuple(ns.hlo),
         straggler_threshold=ns.straggler_z,
         gpus_per_node=ns.gpus_per_node,
+        skip_steps=ns.skip_steps,
     )
     err = Console(stderr=True)
     columns = (

@@ -40,6 +40,13 @@ def _add_analyze_parser(sub: Subparsers) -> None:
     _add_outputs(a)
     a.add_argument("--step-marker", metavar="NAME", help="annotation that marks a step when there is no ProfilerStep#N")
     a.add_argument(
+        "--skip-steps",
+        type=int,
+        metavar="N",
+        default=None,
+        help="the first N steps are warm-up, kept out of statistics (default: detected, > 3x the median of the rest)",
+    )
+    a.add_argument(
         "--rules", metavar="YAML", help="extra kernel classification rules (layout of data/kernel_rules.yaml)"
     )
     a.add_argument("--top", type=positive, default=20, help="how many top kernels / CPU ops to keep (default 20)")

@@ -69,9 +69,12 @@ def test_window_follows_launches_not_wall_clock(tmp_path: Path) -> None:
     ev += synth.launch("gemm_2", 120, 260, 40)  # launched in step 2, runs [260, 300)
     r = _one(tmp_path, ev)
     s1, s2 = r.steps
-    assert (s1.window_start_ns, s1.window_end_ns) == (150 * US, 250 * US)
+    # step 1 runs to step 2's first work; the last step ends at the end of its own work
+    assert (s1.window_start_ns, s1.window_end_ns) == (150 * US, 260 * US)
     assert (s2.window_start_ns, s2.window_end_ns) == (260 * US, 300 * US)
     assert s1.compute_ns == 100 * US and s2.compute_ns == 40 * US
+    # the gap [250, 260) ends with gemm_2, launched at 120 (in time, no sync): other
+    assert s1.idle_ns == 10 * US and s1.idle_causes.other_ns == 10 * US
 
 
 def test_comm_recognized_from_launching_op_and_stream(tmp_path: Path) -> None:
@@ -129,23 +132,25 @@ def test_cpu_comm_nested_in_a_compute_op_is_communication(tmp_path: Path) -> Non
 
 
 def test_fluctuation_flags_what_grew(tmp_path: Path) -> None:
+    # step i: kernel A at s_i (launched at s_i - 9), kernel B at s_i + 110 (launched at s_i + 50,
+    # before the 10 us gap: other idle), each 100 us; windows [s_i, s_i+1), the last ends at s_3 + 210.
+    # s = 10, 230, 450, 870: steps 220, 220, 420, 210 us. The gap after B to the next step's A is
+    # host-bound (A launched after it began): 10, 10, 210, 0 us (median 10), so step 2 grew by 200 us.
+    cpu = [(0, 220), (220, 220), (440, 420), (860, 240)]
+    s = [10, 230, 450, 870]
     ev = []
     for i in range(4):
-        t0 = i * 1000
-        ev.append(synth.step(f"ProfilerStep#{i}", t0, 1000))
-        ev += synth.launch(f"gemm_{i}", t0 + 1, t0 + 10, 100)
-        # kernels at [t0+10, t0+110) and [t0+120, t0+220) -> 210 us; the 10 us gap was launched in
-        # time (other idle). Step 3 launches the second kernel at t0+300: it runs [t0+320, t0+420),
-        # so the step is 410 us and its 210 us gap is host-bound (median host-bound idle is 0).
-        late = 300 if i == 3 else 100
-        ev += synth.launch(f"gemm_b{i}", t0 + late, t0 + late + 20, 100)
+        ev.append(synth.step(f"ProfilerStep#{i}", *cpu[i]))
+        ev += synth.launch(f"gemm_{i}", s[i] - 9, s[i], 100)
+        ev += synth.launch(f"gemm_b{i}", s[i] + 50, s[i] + 110, 100)
     r = _one(tmp_path, ev)
     times = [s.step_time_ns for s in r.steps]
-    assert times == [210 * US, 210 * US, 210 * US, 410 * US]
+    assert times == [220 * US, 220 * US, 420 * US, 210 * US]
+    assert [s.idle_causes.host_bound_ns for s in r.steps] == [10 * US, 10 * US, 210 * US, 0]
     (flag,) = r.step_stats.flagged
-    assert flag.name == "ProfilerStep#3"
-    assert flag.grew == "idle_host_bound_ns" and flag.grew_by_ns == 210 * US
-    assert flag.over_median_ratio == pytest.approx(200 / 210)
+    assert flag.name == "ProfilerStep#2"
+    assert flag.grew == "idle_host_bound_ns" and flag.grew_by_ns == 200 * US
+    assert flag.over_median_ratio == pytest.approx(200 / 220)
 
 
 def test_step_marker_and_whole_trace_fallback(tmp_path: Path) -> None:

@@ -16,9 +16,10 @@ K3 = "<b>relu*</b>"  # HTML, emphasis
 
 
 def _trace(tmp_path: Path) -> Path:
-    """Two steps (times in us). Step 1: K1 [100, 400), K2 [400, 500): window [100, 500) = 400,
-    all compute. Step 2: K1 [1100, 1300), K3 [1450, 1600): window [1100, 1600) = 500, compute
-    200 + 150 = 350, idle [1300, 1450) = 150. Totals: step 900, compute 750, idle 150."""
+    """Two steps (times in us). Step 1: K1 [100, 400), K2 [400, 500): window [100, 1100) (to step 2's
+    first work) = 1000, compute 400, idle 600. Step 2: K1 [1100, 1300), K3 [1450, 1600): window
+    [1100, 1600) = 500, compute 200 + 150 = 350, idle [1300, 1450) = 150. Totals: step 1500, compute
+    750, idle 750; median step (1000 + 500) / 2 = 750."""
     ev = [synth.step("ProfilerStep#1", 0, 1000), synth.step("ProfilerStep#2", 1000, 1000)]
     ev += synth.launch(K1, 10, 100, 300)
     ev += synth.launch(K2, 20, 400, 100)
@@ -37,23 +38,23 @@ Inputs: `{trace}`
 
 ## Rank 0 (NVIDIA H100 80GB HBM3)
 
-Median step 0.45 ms over 2 steps (steps from ProfilerStep).
+Median step 0.75 ms over 2 steps (steps from ProfilerStep).
 
 Step breakdown (ms; compute + exposed comm + exposed memcpy + idle = step):
 
 | step | step ms | compute | exposed comm | exposed memcpy | idle |
 | --- | ---: | ---: | ---: | ---: | ---: |
-| ProfilerStep#1 | 0.40 | 0.40 (100.0%) | 0.00 (0.0%) | 0.00 (0.0%) | 0.00 (0.0%) |
+| ProfilerStep#1 | 1.00 | 0.40 (40.0%) | 0.00 (0.0%) | 0.00 (0.0%) | 0.60 (60.0%) |
 | ProfilerStep#2 | 0.50 | 0.35 (70.0%) | 0.00 (0.0%) | 0.00 (0.0%) | 0.15 (30.0%) |
-| **all steps** | 0.90 | 0.75 (83.3%) | 0.00 (0.0%) | 0.00 (0.0%) | 0.15 (16.7%) |
+| **all steps** | 1.50 | 0.75 (50.0%) | 0.00 (0.0%) | 0.00 (0.0%) | 0.75 (50.0%) |
 
 Top kernels (of 2 steps):
 
 | kernel | category | count | total ms | mean us | share of step |
 | --- | --- | ---: | ---: | ---: | ---: |
-| `` gemm\\|`x` `` | gemm | 2 | 0.50 | 250.0 | 55.6% |
-| `<b>relu*</b>` | elementwise | 1 | 0.15 | 150.0 | 16.7% |
-| `elementwise row\\|2` | elementwise | 1 | 0.10 | 100.0 | 11.1% |
+| `` gemm\\|`x` `` | gemm | 2 | 0.50 | 250.0 | 33.3% |
+| `<b>relu*</b>` | elementwise | 1 | 0.15 | 150.0 | 10.0% |
+| `elementwise row\\|2` | elementwise | 1 | 0.10 | 100.0 | 6.7% |
 """
     assert out.read_text(encoding="utf-8") == expected
 

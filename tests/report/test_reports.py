@@ -33,7 +33,7 @@ def test_json_contract(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     assert main(["analyze", str(EXAMPLE), "--json", str(out), "-q"]) == 0
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == "1.2" and isinstance(doc["warnings"], list)
+    assert doc["schema_version"] == "2.0" and isinstance(doc["warnings"], list)
     (r,) = doc["ranks"]
     assert r["rank"] == 0 and r["device"] == "NVIDIA A100-PG509-200"
     assert len(r["steps"]) == 3

@@ -24,6 +24,7 @@ class AnalyzeConfig:
     straggler_threshold: float = 3.0  # robust z-score over which a rank is called a straggler
     split_devices: bool = True  # a JAX/XLA host file with several devices gives one rank per device
     gpus_per_node: int | None = None  # ranks per node in the cluster view; None: the device's, else 8
+    skip_steps: int | None = None  # the first N steps are warm-up; None: detected (steps/warmup.py)
 
     def __post_init__(self) -> None:
         if self.model_flops_per_step is not None and not 0 < self.model_flops_per_step < float("inf"):
@@ -39,5 +40,7 @@ class AnalyzeConfig:
             raise ConfigError("short kernel threshold must be >= 0")
         if not self.straggler_threshold > 0:
             raise ConfigError("straggler threshold must be > 0", fix="e.g. --straggler-z 3")
+        if self.skip_steps is not None and self.skip_steps < 0:
+            raise ConfigError("skip steps must be >= 0", fix="e.g. --skip-steps 2")
         if self.gpus_per_node is not None and self.gpus_per_node < 1:
             raise ConfigError("gpus per node must be >= 1", fix="e.g. --gpus-per-node 8")

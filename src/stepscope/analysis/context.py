@@ -25,7 +25,8 @@ from .config import AnalyzeConfig
 from .rankdata import RankData, build
 from .roofline.costs import OpCosts, op_costs
 from .roofline.results import HardwareInfo
-from .steps.breakdown import IdleGaps, account
+from .steps.breakdown import Accounting, account
+from .steps.idle import IdleGaps
 from .steps.results import StepBreakdown
 from .steps.windows import StepSpans, assign_device_work, find_steps, marker_candidates
 
@@ -57,6 +58,8 @@ class RankContext:
     idle_gaps: IdleGaps
     dataloader_mask: np.ndarray  # over host rows: data-loader ranges
     optimizer_mask: np.ndarray  # over host rows: optimizer-step ranges
+    device_busy_ns: int = 0  # union of all device work
+    outside_steps_ns: int = 0  # the part of it outside every step window
     hardware: Hardware | None  # the catalog's device (``--hardware``, else detected from the trace)
     hardware_info: HardwareInfo | None  # what the report says about it
     costs: OpCosts  # FLOPs and bytes of the op instances and kernels
@@ -86,8 +89,9 @@ def build_context(unit: RankInput, cfg: AnalyzeConfig, rules: Rules) -> tuple[Ra
     rd = build(info.rank, unit.events, rules)
     spans = find_steps(rd, cfg.step_marker)
     notices = _step_notices(info.rank, rd, spans, cfg)
-    dev_step = assign_device_work(rd, spans)
-    acct = account(rd, spans, dev_step, rules)
+    dev_step, windows = assign_device_work(rd, spans)
+    acct = account(rd, spans, dev_step, windows, rules, cfg.skip_steps)
+    notices += _accounting_notices(info.rank, acct, cfg)
     hw, hw_info, hw_notices = _hardware(info, rd, cfg)
     ctx = RankContext(
         config=cfg,
@@ -103,6 +107,8 @@ def build_context(unit: RankInput, cfg: AnalyzeConfig, rules: Rules) -> tuple[Ra
         idle_gaps=acct.idle_gaps,
         dataloader_mask=acct.dataloader_mask,
         optimizer_mask=acct.optimizer_mask,
+        device_busy_ns=acct.device_busy_ns,
+        outside_steps_ns=acct.outside_steps_ns,
         hardware=hw,
         hardware_info=hw_info,
         costs=op_costs(unit.events, rd, dev_step),
@@ -126,6 +132,34 @@ def _step_notices(rank: int, rd: RankData, spans: StepSpans, cfg: AnalyzeConfig)
         )
     if rd.dev.size == 0 and spans.names:
         out.append(Notice("no device work in the trace; accounting on the CPU (top-level host ops)", rank=rank))
+    return out
+
+
+OUTSIDE_STEPS_WARN_RATIO = 0.05
+
+
+def _accounting_notices(rank: int, acct: Accounting, cfg: AnalyzeConfig) -> list[Notice]:
+    """Device work outside every step window above 5% of device busy time; warm-up steps."""
+    out = []
+    busy, outside = acct.device_busy_ns, acct.outside_steps_ns
+    if busy and outside > OUTSIDE_STEPS_WARN_RATIO * busy:
+        out.append(
+            Notice(
+                f"{outside / busy:.0%} of device busy time ({outside / 1e6:.1f} ms) runs outside every step "
+                "window (before the first step or after the last) and is in no step's figures",
+                rank=rank,
+            )
+        )
+    warm = [s.name for s in acct.steps if s.warmup]
+    if warm:
+        why = f"--skip-steps {cfg.skip_steps}" if cfg.skip_steps is not None else "> 3x the median of the rest"
+        names = warm[0] if len(warm) == 1 else f"{warm[0]} .. {warm[-1]}"
+        out.append(
+            Notice(
+                f"{len(warm)} warm-up step(s) ({names}; {why}) kept out of step statistics, means and the cluster view",
+                rank=rank,
+            )
+        )
     return out
 
 

@@ -1,15 +1,16 @@
 """Run summary: the per-rank aggregates the renderers show, computed once here so that no renderer
-computes. Every figure is over the rank's steps (``RankAnalysis.steps``, the step windows found):
+computes. Every figure is over the rank's steady steps (``RankAnalysis.steps`` without the
+warm-up steps, ``steps/warmup.py``; ``warmup_steps`` says how many were left out):
 
 - ``total_X_ns = sum over steps of X`` (integer ns), for X in step time, compute, comm,
   overlapped comm, exposed comm, exposed memcpy, idle, data loader (``cpu.dataloader_ns``), CPU
-  step time, and the idle causes host-bound, sync wait and other (``idle_causes``);
+  step time, and the idle causes input wait, host-bound, sync wait and other (``idle_causes``);
 - ``mean_X_ns = total_X_ns / max(steps, 1)`` (a float; 0 for a rank without steps);
 - ``device_time_by_category_ns``: ``by_category_ns`` summed over steps per category, most time
   first (ties in the order the categories first appear);
 - ``median_mfu_ratio`` / ``median_hfu_ratio``: the upper median of the per-step MFU / HFU of the
-  roofline (element ``n // 2`` of the n sorted values, as the MFU diagnosis uses), over the steps
-  that have one; ``None`` when no step has one.
+  roofline (element ``n // 2`` of the n sorted values, as the MFU diagnosis uses), over the steady
+  steps that have one; ``None`` when no step has one.
 
 It reads only ``rank``, ``steps`` and ``roofline`` of each rank (the ``RankData`` protocol), so a
 result type can hold its ``RunSummary`` without importing this module's callers.
@@ -44,7 +45,8 @@ class RunData(Protocol):
 @dataclass(frozen=True, kw_only=True)
 class RankSummary:
     rank: int
-    steps: int
+    steps: int  # steady steps
+    warmup_steps: int
     total_step_time_ns: int
     total_compute_ns: int
     total_comm_ns: int
@@ -54,6 +56,7 @@ class RankSummary:
     total_idle_ns: int
     total_dataloader_ns: int
     total_cpu_step_ns: int
+    total_input_wait_idle_ns: int
     total_host_bound_idle_ns: int
     total_sync_wait_idle_ns: int
     total_other_idle_ns: int
@@ -81,7 +84,8 @@ def _upper_median(xs: list[float]) -> float | None:
     return sorted(xs)[len(xs) // 2] if xs else None
 
 
-def summarize_rank(rank: int, steps: Sequence[StepBreakdown], roof: Roofline | None) -> RankSummary:
+def summarize_rank(rank: int, all_steps: Sequence[StepBreakdown], roof: Roofline | None) -> RankSummary:
+    steps = [s for s in all_steps if not s.warmup]
     n = max(len(steps), 1)
     cats: dict[str, int] = {}
     for s in steps:
@@ -93,10 +97,12 @@ def summarize_rank(rank: int, steps: Sequence[StepBreakdown], roof: Roofline | N
     memcpy = sum(s.exposed_memcpy_ns for s in steps)
     idle = sum(s.idle_ns for s in steps)
     loader = sum(s.cpu.dataloader_ns for s in steps)
-    flops = roof.steps if roof is not None else ()
+    warm = {i for i, s in enumerate(all_steps) if s.warmup}
+    flops = [f for i, f in enumerate(roof.steps) if i not in warm] if roof is not None else []
     return RankSummary(
         rank=rank,
         steps=len(steps),
+        warmup_steps=len(all_steps) - len(steps),
         total_step_time_ns=step,
         total_compute_ns=compute,
         total_comm_ns=sum(s.comm_ns for s in steps),
@@ -106,6 +112,7 @@ def summarize_rank(rank: int, steps: Sequence[StepBreakdown], roof: Roofline | N
         total_idle_ns=idle,
         total_dataloader_ns=loader,
         total_cpu_step_ns=sum(s.cpu_step_ns for s in steps),
+        total_input_wait_idle_ns=sum(s.idle_causes.input_wait_ns for s in steps),
         total_host_bound_idle_ns=sum(s.idle_causes.host_bound_ns for s in steps),
         total_sync_wait_idle_ns=sum(s.idle_causes.wait_ns for s in steps),
         total_other_idle_ns=sum(s.idle_causes.other_ns for s in steps),

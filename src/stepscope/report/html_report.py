@@ -196,6 +196,7 @@ _STEP_COLUMNS = (
     "exposed comm",
     "exposed memcpy",
     "idle",
+    "input wait",
     "host-bound idle",
     "cpu step",
     "data loader",
@@ -214,12 +215,14 @@ def _steps_table(r: RankAnalysis) -> str:
             ms(s.exposed_comm_ns),
             ms(s.exposed_memcpy_ns),
             ms(s.idle_ns),
+            ms(s.idle_causes.input_wait_ns),
             ms(s.idle_causes.host_bound_ns),
             ms(s.cpu_step_ns),
             ms(s.cpu.dataloader_ns),
             str(s.cpu.sync_calls),
         ]
-        rows.append(f"<tr><td class='l'>{escape(s.name)}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        name = escape(s.name) + (" (warm-up)" if s.warmup else "")
+        rows.append(f"<tr><td class='l'>{name}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in _STEP_COLUMNS)
     return f"<table class='steps'><tr>{head}</tr>{''.join(rows)}</table>"
 
@@ -241,6 +244,7 @@ def _collectives(r: RankAnalysis) -> str:
 
 def _idle(r: RankAnalysis, rs: RankSummary) -> str:
     causes = [
+        ("waiting for input (data loader)", rs.total_input_wait_idle_ns),
         ("host-bound (launched late)", rs.total_host_bound_idle_ns),
         ("waiting on sync/event", rs.total_sync_wait_idle_ns),
         ("other", rs.total_other_idle_ns),

@@ -12,7 +12,7 @@ from ..analysis.steps.results import StepBreakdown
 from . import cluster_json
 from .base import Renderer
 
-JSON_SCHEMA_VERSION = "1.2"
+JSON_SCHEMA_VERSION = "2.0"
 
 
 def _step(s: StepBreakdown) -> dict[str, Any]:

@@ -65,12 +65,20 @@ def _steps(r: RankAnalysis, rs: RankSummary) -> list[str]:
         return [name, ms(step), *(f"{ms(v)} ({pct(v, step)})" for v in (compute, comm, memcpy, idle))]
 
     rows = [
-        row(text(s.name), s.step_time_ns, s.compute_ns, s.exposed_comm_ns, s.exposed_memcpy_ns, s.idle_ns)
+        row(
+            text(s.name) + (" (warm-up)" if s.warmup else ""),
+            s.step_time_ns,
+            s.compute_ns,
+            s.exposed_comm_ns,
+            s.exposed_memcpy_ns,
+            s.idle_ns,
+        )
         for s in r.steps
     ]
     if len(r.steps) > 1:
         total = (rs.total_compute_ns, rs.total_exposed_comm_ns, rs.total_exposed_memcpy_ns, rs.total_idle_ns)
-        rows.append(row("**all steps**", rs.total_step_time_ns, *total))
+        label = "**steady steps**" if rs.warmup_steps else "**all steps**"
+        rows.append(row(label, rs.total_step_time_ns, *total))
     head = ["step", "step ms", "compute", "exposed comm", "exposed memcpy", "idle"]
     return [
         "Step breakdown (ms; compute + exposed comm + exposed memcpy + idle = step):",
@@ -94,7 +102,8 @@ def _rank(r: RankAnalysis, rs: RankSummary) -> list[str]:
     device = f" ({text(r.device)})" if r.device else ""
     out = [f"## Rank {r.rank}{device}", ""]
     steps = f"{rs.steps} step{'' if rs.steps == 1 else 's'}"
-    out.append(f"Median step {ms(r.step_stats.median_ns)} ms over {steps} (steps from {text(r.step_source)}).")
+    warm = f"; {rs.warmup_steps} warm-up step(s) left out" if rs.warmup_steps else ""
+    out.append(f"Median step {ms(r.step_stats.median_ns)} ms over {steps} (steps from {text(r.step_source)}{warm}).")
     if rs.median_mfu_ratio is not None:
         out.append(f"MFU (median over steps): {rs.median_mfu_ratio:.1%}.")
     return [*out, "", *_steps(r, rs), *_kernels(r), ""]

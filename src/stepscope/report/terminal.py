@@ -85,6 +85,7 @@ _STEP_COLUMNS = (
     "exposed comm",
     "exposed memcpy",
     "idle",
+    "input wait",
     "host-bound",
     "cpu step",
     "data loader",
@@ -98,7 +99,7 @@ def _steps(r: RankAnalysis, con: Console) -> None:
         t.add_column(col, justify="right")
     for s in r.steps:
         t.add_row(
-            esc(s.name),
+            esc(s.name) + (" (warm-up)" if s.warmup else ""),
             ms(s.step_time_ns),
             f"{ms(s.compute_ns)} ({pct(s.compute_ns, s.step_time_ns)})",
             ms(s.comm_ns),
@@ -106,6 +107,7 @@ def _steps(r: RankAnalysis, con: Console) -> None:
             f"{ms(s.exposed_comm_ns)} ({pct(s.exposed_comm_ns, s.step_time_ns)})",
             ms(s.exposed_memcpy_ns),
             f"{ms(s.idle_ns)} ({pct(s.idle_ns, s.step_time_ns)})",
+            ms(s.idle_causes.input_wait_ns),
             ms(s.idle_causes.host_bound_ns),
             ms(s.cpu_step_ns),
             ms(s.cpu.dataloader_ns),
@@ -113,8 +115,14 @@ def _steps(r: RankAnalysis, con: Console) -> None:
     con.print(t)
     st = r.step_stats
     if st.count:
+        warm = f" ({st.warmup_steps} warm-up steps left out)" if st.warmup_steps else ""
         con.print(
-            f"step time: median {ms(st.median_ns)} ms, mean {ms(st.mean_ns)} ms, min {ms(st.min_ns)}, max {ms(st.max_ns)}, CV {st.cv_ratio:.1%}",
+            f"step time: median {ms(st.median_ns)} ms, mean {ms(st.mean_ns)} ms, min {ms(st.min_ns)}, max {ms(st.max_ns)}, CV {st.cv_ratio:.1%}{warm}",
+            highlight=False,
+        )
+    if st.outside_steps_ns:
+        con.print(
+            f"device work outside every step window: {ms(st.outside_steps_ns)} ms ({st.outside_steps_ratio:.1%} of device busy time)",
             highlight=False,
         )
     for f in st.flagged:

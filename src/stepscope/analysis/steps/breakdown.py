@@ -1,6 +1,7 @@
 """Per-step time accounting by interval unions over all streams of a rank.
 
-Within the step window ``W`` let C = union of compute kernels, M = union of communication, Y =
+The step windows partition the device timeline (``windows.step_windows``); all device work in a
+window counts, whoever launched it, clipped to the window. Within the step window ``W`` let C = union of compute kernels, M = union of communication, Y =
 union of memcpy/memset. Then (``|.|`` = total length)::
 
     compute_ns        = |C|
@@ -9,7 +10,9 @@ union of memcpy/memset. Then (``|.|`` = total length)::
     idle_ns           = |W| - |C u M u Y|
     comm_ns = |M|,  overlapped_comm_ns = |M n C|
 
-so ``compute + exposed_comm + exposed_memcpy + idle == |W|`` exactly, in integer ns.
+so ``compute + exposed_comm + exposed_memcpy + idle == |W|`` exactly, in integer ns; the idle
+causes (``idle.py``) sum to ``idle_ns``. ``spill_over_ns`` = the union, in W, of the work launched
+by earlier steps.
 
 Ranks with no device work (CPU-only, gloo) are accounted on the host: the top-level ops of each
 thread (ops not nested in another op of the same thread) are the "work"; communication ops
@@ -29,8 +32,11 @@ from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..classify import COMM_PREFIX, Rules
 from ..rankdata import RankData
-from .results import CollectiveTime, CpuStep, IdleCauses, StepBreakdown
-from .windows import StepSpans
+from . import idle
+from .idle import GapLog, IdleGaps, NextWork
+from .results import CollectiveTime, CpuStep, StepBreakdown
+from .warmup import flag_warmup
+from .windows import StepSpans, StepWindows
 
 _DATALOADER = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|_DataLoaderIter|dataloader", re.I)
 _OPTIMIZER = re.compile(r"^Optimizer\.step|optimizer\.step|^optimizer_step", re.I)
@@ -80,22 +86,6 @@ class _SortedRanges:
         return iv.union_length(s, e), int(s.size)
 
 
-Intervals = tuple[np.ndarray, np.ndarray]  # (starts, ends), int64 ns, sorted and disjoint
-
-
-@dataclass(frozen=True, kw_only=True)
-class IdleGaps:
-    """A rank's device-idle gaps inside its steps, merged over the steps, by what ended them: the
-    host had not yet called the launch of the next work (``host_bound``), the host sat in a
-    synchronizing call (``sync_wait``), neither (``other``); a host-bound gap is cut at the launch
-    call, and the part after it, the launch in flight, is ``launch_overhead``."""
-
-    host_bound: Intervals
-    sync_wait: Intervals
-    other: Intervals
-    launch_overhead: Intervals
-
-
 @dataclass(frozen=True, kw_only=True)
 class Accounting:
     """The step accounting of one rank: each step's breakdown, the idle gaps behind its idle causes,
@@ -105,18 +95,25 @@ class Accounting:
     idle_gaps: IdleGaps
     dataloader_mask: np.ndarray  # over host rows
     optimizer_mask: np.ndarray  # over host rows
+    device_busy_ns: int  # union of all device work
+    outside_steps_ns: int  # the part of it outside every step window
 
 
-def account(rd: RankData, spans: StepSpans, dev_step: np.ndarray, rules: Rules) -> Accounting:
-    acct = StepAccountant(rd, spans, dev_step, rules)
-    steps = tuple(acct.step(i) for i in range(len(spans.names)))
+def account(
+    rd: RankData, spans: StepSpans, dev_step: np.ndarray, win: StepWindows, rules: Rules, skip_steps: int | None
+) -> Accounting:
+    """Every step's breakdown (warm-up steps flagged, ``warmup.py``) and the rank's idle gaps."""
+    acct = StepAccountant(rd, spans, dev_step, win, rules)
+    steps = flag_warmup(tuple(acct.step(i) for i in range(len(spans.names))), skip_steps)
+    busy, outside = acct.outside_steps()
     return Accounting(
-        steps=steps, idle_gaps=acct.idle_gaps(), dataloader_mask=acct.dl_mask, optimizer_mask=acct.opt_mask
+        steps=steps,
+        idle_gaps=acct.idle_gaps(),
+        dataloader_mask=acct.dl_mask,
+        optimizer_mask=acct.opt_mask,
+        device_busy_ns=busy,
+        outside_steps_ns=outside,
     )
-
-
-# gap causes, the codes of the gap log
-_HOST, _SYNC, _OTHER, _LAUNCH = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -151,86 +148,86 @@ def _cpu_work(rd: RankData, rules: Rules) -> _CpuWork:
 @dataclass(frozen=True)
 class _Work:
     """One step's work intervals clipped to its window ``[w0, w1)``, with their group (0 compute, 1
-    communication, 2 memory), category code, launch time and nested-communication flag."""
+    communication, 2 memory), category code, launch time, nested-communication flag, and whether
+    an earlier step launched them (spill-over)."""
 
     s: np.ndarray
     e: np.ndarray
     group: np.ndarray
     cat: np.ndarray
-    launch: np.ndarray
     nested: np.ndarray
+    earlier: np.ndarray
     w0: int
     w1: int
-    source: str  # "device" | "cpu"
-    n_dev: int
 
     def clipped(self) -> _Work:
         s, e = np.maximum(self.s, self.w0), np.minimum(self.e, self.w1)
         k = e > s
-        return _Work(
-            s[k],
-            e[k],
-            self.group[k],
-            self.cat[k],
-            self.launch[k],
-            self.nested[k],
-            self.w0,
-            self.w1,
-            self.source,
-            self.n_dev,
-        )
+        return _Work(s[k], e[k], self.group[k], self.cat[k], self.nested[k], self.earlier[k], self.w0, self.w1)
 
 
 class StepAccountant:
     """Computes :class:`StepBreakdown` for each step of one rank."""
 
-    def __init__(self, rd: RankData, spans: StepSpans, dev_step: np.ndarray, rules: Rules) -> None:
-        self.rd, self.spans = rd, spans
-        h = rd.host
-        self.cpu_work = _cpu_work(rd, rules) if rd.dev.size == 0 else None
-        # device-idle gaps of every step: (starts, ends, cause code)
-        self.gap_log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    def __init__(self, rd: RankData, spans: StepSpans, dev_step: np.ndarray, win: StepWindows, rules: Rules) -> None:
+        self.rd, self.spans, self.win, self.dev_step = rd, spans, win, dev_step
+        h, d = rd.host, rd.dev
+        self.cpu_work = _cpu_work(rd, rules) if d.size == 0 else None
+        self.gap_log: list[GapLog] = []
         self.dl_mask = _name_mask(h.names, _DATALOADER)[h.name_idx] & (h.kind != KIND["runtime"])
         self.opt_mask = _name_mask(h.names, _OPTIMIZER)[h.name_idx] & (h.kind != KIND["runtime"])
         # category labels -> small int codes, once
-        labels = self.cpu_work.ctype if self.cpu_work is not None else rd.dev.category
+        labels = self.cpu_work.ctype if self.cpu_work is not None else d.category
         uniq, code = np.unique(labels.astype(str), return_inverse=True)
         self.code = code.ravel()
         self.labels: list[str] = [str(u) for u in uniq]
-        # device rows grouped by step once (not one full scan per step)
-        self._dev_order = np.argsort(dev_step, kind="stable")
-        self._dev_bounds = np.searchsorted(dev_step[self._dev_order], np.arange(len(spans.names) + 1))
+        # device rows by start, with the running max of their ends: the rows overlapping a window
+        # are a contiguous run of this order (then filtered by end)
+        self._order = np.argsort(d.ts, kind="stable")
+        self._starts = d.ts[self._order]
+        self._run_end = np.maximum.accumulate(d.end[self._order]) if d.size else d.end
+        self._own = np.bincount(dev_step[dev_step >= 0], minlength=len(spans.names))
+        self.next_work = NextWork.of(d.ts, d.launch_ts)
+        if self.cpu_work is not None:
+            cw = self.cpu_work
+            self.next_work = NextWork.of(h.ts[cw.sel], np.full(cw.sel.size, -1, np.int64))
         # host ranges per figure, sorted by start, for per-step windows by binary search
         self._ranges = {
             k: _SortedRanges(h.ts[m], h.end[m])
             for k, m in (("dl", self.dl_mask), ("opt", self.opt_mask), ("sync", rd.sync_mask))
         }
-        # sync calls as intervals, for idle-cause attribution
         self.sync_u = iv.union(h.ts[rd.sync_mask], h.end[rd.sync_mask])
+        self.loader_u = iv.union(h.ts[self.dl_mask], h.end[self.dl_mask])
 
-    def _work(self, i: int, c0: int, c1: int) -> _Work:
+    def _work(self, i: int, c0: int, c1: int) -> tuple[_Work, str]:
         cw = self.cpu_work
         if cw is not None:
             h = self.rd.host
             s, e = h.ts[cw.sel], h.end[cw.sel]
-            inside = (e > c0) & (s < c1)
-            group = np.where(cw.is_comm[inside], 1, 0).astype(np.int8)
-            launch = np.full(int(inside.sum()), -1, np.int64)
-            return _Work(s[inside], e[inside], group, self.code[inside], launch, cw.nested[inside], c0, c1, "cpu", 0)
+            k = (e > c0) & (s < c1)
+            group = np.where(cw.is_comm[k], 1, 0).astype(np.int8)
+            return _Work(s[k], e[k], group, self.code[k], cw.nested[k], np.zeros(int(k.sum()), bool), c0, c1), "cpu"
         d = self.rd.dev
-        mine = self._dev_order[self._dev_bounds[i] : self._dev_bounds[i + 1]]
-        s, e = d.ts[mine], d.end[mine]
-        w0, w1, source = (int(s.min()), int(e.max()), "device") if mine.size else (c0, c1, "cpu")
-        nested = np.zeros(s.size, bool)
-        return _Work(s, e, d.group[mine], self.code[mine], d.launch_ts[mine], nested, w0, w1, source, int(mine.size))
+        w0, w1 = int(self.win.start[i]), int(self.win.end[i])
+        a = int(np.searchsorted(self._run_end, w0, side="right"))
+        b = int(np.searchsorted(self._starts, w1, side="left"))
+        rows = self._order[a:b]
+        rows = rows[d.end[rows] > w0]
+        st = self.dev_step[rows]
+        earlier = (st >= 0) & (st < i)
+        nested = np.zeros(rows.size, bool)
+        work = _Work(d.ts[rows], d.end[rows], d.group[rows], self.code[rows], nested, earlier, w0, w1)
+        return work, "device" if self.win.own[i] else "cpu"
 
     def step(self, i: int) -> StepBreakdown:
         sp = self.spans
         c0, c1 = int(sp.cpu_start[i]), int(sp.cpu_end[i])
-        w = self._work(i, c0, c1).clipped()
+        raw, source = self._work(i, c0, c1)
+        w = raw.clipped()
         parts, colls = _partition(w, self.labels)
         by_cat, ktime = _by_category(w, self.labels)
-        causes, gaps = _idle_causes(w.s, w.e, w.launch, w.w0, w.w1, self.sync_u)
+        us, ue = iv.union(w.s, w.e)
+        causes, gaps = idle.idle_causes(us, ue, w.w0, w.w1, self.next_work, self.sync_u, self.loader_u)
         if gaps is not None:
             self.gap_log.append(gaps)
         return StepBreakdown(
@@ -240,31 +237,42 @@ class StepAccountant:
             window_end_ns=w.w1,
             cpu_step_ns=c1 - c0,
             cpu_start_ns=c0,
-            **parts,
+            compute_ns=parts["compute_ns"],
+            comm_ns=parts["comm_ns"],
+            overlapped_comm_ns=parts["overlapped_comm_ns"],
+            exposed_comm_ns=parts["exposed_comm_ns"],
+            memcpy_ns=parts["memcpy_ns"],
+            exposed_memcpy_ns=parts["exposed_memcpy_ns"],
+            idle_ns=parts["idle_ns"],
             by_category_ns=by_cat,
             kernel_time_by_category_ns=ktime,
             collectives=colls,
             idle_causes=causes,
             cpu=self._cpu(c0, c1, causes.host_bound_ns),
-            device_events=w.n_dev,
-            window_source=w.source,
+            device_events=int(self._own[i]) if self.cpu_work is None else 0,
+            window_source=source,
+            spill_over_ns=iv.union_length(w.s[w.earlier], w.e[w.earlier]),
         )
 
     def idle_gaps(self) -> IdleGaps:
+        log = self.gap_log
         return IdleGaps(
-            host_bound=self._gaps(_HOST),
-            sync_wait=self._gaps(_SYNC),
-            other=self._gaps(_OTHER),
-            launch_overhead=self._gaps(_LAUNCH),
+            host_bound=idle.merged(log, idle.HOST),
+            sync_wait=idle.merged(log, idle.SYNC),
+            other=idle.merged(log, idle.OTHER),
+            launch_overhead=idle.merged(log, idle.LAUNCH),
         )
 
-    def _gaps(self, cause: int) -> Intervals:
-        """Merged idle gaps of one cause over the steps computed so far."""
-        if not self.gap_log:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        s = np.concatenate([g[0][g[2] == cause] for g in self.gap_log])
-        e = np.concatenate([g[1][g[2] == cause] for g in self.gap_log])
-        return iv.union(s.astype(np.int64), e.astype(np.int64))
+    def outside_steps(self) -> tuple[int, int]:
+        """(device busy time, the part of it outside every step window): unions of all device work."""
+        d = self.rd.dev
+        if self.cpu_work is not None or d.size == 0:
+            return 0, 0
+        busy = iv.union_length(d.ts, d.end)
+        if self.win.start.size == 0:
+            return busy, busy
+        s, e = iv.clip(d.ts, d.end, int(self.win.start[0]), int(self.win.end[-1]))
+        return busy, busy - iv.union_length(s, e)
 
     def _cpu(self, c0: int, c1: int, cpu_bound_ns: int) -> CpuStep:
         dl, _ = self._ranges["dl"].within(c0, c1)
@@ -327,46 +335,3 @@ def _by_category(w: _Work, labels: list[str]) -> tuple[dict[str, int], dict[str,
             by_cat[labels[k]] = iv.union_length(w.s[m], w.e[m])
             ktime[labels[k]] = int(sums[k])
     return by_cat, ktime
-
-
-def _idle_causes(
-    s: np.ndarray, e: np.ndarray, launch: np.ndarray, w0: int, w1: int, sync_u: Intervals
-) -> tuple[IdleCauses, tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
-    """Classify each device-idle gap inside the window by the work that ended it; and the gaps
-    (starts, ends, cause code) for the gap log."""
-    us, ue = iv.union(s, e)
-    if us.size == 0:
-        return IdleCauses(other_ns=w1 - w0, gaps=1 if w1 > w0 else 0), None
-    gs = np.concatenate([[w0], ue])
-    ge = np.concatenate([us, [w1]])
-    ok = ge > gs
-    gs, ge = gs[ok], ge[ok]
-    if gs.size == 0:
-        return IdleCauses(), None
-    # the device work that ends each gap: earliest start at the gap end (latest launch wins ties)
-    o = np.lexsort((-launch, s))
-    ss, ll = s[o], launch[o]
-    pos = np.clip(np.searchsorted(ss, ge, side="left"), 0, ss.size - 1)
-    nxt_launch = np.where(ge < w1, ll[pos], -1)
-    host = nxt_launch > gs
-    sync_overlap = iv.busy_before(sync_u[0], sync_u[1], ge) - iv.busy_before(sync_u[0], sync_u[1], gs)
-    wait = ~host & (sync_overlap > 0)
-    other = ~host & ~wait
-    length = ge - gs
-    # host-bound gaps split at the launch call: before it the host was busy (CPU), after it
-    # the launch itself was in flight (launch overhead)
-    cut = np.where(host, np.clip(nxt_launch, gs, ge), ge)
-    code = np.where(host, _HOST, np.where(wait, _SYNC, _OTHER)).astype(np.int8)
-    launch_part = host & (cut < ge)
-    gaps = (
-        np.concatenate([gs, cut[launch_part]]),
-        np.concatenate([np.where(host, cut, ge), ge[launch_part]]),
-        np.concatenate([code, np.full(int(launch_part.sum()), _LAUNCH, np.int8)]),
-    )
-    causes = IdleCauses(
-        host_bound_ns=int(length[host].sum()),
-        wait_ns=int(length[wait].sum()),
-        other_ns=int(length[other].sum()),
-        gaps=int(gs.size),
-    )
-    return causes, gaps

@@ -20,14 +20,17 @@ class CollectiveTime:
 
 @dataclass(frozen=True)
 class IdleCauses:
-    """Why the device (or one stream) sat idle.
+    """Why the device (or one stream) sat idle; the parts sum to the idle time.
 
+    input_wait: a data-loader range ran on the host during the gap (waiting for input); the rest
+    of each gap goes to one of the three below (``idle.py``).
     host_bound: the work that ended the gap was launched after the gap began (the CPU was late).
     wait: launched before the gap, while a sync/wait call was in flight on the host or (per
     stream) another stream was busy (a cross-stream dependency).
     other: launched in time but started late for no visible reason (launch latency, driver).
     """
 
+    input_wait_ns: int = 0
     host_bound_ns: int = 0
     wait_ns: int = 0
     other_ns: int = 0
@@ -49,8 +52,12 @@ class CpuStep:
 class StepBreakdown:
     """Where one step's time goes.
 
-    Invariant: ``compute_ns + exposed_comm_ns + exposed_memcpy_ns + idle_ns == step_time_ns``.
-    Priority when kinds overlap: compute > communication > memcpy/memset > idle.
+    The window ``[window_start_ns, window_end_ns)`` is the step's part of a partition of the device
+    timeline (``windows.step_windows``); all device work in it counts, whoever launched it, clipped
+    to the window. Invariant: ``compute_ns + exposed_comm_ns + exposed_memcpy_ns + idle_ns ==
+    step_time_ns``. Priority when kinds overlap: compute > communication > memcpy/memset > idle.
+    ``spill_over_ns``: the union, in the window, of the work launched by earlier steps.
+    ``warmup``: a leading warm-up step, kept out of the statistics (``warmup.py``).
     """
 
     name: str
@@ -73,6 +80,8 @@ class StepBreakdown:
     cpu: CpuStep
     device_events: int
     window_source: str  # "device" (GPU work launched in the step) | "cpu" (no device work)
+    spill_over_ns: int = 0
+    warmup: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,10 @@ class StepFlag:
 
 @dataclass(frozen=True)
 class StepStats:
+    """Statistics over the steady steps (warm-up steps excluded; ``warmup_steps`` of them), and the
+    rank's device work outside every step window: ``outside_steps_ns`` of ``device_busy_ns`` (the
+    union of all device work), ``outside_steps_ratio`` = their quotient (0 without device work)."""
+
     count: int
     mean_ns: float
     median_ns: float
@@ -134,3 +147,7 @@ class StepStats:
     std_ns: float
     cv_ratio: float
     flagged: tuple[StepFlag, ...]
+    warmup_steps: int = 0
+    device_busy_ns: int = 0
+    outside_steps_ns: int = 0
+    outside_steps_ratio: float = 0.0

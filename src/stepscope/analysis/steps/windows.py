@@ -3,8 +3,9 @@
 Steps come from ``ProfilerStep#N`` host annotations (``XLAStep#N`` for JAX/XLA profiles: the
 XPlane ``Steps`` line or ``StepTraceAnnotation``); else from a user-named marker (exact name,
 or name followed by ``#``/digits); else the whole trace is one window. Device work belongs to
-the step whose CPU span contains the runtime call that launched it (joined by correlation id).
-Device work with no known launch goes to the step whose device window contains its start.
+the step whose CPU span contains the runtime call that launched it (joined by correlation id);
+device work with no known launch goes to the step whose window contains its start. The step
+windows partition the device timeline (:func:`step_windows`).
 """
 
 from __future__ import annotations
@@ -106,29 +107,59 @@ def _containing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarr
     return np.where(ok, i, -1)
 
 
-def assign_device_work(rd: RankData, spans: StepSpans) -> np.ndarray:
-    """Step index per device event (-1: outside every step)."""
+@dataclass(frozen=True, kw_only=True)
+class StepWindows:
+    """The device step windows: ``[start[i], end[i])``, a partition of ``[start[0], end[-1])``.
+
+    ``own[i]``: step i launched device work (else its window falls back to its CPU span)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    own: np.ndarray
+
+
+def _launched(rd: RankData, spans: StepSpans) -> np.ndarray:
+    """Per device row: the step whose CPU span contains its launch call, else -1."""
     dev = rd.dev
     step = _containing(spans.cpu_start, spans.cpu_end, dev.launch_ts)
-    step = np.where(dev.launch_ts >= 0, step, -1)
-    unknown = dev.launch_ts < 0
-    if unknown.any():
-        n = spans.cpu_start.size
-        ws = np.full(n, np.iinfo(np.int64).max)
-        we = np.full(n, np.iinfo(np.int64).min)
-        known = step >= 0
-        if known.any():
-            np.minimum.at(ws, step[known], dev.ts[known])
-            np.maximum.at(we, step[known], dev.end[known])
-        # steps without launched work fall back to their CPU span
-        empty = ws > we
-        ws = np.where(empty, spans.cpu_start, ws)
-        we = np.where(empty, spans.cpu_end, we)
-        # windows may overlap; the first containing one (by start) wins
-        o = np.argsort(ws, kind="stable")
-        idx = _containing(ws[o], np.maximum.accumulate(we[o]), dev.ts[unknown])
-        # map back: _containing against running max ends finds the last window starting before t
-        fill = np.where(idx >= 0, o[np.maximum(idx, 0)], -1)
-        ok = (fill >= 0) & (dev.ts[unknown] < we[np.maximum(fill, 0)])
-        step[unknown] = np.where(ok, fill, -1)
-    return step
+    return np.where(dev.launch_ts >= 0, step, -1)
+
+
+def step_windows(rd: RankData, spans: StepSpans, launched: np.ndarray) -> StepWindows:
+    """Windows that partition the timeline: step i starts at the first start of the device work it
+    launched and ends where step i+1 starts; the last step ends at the last end of its own work.
+    A step that launched nothing starts at its CPU start. Starts are made non-decreasing (a step
+    never starts before the one before it), so the windows never overlap."""
+    n = spans.cpu_start.size
+    first = np.full(n, np.iinfo(np.int64).max)
+    last = np.full(n, np.iinfo(np.int64).min)
+    k = launched >= 0
+    np.minimum.at(first, launched[k], rd.dev.ts[k])
+    np.maximum.at(last, launched[k], rd.dev.end[k])
+    own = first <= last
+    start = np.maximum.accumulate(np.where(own, first, spans.cpu_start)) if n else first
+    end = np.empty(n, np.int64)
+    if n:
+        end[:-1] = start[1:]
+        end[-1] = max(int(last[-1] if own[-1] else spans.cpu_end[-1]), int(start[-1]))
+    return StepWindows(start=start, end=end, own=own)
+
+
+def assign_device_work(rd: RankData, spans: StepSpans) -> tuple[np.ndarray, StepWindows]:
+    """Step index per device event (-1: none) and the step windows. A row belongs to the step that
+    launched it (its launch call inside the step's CPU span); a row whose launch is not known goes
+    to the window that contains its start. The windows are placed by the launched rows and, for
+    rows whose launch is not known (XLA), by the rows that start inside the step's CPU span."""
+    step = _launched(rd, spans)
+    unknown = rd.dev.launch_ts < 0
+    if not unknown.any():
+        return step, step_windows(rd, spans, step)
+    # the windows' first and last work: launched rows, else unknown rows starting in the CPU span
+    # (only for steps that launched nothing known)
+    tentative = step.copy()
+    guess = _containing(spans.cpu_start, spans.cpu_end, rd.dev.ts[unknown])
+    known = np.r_[np.bincount(step[step >= 0], minlength=spans.cpu_start.size) > 0, True]
+    tentative[unknown] = np.where(known[guess], -1, guess)
+    win = step_windows(rd, spans, tentative)
+    step[unknown] = _containing(win.start, win.end, rd.dev.ts[unknown])
+    return step, win
