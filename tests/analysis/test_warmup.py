@@ -93,3 +93,30 @@ def test_skip_steps_on_the_command_line(tmp_path: Path) -> None:
     (rank,) = doc["ranks"]
     assert [s["warmup"] for s in rank["steps"]] == [True, True, True, False]
     assert rank["step_stats"]["count"] == 1 and rank["step_stats"]["warmup_steps"] == 3
+
+
+def _ranks(tmp_path: Path) -> list[Path]:
+    """Two ranks with the ONE layout, each step's kernel followed by an all-reduce [s + d, s + d + 5)."""
+    out = []
+    for rank in (0, 1):
+        ev = []
+        starts, durs = ONE
+        ends = [*starts[1:], starts[-1] + durs[-1] + 50]
+        for i, (s, d) in enumerate(zip(starts, durs)):
+            ev.append(synth.step(f"ProfilerStep#{i}", s - 5, ends[i] - s))
+            ev += synth.launch(f"gemm_k{i}", s - 2, s, d - 5)
+            ev += synth.launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", s - 1, s + d - 5, 5, stream=20)
+        out.append(synth.write(tmp_path / f"rank{rank}.json", ev, rank=rank))
+    return out
+
+
+def test_the_cluster_view_leaves_warmup_steps_out(tmp_path: Path) -> None:
+    a = analyze([str(p) for p in _ranks(tmp_path)], workers=1)
+    assert [[s.warmup for s in r.steps] for r in a.ranks] == [[True, False, False, False]] * 2
+    assert a.cluster is not None
+    # per rank the 3 steady steps (100 us each), renumbered 0..2; the 1000 us warm-up step is gone
+    assert sorted((m.rank, m.step, m.step_ns) for m in a.cluster.matrix) == [
+        (r, k, 100 * US) for r in (0, 1) for k in range(3)
+    ]
+    # one all-reduce instance per steady step is matched across the two ranks
+    assert len(a.cluster.collectives) == 3

@@ -44,6 +44,7 @@ from ...errors import ConfigError
 from .. import registry
 from ..config import AnalyzeConfig
 from ..extra import is_extra
+from ..rank import steady_view
 from ..results import RankAnalysis
 from .context import build_context
 from .matching import Links
@@ -94,6 +95,7 @@ def build(
     )
     if len(ranks) < 2:
         return None
+    ranks = tuple(steady_view(r) for r in ranks)  # warm-up steps are not in the cluster view
     ctx = build_context(ranks, threshold, links)
     done: dict[str, Any] = {}  # each cluster analysis's own result type
     for entry in registry.CLUSTER_ANALYSES:
