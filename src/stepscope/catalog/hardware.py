@@ -101,7 +101,7 @@ class Hardware:
 
 
 # share of the vendor's GiB the runtime reports, for devices without a measured hbm_bytes: the
-# least of those measured in the public Kineto traces of ../shared/traces (A100 40GB 0.985 and
+# least of those measured in the public Kineto traces of tests/fixtures/traces (A100 40GB 0.985 and
 # 0.990, A100 80GB 0.989, H100 80GB 0.990, B200 0.991, V100 32GB 0.992, MI300X 0.997 as a virtual
 # function and 0.9999 bare), rounded down
 HBM_VISIBLE = 0.984

@@ -21,7 +21,7 @@
   the latency-hiding scheduler starts the next while the current op runs; DeepSpeed ZeRO-3 fetches
   module by module): the same bytes per parameter, but of the largest tensor on the device
   (:func:`largest_tensor_params`) instead of a whole layer. MaxText's v5e runs (16B-128B on 16 GiB
-  chips, ../shared/validation) fit only this way: two 32B layers alone would hold 10 GB.
+  chips, benchmarks/data/published_runs.csv) fit only this way: two 32B layers alone would hold 10 GB.
 """
 
 from __future__ import annotations
