@@ -153,6 +153,7 @@ _COMPONENTS = (
     "compute_ns",
     "exposed_comm_ns",
     "exposed_memcpy_ns",
+    "idle_input_wait_ns",
     "idle_host_bound_ns",
     "idle_other_ns",
     "dataloader_ns",
@@ -165,8 +166,9 @@ def _components(s: StepBreakdown) -> np.ndarray:
             s.compute_ns,
             s.exposed_comm_ns,
             s.exposed_memcpy_ns,
+            s.idle_causes.input_wait_ns,
             s.idle_causes.host_bound_ns,
-            s.idle_ns - s.idle_causes.host_bound_ns,
+            s.idle_ns - s.idle_causes.input_wait_ns - s.idle_causes.host_bound_ns,
             s.cpu.dataloader_ns,
         ],
         dtype=np.float64,
@@ -175,7 +177,7 @@ def _components(s: StepBreakdown) -> np.ndarray:
 
 def step_stats(steps: tuple[StepBreakdown, ...], threshold_ratio: float = 0.10) -> StepStats:
     """Mean/median/spread of step time; steps over ``(1 + threshold) * median`` are flagged with the
-    component (compute, exposed comm/memcpy, host-bound or other idle, data loading) that grew
+    component (compute, exposed comm/memcpy, input-wait, host-bound or other idle, data loading) that grew
     most relative to its median over all steps."""
     if not steps:
         return StepStats(0, 0.0, 0.0, 0, 0, 0.0, 0.0, ())
