@@ -113,15 +113,16 @@ def _analyze(paths: list[Path], tmp_path: Path, *extra: str) -> dict:
 
 
 def test_small_export_by_hand(tmp_path: Path) -> None:
-    """Step 0's device window runs from the GEMM's start (2 us) to the copy's end (8.5 us): 6.5 us;
-    kernels cover [2, 7) = 5 us, the copy 1 us, idle 0.5 us. Step 1: the GEMM alone, 3 us."""
+    """Step 0's device window runs from the GEMM's start (2 us) to step 1's first work (12 us): 10 us;
+    kernels cover [2, 7) = 5 us, the copy 1 us, idle [7, 7.5) + [8.5, 12) = 4 us. Step 1: the GEMM
+    alone, 3 us (step 0 is over 3x step 1: --skip-steps 0 keeps it in the statistics)."""
     db = tmp_path / "report.sqlite"
     _export(db, [(4242, 0)])
-    r = _analyze([db], tmp_path, "--step-marker", "step")
+    r = _analyze([db], tmp_path, "--step-marker", "step", "--skip-steps", "0")
     rank = r["ranks"][0]
     s0, s1 = rank["steps"]
-    assert s0["step_time_ns"] == 6_500 and s0["window_start_ns"] == 2_000 and s0["window_end_ns"] == 8_500
-    assert s0["compute_ns"] == 5_000 and s0["exposed_memcpy_ns"] == 1_000 and s0["idle_ns"] == 500
+    assert s0["step_time_ns"] == 10_000 and s0["window_start_ns"] == 2_000 and s0["window_end_ns"] == 12_000
+    assert s0["compute_ns"] == 5_000 and s0["exposed_memcpy_ns"] == 1_000 and s0["idle_ns"] == 4_000
     assert s1["step_time_ns"] == 3_000 and s1["compute_ns"] == 3_000
     assert rank["device"] == "NVIDIA H100 80GB HBM3" and rank["hardware"]["name"] == "H100-SXM"
     cats = {k["name"]: k["category"] for k in rank["top_kernels"]}
@@ -157,7 +158,10 @@ def test_several_processes_are_ranks_by_device(tmp_path: Path) -> None:
     assert {e["pid"] for e in ev if e["rank"] == 0} == {200} and {e["pid"] for e in ev if e["rank"] == 1} == {100}
     assert any("several GPU processes or devices" in w for w in trace.warnings)
     r = _analyze([db], tmp_path, "--step-marker", "step")
-    assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
+    assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [
+        [10_000, 3_000],
+        [10_000, 3_000],
+    ]  # step 0: [2, 12) us, to step 1's first work
     assert [rk["device"].endswith(f"(device {d} of all_ranks.sqlite)") for d, rk in enumerate(r["ranks"])] == [
         True,
         True,
@@ -256,7 +260,10 @@ def test_convert_writes_one_parquet_per_process(tmp_path: Path, capsys: pytest.C
     assert main(["convert", str(db), "-o", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["all_ranks.rank0.parquet", "all_ranks.rank1.parquet"]
     r = _analyze(sorted(out.iterdir()), tmp_path, "--step-marker", "step")
-    assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
+    assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [
+        [10_000, 3_000],
+        [10_000, 3_000],
+    ]  # step 0: [2, 12) us, to step 1's first work
     assert {e["pid"] for e in stepscope.load(out / "all_ranks.rank0.parquet").events.to_pylist()} == {200}
 
 
@@ -332,8 +339,11 @@ def test_one_process_on_two_devices_is_two_ranks(tmp_path: Path) -> None:
     ev = trace.events.to_pylist()
     assert {e["device"] for e in ev if e["rank"] == 0 and e["kind"] == "kernel"} == {0}
     assert {e["device"] for e in ev if e["rank"] == 1 and e["kind"] == "kernel"} == {1}
-    r = _analyze([db], tmp_path, "--step-marker", "step")
-    assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [[6_500, 3_000], [6_500, 3_000]]
+    r = _analyze([db], tmp_path, "--step-marker", "step", "--skip-steps", "0")  # step 0 counts (3x step 1)
+    assert [[s["step_time_ns"] for s in rk["steps"]] for rk in r["ranks"]] == [
+        [10_000, 3_000],
+        [10_000, 3_000],
+    ]  # step 0: [2, 12) us, to step 1's first work
     assert [rk["launch"]["matched"] for rk in r["ranks"]] == [3, 3]
 
 
