@@ -148,8 +148,8 @@ def _cpu_work(rd: RankData, rules: Rules) -> _CpuWork:
 @dataclass(frozen=True)
 class _Work:
     """One step's work intervals clipped to its window ``[w0, w1)``, with their group (0 compute, 1
-    communication, 2 memory), category code, launch time, nested-communication flag, and whether
-    an earlier step launched them (spill-over)."""
+    communication, 2 memory), category code, nested-communication flag, and whether an earlier
+    step launched them (spill-over)."""
 
     s: np.ndarray
     e: np.ndarray
