@@ -71,8 +71,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "rccl_named": ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "all_gather"),
     "hccl": ("hcom_allReduce__520_0_1", "all_reduce"),
     "hccl_named": ("HcclAllGather_kernel", "all_gather"),
-    "oneccl": ("oneccl_allreduce_large_kernel<float, 8>", "all_reduce"),
-    "oneccl_prefix": ("ccl_kernel_reduce_scatter<sycl::half>", "reduce_scatter"),
+    # oneCCL's SYCL kernels are named by their kernel-name classes (oneCCL src/coll/algorithms/...)
+    "oneccl": ("oneccl_alltoall_write_aligned<float, 4>", "all_to_all"),
+    "oneccl_barrier": ("oneccl_invoke_barrier", "barrier"),
+    "oneccl_copy": ("oneccl_kernel_memcpy_typed<sycl::_V1::ext::oneapi::bfloat16>", "other"),
 }
 
 
