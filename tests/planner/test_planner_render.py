@@ -160,7 +160,7 @@ def test_a_device_without_a_measured_ceiling_is_said_unless_calibrated(
 
 def test_a_calibrated_or_measured_gemm_efficiency_drops_the_prior_note() -> None:
 
-    from stepscope.planner.cli import _caveats
+    from stepscope.planner.plans import _caveats
     from stepscope.planner.job import make_job
     from stepscope.planner.search import hardware, model
 
