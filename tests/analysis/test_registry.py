@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from stepscope.analysis import registry
@@ -86,3 +87,23 @@ def test_a_result_that_is_not_a_dataclass_is_refused(tmp_path: Path, monkeypatch
     )
     with pytest.raises(TypeError, match="'bad' returned dict"):
         analyze([str(_trace(tmp_path))], workers=1)
+
+
+@dataclass(frozen=True)
+class NumpyCounts:
+    count: np.int64
+    per_kernel_ns: np.ndarray
+
+
+def test_an_extra_holding_numpy_values_reaches_the_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def counts(ctx: RankContext) -> NumpyCounts:
+        return NumpyCounts(count=np.int64(3), per_kernel_ns=np.array([150_000, 50_000, 100_000], dtype=np.int64))
+
+    monkeypatch.setattr(registry, "RANK_ANALYSES", (*registry.RANK_ANALYSES, registry.RankEntry("counts", counts)))
+    doc = json.loads(json_report.render(analyze([str(_trace(tmp_path))], workers=1), {}))
+    assert doc["ranks"][0]["extras"]["counts"] == {"count": 3, "per_kernel_ns": [150_000, 50_000, 100_000]}
+
+
+def test_the_json_fallback_refuses_what_is_not_numpy() -> None:
+    with pytest.raises(TypeError, match="set is not JSON serializable"):
+        json.dumps({"a": {1}}, default=json_report.numpy_default)

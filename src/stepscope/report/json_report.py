@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.steps.results import StepBreakdown
 from . import cluster_json
@@ -76,8 +78,18 @@ def to_dict(a: Analysis) -> dict[str, Any]:
     }
 
 
+def numpy_default(value: object) -> object:
+    """``json.dumps`` fallback: numpy scalars become Python scalars, arrays become lists; anything else
+    is refused as ``json`` would (an extra analysis may hold numpy values in its result)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def render(a: Analysis, options: Mapping[str, Any]) -> str:
-    return json.dumps(to_dict(a), indent=1, ensure_ascii=False)
+    return json.dumps(to_dict(a), indent=1, ensure_ascii=False, default=numpy_default)
 
 
 RENDERER = Renderer(
