@@ -11,12 +11,16 @@ says whether it runs on a rank at all (no key in ``extras`` when not).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from .cluster import comm_events, findings, stragglers, tables
 from .cluster.context import ClusterContext
 from .context import RankContext
+from .extra import ExtraResult, is_extra
 from .roofline import mfu_diagnosis, phases, roofline, scopes
 from .steps import rank_stats
 from .xla import summary as xla
@@ -64,3 +68,30 @@ CLUSTER_ANALYSES: tuple[ClusterEntry, ...] = (
     ClusterEntry("critical_paths", tables.critical_paths),
     ClusterEntry("comm_matrix", tables.comm_matrix),
 )
+
+
+Ctx = TypeVar("Ctx", RankContext, ClusterContext)
+
+
+def run_registered(
+    steps: Iterable[tuple[str, Callable[[Ctx], object]]], ctx: Ctx, built_in: frozenset[str]
+) -> tuple[dict[str, Any], dict[str, ExtraResult | None]]:
+    """Runs ``(name, compute)`` in order, each on ``ctx`` with ``earlier`` = the results before it.
+
+    Returns (results named in ``built_in``, the others = extras). Raises ``LookupError`` when a
+    built-in name has no result, ``TypeError`` when an extra is not a dataclass instance or None.
+    """
+    done: dict[str, Any] = {}  # each registered analysis's own result type
+    for name, compute in steps:
+        done[name] = compute(dataclasses.replace(ctx, earlier=MappingProxyType(dict(done))))
+    missing = built_in - done.keys()
+    if missing:
+        raise LookupError(f"no analysis registered for result field(s) {sorted(missing)}")
+    extras: dict[str, ExtraResult | None] = {}
+    for name, value in done.items():
+        if name in built_in:
+            continue
+        if not is_extra(value):
+            raise TypeError(f"analysis {name!r} returned {type(value).__name__}, not a dataclass instance or None")
+        extras[name] = value
+    return {k: v for k, v in done.items() if k in built_in}, extras

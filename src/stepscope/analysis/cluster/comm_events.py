@@ -17,7 +17,7 @@ all-gather: the gathered output; reduce-scatter: the input).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,16 +57,19 @@ DTYPE_BYTES = {
 }
 
 
+_PER_INSTANCE = {"per_instance": True}  # field metadata: one entry per collective instance
+
+
 @dataclass(frozen=True)
 class CommEvents:
-    group: np.ndarray  # object: process group name
-    ctype: np.ndarray  # object: all_reduce, all_gather, ...
-    seq: np.ndarray  # int64, per (group, ctype) on this rank
-    start_ns: np.ndarray
-    dur_ns: np.ndarray
-    bytes: np.ndarray  # int64, -1 unknown
-    group_size: np.ndarray  # int64, -1 unknown
-    step: np.ndarray  # int64, -1 outside the steps
+    group: np.ndarray = field(metadata=_PER_INSTANCE)  # object: process group name
+    ctype: np.ndarray = field(metadata=_PER_INSTANCE)  # object: all_reduce, all_gather, ...
+    seq: np.ndarray = field(metadata=_PER_INSTANCE)  # int64, per (group, ctype) on this rank
+    start_ns: np.ndarray = field(metadata=_PER_INSTANCE)
+    dur_ns: np.ndarray = field(metadata=_PER_INSTANCE)
+    bytes: np.ndarray = field(metadata=_PER_INSTANCE)  # int64, -1 unknown
+    group_size: np.ndarray = field(metadata=_PER_INSTANCE)  # int64, -1 unknown
+    step: np.ndarray = field(metadata=_PER_INSTANCE)  # int64, -1 outside the steps
     # merged intervals of this rank's compute work and data loading (for the critical path), and
     # its step windows (start, end) on its own clock
     compute_iv: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
@@ -88,17 +91,24 @@ class CommEvents:
     # to the instance's start, split as BOUND_KINDS; per step: from the last collective's end to
     # the step end. Computed from the intervals above by ``finalize``, which then drops them, so
     # what travels to the parent is O(instances), not O(kernels).
-    before: np.ndarray | None = None
+    before: np.ndarray | None = field(default=None, metadata=_PER_INSTANCE)
     tail: np.ndarray | None = None
     # from the recorded ``Process Group Ranks`` / ``In split size`` args when the reader kept them:
-    # the group's global ranks and this rank's input split (None when not recorded)
-    members: np.ndarray | None = None  # object: tuple[int, ...] | None per instance
-    in_split: np.ndarray | None = None  # object: tuple[int, ...] | None per instance
-    dev_index: np.ndarray | None = None  # the instance's row in RankData.dev (device ranks)
+    # the group's global ranks and this rank's input split (None when not recorded); object arrays
+    # of tuple[int, ...] | None per instance
+    members: np.ndarray | None = field(default=None, metadata=_PER_INSTANCE)
+    in_split: np.ndarray | None = field(default=None, metadata=_PER_INSTANCE)
+    # the instance's row in RankData.dev (device ranks)
+    dev_index: np.ndarray | None = field(default=None, metadata=_PER_INSTANCE)
 
     @property
     def size(self) -> int:
         return int(self.start_ns.size)
+
+
+def per_instance_fields() -> tuple[str, ...]:
+    """The ``CommEvents`` fields with one entry per collective instance (metadata ``per_instance``)."""
+    return tuple(f.name for f in dataclasses.fields(CommEvents) if f.metadata.get("per_instance"))
 
 
 BOUND_KINDS = critical_walk.KINDS

@@ -36,19 +36,16 @@ shrinks by ``max busy - max(max busy of the others, median busy)``; averaged ove
 from __future__ import annotations
 
 import dataclasses
-from types import MappingProxyType
-from typing import Any
 
 from ...catalog import hardware
 from ...errors import ConfigError
 from .. import registry
 from ..config import AnalyzeConfig
-from ..extra import is_extra
-from ..rank import steady_view
 from ..results import RankAnalysis
 from .context import build_context
 from .matching import Links
 from .results import ClusterView
+from .warmup import steady_view
 
 _IDENTITY = ("ranks", "clock_offsets_ns", "collectives", "threshold", "unmatched_instances", "extras")
 _BUILT_IN = frozenset(f.name for f in dataclasses.fields(ClusterView)) - set(_IDENTITY)
@@ -97,15 +94,7 @@ def build(
         return None
     ranks = tuple(steady_view(r) for r in ranks)  # warm-up steps are not in the cluster view
     ctx = build_context(ranks, threshold, links)
-    done: dict[str, Any] = {}  # each cluster analysis's own result type
-    for entry in registry.CLUSTER_ANALYSES:
-        done[entry.name] = entry.compute(dataclasses.replace(ctx, earlier=MappingProxyType(dict(done))))
-    extras = {}
-    for name, value in done.items():
-        if name not in _BUILT_IN:
-            if not is_extra(value):
-                raise TypeError(f"analysis {name!r} returned {type(value).__name__}, not a dataclass instance or None")
-            extras[name] = value
+    built, extras = registry.run_registered(((e.name, e.compute) for e in registry.CLUSTER_ANALYSES), ctx, _BUILT_IN)
     m = ctx.matching
     return ClusterView(
         ranks=len(ranks),
@@ -114,5 +103,5 @@ def build(
         threshold=threshold,
         unmatched_instances=m.unmatched,
         extras=extras,
-        **{k: v for k, v in done.items() if k in _BUILT_IN},
+        **built,
     )
