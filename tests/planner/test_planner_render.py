@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -160,8 +161,8 @@ def test_a_device_without_a_measured_ceiling_is_said_unless_calibrated(
 
 def test_a_calibrated_or_measured_gemm_efficiency_drops_the_prior_note() -> None:
 
-    from stepscope.planner.plans import _caveats
     from stepscope.planner.job import make_job
+    from stepscope.planner.plans import _caveats
     from stepscope.planner.search import hardware, model
 
     job = make_job(model("llama3-8b"), hardware("tpu-v5p"), 64, 64, 64, 2048)
@@ -206,3 +207,19 @@ def test_the_plan_renderers_are_registered_beside_analyze_ones() -> None:
     assert registry.for_path("plan", "rows.json") is plan_json.RENDERER
     assert registry.by_name("plan", "terminal") is plan_terminal.RENDERER
     assert registry.by_name("analysis", "json") is not plan_json.RENDERER  # lookups keep to their subject
+
+
+def test_dash_o_writes_the_bytes_of_html_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-o x.html -o x.json`` (by extension) and ``-o - --format json`` write what ``--html`` and
+    ``--json`` do; a file output keeps the table on the terminal."""
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "32"]
+    args += ["--seq-len", "4096", "--top", "3"]
+    assert main([*args, "--html", str(tmp_path / "a.html"), "--json"]) == 0
+    json_out = capsys.readouterr().out
+    assert main([*args, "-o", str(tmp_path / "b.html"), "-o", str(tmp_path / "b.json")]) == 0
+    assert "Strategies, fastest that fit first" in capsys.readouterr().out  # the table
+    assert (tmp_path / "b.html").read_bytes() == (tmp_path / "a.html").read_bytes()
+    assert (tmp_path / "b.json").read_text() + "\n" == json_out  # standard output ends the line
+    assert main([*args, "-o", "-", "--format", "json"]) == 0
+    assert capsys.readouterr().out == json_out
+    assert main([*args, "-o", "-", "--format", "json", "--json"]) == 2  # one output on standard output

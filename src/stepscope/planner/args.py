@@ -104,6 +104,16 @@ def add_plan_parser(sub: Any) -> argparse.ArgumentParser:
     _search_args(pl)
     _what_if_args(pl)
     out = pl.add_argument_group("output")
+    out.add_argument(
+        "-o",
+        "--output",
+        action="append",
+        default=[],
+        metavar="OUT",
+        help="write the plan, its format chosen by the extension (.json, .html, ...: the plan renderers of "
+        "report/registry.py); repeatable; - for standard output, with --format NAME",
+    )
+    out.add_argument("--format", metavar="NAME", help="the format of -o -, e.g. json")
     out.add_argument("--json", action="store_true", help="print JSON instead of the table")
     out.add_argument("--html", metavar="OUT", help="write stacked memory/time bars of the rows as HTML")
     return pl

@@ -8,8 +8,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, InputError
-from ..outfile import write_output
-from ..report import registry
+from ..report import outputs, registry
 from ..report.plan_json import versioned
 from ..report.plan_lines import what_if_lines
 from . import whatif
@@ -84,6 +83,7 @@ def run(ns: argparse.Namespace) -> int:
     cli = cli_settings(ns)
     if ns.batch:
         return _run_batch(ns, cli)
+    outs = _outputs(ns)
     record = {k: getattr(ns, k, None) for k in CORE_KEYS} | cli.values | {"framework": cli.framework}
     job, calib = _measured(job_from_record(record), ns, cli)
     fw = framework_of(cli.framework)
@@ -97,30 +97,31 @@ def run(ns: argparse.Namespace) -> int:
             baseline_text=ns.baseline,
             measured_step_s=ns.measured_step_s,
         )
-        _show(ns, result)
+        _show(outs, result)
         return 0
     where = getattr(ns, "where", "") or ""
     distinct = bool(getattr(ns, "distinct", False))
     result = search_result(job, fw, model_name=ns.model, top=ns.top, where=where, distinct=distinct, calib=calib)
-    _show(ns, result)
-    if ns.json:  # the JSON is the rows: what the calibration used goes to standard error
+    _show(outs, result)
+    if _to_stdout(outs):  # the JSON is the rows: what the calibration used goes to standard error
         for line in what_if_lines({"calibration": calib}):
             print(line, file=sys.stderr)
     return 0
 
 
-def _show(ns: argparse.Namespace, result: PlanResult) -> None:
-    """Write --html, then print the JSON (--json) or the table (report/registry.py's plan renderers)."""
-    if ns.html:
-        write_output(ns.html, _render("html", result))
-    if ns.json:
-        write_output("-", _render("json", result))
-    else:
+def _outputs(ns: argparse.Namespace) -> list[outputs.Output]:
+    """``--html OUT``, ``--json`` (standard output), then each ``-o`` (report/outputs.py)."""
+    aliases = (("--html", "html", ns.html), ("--json", "json", "-" if ns.json else None))
+    return outputs.resolve("plan", aliases=aliases, paths=ns.output, fmt=ns.format)
+
+
+def _to_stdout(outs: list[outputs.Output]) -> bool:
+    return any(o.path == "-" for o in outs)
+
+
+def _show(outs: list[outputs.Output], result: PlanResult) -> None:
+    """Write every output asked for, then print the table (report/registry.py's plan renderers)
+    unless one of them went to standard output."""
+    outputs.write_all(outs, result)
+    if not _to_stdout(outs):
         registry.by_name("plan", "terminal").render(result, {})
-
-
-def _render(name: str, result: PlanResult) -> str:
-    text = registry.by_name("plan", name).render(result, {})
-    if not isinstance(text, str):  # the plan's file renderers are text
-        raise TypeError(f"the plan's {name} renderer returned {type(text).__name__}, not text")
-    return text
