@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -41,6 +41,30 @@ EXCLUSIVE = (
 
 
 @dataclass(frozen=True, kw_only=True)
+class Requirement:
+    """``key`` at a value ``when`` accepts needs the boolean setting ``needs`` on; ``why`` (with
+    ``{value}``, the key's value) and ``fix`` are the error's words."""
+
+    key: str
+    when: Callable[[Any], bool]
+    needs: str
+    why: str
+    fix: str
+
+
+# settings that need another on
+REQUIRES = (
+    Requirement(
+        key="tp_overlap",
+        when=lambda mode: tp_overlap_needs_sp(TP_OVERLAP.index(mode)),
+        needs="sequence_parallel",
+        why="tp_overlap {value} (it splits all-gathers and reduce-scatters) needs sequence parallelism",
+        fix="drop sequence_parallel=false, or use tp_overlap=bwd",
+    ),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
 class FrameworkConfig:
     """Everything the cost model reads about how the framework runs the job, beyond the strategy."""
 
@@ -59,12 +83,9 @@ class FrameworkConfig:
         for one, other, why in EXCLUSIVE:
             if self.value(one) and self.value(other):
                 raise ConfigError(why, fix=f"drop {one} or {other}")
-        mode = TP_OVERLAP.index(self.tp.overlap)
-        if tp_overlap_needs_sp(mode) and not self.tp.sequence_parallel:
-            raise ConfigError(
-                f"tp_overlap {self.tp.overlap} (it splits all-gathers and reduce-scatters) needs sequence parallelism",
-                fix="drop sequence_parallel=false, or use tp_overlap=bwd",
-            )
+        for r in REQUIRES:
+            if r.when(self.value(r.key)) and not self.value(r.needs):
+                raise ConfigError(r.why.format(value=self.value(r.key)), fix=r.fix)
 
     @classmethod
     def from_keys(cls, values: Mapping[str, Any]) -> FrameworkConfig:

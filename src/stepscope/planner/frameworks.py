@@ -13,11 +13,11 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, refuse_unknown_keys
-from .config import BY_KEY, EXCLUSIVE
+from .config import BY_KEY, EXCLUSIVE, REQUIRES
 from .knobs import parse
 from .recompute import RECOMPUTE
 from .strategy import Strategy
-from .vocab import SCHEDULES, TP_OVERLAP, tp_overlap_needs_sp
+from .vocab import SCHEDULES
 
 _PATH = "stepscope/data/frameworks.yaml"
 
@@ -99,17 +99,18 @@ def apply(record: dict[str, Any], fw: Framework) -> dict[str, Any]:
     """The record with the preset's settings where the record has none of its own (a value of None
     or "" counts as none). A setting the record turns on wins over the preset's exclusive other
     (config.EXCLUSIVE: Megatron's embedding-counting split over a preset's split by cost, gathered
-    inputs kept over a preset's re-gathers), and without sequence parallelism a preset's TP overlap
-    that needs it is left out."""
+    inputs kept over a preset's re-gathers), and a preset's setting whose requirement the record
+    turns off is left out (config.REQUIRES: TP overlap that needs sequence parallelism)."""
     own = {k for k, v in record.items() if v not in (None, "")}
     preset = {k: v for k, v in fw.settings.items() if k not in own}
     for one, other, _ in EXCLUSIVE:
         for key, excluded in ((one, other), (other, one)):
             if key in own and parse(BY_KEY[key], record[key]) is True:
                 preset.pop(excluded, None)
-    if "sequence_parallel" in own and not parse(BY_KEY["sequence_parallel"], record["sequence_parallel"]):
-        if tp_overlap_needs_sp(TP_OVERLAP.index(parse(BY_KEY["tp_overlap"], preset.get("tp_overlap", "none")))):
-            preset.pop("tp_overlap")
+    for r in REQUIRES:
+        turned_off = r.needs in own and not parse(BY_KEY[r.needs], record[r.needs])
+        if turned_off and r.key in preset and r.when(parse(BY_KEY[r.key], preset[r.key])):
+            preset.pop(r.key)
     return {**record, **preset}
 
 
