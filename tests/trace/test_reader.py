@@ -12,6 +12,7 @@ import pytest
 
 import stepscope
 from stepscope.cli import main
+from stepscope.notices import Notice
 from stepscope.trace.kineto import read_kineto
 from stepscope.trace.numparse import raw_lines_to_ns
 
@@ -365,3 +366,13 @@ def test_the_c_scanner_skips_a_corrupt_event_itself(
     assert (
         fr.table["name"].to_pylist() == ["k0", "k1", "k3", "k4", "k5"] and fr.skipped_events == 1 and not fr.truncated
     )
+
+
+def test_load_keeps_the_files_it_left_out_as_notices(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    synth.write(run / "rank0.json", synth.basic_events(), rank=0)
+    (run / "config.json").write_text('{"hidden_size": 4096}', encoding="utf-8")
+    trace = stepscope.load(run, workers=1)
+    skipped = Notice("not a Chrome trace (no traceEvents near its start); skipped", path=str(run / "config.json"))
+    assert trace.notices[0] == skipped

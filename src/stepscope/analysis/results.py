@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..notices import Notice, collapse
 from .cluster.comm_events import CommEvents
 from .cluster.results import ClusterView
 from .extra import ExtraResult
@@ -49,9 +50,14 @@ class RankAnalysis:
 @dataclass(frozen=True)
 class Analysis:
     ranks: tuple[RankAnalysis, ...]
-    warnings: tuple[str, ...]  # collapsed per-rank notices (``notices.collapse``), in order
+    notices: tuple[Notice, ...]  # of the inputs and the ranks, in order, each once
     inputs: tuple[str, ...]
     cluster: ClusterView | None = None  # 2+ ranks
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The notices as text, one line per distinct per-rank notice (``notices.collapse``)."""
+        return collapse(self.notices)
 
     @cached_property
     def summary(self) -> RunSummary:

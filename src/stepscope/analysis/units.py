@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from ..notices import Notice, collapse
+from ..notices import Notice
 from ..trace.assemble import RankInfo, Trace, resolve_ranks
 from .classify import Rules, load_rules
 from .cluster.view import cluster_view
@@ -129,7 +129,7 @@ def merge(paths: list[str], units: list[UnitResult], first: list[Notice], cfg: A
     # the parts of one export repeat its file-level notices: once each
     return Analysis(
         ranks=tuple(ranks),
-        warnings=collapse(dict.fromkeys(notices)),
+        notices=tuple(dict.fromkeys(notices)),
         inputs=tuple(r.path for r in ranks),
         cluster=cluster_view(tuple(ranks), cfg),
     )

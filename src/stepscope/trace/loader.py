@@ -363,10 +363,12 @@ def load(
     ``inputs``: a file, a directory of per-rank files, a glob, or a list of these (Kineto JSON,
     XPlane, nsys-jax archives, Nsight Systems SQLite exports, stepscope Parquet).
     Ranks come from ``distributedInfo.rank``, else the file name (``rank-3``, ``rank3``, ``_r3``),
-    else the file's position in the sorted list (with a warning). Files are read in parallel
+    else the file's position in the sorted list (with a warning). A directory's files left out
+    are told in ``Trace.notices``, before the others. Files are read in parallel
     over ``workers`` processes (default: one per file, at most the CPU count);
     ``progress(done, total)`` as files finish.
     """
-    paths, _ = expand_inputs(inputs)
+    paths, skipped = expand_inputs(inputs)
     reads = run_all(read_one, jobs_for(paths, include_python, cache_dir), workers=workers, progress=progress)
-    return assemble(reads)
+    trace = assemble(reads)
+    return replace(trace, notices=(*skipped, *trace.notices))
