@@ -26,17 +26,15 @@ def test_copy_loss_holds_10_bytes_per_logit_and_moves_52() -> None:
     assert b["compute_s"][0] - a["compute_s"][0] == pytest.approx(28 * 128256 * 16 * 8192 / 3350e9 / 8)
 
 
-def test_loss_names_and_the_old_flag_agree(capsys: pytest.CaptureFixture[str]) -> None:
+def test_loss_names_and_the_unread_old_flag(capsys: pytest.CaptureFixture[str]) -> None:
     from stepscope.planner.cli import job_from_record
+    from stepscope.planner.record import ignored_keys
 
     record = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 8192}
-    assert (
-        job_from_record(record).framework.loss.kind == "fused"
-        and job_from_record({**record, "fused_loss": False}).framework.loss.kind == "unfused"
-    )
-    assert (
-        job_from_record({**record, "fused_loss": False, "loss": "copy"}).framework.loss.kind == "copy"
-    )  # the name wins
+    assert job_from_record(record).framework.loss.kind == "fused"
+    assert job_from_record({**record, "loss": "unfused"}).framework.loss.kind == "unfused"
+    old = {**record, "fused_loss": False}  # not a setting: reported, not read
+    assert job_from_record(old).framework.loss.kind == "fused" and ignored_keys(old) == ["fused_loss"]
     job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 8192)
     with pytest.raises(ConfigError, match="loss must be one of fused, unfused, copy, compiled, te"):
         job.replaced(loss="chunked")

@@ -2,14 +2,11 @@
 
 Columns: ``model, hardware, devices, global_batch, seq_len, strategy, step_time_s`` (or, instead of
 the time, ``analysis``: a ``stepscope analyze --json`` report of the run, whose median step is
-used) and optionally
-``devices_per_node, precision`` and the framework's properties as in ``--batch`` records
-(``fp8_recipe``, ``fp8_all_gather``, ``fused_projections``, ``kv_repeated``, ``zero3_prefetch``, ``sp_saves_gathered``, ``sp_regather``, ``fused_loss``, ``loss``, ``fused_elementwise``, ``eager_swiglu``, ``flash_attention``, ``pipeline_split_cost``,
-``param_gather_overlap``, ``zero_sync_after_backward``, ``zero_gather_copy_us``, ``dp_bucket_mb``, ``moe_imbalance``, ``network``, ``grad_dtype``,
-``hardware_file`` (default: ``--hardware-file``);
-blank = the default). The fit (see :mod:`calibrate`) uses every row; the accuracy it
-reports after calibration is leave-one-out (each row predicted by a fit on the others), never on
-rows it was fitted to.
+used) and optionally any other key of a ``--batch`` record: ``devices_per_node``, ``network``,
+``hardware_file`` (default: ``--hardware-file``) and the framework settings of
+docs/plan-settings.md (generated from config.py's declaration; blank = the default). The fit (see
+:mod:`calibrate`) uses every row; the accuracy it reports after calibration is leave-one-out (each
+row predicted by a fit on the others), never on rows it was fitted to.
 """
 
 from __future__ import annotations

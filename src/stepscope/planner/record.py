@@ -30,8 +30,7 @@ CORE_KEYS = (
     "seq_len",
     "network",
 )
-# ``"fused_loss": false`` is ``"loss": "unfused"`` (an older key)
-RECORD_KEYS = frozenset({*CORE_KEYS, *BY_KEY, "fused_loss", "framework", "strategy"})
+RECORD_KEYS = frozenset({*CORE_KEYS, *BY_KEY, "framework", "strategy"})
 
 
 def _given(d: dict[str, Any], key: str) -> bool:
@@ -39,8 +38,8 @@ def _given(d: dict[str, Any], key: str) -> bool:
 
 
 def _batch(d: dict[str, Any]) -> dict[str, Any]:
-    """The record with the batch in sequences (``global_batch_tokens`` / ``seq_len``) and the older
-    ``fused_loss`` as ``loss``; every key the job needs present."""
+    """The record with the batch in sequences (``global_batch_tokens`` / ``seq_len``); every key the
+    job needs present."""
     if _given(d, "global_batch") and _given(d, "global_batch_tokens"):
         raise ConfigError(
             "give the batch in sequences or in tokens, not both", fix="drop --global-batch or --global-batch-tokens"
@@ -59,11 +58,6 @@ def _batch(d: dict[str, Any]) -> dict[str, Any]:
             f"{', '.join(missing)})",
             fix="see stepscope plan --help",
         )
-    if _given(d, "fused_loss"):
-        fused = _flag(d, "fused_loss")
-        d = {k: v for k, v in d.items() if k != "fused_loss"}
-        if not fused and not _given(d, "loss"):
-            d["loss"] = "unfused"
     return d
 
 
@@ -91,15 +85,6 @@ def ignored_keys(rec: dict[str, Any]) -> list[str]:
     id or notes belong there too), so that a misspelt setting (``zero_sync_after_backwrd``) does
     not pass unseen."""
     return sorted(str(k) for k in rec if k not in RECORD_KEYS)
-
-
-def _flag(d: dict[str, Any], key: str) -> bool:
-    v = d[key]
-    if isinstance(v, bool) or v in (0, 1):
-        return bool(v)
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0"):
-        return v.strip().lower() in ("true", "1")
-    raise ConfigError(f"{key} must be true or false, not {v!r}", fix=f'e.g. "{key}": false')
 
 
 def _whole(d: dict[str, Any], key: str, limit: int = 2**31) -> int:
