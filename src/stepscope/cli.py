@@ -99,13 +99,12 @@ def _model_flops(ns: argparse.Namespace) -> float | None:
 
 
 def _convert(ns: argparse.Namespace) -> int:
-    from .trace.loader import expand_paths, jobs_for, read_one
+    from .trace.loader import expand_inputs, jobs_for, read_one
     from .trace.parquet import write_parquet
 
     out_dir = Path(ns.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    not_traces: list[str] = []
-    paths = expand_paths(ns.traces, not_traces)
+    paths, not_traces = expand_inputs(ns.traces)
     for w in not_traces:
         print(f"warning: {w}", file=sys.stderr)
     for job in jobs_for(paths, ns.include_python, None):  # an Nsight export of several processes: one file per rank

@@ -37,12 +37,13 @@ def test_dask_local_cluster_gives_the_same_result_as_local_processes(tmp_path: P
 def test_fsspec_url_is_copied_and_read(tmp_path: Path) -> None:
     fsspec = pytest.importorskip("fsspec")
     from stepscope.analysis.api import analyze
-    from stepscope.trace.loader import expand_paths
+    from stepscope.trace.loader import expand_inputs
 
     trace = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"
     with fsspec.open("memory://bucket/run1/rank-0.json.gz", "wb") as f:
         f.write(trace.read_bytes())
-    paths = [str(p) for p in expand_paths("memory://bucket/run1/*.json.gz")]
+    found, _ = expand_inputs("memory://bucket/run1/*.json.gz")
+    paths = [str(p) for p in found]
     assert paths == ["memory://bucket/run1/rank-0.json.gz"]
     remote = analyze(paths, workers=1)
     local = analyze([str(trace)], workers=1)

@@ -18,7 +18,7 @@ import pytest
 from stepscope.cli import main
 from stepscope.errors import TraceFormatError
 from stepscope.trace.columns import MAX_DUR_NS, MAX_TS_NS
-from stepscope.trace.loader import read_one
+from stepscope.trace.loader import ReadJob, read_one
 
 TRACE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "a100_nccl_rank0.json.gz"
 
@@ -38,8 +38,8 @@ def test_a_kernel_of_centuries_is_skipped_not_summed(tmp_path: Path, capsys: pyt
     kernels[50]["dur"] = 9.2e15  # us: 292 years, fits int64 in ns but no trace has it
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    clean = read_one((str(TRACE), False, None)).table.num_rows
-    fr = read_one((str(path), False, None))
+    clean = read_one(ReadJob(str(TRACE))).table.num_rows
+    fr = read_one(ReadJob(str(path)))
     assert fr.table.num_rows == clean - 1 and fr.skipped_events == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # an int64 overflow in numpy is a RuntimeWarning
@@ -69,7 +69,7 @@ def test_a_damaged_parquet_cache(tmp_path: Path, capsys: pytest.CaptureFixture[s
     meta = dict(table.schema.metadata or {})
     meta[b"stepscope.header"] = b"{not json"  # a damaged header loses only the rank and device facts
     pq.write_table(table.replace_schema_metadata(meta), path)
-    fr = read_one((str(path), False, None))
+    fr = read_one(ReadJob(str(path)))
     assert fr.table.num_rows == n - 3 and fr.skipped_events == 3 and fr.header == {}
     assert int(pc.min(fr.table["dur_ns"]).as_py()) >= 0
     capsys.readouterr()

@@ -18,28 +18,18 @@ from ..errors import InputError, TraceFormatError
 from ..executor import Progress, run_all
 from ..notices import Notice
 from . import parquet
-from .assemble import NSYS_RANK_KEY, SPLIT_WARNING, RankInfo, Trace, assemble
+from .assemble import NSYS_RANK_KEY, Trace, assemble
 from .columns import FileRead, keep_plausible
 from .counters import read_counter_ranges
 from .dictcol import dict_mask
 from .jsonstream import is_gzip
 from .kineto import read_kineto
 
-__all__ = ["SPLIT_WARNING", "FileRead", "NsysPart", "RankInfo", "ReadJob", "Trace", "expand_paths", "load"]
-
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip", ".sqlite")
 _NSYS_REPORT = (".nsys-rep", ".qdrep")
 
 
 Inputs = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-
-
-def expand_paths(inputs: Inputs, skipped: list[str] | None = None) -> list[Path | str]:
-    """:func:`expand_inputs`, with the files left out told as text in ``skipped``."""
-    paths, notices = expand_inputs(inputs)
-    if skipped is not None:
-        skipped.extend(str(n) for n in notices)
-    return paths
 
 
 def expand_inputs(inputs: Inputs) -> tuple[list[Path | str], list[Notice]]:
@@ -235,9 +225,9 @@ def jobs_for(paths: Sequence[str | os.PathLike[str]], include_python: bool, cach
     return out
 
 
-def read_one(job: ReadJob | tuple[str, bool, str | None]) -> FileRead:
-    """Everything one job's file holds; ``job`` may be a plain ``(path, include_python, cache_dir)``."""
-    path, include_python, cache_dir, part = ReadJob(*job)
+def read_one(job: ReadJob) -> FileRead:
+    """Everything one job's file holds."""
+    path, include_python, cache_dir, part = job
     if path.endswith(_NSYS_REPORT):
         raise TraceFormatError(
             "an Nsight Systems report, which only nsys itself reads",
