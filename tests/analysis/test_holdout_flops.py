@@ -46,8 +46,8 @@ def test_every_held_out_run_is_a_valid_batch_record() -> None:
 
     import numpy as np
 
-    from stepscope.planner.cli import job_from_record
     from stepscope.planner.cost import evaluate
+    from stepscope.planner.record import job_from_record
     from stepscope.planner.strategy import parse_strategy
 
     sys.path.insert(0, str(HOLDOUT.parent))
@@ -73,8 +73,8 @@ def test_every_korthikanti_run_is_a_valid_batch_record() -> None:
 
     import numpy as np
 
-    from stepscope.planner.cli import job_from_record
     from stepscope.planner.cost import evaluate
+    from stepscope.planner.record import job_from_record
     from stepscope.planner.strategy import parse_strategy
 
     sys.path.insert(0, str(HOLDOUT.parent))

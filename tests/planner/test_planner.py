@@ -1601,7 +1601,7 @@ def test_pipelines_never_run_fractional_micro_batches() -> None:
 def test_calibration_rows_carry_framework_properties(tmp_path: Path) -> None:
     """A CSV row's framework columns build its job like a --batch record; a blank cell is the default."""
     from stepscope.planner.calib_csv import from_csv
-    from stepscope.planner.cli import job_from_record
+    from stepscope.planner.record import job_from_record
 
     csv_path = tmp_path / "runs.csv"
     csv_path.write_text(
@@ -2215,7 +2215,7 @@ def test_calibration_rows_can_name_analysis_reports(tmp_path: Path) -> None:
     in the hand-made report) is the measurement, and the fit is the one the same CSV with 0.1 s
     written in gives. A missing report is one line naming the CSV line."""
     from stepscope.planner.calib_csv import from_csv
-    from stepscope.planner.cli import job_from_record
+    from stepscope.planner.record import job_from_record
 
     (tmp_path / "runs").mkdir()
     report = _report(tmp_path / "runs")

@@ -11,9 +11,9 @@ import pytest
 
 from stepscope.catalog.model_flops import ModelShape
 from stepscope.catalog.models import resolve
-from stepscope.planner.cli import job_from_record
 from stepscope.planner.cost import evaluate
 from stepscope.planner.dispatch import exchange_seconds, remote_nodes
+from stepscope.planner.record import job_from_record
 from stepscope.planner.strategy import parse_strategy
 
 

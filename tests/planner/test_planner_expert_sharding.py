@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stepscope.planner.cli import job_from_record
 from stepscope.planner.cost import evaluate
 from stepscope.planner.data_parallel import _fold
+from stepscope.planner.record import job_from_record
 from stepscope.planner.strategy import parse_strategy
 
 # h 1024, 2 layers, 8 heads of 128 (MHA), 8 experts of 1024 (SwiGLU), top 2, vocabulary 1000

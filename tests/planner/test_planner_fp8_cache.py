@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from stepscope.cli import main
-from stepscope.planner.cli import job_from_record
 from stepscope.planner.cost import evaluate
+from stepscope.planner.record import job_from_record
 from stepscope.planner.strategy import parse_strategy
 
 

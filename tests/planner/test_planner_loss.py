@@ -27,8 +27,7 @@ def test_copy_loss_holds_10_bytes_per_logit_and_moves_52() -> None:
 
 
 def test_loss_names_and_the_unread_old_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    from stepscope.planner.cli import job_from_record
-    from stepscope.planner.record import ignored_keys
+    from stepscope.planner.record import ignored_keys, job_from_record
 
     record = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 8192}
     assert job_from_record(record).framework.loss.kind == "fused"
@@ -77,7 +76,7 @@ def test_compiled_loss_holds_4_bytes_per_logit_and_moves_8() -> None:
 
 
 def test_torchtitan_preset_compiles_its_loss() -> None:
-    from stepscope.planner.cli import job_from_record
+    from stepscope.planner.record import job_from_record
 
     record = {"model": "llama3-8b", "hardware": "h100", "devices": 8, "global_batch": 16, "seq_len": 8192}
     assert job_from_record({**record, "framework": "torchtitan"}).framework.loss.kind == "compiled"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from stepscope.cli import main
-from stepscope.planner.cli import job_from_record
 from stepscope.planner.cost import evaluate
 from stepscope.planner.recompute import RECOMPUTE
+from stepscope.planner.record import job_from_record
 from stepscope.planner.search import space
 from stepscope.planner.strategy import parse_strategy
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stepscope.planner.cli import job_from_record
 from stepscope.planner.cost import evaluate
+from stepscope.planner.record import job_from_record
 from stepscope.planner.strategy import parse_strategy
 
 

@@ -19,7 +19,7 @@ from .record import CORE_KEYS, RECORD_KEYS, ignored_keys, job_from_record
 from .result import PlanResult
 from .settings import job_settings
 
-__all__ = ["job_from_record", "run"]
+__all__ = ["run"]
 
 
 def _with_cli(rec: dict[str, Any], ns: argparse.Namespace, cli: CliSettings) -> dict[str, Any]:
