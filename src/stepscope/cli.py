@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -125,24 +124,18 @@ def _convert(ns: argparse.Namespace) -> int:
 
 
 def _hlo(ns: argparse.Namespace) -> int:
-    from .report import hlo_report
+    from .analysis.xla.instructions import module_costs
+    from .report import registry
     from .trace.hlo import read_hlo
 
-    modules = read_hlo(ns.file)
+    modules = tuple(module_costs(m) for m in read_hlo(ns.file))
     if ns.json:
-        print(json.dumps({"modules": [{"name": m.name, "instructions": hlo_report.records(m)} for m in modules]}))
+        print(registry.by_name("hlo", "json").render(modules, {}))
         return 0
     from rich.console import Console
 
     con = Console(width=max(Console().width, 180)) if not sys.stdout.isatty() else Console()
-    for m in modules:
-        recs = hlo_report.records(m)
-        con.print(hlo_report.table(m, recs, ns.top))
-        con.print(
-            f"entry computation: {hlo_report.entry_flops(m) / 1e9:.4f} GFLOP per execution (loop bodies x their "
-            "known trip counts; x 1 when unknown)",
-            highlight=False,
-        )
+    registry.by_name("hlo", "terminal").render(modules, {"console": con, "top": ns.top})
     return 0
 
 

@@ -1,7 +1,7 @@
-"""The one renderer protocol. A renderer turns a finished result (an ``Analysis`` or a plan) into
-text or bytes; it never computes figures. Renderers are listed in ``report/registry.py``; the CLI
-picks one by name (``--json``, ``--format html``) or by the output file's extension
-(``-o report.html``).
+"""The one renderer protocol. A renderer turns a finished result (an ``Analysis``, a plan, or the
+``ModuleCosts`` of ``stepscope hlo``, ``analysis/xla/instructions.py``) into text or bytes; it never
+computes figures. Renderers are listed in ``report/registry.py``; the CLI picks one by name
+(``--json``, ``--format html``) or by the output file's extension (``-o report.html``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Subject = Literal["analysis", "plan"]
+Subject = Literal["analysis", "plan", "hlo"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,13 +5,25 @@ A new renderer is one file and one line: write ``report/<name>.py`` with a
 ``render(result, options)`` function and a module-level ``RENDERER = Renderer(...)`` (see
 ``base.py``; ``markdown.py`` is a short example), then add ``<name>.RENDERER`` to ``RENDERERS``
 below. The CLI's ``-o``, ``--format`` and their help text read this tuple, so nothing else changes.
-Renderers of another subject (``"plan"``) go in the same tuple; lookups filter by subject.
+Renderers of another subject (``"plan"``, ``"hlo"``) go in the same tuple; lookups filter by subject.
 """
 
 from __future__ import annotations
 
 from ..errors import ConfigError
-from . import html_report, json_report, markdown, perfetto, plan_html, plan_json, plan_terminal, roofline_png, terminal
+from . import (
+    hlo_json,
+    hlo_terminal,
+    html_report,
+    json_report,
+    markdown,
+    perfetto,
+    plan_html,
+    plan_json,
+    plan_terminal,
+    roofline_png,
+    terminal,
+)
 from .base import Renderer, Subject
 
 RENDERERS: tuple[Renderer, ...] = (
@@ -24,6 +36,8 @@ RENDERERS: tuple[Renderer, ...] = (
     plan_terminal.RENDERER,
     plan_json.RENDERER,
     plan_html.RENDERER,
+    hlo_terminal.RENDERER,
+    hlo_json.RENDERER,
 )
 
 
