@@ -31,7 +31,7 @@ MEMORY_PARTS = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buf
 # a change that makes the job faster, as a calibration or a setting would make it
 FASTER = (
     ("attn_scale", 1.5),
-    ("dp_overlap", 1.0),
+    ("measured_dp_overlap", 1.0),
     ("comm_scale", 0.5),
     ("inter_scale", 0.5),
 )

@@ -602,7 +602,7 @@ def test_efficiencies_from_an_analysis_report(tmp_path: Path, capsys: pytest.Cap
     job = make_job(model("llama3-8b"), hardware("a100-40gb"), 8, 8, 32, 4096).replaced(
         gemm_eff=0.4,
         attn_eff=0.2,
-        dp_overlap=0.6,
+        measured_dp_overlap=0.6,
         comm_scale=2.0,
     )
     new = evaluate(job, parse_strategy("dp=8,zero=3"))["step_s"][0]

@@ -67,8 +67,8 @@ class Calibration:
     bf16 peak (None: the priors from the device's matmul_eff); the scales multiply the
     efficiencies (gemm, attention) and divide the links' bandwidth (comm; inter: inter-node links
     only, on top); ``layer_overhead_s`` (seconds the device waits on the host per layer and
-    micro-batch) and ``dp_overlap`` (share of DP/FSDP traffic hidden), when given, replace the
-    framework's ``host_wait_us`` and ``dp_overlap``. Any of them may be an array with one value per
+    micro-batch) and ``measured_dp_overlap`` (share of DP/FSDP traffic a trace hid), when given,
+    replace the framework's ``host_wait_us`` and ``dp_overlap``. Any of them may be an array with one value per
     configuration (a calibration's grid, evaluated in one pass)."""
 
     gemm_eff: Array | None = None
@@ -78,7 +78,7 @@ class Calibration:
     comm_scale: Array = 1.0
     inter_scale: Array = 1.0
     layer_overhead_s: Array | None = None
-    dp_overlap: Array | None = None
+    measured_dp_overlap: Array | None = None
 
     def block(self, n: int, start: int, stop: int) -> Calibration:
         """The calibration of configurations start..stop of n (per-configuration arrays sliced)."""
@@ -194,7 +194,7 @@ class Job:
     @property
     def dp_overlap(self) -> Array:
         """Share of the DP/FSDP traffic hidden: a trace's measured share, else the framework's."""
-        measured = self.calibration.dp_overlap
+        measured = self.calibration.measured_dp_overlap
         return self.framework.zero.dp_overlap if measured is None else measured
 
     def with_settings(self, **keys: Any) -> Job:

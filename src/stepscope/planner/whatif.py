@@ -59,7 +59,7 @@ def from_analysis(job: Job, path: str, rank: int | None, own_dp_overlap: bool) -
         )
         if v is not None
     }
-    job = job.calibrated(**changes)
+    job = job.calibrated(**{("measured_dp_overlap" if k == "dp_overlap" else k): v for k, v in changes.items()})
     info: dict[str, Any] = {
         "trace": path,
         "trace_rank": te.rank,
