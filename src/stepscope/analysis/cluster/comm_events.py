@@ -339,7 +339,8 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
         [f"xla:{m}/{o}" if o else (g or f"stream:{s}") for g, s, o, m in zip(pg, d.stream[sel], xla_op, xla_mod)],
         dtype=object,
     )
-    ctype = np.array([c[len(COMM_PREFIX) :] for c in cat[sel]], dtype=object)
+    kinds, kind_of = np.unique(cat[sel], return_inverse=True)  # the prefix cut once per kind
+    ctype = np.array([c[len(COMM_PREFIX) :] for c in kinds], dtype=object)[kind_of]
     start = d.ts[sel]
     members = in_split = None
     if comm_args is not None and comm_args.num_rows:

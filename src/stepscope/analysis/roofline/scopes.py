@@ -18,17 +18,22 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ...trace.dictcol import dict_mask
+from ...trace.dictcol import DictColumn, dict_mask, lookup_table
 from ..context import RankContext
 from .phases import ThreadRanges
 
 #: scopes reported, those with the most host time
 MAX_SCOPES = 40
 
+_MODULE = "nn.Module: "
 _INSTANCE = re.compile(r"_\d+$")
 _SKIP = re.compile(r"^ProfilerStep#|^XLAStep#|^nccl:|^gloo:|^enumerate\(DataLoader\)|^Optimizer\.|^## ")
+
+
+def _label(name: str) -> str:
+    """A module range's class without its instance suffix; an annotation's own name."""
+    return _INSTANCE.sub("", name[len(_MODULE) :]) if name.startswith(_MODULE) else name
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ def compute(ctx: RankContext) -> tuple[ScopeStat, ...]:
     events, rd, dev_step = ctx.events, ctx.data, ctx.dev_step
     kernel_flops, peak_flops = ctx.costs.kernel_flops, ctx.peak_flops
     is_module = dict_mask(events["kind"], lambda k: k == "python_function") & dict_mask(
-        events["name"], lambda n: n.startswith("nn.Module: ")
+        events["name"], lambda n: n.startswith(_MODULE)
     )
     is_annot = dict_mask(events["kind"], lambda k: k == "user_annotation")
     rows = events.select(["kind", "name", "tid", "ts_ns", "dur_ns"]).take(
@@ -56,11 +61,12 @@ def compute(ctx: RankContext) -> tuple[ScopeStat, ...]:
     )
     if rows.num_rows == 0 or rd.dev.size == 0:
         return ()
-    names = rows["name"].combine_chunks().cast(pa.string())
-    mod = pc.starts_with(names, "nn.Module: ").to_numpy(zero_copy_only=False)
-    labels = np.array(names.to_pylist(), dtype=object)
-    labels[mod] = [_INSTANCE.sub("", x[len("nn.Module: ") :]) for x in labels[mod]]
-    keep = np.array([not _SKIP.search(x) for x in labels]) | mod
+    names = DictColumn.of(rows["name"])  # the regexes run once per distinct name
+    distinct = names.values[:-1]
+    mod = lookup_table(distinct, lambda n: n.startswith(_MODULE), null=False, dtype=bool)[names.codes]
+    labels = lookup_table(distinct, _label)[names.codes]
+    keep = lookup_table(distinct, lambda n: n.startswith(_MODULE) or not _SKIP.search(n), null=False, dtype=bool)
+    keep = keep[names.codes]
     tid, ts, dur = rows["tid"].to_numpy(), rows["ts_ns"].to_numpy(), rows["dur_ns"].to_numpy()
     labels, mod, tid, ts, dur = labels[keep], mod[keep], tid[keep], ts[keep], dur[keep]
     if labels.size == 0:
