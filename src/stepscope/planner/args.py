@@ -14,7 +14,15 @@ import yaml
 
 from ..argtypes import positive, positive_float
 from ..errors import ConfigError, InputError
+from . import frameworks
 from .config import BY_KEY
+
+
+def _choices_text(key: str) -> str:
+    """A choice setting's values as the declaration gives them: ``bf16 (default), fp16 or fp8``."""
+    s = BY_KEY[key]
+    named = [c + (" (default)" if c == s.default else "") for c in s.choices]
+    return f"{', '.join(named[:-1])} or {named[-1]}"
 
 
 def _job_args(pl: argparse.ArgumentParser) -> None:
@@ -35,7 +43,7 @@ def _job_args(pl: argparse.ArgumentParser) -> None:
         "--global-batch-tokens", type=int, metavar="T", help="or tokens per step (a multiple of --seq-len)"
     )
     job.add_argument("--seq-len", type=int, help="tokens per sequence")
-    job.add_argument("--precision", help="bf16 (default), fp16 or fp8 (= --set precision=...)")
+    job.add_argument("--precision", help=f"{_choices_text('precision')} (= --set precision=...)")
     job.add_argument(
         "--network", metavar="NAME", help="a measured network: data/networks.yaml name or FILE.yaml[#NAME]"
     )
@@ -48,7 +56,7 @@ def _framework_args(pl: argparse.ArgumentParser) -> None:
     fw.add_argument(
         "--framework",
         metavar="NAME",
-        help="a preset: megatron, torchtitan, maxtext, nanotron, deepspeed (data/frameworks.yaml); "
+        help=f"a preset: {', '.join(frameworks.catalog())} (data/frameworks.yaml); "
         "also only its recompute policies, schedules and ZeRO stages",
     )
     fw.add_argument(
