@@ -1,4 +1,4 @@
-"""Terminal section for the JAX/XLA view (``extras["xla"]``, see ``analysis/xla.py``)."""
+"""Terminal section for the JAX/XLA view (``extras["xla"]``, see ``analysis/xla/summary.py``)."""
 
 from __future__ import annotations
 

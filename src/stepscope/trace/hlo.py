@@ -1,6 +1,6 @@
 """HLO text reader (``compiled.as_text()``, ``--xla_dump_to`` ``*.txt``): modules, computations and
 instructions with their shapes, layouts, operands and attributes. Costs are in
-``analysis/hlo_cost.py``.
+``analysis/xla/hlo_cost.py``.
 
 Grammar handled (one instruction per line)::
 

@@ -1,4 +1,4 @@
-"""Per-rank collective instances, the input of the cluster view (``cluster.py``).
+"""Per-rank collective instances, the input of the cluster view (``view.py``).
 
 One instance per communication kernel (device ranks) or per ``gloo:*`` annotation (CPU gloo
 ranks, which record the collective's execution on gloo's threads; ``c10d::*`` ops when there is no

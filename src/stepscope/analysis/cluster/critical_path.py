@@ -2,7 +2,7 @@
 
 Model: ranks run independently between collectives and meet at each one; a collective can only
 finish after its last rank arrives, so the path runs through the **last arriver** of each
-collective (aligned clocks, see ``cluster.py``):
+collective (aligned clocks, see ``matching.py``):
 
     [window start of the first critical rank, its arrival] local work on that rank
     [arrival, arrival + transfer]                           communication
