@@ -6,26 +6,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..planner.recompute import RECOMPUTE
+from ..planner.strategy import STRATEGY_DEFAULTS
+from ..planner.vocab import SCHEDULES
 from ..planner.window import HIDDEN_PARTS
+
+# shown whatever their value: the layout and the batch split as run
+_ALWAYS_SHOWN = ("tp", "pp", "dp", "mb", "ga")
 
 
 def _strategy_text(s: dict[str, Any]) -> str:
-    """A strategy as --evaluate spells it, without the fields at their defaults."""
-    quiet = {
-        "sp": 1,
-        "vpp": 1,
-        "cp": 1,
-        "ep": 1,
+    """A strategy as --evaluate spells it, without the fields at their defaults (STRATEGY_DEFAULTS,
+    as a record names them: etp = tp, hsdp = dp under ZeRO-3, recompute and sched by name)."""
+    quiet: dict[str, Any] = {k: v for k, v in STRATEGY_DEFAULTS.items() if k not in _ALWAYS_SHOWN}
+    quiet |= {
         "etp": s["tp"],
-        "zero": 0,
         "hsdp": s["dp"] if s["zero"] == 3 else 0,
-        "offload": 0,
-        "offload_layers": 0,
-        "tp_overlap": 0,
-        "ep_overlap": 0,
-        "keep_params": 0,
-        "recompute": "none",
-        "sched": "1f1b",
+        "recompute": RECOMPUTE[STRATEGY_DEFAULTS["recompute"]],
+        "sched": SCHEDULES[STRATEGY_DEFAULTS["sched"]],
     }
     return ",".join(f"{k}={v}" for k, v in s.items() if quiet.get(k, object()) != v)
 
