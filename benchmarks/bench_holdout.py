@@ -107,7 +107,7 @@ def run_batch(recs: list[dict]) -> list[dict]:
 
 def jobs(recs: list[dict]) -> list[tuple[Any, dict[str, np.ndarray]]]:
     """Each record's job and strategy, as `plan --batch` parses them (built once, used by every section)."""
-    from stepscope.planner.cli import job_from_record
+    from stepscope.planner.record import job_from_record
     from stepscope.planner.strategy import parse_strategy
 
     return [(job_from_record(r), parse_strategy(r["strategy"])) for r in recs]
