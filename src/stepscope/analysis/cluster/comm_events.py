@@ -29,7 +29,7 @@ from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..classify import COMM_PREFIX, Rules
 from ..context import RankContext
-from ..rankdata import RankData
+from ..rankdata import RankData, XlaArrays
 from ..steps.breakdown import IdleGaps
 from . import critical_walk
 
@@ -290,6 +290,25 @@ def _int_list(text: str | None) -> tuple[int, ...] | None:
     return vals or None
 
 
+def _group_names(pg: np.ndarray, stream: np.ndarray, xla: XlaArrays | None, sel: np.ndarray) -> np.ndarray:
+    """Per instance: ``xla:<module>/<op>`` for an XLA op, else the recorded process group ``pg``,
+    else ``stream:<id>``. Each name is built once per distinct (module, op) or stream."""
+    group = pg.copy()
+    is_op = np.zeros(sel.size, dtype=bool)
+    if xla is not None:
+        op_code, mod_code = xla.op.codes[sel], xla.module.codes[sel]
+        is_op = xla.op.values[op_code].astype(bool)  # a null or empty op name is no XLA op
+        if is_op.any():
+            pairs, inv = np.unique(np.stack([mod_code[is_op], op_code[is_op]], axis=1), axis=0, return_inverse=True)
+            names = [f"xla:{xla.module.values[m]}/{xla.op.values[o]}" for m, o in pairs]
+            group[is_op] = object_array(names)[inv.ravel()]
+    by_stream = ~is_op & ~group.astype(bool)
+    if by_stream.any():
+        streams, inv = np.unique(stream[by_stream], return_inverse=True)
+        group[by_stream] = object_array([f"stream:{x}" for x in streams])[inv.ravel()]
+    return group
+
+
 def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.Table | None = None) -> CommEvents:
     d = rd.dev
     cat = d.category.astype(str)
@@ -333,12 +352,7 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
             arg_row[hit] = host_rows[src]
     # no recorded process group: the stream stands in (each NCCL communicator runs on its own stream);
     # XLA collectives are one HLO instruction run by every device: the instruction is the group
-    xla_op = d.xla.op.rows(sel) if d.xla is not None else np.full(sel.size, None, dtype=object)
-    xla_mod = d.xla.module.rows(sel) if d.xla is not None else xla_op
-    group = np.array(
-        [f"xla:{m}/{o}" if o else (g or f"stream:{s}") for g, s, o, m in zip(pg, d.stream[sel], xla_op, xla_mod)],
-        dtype=object,
-    )
+    group = _group_names(object_array(pg), d.stream[sel], d.xla, sel)
     kinds, kind_of = np.unique(cat[sel], return_inverse=True)  # the prefix cut once per kind
     ctype = np.array([c[len(COMM_PREFIX) :] for c in kinds], dtype=object)[kind_of]
     start = d.ts[sel]
