@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...trace.dictcol import dict_mask
+from ...trace.dictcol import DictColumn, dict_mask
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..classify import COMM_PREFIX, Rules
@@ -290,6 +290,31 @@ def _int_list(text: str | None) -> tuple[int, ...] | None:
     return vals or None
 
 
+def _side_args(comm_args: pa.Table, rows: np.ndarray, arg_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per instance: the recorded group ranks and input split (``_int_list``, parsed once per distinct
+    text) of its own row in ``comm_args``, else of its launching op's (``arg_row``), else None. A row
+    listed twice takes its last entry."""
+    at = comm_args["row"].to_numpy().astype(np.int64)
+    order = np.argsort(at, kind="stable")
+    sorted_at = at[order]
+
+    def find(q: np.ndarray) -> np.ndarray:
+        pos = np.clip(np.searchsorted(sorted_at, q, side="right") - 1, 0, None)
+        return np.where(sorted_at[pos] == q, order[pos], -1)
+
+    idx = find(rows)
+    idx = np.where(idx >= 0, idx, find(arg_row))
+    found = idx >= 0
+    out = []
+    for name in ("pg_ranks", "in_split"):
+        col = DictColumn.of(comm_args[name])
+        parsed = object_array([_int_list(v) for v in col.values])[col.codes]
+        got = np.full(rows.size, None, dtype=object)
+        got[found] = parsed[idx[found]]
+        out.append(got)
+    return out[0], out[1]
+
+
 def _group_names(pg: np.ndarray, stream: np.ndarray, xla: XlaArrays | None, sel: np.ndarray) -> np.ndarray:
     """Per instance: ``xla:<module>/<op>`` for an XLA op, else the recorded process group ``pg``,
     else ``stream:<id>``. Each name is built once per distinct (module, op) or stream."""
@@ -358,17 +383,7 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
     start = d.ts[sel]
     members = in_split = None
     if comm_args is not None and comm_args.num_rows:
-        side = {
-            int(r): (g, s)
-            for r, g, s in zip(
-                comm_args["row"].to_pylist(), comm_args["pg_ranks"].to_pylist(), comm_args["in_split"].to_pylist()
-            )
-        }
-        # a kernel without its own args falls back to its launching op's (arg_row), as above
-        own = [side.get(int(r)) for r in d.rows[sel]]
-        got = [o if o is not None else side.get(int(a)) for o, a in zip(own, arg_row)]
-        members = object_array([_int_list(x[0]) if x else None for x in got])
-        in_split = object_array([_int_list(x[1]) if x else None for x in got])
+        members, in_split = _side_args(comm_args, d.rows[sel].astype(np.int64), arg_row)
     return CommEvents(
         group,
         ctype,
