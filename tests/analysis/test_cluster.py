@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stepscope.analysis.cluster.comm_events import CommEvents, object_array
+from stepscope.analysis.cluster.comm_args import object_array
+from stepscope.analysis.cluster.comm_events import CommEvents
 from stepscope.analysis.cluster.results import LowBandwidthFinding
 from stepscope.analysis.cluster.view import build
 from stepscope.analysis.results import RankAnalysis

@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...trace.dictcol import DictColumn, dict_mask
+from ...trace.dictcol import dict_mask
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..classify import COMM_PREFIX, Rules
 from ..context import RankContext
-from ..rankdata import RankData, XlaArrays
+from ..rankdata import RankData
 from ..steps.breakdown import IdleGaps
 from . import critical_walk
+from .comm_args import group_names, object_array, side_args
 
 DTYPE_BYTES = {
     "float": 4,
@@ -270,70 +270,6 @@ def extract(
     return finalize(ev)
 
 
-def object_array(values: list[Any]) -> np.ndarray:
-    """A 1-D object array of the values as they are (``np.array`` would make equal-length tuples
-    a 2-D array)."""
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        out[i] = v
-    return out
-
-
-def _int_list(text: str | None) -> tuple[int, ...] | None:
-    """``"[0, 1, 2]"`` -> (0, 1, 2); ``"[]"``, null or anything else -> None."""
-    if not text:
-        return None
-    try:
-        vals = tuple(int(x) for x in text.strip().strip("[]").split(",") if x.strip())
-    except ValueError:
-        return None
-    return vals or None
-
-
-def _side_args(comm_args: pa.Table, rows: np.ndarray, arg_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per instance: the recorded group ranks and input split (``_int_list``, parsed once per distinct
-    text) of its own row in ``comm_args``, else of its launching op's (``arg_row``), else None. A row
-    listed twice takes its last entry."""
-    at = comm_args["row"].to_numpy().astype(np.int64)
-    order = np.argsort(at, kind="stable")
-    sorted_at = at[order]
-
-    def find(q: np.ndarray) -> np.ndarray:
-        pos = np.clip(np.searchsorted(sorted_at, q, side="right") - 1, 0, None)
-        return np.where(sorted_at[pos] == q, order[pos], -1)
-
-    idx = find(rows)
-    idx = np.where(idx >= 0, idx, find(arg_row))
-    found = idx >= 0
-    out = []
-    for name in ("pg_ranks", "in_split"):
-        col = DictColumn.of(comm_args[name])
-        parsed = object_array([_int_list(v) for v in col.values])[col.codes]
-        got = np.full(rows.size, None, dtype=object)
-        got[found] = parsed[idx[found]]
-        out.append(got)
-    return out[0], out[1]
-
-
-def _group_names(pg: np.ndarray, stream: np.ndarray, xla: XlaArrays | None, sel: np.ndarray) -> np.ndarray:
-    """Per instance: ``xla:<module>/<op>`` for an XLA op, else the recorded process group ``pg``,
-    else ``stream:<id>``. Each name is built once per distinct (module, op) or stream."""
-    group = pg.copy()
-    is_op = np.zeros(sel.size, dtype=bool)
-    if xla is not None:
-        op_code, mod_code = xla.op.codes[sel], xla.module.codes[sel]
-        is_op = xla.op.values[op_code].astype(bool)  # a null or empty op name is no XLA op
-        if is_op.any():
-            pairs, inv = np.unique(np.stack([mod_code[is_op], op_code[is_op]], axis=1), axis=0, return_inverse=True)
-            names = [f"xla:{xla.module.values[m]}/{xla.op.values[o]}" for m, o in pairs]
-            group[is_op] = object_array(names)[inv.ravel()]
-    by_stream = ~is_op & ~group.astype(bool)
-    if by_stream.any():
-        streams, inv = np.unique(stream[by_stream], return_inverse=True)
-        group[by_stream] = object_array([f"stream:{x}" for x in streams])[inv.ravel()]
-    return group
-
-
 def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.Table | None = None) -> CommEvents:
     d = rd.dev
     cat = d.category.astype(str)
@@ -377,13 +313,13 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
             arg_row[hit] = host_rows[src]
     # no recorded process group: the stream stands in (each NCCL communicator runs on its own stream);
     # XLA collectives are one HLO instruction run by every device: the instruction is the group
-    group = _group_names(object_array(pg), d.stream[sel], d.xla, sel)
+    group = group_names(object_array(pg), d.stream[sel], d.xla, sel)
     kinds, kind_of = np.unique(cat[sel], return_inverse=True)  # the prefix cut once per kind
     ctype = np.array([c[len(COMM_PREFIX) :] for c in kinds], dtype=object)[kind_of]
     start = d.ts[sel]
     members = in_split = None
     if comm_args is not None and comm_args.num_rows:
-        members, in_split = _side_args(comm_args, d.rows[sel].astype(np.int64), arg_row)
+        members, in_split = side_args(comm_args, d.rows[sel].astype(np.int64), arg_row)
     return CommEvents(
         group,
         ctype,
