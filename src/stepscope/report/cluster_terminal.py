@@ -9,6 +9,18 @@ from ..analysis.cluster.results import ClusterView
 from .cluster_json import finding_text
 from .fmt import ms
 
+#: the critical path's kinds of time, in the order of the table's columns
+_PATH_KINDS = (
+    "compute",
+    "communication",
+    "data loading",
+    "CPU",
+    "launch overhead",
+    "sync wait",
+    "other idle",
+    "memcpy",
+)
+
 
 def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
     if c is None:
@@ -58,38 +70,14 @@ def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
     con.print(h)
     if c.critical_paths:
         p = Table(title="Critical path per step (through the last arriver of each collective; ms)")
-        for col in (
-            "step",
-            "length",
-            "compute",
-            "communication",
-            "data loading",
-            "CPU",
-            "launch overhead",
-            "sync wait",
-            "other idle",
-            "memcpy",
-            "ranks on the path (ms)",
-        ):
+        for col in ("step", "length", *_PATH_KINDS, "ranks on the path (ms)"):
             p.add_column(col, justify="right")
         for cp in c.critical_paths:
             on = ", ".join(f"{r}: {v / 1e6:.1f}" for r, v in sorted(cp.by_rank_ns.items(), key=lambda kv: -kv[1])[:4])
             p.add_row(
                 str(cp.step),
                 ms(cp.length_ns),
-                *(
-                    ms(cp.by_kind_ns[k])
-                    for k in (
-                        "compute",
-                        "communication",
-                        "data loading",
-                        "CPU",
-                        "launch overhead",
-                        "sync wait",
-                        "other idle",
-                        "memcpy",
-                    )
-                ),
+                *(ms(cp.by_kind_ns[k]) for k in _PATH_KINDS),
                 on,
             )
         con.print(p)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..analysis.results import RankAnalysis
+from ..analysis.summary import RankSummary
 
 _RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 
@@ -26,6 +27,16 @@ def pct(part: float, whole: float) -> str:
 
 def us(ns: float) -> str:
     return f"{ns / 1e3:,.1f}"
+
+
+#: the per-rank table's columns (mean per step, ms), shared by the terminal and Markdown reports
+RANK_MEAN_COLUMNS = ("rank", "steps", "step", "compute", "exposed comm", "exposed memcpy", "idle", "data loader")
+
+
+def rank_mean_cells(r: RankSummary) -> list[str]:
+    """One rank's row under ``RANK_MEAN_COLUMNS``."""
+    means = (r.mean_step_time_ns, r.mean_compute_ns, r.mean_exposed_comm_ns, r.mean_exposed_memcpy_ns)
+    return [str(r.rank), str(r.steps), *map(ms, means), ms(r.mean_idle_ns), ms(r.mean_dataloader_ns)]
 
 
 def detail_ranks(ranks: tuple[RankAnalysis, ...], limit: int) -> tuple[list[RankAnalysis], int]:

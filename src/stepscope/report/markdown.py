@@ -16,7 +16,7 @@ from typing import Any
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.summary import RankSummary, RunSummary
 from .base import Renderer
-from .fmt import detail_ranks, ms, pct, us
+from .fmt import RANK_MEAN_COLUMNS, detail_ranks, ms, pct, rank_mean_cells, us
 
 _PUNCTUATION = re.compile(r"([\\`*_\[\]<>|~&$])")
 _TOP_KERNELS = 10
@@ -43,21 +43,13 @@ def _table(head: list[str], align: str, rows: list[list[str]]) -> list[str]:
 
 
 def _ranks(summary: RunSummary) -> list[str]:
-    head = ["rank", "steps", "step", "compute", "exposed comm", "exposed memcpy", "idle", "data loader"]
-    rows = [
-        [
-            str(r.rank),
-            str(r.steps),
-            ms(r.mean_step_time_ns),
-            ms(r.mean_compute_ns),
-            ms(r.mean_exposed_comm_ns),
-            ms(r.mean_exposed_memcpy_ns),
-            ms(r.mean_idle_ns),
-            ms(r.mean_dataloader_ns),
-        ]
-        for r in summary.ranks
+    rows = [rank_mean_cells(r) for r in summary.ranks]
+    return [
+        "## Ranks (mean per step, ms)",
+        "",
+        *_table(list(RANK_MEAN_COLUMNS), "r" * len(RANK_MEAN_COLUMNS), rows),
+        "",
     ]
-    return ["## Ranks (mean per step, ms)", "", *_table(head, "rrrrrrrr", rows), ""]
 
 
 def _steps(r: RankAnalysis, rs: RankSummary) -> list[str]:

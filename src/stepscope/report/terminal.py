@@ -14,7 +14,7 @@ from ..analysis.summary import RankSummary, RunSummary
 from ..analysis.xla.summary import XlaSummary
 from . import cluster_terminal, xla_terminal
 from .base import Renderer
-from .fmt import detail_ranks, esc, ms, pct, us
+from .fmt import RANK_MEAN_COLUMNS, detail_ranks, esc, ms, pct, rank_mean_cells, us
 
 
 def render(a: Analysis, options: Mapping[str, Any]) -> None:
@@ -38,19 +38,10 @@ def render(a: Analysis, options: Mapping[str, Any]) -> None:
 
 def _rank_table(summary: RunSummary, con: Console) -> None:
     t = Table(title="Ranks (mean per step, ms)")
-    for col in ("rank", "steps", "step", "compute", "exposed comm", "exposed memcpy", "idle", "data loader"):
+    for col in RANK_MEAN_COLUMNS:
         t.add_column(col, justify="right")
     for r in summary.ranks:
-        t.add_row(
-            str(r.rank),
-            str(r.steps),
-            ms(r.mean_step_time_ns),
-            ms(r.mean_compute_ns),
-            ms(r.mean_exposed_comm_ns),
-            ms(r.mean_exposed_memcpy_ns),
-            ms(r.mean_idle_ns),
-            ms(r.mean_dataloader_ns),
-        )
+        t.add_row(*rank_mean_cells(r))
     con.print(t)
 
 
