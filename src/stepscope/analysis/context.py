@@ -22,6 +22,7 @@ from ..trace.assemble import RankInfo
 from ..trace.counters import CounterRange
 from .classify import Rules
 from .config import AnalyzeConfig
+from .extra import earlier_result
 from .rankdata import RankData, build
 from .roofline.costs import OpCosts, op_costs
 from .roofline.results import HardwareInfo
@@ -67,10 +68,7 @@ class RankContext:
 
     def result(self, name: str, kind: type[T]) -> T:
         """The result of the analysis ``name``, listed before the caller in the registry."""
-        got = self.earlier.get(name)
-        if not isinstance(got, kind):
-            raise LookupError(f"analysis {name!r} ({kind.__name__}) is not listed before this one in the registry")
-        return got
+        return earlier_result(self.earlier, name, kind)
 
     @property
     def peak_flops(self) -> float | None:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from ..extra import earlier_result
 from ..results import RankAnalysis
 from .comm_events import CommEvents, finalize
 from .matching import Links, Matching, match
@@ -24,10 +25,7 @@ class ClusterContext:
 
     def result(self, name: str, kind: type[T]) -> T:
         """The result of the cluster analysis ``name``, listed before the caller in the registry."""
-        got = self.earlier.get(name)
-        if not isinstance(got, kind):
-            raise LookupError(f"analysis {name!r} ({kind.__name__}) is not listed before this one in the registry")
-        return got
+        return earlier_result(self.earlier, name, kind)
 
 
 def build_context(ranks: tuple[RankAnalysis, ...], threshold: float, links: Links) -> ClusterContext:
