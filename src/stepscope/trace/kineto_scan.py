@@ -1,0 +1,120 @@
+"""The C scanner (``_fastkineto.c``) over consecutive blocks of a Kineto file's event-array text.
+
+Each block is scanned in place and its columns put in Arrow (no per-event Python object). Used by
+the one-thread reader (``kineto``) and by each thread of the ranged reader (``kineto_parallel``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .columns import columns_to_tables
+from .jsonsalvage import EVENT_BOUNDARY
+
+try:  # the optional C scanner (setup.py); the portable msgspec path is used without it
+    from . import _fastkineto as _fast  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the build
+    _fast = None
+
+__all__ = ["BlockScanner", "FastPathFailed"]
+
+
+def _columns_from_c(raw: dict[str, Any]) -> dict[str, Any]:
+    """Raw columns from the C scanner's buffers (no per-event Python objects)."""
+    cols: dict[str, Any] = {}
+    for key, val in raw.items():
+        if isinstance(val, tuple):
+            data, offs, valid = val
+            v = np.frombuffer(valid, dtype=np.uint8)
+            bitmap = pa.py_buffer(np.packbits(v, bitorder="little").tobytes())
+            arr = pa.StringArray.from_buffers(len(v), pa.py_buffer(offs), pa.py_buffer(data), bitmap)
+            try:
+                arr.validate(full=True)  # the scanner copies bytes as they are: check UTF-8
+            except pa.ArrowInvalid:
+                binary = pa.Array.from_buffers(pa.binary(), len(v), [bitmap, pa.py_buffer(offs), pa.py_buffer(data)])
+                arr = pa.array(
+                    [None if x is None else x.decode("utf-8", "replace") for x in binary.to_pylist()], pa.string()
+                )
+            cols[key] = arr
+        else:
+            cols[key] = np.frombuffer(val, dtype=np.int64)
+    for key in ("ts", "dur"):
+        cols[key] = np.where(cols[key] == np.iinfo(np.int64).min, -1, cols[key])
+    return cols
+
+
+class FastPathFailed(Exception):
+    pass
+
+
+class BlockScanner:
+    """The C scanner over consecutive blocks of the event array's text, each scanned in place.
+
+    The event cut by a block boundary (``rem``) is completed by scanning ``rem + first bytes of the
+    next block`` (a small copy), after which the rest of the block is scanned without copying it.
+    Once the array closes (``closed``), the text after it is the trailer (``tail``).
+    """
+
+    def __init__(self, rank: int, include_python: bool, block: int) -> None:
+        self.rank, self.include_python = rank, include_python
+        self.head_bytes = max(64, min(1 << 20, block // 8))
+        self.tables: list[tuple[pa.Table, pa.Table | None]] = []
+        self.skipped = 0
+        self.closed = False
+        self.tail = b""
+        self.rem = b""
+
+    def scan(self, buf: bytes | memoryview) -> tuple[int, int]:
+        """Scan ``buf``: (bytes consumed, status: 1 when the array closed). An event that is not
+        valid JSON (status -1 at its start) is skipped to the next event boundary and counted,
+        once per run of failures (a boundary inside one of its strings can make the scan fail
+        twice on it). With no boundary after it in ``buf`` the portable reader takes the file."""
+        assert _fast is not None
+        off = 0
+        while True:
+            n, consumed, status, raw = _fast.parse(buf[off:] if off else buf, self.include_python)
+            if n:
+                cols = _columns_from_c(raw)
+                self.tables.append(columns_to_tables(cols, self.rank, self.include_python, prefiltered=True))
+            if status >= 0:
+                return off + consumed, status
+            m = EVENT_BOUNDARY.search(buf, off + consumed + 1)
+            if m is None:
+                raise FastPathFailed
+            self.skipped += 0 if off and not n else 1  # off > 0: this failure continues the last one
+            off = m.end() - 1
+
+    def feed(self, data: bytes | bytearray) -> None:
+        """Scan the next block of text."""
+        if self.closed:
+            self.tail += bytes(data)
+            return
+        view = memoryview(bytes(data) if isinstance(data, bytearray) else data)
+        if self.rem:
+            rest = self._complete_cut_event(view)
+            if rest is None:
+                return
+            view = rest
+        consumed, status = self.scan(view)
+        if status == 1:
+            self.closed, self.tail, self.rem = True, bytes(view[consumed + 1 :]), b""
+        else:
+            self.rem = bytes(view[consumed:])
+
+    def _complete_cut_event(self, view: memoryview) -> memoryview | None:
+        """Scan ``rem`` with the first bytes of the block ``view``: the rest of the block to scan,
+        or None when nothing of it is left to scan now."""
+        head = self.rem + bytes(view[: self.head_bytes])
+        consumed, status = self.scan(head)
+        if status == 1:
+            self.closed, self.tail, self.rem = True, head[consumed + 1 :] + bytes(view[self.head_bytes :]), b""
+            return None
+        if len(view) <= self.head_bytes:
+            self.rem = head[consumed:]
+            return None
+        if consumed < len(self.rem):  # one event longer than the head: join the whole block (rare)
+            return memoryview(head[consumed:] + bytes(view[self.head_bytes :]))
+        return view[consumed - len(self.rem) :]
