@@ -21,6 +21,7 @@ import yaml
 from ..errors import ConfigError, refuse_unknown_keys
 from ..trace.dictcol import per_value
 from ..trace.schema import KIND_CODE as KIND
+from ..yamlio import safe_load
 
 COMM_PREFIX = "comm:"
 MEMORY_CATEGORIES = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memcpy_p2p", "memcpy_other", "memset")
@@ -131,12 +132,12 @@ def _parse(doc: Any, where: str) -> dict[str, Any]:
 @lru_cache(maxsize=8)
 def load_rules(user_file: str | None = None) -> Rules:
     base = _parse(
-        yaml.safe_load(resources.files("stepscope.data").joinpath("kernel_rules.yaml").read_text()), "kernel_rules.yaml"
+        safe_load(resources.files("stepscope.data").joinpath("kernel_rules.yaml").read_text()), "kernel_rules.yaml"
     )
     user: dict[str, Any] = {}
     if user_file:
         try:
-            user = _parse(yaml.safe_load(Path(user_file).read_text()), user_file)
+            user = _parse(safe_load(Path(user_file).read_text()), user_file)
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(
                 f"cannot read rules ({exc.__class__.__name__})",

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, refuse_unknown_keys
+from ..yamlio import safe_load
 
 #: dtype name from the profiler's "Input type" strings -> (catalog dtype, bytes per element)
 DTYPES: dict[str, tuple[str, int]] = {
@@ -208,12 +209,12 @@ def _check(hw: Hardware, where: str) -> None:
 def load_catalog(user_file: str | None = None) -> tuple[Hardware, ...]:
     """User devices first (they win on name and on match), then the bundled catalog."""
     bundled = _parse(
-        yaml.safe_load(resources.files("stepscope.data").joinpath("hardware.yaml").read_text()), "hardware.yaml"
+        safe_load(resources.files("stepscope.data").joinpath("hardware.yaml").read_text()), "hardware.yaml"
     )
     user: list[Hardware] = []
     if user_file:
         try:
-            user = _parse(yaml.safe_load(Path(user_file).read_text()), user_file)
+            user = _parse(safe_load(Path(user_file).read_text()), user_file)
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(
                 f"cannot read hardware file ({exc.__class__.__name__})",

@@ -9,15 +9,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import ConfigError
+from ..yamlio import safe_load
 from .model_flops import ModelShape, from_config_dict, from_hf_config
 
 
 @lru_cache(maxsize=1)
 def catalog() -> dict[str, dict[str, Any]]:
-    doc = yaml.safe_load(resources.files("stepscope.data").joinpath("models.yaml").read_text(encoding="utf-8"))
+    doc = safe_load(resources.files("stepscope.data").joinpath("models.yaml").read_text(encoding="utf-8"))
     return {k.lower(): v for k, v in doc["models"].items()}
 
 

@@ -14,6 +14,7 @@ import yaml
 
 from ..argtypes import positive, positive_float
 from ..errors import ConfigError, InputError
+from ..yamlio import safe_load
 from . import frameworks
 from .config import BY_KEY
 
@@ -142,7 +143,7 @@ def _read_config(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror})", path=path, fix="pass a YAML or JSON file") from None
     try:
-        doc = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+        doc = json.loads(text) if path.endswith(".json") else safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(
             f"not a YAML/JSON mapping ({exc.__class__.__name__})", path=path, fix="key: value lines"

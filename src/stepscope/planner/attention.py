@@ -21,9 +21,9 @@ from importlib import resources
 from typing import Any, get_args
 
 import numpy as np
-import yaml
 
 from ..errors import ConfigError
+from ..yamlio import safe_load
 from .vocab import AttentionKernel
 
 _PATH = "stepscope/data/attention_kernels.yaml"
@@ -58,9 +58,7 @@ def _floats(v: Any, n: int | None, what: str) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def architectures() -> tuple[Architecture, ...]:
-    raw = yaml.safe_load(
-        resources.files("stepscope.data").joinpath("attention_kernels.yaml").read_text(encoding="utf-8")
-    )
+    raw = safe_load(resources.files("stepscope.data").joinpath("attention_kernels.yaml").read_text(encoding="utf-8"))
     out = []
     for name, a in (raw.get("architectures") or {}).items():
         seq = _floats(a.get("seq"), None, f"{name}: seq")

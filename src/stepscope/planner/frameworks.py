@@ -10,9 +10,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from ..errors import ConfigError, refuse_unknown_keys
+from ..yamlio import safe_load
 from .config import BY_KEY, EXCLUSIVE, REQUIRES
 from .knobs import parse
 from .recompute import RECOMPUTE
@@ -84,7 +83,7 @@ def _parse(name: str, e: Any) -> Framework:
 
 @lru_cache(maxsize=1)
 def catalog() -> dict[str, Framework]:
-    doc = yaml.safe_load(resources.files("stepscope.data").joinpath("frameworks.yaml").read_text(encoding="utf-8"))
+    doc = safe_load(resources.files("stepscope.data").joinpath("frameworks.yaml").read_text(encoding="utf-8"))
     return {str(n): _parse(str(n), e) for n, e in (doc.get("frameworks") or {}).items()}
 
 

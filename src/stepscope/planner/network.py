@@ -36,6 +36,7 @@ import numpy as np
 import yaml
 
 from ..errors import ConfigError, refuse_unknown_keys
+from ..yamlio import safe_load
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -137,7 +138,7 @@ def parse_entries(doc: Any, where: str) -> dict[str, NetworkProfile]:
 @lru_cache(maxsize=1)
 def catalog() -> dict[str, NetworkProfile]:
     text = resources.files("stepscope.data").joinpath("networks.yaml").read_text(encoding="utf-8")
-    return parse_entries(yaml.safe_load(text), "stepscope/data/networks.yaml")
+    return parse_entries(safe_load(text), "stepscope/data/networks.yaml")
 
 
 def by_name(name: str) -> NetworkProfile:
@@ -146,7 +147,7 @@ def by_name(name: str) -> NetworkProfile:
     path, _, pick = name.strip().partition("#")
     if path.lower().endswith((".yaml", ".yml")):
         try:
-            doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            doc = safe_load(Path(path).read_text(encoding="utf-8"))
         except OSError as e:
             raise ConfigError(
                 f"cannot read the network file ({e.strerror})", path=path, fix="pass an existing YAML file"

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-import yaml
-
+from ...yamlio import safe_load
 from ..classify import COMM_PREFIX
 
 _ASYNC_DONE = re.compile(r"-done(\.\d+)?$")
@@ -36,7 +35,7 @@ class XlaRules:
 
 @lru_cache(maxsize=1)
 def rules() -> XlaRules:
-    doc = yaml.safe_load(resources.files("stepscope.data").joinpath("xla_rules.yaml").read_text())
+    doc = safe_load(resources.files("stepscope.data").joinpath("xla_rules.yaml").read_text())
 
     def comp(items: list[dict[str, str]], key: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
         return tuple((str(r[key]), re.compile(str(r["pattern"]), re.IGNORECASE)) for r in items)
