@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"
 
 
-def build(out: Path, size_mb: int) -> tuple[int, int]:
-    doc = json.load(gzip.open(SRC))
+def build(out: Path, size_mb: int, src: Path = SRC, copies: int = 0) -> tuple[int, int]:
+    """Write ``src`` repeated until the file reaches ``size_mb`` MB, or exactly ``copies`` times."""
+    doc = json.load(gzip.open(src))
     events = doc.pop("traceEvents")
     ts = [e["ts"] for e in events if "ts" in e]
     span = max(ts) - min(ts) + 1000.0
@@ -42,7 +43,7 @@ def build(out: Path, size_mb: int) -> tuple[int, int]:
         fh.write(json.dumps(header)[:-1] + ', "traceEvents": [\n')
         k = 0
         first = True
-        while total_bytes < size_mb * 1_000_000:
+        while (k < copies) if copies else (total_bytes < size_mb * 1_000_000):
             for e in events:
                 if e.get("ph") == "M" and k > 0:
                     continue
@@ -84,6 +85,8 @@ def run(code: str, python: str = sys.executable) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--source", default=str(SRC), help="a real Kineto .json.gz to repeat")
+    ap.add_argument("--copies", type=int, default=0, help="repeat the source exactly this many times")
     ap.add_argument("--workdir", default=str(ROOT / "bench-data"))
     ap.add_argument("--skip-hta", action="store_true")
     ap.add_argument("--ranks", type=int, default=0, help="also time a multi-rank set of this many files")
@@ -93,9 +96,9 @@ def main() -> None:
     wd = Path(a.workdir)
     (wd / "trace").mkdir(parents=True, exist_ok=True)
     path = wd / "trace" / "rank-0.json"
-    if not path.exists() or path.stat().st_size < a.size_mb * 1_000_000:
+    if not path.exists() or (not a.copies and path.stat().st_size < a.size_mb * 1_000_000):
         t = time.perf_counter()
-        size, count = build(path, a.size_mb)
+        size, count = build(path, a.size_mb, Path(a.source), a.copies)
         print(json.dumps({"built": str(path), "bytes": size, "events": count, "s": round(time.perf_counter() - t, 1)}))
     size = path.stat().st_size
     ingest = run(
