@@ -186,54 +186,111 @@ def _of_text(col: pa.Array, fn: Any) -> np.ndarray:
     return per_value(col, lambda v: fn(v or ""), null=fn(""))
 
 
-def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table, rules: Rules) -> np.ndarray:
-    """Category per row of ``dev`` (kernel/memcpy/memset rows of one rank), as an object array.
+class _Labels:
+    """Category labels interned to small int codes as they are met; per-row work stays on codes."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def code(self, label: str) -> int:
+        return self.index.setdefault(label, len(self.index))
+
+    def codes_of(self, col: pa.Array, fn: Any) -> np.ndarray:
+        """Code of ``fn(row string)`` per row, ``fn`` called once per distinct value."""
+        return per_value(col, lambda v: self.code(fn(v or "")), null=self.code(fn("")), dtype=np.int32)
+
+    def lut(self, pred: Any) -> np.ndarray:
+        """``pred(label)`` per code."""
+        return np.array([bool(pred(lab)) for lab in self.index], dtype=bool)
+
+    def sorted(self, codes: np.ndarray) -> Categories:
+        """Codes renumbered so that the labels present are in sorted order (as ``np.unique`` gives them)."""
+        labels = list(self.index)
+        used = np.bincount(codes, minlength=len(labels)) > 0 if codes.size else np.zeros(len(labels), bool)
+        order = sorted((i for i in range(len(labels)) if used[i]), key=labels.__getitem__)
+        remap = np.zeros(max(len(labels), 1), np.int32)
+        remap[order] = np.arange(len(order), dtype=np.int32)
+        return Categories(
+            codes=remap[codes].astype(np.int32) if codes.size else codes.astype(np.int32),
+            labels=tuple(labels[i] for i in order),
+        )
+
+
+@dataclass(frozen=True)
+class Categories:
+    """One category per device row as codes into ``labels`` (sorted, distinct)."""
+
+    codes: np.ndarray  # int32 per row
+    labels: tuple[str, ...]
+
+    def objects(self) -> np.ndarray:
+        """The label per row as an object array."""
+        return np.asarray(self.labels + ("",), dtype=object)[self.codes]
+
+    @classmethod
+    def of(cls, labels: np.ndarray) -> Categories:
+        """From a label per row (object or str array)."""
+        uniq, inv = np.unique(labels.astype(str), return_inverse=True)
+        return cls(codes=inv.ravel().astype(np.int32), labels=tuple(str(u) for u in uniq))
+
+    def group(self) -> np.ndarray:
+        """0 = compute, 1 = communication, 2 = memory (memcpy/memset), per row."""
+        lut = np.array([group_of_label(lab) for lab in self.labels] + [0], dtype=np.int8)
+        return lut[self.codes]
+
+
+def group_of_label(label: str) -> int:
+    """0 = compute, 1 = communication, 2 = memory (memcpy/memset)."""
+    return 1 if label.startswith(COMM_PREFIX) else 2 if label in MEMORY_CATEGORIES else 0
+
+
+def classify_device_events(dev: pa.Table, kind_codes: np.ndarray, host: pa.Table, rules: Rules) -> Categories:
+    """Category per row of ``dev`` (kernel/memcpy/memset rows of one rank).
 
     ``host`` holds (at least) the rank's host communication ops (``name``, ``collective``,
     ``external_id``): a kernel whose ``external_id`` matches one of them is communication too.
+    Labels are computed once per distinct name and carried per row as codes.
     """
     n = dev.num_rows
-    kind = kind_codes if n else np.empty(0, np.int8)
-    names = dev["name"].combine_chunks() if n else pa.array([], pa.string())
-    by_name = _of_text(names, rules.category_of_kernel) if n else np.empty(0, object)
-    memcpy = _of_text(names, memcpy_category) if n else np.empty(0, object)
-    cat = np.where(kind == KIND["kernel"], by_name, np.where(kind == KIND["memset"], "memset", memcpy))
+    lab = _Labels()
     if n == 0:
-        return cat
+        return lab.sorted(np.empty(0, np.int32))
+    kind = kind_codes
+    names = dev["name"].combine_chunks()
+    by_name = lab.codes_of(names, rules.category_of_kernel)
+    memcpy = lab.codes_of(names, memcpy_category)
+    cat = np.where(kind == KIND["kernel"], by_name, np.where(kind == KIND["memset"], lab.code("memset"), memcpy))
     # 1) recorded collective args on the kernel itself (newer Kineto copies them onto NCCL kernels)
     coll = dev["collective"].combine_chunks()
     has_coll = pc.is_valid(coll).to_numpy(zero_copy_only=False) & (kind == KIND["kernel"])
     if has_coll.any():
-        ctype = _of_text(coll, lambda s: COMM_PREFIX + rules.collective_of(s))
+        ctype = lab.codes_of(coll, lambda s: COMM_PREFIX + rules.collective_of(s))
         cat = np.where(has_coll, ctype, cat)
     # 2) the launching CPU op is a communication op (nccl:*, c10d::*, record_param_comms...), which
     # claims any kernel; or an annotation named after a collective, which claims unknown kernels
+    is_kernel = kind == KIND["kernel"]
     if host.num_rows:
         strong, weak, label = _host_comm(host, rules)
         kext = dev["external_id"].to_numpy()
-        is_kernel = kind == KIND["kernel"]
-        for sel, weak_claim in ((strong, False), (weak, True)):
-            hit, lab = _launched_by(host["external_id"].to_numpy(), sel, label, kext)
-            claims = (
-                np.isin(cat, ANNOTATION_CLAIMS) if weak_claim else ~np.char.startswith(cat.astype(str), COMM_PREFIX)
-            )
-            hit &= is_kernel & claims
+        claimable = (lambda c: not c.startswith(COMM_PREFIX), lambda c: c in ANNOTATION_CLAIMS)
+        for sel, may_claim in zip((strong, weak), claimable):
+            hit, hlab = _launched_by(host["external_id"].to_numpy(), sel, label, kext)
+            claims = lab.lut(may_claim)
+            hit &= is_kernel & claims[cat]
             if hit.any():
-                uniq, inv = np.unique(lab[hit].astype(str), return_inverse=True)
-                types = np.array([COMM_PREFIX + rules.collective_of(u) for u in uniq], dtype=object)
-                cat[hit] = types[inv]
+                uniq, inv = np.unique(hlab[hit].astype(str), return_inverse=True)
+                types = np.array([lab.code(COMM_PREFIX + rules.collective_of(u)) for u in uniq], dtype=np.int32)
+                cat[hit] = types[inv.ravel()]
     # 3) the stream: unclassified kernels on a stream that mostly runs communication
-    stream = dev["stream"].to_numpy()
-    is_comm = np.char.startswith(cat.astype(str), COMM_PREFIX)
-    is_kernel = kind == KIND["kernel"]
+    is_comm = lab.lut(lambda c: c.startswith(COMM_PREFIX))[cat]
     if is_comm.any():
-        _, sidx = np.unique(stream, return_inverse=True)
+        _, sidx = np.unique(dev["stream"].to_numpy(), return_inverse=True)
         comm_share = np.bincount(sidx, weights=(is_comm & is_kernel)) / np.maximum(
             np.bincount(sidx, weights=is_kernel), 1
         )
         on_comm_stream = comm_share[sidx] > 0.5
-        cat = np.where(on_comm_stream & is_kernel & (cat == "other"), COMM_PREFIX + "other", cat)
-    return cat
+        cat = np.where(on_comm_stream & is_kernel & (cat == lab.code("other")), lab.code(COMM_PREFIX + "other"), cat)
+    return lab.sorted(cat)
 
 
 def _host_comm(host: pa.Table, rules: Rules) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -266,12 +323,3 @@ def _launched_by(
     hit = (kext >= 0) & (ext_sorted[pos] == kext)
     lab[hit] = lab_sorted[pos[hit]]
     return hit, lab
-
-
-def group_of(categories: np.ndarray) -> np.ndarray:
-    """0 = compute, 1 = communication, 2 = memory (memcpy/memset), per category label."""
-    c = categories.astype(str)
-    grp = np.zeros(c.size, dtype=np.int8)
-    grp[np.char.startswith(c, COMM_PREFIX)] = 1
-    grp[np.isin(c, MEMORY_CATEGORIES)] = 2
-    return grp

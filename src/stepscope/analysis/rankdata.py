@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from ..trace.dictcol import DictColumn, per_value
 from ..trace.schema import KIND_CODE as KIND
-from .classify import Rules, classify_device_events, group_of
+from .classify import Categories, Rules, classify_device_events
 
 HOST_KINDS = ("cpu_op", "user_annotation", "runtime")
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
@@ -66,7 +66,7 @@ class DeviceArrays:
     end: np.ndarray
     correlation: np.ndarray
     external_id: np.ndarray
-    category: np.ndarray  # object labels
+    categories: Categories  # one category per row, as codes into sorted labels
     group: np.ndarray  # 0 compute, 1 comm, 2 memory
     launch_ts: np.ndarray  # host runtime call start, -1 if unknown
     launch_tid: np.ndarray  # host thread of that call, -1 if unknown
@@ -76,6 +76,11 @@ class DeviceArrays:
     @property
     def size(self) -> int:
         return int(self.ts.size)
+
+    @property
+    def category(self) -> np.ndarray:
+        """The category label per row (an object array, built on each call)."""
+        return self.categories.objects()
 
 
 @dataclass
@@ -177,7 +182,7 @@ def _device(events: pa.Table, dev_rows: np.ndarray, comm_t: pa.Table, host: Host
     has_xla = "op" in events.column_names and events["op"].null_count < events.num_rows
     dev_t = events.select(_DEV_COLS + (_XLA_COLS if has_xla else [])).take(pa.array(dev_rows))
     dkind = _kind_np(dev_t)
-    category = classify_device_events(dev_t, dkind, comm_t, rules)
+    categories = classify_device_events(dev_t, dkind, comm_t, rules)
     xla = None
     if has_xla:
         xla = XlaArrays(
@@ -188,7 +193,7 @@ def _device(events: pa.Table, dev_rows: np.ndarray, comm_t: pa.Table, host: Host
             flops=dev_t["flops"].to_numpy(),
             bytes_accessed=dev_t["bytes_accessed"].to_numpy(),
         )
-        category = xla_categories(xla, dev_t["name"], category)
+        categories = Categories.of(xla_categories(xla, dev_t["name"], categories.objects()))
     didx, dnames = _names(dev_t["name"])
     dts = dev_t["ts_ns"].to_numpy()
     dcorr = dev_t["correlation"].to_numpy()
@@ -203,8 +208,8 @@ def _device(events: pa.Table, dev_rows: np.ndarray, comm_t: pa.Table, host: Host
         end=dts + dev_t["dur_ns"].to_numpy(),
         correlation=dcorr,
         external_id=dev_t["external_id"].to_numpy(),
-        category=category,
-        group=group_of(category),
+        categories=categories,
+        group=categories.group(),
         launch_ts=launch,
         launch_tid=launch_tid,
         xla=xla,

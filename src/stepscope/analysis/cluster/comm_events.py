@@ -272,8 +272,7 @@ def extract(
 
 def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.Table | None = None) -> CommEvents:
     d = rd.dev
-    cat = d.category.astype(str)
-    sel = np.flatnonzero(np.char.startswith(cat, COMM_PREFIX))
+    sel = np.flatnonzero(d.group == 1)  # the communication categories
     if sel.size == 0 or d.rows is None:
         return _empty()
     rows = pa.array(d.rows[sel])
@@ -314,8 +313,8 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
     # no recorded process group: the stream stands in (each NCCL communicator runs on its own stream);
     # XLA collectives are one HLO instruction run by every device: the instruction is the group
     group = group_names(object_array(pg), d.stream[sel], d.xla, sel)
-    kinds, kind_of = np.unique(cat[sel], return_inverse=True)  # the prefix cut once per kind
-    ctype = np.array([c[len(COMM_PREFIX) :] for c in kinds], dtype=object)[kind_of]
+    kinds, kind_of = np.unique(d.categories.codes[sel], return_inverse=True)  # the prefix cut once per kind
+    ctype = np.array([d.categories.labels[c][len(COMM_PREFIX) :] for c in kinds], dtype=object)[kind_of]
     start = d.ts[sel]
     members = in_split = None
     if comm_args is not None and comm_args.num_rows:

@@ -59,7 +59,7 @@ def op_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray) -> OpCosts:
     dur = d.end - d.ts
     in_step = (dev_step >= 0) & (d.kind == KIND["kernel"])
     kernel_time = int(dur[in_step].sum())
-    k_ext, k_dur, k_step, k_cat = d.external_id[in_step], dur[in_step], dev_step[in_step], d.category[in_step]
+    k_ext, k_dur, k_step, k_cat = d.external_id[in_step], dur[in_step], dev_step[in_step], d.categories.codes[in_step]
     has = k_ext >= 0
     k_ext, k_dur, k_step, k_cat = k_ext[has], k_dur[has], k_step[has], k_cat[has]
     uniq_ext, first_k, inv = np.unique(k_ext, return_index=True, return_inverse=True)
@@ -95,7 +95,9 @@ def op_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray) -> OpCosts:
         signatures=sigs,
         inst_dur_ns=np.bincount(inv, weights=k_dur).astype(np.int64),
         inst_step=inst_step,
-        inst_category=k_cat[first_k].astype(str) if first_k.size else np.empty(0, str),
+        inst_category=np.asarray(d.categories.labels + ("",), dtype=str)[k_cat[first_k]]
+        if first_k.size
+        else np.empty(0, str),
         inst_sig=si,
         inst_flops=inst_flops,
         inst_bytes=inst_bytes,

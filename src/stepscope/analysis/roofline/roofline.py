@@ -19,6 +19,7 @@ import numpy as np
 
 from ...catalog.hardware import Hardware
 from ...trace.counters import CounterRange
+from ..classify import Categories
 from ..context import RankContext
 from ..xla.notes import missing_flops_note
 from .costs import OpCosts
@@ -47,7 +48,7 @@ def compute(ctx: RankContext) -> Roofline:
         kernel_time_ns=c.kernel_time_ns,
         steps=_step_flops(ctx),
         note="; ".join(notes),
-        by_category=_by_category(d.category, d.external_id, d.end - d.ts, c, hw),
+        by_category=_by_category(d.categories, d.external_id, d.end - d.ts, c, hw),
         measured=measured_groups(ctx.counters, hw) if ctx.counters else (),
         kernels=_kernel_groups(d.names, d.name_idx, d.end - d.ts, c, hw),
     )
@@ -118,10 +119,10 @@ def _kernel_shares(ext: np.ndarray, dur: np.ndarray, c: OpCosts) -> tuple[np.nda
 
 
 def _by_category(
-    category: np.ndarray, ext: np.ndarray, dur: np.ndarray, c: OpCosts, hw: Hardware | None
+    category: Categories, ext: np.ndarray, dur: np.ndarray, c: OpCosts, hw: Hardware | None
 ) -> tuple[CategoryRoofline, ...]:
     """Per category of the kernels inside the steps (the category every table uses,
-    ``RankData.dev.category``): kernel time, and the roofline time of the kernels whose op has a
+    ``RankData.dev.categories``): kernel time, and the roofline time of the kernels whose op has a
     cost model, each at its op's dtype peak and its duration share of the op's FLOPs and bytes."""
     sel = c.in_step
     if not sel.any():
@@ -133,7 +134,8 @@ def _by_category(
         dts, dinv = np.unique(c.kernel_dtype[modeled].astype(str), return_inverse=True)
         peak = np.array([hw.peak_flops(str(t)) for t in dts])[dinv]
         roof_s[modeled] = np.maximum(k_flops[modeled] / peak, k_bytes[modeled] / hw.hbm_bytes_per_s)
-    cats, cinv = np.unique(category[sel].astype(str), return_inverse=True)
+    present, cinv = np.unique(category.codes[sel], return_inverse=True)
+    cats = np.asarray([category.labels[k] for k in present], dtype=object)
     m = modeled[sel].astype(float)
     tot = np.bincount(cinv, weights=dur[sel], minlength=cats.size)
     mdur = np.bincount(cinv, weights=dur[sel] * m, minlength=cats.size)

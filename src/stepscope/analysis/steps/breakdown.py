@@ -30,7 +30,7 @@ import numpy as np
 
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
-from ..classify import COMM_PREFIX, Rules
+from ..classify import COMM_PREFIX, Categories, Rules
 from ..rankdata import RankData
 from . import idle
 from .idle import GapLog, IdleGaps, NextWork
@@ -177,10 +177,9 @@ class StepAccountant:
         self.dl_mask = _name_mask(h.names, _DATALOADER)[h.name_idx] & (h.kind != KIND["runtime"])
         self.opt_mask = _name_mask(h.names, _OPTIMIZER)[h.name_idx] & (h.kind != KIND["runtime"])
         # category labels -> small int codes, once
-        labels = self.cpu_work.ctype if self.cpu_work is not None else d.category
-        uniq, code = np.unique(labels.astype(str), return_inverse=True)
-        self.code = code.ravel()
-        self.labels: list[str] = [str(u) for u in uniq]
+        cats = Categories.of(self.cpu_work.ctype) if self.cpu_work is not None else d.categories
+        self.code = cats.codes
+        self.labels: list[str] = list(cats.labels)
         # device rows by start, with the running max of their ends: the rows overlapping a window
         # are a contiguous run of this order (then filtered by end)
         self._order = np.argsort(d.ts, kind="stable")

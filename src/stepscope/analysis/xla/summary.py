@@ -141,7 +141,7 @@ def compute(ctx: RankContext) -> XlaSummary | None:
         return None
     dur = (rd.dev.end - rd.dev.ts)[sel].astype(np.float64)
     total = float(dur.sum())
-    cat = rd.dev.category[sel].astype(str)
+    cat = np.asarray(rd.dev.categories.labels + ("",), dtype=str)[rd.dev.categories.codes[sel]]
     ops = x.op.rows(sel)
     scopes = x.scope.rows(sel)
     # per-row labels, each computed once per distinct value (or pair of values)
