@@ -22,9 +22,11 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Merge overlapping/touching intervals; result sorted and disjoint."""
     if starts.size == 0:
         return starts.astype(I64), ends.astype(I64)
-    order = np.argsort(starts, kind="stable")
-    s = starts[order]
-    e = ends[order]
+    if starts.size > 1 and bool(np.any(starts[1:] < starts[:-1])):
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
+    else:  # already in order (most callers pass time-sorted rows): no sort
+        s, e = starts, ends
     run_max = np.maximum.accumulate(e)
     new = np.empty(s.size, dtype=bool)
     new[0] = True

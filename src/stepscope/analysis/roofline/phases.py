@@ -109,15 +109,19 @@ def compute(ctx: RankContext) -> tuple[StepPhases, ...]:
     out = []
     if d.size:
         phase, xla_rows = _device_phases(d, bwd, recompute, optim)
+        # rows of each step, once: one stable sort, then a slice per step (rows keep their order)
+        by_step = np.argsort(dev_step, kind="stable")
+        bounds = np.searchsorted(dev_step[by_step], np.arange(len(steps) + 1))
         for i, s in enumerate(steps):
-            m = dev_step == i
+            rows = by_step[bounds[i] : bounds[i + 1]]
+            ph = phase[rows]
             ps = {}
             for j, name in enumerate(PHASES):
-                sel = m & (phase == j)
+                sel = rows[ph == j]
                 a, b = iv.clip(d.ts[sel], d.end[sel], s.window_start_ns, s.window_end_ns)
                 ps[name] = iv.union_length(a, b)
             n_rec = _count_in(h.ts[rec_top], s.cpu_start_ns, s.cpu_start_ns + s.cpu_step_ns)
-            n_rec += int((m & xla_rows & (phase == RECOMPUTE)).sum())
+            n_rec += int((xla_rows[rows] & (ph == RECOMPUTE)).sum())
             out.append(StepPhases(s.name, ps, ps["recompute"], n_rec))
     else:
         for s in steps:

@@ -22,10 +22,21 @@ def op_stats(
     categories: np.ndarray | None,
     step_total_ns: int,
     top_k: int,
+    labels: np.ndarray | None = None,
 ) -> tuple[OpStat, ...]:
+    """The ``top_k`` names by total time. ``categories`` is a label per row, or a code into
+    ``labels`` per row when ``labels`` is given."""
     if name_idx.size == 0:
         return ()
-    o = np.lexsort((dur, name_idx))
+    # totals and counts per name in one pass; only the top names' rows are sorted (percentiles)
+    all_counts = np.bincount(name_idx)
+    all_totals = np.bincount(name_idx, weights=dur)
+    seen = np.flatnonzero(all_counts)
+    top_names = seen[np.argsort(-all_totals[seen], kind="stable")[:top_k]]
+    pick = np.zeros(all_counts.size, bool)
+    pick[top_names] = True
+    rows = np.flatnonzero(pick[name_idx])
+    o = rows[np.lexsort((dur[rows], name_idx[rows]))]
     ni, d = name_idx[o], dur[o]
     uniq, first, counts = np.unique(ni, return_index=True, return_counts=True)
     totals = np.add.reduceat(d, first)
@@ -34,7 +45,9 @@ def op_stats(
     cat_of = None
     if categories is not None:
         cat_of = categories[o][first]
-    best = np.argsort(-totals, kind="stable")[:top_k]
+        if labels is not None:
+            cat_of = labels[cat_of]
+    best = np.argsort(-totals, kind="stable")
     out = []
     for j in best:
         out.append(
@@ -55,7 +68,8 @@ def op_stats(
 def top_kernels(rd: RankData, dev_step: np.ndarray, step_total_ns: int, top_k: int) -> tuple[OpStat, ...]:
     d = rd.dev
     m = dev_step >= 0
-    return op_stats(d.name_idx[m], d.names, (d.end - d.ts)[m], d.category[m], step_total_ns, top_k)
+    labels = np.asarray(d.categories.labels + ("",), dtype=object)
+    return op_stats(d.name_idx[m], d.names, (d.end - d.ts)[m], d.categories.codes[m], step_total_ns, top_k, labels)
 
 
 def top_cpu_ops(
@@ -123,9 +137,11 @@ def stream_idle(rd: RankData, dev_step: np.ndarray) -> tuple[StreamIdle, ...]:
     others_busy = iv.busy_before(us, ue, ge) - iv.busy_before(us, ue, gs)
     wait = ~host & (others_busy * 2 > (ge - gs))
     other = ~host & ~wait
-    key = np.stack([dv, st], axis=1)
-    uk, inv = np.unique(key, axis=0, return_inverse=True)
-    inv = inv.ravel()
+    # rows are sorted by (device, stream): a new pair starts where either changes
+    first = np.ones(s.size, bool)
+    first[1:] = (dv[1:] != dv[:-1]) | (st[1:] != st[:-1])
+    inv = np.cumsum(first) - 1
+    uk = np.stack([dv[first], st[first]], axis=1)
     busy = np.bincount(inv, weights=(e - s), minlength=len(uk))
     glen = (ge - gs).astype(np.float64)
     ginv = inv[g]
