@@ -17,8 +17,26 @@ from .base import Renderer
 JSON_SCHEMA_VERSION = "2.0"
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def plain(value: Any) -> Any:
+    """``dataclasses.asdict`` for results: dataclasses become dicts, tuples lists, recursively;
+    leaf values are shared, not deep-copied (results are frozen), which keeps large reports fast."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _FIELDS.get(type(value))
+        if names is None:
+            names = _FIELDS[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+        return {n: plain(getattr(value, n)) for n in names}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
 def _step(s: StepBreakdown) -> dict[str, Any]:
-    d = dataclasses.asdict(s)
+    d = plain(s)
     d["collectives"] = {c["type"]: {k: v for k, v in c.items() if k != "type"} for c in d["collectives"]}
     return d
 
@@ -45,25 +63,22 @@ def _rank(r: RankAnalysis) -> dict[str, Any]:
         "path": r.path,
         "step_source": r.step_source,
         "steps": steps,
-        "hardware": dataclasses.asdict(roof.hardware) if roof and roof.hardware else None,
-        "roofline": [dataclasses.asdict(g) for g in roof.groups] if roof else [],
+        "hardware": plain(roof.hardware) if roof and roof.hardware else None,
+        "roofline": [plain(g) for g in roof.groups] if roof else [],
         "flops_coverage_ratio": roof.coverage_ratio if roof else 0.0,
-        "roofline_kernels": [dataclasses.asdict(g) for g in roof.kernels] if roof else [],
-        "roofline_measured": [dataclasses.asdict(g) for g in roof.measured] if roof else [],
-        "roofline_by_category": [dataclasses.asdict(c) for c in roof.by_category] if roof else [],
-        "mfu_diagnosis": dataclasses.asdict(r.mfu_diagnosis) if r.mfu_diagnosis else None,
-        "scopes": [dataclasses.asdict(x) for x in r.scopes],
+        "roofline_kernels": [plain(g) for g in roof.kernels] if roof else [],
+        "roofline_measured": [plain(g) for g in roof.measured] if roof else [],
+        "roofline_by_category": [plain(c) for c in roof.by_category] if roof else [],
+        "mfu_diagnosis": plain(r.mfu_diagnosis) if r.mfu_diagnosis else None,
+        "scopes": [plain(x) for x in r.scopes],
         "roofline_note": roof.note if roof else "",
-        "step_stats": dataclasses.asdict(r.step_stats),
-        "top_kernels": [dataclasses.asdict(o) for o in r.top_kernels],
-        "top_cpu_ops": [dataclasses.asdict(o) for o in r.top_cpu_ops],
-        "stream_idle": [dataclasses.asdict(o) for o in r.stream_idle],
-        "launch": dataclasses.asdict(r.launch),
-        "collectives": {c.type: {k: v for k, v in dataclasses.asdict(c).items() if k != "type"} for c in r.collectives},
-        "extras": {
-            k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v)
-            for k, v in r.extras.items()
-        },
+        "step_stats": plain(r.step_stats),
+        "top_kernels": [plain(o) for o in r.top_kernels],
+        "top_cpu_ops": [plain(o) for o in r.top_cpu_ops],
+        "stream_idle": [plain(o) for o in r.stream_idle],
+        "launch": plain(r.launch),
+        "collectives": {c.type: {k: v for k, v in plain(c).items() if k != "type"} for c in r.collectives},
+        "extras": {k: plain(v) for k, v in r.extras.items()},
     }
 
 
