@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .columns import FileRead, file_read
+from .heap import release_freed_heap
 from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks, parse_trailer
 from .kineto_parallel import parallel_workers, read_parallel
 from .kineto_portable import read_portable
@@ -36,14 +37,13 @@ def read_kineto(
     p = Path(path)
     if _fast is not None and not force_portable:
         n = parallel_workers(p) if workers is None else workers
-        if n > 1:
-            fr = read_parallel(p, rank, include_python, block, n)
-            if fr is not None:
-                return fr
         try:
-            return _read_fast(p, rank, include_python, block)
+            fr = read_parallel(p, rank, include_python, block, n) if n > 1 else None
+            return fr if fr is not None else _read_fast(p, rank, include_python, block)
         except FastPathFailed:
             pass  # odd content: the portable path below decides (and recovers what it can)
+        finally:
+            release_freed_heap()  # the scanner's block buffers
     return read_portable(p, rank, include_python, block)
 
 
