@@ -53,6 +53,7 @@ class HostArrays:
     correlation: np.ndarray
     external_id: np.ndarray
     sequence_number: np.ndarray
+    rows: np.ndarray | None = None  # row index of each host row in the rank's event table
 
 
 @dataclass
@@ -175,6 +176,7 @@ def _host(events: pa.Table, host_rows: np.ndarray, kind: np.ndarray) -> HostArra
         correlation=host_col("correlation", narrow=True),
         external_id=host_col("external_id", narrow=True),
         sequence_number=host_col("sequence_number", narrow=True),
+        rows=host_rows,
     )
 
 

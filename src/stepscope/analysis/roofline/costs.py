@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...trace.dictcol import dict_mask
 from ...trace.schema import KIND_CODE as KIND
 from ..rankdata import RankData
 from .flops import OpCost, op_cost
@@ -65,7 +64,7 @@ def op_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray) -> OpCosts:
     uniq_ext, first_k, inv = np.unique(k_ext, return_index=True, return_inverse=True)
     inst_step = np.full(uniq_ext.size, -1, np.int64)
     np.maximum.at(inst_step, inv, k_step)
-    ops = _launching_ops(events, uniq_ext)
+    ops = _launching_ops(events, rd, uniq_ext)
     sigs, sig_of_op, op_ext_u, has_shapes = _signatures(ops)
     pos = np.clip(np.searchsorted(op_ext_u, uniq_ext), 0, max(op_ext_u.size - 1, 0))
     found = (op_ext_u.size > 0) & (op_ext_u[pos] == uniq_ext) if op_ext_u.size else np.zeros(uniq_ext.size, bool)
@@ -111,17 +110,17 @@ def op_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray) -> OpCosts:
     )
 
 
-def _launching_ops(events: pa.Table, uniq_ext: np.ndarray) -> pa.Table:
+def _launching_ops(events: pa.Table, rd: RankData, uniq_ext: np.ndarray) -> pa.Table:
     """The CPU ops whose External id launched kernels in the steps (name, id, dims, types)."""
-    is_op = dict_mask(events["kind"], lambda k: k == "cpu_op")
-    ext_all = events["external_id"].to_numpy()
-    pos_all = np.searchsorted(uniq_ext, ext_all)
-    is_op &= (
-        (pos_all < uniq_ext.size) & (uniq_ext[np.minimum(pos_all, max(uniq_ext.size - 1, 0))] == ext_all)
-        if uniq_ext.size
-        else False
-    )
-    return events.select(["name", "external_id", "input_dims", "input_types"]).take(pa.array(np.flatnonzero(is_op)))
+    h = rd.host
+    cols = ["name", "external_id", "input_dims", "input_types"]
+    if h.rows is None or uniq_ext.size == 0:
+        return events.select(cols).slice(0, 0)
+    is_op = h.kind == KIND["cpu_op"]
+    ext = h.external_id
+    pos = np.minimum(np.searchsorted(uniq_ext, ext), uniq_ext.size - 1)
+    is_op &= uniq_ext[pos] == ext
+    return events.select(cols).take(pa.array(h.rows[is_op]))
 
 
 def _signatures(ops: pa.Table) -> tuple[tuple[Signature, ...], np.ndarray, np.ndarray, bool]:
