@@ -196,7 +196,7 @@ def is_nsys_sqlite_path(path: str) -> bool:
         return False
     if path.endswith(".sqlite"):
         return True
-    from .nsys_sqlite import is_nsys_sqlite
+    from .nsys_db import is_nsys_sqlite
 
     return os.path.isfile(path) and is_nsys_sqlite(path)
 

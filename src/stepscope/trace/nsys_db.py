@@ -13,6 +13,17 @@ from urllib.request import pathname2url
 
 import numpy as np
 
+MAGIC = b"SQLite format 3\x00"
+
+
+def is_nsys_sqlite(path: str | Path) -> bool:
+    """The file starts with SQLite's header."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
 CHUNK_ROWS = 1 << 16
 #: ``globalPid`` / ``globalTid`` pack the process id in bits 24-47 and the thread id in bits 0-23
 PID_SHIFT, ID_MASK = 24, 0xFFFFFF

@@ -43,7 +43,6 @@ from .nsys_nvtx import nvtx
 from .nsys_ops import input_types, link_ops
 from .nsys_rows import CATS, Part, kernels, memcpys, memsets, runtime, syncs
 
-MAGIC = b"SQLite format 3\x00"
 #: The tables and columns this reader uses, as nsys's export names them (a real export has many
 #: more), as SQL: for building small exports in tests and benchmarks, and as a summary of the reader.
 READ_COLUMNS = """
@@ -74,14 +73,6 @@ _READERS = (
     ("NVTX_EVENTS", nvtx),
 )
 _FIX = "export the report with: nsys export --type sqlite -o report.sqlite report.nsys-rep"
-
-
-def is_nsys_sqlite(path: str | Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(len(MAGIC)) == MAGIC
-    except OSError:
-        return False
 
 
 def gpu_units(path: str | Path) -> list[tuple[int, int]]:
