@@ -12,6 +12,7 @@ from .analysis.results import Analysis
 from .cli_args import parser
 from .errors import ConfigError, StepscopeError
 from .outfile import write_output
+from .textsafe import printable
 
 
 def _analyze(ns: argparse.Namespace) -> int:
@@ -33,7 +34,7 @@ def _analyze(ns: argparse.Namespace) -> int:
     outputs.write_all(outs, result)
     if quiet:
         for w in result.warnings:
-            print(f"warning: {w}", file=sys.stderr)
+            print(f"warning: {printable(w)}", file=sys.stderr)
         return 0
     by_name("analysis", "terminal").render(result, {"console": Console()})
     for o in outs:
@@ -105,7 +106,7 @@ def _convert(ns: argparse.Namespace) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths, not_traces = expand_inputs(ns.traces)
     for w in not_traces:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {printable(str(w))}", file=sys.stderr)
     for job in jobs_for(paths, ns.include_python, None):  # an Nsight export of several processes: one file per rank
         p = Path(job.path)
         fr = read_one(job)
@@ -197,7 +198,7 @@ def _run(argv: list[str] | None) -> int:
             return _network(ns)
         return 2
     except StepscopeError as exc:
-        print(f"stepscope: error: {exc.one_line()}", file=sys.stderr)
+        print(f"stepscope: error: {printable(exc.one_line())}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("stepscope: interrupted", file=sys.stderr)

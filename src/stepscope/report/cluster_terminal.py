@@ -7,7 +7,7 @@ from rich.table import Table
 
 from ..analysis.cluster.results import ClusterView
 from .cluster_json import finding_text
-from .fmt import ms
+from .fmt import esc, ms
 
 #: the critical path's kinds of time, in the order of the table's columns
 _PATH_KINDS = (
@@ -82,4 +82,4 @@ def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
             )
         con.print(p)
     for f in c.findings:
-        con.print(f"- {finding_text(f)}", highlight=False)
+        con.print(f"- {esc(finding_text(f))}", highlight=False)

@@ -6,15 +6,17 @@ import re
 
 from ..analysis.results import RankAnalysis
 from ..analysis.summary import RankSummary
+from ..textsafe import printable
 
 _RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 
 
 def esc(text: str) -> str:
-    """``text`` printed as itself by rich: a bracket that would open a markup tag (``[red]``,
-    ``[/]``) is backslash-escaped, as ``rich.markup.escape`` does, without the extra backslash it
-    appends to a text ending in one (these texts are never followed by a tag)."""
-    return _RICH_TAG.sub(lambda m: f"{m.group(1)}{m.group(1)}\\{m.group(2)}", text)
+    """``text`` printed as itself by rich: control characters shown escaped (``textsafe``), and a
+    bracket that would open a markup tag (``[red]``, ``[/]``) backslash-escaped, as
+    ``rich.markup.escape`` does, without the extra backslash it appends to a text ending in one
+    (these texts are never followed by a tag)."""
+    return _RICH_TAG.sub(lambda m: f"{m.group(1)}{m.group(1)}\\{m.group(2)}", printable(text))
 
 
 def ms(ns: float) -> str:

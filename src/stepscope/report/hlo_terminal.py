@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..analysis.xla.instructions import ModuleCosts
 from .base import Renderer
+from .fmt import esc
 
 _COLUMNS = ("instruction", "opcode / class", "shape", "GFLOP", "MB", "FLOP/B", "pad waste", "global shape", "scope")
 _RIGHT = ("GFLOP", "MB", "FLOP/B", "pad waste")
@@ -21,15 +22,15 @@ def table(m: ModuleCosts, top: int) -> Table:
         t.add_column(col, justify="right" if col in _RIGHT else "left")
     for r in sorted(m.instructions, key=lambda r: -r.flops)[:top]:
         t.add_row(
-            r.name,
-            r.op_class,
-            r.shape[:40],
+            esc(r.name),
+            esc(r.op_class),
+            esc(r.shape[:40]),
             f"{r.flops / 1e9:.4f}",
             f"{r.bytes_accessed / 1e6:.3f}",
             f"{r.flops_per_byte:.1f}" if r.flops_per_byte is not None else "-",
             f"{r.padding_waste_ratio:.0%}",
-            (r.global_shape or "")[:30],
-            (r.op_name or "")[-60:],
+            esc((r.global_shape or "")[:30]),
+            esc((r.op_name or "")[-60:]),
         )
     return t
 

@@ -12,6 +12,7 @@ from rich.text import Text
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.summary import RankSummary, RunSummary
 from ..analysis.xla.summary import XlaSummary
+from ..textsafe import printable
 from . import cluster_terminal, xla_terminal
 from .base import Renderer
 from .fmt import RANK_MEAN_COLUMNS, detail_ranks, esc, ms, pct, rank_mean_cells, us
@@ -176,7 +177,7 @@ def _roofline(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
     )
     con.print(f"{head}; FLOP model covers {roof.coverage_ratio:.0%} of kernel time", highlight=False)
     if roof.note:
-        con.print(Text(roof.note, style="yellow"))
+        con.print(Text(printable(roof.note), style="yellow"))
     mfu, hfu = rs.median_mfu_ratio, rs.median_hfu_ratio
     if mfu is not None or hfu is not None:
         con.print(
