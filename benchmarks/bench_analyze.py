@@ -2,13 +2,18 @@
 
     python benchmarks/bench_analyze.py --size-mb 1024 [--workdir bench-data] [--skip-hta]
 
-Builds a trace of at least ``--size-mb`` MB by repeating the real A100 trace in examples/ with
-shifted timestamps and ids (the steps stay distinct), then measures in fresh subprocesses:
-  1. ingest only (read_kineto, one core): wall time, MB/s, peak RSS;
-  2. ``stepscope analyze --json`` end to end: wall time, peak RSS;
-  3. HTA (``pip install HolisticTraceAnalysis``): TraceAnalysis + get_temporal_breakdown +
-     get_comm_comp_overlap: wall time, peak RSS.
-Peak RSS is the child's ru_maxrss. Prints one JSON line per measurement.
+Builds a trace of at least ``--size-mb`` MB (or ``--copies`` N copies) by repeating a real trace
+(default: the A100 trace in examples/) with shifted timestamps and ids (the steps stay distinct),
+compiles the package's bytecode, then measures in fresh subprocesses:
+  1. that the threaded read gives the one-thread table;
+  2. ingest only (read_kineto) with one thread and with one per CPU: time, MB/s, peak RSS;
+  3. ``stepscope analyze --json`` end to end, ``--repeat`` times before and after HTA;
+  4. HTA (``pip install HolisticTraceAnalysis``, ``--hta-python``): TraceAnalysis +
+     get_temporal_breakdown + get_comm_comp_overlap;
+  5. the speed-up, median over median.
+Times are the child process's wall time (interpreter start-up and imports included).
+Peak RSS is the child's ru_maxrss. The load average is printed at the start and the end. One JSON
+line per measurement.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ import argparse
 import gzip
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -73,13 +77,33 @@ def build(out: Path, size_mb: int, src: Path = SRC, copies: int = 0) -> tuple[in
 
 
 def run(code: str, python: str = sys.executable) -> dict:
+    """Run ``code`` in a fresh interpreter; its last output line is returned as ``out``."""
     t = time.perf_counter()
     p = subprocess.run([python, "-c", code], capture_output=True, text=True)
     wall = time.perf_counter() - t
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if p.returncode != 0:
-        return {"error": p.stderr[-2000:], "wall_s": wall}
-    return {"wall_s": round(wall, 2), "peak_rss_mib_max_so_far": round(rss), "out": p.stdout.strip()[-300:]}
+        raise SystemExit(f"child failed: {p.stderr[-2000:]}")
+    return {"wall_s": round(wall, 3), "out": p.stdout.strip().splitlines()[-1]}
+
+
+_TIMED = (
+    "import time,resource;t=time.perf_counter();{body};"
+    "print(round(time.perf_counter()-t,3), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
+)
+
+
+def timed(body: str, python: str = sys.executable) -> tuple[float, int]:
+    """(wall seconds of the child process, interpreter start-up included; its peak RSS in MiB)."""
+    r = run(_TIMED.format(body=body), python)
+    return float(r["wall_s"]), int(r["out"].split()[-1])
+
+
+def emit(**row: object) -> None:
+    print(json.dumps(row), flush=True)
+
+
+def median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
 
 
 def main() -> None:
@@ -88,7 +112,9 @@ def main() -> None:
     ap.add_argument("--source", default=str(SRC), help="a real Kineto .json.gz to repeat")
     ap.add_argument("--copies", type=int, default=0, help="repeat the source exactly this many times")
     ap.add_argument("--workdir", default=str(ROOT / "bench-data"))
+    ap.add_argument("--repeat", type=int, default=3, help="stepscope end-to-end runs before and after HTA")
     ap.add_argument("--skip-hta", action="store_true")
+    ap.add_argument("--hta-repeat", type=int, default=1)
     ap.add_argument("--ranks", type=int, default=0, help="also time a multi-rank set of this many files")
     ap.add_argument("--rank-mb", type=int, default=256)
     ap.add_argument("--hta-python", default=sys.executable, help="a Python with HolisticTraceAnalysis installed")
@@ -99,65 +125,62 @@ def main() -> None:
     if not path.exists() or (not a.copies and path.stat().st_size < a.size_mb * 1_000_000):
         t = time.perf_counter()
         size, count = build(path, a.size_mb, Path(a.source), a.copies)
-        print(json.dumps({"built": str(path), "bytes": size, "events": count, "s": round(time.perf_counter() - t, 1)}))
+        emit(built=str(path), bytes=size, events=count, s=round(time.perf_counter() - t, 1))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src" / "stepscope")], check=False)
     size = path.stat().st_size
-    ingest = run(
-        "import time,resource;from stepscope.trace.kineto import read_kineto;t=time.perf_counter();"
-        f"fr=read_kineto({str(path)!r});dt=time.perf_counter()-t;"
-        "print(fr.table.num_rows, round(dt,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
+    emit(
+        input=str(path),
+        input_mb=round(size / 1e6),
+        input_mib=round(size / 2**20),
+        cpus=os.cpu_count(),
+        loadavg_start=os.getloadavg()[0],
     )
-    rows, secs, rss = ingest["out"].split()
-    print(
-        json.dumps(
-            {
-                "measure": "ingest (read_kineto, 1 core)",
-                "events": int(rows),
-                "s": float(secs),
-                "MB_per_s": round(size / 1e6 / float(secs), 1),
-                "peak_rss_mib": int(rss),
-            }
+    same = run(
+        "from stepscope.trace.kineto import read_kineto;"
+        f"a=read_kineto({str(path)!r},workers=1);b=read_kineto({str(path)!r});"
+        "print(a.table.num_rows, a.table.equals(b.table) and a.header==b.header)"
+    )["out"].split()
+    emit(measure="threaded read gives the one-thread table", rows=int(same[0]), identical=same[1] == "True")
+    for workers in (1, None):
+        secs, rss = timed(
+            f"from stepscope.trace.kineto import read_kineto;read_kineto({str(path)!r},workers={workers})"
         )
-    )
-    e2e = run(
-        "import time,resource,sys;from stepscope.cli import main;t=time.perf_counter();"
-        f"rc=main(['analyze',{str(path)!r},'--json',{str(wd / 'out.json')!r},'-q']);"
-        "print(rc, round(time.perf_counter()-t,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
-    )
-    rc, secs_e2e, rss_e2e = e2e["out"].split()[-3:]
-    print(
-        json.dumps(
-            {
-                "measure": "stepscope analyze end to end",
-                "rc": int(rc),
-                "s": float(secs_e2e),
-                "peak_rss_mib": int(rss_e2e),
-            }
+        emit(
+            measure=f"ingest, {'1 thread' if workers else 'one thread per CPU'}",
+            s=secs,
+            MB_per_s=round(size / 1e6 / secs, 1),
+            peak_rss_mib=rss,
         )
-    )
-    if not a.skip_hta:
-        hta = run(
-            "import time,resource,logging;logging.disable(logging.WARNING);t=time.perf_counter();"
-            "from hta.trace_analysis import TraceAnalysis;"
+    body = f"from stepscope.cli import main;main(['analyze',{str(path)!r},'--json',{str(wd / 'out.json')!r},'-q'])"
+    e2e: list[float] = []
+    hta: list[float] = []
+
+    def stepscope_runs() -> None:
+        for _ in range(a.repeat):
+            secs, rss = timed(body)
+            e2e.append(secs)
+            emit(measure="stepscope analyze end to end", s=secs, peak_rss_mib=rss)
+
+    stepscope_runs()
+    for _ in range(0 if a.skip_hta else a.hta_repeat):
+        secs, rss = timed(
+            "import logging;logging.disable(logging.WARNING);from hta.trace_analysis import TraceAnalysis;"
             f"ta=TraceAnalysis(trace_dir={str(wd / 'trace')!r});"
-            "tb=ta.get_temporal_breakdown(visualize=False);ov=ta.get_comm_comp_overlap(visualize=False);"
-            "print(round(time.perf_counter()-t,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)",
+            "ta.get_temporal_breakdown(visualize=False);ta.get_comm_comp_overlap(visualize=False)",
             a.hta_python,
         )
-        if "error" in hta:
-            print(json.dumps({"measure": "HTA", "error": hta["error"][-500:]}))
-        else:
-            s_hta, rss_hta = hta["out"].split()[-2:]
-            print(
-                json.dumps(
-                    {
-                        "measure": "HTA temporal breakdown + comm/comp overlap",
-                        "s": float(s_hta),
-                        "peak_rss_mib": int(rss_hta),
-                        "speedup_vs_hta": round(float(s_hta) / float(secs_e2e), 1),
-                    }
-                )
-            )
-    print(json.dumps({"input_mb": round(size / 1e6), "input_mib": round(size / 2**20), "cpus": os.cpu_count()}))
+        hta.append(secs)
+        emit(measure="HTA temporal breakdown + comm/comp overlap", s=secs, peak_rss_mib=rss)
+    if hta:
+        stepscope_runs()
+        emit(
+            measure="speed-up over HTA (median / median)",
+            stepscope_s=median(e2e),
+            hta_s=median(hta),
+            speedup=round(median(hta) / median(e2e), 1),
+            range=[round(min(hta) / max(e2e), 1), round(max(hta) / min(e2e), 1)],
+        )
+    emit(loadavg_end=os.getloadavg()[0])
     if a.ranks:
         scaling(wd, a.ranks, a.rank_mb)
 
@@ -175,22 +198,15 @@ def scaling(wd: Path, ranks: int, rank_mb: int) -> None:
         if not q.exists():
             os.link(one, q)
     for workers in sorted({1, os.cpu_count() or 1}):
-        res = run(
-            "import time,resource;from stepscope.cli import main;t=time.perf_counter();"
-            f"rc=main(['analyze',{str(d)!r},'--workers','{workers}','--json',{str(wd / 'ranks.json')!r},'-q']);"
-            "print(rc, round(time.perf_counter()-t,2), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss//1024)"
+        secs, rss = timed(
+            "from stepscope.cli import main;"
+            f"main(['analyze',{str(d)!r},'--workers','{workers}','--json',{str(wd / 'ranks.json')!r},'-q'])"
         )
-        rc, secs, rss = res["out"].split()[-3:]
-        print(
-            json.dumps(
-                {
-                    "measure": f"{ranks} ranks x {rank_mb} MB, --workers {workers}",
-                    "rc": int(rc),
-                    "s": float(secs),
-                    "MB_per_s": round(ranks * one.stat().st_size / 1e6 / float(secs), 1),
-                    "parent_peak_rss_mib": int(rss),
-                }
-            )
+        emit(
+            measure=f"{ranks} ranks x {rank_mb} MB, --workers {workers}",
+            s=secs,
+            MB_per_s=round(ranks * one.stat().st_size / 1e6 / secs, 1),
+            parent_peak_rss_mib=rss,
         )
 
 
