@@ -24,6 +24,7 @@ def is_nsys_sqlite(path: str | Path) -> bool:
     except OSError:
         return False
 
+
 CHUNK_ROWS = 1 << 16
 #: ``globalPid`` / ``globalTid`` pack the process id in bits 24-47 and the thread id in bits 0-23
 PID_SHIFT, ID_MASK = 24, 0xFFFFFF
