@@ -41,7 +41,8 @@ def run_all(
     n = workers if workers is not None else min(total, os.cpu_count() or 1)
     out: list[R] = []
     if n > 1 and total > 1:
-        with ProcessPoolExecutor(max_workers=n) as pool:
+        share = max(1, (os.cpu_count() or 1) // n)
+        with ProcessPoolExecutor(max_workers=n, initializer=_cpu_share, initargs=(share,)) as pool:
             for fut in [pool.submit(fn, j) for j in jobs]:
                 out.append(fut.result())
                 tick(len(out), total)
@@ -50,6 +51,23 @@ def run_all(
         out.append(fn(j))
         tick(len(out), total)
     return out
+
+
+#: the CPUs one job may use (threads inside a job, e.g. the threaded read of one large file)
+CPU_SHARE_ENV = "STEPSCOPE_CPUS"
+
+
+def _cpu_share(cpus: int) -> None:
+    """Worker-process initializer: the jobs running side by side split the CPUs between them."""
+    os.environ[CPU_SHARE_ENV] = str(cpus)
+
+
+def cpus_for_one_job() -> int:
+    """CPUs a job may use: its share when it runs in a worker process, else all this process may use."""
+    share = os.environ.get(CPU_SHARE_ENV, "")
+    if share.isdigit() and int(share) > 0:
+        return int(share)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _on_dask(address: str, fn: Callable[[J], R], jobs: Sequence[J], tick: Progress) -> list[R]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,20 @@ def test_small_or_compressed_files_use_one_thread(tmp_path: Path) -> None:
     assert kineto_parallel.parallel_workers(p, min_bytes=0) >= 1
     gz = synth.write(tmp_path / "t.json.gz", _events(10), gz=True)
     assert kineto_parallel.parallel_workers(gz, min_bytes=0) == 1
+
+
+def test_files_read_side_by_side_split_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stepscope.executor import CPU_SHARE_ENV, cpus_for_one_job, run_all
+
+    monkeypatch.delenv(CPU_SHARE_ENV, raising=False)
+    cpus = os.cpu_count() or 1
+    shares = run_all(_cpus, [0, 1], workers=2)  # worker processes: each job gets its share
+    assert shares == [max(1, cpus // 2)] * 2
+    monkeypatch.setenv(CPU_SHARE_ENV, "3")
+    assert cpus_for_one_job() == 3
+
+
+def _cpus(_job: int) -> int:
+    from stepscope.executor import cpus_for_one_job
+
+    return cpus_for_one_job()

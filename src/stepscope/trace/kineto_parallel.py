@@ -16,6 +16,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..executor import cpus_for_one_job
 from .columns import FileRead, file_read
 from .jsonsalvage import EVENT_BOUNDARY
 from .jsonstream import StreamState, event_text_blocks, is_gzip, parse_trailer
@@ -30,16 +31,16 @@ _CHECK_BYTES = 64 << 10
 
 
 def parallel_workers(path: Path, min_bytes: int = PARALLEL_MIN_BYTES) -> int:
-    """How many threads to scan ``path`` with: 1 for compressed or small files, else the CPU count
-    this process may use (at most 8)."""
+    """How many threads to scan ``path`` with: 1 for compressed or small files, else the CPUs this
+    job may use (``executor.cpus_for_one_job``: its share when files are read side by side in worker
+    processes; at most 8)."""
     try:
         size = path.stat().st_size
     except OSError:
         return 1
     if size < min_bytes or is_gzip(path):
         return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(8, cpus))
+    return max(1, min(8, cpus_for_one_job()))
 
 
 def _cuts(fd: int, start: int, size: int, workers: int) -> list[int]:
