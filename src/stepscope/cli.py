@@ -183,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     ns = parser().parse_args(argv)
+    if getattr(ns, "max_inflated_gb", None):  # read by every reader, here and in worker processes
+        from .trace.limits import MAX_INFLATED_ENV
+
+        os.environ[MAX_INFLATED_ENV] = str(ns.max_inflated_gb)
     try:
         if ns.cmd == "analyze":
             return _analyze(ns)

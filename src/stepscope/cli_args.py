@@ -55,6 +55,7 @@ def _add_analyze_parser(sub: Subparsers) -> None:
         "--workers", type=positive, default=None, help="processes for reading files (default: one per file, <= CPUs)"
     )
     a.add_argument("--cache-dir", metavar="DIR", help="cache parsed traces as Parquet here, keyed by file content")
+    _add_inflate_cap(a)
     a.add_argument("--quiet", "-q", action="store_true", help="no terminal report")
     _add_roofline_options(a)
     _add_cluster_options(a)
@@ -185,3 +186,13 @@ def _add_convert_parser(sub: Subparsers) -> None:
     c.add_argument("traces", nargs="+", help="trace files in any format analyze reads")
     c.add_argument("-o", "--out-dir", required=True, help="directory for <name>.parquet files")
     c.add_argument("--include-python", action="store_true")
+    _add_inflate_cap(c)
+
+
+def _add_inflate_cap(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-inflated-gb",
+        type=positive_float,
+        metavar="GB",
+        help="read a compressed trace up to this many GiB once inflated (default 64; docs/limits.md)",
+    )

@@ -87,7 +87,7 @@ static int scan_string(const char *s, const char *e, const char **out) {
     return 0;
 }
 
-static int skip_value(const char *s, const char *e, const char **out);
+static int skip_value(const char *s, const char *e, const char **out, int base);
 
 /* 1 for the bytes skip_container must look at: quote and brackets */
 static unsigned char STRUCTURAL[256];
@@ -96,8 +96,12 @@ static void init_tables(void) {
     STRUCTURAL[(unsigned char)'['] = 1; STRUCTURAL[(unsigned char)']'] = 1;
 }
 
-static int skip_container(const char *s, const char *e, const char **out) {
-    int depth = 0;
+/* deeper nesting is an error (the event is dropped as damaged): trace/limits.py MAX_JSON_DEPTH,
+ * counted from the event object itself (1) */
+#define MAX_JSON_DEPTH 64
+
+static int skip_container(const char *s, const char *e, const char **out, int base) {
+    int depth = base;
     const char *p = s;
     while (p < e) {
         while (p < e && !STRUCTURAL[(unsigned char)*p]) p++;
@@ -108,8 +112,8 @@ static int skip_container(const char *s, const char *e, const char **out) {
             if (r <= 0) return r;
             p = q; continue;
         }
-        if (ch == '{' || ch == '[') depth++;
-        else if (ch == '}' || ch == ']') { depth--; if (depth == 0) { *out = p + 1; return 1; } if (depth < 0) return -1; }
+        if (ch == '{' || ch == '[') { if (++depth > MAX_JSON_DEPTH) return -1; }
+        else if (ch == '}' || ch == ']') { depth--; if (depth == base) { *out = p + 1; return 1; } if (depth < base) return -1; }
         p++;
     }
     return 0;
@@ -140,11 +144,12 @@ static int valid_scalar(const char *s, const char *e) {
     return p == e;
 }
 
-static int skip_value(const char *s, const char *e, const char **out) {
+/* base: the depth the value sits at (1 inside the event object, 2 inside its args) */
+static int skip_value(const char *s, const char *e, const char **out, int base) {
     if (s >= e) return 0;
     char ch = *s;
     if (ch == '"') return scan_string(s, e, out);
-    if (ch == '{' || ch == '[') return skip_container(s, e, out);
+    if (ch == '{' || ch == '[') return skip_container(s, e, out, base);
     const char *p = s;
     while (p < e && !WS(*p) && *p != ',' && *p != '}' && *p != ']') p++;
     if (p == e) return 0;
@@ -299,7 +304,7 @@ static int parse_args(Cur *cur, Cols *c) {
         if (*p != ':') return -1;
         p++;
         while (p < e && WS(*p)) p++;
-        const char *vend; r = skip_value(p, e, &vend);
+        const char *vend; r = skip_value(p, e, &vend, 2);
         if (r <= 0) return r;
         int ik = -1, sk = -1, raw = 0;
         if (KEY("External id")) ik = I_EXT;
@@ -360,7 +365,7 @@ static int parse_event(Cur *cur, Cols *c) {
             p = sub.s;
             continue;
         }
-        const char *vend; r = skip_value(p, e, &vend);
+        const char *vend; r = skip_value(p, e, &vend, 1);
         if (r <= 0) goto fail;
         if (KEY("ts")) { int64_t v; if (parse_us_ns(p, vend, &v) == 0) c->ival[I_TS] = v; }
         else if (KEY("dur")) { int64_t v; if (parse_us_ns(p, vend, &v) == 0) c->ival[I_DUR] = v; }

@@ -163,6 +163,7 @@ def file_notices(fr: FileRead) -> list[Notice]:
                 path=fr.path,
             )
         )
+    out += [Notice(w, path=fr.path) for w in fr.warnings]
     if fr.skipped_events:
         n = fr.skipped_events
         out.append(

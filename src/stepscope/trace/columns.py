@@ -37,6 +37,8 @@ class FileRead:
     comm_args: pa.Table | None = None
     # CUPTI range-profiler counters (``cuda_profiler_range`` events), one per profiled kernel
     counters: tuple[CounterRange, ...] = ()
+    # what the reader left out besides events (a header key nested too deep, names cut short)
+    warnings: tuple[str, ...] = ()
 
 
 _KINDS = [k.value for k in schema.Kind]
@@ -196,6 +198,7 @@ def file_read(
             skipped_events=skipped_events,
             bytes_read=state.bytes_read,
             comm_args=pa.concat_tables(sides) if sides else None,
+            warnings=tuple(state.warnings),
         )
     )
 

@@ -24,6 +24,8 @@ import msgspec
 
 from ..errors import TraceFormatError
 from .jsonsalvage import EVENT_BOUNDARY, MAX_JOIN, event_end_before, salvage
+from .jsontext import decode_object_tolerant, top_level_key
+from .limits import INFLATE_RATIO_GRACE_BYTES, MAX_INFLATE_RATIO, MAX_JSON_DEPTH, max_inflated_bytes
 
 T = TypeVar("T")
 
@@ -44,6 +46,7 @@ class StreamState:
     bytes_used: int = 0
     note: str = ""
     corrupt_events: int = 0  # events dropped because their text is not valid JSON (jsonsalvage)
+    warnings: list[str] = field(default_factory=list)  # what was left out besides events
 
 
 def is_gzip(path: Path) -> bool:
@@ -51,38 +54,72 @@ def is_gzip(path: Path) -> bool:
         return probe.read(2) == b"\x1f\x8b"
 
 
-def _gunzip_blocks(fh: IO[bytes], state: StreamState, block: int) -> Iterator[bytes]:
-    """Decompress incrementally so a stream cut mid-write still yields everything before the cut."""
+def _gunzip_blocks(fh: IO[bytes], state: StreamState, block: int, path: Path) -> Iterator[bytes]:
+    """Decompress incrementally, at most ``block`` bytes at a time, so a stream cut mid-write still
+    yields everything before the cut and no compressed chunk inflates into one huge buffer.
+    Concatenated gzip members are read on; zero padding after the last member is ignored. A stream
+    that inflates more than ``MAX_INFLATE_RATIO`` times is refused as a compression bomb; one that
+    inflates past the cap (``limits.max_inflated_bytes``) is read up to it and marked truncated."""
     d = zlib.decompressobj(wbits=31)
+    cap = max_inflated_bytes()
+    read_in = out = 0
+    padding = False
     while True:
         comp = fh.read(block // 4 or 1)
         if not comp:
-            if not d.eof:
+            if not d.eof and not padding:
                 state.truncated = True
                 state.note = "compressed stream ends early"
-            tail = d.flush()
-            if tail:
-                state.bytes_read += len(tail)
-                yield tail
             return
+        read_in += len(comp)
+        if padding:
+            if comp.strip(b"\0"):
+                state.warnings.append("data after the last gzip member and its zero padding was ignored")
+                return
+            continue
+        pending = comp
         try:
-            data = d.decompress(comp)
-            while d.eof and d.unused_data:  # concatenated gzip members
-                rest = d.unused_data
-                d = zlib.decompressobj(wbits=31)
-                data += d.decompress(rest)
+            while pending:
+                data = d.decompress(pending, block)
+                pending = d.unconsumed_tail
+                if d.eof:
+                    rest = d.unused_data
+                    if rest.strip(b"\0") == b"":  # zero padding (tape and block writers add it)
+                        padding = True
+                        pending = b""
+                    else:  # another gzip member follows
+                        d = zlib.decompressobj(wbits=31)
+                        pending = rest + pending
+                if data:
+                    out += len(data)
+                    _check_inflation(state, read_in - len(pending), out, cap, path)
+                    state.bytes_read += len(data)
+                    yield data
+                    if out >= cap:
+                        return
         except zlib.error as exc:
             state.truncated = True
             state.note = f"corrupt compressed data ({exc})"
             return
-        if data:
-            state.bytes_read += len(data)
-            yield data
 
 
-def _blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool) -> Iterator[bytes]:
+def _check_inflation(state: StreamState, used_in: int, out: int, cap: int, path: Path) -> None:
+    """``used_in`` compressed bytes gave ``out`` bytes so far."""
+    if out > INFLATE_RATIO_GRACE_BYTES and out > MAX_INFLATE_RATIO * used_in:
+        raise TraceFormatError(
+            f"inflates more than {MAX_INFLATE_RATIO} times its compressed size (a compression bomb?); "
+            "real traces inflate 5-30 times",
+            path=str(path),
+            fix="if you trust the file, decompress it (gunzip -k) and pass the JSON",
+        )
+    if out >= cap:
+        state.truncated = True
+        state.note = f"inflated size reached the {cap / 2**30:g} GiB cap (--max-inflated-gb raises it)"
+
+
+def _blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool, path: Path) -> Iterator[bytes]:
     if gz:
-        yield from _gunzip_blocks(fh, state, block)
+        yield from _gunzip_blocks(fh, state, block, path)
         return
     while True:
         try:
@@ -121,7 +158,7 @@ def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple
     state = StreamState()
     gz = is_gzip(path)
     with open(path, "rb") as fh:
-        blocks = _blocks(fh, state, block, gz)
+        blocks = _blocks(fh, state, block, gz, path)
         buf = bytearray()
         start = -1
         for data in blocks:
@@ -136,7 +173,7 @@ def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple
                 raise TraceFormatError(
                     _not_json(head), path=str(path), fix="pass a PyTorch profiler / Kineto .json or .json.gz trace"
                 )
-            key = buf.find(_KEY)
+            key = top_level_key(bytes(buf), _KEY.strip(b'"'))
             if key >= 0:
                 m = re.compile(rb"\s*:\s*\[").match(buf, key + len(_KEY))
                 if m is None:
@@ -145,7 +182,7 @@ def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple
                             "'traceEvents' is not a list", path=str(path), fix="is this a Chrome trace?"
                         )
                     continue
-                state.header = _parse_partial_object(bytes(buf[:key]) + b'"_": 0}')
+                state.header = _parse_partial_object(bytes(buf[:key]) + b'"_": 0}', state)
                 start = m.end()
                 break
             if len(buf) > _MAX_HEADER_BYTES:
@@ -241,7 +278,7 @@ def _finish(
 ) -> Iterator[tuple[T, StreamState]]:
     stripped = bytes(buf).lstrip()
     if stripped.startswith(b"]"):
-        state.header.update(parse_trailer(stripped[1:]))
+        state.header.update(parse_trailer(stripped[1:], state))
         return
     # Normal case: the array closes, then (for the object form) the trailer keys follow.
     for tried, m in enumerate(_ARRAY_END.finditer(buf)):
@@ -253,7 +290,7 @@ def _finish(
             continue
         tail = bytes(buf[m.end() :])
         if not state.truncated:
-            state.header.update(parse_trailer(tail))
+            state.header.update(parse_trailer(tail, state))
         yield value, state
         return
     # No close decodes: the array never closes (a job killed mid-write) or an event in it is
@@ -277,12 +314,31 @@ def _finish(
             yield from ((v, state) for v in _salvaged(buf, decode, b.start() + 1, state))
             state.truncated = False
             state.bytes_used = state.bytes_read
-            state.header.update(parse_trailer(bytes(buf[m.end() :])))
+            state.header.update(parse_trailer(bytes(buf[m.end() :]), state))
             yield value, state
             return
     end = tail_bounds[-1].start() + 1
     yield from ((v, state) for v in _salvaged(buf, decode, end, state))
+    closing = _closing_after(buf, tail_bounds[-1].end())
+    if closing is not None:  # the array does close: only its last event is damaged
+        state.corrupt_events += 1
+        state.truncated = False
+        state.bytes_used = state.bytes_read
+        state.header.update(parse_trailer(bytes(buf[closing:]), state))
+        return
     state.bytes_used += end
+
+
+def _closing_after(buf: bytearray, start: int) -> int | None:
+    """Where the trailer starts when the event array closes after ``start`` (``}`` ``]``
+    followed by nothing, ``}``, or more keys of the object), else None."""
+    for tried, m in enumerate(_ARRAY_END.finditer(buf, start)):
+        if tried >= _MAX_RETRIES:
+            break
+        rest = bytes(buf[m.end() :]).strip()
+        if rest in (b"", b"}") or (rest.startswith(b",") and parse_trailer(rest)):
+            return m.end()
+    return None
 
 
 def _salvaged(buf: bytearray, decode: Callable[[bytes], T], end: int, state: StreamState) -> list[T]:
@@ -292,20 +348,28 @@ def _salvaged(buf: bytearray, decode: Callable[[bytes], T], end: int, state: Str
     return values
 
 
-def parse_trailer(tail: bytes) -> dict[str, Any]:
+def parse_trailer(tail: bytes, state: StreamState | None = None) -> dict[str, Any]:
     tail = tail.strip().lstrip(b",").strip()
     if not tail or tail == b"}":
         return {}
-    return _parse_partial_object(b"{" + tail)
+    return _parse_partial_object(b"{" + tail, state)
 
 
-def _parse_partial_object(text: bytes) -> dict[str, Any]:
-    """Header (``{... , "_": 0}``) or trailer (``{...}``) keys; {} when they do not parse."""
+def _parse_partial_object(text: bytes, state: StreamState | None = None) -> dict[str, Any]:
+    """Header (``{... , "_": 0}``) or trailer (``{...}``) keys; {} when they do not parse. Keys
+    nesting too deep for a decoder are left out, each named in a warning on ``state``."""
     text = text.strip()
     try:
         obj = msgspec.json.decode(text)
     except msgspec.DecodeError:
         return {}
+    except RecursionError:
+        obj, dropped = decode_object_tolerant(text)
+        if state is not None and dropped:
+            state.warnings.append(
+                f"left out header key(s) {', '.join(map(repr, dropped[:5]))}: nested deeper than "
+                f"{MAX_JSON_DEPTH} levels"
+            )
     if isinstance(obj, dict):
         obj.pop("_", None)
         return obj

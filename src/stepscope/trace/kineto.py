@@ -14,7 +14,7 @@ from .heap import release_freed_heap
 from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks, parse_trailer
 from .kineto_parallel import parallel_workers, read_parallel
 from .kineto_portable import read_portable
-from .kineto_scan import BlockScanner, FastPathFailed, _fast
+from .kineto_scan import TAIL_CUT_WARNING, BlockScanner, FastPathFailed, _fast
 
 __all__ = ["FileRead", "read_kineto"]
 
@@ -56,5 +56,7 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
     if not scanner.closed:
         state.truncated = True  # the event array never closes: a job killed mid-write
     elif not state.truncated:
-        state.header.update(parse_trailer(scanner.tail))
+        state.header.update(parse_trailer(scanner.tail, state))
+    if scanner.tail_cut:
+        state.warnings.append(TAIL_CUT_WARNING)
     return file_read(str(p), scanner.tables, state, scanner.skipped)

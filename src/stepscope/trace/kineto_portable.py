@@ -20,6 +20,8 @@ import pyarrow.compute as pc
 
 from .columns import FileRead, columns_to_tables, file_read
 from .jsonstream import StreamState, iter_event_chunks
+from .jsontext import max_depth
+from .limits import MAX_JSON_DEPTH
 from .numparse import raw_lines_to_ns
 
 _NORAW = msgspec.Raw(b"")
@@ -114,6 +116,10 @@ def _arg_ok(key: str, value: Any) -> bool:
 
 def _make_decoder(skipped: _Skipped) -> Any:
     def decode(text: bytes) -> list[_Event]:
+        # ``text`` is ``[`` events ``]``: an event nesting deeper than the limit is damaged, as in
+        # the C scanner (msgspec itself would recurse until Python's recursion limit)
+        if max_depth(text) > MAX_JSON_DEPTH + 1:
+            raise msgspec.DecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels")
         try:
             return _DECODER.decode(text)
         except msgspec.ValidationError:

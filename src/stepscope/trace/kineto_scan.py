@@ -6,6 +6,7 @@ the one-thread reader (``kineto``) and by each thread of the ranged reader (``ki
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,14 @@ import pyarrow as pa
 
 from .columns import columns_to_tables
 from .jsonsalvage import EVENT_BOUNDARY
+from .limits import MAX_EVENT_BYTES
+
+TAIL_CUT_WARNING = (
+    f"the text after the event list is longer than {MAX_EVENT_BYTES >> 20} MiB: only its start was read "
+    "(header keys there, such as distributedInfo, may be missing)"
+)
+#: the end of the event array: an event's closing brace, then the array's bracket
+ARRAY_END = re.compile(rb"\}\s*\]")
 
 try:  # the optional C scanner (setup.py); the portable msgspec path is used without it
     from . import _fastkineto as _fast  # type: ignore[attr-defined]
@@ -66,12 +75,16 @@ class BlockScanner:
         self.closed = False
         self.tail = b""
         self.rem = b""
+        self.discarding = False  # inside an event longer than MAX_EVENT_BYTES: text is dropped
+        self.tail_cut = False  # the text after the event array passed MAX_EVENT_BYTES
 
     def scan(self, buf: bytes | memoryview) -> tuple[int, int]:
         """Scan ``buf``: (bytes consumed, status: 1 when the array closed). An event that is not
         valid JSON (status -1 at its start) is skipped to the next event boundary and counted,
         once per run of failures (a boundary inside one of its strings can make the scan fail
-        twice on it). With no boundary after it in ``buf`` the portable reader takes the file."""
+        twice on it). With no boundary after it in ``buf``: when the array ends after it, the
+        array is closed there (a damaged last event costs only itself); otherwise the rest of
+        ``buf`` is dropped and the text skipped on to the next boundary (``discarding``)."""
         assert _fast is not None
         off = 0
         while True:
@@ -81,34 +94,64 @@ class BlockScanner:
                 self.tables.append(columns_to_tables(cols, self.rank, self.include_python, prefiltered=True))
             if status >= 0:
                 return off + consumed, status
+            first = not (off and not n)  # off > 0 and nothing read: this failure continues the last one
             m = EVENT_BOUNDARY.search(buf, off + consumed + 1)
             if m is None:
-                raise FastPathFailed
-            self.skipped += 0 if off and not n else 1  # off > 0: this failure continues the last one
+                self.skipped += first
+                end = ARRAY_END.search(buf, off + consumed + 1)
+                if end is not None:
+                    return end.end() - 1, 1
+                self.discarding = True
+                return len(buf), 0
+            self.skipped += first
             off = m.end() - 1
 
     def feed(self, data: bytes | bytearray) -> None:
-        """Scan the next block of text."""
+        """Scan the next block of text. An event still incomplete after ``MAX_EVENT_BYTES`` is
+        dropped (counted) and its text skipped to the next event boundary or the array's end."""
         if self.closed:
-            self.tail += bytes(data)
+            if len(self.tail) < MAX_EVENT_BYTES:
+                self.tail += bytes(data[: MAX_EVENT_BYTES - len(self.tail)])
+            self.tail_cut = self.tail_cut or len(self.tail) >= MAX_EVENT_BYTES
             return
-        view = memoryview(bytes(data) if isinstance(data, bytearray) else data)
-        if self.rem:
-            rest = self._complete_cut_event(view)
-            if rest is None:
-                return
-            view = rest
+        view: memoryview | None = memoryview(bytes(data) if isinstance(data, bytearray) else data)
+        if self.rem and view is not None:
+            view = self._complete_cut_event(view)
+        if self.discarding and view is not None:
+            view = self._resume(view)
+        if view is None:
+            return
         consumed, status = self.scan(view)
         if status == 1:
             self.closed, self.tail, self.rem = True, bytes(view[consumed + 1 :]), b""
-        else:
+        elif not self.discarding:
             self.rem = bytes(view[consumed:])
+            if len(self.rem) > MAX_EVENT_BYTES:  # one event longer than any real one: drop it
+                self.rem, self.discarding = b"", True
+                self.skipped += 1
+
+    def _resume(self, view: memoryview) -> memoryview | None:
+        """While discarding: the text from the next event boundary on (None: none in ``view``); at
+        the array's end first, the array is closed and the rest kept as the trailer."""
+        buf = bytes(view)
+        nxt, end = EVENT_BOUNDARY.search(buf), ARRAY_END.search(buf)
+        if end is not None and (nxt is None or end.start() < nxt.start()):
+            self.closed, self.discarding = True, False
+            self.tail = buf[end.end() :][:MAX_EVENT_BYTES]
+            return None
+        if nxt is None:
+            return None
+        self.discarding = False
+        return view[nxt.end() - 1 :]
 
     def _complete_cut_event(self, view: memoryview) -> memoryview | None:
         """Scan ``rem`` with the first bytes of the block ``view``: the rest of the block to scan,
         or None when nothing of it is left to scan now."""
         head = self.rem + bytes(view[: self.head_bytes])
         consumed, status = self.scan(head)
+        if self.discarding:  # a damaged event with no boundary in the head: resume in the block
+            self.rem = b""
+            return view[self.head_bytes :] if len(view) > self.head_bytes else None
         if status == 1:
             self.closed, self.tail, self.rem = True, head[consumed + 1 :] + bytes(view[self.head_bytes :]), b""
             return None

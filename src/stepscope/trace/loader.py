@@ -267,7 +267,7 @@ def read_one(job: ReadJob) -> FileRead:
     else:
         fr = _with_counters(read_kineto(path, include_python=include_python))
         refuse_foreign_json(fr)
-    if cache_dir and not fr.truncated:
+    if cache_dir and not fr.truncated and not fr.warnings:
         parquet.cache_store(fr, cache_dir, include_python)
     return fr
 
