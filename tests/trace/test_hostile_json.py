@@ -191,3 +191,18 @@ def test_max_inflated_gb_sets_the_cap(
     rc, err = _cli(["analyze", str(p), "--max-inflated-gb", str(60_000 / 2**30), "-q", "--json", "-"], capsys)
     assert rc == 0
     assert any("reached the" in line and "cap" in line for line in err)
+
+
+@pytest.mark.parametrize(
+    ("ts", "ns"),
+    [('"12.5"', 12_500), ('"1.5E2"', 150_000), ("1e3", 1_000_000), ('"12."', 12_000)]
+    + [(bad, None) for bad in ('"0x10"', '"0X1A"', '"inf"', '"nan"', '" 12"', "1e300", '"-0x1p3"')],
+)
+def test_a_timestamp_is_a_json_number_or_unusable(tmp_path: Path, ts: str, ns: int | None) -> None:
+    p = tmp_path / "t.json"
+    p.write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ' + ts + ', "dur": 1}]}'
+    )
+    for fr in _both(p):
+        assert fr.table["ts_ns"].to_pylist() == ([] if ns is None else [ns])
+        assert fr.skipped_events == (ns is None)

@@ -247,11 +247,12 @@ static int parse_us_ns(const char *s, const char *end, int64_t *out) {
     *out = neg ? -(ip * 1000 + frac) : ip * 1000 + frac;
     return 0;
 slow: {
+        /* only a JSON number (exponent forms): strtod alone would also take "0x10", "inf", " 12" */
         char tmp[64]; size_t n = (size_t)(end - s);
-        if (n >= sizeof tmp) return -1;
+        if (n == 0 || n >= sizeof tmp || !valid_scalar(s, end) || *s == 't' || *s == 'f' || *s == 'n') return -1;
         memcpy(tmp, s, n); tmp[n] = 0;
         char *ep; double d = strtod(tmp, &ep);
-        if (ep == tmp || !isfinite(d)) return -1;
+        if (ep != tmp + n || !isfinite(d) || fabs(d) > 9.2e15) return -1; /* d * 1000 must fit int64 */
         *out = (int64_t)llround(d * 1000.0);
         return 0;
     }

@@ -10,6 +10,9 @@ Kineto) fall back to float parsing for those rows only.
 
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,10 +43,14 @@ def raw_lines_to_ns(joined: bytes, count: int) -> np.ndarray:
     return ns
 
 
+_JSON_NUMBER = re.compile(r'"?(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)"?')
+
+
 def _slow(v: str | None) -> int:
-    if not v:
+    """A JSON number in exponent form (as the C scanner reads it); anything else ("0x10", "inf",
+    " 12", a value whose nanoseconds do not fit int64) is -1 (unusable)."""
+    m = _JSON_NUMBER.fullmatch(v or "")
+    if m is None:
         return -1
-    try:
-        return int(round(float(v.strip('"')) * 1000.0))
-    except ValueError:
-        return -1
+    us = float(m.group(1))
+    return int(round(us * 1000.0)) if math.isfinite(us) and abs(us) <= 9.2e15 else -1
