@@ -206,3 +206,16 @@ def test_a_timestamp_is_a_json_number_or_unusable(tmp_path: Path, ts: str, ns: i
     for fr in _both(p):
         assert fr.table["ts_ns"].to_pylist() == ([] if ns is None else [ns])
         assert fr.skipped_events == (ns is None)
+
+
+@pytest.mark.parametrize("rank", [2**31, 2**40, -1, True])
+def test_a_rank_beyond_int32_is_not_believed(tmp_path: Path, rank: object, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "t.json"
+    p.write_text(_text(distributedInfo={"rank": rank, "world_size": 2**40}))
+    q = tmp_path / f"rank{2**40}.json"
+    q.write_text(_text())
+    for path in (p, q):
+        out = tmp_path / "o.json"
+        rc, _err = _cli(["analyze", str(path), "-q", "--json", str(out)], capsys)
+        assert rc == 0
+        assert json.loads(out.read_text())["ranks"][0]["rank"] == 0  # by order

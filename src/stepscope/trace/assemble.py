@@ -41,6 +41,15 @@ class FileHeader:
     nsys_rank: int | None  # one (process, device) of an Nsight export of several: its rank
 
 
+#: ranks are int32 in the event table: a rank or world size outside [0, 2^31) is not believed
+_RANK_LIMIT = 2**31
+
+
+def _rank_value(v: Any, lowest: int = 0) -> int | None:
+    """``v`` when it is an int in [lowest, 2^31), else None (a damaged or hostile field)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and lowest <= v < _RANK_LIMIT else None
+
+
 def parse_header(header: dict[str, Any]) -> FileHeader:
     raw_info = header.get("distributedInfo")
     info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
@@ -53,10 +62,10 @@ def parse_header(header: dict[str, Any]) -> FileHeader:
         format=fmt if isinstance(fmt, str) else None,
         device_name=str(name) if name not in (None, "") else None,
         device_properties=tuple(props),
-        rank=info["rank"] if isinstance(info.get("rank"), int) else None,
-        world_size=info.get("world_size") if isinstance(info.get("world_size"), int) else None,
+        rank=_rank_value(info.get("rank")),
+        world_size=_rank_value(info.get("world_size"), lowest=1),
         backend=str(info["backend"]) if info.get("backend") else None,
-        nsys_rank=nsys_rank if isinstance(nsys_rank, int) else None,
+        nsys_rank=_rank_value(nsys_rank),
     )
 
 
@@ -120,7 +129,7 @@ def rank_of(path: str, header: FileHeader) -> tuple[int | None, str]:
     m = None
     for m in _RANK_IN_NAME.finditer(Path(path).name):  # noqa: B007  (the last match)
         pass
-    if m is not None:
+    if m is not None and _rank_value(int(m.group(1)[:12])) is not None:
         return int(m.group(1)), "filename"
     return None, "order"
 
