@@ -16,7 +16,7 @@ from stepscope.trace import kineto
 from stepscope.trace.columns import FileRead
 from stepscope.trace.jsontext import max_depth
 from stepscope.trace.kineto import read_kineto
-from stepscope.trace.limits import MAX_EVENT_BYTES, MAX_INFLATED_ENV, MAX_JSON_DEPTH
+from stepscope.trace.limits import MAX_EVENT_BYTES, MAX_INFLATED_ENV, MAX_JSON_DEPTH, MAX_NAME_BYTES, TRUNCATED_MARK
 
 from .. import synth
 
@@ -219,3 +219,17 @@ def test_a_rank_beyond_int32_is_not_believed(tmp_path: Path, rank: object, capsy
         rc, _err = _cli(["analyze", str(path), "-q", "--json", str(out)], capsys)
         assert rc == 0
         assert json.loads(out.read_text())["ranks"][0]["rank"] == 0  # by order
+
+
+def test_a_name_longer_than_the_limit_is_cut_and_marked(tmp_path: Path) -> None:
+    ev = _events()
+    long_name = "void gemm<" + "é" * 300_000 + ">"  # two bytes a character: the cut must not split one
+    ev += synth.launch(long_name, 1200, 1300, 10)
+    p = tmp_path / "t.json"
+    p.write_text(_text(ev))
+    for fr in _both(p):
+        names = [n for n in fr.table["name"].to_pylist() if n.startswith("void gemm<")]
+        assert len(names) == 1 and names[0].endswith(TRUNCATED_MARK)
+        kept = names[0][: -len(TRUNCATED_MARK)].encode()
+        assert MAX_NAME_BYTES - 1 <= len(kept) <= MAX_NAME_BYTES
+        assert "1 name longer than 16 KiB cut short" in fr.warnings[0]

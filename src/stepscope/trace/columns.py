@@ -19,6 +19,7 @@ from . import schema
 from .counters import CounterRange
 from .dictcol import dict_mask, per_value
 from .jsonstream import StreamState
+from .limits import MAX_NAME_BYTES, TRUNCATED_MARK
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
     out = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
         "kind": kind,
-        "name": cols["name"].dictionary_encode(),
+        "name": cap_names(cols["name"].dictionary_encode()),
         "cat": cat,
         "pid": pa.array(pid),
         "tid": pa.array(tid),
@@ -157,6 +158,32 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
         **schema.absent_xla_columns(n),
     }
     return pa.Table.from_pydict(out, schema=schema.EVENT_SCHEMA)
+
+
+def cap_names(names: pa.DictionaryArray) -> pa.DictionaryArray:
+    """Names longer than ``MAX_NAME_BYTES`` cut there (at a character boundary) and marked with
+    ``TRUNCATED_MARK``; only the dictionary is touched (one entry per distinct name)."""
+    values = names.dictionary
+    if len(values) == 0 or pc.max(pc.binary_length(values)).as_py() <= MAX_NAME_BYTES:
+        return names
+    cut = [
+        v if v is None or len(v.encode()) <= MAX_NAME_BYTES
+        else v.encode()[:MAX_NAME_BYTES].decode("utf-8", "ignore") + TRUNCATED_MARK
+        for v in values.to_pylist()
+    ]
+    return pa.DictionaryArray.from_arrays(names.indices, pa.array(cut, pa.string()))
+
+
+def cut_names(table: pa.Table) -> int:
+    """How many distinct names of ``table`` ``cap_names`` cut short."""
+    col = table["name"]
+    seen: set[str] = set()
+    for chunk in col.chunks:
+        dictionary = chunk.dictionary
+        if len(dictionary):
+            marked = pc.ends_with(dictionary, TRUNCATED_MARK)
+            seen.update(v for v in dictionary.filter(pc.fill_null(marked, False)).to_pylist() if v is not None)
+    return len(seen)
 
 
 def concat_tables(tables: list[pa.Table]) -> pa.Table:
@@ -188,10 +215,17 @@ def file_read(
             path=path,
             fix="re-capture the trace and let the profiler finish writing",
         )
+    table = concat_tables(tables)
+    cut = cut_names(table)
+    if cut:
+        state.warnings.append(
+            f"{cut} name{'s' if cut != 1 else ''} longer than {MAX_NAME_BYTES >> 10} KiB cut short "
+            f"(ending {TRUNCATED_MARK!r}); docs/limits.md"
+        )
     return keep_plausible(
         FileRead(
             path=path,
-            table=concat_tables(tables),
+            table=table,
             header=state.header,
             truncated=state.truncated,
             note=state.note,
@@ -272,7 +306,7 @@ def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
     cols = {
         "rank": pa.array(np.full(n, rank, dtype=np.int32)),
         "kind": _dict(c["kind"]),
-        "name": _dict(c["name"]),
+        "name": cap_names(_dict(c["name"])),
         "cat": _dict(c["cat"]),
         "pid": pa.array(np.asarray(c["pid"], np.int64)),
         "tid": pa.array(np.asarray(c["tid"], np.int64)),
