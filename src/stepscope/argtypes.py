@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from typing import NoReturn
 
 
@@ -32,7 +33,22 @@ def positive_float(text: str) -> float:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Usage errors as one line that names the fix (argparse prints the whole usage block)."""
+    """Usage errors as one line that names the fix (argparse prints the whole usage block). An
+    empty string is never a value: ``--json ''`` or ``analyze ''`` (a shell variable that was not
+    set) is an error, not standard output or the current directory."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, rest = super().parse_known_args(args, namespace)
+        names = {a.dest: (a.option_strings or [a.dest])[-1] for a in self._actions}
+        defaults = {a.dest: a.default for a in self._actions}
+        for dest, value in vars(ns).items():
+            if value == defaults.get(dest, None):
+                continue  # not given
+            if value == "" or (isinstance(value, list) and "" in value):
+                self.error(f"an empty value for {names.get(dest, dest)} (an unset shell variable?)")
+        return ns, rest
