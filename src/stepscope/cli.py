@@ -7,6 +7,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from .analysis.results import Analysis
 from .cli_args import parser
@@ -103,25 +104,48 @@ def _convert(ns: argparse.Namespace) -> int:
     from .trace.parquet import write_parquet
 
     out_dir = Path(ns.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, no permission, ...
+        raise ConfigError(
+            f"cannot make the output directory ({exc.strerror})", path=str(out_dir), fix="give -o a directory"
+        ) from None
     paths, not_traces = expand_inputs(ns.traces)
     for w in not_traces:
         print(f"warning: {printable(str(w))}", file=sys.stderr)
-    for job in jobs_for(paths, ns.include_python, None):  # an Nsight export of several processes: one file per rank
+    jobs = jobs_for(paths, ns.include_python, None)  # an Nsight export of several processes: one file per rank
+    dests = _convert_destinations(jobs, out_dir)
+    for job, dest in zip(jobs, dests):
         p = Path(job.path)
         fr = read_one(job)
-        name = p.name
-        for suffix in (".gz", ".json", ".sqlite", ".xplane.pb", ".zip"):
-            name = name.removesuffix(suffix)
-        if job.part is not None:
-            name = f"{name}.rank{job.part.ordinal}"
-        dest = out_dir / f"{name}.parquet"
         write_parquet(fr, dest)
         msg = f"{p} -> {dest} ({fr.table.num_rows:,} events)"
         if fr.truncated:
             msg += f" [truncated input: recovered {fr.table.num_rows:,} complete events]"
         print(msg)
     return 0
+
+
+def _convert_destinations(jobs: list[Any], out_dir: Path) -> list[Path]:
+    """``<name>.parquet`` per job (``<name>.rank<k>.parquet`` per rank of an Nsight export);
+    two inputs that would write the same file are refused before anything is written."""
+    dests: list[Path] = []
+    seen: dict[Path, str] = {}
+    for job in jobs:
+        name = Path(job.path).name
+        for suffix in (".gz", ".json", ".sqlite", ".xplane.pb", ".zip"):
+            name = name.removesuffix(suffix)
+        if job.part is not None:
+            name = f"{name}.rank{job.part.ordinal}"
+        dest = out_dir / f"{name}.parquet"
+        if dest in seen:
+            raise ConfigError(
+                f"{seen[dest]} and {job.path} would both be written to {dest}",
+                fix="convert them into different directories (-o)",
+            )
+        seen[dest] = job.path
+        dests.append(dest)
+    return dests
 
 
 def _hlo(ns: argparse.Namespace) -> int:
@@ -174,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return _run(argv)
         finally:  # on return and on SystemExit (``--help``) alike
-            sys.stdout.flush()
+            if sys.stdout is not None:  # None: started with standard output closed
+                sys.stdout.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -15,6 +15,8 @@ def write_output(path: str, content: str | bytes) -> None:
     if path == "-":
         if isinstance(content, bytes):
             raise ConfigError("binary output cannot go to standard output", fix="give it a file name")
+        if sys.stdout is None:  # started with standard output closed (>&-)
+            raise ConfigError("standard output is closed", fix="write to a file instead of -")
         sys.stdout.write(content if content.endswith("\n") else content + "\n")
         sys.stdout.flush()
         return

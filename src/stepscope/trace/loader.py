@@ -111,14 +111,27 @@ def _fsspec_expand(url: str) -> list[str]:
         import fsspec
     except ImportError:
         raise InputError("URL inputs need fsspec", path=url, fix='pip install "stepscope[dask]"') from None
-    fs, _, _ = fsspec.core.get_fs_token_paths(url)
     proto = url.split("://", 1)[0]
-    if any(ch in url for ch in "*?["):
-        found = sorted(fs.glob(url.split("://", 1)[1]))
-    elif fs.isdir(url):
-        found = sorted(x for x in fs.ls(url, detail=False) if str(x).endswith(TRACE_SUFFIXES))
-    else:
-        found = [url.split("://", 1)[1]] if fs.exists(url) else []
+    try:
+        fs, _, _ = fsspec.core.get_fs_token_paths(url)
+        if any(ch in url for ch in "*?["):
+            found = sorted(fs.glob(url.split("://", 1)[1]))
+        elif fs.isdir(url):
+            found = sorted(x for x in fs.ls(url, detail=False) if str(x).endswith(TRACE_SUFFIXES))
+        else:
+            found = [url.split("://", 1)[1]] if fs.exists(url) else []
+    except ImportError as exc:  # the protocol's package is not installed (s3fs, gcsfs, aiohttp, ...)
+        raise InputError(
+            f"{proto}:// needs a package that is not installed ({' '.join(str(exc).split())})",
+            path=url,
+            fix="install it, or copy the file to local disk",
+        ) from None
+    except (ValueError, OSError, TimeoutError) as exc:  # unknown protocol, unreachable host, no permission
+        raise InputError(
+            f"cannot list this URL ({exc.__class__.__name__}: {' '.join(str(exc).split())[:200]})",
+            path=url,
+            fix="check the URL and your credentials, or copy the file to local disk",
+        ) from None
     if not found:
         raise InputError("no trace files at this URL", path=url, fix="check the URL")
     return [f"{proto}://{str(f).split('://', 1)[-1].lstrip('/')}" if proto != "file" else str(f) for f in found]
