@@ -281,7 +281,9 @@ def read_one(job: ReadJob) -> FileRead:
         fr = _with_counters(read_kineto(path, include_python=include_python))
         refuse_foreign_json(fr)
     if cache_dir and not fr.truncated and not fr.warnings:
-        parquet.cache_store(fr, cache_dir, include_python)
+        failed = parquet.cache_store(fr, cache_dir, include_python)
+        if failed:
+            fr = replace(fr, warnings=(*fr.warnings, failed))
     return fr
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import ConfigError, TraceFormatError
+from ..errors import TraceFormatError
 from . import schema
 from .columns import FileRead
 from .counters import CounterRange
@@ -46,9 +47,17 @@ def write_parquet(fr: FileRead, out: str | os.PathLike[str]) -> None:
             [[c.name, c.ts_ns, c.dur_ns, c.flops, c.dram_bytes] for c in fr.counters]
         )
     table = fr.table.replace_schema_metadata(meta)
-    tmp = Path(str(out) + ".tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, out)
+    # a temporary name of its own (two processes may write the same cache entry at once), then an
+    # atomic rename: a reader sees the old file or the new one, never half of one
+    dest = Path(out)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_parquet(path: str | os.PathLike[str]) -> FileRead:
@@ -117,14 +126,20 @@ def _counters(raw: bytes | None) -> tuple[CounterRange, ...]:
 
 
 def fingerprint(path: str | os.PathLike[str]) -> str:
-    """Content key: size + BLAKE2b of the first and last MiB (cheap on GB files, changes on rewrite)."""
+    """Content key: BLAKE2b of the size, the modification time (ns), the first and last MiB and 64
+    pages of 4 KiB spread evenly between them. Cheap on GB files; an edit anywhere changes the
+    modification time, and a rewrite of the same size and time (rare) must also keep every page."""
     p = Path(path)
-    size = p.stat().st_size
+    st = p.stat()
+    size = st.st_size
     h = hashlib.blake2b(digest_size=16)
-    h.update(str(size).encode())
+    h.update(f"{size}:{st.st_mtime_ns}".encode())
     with open(p, "rb") as fh:
         h.update(fh.read(1 << 20))
         if size > 2 << 20:
+            for k in range(1, 65):
+                fh.seek((size * k) // 65)
+                h.update(fh.read(4096))
             fh.seek(size - (1 << 20))
             h.update(fh.read())
     return h.hexdigest()
@@ -135,24 +150,13 @@ def _cache_path(path: str, cache_dir: str, include_python: bool) -> Path:
     return Path(cache_dir) / f"{tag}.parquet"
 
 
-def _cache_error(cache_dir: str, exc: OSError) -> ConfigError:
-    return ConfigError(
-        f"cannot use the cache directory ({exc.strerror})",
-        path=cache_dir[:200],
-        fix="pass a directory you can write to as --cache-dir, or leave it out",
-    )
-
-
 def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | None:
-    cp = _cache_path(path, cache_dir, include_python)
     try:
+        cp = _cache_path(path, cache_dir, include_python)
         if not cp.exists():
             return None
-    except OSError as exc:  # a name the OS refuses (too long, ...)
-        raise _cache_error(cache_dir, exc) from None
-    try:
         fr = read_parquet(cp)
-    except TraceFormatError:
+    except (OSError, TraceFormatError):  # unreadable or damaged entry: read the trace itself
         return None
     return FileRead(
         path=path,
@@ -167,9 +171,11 @@ def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | 
     )
 
 
-def cache_store(fr: FileRead, cache_dir: str, include_python: bool) -> None:
+def cache_store(fr: FileRead, cache_dir: str, include_python: bool) -> str | None:
+    """Store ``fr``; a cache that cannot be written is skipped: the warning to show, else None."""
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        write_parquet(fr, _cache_path(fr.path, cache_dir, include_python))
     except OSError as exc:
-        raise _cache_error(cache_dir, exc) from None
-    write_parquet(fr, _cache_path(fr.path, cache_dir, include_python))
+        return f"not cached: cannot write to the cache directory {cache_dir[:200]} ({exc.strerror or exc})"
+    return None
