@@ -13,6 +13,8 @@ from stepscope.analysis.api import analyze
 from stepscope.trace.loader import ReadJob, read_one
 from stepscope.trace.parquet import write_parquet
 
+from .. import synth
+
 CUPTI = (
     Path(__file__).resolve().parents[1]
     / "fixtures"
@@ -63,3 +65,38 @@ def test_the_cache_keeps_the_counters(tmp_path: Path) -> None:
     again = read_one(ReadJob(str(CUPTI), cache_dir=str(tmp_path)))  # from the Parquet cache
     assert len(list(tmp_path.glob("*.parquet"))) == 1
     assert again.counters == first.counters and len(first.counters) == 77
+
+
+def test_counter_reading_is_one_pass_and_values_of_the_wrong_type_are_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many ``}]`` in the text (lists of objects in args) and one counter event: the reader decodes
+    about the file once (it used to re-decode the prefix at each ``}]``: quadratic), and counter
+    values that are strings, lists or null count as 0."""
+    from stepscope.trace import counters
+
+    ev = [synth.cpu(f"op{i}", i, 0.5, shapes=[{"d": i}]) for i in range(3000)]
+    key = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
+    args = {
+        key.format("ffma"): 10,
+        key.format("fadd"): "7",
+        key.format("fmul"): [1],
+        "dram__bytes_read.sum": None,
+        "dram__bytes_write.sum": "12",
+    }
+    ev.append(
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "k", "pid": 0, "tid": 1, "ts": 5, "dur": 2, "args": args}
+    )
+    p = synth.write(tmp_path / "t.json", ev)
+    decoded: list[int] = []
+    real = counters._PIECE
+
+    class Counting:
+        def decode(self, text: bytes) -> object:
+            decoded.append(len(text))
+            return real.decode(text)
+
+    monkeypatch.setattr(counters, "_PIECE", Counting())
+    got = counters.read_counter_ranges(p)
+    assert [(c.name, c.flops, c.dram_bytes) for c in got] == [("k", {"fp32": 20.0}, 0.0)]
+    assert sum(decoded) <= 2 * p.stat().st_size

@@ -4,18 +4,22 @@ Kineto's CUPTI range profiler records one event per kernel (replayed to collect 
 ``smsp__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum`` in its args. Measured
 FLOPs = add + mul + 2 * fma per precision (tensor-core instructions are not in these counters).
 DRAM counters (``dram__bytes_read.sum`` / ``dram__bytes_write.sum``) are used when present.
-These traces are small (the profiler replays each kernel), so they are decoded with plain msgspec.
+The file is streamed (``jsonstream.iter_event_chunks``): its events are validated as raw text and
+only those whose text names the counter category are converted.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from .jsonstream import open_text_events
+from .jsonstream import iter_event_chunks
+from .limits import MAX_NAME_BYTES
 from .numparse import raw_lines_to_ns
 
 _PREC = {"d": "fp64", "f": "fp32", "h": "fp16"}
@@ -31,26 +35,60 @@ class CounterRange:
 
 
 class _Ev(msgspec.Struct):
-    cat: str | None = None
-    name: str = ""
+    cat: Any = None
+    name: Any = ""
     ts: msgspec.Raw = msgspec.Raw(b"0")
     dur: msgspec.Raw = msgspec.Raw(b"0")
-    args: dict[str, Any] = {}
+    args: Any = None
+
+
+_PIECE = msgspec.json.Decoder(list[msgspec.Raw])
+_EVENT = msgspec.json.Decoder(_Ev)
+_MARK = b"cuda_profiler_range"
+
+
+def _decode(text: bytes) -> list[msgspec.Raw]:
+    """One piece of the event array as raw events (validated, not converted); nesting too deep
+    for the decoder fails the piece like any invalid JSON (the stream then splits it)."""
+    try:
+        return _PIECE.decode(text)
+    except RecursionError:
+        raise msgspec.DecodeError("nested too deep") from None
+
+
+def _counter_events(path: Path) -> Iterator[_Ev]:
+    """The ``cuda_profiler_range`` events, converted only when their text names them."""
+    for pieces, _state in iter_event_chunks(path, _decode):
+        for raw in pieces:
+            if _MARK in bytes(raw):
+                try:
+                    e = _EVENT.decode(raw)
+                except (msgspec.DecodeError, RecursionError):
+                    continue
+                if e.cat == "cuda_profiler_range":
+                    yield e
+
+
+def _number(v: Any) -> float:
+    """A counter value: a finite int or float, else 0 (a string, a list, null: damaged)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    return 0.0
 
 
 def read_counter_ranges(path: str | Path) -> list[CounterRange]:
+    """The file's ``cuda_profiler_range`` events, streamed (``jsonstream.iter_event_chunks``)."""
     out = []
-    for e in open_text_events(Path(path), _Ev):
-        if e.cat != "cuda_profiler_range":
-            continue
+    for e in _counter_events(Path(path)):
+        args = e.args if isinstance(e.args, dict) else {}
         flops: dict[str, float] = {}
         for p, dtype in _PREC.items():
             key = "smsp__sass_thread_inst_executed_op_{}{}_pred_on.sum"
-            add, mul, fma = (float(e.args.get(key.format(p, op), 0) or 0) for op in ("add", "mul", "fma"))
+            add, mul, fma = (_number(args.get(key.format(p, op))) for op in ("add", "mul", "fma"))
             if add or mul or fma:
                 flops[dtype] = add + mul + 2 * fma
-        rd, wr = e.args.get("dram__bytes_read.sum"), e.args.get("dram__bytes_write.sum")
-        dram = float(rd or 0) + float(wr or 0) if (rd is not None or wr is not None) else None
+        rd, wr = args.get("dram__bytes_read.sum"), args.get("dram__bytes_write.sum")
+        dram = _number(rd) + _number(wr) if (rd is not None or wr is not None) else None
         ts, dur = raw_lines_to_ns(bytes(e.ts) + b"\n" + bytes(e.dur), 2).tolist()
-        out.append(CounterRange(e.name, ts, dur, flops, dram))
+        out.append(CounterRange(str(e.name)[:MAX_NAME_BYTES], ts, dur, flops, dram))
     return out

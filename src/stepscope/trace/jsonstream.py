@@ -374,33 +374,3 @@ def _parse_partial_object(text: bytes, state: StreamState | None = None) -> dict
         obj.pop("_", None)
         return obj
     return {}
-
-
-def open_text_events(path: Path, typ: Any) -> list[Any]:
-    """Decode a (small) trace's events whole into ``typ`` structs; for side readers like counters.
-
-    Events that do not fit ``typ`` are skipped."""
-    data = bytearray()
-    for block, _state in event_text_blocks(path):
-        data += block
-    events = msgspec.json.decode(bytes(_close_array(data)), type=list[msgspec.Raw])
-    dec = msgspec.json.Decoder(typ)
-    out = []
-    for raw in events:
-        try:
-            out.append(dec.decode(raw))
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            continue
-    return out
-
-
-def _close_array(data: bytearray) -> bytes:
-    """``[`` + events up to the array's closing bracket (the trailer after it is dropped)."""
-    for m in _ARRAY_END.finditer(data):
-        candidate = b"[" + bytes(data[: m.start() + 1]) + b"]"
-        try:
-            msgspec.json.decode(candidate)
-            return candidate
-        except msgspec.DecodeError:
-            continue
-    return b"[]"
