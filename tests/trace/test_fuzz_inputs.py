@@ -19,6 +19,8 @@ import gzip
 import io
 import json
 import random
+import re
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,123 @@ def kineto(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
     p = tmp / "t.json"
     p.write_text(json.dumps(doc), encoding="utf-8")
     return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json"), "--html", str(tmp / "o.html")]
+
+
+def _kineto_text() -> str:
+    with gzip.open(KINETO) as f:
+        return f.read().decode("utf-8")
+
+
+_TEXT_PIECES = ["[", "]", "{", "}", ",", ":", '"', "\\", "null", "1e999", "-", "\u0000", "\x00", "\xff", "}]", "},{"]
+
+
+def kineto_text(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    """Text-level damage: ranges deleted or repeated, structural characters inserted (both readers:
+    the ``_portable`` target runs the same inputs through the msgspec reader)."""
+    t = _kineto_text()
+    for _ in range(rng.randrange(1, 8)):
+        i = rng.randrange(len(t))
+        op = rng.randrange(3)
+        if op == 0:
+            t = t[:i] + t[i + rng.randrange(1, 400) :]
+        elif op == 1:
+            j = min(len(t), i + rng.randrange(1, 400))
+            t = t[:j] + t[i:j] + t[j:]
+        else:
+            t = t[:i] + rng.choice(_TEXT_PIECES) + t[i:]
+    p = tmp / "t.json"
+    p.write_bytes(t.encode("utf-8", "surrogateescape"))
+    return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json")]
+
+
+def depth(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    """Nesting from 60 to 6,000 deep in a header key (before or after the events), an event's args
+    or its Input Dims."""
+    n = rng.choice([60, 70, 900, 1500, 6000])
+    deep = "[" * n + "]" * n if rng.random() < 0.5 else '{"a": ' * n + "1" + "}" * n
+    t = _kineto_text()
+    where = rng.randrange(4)
+    if where == 0:
+        t = '{"x": ' + deep + ", " + t.lstrip()[1:]
+    elif where == 1:
+        t = t.rstrip()[:-1] + ', "x": ' + deep + "}"
+    else:
+        key = '"args": {' if where == 2 else '"Input Dims": '
+        hits = [m for m in range(len(t)) if t.startswith(key, m)][:200] or [0]
+        i = rng.choice(hits) + len(key)
+        t = t[:i] + ('"deep": ' + deep + ", " if where == 2 else deep + ", ") + t[i:]
+    p = tmp / "t.json"
+    p.write_text(t, encoding="utf-8")
+    return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json")]
+
+
+def framing(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    """Compression framing: members split, zero padding, garbage after the end, a cut stream, a
+    bomb (tens of MB of spaces at about 1000:1), flipped deflate bytes."""
+    text = _kineto_text().encode()
+    what = rng.randrange(6)
+    if what == 0:
+        cut = rng.randrange(1, len(text))
+        data = gzip.compress(text[:cut]) + gzip.compress(text[cut:])
+    elif what == 1:
+        data = gzip.compress(text) + b"\0" * rng.randrange(1, 70000)
+    elif what == 2:
+        data = gzip.compress(text) + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+    elif what == 3:
+        z = gzip.compress(text)
+        data = z[: rng.randrange(10, len(z))]
+    elif what == 4:
+        i = text.rindex(b"]")
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        spaces = b" " * (1 << 20)
+        data = z.compress(text[:i]) + b"".join(z.compress(spaces) for _ in range(rng.randrange(70, 90)))
+        data += z.compress(text[i:]) + z.flush()
+    else:
+        z = bytearray(gzip.compress(text))
+        for _ in range(rng.randrange(1, 20)):
+            z[rng.randrange(10, len(z))] = rng.randrange(256)
+        data = bytes(z)
+    p = tmp / "t.json.gz"
+    p.write_bytes(data)
+    return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json")]
+
+
+_HOSTILE = ["\x1b]52;c;aGk=\x07", "\x1b[2J", "\r", "\x9b", "[red]", "[/]", "<script>", "\u202e", "\x00", "é"]
+
+
+def names(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    """Names up to 300 KB and with terminal controls, markup and odd Unicode, shown on the
+    terminal (the test checks that no control character reaches it)."""
+    with gzip.open(KINETO) as f:
+        doc = json.loads(f.read())
+    events = [e for e in doc["traceEvents"] if isinstance(e, dict) and "name" in e]
+    for _ in range(rng.randrange(1, 40)):
+        ev = rng.choice(events)
+        ev["name"] = (
+            "".join(rng.choice(_HOSTILE) for _ in range(rng.randrange(1, 6)))
+            + (str(ev["name"]) * rng.choice([1, 2, 1000]))[:300_000]
+        )
+    doc["deviceProperties"][0]["name"] = rng.choice(_HOSTILE) + "H100"
+    p = tmp / rng.choice(["t.json", "t\x1b[2J.json"])
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    return ["analyze", str(p), "--workers", "1", "--top", "40"]
+
+
+def counters(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    """CUPTI range-profiler events with counter values of every type, many ``}]`` around them."""
+    with gzip.open(KINETO) as f:
+        doc = json.loads(f.read())
+    key = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
+    for _ in range(rng.randrange(1, 20)):
+        args = {key.format(rng.choice(["ffma", "hadd", "dmul"])): rng.choice(WEIRD) for _ in range(3)}
+        args["dram__bytes_read.sum"] = rng.choice(WEIRD)
+        args["shapes"] = [{"d": 1}] * rng.randrange(5)
+        ev = {"ph": "X", "cat": "cuda_profiler_range", "name": rng.choice(WEIRD), "pid": 0, "tid": 1}
+        ev.update(ts=rng.choice([5, "5", None, 1e308]), dur=rng.choice([1, -1, "x"]), args=args)
+        doc["traceEvents"].insert(rng.randrange(len(doc["traceEvents"])), ev)
+    p = tmp / "t.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json")]
 
 
 def xplane(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
@@ -227,6 +346,13 @@ def calibrate(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
 
 TARGETS: dict[str, Callable[[random.Random, Path, dict[str, Any]], list[str]]] = {
     "kineto": kineto,
+    "kineto_text": kineto_text,
+    "kineto_text_portable": kineto_text,
+    "depth": depth,
+    "depth_portable": depth,
+    "framing": framing,
+    "names": names,
+    "counters": counters,
     "xplane": xplane,
     "nsys": nsys,
     "parquet": parquet,
@@ -238,13 +364,17 @@ TARGETS: dict[str, Callable[[random.Random, Path, dict[str, Any]], list[str]]] =
 }
 
 
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
-    """(exit code, stderr lines) of the CLI run in this process."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # any control character but tab and newline
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], str]:
+    """(exit code, stderr lines, stdout) of the CLI run in this process."""
     try:
         rc = main(args)
     except SystemExit as exc:  # argparse's own exits
         rc = exc.code if isinstance(exc.code, int) else 1
-    return rc, capsys.readouterr().err.strip().splitlines()
+    captured = capsys.readouterr()
+    return rc, captured.err.strip().splitlines(), captured.out
 
 
 @pytest.fixture(scope="module")
@@ -268,10 +398,21 @@ CASES = [
 
 @pytest.mark.parametrize(("target", "variant"), CASES)
 def test_damaged_input_is_a_result_or_one_error_line(
-    target: str, variant: int, base: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    target: str,
+    variant: int,
+    base: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    args = TARGETS[target](random.Random(f"{target}-{variant}"), tmp_path, base)
-    rc, err = _cli(args, capsys)
+    if target.endswith("_portable"):  # the same inputs through the msgspec reader
+        from stepscope.trace import kineto as kineto_reader
+
+        monkeypatch.setattr(kineto_reader, "_fast", None)
+    seed = target.removesuffix("_portable")
+    args = TARGETS[target](random.Random(f"{seed}-{variant}"), tmp_path, base)
+    rc, err, out = _cli(args, capsys)
     assert rc in (0, 2), (rc, err[-5:])
     if rc == 2:
         assert len(err) == 1 and err[0].startswith("stepscope: error:"), err[-5:]
+    assert not _CONTROL.search(out + "\n".join(err)), "a control character reached the terminal"

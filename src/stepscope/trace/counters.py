@@ -10,7 +10,6 @@ only those whose text names the counter category are converted.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,9 +68,14 @@ def _counter_events(path: Path) -> Iterator[_Ev]:
                     yield e
 
 
+#: a counter of instructions or bytes above this is damaged (1e18 is 1,000 s of a 1 PFLOP/s device)
+_MAX_COUNT = 1e18
+
+
 def _number(v: Any) -> float:
-    """A counter value: a finite int or float, else 0 (a string, a list, null: damaged)."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+    """A counter value: an int or float in [0, 1e18], else 0 (a string, a list, null, a negative
+    or absurd count: damaged)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= _MAX_COUNT:
         return float(v)
     return 0.0
 
