@@ -153,7 +153,15 @@ def _hlo(ns: argparse.Namespace) -> int:
     from .report import registry
     from .trace.hlo import read_hlo
 
-    modules = tuple(module_costs(m) for m in read_hlo(ns.file))
+    parsed = read_hlo(ns.file)
+    for m in parsed:
+        if m.truncated:
+            print(
+                f"warning: {printable(ns.file)}: module {printable(m.name)} ends inside a computation "
+                "(the file is cut short?); its figures count only what was read",
+                file=sys.stderr,
+            )
+    modules = tuple(module_costs(m) for m in parsed)
     if ns.json:
         print(registry.by_name("hlo", "json").render(modules, {}))
         return 0

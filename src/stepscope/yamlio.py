@@ -13,6 +13,14 @@ import yaml
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class TooDeep(yaml.YAMLError):
+    """Nesting too deep for the (recursive) pure-Python loader."""
+
+
 def safe_load(text: str) -> Any:
-    """``yaml.safe_load(text)`` through the fastest safe loader available."""
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader (CSafeLoader or SafeLoader)
+    """``yaml.safe_load(text)`` through the fastest safe loader available; nesting too deep for
+    the loader is a ``yaml.YAMLError`` like any other bad YAML (libyaml refuses it itself)."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader (CSafeLoader or SafeLoader)
+    except RecursionError:
+        raise TooDeep("nested too deep") from None

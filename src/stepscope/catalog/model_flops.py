@@ -28,12 +28,12 @@ Dense layers inside MoE models: the first ``first_k_dense_replace`` layers, or t
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import jsonio
 from ..errors import ConfigError
 from .hf_config_keys import first_key as _get
 from .hf_config_keys import normalize
@@ -138,7 +138,7 @@ class ModelShape:
 
 def from_hf_config(path: str | Path) -> ModelShape:
     try:
-        cfg = json.loads(Path(path).read_text())
+        cfg = jsonio.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"cannot read model config ({exc.__class__.__name__})",
@@ -173,6 +173,9 @@ def from_config_dict(cfg: dict[str, Any], path: str = "model config") -> ModelSh
             path=str(path),
             fix="add them under their Hugging Face names, or for analyze pass --model-flops N",
         ) from None
+    for key, value in (("hidden_size", d), ("num_hidden_layers", layers), ("num_attention_heads", heads)):
+        if value < 1:
+            raise ConfigError(f"{key} is {value}; it must be at least 1", path=str(path), fix="fix the config")
     act = str(_get(cfg, "mlp_hidden_act", "hidden_act", "activation_function", default="silu"))
     linear_layers, linear_attn = _linear_layers(cfg, layers, heads, path)
     try:

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from .. import jsonio
 from ..argtypes import positive, positive_float
 from ..errors import ConfigError, InputError
 from ..yamlio import safe_load
@@ -143,8 +144,8 @@ def _read_config(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror})", path=path, fix="pass a YAML or JSON file") from None
     try:
-        doc = json.loads(text) if path.endswith(".json") else safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        doc = jsonio.loads(text) if path.endswith(".json") else safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:  # jsonio: too deep is a JSONDecodeError
         raise ConfigError(
             f"not a YAML/JSON mapping ({exc.__class__.__name__})", path=path, fix="key: value lines"
         ) from None

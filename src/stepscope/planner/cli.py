@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from .. import jsonio
 from ..errors import ConfigError, InputError
 from ..report import outputs, registry
 from ..report.plan_json import versioned
@@ -36,7 +37,7 @@ def _with_cli(rec: dict[str, Any], ns: argparse.Namespace, cli: CliSettings) -> 
 def _batch_line(n: int, line: str, ns: argparse.Namespace, cli: CliSettings) -> dict[str, Any]:
     """The output record of one --batch line (an ``error`` record when it cannot be evaluated)."""
     try:
-        rec = json.loads(line)
+        rec = jsonio.loads(line)
         if not isinstance(rec, dict):
             raise ConfigError(
                 f"line {n}: a record must be a JSON object, not {type(rec).__name__}",

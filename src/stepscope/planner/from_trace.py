@@ -25,13 +25,13 @@ FLOPs are unknown (the trace has no shapes) is ``None`` and the planner keeps it
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import jsonio
 from ..catalog import hardware
 from ..errors import ConfigError
 
@@ -206,7 +206,7 @@ def _inverse_median(ratios: list[float]) -> float | None:
 
 def read(path: str, rank: int | None = None) -> TraceEfficiency:
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = jsonio.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"cannot read analysis report ({exc.__class__.__name__})",

@@ -15,6 +15,7 @@ know (file/stack tables of newer dumps, comments) are skipped.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -110,6 +111,7 @@ class HloModule:
     name: str
     computations: dict[str, Computation]
     attrs: str = ""
+    truncated: bool = False  # the text ends inside a computation (what was read is kept)
 
     @property
     def entry(self) -> Computation | None:
@@ -181,10 +183,21 @@ def parse_layout(text: str | None) -> tuple[tuple[int, ...] | None, tuple[tuple[
     return m2m, tiles, int(ms.group(1)) if ms else None
 
 
+#: no real array has more elements: a shape beyond it is damaged text and is left out
+MAX_ELEMENTS = 2**62
+
+
 def parse_shapes(text: str) -> tuple[Shape, ...]:
+    """The array shapes in ``text``; one with a dimension of more than 18 digits or more than
+    ``MAX_ELEMENTS`` elements is left out (damaged or hostile text)."""
     out = []
     for m in _ARRAY.finditer(text):
-        dims = tuple(int(x) for x in m.group(2).replace(" ", "").split(",") if x)
+        raw = [x for x in m.group(2).replace(" ", "").split(",") if x]
+        if any(len(x) > 18 for x in raw):
+            continue
+        dims = tuple(int(x) for x in raw)
+        if math.prod(dims) > MAX_ELEMENTS:
+            continue
         m2m, tiles, ms = parse_layout(m.group(3))
         out.append(Shape(m.group(1), dims, m2m, tiles, ms))
     return tuple(out)
@@ -257,13 +270,14 @@ def parse_hlo_text(text: str, path: str = "HLO") -> HloModule:
         ins = _parse_instruction(line, cur_name)
         if ins is not None:
             cur.append(ins)
+    truncated = cur_name is not None
     if cur_name is not None and cur:  # text cut inside a computation: keep what was read
         comps[cur_name] = Computation(cur_name, _fill_operand_shapes(cur), cur_entry)
     if not comps:
         raise InputError(
             "no HLO computations found", path=path, fix="pass HLO text (compiled.as_text() or an XLA dump *.txt)"
         )
-    return HloModule(name or Path(path).stem, comps, mattrs.strip())
+    return HloModule(name or Path(path).stem, comps, mattrs.strip(), truncated)
 
 
 def _fill_operand_shapes(instrs: list[Instruction]) -> tuple[Instruction, ...]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...trace.hlo import HloModule, Instruction, Shape
+from ...trace.hlo import Computation, HloModule, Instruction, Shape
 
 _NO_FLOPS = {
     "parameter",
@@ -202,16 +202,45 @@ class CostModel:
     def __init__(self, module: HloModule) -> None:
         self.module = module
         self._comp_flops: dict[str, float] = {}
+        self._open: set[str] = set()  # computations being summed: a call back into one counts 0
 
     def computation_flops(self, name: str) -> float:
+        """FLOPs of one execution of computation ``name``. The call graph is walked with an explicit
+        stack (callees first), so a chain of thousands of nested calls costs no Python recursion."""
         name = name.lstrip("%")
-        if name in self._comp_flops:
-            return self._comp_flops[name]
-        self._comp_flops[name] = 0.0  # recursion guard
-        comp = self.module.computations.get(name)
-        total = sum(self.flops(i) for i in comp.instructions) if comp else 0.0
-        self._comp_flops[name] = total
-        return total
+        stack = [name]
+        while stack:
+            cur = stack[-1]
+            if cur in self._comp_flops:
+                stack.pop()
+                continue
+            comp = self.module.computations.get(cur)
+            todo = [c for c in self._callees(comp) if c not in self._comp_flops and c not in self._open]
+            if todo and cur not in self._open:
+                self._open.add(cur)
+                stack.extend(todo)
+                continue
+            self._comp_flops[cur] = sum(self.flops(i) for i in comp.instructions) if comp else 0.0
+            self._open.discard(cur)
+            stack.pop()
+        return self._comp_flops[name]
+
+    @staticmethod
+    def _callees(comp: Computation | None) -> list[str]:
+        if comp is None:
+            return []
+        out = []
+        for ins in comp.instructions:
+            for key in ("calls", "to_apply", "body"):
+                if ins.attrs.get(key):
+                    out.append(ins.attrs[key].lstrip("%"))
+            if ins.opcode == "conditional":
+                out += re.findall(r"%?([\w.\-]+)", ins.attrs.get("branch_computations", ""))
+        return out
+
+    def _called(self, name: str) -> float:
+        """A callee's FLOPs; 0 for one still being summed (a cycle, which real HLO never has)."""
+        return 0.0 if name.lstrip("%") in self._open else self.computation_flops(name)
 
     def flops(self, ins: Instruction) -> float:
         op = ins.opcode
@@ -221,13 +250,13 @@ class CostModel:
             return _conv_flops(ins)
         if op in _CALLS:
             callee = ins.attrs.get("calls") or ins.attrs.get("to_apply")
-            return self.computation_flops(callee) if callee else 0.0
+            return self._called(callee) if callee else 0.0
         if op == "while":
             body = ins.attrs.get("body")
-            return self.computation_flops(body) * _trip_count(ins) if body else 0.0
+            return self._called(body) * _trip_count(ins) if body else 0.0
         if op == "conditional":
             branches = re.findall(r"%?([\w.\-]+)", ins.attrs.get("branch_computations", ""))
-            return max((self.computation_flops(b) for b in branches), default=0.0)
+            return max((self._called(b) for b in branches), default=0.0)
         if op in _NO_FLOPS:
             return 0.0
         if op in ("reduce", "reduce-window"):
