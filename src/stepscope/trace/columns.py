@@ -167,7 +167,8 @@ def cap_names(names: pa.DictionaryArray) -> pa.DictionaryArray:
     if len(values) == 0 or pc.max(pc.binary_length(values)).as_py() <= MAX_NAME_BYTES:
         return names
     cut = [
-        v if v is None or len(v.encode()) <= MAX_NAME_BYTES
+        v
+        if v is None or len(v.encode()) <= MAX_NAME_BYTES
         else v.encode()[:MAX_NAME_BYTES].decode("utf-8", "ignore") + TRUNCATED_MARK
         for v in values.to_pylist()
     ]
