@@ -102,6 +102,16 @@ def _names(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     return idx, names
 
 
+def _compact(idx: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Only the names ``idx`` uses, in their order (a rank's rows use a few of a table's names:
+    per-name work then follows the rank's rows, not the table's dictionary)."""
+    present = np.bincount(idx, minlength=len(names)) > 0
+    if present.all():
+        return idx, names
+    remap = (np.cumsum(present) - 1).astype(np.int32)
+    return remap[idx], [n for n, keep in zip(names, present) if keep]
+
+
 def _kind_np(t: pa.Table) -> np.ndarray:
     """Kind codes (``schema.KIND_CODE``) as int8, without a Python object per event."""
     return per_value(t["kind"], lambda v: KIND.get(v, KIND["other"]), null=KIND["other"], dtype=np.int8)
@@ -142,20 +152,22 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     host = _host(events, host_rows, code[host_rows])
     del code
     hk, hidx, names = host.kind, host.name_idx, host.names
-    sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in names])
-    sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in names])
+    sync_name = np.array([bool(_SYNC_RUNTIME.search(n)) for n in names], dtype=bool)
+    sync_op = np.array([bool(_SYNC_OPS.search(n)) for n in names], dtype=bool)
     sync_mask = ((hk == KIND["runtime"]) & sync_name[hidx]) | ((hk == KIND["cpu_op"]) & sync_op[hidx])
     # host communication ops (by name or recorded collective args) and collective-named
     # annotations, for classifying the kernels they launched
-    comm_name = np.array([bool(rules.comm_ops.search(n)) or rules.is_collective_annotation(n) for n in names])
+    comm_name = np.array(
+        [bool(rules.comm_ops.search(n)) or rules.is_collective_annotation(n) for n in names], dtype=bool
+    )
     has_coll = pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False)[host_rows]
     comm_t = events.select(["name", "collective", "external_id"]).take(pa.array(host_rows[comm_name[hidx] | has_coll]))
     return RankData(rank=rank, host=host, dev=_device(events, dev_rows, comm_t, host, rules), sync_mask=sync_mask)
 
 
 def _host(events: pa.Table, host_rows: np.ndarray, kind: np.ndarray) -> HostArrays:
-    nidx_all, names = _names(events["name"])
-    hidx = nidx_all[host_rows]
+    nidx_all, all_names = _names(events["name"])
+    hidx, names = _compact(nidx_all[host_rows], all_names)
     del nidx_all
 
     def host_col(name: str, narrow: bool = False) -> np.ndarray:
@@ -196,7 +208,7 @@ def _device(events: pa.Table, dev_rows: np.ndarray, comm_t: pa.Table, host: Host
             bytes_accessed=dev_t["bytes_accessed"].to_numpy(),
         )
         categories = Categories.of(xla_categories(xla, dev_t["name"], categories.objects()))
-    didx, dnames = _names(dev_t["name"])
+    didx, dnames = _compact(*_names(dev_t["name"]))
     dts = dev_t["ts_ns"].to_numpy()
     dcorr = dev_t["correlation"].to_numpy()
     launch, launch_tid = _launches(host, dcorr)

@@ -40,8 +40,17 @@ def lookup_table(
 def per_value(
     col: pa.ChunkedArray | pa.Array, fn: Callable[[Any], Any], *, null: Any = None, dtype: npt.DTypeLike = object
 ) -> np.ndarray:
-    """``fn(value)`` per row, evaluated once per distinct value; ``null`` for null rows."""
+    """``fn(value)`` per row, evaluated once per distinct value; ``null`` for null rows. A column
+    whose dictionary is large next to its rows (a slice of a table, one rank of many) has ``fn``
+    evaluated only for the values its rows use, so the cost follows the rows, not the dictionary."""
     values, codes = _codes(col)
+    if len(values) > 64 and len(values) * 8 > len(codes):
+        used = np.flatnonzero(np.bincount(codes, minlength=len(values) + 1)[:-1])
+        lut = np.empty(len(values) + 1, dtype=dtype)
+        if used.size:
+            lut[used] = [fn(values[i]) for i in used]
+        lut[-1] = null
+        return lut[codes]
     return lookup_table(values, fn, null=null, dtype=dtype)[codes]
 
 

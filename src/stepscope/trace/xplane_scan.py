@@ -150,6 +150,14 @@ class _Stats:
         return present, val
 
 
+def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values[rows]`` where ``rows >= 0``, else -1 (also when ``values`` is empty: a plane
+    without stat metadata)."""
+    if values.size == 0:
+        return np.full(rows.shape, -1, dtype=np.int64)
+    return np.where(rows >= 0, values[np.clip(rows, 0, values.size - 1)], -1)
+
+
 def _wanted_stats(st: _Strings, raw: dict[str, Any]) -> _Stats:
     """The stats whose name maps to a key (``STRING_STATS``, ``INT_STATS``), with their values: a
     ``ref_value`` names a stat-metadata entry (None when absent), else the string value (or "");
@@ -161,7 +169,7 @@ def _wanted_stats(st: _Strings, raw: dict[str, Any]) -> _Stats:
     sm = _Index(_combine(_arr(raw, "sm_plane"), _arr(raw, "sm_id")))
     s_plane = _arr(raw, "st_plane")
     sm_row = sm.find(_combine(s_plane, _arr(raw, "st_mid")))
-    s_key = np.where(sm_row >= 0, sm_key[np.clip(sm_row, 0, None)], -1)
+    s_key = _at(sm_key, sm_row)
     want = np.flatnonzero(s_key >= 0)
     s_key, s_plane, s_kind = s_key[want], s_plane[want], _arr(raw, "st_kind")[want]
     s_ival, s_dval = _arr(raw, "st_ival")[want], _arr(raw, "st_dval", np.float64)[want]
@@ -170,7 +178,7 @@ def _wanted_stats(st: _Strings, raw: dict[str, Any]) -> _Stats:
     empty = st.add("")
     str_val = np.where(
         (s_kind == 6) & (s_ival != 0),
-        np.where(ref_row >= 0, sm_name[np.clip(ref_row, 0, None)], -1),
+        _at(sm_name, ref_row),
         np.where(direct >= 0, direct, empty),
     )
     num_val = np.where(s_ival != 0, s_ival, s_dval.astype(np.int64))

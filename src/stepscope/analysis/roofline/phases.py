@@ -88,8 +88,8 @@ def compute(ctx: RankContext) -> tuple[StepPhases, ...]:
     rd, steps, dev_step, opt_mask = ctx.data, ctx.steps, ctx.dev_step, ctx.optimizer_mask
     h, d = rd.host, rd.dev
     names = h.names
-    is_eval = np.array([n.startswith("autograd::engine::evaluate_function") for n in names])[h.name_idx]
-    is_bwd_node = np.array(["Backward" in n or n.startswith("autograd::") for n in names])[h.name_idx]
+    is_eval = np.array([n.startswith("autograd::engine::evaluate_function") for n in names], dtype=bool)[h.name_idx]
+    is_bwd_node = np.array(["Backward" in n or n.startswith("autograd::") for n in names], dtype=bool)[h.name_idx]
     cpu = h.kind == KIND["cpu_op"]
     parts = [a for a in (h.ts, h.end, d.ts, d.end) if a.size]
     lo = min((int(a.min()) for a in parts), default=0)

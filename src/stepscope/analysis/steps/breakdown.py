@@ -129,7 +129,7 @@ class _CpuWork:
 def _cpu_work(rd: RankData, rules: Rules) -> _CpuWork:
     h = rd.host
     comm_name = _name_mask(h.names, rules.comm_ops)[h.name_idx]
-    step_name = np.array([n.startswith("ProfilerStep#") for n in h.names])[h.name_idx]
+    step_name = np.array([n.startswith("ProfilerStep#") for n in h.names], dtype=bool)[h.name_idx]
     is_op = ((h.kind == KIND["cpu_op"]) | ((h.kind == KIND["user_annotation"]) & comm_name)) & ~step_name
     idx = np.flatnonzero(is_op)
     top = top_level(h.tid[idx], h.ts[idx], h.end[idx])

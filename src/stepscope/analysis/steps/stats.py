@@ -91,7 +91,7 @@ def launch_stats(rd: RankData, dev_step: np.ndarray, short_threshold_ns: int = 1
     dur = (d.end - d.ts)[k]
     short = dur < short_threshold_ns
     h = rd.host
-    is_launch = np.array([any(x in n for x in _LAUNCH_NAMES) for n in h.names])[h.name_idx] & (
+    is_launch = np.array([any(x in n for x in _LAUNCH_NAMES) for n in h.names], dtype=bool)[h.name_idx] & (
         h.kind == KIND["runtime"]
     )
     ldur = (h.end - h.ts)[is_launch]

@@ -39,7 +39,7 @@ def find_steps(rd: RankData, marker: str | None) -> StepSpans:
     candidates.append(("ProfilerStep", _PROFILER_STEP))
     candidates.append(("XLA steps", _XLA_STEP))
     for source, pat in candidates:
-        name_ok = np.array([bool(pat.match(n)) for n in h.names])
+        name_ok = np.array([bool(pat.match(n)) for n in h.names], dtype=bool)
         sel = np.flatnonzero(host_like & name_ok[h.name_idx])
         if sel.size:
             # the same step can be recorded twice (cpu_op and annotation); keep one per (name, ts)
