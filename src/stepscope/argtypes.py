@@ -44,11 +44,11 @@ class OneLineParser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         ns, rest = super().parse_known_args(args, namespace)
-        names = {a.dest: (a.option_strings or [a.dest])[-1] for a in self._actions}
-        defaults = {a.dest: a.default for a in self._actions}
-        for dest, value in vars(ns).items():
-            if value == defaults.get(dest, None):
+        for action in self._actions:  # this parser's own options (a subcommand's parser checks its own)
+            value = getattr(ns, action.dest, None)
+            if value == action.default:
                 continue  # not given
             if value == "" or (isinstance(value, list) and "" in value):
-                self.error(f"an empty value for {names.get(dest, dest)} (an unset shell variable?)")
+                name = (action.option_strings or [action.dest])[-1]
+                self.error(f"an empty value for {name} (an unset shell variable?)")
         return ns, rest
