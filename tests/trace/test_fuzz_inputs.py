@@ -234,6 +234,24 @@ def counters(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
     return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json")]
 
 
+def zip_internals(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    """nsys-jax archives damaged inside: corrupt deflate data, the encrypted flag, an unknown
+    compression method, a bomb member, or bytes flipped in the local and central headers."""
+    from .test_zip_hostile import damaged
+
+    p = tmp / "t.zip"
+    how = rng.choice(["corrupt deflate", "encrypted", "method 99", "bomb", "headers"])
+    damaged(p, "corrupt deflate" if how == "headers" else how)
+    if how == "headers":
+        b = bytearray(damaged(p, "none").read_bytes())
+        central = b.rfind(b"PK\x01\x02")
+        for _ in range(rng.randrange(1, 8)):
+            at = rng.choice([rng.randrange(0, 30), central + rng.randrange(0, 46)])
+            b[at] = rng.randrange(256)
+        p.write_bytes(bytes(b))
+    return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json")]
+
+
 def xplane(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
     return _damaged(rng, XPLANE.read_bytes(), tmp / "t.xplane.pb")
 
@@ -353,6 +371,7 @@ TARGETS: dict[str, Callable[[random.Random, Path, dict[str, Any]], list[str]]] =
     "framing": framing,
     "names": names,
     "counters": counters,
+    "zip": zip_internals,
     "xplane": xplane,
     "nsys": nsys,
     "parquet": parquet,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -30,6 +31,7 @@ from ..errors import TraceFormatError
 from . import schema
 from .columns import FileRead, assemble_table
 from .dictcol import DictColumn
+from .limits import INFLATE_RATIO_GRACE_BYTES, MAX_INFLATE_RATIO, max_inflated_bytes
 
 MEMBER = "nvtx_gpu_proj_trace/trace.parquet"
 _FIELD = re.compile(r"(\w+)=((?:[^,#(]|\([^)]*\))*)")
@@ -65,6 +67,23 @@ def read_nsys_jax(path: str | Path, *, rank: int = 0) -> FileRead:
     )
 
 
+def _member_bytes(z: zipfile.ZipFile, member: str, p: Path) -> bytes:
+    """The member's bytes, read at most up to the inflation limits (``limits.py``): its declared
+    size is not trusted, the bytes read are counted."""
+    info = z.getinfo(member)
+    cap = min(max_inflated_bytes(), max(INFLATE_RATIO_GRACE_BYTES, MAX_INFLATE_RATIO * max(info.compress_size, 1)))
+    with z.open(member) as fh:
+        data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise TraceFormatError(
+            f"{member} inflates past {cap:,} bytes (more than {MAX_INFLATE_RATIO} times its compressed size, "
+            "or the --max-inflated-gb cap)",
+            path=str(p),
+            fix="pass an nsys-jax output .zip; --max-inflated-gb raises the cap",
+        )
+    return data
+
+
 def _load(p: Path) -> pa.Table:
     """The archive's projected NVTX ranges that have a name."""
     try:
@@ -72,10 +91,13 @@ def _load(p: Path) -> pa.Table:
             member = next((n for n in z.namelist() if n.endswith(MEMBER)), None)
             if member is None:
                 raise TraceFormatError(f"zip has no {MEMBER}", path=str(p), fix="pass an nsys-jax output archive")
-            raw = pq.read_table(io.BytesIO(z.read(member)))
-    except (OSError, zipfile.BadZipFile) as exc:
+            raw = pq.read_table(io.BytesIO(_member_bytes(z, member, p)))
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError) as exc:
+        # RuntimeError: an encrypted member; NotImplementedError: a compression method zipfile lacks
         raise TraceFormatError(
-            f"cannot read the archive ({exc.__class__.__name__})", path=str(p), fix="pass an nsys-jax output .zip"
+            f"cannot read the archive ({exc.__class__.__name__}: {' '.join(str(exc).split())[:120]})",
+            path=str(p),
+            fix="pass an nsys-jax output .zip",
         ) from None
     except pa.ArrowInvalid as exc:
         raise TraceFormatError(
