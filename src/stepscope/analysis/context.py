@@ -128,6 +128,16 @@ def _step_notices(rank: int, rd: RankData, spans: StepSpans, cfg: AnalyzeConfig)
                 rank=rank,
             )
         )
+    if spans.nested:
+        inner, outer = spans.nested[0]
+        more = f" and {len(spans.nested) - 1} more" if len(spans.nested) > 1 else ""
+        out.append(
+            Notice(
+                f"step annotation {inner!r} lies inside {outer!r}{more}: nested steps are not taken as steps "
+                "of their own (the outer one is the step)",
+                rank=rank,
+            )
+        )
     if rd.dev.size == 0 and spans.names:
         out.append(Notice("no device work in the trace; accounting on the CPU (top-level host ops)", rank=rank))
     return out

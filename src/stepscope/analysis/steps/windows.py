@@ -28,6 +28,8 @@ class StepSpans:
     cpu_start: np.ndarray
     cpu_end: np.ndarray
     source: str  # "ProfilerStep" | "marker:NAME" | "whole-trace"
+    # step annotations of another name found inside a step, so not taken as steps: (inner, outer)
+    nested: tuple[tuple[str, str], ...] = ()
 
 
 def find_steps(rd: RankData, marker: str | None) -> StepSpans:
@@ -50,15 +52,24 @@ def find_steps(rd: RankData, marker: str | None) -> StepSpans:
             sel = sel[o]
             # a marker nested inside another of the same kind (JAX records PjitFunction(f) twice per
             # call, one inside the other) is the same step: keep the outermost
+            nested: tuple[tuple[str, str], ...] = ()
             if sel.size > 1:
                 ends = h.end[sel]
                 prev_max = np.maximum.accumulate(np.r_[np.iinfo(np.int64).min, ends[:-1]])
-                sel = sel[ends > prev_max]
+                keep = ends > prev_max
+                outer = sel[keep][np.cumsum(keep) - 1]  # the kept step each marker lies in
+                nested = tuple(
+                    (h.names[h.name_idx[i]], h.names[h.name_idx[o]])
+                    for i, o in zip(sel[~keep], outer[~keep])
+                    if h.name_idx[i] != h.name_idx[o]
+                )
+                sel = sel[keep]
             return StepSpans(
                 names=tuple(h.names[i] for i in h.name_idx[sel]),
                 cpu_start=h.ts[sel],
                 cpu_end=h.end[sel],
                 source=source,
+                nested=nested,
             )
     # whole trace
     starts = np.concatenate([h.ts, rd.dev.ts])
