@@ -13,6 +13,8 @@ from urllib.request import pathname2url
 
 import numpy as np
 
+from .limits import MAX_NAME_BYTES, TRUNCATED_MARK
+
 MAGIC = b"SQLite format 3\x00"
 
 
@@ -75,8 +77,18 @@ class StringIds:
         out: dict[int, str] = {}
         for k in range(0, ids.size, 50_000):  # bounded statement length
             listed = ", ".join(str(int(i)) for i in ids[k : k + 50_000])
-            out.update(self.con.execute(f"SELECT id, value FROM StringIds WHERE id IN ({listed})").fetchall())
+            rows = self.con.execute(f"SELECT id, value FROM StringIds WHERE id IN ({listed})").fetchall()
+            out.update((i, _text(v)) for i, v in rows)
         return out
+
+
+def _text(value: object) -> str:
+    """A ``StringIds`` value as text: a BLOB (a damaged or foreign export) decoded as UTF-8 with
+    replacement characters, a number or NULL as its text ("" for NULL), names cut at the limit."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    text = "" if value is None else str(value)
+    return text if len(text) <= MAX_NAME_BYTES else text[:MAX_NAME_BYTES] + TRUNCATED_MARK
 
 
 # TARGET_INFO_GPU column -> Kineto's deviceProperties key (what the roofline's device lookup reads)
