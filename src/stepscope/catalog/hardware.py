@@ -307,10 +307,16 @@ def same_device(a: str, b: str, user_file: str | None = None) -> bool:
     return canonical_name(a, user_file).lower() == canonical_name(b, user_file).lower()
 
 
+MAX_DEVICE_NAME = 256
+
+
 def detect(device_name: str | None, user_file: str | None = None) -> Hardware | None:
-    """The first catalog entry whose ``match`` regex finds the profiler's device name."""
+    """The first catalog entry whose ``match`` regex finds the profiler's device name (its first
+    ``MAX_DEVICE_NAME`` characters: a match pattern like ``A100.*80GB`` is quadratic in the text
+    it searches, and real device names are under 100 characters)."""
     if not device_name or not device_name.strip():
         return None
+    device_name = device_name[:MAX_DEVICE_NAME]
     for hw in load_catalog(user_file):
         if re.search(hw.match, device_name, re.IGNORECASE):
             return hw

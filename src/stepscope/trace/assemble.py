@@ -60,7 +60,7 @@ def parse_header(header: dict[str, Any]) -> FileHeader:
     nsys_rank = header.get(NSYS_RANK_KEY)
     return FileHeader(
         format=fmt if isinstance(fmt, str) else None,
-        device_name=str(name) if name not in (None, "") else None,
+        device_name=str(name)[:256] if name not in (None, "") else None,  # real names are < 100 chars
         device_properties=tuple(props),
         rank=_rank_value(info.get("rank")),
         world_size=_rank_value(info.get("world_size"), lowest=1),
