@@ -118,7 +118,12 @@ def _convert(ns: argparse.Namespace) -> int:
     for job, dest in zip(jobs, dests):
         p = Path(job.path)
         fr = read_one(job)
-        write_parquet(fr, dest)
+        try:
+            write_parquet(fr, dest)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write ({exc.strerror or exc.__class__.__name__})", path=str(dest), fix="check -o is writable"
+            ) from None
         msg = f"{p} -> {dest} ({fr.table.num_rows:,} events)"
         if fr.truncated:
             msg += f" [truncated input: recovered {fr.table.num_rows:,} complete events]"
