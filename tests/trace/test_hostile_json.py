@@ -233,3 +233,14 @@ def test_a_name_longer_than_the_limit_is_cut_and_marked(tmp_path: Path) -> None:
         kept = names[0][: -len(TRUNCATED_MARK)].encode()
         assert MAX_NAME_BYTES - 1 <= len(kept) <= MAX_NAME_BYTES
         assert "1 name longer than 16 KiB cut short" in fr.warnings[0]
+
+
+def test_a_whole_event_followed_by_damaged_text_is_kept_by_both_readers(tmp_path: Path) -> None:
+    text = _text()
+    i = text.index("}", text.index('"args"', text.index('"name": "gemm"'))) + 1  # end of the kernel's args
+    j = text.index("}", i) + 1  # end of the kernel event
+    p = tmp_path / "t.json"
+    p.write_text(text[:j] + ' ternal id": 7, "x": 1 }' + text[j:])  # a cut copy of text after a whole event
+    fast, portable = _both(p)
+    assert (fast.table.num_rows, fast.skipped_events) == (6, 1)
+    assert fast.table.equals(portable.table) and portable.skipped_events == 1

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
+import numpy as np
 
 EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 MAX_JOIN = 16  # pieces one event may be cut into by boundaries inside its strings
@@ -78,8 +79,28 @@ def salvage(buf: bytearray, decode: Callable[[bytes], T], end: int) -> tuple[lis
             i, joined = i + k, True
             break
         if not joined:
+            lead = _leading_event(buf, starts[lo], stops[lo], decode)
+            if lead is not None:  # a whole event, then damaged text: keep the event (as the C scanner does)
+                good.append((lo, lead))
             dropped += int(lo != last_dropped + 1)  # a run of dropped pieces is one event
             last_dropped = lo
             i += 1
     good.sort(key=lambda t: t[0])
     return [v for _, v in good], dropped
+
+
+def _leading_event(buf: bytearray, start: int, stop: int, decode: Callable[[bytes], T]) -> T | None:
+    """The complete, valid event object that opens ``buf[start:stop]`` when damaged text follows
+    it (the C scanner reads such an event, then skips the damage), else None."""
+    from .jsontext import depth_after
+
+    text = bytes(buf[start:stop])
+    if not text.startswith(b"{"):
+        return None
+    closed = np.flatnonzero(depth_after(text) == 0)
+    if closed.size == 0 or closed[0] + 1 >= len(text):
+        return None
+    try:
+        return decode(b"[" + text[: closed[0] + 1] + b"]")
+    except msgspec.DecodeError:
+        return None
