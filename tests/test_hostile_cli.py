@@ -66,3 +66,29 @@ def test_a_url_whose_protocol_is_missing_is_one_line(url: str, capsys: pytest.Ca
 def test_a_dask_address_that_is_not_one_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["analyze", A, A, "--dask", "garbage", "-q", "--json", "-"])
     assert "Dask scheduler" in _one_error(rc, capsys.readouterr().err)
+
+
+def test_a_server_that_is_not_a_dask_scheduler_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """It accepts the connection and answers a frame header claiming 2^61 bytes."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+
+    def answer() -> None:
+        while True:
+            try:
+                c, _ = srv.accept()
+                c.sendall((8).to_bytes(8, "little") + (2**61).to_bytes(8, "little") + b"x" * 64)
+            except OSError:
+                return
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        rc = main(["analyze", A, A, "--dask", f"tcp://127.0.0.1:{port}", "-q", "--json", "-"])
+    finally:
+        srv.close()
+    assert "Dask scheduler" in _one_error(rc, capsys.readouterr().err)
