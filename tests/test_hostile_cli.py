@@ -92,3 +92,24 @@ def test_a_server_that_is_not_a_dask_scheduler_is_one_line(capsys: pytest.Captur
     finally:
         srv.close()
     assert "Dask scheduler" in _one_error(rc, capsys.readouterr().err)
+
+
+def test_a_trace_that_cannot_be_opened_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No permission to read (simulated: the tests may run as root, whom file modes do not stop)."""
+    import builtins
+
+    from stepscope.trace import jsonstream
+
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(Path(A).read_bytes())
+
+    def refuse(file: object, *args: object, **kw: object) -> object:
+        if str(file) == str(p):
+            raise PermissionError(13, "Permission denied", str(file))
+        return builtins.open(file, *args, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(jsonstream, "open", refuse, raising=False)
+    rc = main(["analyze", str(p), "-q", "--json", "-"])
+    assert "Permission denied" in _one_error(rc, capsys.readouterr().err)

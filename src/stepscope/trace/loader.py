@@ -239,7 +239,17 @@ def jobs_for(paths: Sequence[str | os.PathLike[str]], include_python: bool, cach
 
 
 def read_one(job: ReadJob) -> FileRead:
-    """Everything one job's file holds."""
+    """Everything one job's file holds. A file the system will not let us read (no permission, a
+    disk error, removed meanwhile) is one error line naming it."""
+    try:
+        return _read_one(job)
+    except OSError as exc:
+        raise InputError(
+            f"cannot read ({exc.strerror or exc.__class__.__name__})", path=job.path, fix="check the file is readable"
+        ) from None
+
+
+def _read_one(job: ReadJob) -> FileRead:
     path, include_python, cache_dir, part = job
     if path.endswith(_NSYS_REPORT):
         raise TraceFormatError(
