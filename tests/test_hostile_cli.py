@@ -113,3 +113,11 @@ def test_a_trace_that_cannot_be_opened_is_one_line(
     monkeypatch.setattr(jsonstream, "open", refuse, raising=False)
     rc = main(["analyze", str(p), "-q", "--json", "-"])
     assert "Permission denied" in _one_error(rc, capsys.readouterr().err)
+
+
+def test_a_pipe_or_device_is_refused_without_reading_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "t.json"
+    os.mkfifo(fifo)  # opening it to read would block until a writer came
+    for path in (str(fifo), "/dev/zero"):
+        rc = main(["analyze", path, "-q", "--json", "-"])
+        assert "not a regular file" in _one_error(rc, capsys.readouterr().err)

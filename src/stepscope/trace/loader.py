@@ -61,6 +61,8 @@ def expand_inputs(inputs: Inputs) -> tuple[list[Path | str], list[Notice]]:
             if not matched:
                 raise InputError("glob matches no files", path=s, fix="check the pattern")
             out.extend(matched)
+        elif os.path.exists(s):  # a pipe, a device, a socket: reading it could block or never end
+            raise InputError("not a regular file (a pipe, device or socket)", path=s, fix="pass a trace file")
         else:
             raise InputError("no such file or directory", path=s, fix="check the path")
     seen: set[Path] = set()
