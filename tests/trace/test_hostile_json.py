@@ -244,3 +244,23 @@ def test_a_whole_event_followed_by_damaged_text_is_kept_by_both_readers(tmp_path
     fast, portable = _both(p)
     assert (fast.table.num_rows, fast.skipped_events) == (6, 1)
     assert fast.table.equals(portable.table) and portable.skipped_events == 1
+
+
+def test_parquet_metadata_nested_too_deep_loses_only_itself(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from stepscope.trace.parquet import read_parquet, write_parquet
+
+    fr = read_kineto(_write(tmp_path, _text(distributedInfo={"rank": 3})))
+    write_parquet(fr, tmp_path / "t.parquet")
+    t = pq.read_table(tmp_path / "t.parquet")
+    meta = {k: (DEEP.encode() if k.startswith(b"stepscope") else v) for k, v in t.schema.metadata.items()}
+    pq.write_table(t.replace_schema_metadata(meta), tmp_path / "deep.parquet")
+    back = read_parquet(tmp_path / "deep.parquet")
+    assert back.table.num_rows == 6 and back.header == {}
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    return p

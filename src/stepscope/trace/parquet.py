@@ -78,8 +78,8 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
     if _HEADER_KEY in meta:
         try:
             decoded = msgspec.json.decode(meta[_HEADER_KEY])
-        except msgspec.DecodeError:
-            decoded = None  # a damaged header only loses the rank and device facts
+        except (msgspec.DecodeError, RecursionError):
+            decoded = None  # a damaged (or too deeply nested) header only loses the rank and device facts
         header = decoded if isinstance(decoded, dict) else {}
     comm = None
     if _COMM_KEY in meta:
@@ -91,7 +91,7 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
                     **{k: pa.array(d[k], pa.string()) for k in ("pg_ranks", "in_split", "out_split")},
                 }
             )
-        except (msgspec.DecodeError, KeyError, TypeError, pa.ArrowInvalid):
+        except (msgspec.DecodeError, RecursionError, KeyError, TypeError, pa.ArrowInvalid, OverflowError):
             comm = None  # an unreadable side table only loses the process-group details
     return FileRead(
         path=str(path),
@@ -121,7 +121,7 @@ def _counters(raw: bytes | None) -> tuple[CounterRange, ...]:
             )
             for n, ts, dur, flops, dram in msgspec.json.decode(raw)
         )
-    except (msgspec.DecodeError, TypeError, ValueError, AttributeError):
+    except (msgspec.DecodeError, RecursionError, TypeError, ValueError, AttributeError, OverflowError):
         return ()
 
 
