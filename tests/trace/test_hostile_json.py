@@ -264,3 +264,20 @@ def _write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "t.json"
     p.write_text(text)
     return p
+
+
+@pytest.mark.skipif(kineto._fast is None, reason="C scanner not built")
+def test_a_bracket_inside_a_damaged_event_does_not_end_the_event_list() -> None:
+    """The block ends inside a damaged event whose args hold ``}]``: that is not the array's end,
+    so the events of the next block are read."""
+    from stepscope.trace.kineto_scan import BlockScanner
+
+    good = json.dumps({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1})
+    damaged = '{"ph": "X", @@ "args": {"shapes": [{"a": 1}]'
+    s = BlockScanner(0, False, 1 << 20)
+    s.feed((good + ", " + damaged).encode())
+    s.feed(('}, "x": 2}, ' + good.replace('"ts": 1', '"ts": 2') + "]}").encode())
+    s.finish()
+    assert s.closed and s.skipped == 1
+    rows = sum(t.num_rows for t, _ in s.tables)
+    assert rows == 2

@@ -53,6 +53,7 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
     state = StreamState()
     for data, state in event_text_blocks(p, block=block):  # noqa: B007  (the last state is read below)
         scanner.feed(data)
+    scanner.finish()
     if not scanner.closed:
         state.truncated = True  # the event array never closes: a job killed mid-write
     elif not state.truncated:

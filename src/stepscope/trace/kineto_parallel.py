@@ -87,6 +87,8 @@ def read_parallel(path: Path, rank: int, include_python: bool, block: int, worke
                     scanner.feed(data)
             except FastPathFailed:
                 return None
+            if i == len(cuts) - 1:
+                scanner.finish()  # the end of the file (an inner range's end is not)
             return scanner
 
         with ThreadPoolExecutor(max_workers=len(cuts)) as pool:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from .columns import columns_to_tables
 from .jsonsalvage import EVENT_BOUNDARY
+from .jsonstream import parse_trailer
 from .limits import MAX_EVENT_BYTES
 
 TAIL_CUT_WARNING = (
@@ -22,6 +23,20 @@ TAIL_CUT_WARNING = (
 )
 #: the end of the event array: an event's closing brace, then the array's bracket
 ARRAY_END = re.compile(rb"\}\s*\]")
+_CLOSE_TRIES = 16
+
+
+def array_end(buf: bytes | memoryview, start: int) -> int | None:
+    """Where the text after the event array starts, when the array closes in ``buf`` after
+    ``start`` and no event follows: a ``}`` ``]`` followed by nothing, ``}``, or keys that parse
+    as the rest of the file's object. A ``}]`` inside a damaged event's args is not the end."""
+    for tried, m in enumerate(ARRAY_END.finditer(buf, start)):
+        if tried >= _CLOSE_TRIES:
+            break
+        rest = bytes(buf[m.end() :]).strip()
+        if rest in (b"", b"}") or (rest.startswith(b",") and parse_trailer(rest)):
+            return m.end()
+    return None
 
 try:  # the optional C scanner (setup.py); the portable msgspec path is used without it
     from . import _fastkineto as _fast  # type: ignore[attr-defined]
@@ -75,16 +90,17 @@ class BlockScanner:
         self.closed = False
         self.tail = b""
         self.rem = b""
-        self.discarding = False  # inside an event longer than MAX_EVENT_BYTES: text is dropped
+        self.discarding = False  # inside a damaged or oversized event: text is dropped to the next boundary
+        self.pending = b""  # while discarding: the last text dropped (the array may end in it)
         self.tail_cut = False  # the text after the event array passed MAX_EVENT_BYTES
 
     def scan(self, buf: bytes | memoryview) -> tuple[int, int]:
         """Scan ``buf``: (bytes consumed, status: 1 when the array closed). An event that is not
         valid JSON (status -1 at its start) is skipped to the next event boundary and counted,
         once per run of failures (a boundary inside one of its strings can make the scan fail
-        twice on it). With no boundary after it in ``buf``: when the array ends after it, the
-        array is closed there (a damaged last event costs only itself); otherwise the rest of
-        ``buf`` is dropped and the text skipped on to the next boundary (``discarding``)."""
+        twice on it). With no boundary after it in ``buf``, the rest of ``buf`` is dropped and the
+        text skipped on to the next boundary (``discarding``); if none comes, :meth:`finish` looks
+        for the array's end in the last text dropped (a damaged last event costs only itself)."""
         assert _fast is not None
         off = 0
         while True:
@@ -98,10 +114,8 @@ class BlockScanner:
             m = EVENT_BOUNDARY.search(buf, off + consumed + 1)
             if m is None:
                 self.skipped += first
-                end = ARRAY_END.search(buf, off + consumed + 1)
-                if end is not None:
-                    return end.end() - 1, 1
                 self.discarding = True
+                self.pending = bytes(buf[off + consumed :])[-MAX_EVENT_BYTES:]
                 return len(buf), 0
             self.skipped += first
             off = m.end() - 1
@@ -127,22 +141,28 @@ class BlockScanner:
         elif not self.discarding:
             self.rem = bytes(view[consumed:])
             if len(self.rem) > MAX_EVENT_BYTES:  # one event longer than any real one: drop it
-                self.rem, self.discarding = b"", True
+                self.pending, self.rem, self.discarding = self.rem[-MAX_EVENT_BYTES:], b"", True
                 self.skipped += 1
 
     def _resume(self, view: memoryview) -> memoryview | None:
-        """While discarding: the text from the next event boundary on (None: none in ``view``); at
-        the array's end first, the array is closed and the rest kept as the trailer."""
+        """While discarding: the text from the next event boundary on (None: none in ``view``, whose
+        text is kept as the last text dropped)."""
         buf = bytes(view)
-        nxt, end = EVENT_BOUNDARY.search(buf), ARRAY_END.search(buf)
-        if end is not None and (nxt is None or end.start() < nxt.start()):
-            self.closed, self.discarding = True, False
-            self.tail = buf[end.end() :][:MAX_EVENT_BYTES]
-            return None
+        nxt = EVENT_BOUNDARY.search(buf)
         if nxt is None:
+            self.pending = (self.pending + buf)[-MAX_EVENT_BYTES:]
             return None
-        self.discarding = False
+        self.discarding, self.pending = False, b""
         return view[nxt.end() - 1 :]
+
+    def finish(self) -> None:
+        """After the last block: if the text was being dropped, the array may have ended in it."""
+        if self.closed or not self.discarding:
+            return
+        end = array_end(self.pending, 0)
+        if end is not None:
+            self.closed, self.discarding, self.tail = True, False, self.pending[end:]
+        self.pending = b""
 
     def _complete_cut_event(self, view: memoryview) -> memoryview | None:
         """Scan ``rem`` with the first bytes of the block ``view``: the rest of the block to scan,
