@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from stepscope.cli import main
+from stepscope.errors import StepscopeError
 
 ROOT = Path(__file__).resolve().parents[2]
 KINETO = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"
@@ -435,3 +436,29 @@ def test_damaged_input_is_a_result_or_one_error_line(
     if rc == 2:
         assert len(err) == 1 and err[0].startswith("stepscope: error:"), err[-5:]
     assert not _CONTROL.search(out + "\n".join(err)), "a control character reached the terminal"
+
+
+AGREE = [
+    pytest.param(name, i, id=f"{name}-{i}", marks=[pytest.mark.slow] if i >= FAST else [])
+    for name in ("kineto_text", "depth")
+    for i in range(SLOW)
+]
+
+
+@pytest.mark.parametrize(("target", "variant"), AGREE)
+def test_both_readers_agree_on_damaged_text(target: str, variant: int, tmp_path: Path) -> None:
+    """The C scanner and the msgspec reader keep the same events from damaged text, in the same
+    order, and count the same damage (the C scanner hands damaged regions to the same salvage)."""
+    from stepscope.trace.kineto import read_kineto
+
+    p = Path(TARGETS[target](random.Random(f"{target}-{variant}"), tmp_path, {})[1])
+    reads = []
+    for portable in (False, True):
+        try:
+            fr = read_kineto(p, workers=1, force_portable=portable)
+        except StepscopeError as exc:
+            reads.append(("error", exc.__class__.__name__))
+            continue
+        t = fr.table
+        reads.append((t["ts_ns"].to_pylist(), t["name"].to_pylist(), fr.skipped_events, fr.truncated))
+    assert reads[0] == reads[1]

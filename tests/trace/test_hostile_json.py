@@ -281,3 +281,33 @@ def test_a_bracket_inside_a_damaged_event_does_not_end_the_event_list() -> None:
     assert s.closed and s.skipped == 1
     rows = sum(t.num_rows for t, _ in s.tables)
     assert rows == 2
+
+
+@pytest.mark.parametrize(
+    ("damage", "kept"),
+    [
+        ('"args": {"External id": 1, "bad\\e key": 2}', False),  # an invalid escape in a key
+        ('"args": {"External id": 1,}', False),  # a trailing comma
+        ('"args": {"External id": 1 "x": 2}', False),  # a missing comma
+        ('"args": {"External id": 1, "note": "a\\u0000b"}', True),  # an escaped NUL: valid JSON
+    ],
+)
+def test_both_readers_hold_events_to_the_same_json_rules(tmp_path: Path, damage: str, kept: bool) -> None:
+    ev = _events()
+    ev.append(synth.cpu("aten::mm", 20, 5))
+    text = _text(ev).replace('"args": {}', damage, 1)
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    fast, portable = _both(p)
+    assert (fast.table.num_rows, fast.skipped_events) == ((7, 0) if kept else (6, 1))
+    assert fast.table.equals(portable.table) and portable.skipped_events == fast.skipped_events
+
+
+def test_a_raw_control_character_in_a_string_is_kept_by_both_readers(tmp_path: Path) -> None:
+    ev = _events()
+    ev.append(synth.cpu("aten::mm\x01", 20, 5))
+    p = tmp_path / "t.json"
+    p.write_bytes(_text(ev).replace("\\u0001", "\x01").encode())  # unescaped, as some writers leave it
+    fast, portable = _both(p)
+    assert "aten::mm\x01" in fast.table["name"].to_pylist()
+    assert fast.table.equals(portable.table)

@@ -71,6 +71,28 @@ typedef struct { const char *s; const char *e; } Cur;
 #define WS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
 static inline void skip_ws(Cur *c) { while (c->s < c->e && WS(*c->s)) c->s++; }
 
+static int is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+/* 1 when every backslash in (s, q) starts a valid JSON escape (as every JSON decoder requires,
+ * for keys and skipped values too, so that this reader and the portable one drop the same events) */
+static int valid_escapes(const char *s, const char *q) {
+    const char *p = s;
+    if (q - s <= 48) {  /* keys and short values: a plain loop costs less than a call */
+        while (p < q && *p != '\\') p++;
+        if (p == q) return 1;
+    }
+    while ((p = memchr(p, '\\', (size_t)(q - p))) != NULL) {
+        char c = p[1];
+        if (c == 'u') {
+            if (q - p < 6 || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) || !is_hex(p[5])) return 0;
+            p += 6;
+        } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
+            p += 2;
+        } else return 0;
+    }
+    return 1;
+}
+
 /* returns 1 ok, 0 incomplete, -1 error; on ok *out points after the closing quote */
 static int scan_string(const char *s, const char *e, const char **out) {
     /* s points at the opening quote */
@@ -81,7 +103,10 @@ static int scan_string(const char *s, const char *e, const char **out) {
         /* count preceding backslashes */
         const char *b = q; size_t nb = 0;
         while (b > s + 1 && *(b - 1) == '\\') { b--; nb++; }
-        if (nb % 2 == 0) { *out = q + 1; return 1; }
+        if (nb % 2 == 0) {
+            if (!valid_escapes(s + 1, q)) return -1;  /* one memchr when the string has no backslash */
+            *out = q + 1; return 1;
+        }
         p = q + 1;
     }
     return 0;
@@ -285,17 +310,23 @@ static int64_t parse_int_value(const char *s, const char *end) {
     return (int64_t)d;
 }
 
+/* members of an object: strictly "key": value, comma-separated, no trailing comma (as every JSON
+ * decoder requires, so that this reader and the portable one drop the same damaged events) */
+enum { SEP_FIRST, SEP_VALUE, SEP_COMMA };
+
 #define KEY(lit) (klen == sizeof(lit) - 1 && memcmp(k, lit, sizeof(lit) - 1) == 0)
 
 /* parse the args object; c->s at '{' */
 static int parse_args(Cur *cur, Cols *c) {
     const char *p = cur->s + 1, *e = cur->e;
+    int sep = SEP_FIRST;
     for (;;) {
         while (p < e && WS(*p)) p++;
         if (p >= e) return 0;
-        if (*p == '}') { cur->s = p + 1; return 1; }
-        if (*p == ',') { p++; continue; }
-        if (*p != '"') return -1;
+        if (*p == '}') { if (sep == SEP_COMMA) return -1; cur->s = p + 1; return 1; }
+        if (*p == ',') { if (sep != SEP_VALUE) return -1; sep = SEP_COMMA; p++; continue; }
+        if (*p != '"' || sep == SEP_VALUE) return -1;
+        sep = SEP_VALUE;
         const char *kend; int r = scan_string(p, e, &kend);
         if (r <= 0) return r;
         const char *k = p + 1; size_t klen = (size_t)(kend - 1 - k);
@@ -343,12 +374,14 @@ static int parse_event(Cur *cur, Cols *c) {
     size_t mark[N_STR];
     for (int i = 0; i < N_STR; i++) mark[i] = c->strs[i].data.len;
     int r;
+    int sep = SEP_FIRST;
     for (;;) {
         while (p < e && WS(*p)) p++;
         if (p >= e) { r = 0; goto fail; }
-        if (*p == '}') { p++; break; }
-        if (*p == ',') { p++; continue; }
-        if (*p != '"') { r = -1; goto fail; }
+        if (*p == '}') { if (sep == SEP_COMMA) { r = -1; goto fail; } p++; break; }
+        if (*p == ',') { if (sep != SEP_VALUE) { r = -1; goto fail; } sep = SEP_COMMA; p++; continue; }
+        if (*p != '"' || sep == SEP_VALUE) { r = -1; goto fail; }
+        sep = SEP_VALUE;
         const char *kend; r = scan_string(p, e, &kend);
         if (r <= 0) goto fail;
         const char *k = p + 1; size_t klen = (size_t)(kend - 1 - k);

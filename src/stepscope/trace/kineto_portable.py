@@ -9,6 +9,7 @@ converted exactly to integer ns (``numparse``).
 from __future__ import annotations
 
 import gc
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .columns import FileRead, columns_to_tables, file_read
+from .jsonsalvage import salvage
 from .jsonstream import StreamState, iter_event_chunks
 from .jsontext import max_depth
 from .limits import MAX_JSON_DEPTH
@@ -114,6 +116,9 @@ def _arg_ok(key: str, value: Any) -> bool:
         return isinstance(_ARG_NAMES[key], type) and _ARG_NAMES[key] is msgspec.Raw
 
 
+_RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # control bytes JSON allows nowhere raw
+
+
 def _make_decoder(skipped: _Skipped) -> Any:
     def decode(text: bytes) -> list[_Event]:
         # ``text`` is ``[`` events ``]``: an event nesting deeper than the limit is damaged, as in
@@ -124,6 +129,12 @@ def _make_decoder(skipped: _Skipped) -> Any:
             return _DECODER.decode(text)
         except msgspec.ValidationError:
             return _lenient_decode(text, skipped)
+        except msgspec.DecodeError:
+            # raw control characters inside strings (JSON wants them escaped; the C scanner, like
+            # many writers, takes them as they are): escaped, the text decodes to the same values
+            if not _RAW_CONTROL.search(text):
+                raise
+            return decode(_RAW_CONTROL.sub(lambda m: b"\\u%04x" % m.group()[0], text))
         except UnicodeDecodeError:
             # invalid UTF-8 inside strings (seen in real files): keep the event, mark the bytes
             fixed = text.decode("utf-8", "replace").encode("utf-8")
@@ -239,3 +250,15 @@ def read_portable(p: Path, rank: int, include_python: bool, block: int) -> FileR
         if was_enabled:
             gc.enable()
     return file_read(str(p), tables, state, skipped.count + state.corrupt_events)
+
+
+def salvage_region(
+    text: bytes, rank: int, include_python: bool
+) -> tuple[list[tuple[pa.Table, pa.Table | None]], int]:
+    """Damaged text (whole events, the damaged ones among them) read exactly as this reader reads
+    damage (``jsonsalvage.salvage``): the tables of the events kept, and how many were dropped.
+    The C scanner hands its damaged regions here, so the two readers agree on damaged files."""
+    skipped = _Skipped()
+    values, dropped = salvage(bytearray(text), _make_decoder(skipped), len(text))
+    tables = [chunk_to_table(events, rank, include_python) for events in values if events]
+    return tables, dropped + skipped.count

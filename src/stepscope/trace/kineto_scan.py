@@ -6,6 +6,7 @@ the one-thread reader (``kineto``) and by each thread of the ranged reader (``ki
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from .columns import columns_to_tables
-from .jsonsalvage import EVENT_BOUNDARY
+from .jsonsalvage import EVENT_BOUNDARY, MAX_JOIN
 from .jsonstream import parse_trailer
 from .limits import MAX_EVENT_BYTES
 
@@ -24,6 +25,9 @@ TAIL_CUT_WARNING = (
 #: the end of the event array: an event's closing brace, then the array's bracket
 ARRAY_END = re.compile(rb"\}\s*\]")
 _CLOSE_TRIES = 16
+#: event boundaries past a damaged event handed to the salvage with it (more than the pieces one
+#: event may be cut into, ``jsonsalvage.MAX_JOIN``, so its joins see what the portable reader sees)
+SALVAGE_SPAN = MAX_JOIN + 2
 
 
 def array_end(buf: bytes | memoryview, start: int) -> int | None:
@@ -110,6 +114,10 @@ class BlockScanner:
                 self.tables.append(columns_to_tables(cols, self.rank, self.include_python, prefiltered=True))
             if status >= 0:
                 return off + consumed, status
+            region = self._salvage(buf, off + consumed)
+            if region is not None:  # read as the portable reader reads damage: the readers agree
+                off = region
+                continue
             first = not (off and not n)  # off > 0 and nothing read: this failure continues the last one
             m = EVENT_BOUNDARY.search(buf, off + consumed + 1)
             if m is None:
@@ -119,6 +127,21 @@ class BlockScanner:
                 return len(buf), 0
             self.skipped += first
             off = m.end() - 1
+
+    def _salvage(self, buf: bytes | memoryview, start: int) -> int | None:
+        """The damaged event at ``start`` and the events after it, up to the ``SALVAGE_SPAN``-th
+        event boundary, read by the portable reader's salvage (``kineto_portable``); returns where
+        scanning resumes (the next event), or None when ``buf`` ends before that boundary."""
+        from .kineto_portable import salvage_region
+
+        found = list(itertools.islice(EVENT_BOUNDARY.finditer(buf, start + 1), SALVAGE_SPAN))
+        if len(found) < SALVAGE_SPAN or found[-1].start() - start > MAX_EVENT_BYTES:
+            return None
+        last = found[-1]
+        tables, dropped = salvage_region(bytes(buf[start : last.start() + 1]), self.rank, self.include_python)
+        self.tables.extend(tables)
+        self.skipped += dropped
+        return last.end() - 1
 
     def feed(self, data: bytes | bytearray) -> None:
         """Scan the next block of text. An event still incomplete after ``MAX_EVENT_BYTES`` is
