@@ -252,9 +252,7 @@ def read_portable(p: Path, rank: int, include_python: bool, block: int) -> FileR
     return file_read(str(p), tables, state, skipped.count + state.corrupt_events)
 
 
-def salvage_region(
-    text: bytes, rank: int, include_python: bool
-) -> tuple[list[tuple[pa.Table, pa.Table | None]], int]:
+def salvage_region(text: bytes, rank: int, include_python: bool) -> tuple[list[tuple[pa.Table, pa.Table | None]], int]:
     """Damaged text (whole events, the damaged ones among them) read exactly as this reader reads
     damage (``jsonsalvage.salvage``): the tables of the events kept, and how many were dropped.
     The C scanner hands its damaged regions here, so the two readers agree on damaged files."""

@@ -42,6 +42,7 @@ def array_end(buf: bytes | memoryview, start: int) -> int | None:
             return m.end()
     return None
 
+
 try:  # the optional C scanner (setup.py); the portable msgspec path is used without it
     from . import _fastkineto as _fast  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the build
