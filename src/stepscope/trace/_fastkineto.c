@@ -61,6 +61,7 @@ typedef struct {
     int64_t ival[N_INT];
     int sset[N_STR];
     int include_python;
+    int check_escapes;  /* the buffer holds a backslash: escapes are validated (else none can be wrong) */
     Py_ssize_t n, dropped;
     size_t cap;  /* rows every column has room for */
 } Cols;
@@ -94,7 +95,7 @@ static int valid_escapes(const char *s, const char *q) {
 }
 
 /* returns 1 ok, 0 incomplete, -1 error; on ok *out points after the closing quote */
-static int scan_string(const char *s, const char *e, const char **out) {
+static int scan_string(const char *s, const char *e, const char **out, int esc) {
     /* s points at the opening quote */
     const char *p = s + 1;
     while (p < e) {
@@ -104,7 +105,7 @@ static int scan_string(const char *s, const char *e, const char **out) {
         const char *b = q; size_t nb = 0;
         while (b > s + 1 && *(b - 1) == '\\') { b--; nb++; }
         if (nb % 2 == 0) {
-            if (!valid_escapes(s + 1, q)) return -1;  /* one memchr when the string has no backslash */
+            if (esc && !valid_escapes(s + 1, q)) return -1;  /* esc: the buffer holds a backslash */
             *out = q + 1; return 1;
         }
         p = q + 1;
@@ -112,7 +113,7 @@ static int scan_string(const char *s, const char *e, const char **out) {
     return 0;
 }
 
-static int skip_value(const char *s, const char *e, const char **out, int base);
+static int skip_value(const char *s, const char *e, const char **out, int base, int esc);
 
 /* 1 for the bytes skip_container must look at: quote and brackets */
 static unsigned char STRUCTURAL[256];
@@ -125,7 +126,7 @@ static void init_tables(void) {
  * counted from the event object itself (1) */
 #define MAX_JSON_DEPTH 64
 
-static int skip_container(const char *s, const char *e, const char **out, int base) {
+static int skip_container(const char *s, const char *e, const char **out, int base, int esc) {
     int depth = base;
     const char *p = s;
     while (p < e) {
@@ -133,7 +134,7 @@ static int skip_container(const char *s, const char *e, const char **out, int ba
         if (p >= e) break;
         char ch = *p;
         if (ch == '"') {
-            const char *q; int r = scan_string(p, e, &q);
+            const char *q; int r = scan_string(p, e, &q, esc);
             if (r <= 0) return r;
             p = q; continue;
         }
@@ -170,11 +171,11 @@ static int valid_scalar(const char *s, const char *e) {
 }
 
 /* base: the depth the value sits at (1 inside the event object, 2 inside its args) */
-static int skip_value(const char *s, const char *e, const char **out, int base) {
+static int skip_value(const char *s, const char *e, const char **out, int base, int esc) {
     if (s >= e) return 0;
     char ch = *s;
-    if (ch == '"') return scan_string(s, e, out);
-    if (ch == '{' || ch == '[') return skip_container(s, e, out, base);
+    if (ch == '"') return scan_string(s, e, out, esc);
+    if (ch == '{' || ch == '[') return skip_container(s, e, out, base, esc);
     const char *p = s;
     while (p < e && !WS(*p) && *p != ',' && *p != '}' && *p != ']') p++;
     if (p == e) return 0;
@@ -327,7 +328,7 @@ static int parse_args(Cur *cur, Cols *c) {
         if (*p == ',') { if (sep != SEP_VALUE) return -1; sep = SEP_COMMA; p++; continue; }
         if (*p != '"' || sep == SEP_VALUE) return -1;
         sep = SEP_VALUE;
-        const char *kend; int r = scan_string(p, e, &kend);
+        const char *kend; int r = scan_string(p, e, &kend, c->check_escapes);
         if (r <= 0) return r;
         const char *k = p + 1; size_t klen = (size_t)(kend - 1 - k);
         p = kend;
@@ -336,7 +337,7 @@ static int parse_args(Cur *cur, Cols *c) {
         if (*p != ':') return -1;
         p++;
         while (p < e && WS(*p)) p++;
-        const char *vend; r = skip_value(p, e, &vend, 2);
+        const char *vend; r = skip_value(p, e, &vend, 2, c->check_escapes);
         if (r <= 0) return r;
         int ik = -1, sk = -1, raw = 0;
         if (KEY("External id")) ik = I_EXT;
@@ -382,7 +383,7 @@ static int parse_event(Cur *cur, Cols *c) {
         if (*p == ',') { if (sep != SEP_VALUE) { r = -1; goto fail; } sep = SEP_COMMA; p++; continue; }
         if (*p != '"' || sep == SEP_VALUE) { r = -1; goto fail; }
         sep = SEP_VALUE;
-        const char *kend; r = scan_string(p, e, &kend);
+        const char *kend; r = scan_string(p, e, &kend, c->check_escapes);
         if (r <= 0) goto fail;
         const char *k = p + 1; size_t klen = (size_t)(kend - 1 - k);
         p = kend;
@@ -399,7 +400,7 @@ static int parse_event(Cur *cur, Cols *c) {
             p = sub.s;
             continue;
         }
-        const char *vend; r = skip_value(p, e, &vend, 1);
+        const char *vend; r = skip_value(p, e, &vend, 1, c->check_escapes);
         if (r <= 0) goto fail;
         if (KEY("ts")) { int64_t v; if (parse_us_ns(p, vend, &v) == 0) c->ival[I_TS] = v; }
         else if (KEY("dur")) { int64_t v; if (parse_us_ns(p, vend, &v) == 0) c->ival[I_DUR] = v; }
@@ -474,6 +475,7 @@ static PyObject *py_parse(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*|p", &view, &include_python)) return NULL;
     Cols c; memset(&c, 0, sizeof c);
     c.include_python = include_python;
+    c.check_escapes = view.len > 0 && memchr(view.buf, '\\', (size_t)view.len) != NULL;
     int status = 0; const char *consumed;
     Cur cur = {(const char *)view.buf, (const char *)view.buf + view.len};
     int oom = 0;
