@@ -150,15 +150,20 @@ def test_concatenated_gzip_members_are_all_read(tmp_path: Path) -> None:
     assert read_kineto(p).table.num_rows == 6
 
 
-@pytest.mark.skipif(kineto._fast is None, reason="C scanner not built")
-def test_an_event_longer_than_the_limit_is_dropped_and_counted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", [3, "last"])
+def test_an_event_longer_than_the_limit_is_dropped_and_counted_by_both_readers(
+    tmp_path: Path, where: int | str
+) -> None:
     big = {"ph": "X", "cat": "kernel", "name": "a" * (2 * MAX_EVENT_BYTES), "pid": 0, "tid": 7, "ts": 5, "dur": 1}
     ev = _events()
-    ev.insert(3, big)
+    ev.insert(len(ev) if where == "last" else int(where), big)
     p = tmp_path / "t.json"
-    p.write_text(_text(ev))
-    fr = read_kineto(p, block=1 << 20, workers=1)
-    assert (fr.table.num_rows, fr.skipped_events) == (6, 1)
+    p.write_text(_text(ev, distributedInfo={"rank": 2}))
+    reads = [read_kineto(p, block=1 << 20, workers=1, force_portable=portable) for portable in (False, True)]
+    for fr in reads:
+        assert (fr.table.num_rows, fr.skipped_events, fr.truncated) == (6, 1, False)
+        assert fr.header["distributedInfo"]["rank"] == 2
+    assert reads[0].table.equals(reads[1].table)
 
 
 @pytest.mark.skipif(kineto._fast is None, reason="C scanner not built")

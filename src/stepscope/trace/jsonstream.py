@@ -25,7 +25,7 @@ import msgspec
 from ..errors import TraceFormatError
 from .jsonsalvage import EVENT_BOUNDARY, MAX_JOIN, event_end_before, salvage
 from .jsontext import decode_object_tolerant, top_level_key
-from .limits import INFLATE_RATIO_GRACE_BYTES, MAX_INFLATE_RATIO, MAX_JSON_DEPTH, max_inflated_bytes
+from .limits import INFLATE_RATIO_GRACE_BYTES, MAX_EVENT_BYTES, MAX_INFLATE_RATIO, MAX_JSON_DEPTH, max_inflated_bytes
 
 T = TypeVar("T")
 
@@ -224,11 +224,14 @@ def iter_event_chunks(
     buf = bytearray()
     state = StreamState()
     base = 0
+    discarding = False  # inside an event still incomplete after MAX_EVENT_BYTES (as the C scanner drops it)
     for data, state in event_text_blocks(path, block=block):
         if not base:
             base = state.bytes_used
         buf += data
-        while len(buf) > 2 * block:
+        if discarding:
+            discarding = _skip_to_boundary(buf, block)
+        while not discarding and len(buf) > 2 * block:
             cut = _decode_upto_boundary(buf, decode, len(buf) - block, path)
             if cut is not None:
                 value, end = cut
@@ -236,6 +239,9 @@ def iter_event_chunks(
             else:  # no boundary near the window's end decodes: a corrupt event inside the window
                 found = event_end_before(buf, decode, len(buf) - block)
                 if found is None:
+                    if len(buf) > MAX_EVENT_BYTES + block:  # the first event is longer than any real one
+                        state.corrupt_events += 1
+                        discarding = _skip_to_boundary(buf, block, MAX_EVENT_BYTES)
                     break
                 end = found
                 yield from ((v, state) for v in _salvaged(buf, decode, end, state))
@@ -243,8 +249,26 @@ def iter_event_chunks(
             del buf[:nxt]
             base += nxt
             state.bytes_used = base
+    if discarding:  # the dropped event was the last one: the array may end after it
+        closing = _closing_after(buf, 0)
+        state.truncated = closing is None
+        if closing is not None:
+            state.header.update(parse_trailer(bytes(buf[closing:]), state))
+        return
     yield from _finish(buf, decode, state, path)
     state.bytes_used = state.bytes_read
+
+
+def _skip_to_boundary(buf: bytearray, block: int, start: int = 0) -> bool:
+    """Drop ``buf`` up to the next event boundary at or after ``start`` (the next event then starts
+    it): False. With none, keep only the last ``block`` bytes (the boundary or the array's end may
+    begin there): True, still discarding."""
+    m = EVENT_BOUNDARY.search(buf, start)
+    if m is not None:
+        del buf[: m.end() - 1]
+        return False
+    del buf[: max(0, len(buf) - block)]
+    return True
 
 
 def _decode_upto_boundary(
