@@ -201,7 +201,20 @@ def test_max_inflated_gb_sets_the_cap(
 @pytest.mark.parametrize(
     ("ts", "ns"),
     [('"12.5"', 12_500), ('"1.5E2"', 150_000), ("1e3", 1_000_000), ('"12."', 12_000)]
-    + [(bad, None) for bad in ('"0x10"', '"0X1A"', '"inf"', '"nan"', '" 12"', "1e300", '"-0x1p3"')],
+    + [
+        (bad, None)
+        for bad in (
+            '"0x10"',
+            '"0X1A"',
+            '"inf"',
+            '"nan"',
+            '" 12"',
+            "1e300",
+            '"-0x1p3"',
+            "1" * 23,
+            '"-' + "9" * 20 + '.5"',
+        )
+    ],
 )
 def test_a_timestamp_is_a_json_number_or_unusable(tmp_path: Path, ts: str, ns: int | None) -> None:
     p = tmp_path / "t.json"

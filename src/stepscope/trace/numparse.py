@@ -17,7 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_PATTERN = r'^"?(?P<i>-?\d+)(?:\.(?P<f>\d{0,3})\d*)?"?$'  # quoted numbers: msprof writes "ts": "1.5"
+# quoted numbers: msprof writes "ts": "1.5"; at most 18 integer digits (int64), longer is the slow path
+_PATTERN = r'^"?(?P<i>-?\d{1,18})(?:\.(?P<f>\d{0,3})\d*)?"?$'
+_MAX_US = np.iinfo(np.int64).max // 1000 - 1  # microseconds whose nanoseconds fit int64
 
 
 def raw_lines_to_ns(joined: bytes, count: int) -> np.ndarray:
@@ -32,6 +34,7 @@ def raw_lines_to_ns(joined: bytes, count: int) -> np.ndarray:
     frac = pc.struct_field(parts, "f")
     ok = pc.is_valid(parts).to_numpy(zero_copy_only=False)
     ip = pc.cast(pc.fill_null(int_part, "0"), pa.int64()).to_numpy()
+    ok &= np.abs(ip) <= _MAX_US  # beyond: the nanoseconds would overflow (the slow path refuses them)
     fp = pc.cast(pc.utf8_rpad(pc.fill_null(frac, "0"), width=3, padding="0"), pa.int64()).to_numpy()
     neg = pc.fill_null(pc.starts_with(int_part, "-"), False).to_numpy(zero_copy_only=False)
     ns = ip * 1000 + np.where(neg, -fp, fp)  # "-0.5": integer part 0, still negative
