@@ -26,6 +26,7 @@ from .xplane_rules import (
     STRING_KEYS,
     STRING_STATS,
     good_tf_op,
+    int_stat,
     kernel_kind,
     line_kind,
     not_xspace,
@@ -59,7 +60,7 @@ def _stats(stats: Any, stat_names: dict[int, str], wanted: dict[int, str]) -> di
             ref = st.ref_value
             out[key] = stat_names.get(ref) if ref else _text(st.str_value)
         else:
-            out[key] = st.int64_value or st.uint64_value or int(st.double_value)
+            out[key] = int_stat(st.int64_value, st.uint64_value, st.double_value)
     return out
 
 

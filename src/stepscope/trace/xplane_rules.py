@@ -8,6 +8,7 @@ The C-scanner path (``xplane_scan``) applies them once per distinct string, the 
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -39,6 +40,20 @@ INT_STATS = {
     "device_ordinal": "device_ordinal",
     "step_num": "step_num",
 }
+#: an integer stat (FLOPs, bytes, ids) outside [0, MAX_INT_STAT], or a double that is not a finite
+#: number in that range (NaN, inf, uint64 max), is damaged: -1 (unknown), in both readers
+MAX_INT_STAT = 2**62
+
+
+def int_stat(int64: int, uint64: int, double: float) -> int:
+    """One XStat's integer value as both readers read it: the int64 or uint64 value when set,
+    else the double truncated; -1 when that value is outside [0, MAX_INT_STAT]."""
+    v = int64 or uint64
+    if v:
+        return v if 0 <= v <= MAX_INT_STAT else -1
+    return int(double) if math.isfinite(double) and 0 <= double <= MAX_INT_STAT else -1
+
+
 STRING_KEYS = ("op", "module", "tf_op", "name_stack", "long_name", "op_class")
 INT_KEYS = ("flops", "bytes_accessed", "correlation", "device_ordinal", "step_num")
 

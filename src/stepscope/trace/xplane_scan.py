@@ -24,6 +24,7 @@ from .xplane_rules import (
     HOST_PLANE,
     INT_KEYS,
     INT_STATS,
+    MAX_INT_STAT,
     RUNTIME,
     SKIP_PLANE,
     STRING_KEYS,
@@ -181,7 +182,11 @@ def _wanted_stats(st: _Strings, raw: dict[str, Any]) -> _Stats:
         _at(sm_name, ref_row),
         np.where(direct >= 0, direct, empty),
     )
-    num_val = np.where(s_ival != 0, s_ival, s_dval.astype(np.int64))
+    # as ``xplane_rules.int_stat``: outside [0, MAX_INT_STAT] (uint64 max reads as -1 here), NaN, inf: -1
+    d_ok = np.isfinite(s_dval) & (s_dval >= 0) & (s_dval <= MAX_INT_STAT)
+    d_int = np.where(d_ok, s_dval, -1).astype(np.int64)
+    i_ok = (s_ival >= 0) & (s_ival <= MAX_INT_STAT)
+    num_val = np.where(s_ival != 0, np.where(i_ok, s_ival, -1), d_int)
     value = np.where(s_key < len(STRING_KEYS), str_val, num_val)
     return _Stats(key=s_key, owner=_arr(raw, "st_owner")[want], value=value)
 
