@@ -329,3 +329,24 @@ def test_a_raw_control_character_in_a_string_is_kept_by_both_readers(tmp_path: P
     fast, portable = _both(p)
     assert "aten::mm\x01" in fast.table["name"].to_pylist()
     assert fast.table.equals(portable.table)
+
+
+def test_invalid_utf8_reads_alike_in_both_readers(tmp_path: Path) -> None:
+    p = tmp_path / "t.json"
+    p.write_bytes(
+        b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k\xff\xfe\xc3x", "pid": 0, "tid": 7, "ts": 1, '
+        b'"dur": 1}, {"ph": "X", "cat": "cpu_op", "name": "op\xe2\x82", "pid": 1, "tid": 1, "ts": 2, "dur": 1}]}'
+    )
+    fast, portable = _both(p)
+    assert fast.table["name"].to_pylist() == ["k\ufffd\ufffd\ufffdx", "op\ufffd"]
+    assert fast.table.equals(portable.table)
+
+
+def test_a_user_annotation_without_a_name_is_analyzed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ev = _events()
+    ev.append({"ph": "X", "cat": "user_annotation", "name": None, "pid": 1, "tid": 1, "ts": 5, "dur": 500})
+    ev.append({"ph": "X", "cat": "gpu_user_annotation", "name": None, "pid": 0, "tid": 7, "ts": 90, "dur": 300})
+    p = tmp_path / "t.json"
+    p.write_text(_text(ev))
+    rc, err = _cli(["analyze", str(p), "-q", "--json", str(tmp_path / "o.json")], capsys)
+    assert rc == 0 and not any("Traceback" in line for line in err)
