@@ -250,7 +250,7 @@ def iter_event_chunks(
             base += nxt
             state.bytes_used = base
     if discarding:  # the dropped event was the last one: the array may end after it
-        closing = _closing_after(buf, 0)
+        closing = array_end(buf, 0)
         state.truncated = closing is None
         if closing is not None:
             state.header.update(parse_trailer(bytes(buf[closing:]), state))
@@ -343,7 +343,7 @@ def _finish(
             return
     end = tail_bounds[-1].start() + 1
     yield from ((v, state) for v in _salvaged(buf, decode, end, state))
-    closing = _closing_after(buf, tail_bounds[-1].end())
+    closing = array_end(buf, tail_bounds[-1].end())
     if closing is not None:  # the array does close: only its last event is damaged
         state.corrupt_events += 1
         state.truncated = False
@@ -353,9 +353,11 @@ def _finish(
     state.bytes_used += end
 
 
-def _closing_after(buf: bytearray, start: int) -> int | None:
-    """Where the trailer starts when the event array closes after ``start`` (``}`` ``]``
-    followed by nothing, ``}``, or more keys of the object), else None."""
+def array_end(buf: bytes | bytearray | memoryview, start: int) -> int | None:
+    """Where the text after the event array starts, when the array closes in ``buf`` after
+    ``start`` and no event follows: a ``}`` ``]`` followed by nothing, ``}``, or keys that parse
+    as the rest of the file's object. A ``}]`` inside a damaged event's args is not the end. Both
+    readers ask it where the text at the end of a file was damaged."""
     for tried, m in enumerate(_ARRAY_END.finditer(buf, start)):
         if tried >= _MAX_RETRIES:
             break

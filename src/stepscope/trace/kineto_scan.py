@@ -7,7 +7,6 @@ the one-thread reader (``kineto``) and by each thread of the ranged reader (``ki
 from __future__ import annotations
 
 import itertools
-import re
 from typing import Any
 
 import numpy as np
@@ -15,32 +14,17 @@ import pyarrow as pa
 
 from .columns import columns_to_tables
 from .jsonsalvage import EVENT_BOUNDARY, MAX_JOIN
-from .jsonstream import parse_trailer
+from .jsonstream import array_end
+from .kineto_portable import salvage_region
 from .limits import MAX_EVENT_BYTES
 
 TAIL_CUT_WARNING = (
     f"the text after the event list is longer than {MAX_EVENT_BYTES >> 20} MiB: only its start was read "
     "(header keys there, such as distributedInfo, may be missing)"
 )
-#: the end of the event array: an event's closing brace, then the array's bracket
-ARRAY_END = re.compile(rb"\}\s*\]")
-_CLOSE_TRIES = 16
 #: event boundaries past a damaged event handed to the salvage with it (more than the pieces one
 #: event may be cut into, ``jsonsalvage.MAX_JOIN``, so its joins see what the portable reader sees)
 SALVAGE_SPAN = MAX_JOIN + 2
-
-
-def array_end(buf: bytes | memoryview, start: int) -> int | None:
-    """Where the text after the event array starts, when the array closes in ``buf`` after
-    ``start`` and no event follows: a ``}`` ``]`` followed by nothing, ``}``, or keys that parse
-    as the rest of the file's object. A ``}]`` inside a damaged event's args is not the end."""
-    for tried, m in enumerate(ARRAY_END.finditer(buf, start)):
-        if tried >= _CLOSE_TRIES:
-            break
-        rest = bytes(buf[m.end() :]).strip()
-        if rest in (b"", b"}") or (rest.startswith(b",") and parse_trailer(rest)):
-            return m.end()
-    return None
 
 
 try:  # the optional C scanner (setup.py); the portable msgspec path is used without it
@@ -133,8 +117,6 @@ class BlockScanner:
         """The damaged event at ``start`` and the events after it, up to the ``SALVAGE_SPAN``-th
         event boundary, read by the portable reader's salvage (``kineto_portable``); returns where
         scanning resumes (the next event), or None when ``buf`` ends before that boundary."""
-        from .kineto_portable import salvage_region
-
         found = list(itertools.islice(EVENT_BOUNDARY.finditer(buf, start + 1), SALVAGE_SPAN))
         if len(found) < SALVAGE_SPAN or found[-1].start() - start > MAX_EVENT_BYTES:
             return None
