@@ -226,8 +226,12 @@ def test_collective_side_args_survive_parquet(tmp_path: Path) -> None:
     src = Path(__file__).resolve().parents[2] / "examples" / "traces" / "a100_nccl_rank0.json.gz"
     fr = read_kineto(src)
     assert fr.comm_args is not None and fr.comm_args.num_rows > 0
+    # independently: the file's events that record a collective, counted with the json module
+    with gzip.open(src) as f:
+        raw = [e for e in json.load(f)["traceEvents"] if "Collective name" in (e.get("args") or {})]
+    assert fr.comm_args["collective"].null_count == 0 and fr.comm_args.num_rows == len(raw)
     rows = fr.comm_args["row"].to_pylist()
-    assert all(fr.table["collective"][r].as_py() for r in rows)  # each side row points at a collective row
+    assert [fr.table["name"][r].as_py() for r in rows] == [e["name"] for e in raw]  # each row points at its event
     assert "[0, 1]" in set(fr.comm_args["pg_ranks"].to_pylist())  # rank 0 of 2 in the default group
     out = tmp_path / "t.parquet"
     write_parquet(fr, out)

@@ -84,7 +84,7 @@ def build_context(unit: RankInput, cfg: AnalyzeConfig, rules: Rules) -> tuple[Ra
     """The rank's context, and the notices about it (step marker not found, no device work, device
     not in the catalog), in that order."""
     info = unit.info
-    rd = build(info.rank, unit.events, rules)
+    rd = build(info.rank, unit.events, rules, unit.comm_args)
     spans = find_steps(rd, cfg.step_marker)
     notices = _step_notices(info.rank, rd, spans, cfg)
     dev_step, windows = assign_device_work(rd, spans)

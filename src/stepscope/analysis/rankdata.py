@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..trace.commside import rows_with, side_column
 from ..trace.dictcol import DictColumn, per_value
 from ..trace.schema import KIND_CODE as KIND
 from .classify import Categories, Rules, classify_device_events
@@ -25,7 +26,7 @@ _SYNC_RUNTIME = re.compile(
 _SYNC_OPS = re.compile(r"^aten::(item|_local_scalar_dense)$")
 
 
-_DEV_COLS = ["kind", "name", "device", "stream", "ts_ns", "dur_ns", "correlation", "external_id", "collective"]
+_DEV_COLS = ["kind", "name", "device", "stream", "ts_ns", "dur_ns", "correlation", "external_id"]
 _XLA_COLS = ["op", "module", "scope", "op_class", "flops", "bytes_accessed"]
 
 
@@ -143,11 +144,12 @@ def _strip_num(s: str | None) -> str | None:
     return None if s is None else re.sub(r"\.\d+$", "", s)
 
 
-def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
+def build(rank: int, events: pa.Table, rules: Rules, comm: pa.Table | None = None) -> RankData:
     """Host arrays are gathered column by column (one transient copy at a time); device rows
-    and the host's communication ops are small and taken as tables."""
+    and the host's communication ops are small and taken as tables, each with its recorded
+    ``collective`` from the side table ``comm`` (``schema.COMM_ARGS_SCHEMA``)."""
     code = _kind_np(events)
-    host_rows = np.flatnonzero(np.isin(code, [KIND[k] for k in HOST_KINDS]))
+    host_rows = _row_index(np.flatnonzero(np.isin(code, [KIND[k] for k in HOST_KINDS])), events.num_rows)
     dev_rows = np.flatnonzero(np.isin(code, [KIND[k] for k in DEVICE_KINDS]))
     host = _host(events, host_rows, code[host_rows])
     del code
@@ -160,9 +162,17 @@ def build(rank: int, events: pa.Table, rules: Rules) -> RankData:
     comm_name = np.array(
         [bool(rules.comm_ops.search(n)) or rules.is_collective_annotation(n) for n in names], dtype=bool
     )
-    has_coll = pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False)[host_rows]
-    comm_t = events.select(["name", "collective", "external_id"]).take(pa.array(host_rows[comm_name[hidx] | has_coll]))
-    return RankData(rank=rank, host=host, dev=_device(events, dev_rows, comm_t, host, rules), sync_mask=sync_mask)
+    has_coll = np.isin(host_rows, rows_with(comm))
+    comm_rows = host_rows[comm_name[hidx] | has_coll]
+    comm_t = events.select(["name", "external_id"]).take(pa.array(comm_rows))
+    comm_t = comm_t.append_column("collective", side_column(comm, "collective", comm_rows))
+    dev = _device(events, dev_rows, comm_t, host, rules, comm)
+    return RankData(rank=rank, host=host, dev=dev, sync_mask=sync_mask)
+
+
+def _row_index(rows: np.ndarray, n: int) -> np.ndarray:
+    """Row numbers as int32 when the table is shorter than 2**31 rows (half the memory)."""
+    return rows.astype(np.int32) if n < np.iinfo(np.int32).max else rows
 
 
 def _host(events: pa.Table, host_rows: np.ndarray, kind: np.ndarray) -> HostArrays:
@@ -192,9 +202,12 @@ def _host(events: pa.Table, host_rows: np.ndarray, kind: np.ndarray) -> HostArra
     )
 
 
-def _device(events: pa.Table, dev_rows: np.ndarray, comm_t: pa.Table, host: HostArrays, rules: Rules) -> DeviceArrays:
+def _device(
+    events: pa.Table, dev_rows: np.ndarray, comm_t: pa.Table, host: HostArrays, rules: Rules, comm: pa.Table | None
+) -> DeviceArrays:
     has_xla = "op" in events.column_names and events["op"].null_count < events.num_rows
     dev_t = events.select(_DEV_COLS + (_XLA_COLS if has_xla else [])).take(pa.array(dev_rows))
+    dev_t = dev_t.append_column("collective", side_column(comm, "collective", dev_rows))
     dkind = _kind_np(dev_t)
     categories = classify_device_events(dev_t, dkind, comm_t, rules)
     xla = None

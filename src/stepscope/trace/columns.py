@@ -33,8 +33,8 @@ class FileRead:
     note: str
     skipped_events: int
     bytes_read: int
-    # collective args kept beside the table (rows with a collective): row index into ``table``,
-    # process-group ranks and split sizes as recorded (text); None when the reader has none
+    # collective args kept beside the table (``schema.COMM_ARGS_SCHEMA``: the rows that carry any,
+    # by row index into ``table``); None when the file has none
     comm_args: pa.Table | None = None
     # CUPTI range-profiler counters (``cuda_profiler_range`` events), one per profiled kernel
     counters: tuple[CounterRange, ...] = ()
@@ -83,28 +83,72 @@ def _drop_rows(cols: dict[str, Any], include_python: bool) -> dict[str, Any]:
     return {k: (v.take(ia) if isinstance(v, pa.Array) else v[idx]) for k, v in cols.items()}
 
 
-COMM_ARG_COLUMNS = ("pg_ranks", "in_split", "out_split")
+#: raw column -> side-table column (``schema.COMM_ARGS_SCHEMA``)
+_COMM_RAW = {
+    "collective": "collective",
+    "in_msg_nelems": "in_msg_nelems",
+    "out_msg_nelems": "out_msg_nelems",
+    "dtype": "msg_dtype",
+    "group_size": "group_size",
+    "pg_name": "pg_name",
+    "pg_desc": "pg_desc",
+    "pg_ranks": "pg_ranks",
+    "in_split": "in_split",
+    "out_split": "out_split",
+}
 
 
 def columns_to_tables(
     cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False
 ) -> tuple[pa.Table, pa.Table | None]:
     """Shared last step of both paths: drop metadata rows (unless the C scanner already did:
-    ``prefiltered``), derive kind/device/stream/flow; the collective args that are not table
-    columns (process-group ranks, split sizes) come back as a small side table for the rows
-    that carry a collective."""
+    ``prefiltered``), derive kind/device/stream/flow; the collective args come back as a small side
+    table (``schema.COMM_ARGS_SCHEMA``) of the rows that carry any of them."""
     if not prefiltered:
         cols = _drop_rows(cols, include_python)
-    side = None
-    if all(c in cols for c in COMM_ARG_COLUMNS):
-        has = pc.is_valid(cols["collective"]).to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(has)
-        if rows.size:
-            take = pa.array(rows)
-            side = pa.table(
-                {"row": pa.array(rows.astype(np.int64)), **{c: cols[c].take(take) for c in COMM_ARG_COLUMNS}}
+    return _event_table(cols, rank), comm_side_table(cols)
+
+
+def comm_side_table(cols: dict[str, Any]) -> pa.Table | None:
+    """The rows of raw columns ``cols`` that carry any collective arg, as the side table (None: none)."""
+    present = [raw for raw in _COMM_RAW if raw in cols]
+    if not present:
+        return None
+    has = np.zeros(len(cols["ph"]), dtype=bool)
+    for raw in present:
+        v = cols[raw]
+        has |= pc.is_valid(v).to_numpy(zero_copy_only=False) if isinstance(v, pa.Array) else np.asarray(v) >= 0
+    rows = np.flatnonzero(has)
+    if rows.size == 0:
+        return None
+    out: dict[str, Any] = {"row": pa.array(rows.astype(np.int64))}
+    take = pa.array(rows)
+    for raw, name in _COMM_RAW.items():
+        v = cols.get(raw)
+        if v is None:
+            out[name] = (
+                pa.nulls(rows.size, schema.COMM_ARGS_SCHEMA.field(name).type)
+                if name in schema.COMM_STRING_COLUMNS
+                else pa.array(np.full(rows.size, -1, np.int64))
             )
-    return _event_table(cols, rank), side
+        elif isinstance(v, pa.Array):
+            out[name] = v.take(take)
+        else:
+            out[name] = pa.array(np.asarray(v)[rows])
+    return comm_table(out)
+
+
+def comm_table(columns: dict[str, Any]) -> pa.Table:
+    """``columns`` (Arrow arrays or lists, by side-table column name) as a side table of
+    ``schema.COMM_ARGS_SCHEMA``: strings dictionary-encoded where the schema says, ints cast."""
+    arrays = []
+    for f in schema.COMM_ARGS_SCHEMA:
+        v = columns[f.name]
+        a = v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
+        if pa.types.is_dictionary(f.type) and not pa.types.is_dictionary(a.type):
+            a = a.cast(pa.string()).dictionary_encode()
+        arrays.append(a.cast(f.type))
+    return pa.Table.from_arrays(arrays, schema=schema.COMM_ARGS_SCHEMA)
 
 
 def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
@@ -130,7 +174,7 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
     complete = dict_mask(ph, lambda v: v == "X")
     ts = np.where(complete & (dur < 0), -1, cols["ts"])
     out = {
-        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
+        "rank": schema.rank_column(n, rank),
         "kind": kind,
         "name": cap_names(cols["name"].dictionary_encode()),
         "cat": cat,
@@ -145,19 +189,17 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
         "sequence_number": pa.array(cols["sequence_number"]),
         "flow_id": pa.array(flow_id),
         "flow_phase": pc.if_else(pa.array(is_flow), ph, pa.scalar(None, pa.string())).dictionary_encode(),
-        "input_dims": cols["input_dims"],
-        "input_types": cols["input_types"],
-        "collective": cols["collective"].dictionary_encode(),
-        "in_msg_nelems": pa.array(cols["in_msg_nelems"]),
-        "out_msg_nelems": pa.array(cols["out_msg_nelems"]),
-        "msg_dtype": cols["dtype"].dictionary_encode(),
-        "group_size": pa.array(np.asarray(cols["group_size"]).astype(np.int32)),
-        "pg_name": cols["pg_name"].dictionary_encode(),
-        "pg_desc": cols["pg_desc"].dictionary_encode(),
+        "input_dims": _shared_if_null(cols["input_dims"]),
+        "input_types": _shared_if_null(cols["input_types"]),
         "bytes": pa.array(cols["bytes"]),
         **schema.absent_xla_columns(n),
     }
     return pa.Table.from_pydict(out, schema=schema.EVENT_SCHEMA)
+
+
+def _shared_if_null(a: pa.Array) -> pa.Array:
+    """A string column with no value (shapes not recorded) as a view of the shared null buffer."""
+    return schema.null_strings(len(a)) if a.null_count == len(a) and pa.types.is_string(a.type) else a
 
 
 def cap_names(names: pa.DictionaryArray) -> pa.DictionaryArray:
@@ -232,7 +274,7 @@ def file_read(
             note=state.note,
             skipped_events=skipped_events,
             bytes_read=state.bytes_read,
-            comm_args=pa.concat_tables(sides) if sides else None,
+            comm_args=pa.concat_tables(sides).unify_dictionaries() if sides else None,
             warnings=tuple(state.warnings),
         )
     )
@@ -305,7 +347,7 @@ def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
     neg = pa.array(np.full(n, -1, dtype=np.int64))
     null_dict = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
     cols = {
-        "rank": pa.array(np.full(n, rank, dtype=np.int32)),
+        "rank": schema.rank_column(n, rank),
         "kind": _dict(c["kind"]),
         "name": cap_names(_dict(c["name"])),
         "cat": _dict(c["cat"]),
@@ -320,15 +362,8 @@ def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
         "sequence_number": pa.array(np.asarray(c["sequence_number"], np.int64)) if "sequence_number" in c else neg,
         "flow_id": neg,
         "flow_phase": null_dict,
-        "input_dims": c["input_dims"] if "input_dims" in c else pa.nulls(n, pa.string()),
-        "input_types": c["input_types"] if "input_types" in c else pa.nulls(n, pa.string()),
-        "collective": null_dict,
-        "in_msg_nelems": neg,
-        "out_msg_nelems": neg,
-        "msg_dtype": null_dict,
-        "group_size": pa.array(np.full(n, -1, dtype=np.int32)),
-        "pg_name": null_dict,
-        "pg_desc": null_dict,
+        "input_dims": _shared_if_null(c["input_dims"]) if "input_dims" in c else schema.null_strings(n),
+        "input_types": _shared_if_null(c["input_types"]) if "input_types" in c else schema.null_strings(n),
         "bytes": pa.array(np.asarray(c["bytes"], np.int64)) if "bytes" in c else neg,
         "op": c["op"],
         "module": c["module"],

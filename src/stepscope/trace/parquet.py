@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
 from . import schema
-from .columns import FileRead
+from .columns import FileRead, comm_table
 from .counters import CounterRange
 
 _HEADER_KEY = b"stepscope.header"
-_COMM_KEY = b"stepscope.comm_args"  # the collective side args (small: rows with a collective), as JSON columns
+_COMM_KEY = b"stepscope.comm_args"  # the collective side args (small: rows with any), as JSON columns
 _COUNTERS_KEY = b"stepscope.counters"  # CUPTI range-profiler counters: [name, ts_ns, dur_ns, flops, dram_bytes]
 _CACHE_FORMAT = 2  # in the cache file name: an entry of another format (format 1 has no counters) is not read
 _KEEP_HEADER = (
@@ -85,14 +85,9 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
     if _COMM_KEY in meta:
         try:
             d = msgspec.json.decode(meta[_COMM_KEY])
-            comm = pa.table(
-                {
-                    "row": pa.array(d["row"], pa.int64()),
-                    **{k: pa.array(d[k], pa.string()) for k in ("pg_ranks", "in_split", "out_split")},
-                }
-            )
-        except (msgspec.DecodeError, RecursionError, KeyError, TypeError, pa.ArrowInvalid, OverflowError):
-            comm = None  # an unreadable side table only loses the process-group details
+            comm = comm_table(d)
+        except (msgspec.DecodeError, RecursionError, KeyError, TypeError, pa.ArrowException, OverflowError):
+            comm = None  # an unreadable side table only loses the collective args
     return FileRead(
         path=str(path),
         table=table.replace_schema_metadata(schema.EVENT_SCHEMA.metadata),

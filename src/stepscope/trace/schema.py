@@ -12,6 +12,9 @@ Conventions
   forward op -> backward op) are rows of kind ``flow`` with ``flow_id``/``flow_phase``.
 - ``python_function`` rows are kept only when asked for, except ``nn.Module: <Class>_<n>`` ranges
   (``with_modules=True``): they give the module hierarchy.
+- Collective args (``Collective name``, message sizes and dtype, group size, process group) are
+  not columns: few rows carry them, so they sit in a side table (``COMM_ARGS_SCHEMA``, one row per
+  event that has any of them, ``row`` = the event's index in its file's table).
 - ``device``/``stream`` are set for device work (kernel, memcpy, memset, gpu_annotation, sync);
   ``pid``/``tid`` identify the host process/thread for host events.
 - XLA columns (``op``, ``module``, ``scope``, ``op_class``, ``flops``, ``bytes_accessed``) are
@@ -26,7 +29,7 @@ import enum
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _dict_str = pa.dictionary(pa.int32(), pa.string())
 
@@ -96,13 +99,6 @@ EVENT_SCHEMA = pa.schema(
         pa.field("flow_phase", _dict_str),
         pa.field("input_dims", pa.string()),
         pa.field("input_types", pa.string()),
-        pa.field("collective", _dict_str),
-        pa.field("in_msg_nelems", pa.int64(), nullable=False),
-        pa.field("out_msg_nelems", pa.int64(), nullable=False),
-        pa.field("msg_dtype", _dict_str),
-        pa.field("group_size", pa.int32(), nullable=False),
-        pa.field("pg_name", _dict_str),
-        pa.field("pg_desc", _dict_str),
         pa.field("bytes", pa.int64(), nullable=False),
         pa.field("op", pa.string()),
         pa.field("module", pa.string()),
@@ -113,6 +109,26 @@ EVENT_SCHEMA = pa.schema(
     ],
     metadata={b"stepscope.schema_version": str(SCHEMA_VERSION).encode()},
 )
+
+#: The collective args of the events that have any (a side table: a few rows of a large trace).
+#: ``row`` is the event's index in its file's table (in a rank's table when the file is one rank).
+COMM_ARGS_SCHEMA = pa.schema(
+    [
+        pa.field("row", pa.int64(), nullable=False),
+        pa.field("collective", _dict_str),
+        pa.field("in_msg_nelems", pa.int64(), nullable=False),
+        pa.field("out_msg_nelems", pa.int64(), nullable=False),
+        pa.field("msg_dtype", _dict_str),
+        pa.field("group_size", pa.int32(), nullable=False),
+        pa.field("pg_name", _dict_str),
+        pa.field("pg_desc", _dict_str),
+        pa.field("pg_ranks", pa.string()),  # ``Process Group Ranks`` as recorded (text)
+        pa.field("in_split", pa.string()),  # ``In split size`` as recorded
+        pa.field("out_split", pa.string()),  # ``Out split size`` as recorded
+    ]
+)
+COMM_STRING_COLUMNS = ("collective", "msg_dtype", "pg_name", "pg_desc", "pg_ranks", "in_split", "out_split")
+COMM_INT_COLUMNS = ("in_msg_nelems", "out_msg_nelems", "group_size")
 
 XLA_STRING_COLUMNS = ("op", "module", "scope", "op_class")
 XLA_INT_COLUMNS = ("flops", "bytes_accessed")
@@ -130,14 +146,34 @@ def _buffer(key: str, nbytes: int, fill: int) -> pa.Buffer:
     return buf
 
 
+def null_strings(n: int) -> pa.Array:
+    """``n`` null strings, a view of one shared zero buffer (no allocation per table)."""
+    zeros = _buffer("zeros", (n + 1) * 4, 0)
+    return pa.Array.from_buffers(pa.string(), n, [zeros, zeros, zeros], null_count=n)
+
+
 def absent_xla_columns(n: int) -> dict[str, pa.Array]:
     """The XLA columns for ``n`` rows of a reader that has none: all-null strings and -1 ints,
     views of one shared zero / 0xFF buffer (no allocation per table)."""
-    zeros = _buffer("zeros", (n + 1) * 4, 0)
-    ones = _buffer("ones", n * 8, 0xFF)
-    null_str = pa.Array.from_buffers(pa.string(), n, [zeros, zeros, zeros], null_count=n)
-    minus1 = pa.Array.from_buffers(pa.int64(), n, [None, ones])
+    null_str = null_strings(n)
+    minus1 = pa.Array.from_buffers(pa.int64(), n, [None, _buffer("ones", n * 8, 0xFF)])
     return {**{c: null_str for c in XLA_STRING_COLUMNS}, **{c: minus1 for c in XLA_INT_COLUMNS}}
+
+
+def rank_column(n: int, rank: int) -> pa.Array:
+    """The ``rank`` column of ``n`` rows: a view of one buffer per rank value, shared by the chunks
+    of a file (the last few values are kept)."""
+    key = f"rank:{rank}"
+    buf = _shared.get(key)
+    if buf is None or buf.size < n * 4:
+        import numpy as np
+
+        if len(_shared) > 16:  # a few ranks' buffers at a time: the tables keep theirs alive
+            for k in [k for k in _shared if k.startswith("rank:")]:
+                _shared.pop(k, None)
+        buf = pa.py_buffer(np.full(max(n, 1 << 14), rank, dtype=np.int32))
+        _shared[key] = buf
+    return pa.Array.from_buffers(pa.int32(), n, [None, buf])
 
 
 def empty_table() -> pa.Table:

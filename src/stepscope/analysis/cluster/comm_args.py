@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ...trace.commside import side_index
 from ...trace.dictcol import DictColumn
 from ..rankdata import XlaArrays
 
@@ -37,16 +38,8 @@ def side_args(comm_args: pa.Table, rows: np.ndarray, arg_row: np.ndarray) -> tup
     """Per instance: the recorded group ranks and input split (``int_list``, parsed once per distinct
     text) of its own row in ``comm_args``, else of its launching op's (``arg_row``), else None. A row
     listed twice takes its last entry."""
-    at = comm_args["row"].to_numpy().astype(np.int64)
-    order = np.argsort(at, kind="stable")
-    sorted_at = at[order]
-
-    def find(q: np.ndarray) -> np.ndarray:
-        pos = np.clip(np.searchsorted(sorted_at, q, side="right") - 1, 0, None)
-        return np.where(sorted_at[pos] == q, order[pos], -1)
-
-    idx = find(rows)
-    idx = np.where(idx >= 0, idx, find(arg_row))
+    idx = side_index(comm_args, rows)
+    idx = np.where(idx >= 0, idx, side_index(comm_args, arg_row))
     found = idx >= 0
     out = []
     for name in ("pg_ranks", "in_split"):

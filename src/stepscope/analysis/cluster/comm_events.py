@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from ...trace.commside import rows_with, side_column
 from ...trace.dictcol import dict_mask
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
@@ -270,46 +270,42 @@ def extract(
     return finalize(ev)
 
 
+def _side(comm: pa.Table | None, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, list, np.ndarray, list]:
+    """The recorded message sizes, dtype, group size and process group of ``rows`` (-1 / None unknown)."""
+    in_n = side_column(comm, "in_msg_nelems", rows).to_numpy().copy()
+    out_n = side_column(comm, "out_msg_nelems", rows).to_numpy().copy()
+    dtype = side_column(comm, "msg_dtype", rows).to_pylist()
+    gsize = side_column(comm, "group_size", rows).to_numpy().astype(np.int64)
+    return in_n, out_n, dtype, gsize, side_column(comm, "pg_name", rows).to_pylist()
+
+
 def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.Table | None = None) -> CommEvents:
     d = rd.dev
     sel = np.flatnonzero(d.group == 1)  # the communication categories
     if sel.size == 0 or d.rows is None:
         return _empty()
-    rows = pa.array(d.rows[sel])
-    args = events.select(
-        ["collective", "in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]
-    ).take(rows)
-    in_n, out_n = args["in_msg_nelems"].to_numpy(), args["out_msg_nelems"].to_numpy()
-    dtype = args["msg_dtype"].to_pylist()
-    gsize = args["group_size"].to_numpy().astype(np.int64)
-    pg = args["pg_name"].to_pylist()
+    rows = d.rows[sel].astype(np.int64)
+    in_n, out_n, dtype, gsize, pg = _side(comm_args, rows)
+    ext = events["external_id"].take(pa.array(rows)).to_numpy()
+    arg_row = rows.copy()  # the row whose side args describe each instance
     # args missing on the kernel: take them from the launching CPU op (same External id)
-    # host ops carrying collective args (few rows); no per-row string is built
-    host_rows = np.flatnonzero(pc.is_valid(events["collective"]).to_numpy(zero_copy_only=False))
+    host_rows = rows_with(comm_args)
     if host_rows.size:
         kinds = events["kind"].take(pa.array(host_rows))
         host_rows = host_rows[dict_mask(kinds, lambda k: k in ("cpu_op", "user_annotation"))]
-    ext = args["external_id"].to_numpy()
-    arg_row = d.rows[sel].astype(np.int64).copy()  # the row whose side args describe each instance
     if host_rows.size:
-        h = events.select(
-            ["in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name", "external_id"]
-        ).take(pa.array(host_rows))
-        hext = h["external_id"].to_numpy()
+        hext = events["external_id"].take(pa.array(host_rows)).to_numpy()
         o = np.argsort(hext, kind="stable")
         hext_s = hext[o]
         pos = np.clip(np.searchsorted(hext_s, ext), 0, hext_s.size - 1)
         hit = (ext >= 0) & (hext_s[pos] == ext) & (in_n < 0)
         if hit.any():
-            src = o[pos[hit]]
-            in_n, out_n, gsize = in_n.copy(), out_n.copy(), gsize.copy()
-            in_n[hit] = h["in_msg_nelems"].to_numpy()[src]
-            out_n[hit] = h["out_msg_nelems"].to_numpy()[src]
-            gsize[hit] = h["group_size"].to_numpy()[src]
-            hd, hp = h["msg_dtype"].to_pylist(), h["pg_name"].to_pylist()
-            for k, j in zip(np.flatnonzero(hit), src):
-                dtype[k], pg[k] = hd[j], pg[k] or hp[j]
-            arg_row[hit] = host_rows[src]
+            src = host_rows[o[pos[hit]]]
+            h_in, h_out, h_dtype, h_gsize, h_pg = _side(comm_args, src)
+            in_n[hit], out_n[hit], gsize[hit] = h_in, h_out, h_gsize
+            for k, j in enumerate(np.flatnonzero(hit)):
+                dtype[j], pg[j] = h_dtype[k], pg[j] or h_pg[k]
+            arg_row[hit] = src
     # no recorded process group: the stream stands in (each NCCL communicator runs on its own stream);
     # XLA collectives are one HLO instruction run by every device: the instruction is the group
     group = group_names(object_array(pg), d.stream[sel], d.xla, sel)
@@ -318,7 +314,7 @@ def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.
     start = d.ts[sel]
     members = in_split = None
     if comm_args is not None and comm_args.num_rows:
-        members, in_split = side_args(comm_args, d.rows[sel].astype(np.int64), arg_row)
+        members, in_split = side_args(comm_args, rows, arg_row)
     return CommEvents(
         group,
         ctype,

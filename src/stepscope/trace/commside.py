@@ -1,0 +1,52 @@
+"""Lookups into the collective side table (``schema.COMM_ARGS_SCHEMA``) by event row.
+
+The side table holds the few events that carry collective args, each by its row in the rank's event
+table; these functions give, for any rows of that table, the side entry and its values (one sort of
+the side rows and one binary search, no per-row Python).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import schema
+
+
+def side_index(comm: pa.Table | None, rows: np.ndarray) -> np.ndarray:
+    """Per row of ``rows``: the index of its entry in ``comm``, -1 when it has none. A row listed
+    twice takes its last entry."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if comm is None or comm.num_rows == 0 or rows.size == 0:
+        return np.full(rows.size, -1, dtype=np.int64)
+    at = comm["row"].to_numpy().astype(np.int64)
+    order = np.argsort(at, kind="stable")
+    sorted_at = at[order]
+    pos = np.clip(np.searchsorted(sorted_at, rows, side="right") - 1, 0, None)
+    return np.where(sorted_at[pos] == rows, order[pos], -1)
+
+
+def side_column(comm: pa.Table | None, name: str, rows: np.ndarray) -> pa.Array:
+    """Column ``name`` of the side table for each of ``rows``: null (strings) or -1 (ints) where a
+    row has no entry."""
+    field = schema.COMM_ARGS_SCHEMA.field(name)
+    idx = side_index(comm, rows)
+    if comm is None or not (idx >= 0).any():
+        if name in schema.COMM_INT_COLUMNS:
+            return pa.array(np.full(idx.size, -1, dtype=field.type.to_pandas_dtype()))
+        return pa.nulls(idx.size, field.type)
+    col = comm[name].combine_chunks()
+    got = col.take(pa.array(np.where(idx >= 0, idx, 0), mask=idx < 0))
+    if name in schema.COMM_INT_COLUMNS:
+        return pc.fill_null(got, pa.scalar(-1, field.type))
+    return got
+
+
+def rows_with(comm: pa.Table | None, name: str = "collective") -> np.ndarray:
+    """The event rows whose side entry has ``name`` set (sorted, each once)."""
+    if comm is None or comm.num_rows == 0:
+        return np.empty(0, dtype=np.int64)
+    col = comm[name]
+    ok = pc.is_valid(col) if name not in schema.COMM_INT_COLUMNS else pc.greater_equal(col, 0)
+    return np.unique(comm["row"].to_numpy()[ok.to_numpy(zero_copy_only=False)].astype(np.int64))
