@@ -14,6 +14,7 @@ from .cli_args import parser
 from .errors import ConfigError, StepscopeError
 from .outfile import write_output
 from .textsafe import printable
+from .trace.heap import return_large_blocks
 
 
 def _analyze(ns: argparse.Namespace) -> int:
@@ -221,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     ns = parser().parse_args(argv)
+    return_large_blocks()
     if getattr(ns, "max_inflated_gb", None):  # read by every reader, here and in worker processes
         from .trace.limits import MAX_INFLATED_ENV
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from ..trace.heap import release_freed_heap
 from .cluster import comm_events, findings, stragglers, tables
 from .cluster.context import ClusterContext
 from .context import RankContext
@@ -84,6 +85,7 @@ def run_registered(
     done: dict[str, Any] = {}  # each registered analysis's own result type
     for name, compute in steps:
         done[name] = compute(dataclasses.replace(ctx, earlier=MappingProxyType(dict(done))))
+        release_freed_heap()  # the analysis's transient arrays (``trace/heap.py``)
     missing = built_in - done.keys()
     if missing:
         raise LookupError(f"no analysis registered for result field(s) {sorted(missing)}")

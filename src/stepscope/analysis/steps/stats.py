@@ -76,11 +76,12 @@ def top_cpu_ops(
     rd: RankData, cpu_start: np.ndarray, cpu_end: np.ndarray, step_total_ns: int, top_k: int
 ) -> tuple[OpStat, ...]:
     h = rd.host
-    m = h.kind == KIND["cpu_op"]
+    sel = np.flatnonzero(h.kind == KIND["cpu_op"])
     if cpu_start.size:
-        i = np.searchsorted(cpu_start, h.ts, side="right") - 1
-        m &= (i >= 0) & (h.ts < cpu_end[np.maximum(i, 0)])
-    return op_stats(h.name_idx[m], h.names, (h.end - h.ts)[m], None, step_total_ns, top_k)
+        ts = h.ts[sel]
+        i = np.searchsorted(cpu_start, ts, side="right") - 1
+        sel = sel[(i >= 0) & (ts < cpu_end[np.maximum(i, 0)])]
+    return op_stats(h.name_idx[sel], h.names, h.end[sel] - h.ts[sel], None, step_total_ns, top_k)
 
 
 def launch_stats(rd: RankData, dev_step: np.ndarray, short_threshold_ns: int = 10_000) -> LaunchStats:
