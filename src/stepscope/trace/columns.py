@@ -194,7 +194,7 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
         "bytes": pa.array(cols["bytes"]),
         **schema.absent_xla_columns(n),
     }
-    return pa.Table.from_pydict(out, schema=schema.EVENT_SCHEMA)
+    return pa.Table.from_pydict(out, schema=schema.READ_SCHEMA)
 
 
 def _shared_if_null(a: pa.Array) -> pa.Array:
@@ -286,11 +286,37 @@ MAX_TS_NS = 2**62
 MAX_DUR_NS = 2**50
 
 
+def narrow_ids(table: pa.Table) -> pa.Table:
+    """``table`` with its link ids (``schema.ID_COLUMNS``) as int32, the event schema's type: cast
+    when they fit, else renumbered in order over the whole file (equal ids stay equal, -1 stays -1),
+    one column at a time."""
+    for name in schema.ID_COLUMNS:
+        col = table[name]
+        if col.type == pa.int32():
+            continue
+        mm = pc.min_max(col)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        i32 = np.iinfo(np.int32)
+        if lo is None or (lo >= i32.min and hi <= i32.max):
+            narrow: pa.Array | pa.ChunkedArray = col.cast(pa.int32())
+        else:
+            v = col.to_numpy()
+            out = np.full(v.size, -1, dtype=np.int32)
+            ok = v >= 0
+            out[ok] = np.unique(v[ok], return_inverse=True)[1].ravel()
+            narrow = pa.array(out)
+        idx = table.schema.get_field_index(name)
+        table = table.set_column(idx, schema.EVENT_SCHEMA.field(name), narrow)
+    return table.replace_schema_metadata(schema.EVENT_SCHEMA.metadata)
+
+
 def keep_plausible(fr: FileRead) -> FileRead:
-    """``fr`` without the events whose start is missing, negative or beyond MAX_TS_NS or whose
-    duration is negative or beyond MAX_DUR_NS (counted in ``skipped_events``), the comm side rows
-    renumbered. Every reader's table passes here: JSON fields, a damaged Parquet cache, XPlane."""
-    t = fr.table
+    """``fr`` with its ids narrowed (``narrow_ids``), without the events whose start is missing,
+    negative or beyond MAX_TS_NS or whose duration is negative or beyond MAX_DUR_NS (counted in
+    ``skipped_events``), the comm side rows renumbered. Every reader's table passes here: JSON fields, a damaged Parquet cache, XPlane."""
+    t = narrow_ids(fr.table)
+    if t is not fr.table:
+        fr = replace(fr, table=t)
     ts, dur = t["ts_ns"], t["dur_ns"]
     ok = pc.and_(
         pc.and_(pc.greater_equal(ts, 0), pc.less_equal(ts, MAX_TS_NS)),
@@ -374,4 +400,4 @@ def assemble_table(c: dict[str, Any], rank: int) -> pa.Table:
         if isinstance(c["bytes_accessed"], pa.Array)
         else pa.array(np.asarray(c["bytes_accessed"], np.int64)),
     }
-    return pa.Table.from_pydict(cols, schema=schema.EVENT_SCHEMA)
+    return pa.Table.from_pydict(cols, schema=schema.READ_SCHEMA)

@@ -2,13 +2,14 @@
 
 The C scanner builds each block's columns in malloc'd buffers and frees them once they are copied
 into the table; each analysis makes and drops arrays of megabytes. glibc keeps such freed blocks in
-the process (the heap top is only trimmed when it is free, and after the first large block is freed
-it raises its mmap threshold up to 32 MiB, so later arrays come from the heap too). On a 476 MB trace
-that was 140 MiB freed but resident during the analyses. Two remedies:
+the process: the heap top is only trimmed when that much is free there, and once a large mapped
+block is freed glibc raises both its mmap threshold and that trim threshold (up to 32 and 64 MiB),
+so later arrays come from the heap and their freed space stays resident. On a 476 MB trace that was
+140 MiB freed but resident during the analyses. Two remedies:
 
 - ``malloc_trim(0)`` after a read and after each analysis hands free heap pages back (milliseconds);
-- ``return_large_blocks`` (the command line sets it) fixes the mmap threshold at 4 MiB, so each block
-  that large is its own mapping, unmapped when freed.
+- ``return_large_blocks`` (the command line sets it) fixes the mmap threshold, which turns that
+  raising off: the trim threshold stays at its default (128 KiB).
 
 On other C libraries and platforms both do nothing.
 """
@@ -22,7 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
-LARGE_BLOCK_BYTES = 4 << 20
+LARGE_BLOCK_BYTES = 32 << 20
 
 
 @lru_cache(maxsize=1)
@@ -40,8 +41,9 @@ def _malloc_trim() -> Any:
 
 
 def return_large_blocks(threshold_bytes: int = LARGE_BLOCK_BYTES) -> None:
-    """Blocks of ``threshold_bytes`` and more get their own mapping, returned to the system when
-    freed (glibc ``mallopt(M_MMAP_THRESHOLD)``; process-wide, so only the command line sets it)."""
+    """Blocks of ``threshold_bytes`` and more get their own mapping, and glibc no longer raises its
+    thresholds as blocks are freed (``mallopt(M_MMAP_THRESHOLD)``; process-wide, so only the command
+    line sets it)."""
     mallopt = getattr(_libc(), "mallopt", None)
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, threshold_bytes)

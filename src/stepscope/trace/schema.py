@@ -5,6 +5,9 @@ these columns, in this order. Analyses read only these columns.
 
 Conventions
 - Times are integer nanoseconds on the trace's own clock (``ts_ns``, ``dur_ns``); never floats.
+- Link ids (``correlation``, ``external_id``, ``sequence_number``, ``flow_id``) are int32: a file
+  whose ids do not fit is renumbered in order (equal ids stay equal, -1 stays -1), so an exported
+  id can differ from the trace's own only then.
 - Missing integers are ``-1`` (not null) so columns convert to numpy without masks.
 - Missing strings are null. Repeated strings (``name``, ``cat``, ``kind``...) are dictionary-encoded.
 - Launch flows (Kineto ``ac2g``, old ``async``/``launch``) are not rows: they repeat the
@@ -92,10 +95,10 @@ EVENT_SCHEMA = pa.schema(
         pa.field("stream", pa.int64(), nullable=False),
         pa.field("ts_ns", pa.int64(), nullable=False),
         pa.field("dur_ns", pa.int64(), nullable=False),
-        pa.field("correlation", pa.int64(), nullable=False),
-        pa.field("external_id", pa.int64(), nullable=False),
-        pa.field("sequence_number", pa.int64(), nullable=False),  # autograd node seq nr (forward ops, backward nodes)
-        pa.field("flow_id", pa.int64(), nullable=False),
+        pa.field("correlation", pa.int32(), nullable=False),
+        pa.field("external_id", pa.int32(), nullable=False),
+        pa.field("sequence_number", pa.int32(), nullable=False),  # autograd node seq nr (forward ops, backward nodes)
+        pa.field("flow_id", pa.int32(), nullable=False),
         pa.field("flow_phase", _dict_str),
         pa.field("input_dims", pa.string()),
         pa.field("input_types", pa.string()),
@@ -129,6 +132,16 @@ COMM_ARGS_SCHEMA = pa.schema(
 )
 COMM_STRING_COLUMNS = ("collective", "msg_dtype", "pg_name", "pg_desc", "pg_ranks", "in_split", "out_split")
 COMM_INT_COLUMNS = ("in_msg_nelems", "out_msg_nelems", "group_size")
+
+#: Link ids: only compared with each other (and ``sequence_number`` ordered), never added. int32 in
+#: the table; a file whose ids do not fit is renumbered in order, -1 kept (``columns.narrow_ids``).
+ID_COLUMNS = ("correlation", "external_id", "sequence_number", "flow_id")
+
+#: What the readers build, before ``columns.narrow_ids``: the event schema with int64 ids.
+READ_SCHEMA = pa.schema(
+    [pa.field(f.name, pa.int64(), nullable=False) if f.name in ID_COLUMNS else f for f in EVENT_SCHEMA],
+    metadata=EVENT_SCHEMA.metadata,
+)
 
 XLA_STRING_COLUMNS = ("op", "module", "scope", "op_class")
 XLA_INT_COLUMNS = ("flops", "bytes_accessed")
