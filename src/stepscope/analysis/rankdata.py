@@ -149,8 +149,8 @@ def build(rank: int, events: pa.Table, rules: Rules, comm: pa.Table | None = Non
     and the host's communication ops are small and taken as tables, each with its recorded
     ``collective`` from the side table ``comm`` (``schema.COMM_ARGS_SCHEMA``)."""
     code = _kind_np(events)
-    host_rows = _row_index(np.flatnonzero(np.isin(code, [KIND[k] for k in HOST_KINDS])), events.num_rows)
-    dev_rows = np.flatnonzero(np.isin(code, [KIND[k] for k in DEVICE_KINDS]))
+    host_rows = _row_index(np.flatnonzero(_code_mask(HOST_KINDS)[code]), events.num_rows)
+    dev_rows = np.flatnonzero(_code_mask(DEVICE_KINDS)[code])
     host = _host(events, host_rows, code[host_rows])
     del code
     hk, hidx, names = host.kind, host.name_idx, host.names
@@ -162,12 +162,21 @@ def build(rank: int, events: pa.Table, rules: Rules, comm: pa.Table | None = Non
     comm_name = np.array(
         [bool(rules.comm_ops.search(n)) or rules.is_collective_annotation(n) for n in names], dtype=bool
     )
-    has_coll = np.isin(host_rows, rows_with(comm))
+    has_coll = np.zeros(events.num_rows, dtype=bool)
+    has_coll[rows_with(comm)] = True
+    has_coll = has_coll[host_rows]
     comm_rows = host_rows[comm_name[hidx] | has_coll]
     comm_t = events.select(["name", "external_id"]).take(pa.array(comm_rows))
     comm_t = comm_t.append_column("collective", side_column(comm, "collective", comm_rows))
     dev = _device(events, dev_rows, comm_t, host, rules, comm)
     return RankData(rank=rank, host=host, dev=dev, sync_mask=sync_mask)
+
+
+def _code_mask(kinds: tuple[str, ...]) -> np.ndarray:
+    """A lookup over int8 kind codes: True for ``kinds`` (one gather per row, no sort)."""
+    lut = np.zeros(256, dtype=bool)
+    lut[[KIND[k] for k in kinds]] = True
+    return lut
 
 
 def _row_index(rows: np.ndarray, n: int) -> np.ndarray:
