@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from stepscope.trace.columns import comm_side_table
-from stepscope.trace.commside import rows_with, side_column, side_index
+from stepscope.trace.commside import comm_side_table, rows_with, side_column, side_index
 
 
 def _raw() -> dict[str, object]:

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from ..errors import TraceFormatError
 from . import schema
+from .commside import comm_side_table
 from .counters import CounterRange
 from .dictcol import dict_mask, per_value
 from .jsonstream import StreamState
@@ -83,21 +84,6 @@ def _drop_rows(cols: dict[str, Any], include_python: bool) -> dict[str, Any]:
     return {k: (v.take(ia) if isinstance(v, pa.Array) else v[idx]) for k, v in cols.items()}
 
 
-#: raw column -> side-table column (``schema.COMM_ARGS_SCHEMA``)
-_COMM_RAW = {
-    "collective": "collective",
-    "in_msg_nelems": "in_msg_nelems",
-    "out_msg_nelems": "out_msg_nelems",
-    "dtype": "msg_dtype",
-    "group_size": "group_size",
-    "pg_name": "pg_name",
-    "pg_desc": "pg_desc",
-    "pg_ranks": "pg_ranks",
-    "in_split": "in_split",
-    "out_split": "out_split",
-}
-
-
 def columns_to_tables(
     cols: dict[str, Any], rank: int, include_python: bool, *, prefiltered: bool = False
 ) -> tuple[pa.Table, pa.Table | None]:
@@ -107,48 +93,6 @@ def columns_to_tables(
     if not prefiltered:
         cols = _drop_rows(cols, include_python)
     return _event_table(cols, rank), comm_side_table(cols)
-
-
-def comm_side_table(cols: dict[str, Any]) -> pa.Table | None:
-    """The rows of raw columns ``cols`` that carry any collective arg, as the side table (None: none)."""
-    present = [raw for raw in _COMM_RAW if raw in cols]
-    if not present:
-        return None
-    has = np.zeros(len(cols["ph"]), dtype=bool)
-    for raw in present:
-        v = cols[raw]
-        has |= pc.is_valid(v).to_numpy(zero_copy_only=False) if isinstance(v, pa.Array) else np.asarray(v) >= 0
-    rows = np.flatnonzero(has)
-    if rows.size == 0:
-        return None
-    out: dict[str, Any] = {"row": pa.array(rows.astype(np.int64))}
-    take = pa.array(rows)
-    for raw, name in _COMM_RAW.items():
-        v = cols.get(raw)
-        if v is None:
-            out[name] = (
-                pa.nulls(rows.size, schema.COMM_ARGS_SCHEMA.field(name).type)
-                if name in schema.COMM_STRING_COLUMNS
-                else pa.array(np.full(rows.size, -1, np.int64))
-            )
-        elif isinstance(v, pa.Array):
-            out[name] = v.take(take)
-        else:
-            out[name] = pa.array(np.asarray(v)[rows])
-    return comm_table(out)
-
-
-def comm_table(columns: dict[str, Any]) -> pa.Table:
-    """``columns`` (Arrow arrays or lists, by side-table column name) as a side table of
-    ``schema.COMM_ARGS_SCHEMA``: strings dictionary-encoded where the schema says, ints cast."""
-    arrays = []
-    for f in schema.COMM_ARGS_SCHEMA:
-        v = columns[f.name]
-        a = v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
-        if pa.types.is_dictionary(f.type) and not pa.types.is_dictionary(a.type):
-            a = a.cast(pa.string()).dictionary_encode()
-        arrays.append(a.cast(f.type))
-    return pa.Table.from_arrays(arrays, schema=schema.COMM_ARGS_SCHEMA)
 
 
 def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:

@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 
 from ..errors import TraceFormatError
 from . import schema
-from .columns import FileRead, comm_table
+from .columns import FileRead
+from .commside import comm_table
 from .counters import CounterRange
 
 _HEADER_KEY = b"stepscope.header"
