@@ -89,7 +89,7 @@ def test_skip_steps_on_the_command_line(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     assert main(["analyze", str(trace), "-q", "--skip-steps", "3", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == "2.0"
+    assert doc["schema_version"] == "2.1"
     (rank,) = doc["ranks"]
     assert [s["warmup"] for s in rank["steps"]] == [True, True, True, False]
     assert rank["step_stats"]["count"] == 1 and rank["step_stats"]["warmup_steps"] == 3

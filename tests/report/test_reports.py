@@ -33,7 +33,13 @@ def test_json_contract(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     assert main(["analyze", str(EXAMPLE), "--json", str(out), "-q"]) == 0
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == "2.0" and isinstance(doc["warnings"], list)
+    assert doc["schema_version"] == "2.1" and isinstance(doc["warnings"], list)
+    # the quick-start trace is host-bound (most of its idle ends with a launch made after the gap
+    # began): the advisor's first finding says so, with the fields of docs/json-schema.md
+    first = doc["findings"][0]
+    assert first["id"] == "cpu.host_bound" and first["category"] == "cpu" and first["ranks"] == [0]
+    assert {"low", "mid", "high"} == set(first["saving_ns"]) and first["saving_method"] == "measured"
+    assert first["saving_ns"]["mid"] > 0 and first["actions"] and first["evidence"]["idle_host_bound_ns"] > 0
     (r,) = doc["ranks"]
     assert r["rank"] == 0 and r["device"] == "NVIDIA A100-PG509-200"
     assert len(r["steps"]) == 3

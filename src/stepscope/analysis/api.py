@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..advisor.engine import advise
+from ..advisor.rules import load_rules as advisor_rules
 from ..executor import Progress, run_all
 from ..notices import Notice
 from ..trace.assemble import Trace, assemble, parse_header, rank_of
@@ -41,13 +43,16 @@ def analyze(
     ``progress(done, total)`` as jobs finish. The directories' files that are not traces are named in
     the warnings."""
     cfg = config or AnalyzeConfig()
+    rules = advisor_rules(cfg.advisor_rules)  # a bad rule file is refused before any trace is read
     if isinstance(inputs, Trace):
         units, first = trace_units(inputs, cfg)
-        return merge([r.path for r in inputs.ranks], units, first, cfg)
-    paths, skipped = expand_inputs(inputs)
-    jobs = [AnalysisJob(read=j, config=cfg) for j in jobs_for(paths, include_python, cache_dir)]
-    units = run_all(analyze_job, jobs, workers=workers, dask=dask, progress=progress)
-    return merge([j.read.path for j in jobs], units, skipped, cfg)
+        result = merge([r.path for r in inputs.ranks], units, first, cfg)
+    else:
+        paths, skipped = expand_inputs(inputs)
+        jobs = [AnalysisJob(read=j, config=cfg) for j in jobs_for(paths, include_python, cache_dir)]
+        units = run_all(analyze_job, jobs, workers=workers, dask=dask, progress=progress)
+        result = merge([j.read.path for j in jobs], units, skipped, cfg)
+    return dataclasses.replace(result, findings=advise(result, rules))
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ class AnalyzeConfig:
     split_devices: bool = True  # a JAX/XLA host file with several devices gives one rank per device
     gpus_per_node: int | None = None  # ranks per node in the cluster view; None: the device's, else 8
     skip_steps: int | None = None  # the first N steps are warm-up; None: detected (steps/warmup.py)
+    advisor_rules: tuple[str, ...] = ()  # extra advisor rule files (layout of data/advisor_rules.yaml)
 
     def __post_init__(self) -> None:
         if self.model_flops_per_step is not None and not 0 < self.model_flops_per_step < float("inf"):

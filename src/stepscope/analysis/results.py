@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..advisor.finding import Finding
 from ..notices import Notice, collapse
 from .cluster.comm_events import CommEvents
 from .cluster.results import ClusterView
@@ -53,6 +54,7 @@ class Analysis:
     notices: tuple[Notice, ...]  # of the inputs and the ranks, in order, each once
     inputs: tuple[str, ...]
     cluster: ClusterView | None = None  # 2+ ranks
+    findings: tuple[Finding, ...] = ()  # the advisor's (``advisor/engine.py``), largest saving first
 
     @property
     def warnings(self) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.steps.results import StepBreakdown
 from ..analysis.summary import RankSummary, RunSummary
 from ..analysis.xla.summary import XlaSummary
-from . import cluster_html, roofline_html, xla_html
+from . import cluster_html, findings_html, roofline_html, xla_html
 from .base import Renderer
 from .fmt import detail_ranks, ms, pct, us
 
@@ -44,6 +44,8 @@ th{background:#f3f4f6} td.l,th.l{text-align:left;max-width:520px;overflow-wrap:a
 .warn{background:#fef3c7;padding:6px 10px;margin:4px 0;font-size:13px} .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle} .kpi{display:inline-block;margin:0 18px 8px 0}
 .kpi b{font-size:20px;display:block}
+.finding{border-left:4px solid #2563eb;padding:2px 12px;margin:10px 0;background:#f8fafc} .finding p,.finding li{font-size:13px}
+.evidence,.ref{color:#555;font-size:12px} .ranks{font-weight:normal;color:#555;font-size:13px}
 """
 
 
@@ -60,6 +62,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> str:
     ]
     for w in a.warnings:
         out.append(f"<div class='warn'>{escape(w)}</div>")
+    out.append(findings_html.section(a.findings, len(a.ranks)))
     if len(a.ranks) > 1:
         out.append(_rank_table(summary))
         out.append(cluster_html.section(a.cluster))

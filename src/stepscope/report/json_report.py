@@ -13,8 +13,9 @@ from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.steps.results import StepBreakdown
 from . import cluster_json
 from .base import Renderer
+from .findings_json import finding_dict
 
-JSON_SCHEMA_VERSION = "2.0"
+JSON_SCHEMA_VERSION = "2.1"
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -88,6 +89,7 @@ def to_dict(a: Analysis) -> dict[str, Any]:
         "tool": "stepscope",
         "inputs": list(a.inputs),
         "warnings": list(a.warnings),
+        "findings": [finding_dict(f) for f in a.findings],
         "ranks": [_rank(r) for r in a.ranks],
         "cluster": cluster_json.to_dict(a.cluster),
     }

@@ -13,7 +13,7 @@ from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.summary import RankSummary, RunSummary
 from ..analysis.xla.summary import XlaSummary
 from ..textsafe import printable
-from . import cluster_terminal, xla_terminal
+from . import cluster_terminal, findings_terminal, xla_terminal
 from .base import Renderer
 from .fmt import RANK_MEAN_COLUMNS, detail_ranks, esc, ms, pct, rank_mean_cells, us
 
@@ -27,6 +27,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> None:
         con.width = max(con.width, 160)
     for w in a.warnings:
         con.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
+    findings_terminal.render(a.findings, con, len(a.ranks))
     if len(a.ranks) > 1:
         _rank_table(summary, con)
         cluster_terminal.render(a.cluster, con)

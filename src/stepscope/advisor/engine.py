@@ -1,0 +1,116 @@
+"""Rules over an analysis -> findings, largest estimated saving first.
+
+Per rank, each rule's conditions are checked against the rank's signals (``signals.py``). A rule
+that holds on several ranks is one finding: its ``ranks`` are all of them, its evidence and saving
+those of the median one (ranks sorted by the saving's basis; the lower middle of an even count).
+Stragglers (several ranks) come from the cluster view, one finding per slow rank, with the cause
+on that rank. The saving of a rule is ``fraction x basis`` (``data/advisor_rules.yaml``), per
+step; of a straggler, fractions of the what-if saving of the cluster view (``stragglers.py``).
+No finding is an answer: nothing in the trace crosses a rule's thresholds.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+from ..analysis.cluster.results import StragglerFinding
+from ..analysis.results import Analysis
+from .finding import NO_SAVING, Finding, Saving
+from .rules import Rule, RuleSet, StragglerRule, load_rules
+from .signals import Signals, rank_signals
+
+
+class _Fields(string.Formatter):
+    """Title fields from the signals; a missing one shows as ``?`` (titles are text, never code)."""
+
+    def get_value(self, key: int | str, args: Any, kwargs: Any) -> Any:
+        return kwargs.get(str(key), float("nan"))
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if isinstance(value, float) and value != value:
+            return "?"
+        return super().format_field(value, format_spec)
+
+
+def _title(template: str, values: dict[str, Any]) -> str:
+    with_ms = {**values, **{k[:-3] + "_ms": v / 1e6 for k, v in values.items() if k.endswith("_ns")}}
+    return _Fields().format(template, **with_ms)
+
+
+def advise(a: Analysis, rules: RuleSet | None = None) -> tuple[Finding, ...]:
+    """The findings of ``a``, largest mid saving first (then by id)."""
+    rules = rules if rules is not None else load_rules()
+    signals = {r.rank: s for r in a.ranks if (s := rank_signals(r)) is not None}
+    labels = {r.rank: _labels(r) for r in a.ranks}
+    out = [f for rule in rules.rules if (f := _evaluate(rule, signals, labels)) is not None]
+    out += _stragglers(a, rules, signals)
+    return tuple(sorted(out, key=lambda f: (-f.saving.mid_ns, f.id, f.ranks)))
+
+
+def _labels(r: Any) -> dict[str, str]:
+    return {"top_kernel": r.top_kernels[0].name if r.top_kernels else ""}
+
+
+def _evaluate(rule: Rule, signals: dict[int, Signals], labels: dict[int, dict[str, str]]) -> Finding | None:
+    fired = [(rank, s) for rank, s in signals.items() if all(c.holds(s.get(c.signal)) for c in rule.when)]
+    if not fired:
+        return None
+    fired.sort(key=lambda rs: (rs[1].get(rule.saving.basis, 0.0), rs[0]))
+    rank, s = fired[(len(fired) - 1) // 2]
+    basis = max(0.0, s.get(rule.saving.basis, 0.0))
+    m = rule.saving
+    saving = (
+        NO_SAVING
+        if m.method == "none"
+        else Saving(low_ns=int(m.low * basis), mid_ns=int(m.mid * basis), high_ns=int(m.high * basis))
+    )
+    return Finding(
+        id=rule.id,
+        category=rule.category,
+        title=_title(rule.title, {**s, **labels.get(rank, {})}),
+        ranks=tuple(sorted(r for r, _ in fired)),
+        evidence={k: round(s[k], 6) for k in rule.evidence if k in s},
+        cause=rule.cause,
+        actions=rule.actions,
+        saving=saving,
+        saving_method=m.method,
+        confidence=rule.confidence,
+        step_ns=s["step_ns"],
+        group=rule.group,
+    )
+
+
+def _stragglers(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> list[Finding]:
+    if a.cluster is None:
+        return []
+    by_cause: dict[str, StragglerRule] = {s.cause: s for s in rules.stragglers}
+    low, mid, high = rules.straggler_saving
+    out = []
+    for f in a.cluster.findings:
+        if not isinstance(f, StragglerFinding) or f.cause not in by_cause:
+            continue  # an unexplained straggler has no cause to act on: the cluster table shows it
+        sr, sv = by_cause[f.cause], max(f.saving_ns, 0)
+        step = signals.get(f.rank, {}).get("step_ns", 0.0)
+        values = {"rank": f.rank, "saving_ns": float(f.saving_ns), "excess_ns": float(f.excess_ns), "score": f.score}
+        out.append(
+            Finding(
+                id=f"straggler.{sr.category}",
+                category=sr.category,
+                title=_title(sr.title, values),
+                ranks=(f.rank,),
+                evidence={
+                    "score": round(f.score, 3),
+                    "excess_ns": float(f.excess_ns),
+                    "what_if_saving_ns": float(f.saving_ns),
+                },
+                cause=sr.explanation,
+                actions=sr.actions,
+                saving=Saving(low_ns=int(low * sv), mid_ns=int(mid * sv), high_ns=int(high * sv)),
+                saving_method="critical_path",
+                confidence="medium",
+                step_ns=step,
+                group=f"straggler:{f.rank}",
+            )
+        )
+    return out

@@ -1,0 +1,198 @@
+"""The advisor's rules as data (``data/advisor_rules.yaml``, plus users' files): loaded, checked and
+frozen. The layout is documented at the top of the bundled file."""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigError
+from ..yamlio import safe_load
+from .finding import CATEGORIES, SAVING_METHODS, Action, Category, Confidence, SavingMethod
+
+_BUNDLED = "advisor_rules.yaml"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Condition:
+    signal: str
+    at_least: float | None = None
+    below: float | None = None
+    why: str = ""
+
+    def holds(self, value: float | None) -> bool:
+        if value is None:
+            return False
+        if self.at_least is not None and value < self.at_least:
+            return False
+        return self.below is None or value < self.below
+
+
+@dataclass(frozen=True, kw_only=True)
+class SavingModel:
+    basis: str
+    method: SavingMethod
+    low: float
+    mid: float
+    high: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    id: str
+    category: Category
+    title: str
+    when: tuple[Condition, ...]
+    evidence: tuple[str, ...]
+    saving: SavingModel
+    group: str
+    confidence: Confidence
+    cause: str
+    actions: tuple[Action, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StragglerRule:
+    """How a straggler of one cause (``Straggler.cause``) is worded and fixed."""
+
+    cause: str
+    category: Category
+    title: str
+    explanation: str
+    actions: tuple[Action, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    stragglers: tuple[StragglerRule, ...] = ()
+    straggler_saving: tuple[float, float, float] = (0.5, 0.9, 1.0)
+
+
+def _need(d: Any, key: str, where: str) -> Any:
+    if not isinstance(d, dict) or key not in d:
+        raise ConfigError(f"{where}: missing {key!r}", fix="see the layout at the top of data/advisor_rules.yaml")
+    return d[key]
+
+
+def _title_fields(title: str, where: str) -> None:
+    """Only plain names in the title's format fields (no attribute or index access)."""
+    for _, name, _, _ in string.Formatter().parse(title):
+        if name is not None and not name.isidentifier():
+            raise ConfigError(f"{where}: title field {{{name}}} is not a plain signal name", fix="use {signal_name}")
+
+
+def _rule(d: Any, where: str) -> Rule:
+    rid = str(_need(d, "id", where))
+    where = f"{where} rule {rid!r}"
+    category = _need(d, "category", where)
+    if category not in CATEGORIES:
+        raise ConfigError(f"{where}: category {category!r}", fix=f"one of {', '.join(CATEGORIES)}")
+    s = _need(d, "saving", where)
+    method = _need(s, "method", where)
+    if method not in SAVING_METHODS:
+        raise ConfigError(f"{where}: saving method {method!r}", fix=f"one of {', '.join(SAVING_METHODS)}")
+    low, mid, high = (float(_need(s, k, where)) for k in ("low", "mid", "high"))
+    if not 0 <= low <= mid <= high <= 1:
+        raise ConfigError(f"{where}: saving fractions {low}, {mid}, {high}", fix="0 <= low <= mid <= high <= 1")
+    confidence = d.get("confidence", "medium")
+    if confidence not in ("high", "medium", "low"):
+        raise ConfigError(f"{where}: confidence {confidence!r}", fix="high, medium or low")
+    title = str(_need(d, "title", where))
+    _title_fields(title, where)
+    when = tuple(
+        Condition(
+            signal=str(_need(c, "signal", where)),
+            at_least=c.get("at_least"),
+            below=c.get("below"),
+            why=c.get("why", ""),
+        )
+        for c in _need(d, "when", where)
+    )
+    return Rule(
+        id=rid,
+        category=category,
+        title=title,
+        when=when,
+        evidence=tuple(str(e) for e in d.get("evidence", ())),
+        saving=SavingModel(basis=str(_need(s, "basis", where)), method=method, low=low, mid=mid, high=high),
+        group=str(d.get("group", rid)),
+        confidence=confidence,
+        cause=" ".join(str(_need(d, "cause", where)).split()),
+        actions=_actions(d, where),
+    )
+
+
+def _actions(d: Any, where: str) -> tuple[Action, ...]:
+    return tuple(
+        Action(
+            stack=str(_need(a, "stack", where)),
+            change=str(_need(a, "change", where)),
+            reference=str(a.get("reference", "")),
+        )
+        for a in d.get("actions", ())
+    )
+
+
+def _straggler(d: Any, where: str) -> StragglerRule:
+    cause = str(_need(d, "cause", where))
+    where = f"{where} straggler {cause!r}"
+    category = _need(d, "category", where)
+    if category not in CATEGORIES:
+        raise ConfigError(f"{where}: category {category!r}", fix=f"one of {', '.join(CATEGORIES)}")
+    title = str(_need(d, "title", where))
+    _title_fields(title, where)
+    return StragglerRule(
+        cause=cause,
+        category=category,
+        title=title,
+        explanation=" ".join(str(d.get("explanation", "")).split()),
+        actions=_actions(d, where),
+    )
+
+
+def parse_rules(text: str, where: str) -> RuleSet:
+    try:
+        doc = safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML ({exc})", fix="fix the YAML syntax") from None
+    rules = _need(doc, "rules", where)
+    if not isinstance(rules, list):
+        raise ConfigError(f"{where}: 'rules' is not a list", fix="see data/advisor_rules.yaml")
+    saving = doc.get("straggler_saving", {"low": 0.5, "mid": 0.9, "high": 1.0})
+    fractions = tuple(float(_need(saving, k, where)) for k in ("low", "mid", "high"))
+    return RuleSet(
+        rules=tuple(_rule(d, where) for d in rules),
+        stragglers=tuple(_straggler(d, where) for d in doc.get("stragglers", ()) or ()),
+        straggler_saving=(fractions[0], fractions[1], fractions[2]),
+    )
+
+
+@lru_cache(maxsize=1)
+def bundled_rules() -> RuleSet:
+    return parse_rules(resources.files("stepscope.data").joinpath(_BUNDLED).read_text(encoding="utf-8"), _BUNDLED)
+
+
+def load_rules(extra: tuple[str, ...] = ()) -> RuleSet:
+    """The bundled rules, then each user file's: a rule whose id (a straggler entry whose cause) is
+    already there replaces it."""
+    base = bundled_rules()
+    by_id = {r.id: r for r in base.rules}
+    by_cause = {s.cause: s for s in base.stragglers}
+    for path in extra:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read advisor rules ({exc})", fix="pass a readable YAML file") from None
+        user = parse_rules(text, path)
+        by_id.update({r.id: r for r in user.rules})
+        by_cause.update({s.cause: s for s in user.stragglers})
+    return RuleSet(
+        rules=tuple(by_id.values()), stragglers=tuple(by_cause.values()), straggler_saving=base.straggler_saving
+    )

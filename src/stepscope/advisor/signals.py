@@ -1,0 +1,92 @@
+"""The figures the advisor's rules read, per rank, from that rank's analysis.
+
+Every time is the mean over the steady steps (warm-up excluded), in ns per step, so that the parts of
+the step add up: ``compute_ns + exposed_comm_ns + exposed_memcpy_ns + idle_ns == step_ns`` and the
+idle parts (``idle_input_wait_ns``, ``idle_host_bound_ns``, ``idle_sync_wait_ns``, ``idle_other_ns``)
+add up to ``idle_ns``. Ratios are of ``step_ns``. ``tiny_kernel_idle_ns``: the host time spent in
+launch calls of kernels shorter than the short-kernel threshold (count x mean launch call), at most
+the host-bound idle: what fusing them could give back. The roofline's figures cover every step of the
+trace (warm-up included), so they are divided by the number of all steps.
+"""
+
+from __future__ import annotations
+
+from ..analysis.results import RankAnalysis
+from ..analysis.steps.results import StepBreakdown
+
+#: A rank's signals: name -> value (ns per step, ratios 0-1, counts per step).
+Signals = dict[str, float]
+
+
+def _mean(steps: tuple[StepBreakdown, ...], get: object) -> float:
+    assert callable(get)
+    return sum(float(get(s)) for s in steps) / len(steps)
+
+
+def rank_signals(r: RankAnalysis) -> Signals | None:
+    """The rank's signals, or None when it has no steady step with device work."""
+    steps = tuple(s for s in r.steps if not s.warmup and s.window_source == "device")
+    if not steps:
+        return None
+    n = len(steps)
+    out: Signals = {
+        "steps": float(n),
+        "step_ns": _mean(steps, lambda s: s.step_time_ns),
+        "compute_ns": _mean(steps, lambda s: s.compute_ns),
+        "comm_ns": _mean(steps, lambda s: s.comm_ns),
+        "overlapped_comm_ns": _mean(steps, lambda s: s.overlapped_comm_ns),
+        "exposed_comm_ns": _mean(steps, lambda s: s.exposed_comm_ns),
+        "exposed_memcpy_ns": _mean(steps, lambda s: s.exposed_memcpy_ns),
+        "idle_ns": _mean(steps, lambda s: s.idle_ns),
+        "idle_input_wait_ns": _mean(steps, lambda s: s.idle_causes.input_wait_ns),
+        "idle_host_bound_ns": _mean(steps, lambda s: s.idle_causes.host_bound_ns),
+        "idle_sync_wait_ns": _mean(steps, lambda s: s.idle_causes.wait_ns),
+        "idle_other_ns": _mean(steps, lambda s: s.idle_causes.other_ns),
+        "dataloader_ns": _mean(steps, lambda s: s.cpu.dataloader_ns),
+        "sync_calls": _mean(steps, lambda s: s.cpu.sync_calls),
+        "kernels": float(r.launch.kernels) / n,
+        "short_kernels": float(r.launch.short_kernels) / n,
+        "short_kernel_ns": float(r.launch.short_kernel_time_ns) / n,
+        "launch_delay_p50_ns": float(r.launch.delay_p50_ns),
+    }
+    # the host's launch calls for the short kernels, as far as the device waited for the host
+    out["short_launch_host_ns"] = out["short_kernels"] * float(r.launch.launch_call_mean_ns)
+    out["tiny_kernel_idle_ns"] = min(out["idle_host_bound_ns"], out["short_launch_host_ns"])
+    step = out["step_ns"]
+    for key in [k for k in out if k.endswith("_ns") and k != "step_ns"]:
+        out[key[:-3] + "_ratio"] = out[key] / step if step > 0 else 0.0
+    _comm(out, r, steps)
+    _roofline(out, r)
+    _top_kernel(out, r)
+    return out
+
+
+def _comm(out: Signals, r: RankAnalysis, steps: tuple[StepBreakdown, ...]) -> None:
+    """The collective type with the most exposed time, and how much compute could still hide it:
+    compute not already under communication (``compute_ns - overlapped_comm_ns``)."""
+    exposed: dict[str, float] = {}
+    for s in steps:
+        for c in s.collectives:
+            exposed[c.type] = exposed.get(c.type, 0.0) + c.exposed_ns / len(steps)
+    top = max(exposed.items(), key=lambda kv: kv[1], default=("", 0.0))
+    out["top_collective_exposed_ns"] = top[1]
+    out["comm_hideable_ns"] = max(0.0, min(out["exposed_comm_ns"], out["compute_ns"] - out["overlapped_comm_ns"]))
+    out["comm_hidden_ratio"] = out["overlapped_comm_ns"] / out["comm_ns"] if out["comm_ns"] > 0 else 1.0
+
+
+def _roofline(out: Signals, r: RankAnalysis) -> None:
+    """The op group losing the most time to its roofline: its time lost per step and efficiency."""
+    roof = r.roofline
+    groups = [g for g in roof.groups if g.efficiency is not None] if roof is not None else []
+    if not groups or not r.steps:
+        return
+    g = max(groups, key=lambda x: x.time_lost_ns)
+    out["roofline_lost_ns"] = g.time_lost_ns / len(r.steps)
+    out["roofline_op_ns"] = g.dur_ns / len(r.steps)
+    out["roofline_efficiency"] = float(g.efficiency or 0.0)
+    out["roofline_lost_ratio"] = out["roofline_lost_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
+
+
+def _top_kernel(out: Signals, r: RankAnalysis) -> None:
+    if r.top_kernels:
+        out["top_kernel_share_ratio"] = float(r.top_kernels[0].share_of_step_ratio)

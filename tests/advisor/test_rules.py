@@ -1,0 +1,130 @@
+"""Each advisor rule on a small hand-built trace that triggers it and one that must not; savings by
+hand (times in us; each trace has 6 steps of a fixed pattern, the last ending at its own work)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import stepscope
+from stepscope.advisor.engine import advise
+from stepscope.analysis.api import analyze
+
+from .. import synth
+
+US = 1000
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
+LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+N = 6
+
+
+def _run(tmp_path: Path, events: list[dict[str, Any]]):
+    return analyze(stepscope.load(synth.write(tmp_path / "t.json", events)))
+
+
+def _by_id(a) -> dict[str, Any]:
+    return {f.id: f for f in a.findings}
+
+
+def _input_bound(loader_us: float) -> list[dict[str, Any]]:
+    """Step k (CPU [100k, 100k+100)): the loader runs [100k, 100k+L), then a 58 us GEMM launched at
+    100k+41 runs from 100k+42. Each window but the last: 100 us, compute 58; of the 42 us gap the
+    loader covers L (input wait), the rest is host-bound (ended by a launch after it began)."""
+    ev = []
+    for k in range(N):
+        t = 100 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 100))
+        if loader_us:
+            ev.append(synth.cpu(LOADER, t, loader_us))
+        ev += synth.launch(GEMM, t + 41, t + 42, 58)
+    return ev
+
+
+def test_input_wait_is_found_with_its_saving(tmp_path: Path) -> None:
+    """L = 40: steps 1-5 wait 40 us for input, 2 us host-bound; step 6 is its 58 us GEMM.
+    Mean input wait per step = 5 x 40 / 6 = 33.333 us; mean step = (500 + 58) / 6 = 93 us.
+    Saving: low 0.5, mid 0.9, high 1.0 of 33.333 us."""
+    f = _by_id(_run(tmp_path, _input_bound(40)))["io.input_wait"]
+    assert f.category == "io" and f.ranks == (0,) and f.saving_method == "measured"
+    wait = 5 * 40 * US / 6
+    assert f.evidence["idle_input_wait_ns"] == pytest.approx(wait, abs=1)
+    assert f.step_ns == pytest.approx(558 * US / 6)
+    assert (f.saving.low_ns, f.saving.mid_ns, f.saving.high_ns) == (int(0.5 * wait), int(0.9 * wait), int(wait))
+    assert any(a.stack == "pytorch" and "num_workers" in a.change for a in f.actions)
+
+
+def test_no_loader_no_input_wait(tmp_path: Path) -> None:
+    """Same steps without a loader: the 42 us gaps are host-bound, not input wait."""
+    ids = _by_id(_run(tmp_path, _input_bound(0)))
+    assert "io.input_wait" not in ids
+    # host-bound: 5 x 42 / 6 = 35 us of 93 us (38%), over the 10% threshold; saving mid 0.6 x 35 us
+    f = ids["cpu.host_bound"]
+    assert f.evidence["idle_host_bound_ns"] == pytest.approx(35 * US, abs=1)
+    assert f.saving.mid_ns == int(0.6 * 35 * US)
+
+
+def test_compute_bound_trace_raises_no_alarm(tmp_path: Path) -> None:
+    """Back-to-back GEMMs, launched well ahead: no idle, no communication. Only the largest-consumer
+    card, which claims no saving."""
+    ev = []
+    for k in range(N):
+        t = 100 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 100))
+        ev += synth.launch(GEMM, t + 1, t + 10, 100)
+    a = _run(tmp_path, ev)
+    assert [f.id for f in a.findings] == ["compute.largest_kernel"]
+    (f,) = a.findings
+    assert f.saving_method == "none" and f.saving.high_ns == 0
+
+
+def _comm(hidden_us: float) -> list[dict[str, Any]]:
+    """Each step: a 60 us GEMM [t+2, t+62) then an all-reduce of 30 us on stream 20 starting at
+    t+62-hidden (so ``hidden`` us of it under the GEMM), the next step's GEMM after it ends."""
+    ev = []
+    for k in range(N):
+        t = 100 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 100))
+        ev += synth.launch(GEMM, t + 1, t + 2, 60)
+        start = t + 62 - hidden_us
+        ev += synth.launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", t + 1, start, 30, stream=20)
+        ev += synth.launch("elementwise_kernel", t + 1, start + 30, 8)  # after the all-reduce
+    return ev
+
+
+def test_exposed_communication_is_found_when_little_is_hidden(tmp_path: Path) -> None:
+    """hidden 0: every step exposes the 30 us all-reduce; of 6 steps the exposed mean is 30 us, and
+    compute not already hiding communication (68 us) can hide all of it: saving mid 0.6 x 30 us."""
+    f = _by_id(_run(tmp_path, _comm(0)))["parallel.exposed_comm"]
+    assert f.evidence["exposed_comm_ns"] == pytest.approx(30 * US, abs=1)
+    assert f.saving.mid_ns == int(0.6 * 30 * US) and f.saving.high_ns == 30 * US
+
+
+def test_mostly_hidden_communication_is_not_told_to_overlap(tmp_path: Path) -> None:
+    """hidden 29 of 30 us (97%, as DeepSeek-V3's expert-parallel all-to-all): 1 us exposed per
+    ~100 us step, under the 5% threshold."""
+    assert "parallel.exposed_comm" not in _by_id(_run(tmp_path, _comm(29)))
+
+
+def test_sync_wait_is_found(tmp_path: Path) -> None:
+    """Each step: GEMM A [t+2, t+40), GEMM B launched at t+3 but starting t+70 (behind an event on
+    its stream), a cudaStreamSynchronize [t+30, t+80) in flight over the gap [t+40, t+70): 30 us of
+    sync wait in every step (the last one too: its window ends with B); saving mid 0.9 x 30 us."""
+    ev = []
+    for k in range(N):
+        t = 100 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 100))
+        ev += synth.launch(GEMM, t + 1, t + 2, 38)
+        ev += synth.launch("gemm_b", t + 3, t + 70, 30)
+        ev.append(synth.cpu("cudaStreamSynchronize", t + 30, 50, cat="cuda_runtime"))
+    f = _by_id(_run(tmp_path, ev))["cpu.sync"]
+    assert f.evidence["idle_sync_wait_ns"] == pytest.approx(30 * US, abs=1)
+    assert f.saving.mid_ns == int(0.9 * 30 * US)
+
+
+def test_findings_are_ordered_by_saving_and_rerun_gives_the_same(tmp_path: Path) -> None:
+    a = _run(tmp_path, _input_bound(40))
+    mids = [f.saving.mid_ns for f in a.findings]
+    assert mids == sorted(mids, reverse=True)
+    assert advise(a) == a.findings
