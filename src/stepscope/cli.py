@@ -64,6 +64,7 @@ def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
         straggler_threshold=ns.straggler_z,
         gpus_per_node=ns.gpus_per_node,
         skip_steps=ns.skip_steps,
+        advisor_rules=tuple(ns.advisor_rules),
     )
     err = Console(stderr=True)
     columns = (
@@ -220,6 +221,32 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
+def _diff(ns: argparse.Namespace) -> int:
+    """Exit 1 when ``--fail-if-slower`` is given, the verdict is ``slower`` and the median step grew
+    by more than the percentage; else 0 (2 for bad input, from the errors)."""
+    from rich.console import Console
+
+    from .analysis.config import AnalyzeConfig
+    from .diff.compare import compare
+    from .diff.load import load_side
+    from .report.registry import by_name
+
+    cfg = AnalyzeConfig(step_marker=ns.step_marker, skip_steps=ns.skip_steps)
+    d = compare(load_side(ns.before, cfg, ns.workers), load_side(ns.after, cfg, ns.workers))
+    if ns.json:
+        write_output(ns.json, str(by_name("diff", "json").render(d, {})))
+    if ns.json != "-":
+        by_name("diff", "terminal").render(d, {"console": Console()})
+    pct = ns.fail_if_slower
+    if pct is not None and d.verdict == "slower" and d.delta_ratio * 100 > pct:
+        print(
+            f"stepscope: gate: AFTER is {d.delta_ratio:.1%} slower than BEFORE (limit {pct}%): {d.reason}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
 def _run(argv: list[str] | None) -> int:
     ns = parser().parse_args(argv)
     return_large_blocks()
@@ -240,6 +267,8 @@ def _run(argv: list[str] | None) -> int:
             return _hlo(ns)
         if ns.cmd == "network":
             return _network(ns)
+        if ns.cmd == "diff":
+            return _diff(ns)
         return 2
     except StepscopeError as exc:
         print(f"stepscope: error: {printable(exc.one_line())}", file=sys.stderr)

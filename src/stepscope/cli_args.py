@@ -23,7 +23,35 @@ def parser() -> argparse.ArgumentParser:
     _add_hlo_parser(sub)
     _add_network_parser(sub)
     _add_convert_parser(sub)
+    _add_diff_parser(sub)
     return p
+
+
+def _add_step_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--step-marker", metavar="NAME", help="annotation that marks a step when there is no ProfilerStep#N")
+    p.add_argument(
+        "--skip-steps",
+        type=int,
+        metavar="N",
+        default=None,
+        help="the first N steps are warm-up, kept out of statistics (default: detected, > 3x the median of the rest)",
+    )
+
+
+def _add_diff_parser(sub: Subparsers) -> None:
+    d = sub.add_parser("diff", help="compare two runs: step time, breakdown, kernels, findings; a CI gate")
+    d.add_argument("before", help="trace file, directory or glob (one run), or an `analyze --json` report")
+    d.add_argument("after", help="the same for the run after the change")
+    d.add_argument("--json", metavar="FILE", help="write the diff as JSON ('-' for standard output)")
+    d.add_argument(
+        "--fail-if-slower",
+        type=float,
+        metavar="PCT",
+        default=None,
+        help="exit 1 when AFTER's median step is more than PCT%% slower and the difference is significant",
+    )
+    _add_step_args(d)
+    d.add_argument("--workers", type=positive, default=None, help="worker processes for reading many rank files")
 
 
 def _add_analyze_parser(sub: Subparsers) -> None:
@@ -38,16 +66,16 @@ def _add_analyze_parser(sub: Subparsers) -> None:
         "directories of per-rank files, or globs",
     )
     _add_outputs(a)
-    a.add_argument("--step-marker", metavar="NAME", help="annotation that marks a step when there is no ProfilerStep#N")
-    a.add_argument(
-        "--skip-steps",
-        type=int,
-        metavar="N",
-        default=None,
-        help="the first N steps are warm-up, kept out of statistics (default: detected, > 3x the median of the rest)",
-    )
+    _add_step_args(a)
     a.add_argument(
         "--rules", metavar="YAML", help="extra kernel classification rules (layout of data/kernel_rules.yaml)"
+    )
+    a.add_argument(
+        "--advisor-rules",
+        metavar="YAML",
+        action="append",
+        default=[],
+        help="extra advisor rules (layout of data/advisor_rules.yaml; a rule with a bundled id replaces it)",
     )
     a.add_argument("--top", type=positive, default=20, help="how many top kernels / CPU ops to keep (default 20)")
     a.add_argument("--include-python", action="store_true", help="keep python_function events (skipped by default)")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from . import (
+    diff_json,
+    diff_terminal,
     hlo_json,
     hlo_terminal,
     html_report,
@@ -38,6 +40,8 @@ RENDERERS: tuple[Renderer, ...] = (
     plan_html.RENDERER,
     hlo_terminal.RENDERER,
     hlo_json.RENDERER,
+    diff_terminal.RENDERER,
+    diff_json.RENDERER,
 )
 
 
