@@ -128,3 +128,31 @@ def test_findings_are_ordered_by_saving_and_rerun_gives_the_same(tmp_path: Path)
     mids = [f.saving.mid_ns for f in a.findings]
     assert mids == sorted(mids, reverse=True)
     assert advise(a) == a.findings
+
+
+def _paused(host_busy: bool) -> list[dict[str, Any]]:
+    """10 ms steps: a 6 ms GEMM launched at t+1 us runs [t+2, t+6002) us; the next step's GEMM is
+    launched at t+10001: a 4 ms gap. ``host_busy``: a CPU op runs through the gap (the host was
+    working: host-bound, not a pause); else the host records nothing in it (a GC pause)."""
+    ev = []
+    for k in range(N):
+        t = 10_000 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 10_000))
+        ev += synth.launch(GEMM, t + 1, t + 2, 6_000)
+        if host_busy:
+            ev.append(synth.cpu("aten::index_put_", t + 6_002, 3_990))
+    return ev
+
+
+def test_a_silent_host_pause_is_found(tmp_path: Path) -> None:
+    """Steps 1-5 each hold a 4 ms silent gap, the last none: mean 5 x 4000 / 6 = 3333.3 us of a
+    9333.3 us mean step; saving mid 0.8 x 3333.3 us."""
+    f = _by_id(_run(tmp_path, _paused(False)))["cpu.silent_host"]
+    silent = 5 * 4_000 * US / 6
+    assert f.evidence["silent_ns"] == pytest.approx(silent, abs=1)
+    assert f.saving.mid_ns == int(0.8 * silent)
+
+
+def test_a_busy_host_is_not_a_pause(tmp_path: Path) -> None:
+    ids = _by_id(_run(tmp_path, _paused(True)))
+    assert "cpu.silent_host" not in ids and "cpu.host_bound" in ids

@@ -429,3 +429,17 @@ def test_an_intra_node_collective_is_judged_against_the_measured_figure_for_its_
     assert measured.collectives[0].peak_gbps == 180.0 and other.collectives[0].peak_gbps == 450.0
     assert any(isinstance(f, LowBandwidthFinding) for f in nominal.findings)
     assert not any(isinstance(f, LowBandwidthFinding) for f in measured.findings)
+
+
+def test_sync_wait_per_step_is_the_union_over_concurrent_instances() -> None:
+    """DDP's two gradient buckets in flight together (gloo runs each on its own thread): rank 1
+    arrives 40 us late at both, so rank 0 waits 40 us once, not 40 + 39 us. Rank 0 starts the
+    buckets at 0 and 1 us, rank 1 at 40 us; all end at 45 us."""
+    from stepscope.analysis.cluster.matching import Links, match
+
+    r0 = _rank(0, [0, 1_000], [45_000, 44_000], 1 << 20, [_step(50_000, 5_000)])
+    r1 = _rank(1, [40_000, 40_000], [5_000, 5_000], 1 << 20, [_step(50_000, 45_000)])
+    m = match({0: r0.comm_events, 1: r1.comm_events}, Links())  # type: ignore[dict-item]
+    assert m.offsets_ns == {0: 0, 1: 0}
+    # waits: [0, 40) and [1, 40) us -> union 40 us
+    assert m.wait_ns[(0, 0)] == 40_000 and m.wait_ns[(1, 0)] == 0

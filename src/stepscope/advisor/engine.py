@@ -92,6 +92,8 @@ def _stragglers(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> lis
             continue  # an unexplained straggler has no cause to act on: the cluster table shows it
         sr, sv = by_cause[f.cause], max(f.saving_ns, 0)
         step = signals.get(f.rank, {}).get("step_ns", 0.0)
+        if f.cause != "link" and f.excess_ns < rules.straggler_min_excess_ratio * step:
+            continue
         values = {"rank": f.rank, "saving_ns": float(f.saving_ns), "excess_ns": float(f.excess_ns), "score": f.score}
         out.append(
             Finding(

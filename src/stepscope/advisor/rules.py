@@ -3,6 +3,7 @@ frozen. The layout is documented at the top of the bundled file."""
 
 from __future__ import annotations
 
+import dataclasses
 import string
 from dataclasses import dataclass
 from functools import lru_cache
@@ -73,6 +74,7 @@ class RuleSet:
     rules: tuple[Rule, ...]
     stragglers: tuple[StragglerRule, ...] = ()
     straggler_saving: tuple[float, float, float] = (0.5, 0.9, 1.0)
+    straggler_min_excess_ratio: float = 0.02
 
 
 def _need(d: Any, key: str, where: str) -> Any:
@@ -171,6 +173,7 @@ def parse_rules(text: str, where: str) -> RuleSet:
         rules=tuple(_rule(d, where) for d in rules),
         stragglers=tuple(_straggler(d, where) for d in doc.get("stragglers", ()) or ()),
         straggler_saving=(fractions[0], fractions[1], fractions[2]),
+        straggler_min_excess_ratio=float(doc.get("straggler_min_excess_ratio", 0.02)),
     )
 
 
@@ -193,6 +196,4 @@ def load_rules(extra: tuple[str, ...] = ()) -> RuleSet:
         user = parse_rules(text, path)
         by_id.update({r.id: r for r in user.rules})
         by_cause.update({s.cause: s for s in user.stragglers})
-    return RuleSet(
-        rules=tuple(by_id.values()), stragglers=tuple(by_cause.values()), straggler_saving=base.straggler_saving
-    )
+    return dataclasses.replace(base, rules=tuple(by_id.values()), stragglers=tuple(by_cause.values()))

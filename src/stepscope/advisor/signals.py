@@ -24,8 +24,11 @@ def _mean(steps: tuple[StepBreakdown, ...], get: object) -> float:
 
 
 def rank_signals(r: RankAnalysis) -> Signals | None:
-    """The rank's signals, or None when it has no steady step with device work."""
-    steps = tuple(s for s in r.steps if not s.warmup and s.window_source == "device")
+    """The rank's signals (over its steps with device work; a rank without device work: over its
+    CPU steps, where the CPU's top-level ops are the work), or None without a steady step."""
+    steady = tuple(s for s in r.steps if not s.warmup)
+    # device windows where the rank has device work; a CPU-only rank's windows are its CPU steps
+    steps = tuple(s for s in steady if s.window_source == "device") or steady
     if not steps:
         return None
     n = len(steps)
@@ -44,6 +47,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
         "idle_other_ns": _mean(steps, lambda s: s.idle_causes.other_ns),
         "dataloader_ns": _mean(steps, lambda s: s.cpu.dataloader_ns),
         "sync_calls": _mean(steps, lambda s: s.cpu.sync_calls),
+        "silent_ns": _mean(steps, lambda s: s.cpu.silent_ns),
         "kernels": float(r.launch.kernels) / n,
         "short_kernels": float(r.launch.short_kernels) / n,
         "short_kernel_ns": float(r.launch.short_kernel_time_ns) / n,

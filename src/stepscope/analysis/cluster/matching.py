@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import intervals as iv
 from .comm_events import CommEvents
 from .results import Instance, RankTiming
 
@@ -41,7 +42,7 @@ class Matching:
     offsets_ns: dict[int, int]  # per rank
     unmatched: int  # instances seen on one rank only
     late_ns: dict[int, list[int]]  # per rank: its start minus the instance's median start, per instance
-    wait_ns: dict[tuple[int, int], int]  # per (rank, step): sync wait summed over its instances
+    wait_ns: dict[tuple[int, int], int]  # per (rank, step): sync wait, the union over its instances
 
 
 def match(evs: dict[int, CommEvents], links: Links) -> Matching:
@@ -52,7 +53,7 @@ def match(evs: dict[int, CommEvents], links: Links) -> Matching:
     matched = {k: v for k, v in table.items() if len(v) >= 2}
     offsets = _offsets(evs, matched)
     late: dict[int, list[int]] = {r: [] for r in evs}
-    wait: dict[tuple[int, int], int] = {}
+    spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
     insts = []
     for key, v in sorted(
         matched.items(), key=lambda kv: min(evs[r].start_ns[i] - offsets[r] for r, i in kv[1].items())
@@ -62,15 +63,23 @@ def match(evs: dict[int, CommEvents], links: Links) -> Matching:
         med_start = float(np.median([t.start_ns for t in x.ranks.values()]))
         for r, i in v.items():
             late[r].append(int(x.ranks[r].start_ns - med_start))
-            k = (r, int(evs[r].step[i]))
-            wait[k] = wait.get(k, 0) + x.ranks[r].wait_ns
+            t = x.ranks[r]
+            spans.setdefault((r, int(evs[r].step[i])), []).append((t.start_ns, t.start_ns + t.wait_ns))
     return Matching(
         instances=tuple(insts),
         offsets_ns=offsets,
         unmatched=sum(1 for v in table.values() if len(v) < 2),
         late_ns=late,
-        wait_ns=wait,
+        wait_ns={k: _union_ns(v) for k, v in spans.items()},
     )
+
+
+def _union_ns(spans: list[tuple[int, int]]) -> int:
+    """Length of the union of ``[start, end)`` spans: collectives in flight together (DDP's buckets on
+    gloo's threads, several NCCL streams) wait for the same late rank once, not once each."""
+    s = np.array([a for a, _ in spans], np.int64)
+    e = np.array([b for _, b in spans], np.int64)
+    return iv.union_length(s, e)
 
 
 def _offsets(evs: dict[int, CommEvents], matched: dict[Key, dict[int, int]]) -> dict[int, int]:

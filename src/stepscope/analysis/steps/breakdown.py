@@ -197,6 +197,8 @@ class StepAccountant:
         }
         self.sync_u = iv.union(h.ts[rd.sync_mask], h.end[rd.sync_mask])
         self.loader_u = iv.union(h.ts[self.dl_mask], h.end[self.dl_mask])
+        active = (h.kind == KIND["cpu_op"]) | (h.kind == KIND["runtime"]) | self.dl_mask
+        self.host_u = iv.union(h.ts[active], h.end[active])
 
     def _work(self, i: int, c0: int, c1: int) -> tuple[_Work, str]:
         cw = self.cpu_work
@@ -247,7 +249,7 @@ class StepAccountant:
             kernel_time_by_category_ns=ktime,
             collectives=colls,
             idle_causes=causes,
-            cpu=self._cpu(c0, c1, causes.host_bound_ns),
+            cpu=self._cpu(c0, c1, causes.host_bound_ns, idle.silent_ns(us, ue, w.w0, w.w1, self.host_u)),
             device_events=int(self._own[i]) if self.cpu_work is None else 0,
             window_source=source,
             spill_over_ns=iv.union_length(w.s[w.earlier], w.e[w.earlier]),
@@ -273,11 +275,18 @@ class StepAccountant:
         s, e = iv.clip(d.ts, d.end, int(self.win.start[0]), int(self.win.end[-1]))
         return busy, busy - iv.union_length(s, e)
 
-    def _cpu(self, c0: int, c1: int, cpu_bound_ns: int) -> CpuStep:
+    def _cpu(self, c0: int, c1: int, cpu_bound_ns: int, silent_ns: int) -> CpuStep:
         dl, _ = self._ranges["dl"].within(c0, c1)
         opt, _ = self._ranges["opt"].within(c0, c1)
         sync, n_sync = self._ranges["sync"].within(c0, c1)
-        return CpuStep(dataloader_ns=dl, optimizer_ns=opt, sync_ns=sync, sync_calls=n_sync, cpu_bound_ns=cpu_bound_ns)
+        return CpuStep(
+            dataloader_ns=dl,
+            optimizer_ns=opt,
+            sync_ns=sync,
+            sync_calls=n_sync,
+            cpu_bound_ns=cpu_bound_ns,
+            silent_ns=silent_ns,
+        )
 
 
 def _partition(w: _Work, labels: list[str]) -> tuple[dict[str, int], tuple[CollectiveTime, ...]]:

@@ -68,6 +68,28 @@ def _overlap(u: Intervals, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
     return iv.busy_before(u[0], u[1], ge) - iv.busy_before(u[0], u[1], gs)
 
 
+#: a silent gap: at least this long, with host activity over at most this share of it
+SILENT_MIN_GAP_NS = 1_000_000
+SILENT_MAX_HOST_RATIO = 0.1
+
+
+def silent_ns(us: np.ndarray, ue: np.ndarray, w0: int, w1: int, host_u: Intervals) -> int:
+    """Idle time of the window ``[w0, w1)`` (busy union ``(us, ue)``) in gaps of at least
+    ``SILENT_MIN_GAP_NS`` during which host activity ``host_u`` (CPU ops, runtime calls, data-loader
+    ranges, all threads) covers at most ``SILENT_MAX_HOST_RATIO`` of the gap: the host ran nothing
+    the profiler records, as in a garbage-collection pause, a GIL or OS stall (msprof-analyze's
+    "conjectured GC" rule, there with 200 ms device gaps)."""
+    gs = np.concatenate([[w0], ue]).astype(np.int64)
+    ge = np.concatenate([us, [w1]]).astype(np.int64)
+    length = ge - gs
+    ok = length >= SILENT_MIN_GAP_NS
+    if not ok.any():
+        return 0
+    gs, ge, length = gs[ok], ge[ok], length[ok]
+    quiet = _overlap(host_u, gs, ge) <= SILENT_MAX_HOST_RATIO * length
+    return int(length[quiet].sum())
+
+
 def idle_causes(
     us: np.ndarray, ue: np.ndarray, w0: int, w1: int, nxt: NextWork, sync_u: Intervals, loader_u: Intervals
 ) -> tuple[IdleCauses, GapLog | None]:

@@ -46,6 +46,7 @@ class CpuStep:
     sync_ns: int = 0
     sync_calls: int = 0
     cpu_bound_ns: int = 0  # device idle while the host had not yet launched the next work
+    silent_ns: int = 0  # idle in gaps >= 1 ms with a nearly silent host (``idle.silent_ns``)
 
 
 @dataclass(frozen=True)
