@@ -77,9 +77,15 @@ def main() -> int:
     print("\n| case | expected finding | position | estimated saving, mid (range) ms/step | measured ms/step | error |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        est = f"{r['estimated_mid_ms']} ({r['estimated_range_ms'][0]}-{r['estimated_range_ms'][1]})" if "estimated_mid_ms" in r else "none"  # type: ignore[index]
+        est = (
+            f"{r['estimated_mid_ms']} ({r['estimated_range_ms'][0]}-{r['estimated_range_ms'][1]})"
+            if "estimated_mid_ms" in r
+            else "none"
+        )  # type: ignore[index]
         err = f"{r['error_ratio']:+.0%}" if r.get("error_ratio") is not None else "-"
-        print(f"| {r['case']} | {r['expected'] or 'none'} | {r['position'] or '-'} | {est} | {r['measured_saving_ms']} | {err} |")
+        print(
+            f"| {r['case']} | {r['expected'] or 'none'} | {r['position'] or '-'} | {est} | {r['measured_saving_ms']} | {err} |"
+        )
     return 0
 
 

@@ -156,3 +156,84 @@ def test_a_silent_host_pause_is_found(tmp_path: Path) -> None:
 def test_a_busy_host_is_not_a_pause(tmp_path: Path) -> None:
     ids = _by_id(_run(tmp_path, _paused(True)))
     assert "cpu.silent_host" not in ids and "cpu.host_bound" in ids
+
+
+BF = "c10::BFloat16"
+
+
+def _adds(kernel_us: float) -> Path:
+    """Each 100 us step: aten::add on two [1024, 1024] bf16 tensors launches one kernel of
+    ``kernel_us``. On an H100 (3.35 TB/s) its roofline is 3 x 1024^2 x 2 B / 3.35e12 B/s = 1878 ns."""
+    ev = []
+    for k in range(N):
+        t = 100 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 100))
+        dims = {"External id": 10 + k, "Input Dims": [[1024, 1024], [1024, 1024], []], "Input type": [BF, BF, "Scalar"]}
+        ev.append(synth.cpu("aten::add", t + 1, 3, **dims))
+        ev += synth.launch("vectorized_elementwise_kernel", t + 2, t + 5, kernel_us, ext=10 + k)
+    return ev
+
+
+def _with_device(tmp_path: Path, events: list[dict[str, Any]]):
+    import json
+
+    p = synth.write(tmp_path / "t.json", events)
+    doc = json.loads(p.read_text())
+    doc["deviceProperties"] = [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]
+    p.write_text(json.dumps(doc))
+    return analyze(stepscope.load(p))
+
+
+def test_an_op_far_below_its_roofline_is_found(tmp_path: Path) -> None:
+    """20 us against a 1878 ns roofline: efficiency 0.094, 18122 ns lost per step; saving mid
+    0.875 x 18122 ns (the roofline ladder)."""
+    f = _by_id(_with_device(tmp_path, _adds(20)))["compute.below_roofline"]
+    assert f.saving_method == "roofline"
+    assert f.evidence["roofline_lost_ns"] == pytest.approx(20_000 - 1878)
+    assert f.evidence["roofline_efficiency"] == pytest.approx(1878 / 20_000)
+    assert f.saving.mid_ns == int(0.875 * (20_000 - 1878))
+
+
+def test_an_op_near_its_roofline_is_not(tmp_path: Path) -> None:
+    assert "compute.below_roofline" not in _by_id(_with_device(tmp_path, _adds(2)))
+
+
+def test_exposed_copies_are_found(tmp_path: Path) -> None:
+    """Each 100 us step: a 40 us host-to-device copy, then a 50 us GEMM launched ahead: 40 us of
+    exposed copy in every step (the last one too); saving mid 0.6 x 40 us."""
+    ev = []
+    for k in range(N):
+        t = 100 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 100))
+        ev += synth.launch("Memcpy HtoD (Pageable -> Device)", t + 1, t + 2, 40, cat="gpu_memcpy")
+        ev += synth.launch(GEMM, t + 3, t + 42, 50)
+    f = _by_id(_run(tmp_path, ev))["parallel.exposed_memcpy"]
+    assert f.evidence["exposed_memcpy_ns"] == pytest.approx(40 * US, abs=1)
+    assert f.saving.mid_ns == int(0.6 * 40 * US)
+
+
+def _tiny(ahead_us: float) -> list[dict[str, Any]]:
+    """Each 1000 us step: 250 kernels of 2 us, kernel j at t+4j+1; launched 1 us before it starts
+    (``ahead_us`` 1: each 2 us gap is host-bound) or long before (``ahead_us`` 600: no host-bound gap)."""
+    ev = []
+    for k in range(N):
+        t = 1000 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 1000))
+        for j in range(250):
+            start = t + 4 * j + 1
+            ev += synth.launch("vectorized_elementwise_kernel", max(start - ahead_us, t), start, 2)
+    return ev
+
+
+def test_many_tiny_kernels_with_a_host_pacing_them_are_found(tmp_path: Path) -> None:
+    """Host-bound: 250 gaps of 2 us in steps 1-5, 249 in the last (its window ends at its last
+    kernel): mean 499.667 us. The launch calls of the short kernels: 250 x 2 us = 500 us per step.
+    Basis: the smaller, 499.667 us; saving mid 0.75 of it."""
+    f = _by_id(_run(tmp_path, _tiny(1)))["cpu.tiny_kernels"]
+    basis = (5 * 500 + 498) * US / 6
+    assert f.evidence["short_kernels"] == 250 and f.evidence["short_launch_host_ns"] == pytest.approx(500 * US)
+    assert f.saving.mid_ns == int(0.75 * basis)
+
+
+def test_tiny_kernels_launched_ahead_are_not_a_problem(tmp_path: Path) -> None:
+    assert "cpu.tiny_kernels" not in _by_id(_run(tmp_path, _tiny(600)))
