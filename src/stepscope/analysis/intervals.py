@@ -5,6 +5,8 @@ Everything here is O(n log n) numpy; no per-interval Python loops.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 I64 = np.int64
@@ -84,7 +86,31 @@ def busy_before(seg_starts: np.ndarray, seg_ends: np.ndarray, t: np.ndarray) -> 
     """For disjoint sorted segments, the busy time in ``(-inf, t)`` for each ``t`` (vectorized)."""
     if seg_starts.size == 0:
         return np.zeros(t.shape, dtype=I64)
-    cum = np.concatenate([[0], np.cumsum(seg_ends - seg_starts)])
+    return _busy_before(seg_starts, seg_ends, np.concatenate([[0], np.cumsum(seg_ends - seg_starts)]), t)
+
+
+@dataclass(frozen=True)
+class Covered:
+    """A union of intervals with its running total: many busy-time queries on one large union (the
+    host's activity, once per step) cost a binary search each, not a pass over the union."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    cum: np.ndarray
+
+    @classmethod
+    def of(cls, starts: np.ndarray, ends: np.ndarray) -> Covered:
+        s, e = union(starts, ends)
+        return cls(s, e, np.concatenate([[0], np.cumsum(e - s)]).astype(I64))
+
+    def between(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Busy time inside each ``[a, b)``."""
+        if self.starts.size == 0:
+            return np.zeros(np.shape(a), dtype=I64)
+        return _busy_before(self.starts, self.ends, self.cum, b) - _busy_before(self.starts, self.ends, self.cum, a)
+
+
+def _busy_before(seg_starts: np.ndarray, seg_ends: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
     i = np.searchsorted(seg_starts, t, side="right")  # segments starting before or at t
     full = cum[np.maximum(i - 1, 0)]
     partial = np.where(i > 0, np.minimum(t, seg_ends[np.maximum(i - 1, 0)]) - seg_starts[np.maximum(i - 1, 0)], 0)

@@ -242,7 +242,7 @@ def narrow_ids(table: pa.Table) -> pa.Table:
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
         i32 = np.iinfo(np.int32)
         if lo is None or (lo >= i32.min and hi <= i32.max):
-            narrow: pa.Array | pa.ChunkedArray = col.cast(pa.int32())
+            narrow: pa.Array | pa.ChunkedArray = col.cast(pa.int32(), safe=False)  # in range: checked above
         else:
             v = col.to_numpy()
             out = np.full(v.size, -1, dtype=np.int32)

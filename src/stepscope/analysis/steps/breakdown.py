@@ -195,10 +195,10 @@ class StepAccountant:
             k: _SortedRanges(h.ts[m], h.end[m])
             for k, m in (("dl", self.dl_mask), ("opt", self.opt_mask), ("sync", rd.sync_mask))
         }
-        self.sync_u = iv.union(h.ts[rd.sync_mask], h.end[rd.sync_mask])
-        self.loader_u = iv.union(h.ts[self.dl_mask], h.end[self.dl_mask])
+        self.sync_u = iv.Covered.of(h.ts[rd.sync_mask], h.end[rd.sync_mask])
+        self.loader_u = iv.Covered.of(h.ts[self.dl_mask], h.end[self.dl_mask])
         active = (h.kind == KIND["cpu_op"]) | (h.kind == KIND["runtime"]) | self.dl_mask
-        self.host_u = iv.union(h.ts[active], h.end[active])
+        self.host_u = iv.Covered.of(h.ts[active], h.end[active])
 
     def _work(self, i: int, c0: int, c1: int) -> tuple[_Work, str]:
         cw = self.cpu_work

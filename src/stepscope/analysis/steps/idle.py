@@ -64,8 +64,8 @@ class NextWork:
         return np.where(pos < self.start.size, self.launch[np.minimum(pos, self.start.size - 1)], -1)
 
 
-def _overlap(u: Intervals, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
-    return iv.busy_before(u[0], u[1], ge) - iv.busy_before(u[0], u[1], gs)
+def _overlap(u: iv.Covered, gs: np.ndarray, ge: np.ndarray) -> np.ndarray:
+    return u.between(gs, ge)
 
 
 #: a silent gap: at least this long, with host activity over at most this share of it
@@ -73,7 +73,7 @@ SILENT_MIN_GAP_NS = 1_000_000
 SILENT_MAX_HOST_RATIO = 0.1
 
 
-def silent_ns(us: np.ndarray, ue: np.ndarray, w0: int, w1: int, host_u: Intervals) -> int:
+def silent_ns(us: np.ndarray, ue: np.ndarray, w0: int, w1: int, host_u: iv.Covered) -> int:
     """Idle time of the window ``[w0, w1)`` (busy union ``(us, ue)``) in gaps of at least
     ``SILENT_MIN_GAP_NS`` during which host activity ``host_u`` (CPU ops, runtime calls, data-loader
     ranges, all threads) covers at most ``SILENT_MAX_HOST_RATIO`` of the gap: the host ran nothing
@@ -91,7 +91,7 @@ def silent_ns(us: np.ndarray, ue: np.ndarray, w0: int, w1: int, host_u: Interval
 
 
 def idle_causes(
-    us: np.ndarray, ue: np.ndarray, w0: int, w1: int, nxt: NextWork, sync_u: Intervals, loader_u: Intervals
+    us: np.ndarray, ue: np.ndarray, w0: int, w1: int, nxt: NextWork, sync_u: iv.Covered, loader_u: iv.Covered
 ) -> tuple[IdleCauses, GapLog | None]:
     """Causes of the gaps of window ``[w0, w1)`` whose busy union is ``(us, ue)`` (module
     docstring), and the gaps (starts, ends, cause code) for the gap log."""
