@@ -106,3 +106,20 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     bad.write_text('{"schema_version": "9.0", "tool": "stepscope", "ranks": []}')
     assert main(["diff", str(bad), str(a)]) == 2
     assert "schema" in capsys.readouterr().err
+
+
+def test_one_model_on_two_vendors_is_matched_by_op_and_category(tmp_path: Path) -> None:
+    """TraceLens's Qwen1.5-0.5B traces, H100 and MI300: no GEMM kernel name is shared (cuBLAS
+    against hipBLASLt), but the framework ops and their shapes are, and so are the categories."""
+    base = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "TraceLens" / "tests" / "traces"
+    name = "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    out = tmp_path / "d.json"
+    assert main(["diff", str(base / "h100" / name), str(base / "mi300" / name), "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    ops = {c["name"]: c for c in d["ops"]}
+    mm = ops["aten::mm[[8944,1024],[1024,2816]] bf16"]
+    assert mm["a_ns"] > 0 and mm["b_ns"] > 0 and mm["kind"] in ("slower", "faster")
+    gemm = {c["name"]: c for c in d["categories"]}["gemm"]
+    assert gemm["a_ns"] > 0 and gemm["b_ns"] > 0
+    gemms = [k for k in d["kernels"] if k["category"] == "gemm"]
+    assert gemms and all(k["kind"] in ("added", "removed") for k in gemms)

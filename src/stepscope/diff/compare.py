@@ -10,8 +10,9 @@ tie correction; no distribution assumed). The verdict:
 - ``same``: otherwise. A run diffed with itself is ``same`` (p = 1, no difference).
 
 Breakdown deltas are of the means per step, so they add up to the mean step delta exactly. Kernels
-are matched by name (the top kernels of each rank) and, across renamed kernels (another vendor or
-library version), by category: the category deltas add up to the change in kernel time.
+are matched by name (the top kernels of each rank); across renamed kernels (another vendor or library
+version) by category, whose deltas add up to the change in kernel time, and by the framework op that
+launched them with its input shapes and dtype (the roofline's groups), which do not change.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class RunDiff:
     components: dict[str, tuple[float, float]]  # COMPONENTS -> (a, b) mean ns per step
     categories: tuple[Change, ...]  # kernel time by category, largest |delta| first
     kernels: tuple[Change, ...]  # top kernels by name, largest |delta| first
+    ops: tuple[Change, ...]  # framework ops by name, input shapes and dtype (kernel time they launched)
     ranks: dict[int, tuple[float, float]]  # rank -> (a, b) median step ns, ranks on both sides
     findings_gone: tuple[str, ...]
     findings_new: tuple[str, ...]
@@ -133,11 +135,19 @@ def _changes(a: dict[str, tuple[str, float]], b: dict[str, tuple[str, float]]) -
 
 
 def _per_step(p: RunProfile, get: str) -> dict[str, tuple[str, float]]:
-    """Kernel totals per step (means over ranks), by name (``kernels``) or category."""
+    """Kernel time per step (summed over ranks, divided by their steps), by kernel name
+    (``kernels``), category, or framework op and shapes (``ops``: over all the trace's steps)."""
     n = sum(len(r.steps) for r in p.ranks) or 1
+    if get == "ops":
+        n = sum(r.all_steps for r in p.ranks) or 1
     out: dict[str, tuple[str, float]] = {}
     for r in p.ranks:
-        items = r.kernels.items() if get == "kernels" else ((c, (c, v)) for c, v in r.kernel_categories.items())
+        if get == "kernels":
+            items = list(r.kernels.items())
+        elif get == "ops":
+            items = list(r.ops.items())
+        else:
+            items = [(c, (c, v)) for c, v in r.kernel_categories.items()]
         for name, (cat, v) in items:
             out[name] = (cat, out.get(name, (cat, 0.0))[1] + v / n)
     return out
@@ -164,6 +174,7 @@ def compare(a: RunProfile, b: RunProfile) -> RunDiff:
         components={c: (pa[c], pb[c]) for c in COMPONENTS},
         categories=_changes(_per_step(a, "categories"), _per_step(b, "categories")),
         kernels=_changes(_per_step(a, "kernels"), _per_step(b, "kernels")),
+        ops=_changes(_per_step(a, "ops"), _per_step(b, "ops")),
         ranks={k: (ra[k], rb[k]) for k in sorted(set(ra) & set(rb))},
         findings_gone=tuple(sorted(set(a.findings) - set(b.findings))),
         findings_new=tuple(sorted(set(b.findings) - set(a.findings))),

@@ -38,6 +38,10 @@ class RankProfile:
     steps: tuple[StepRow, ...]
     kernels: dict[str, tuple[str, float]]  # name -> (category, total ns over the steady steps)
     kernel_categories: dict[str, float]  # category -> kernel time ns summed over the steady steps
+    # "op [shapes, dtype]" -> (category, kernel time it launched, ns, over all steps): the framework
+    # op and its input shapes are the same on every vendor, the kernels it launches are not
+    ops: dict[str, tuple[str, float]] = field(default_factory=dict)
+    all_steps: int = 0  # the steps the op times cover (the roofline's: warm-up included)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +85,13 @@ def from_analysis(a: Analysis, source: str) -> RunProfile:
             for c, v in s.kernel_time_by_category_ns.items():
                 cats[c] = cats.get(c, 0.0) + v
         kernels = {k.name: (k.category, float(k.total_ns)) for k in r.top_kernels}
-        ranks.append(RankProfile(rank=r.rank, steps=rows, kernels=kernels, kernel_categories=cats))
+        groups = r.roofline.groups if r.roofline is not None else ()
+        ops = {_op_key(g.name, g.signature, g.dtype): ("op", float(g.dur_ns)) for g in groups}
+        ranks.append(
+            RankProfile(
+                rank=r.rank, steps=rows, kernels=kernels, kernel_categories=cats, ops=ops, all_steps=len(r.steps)
+            )
+        )
     findings = {f.id: float(f.saving.mid_ns) for f in a.findings}
     device = a.ranks[0].device if a.ranks else None
     return RunProfile(source=source, ranks=tuple(ranks), findings=findings, device=device)
@@ -124,4 +134,22 @@ def _rank_from_report(r: dict[str, Any]) -> RankProfile:
         for c, v in s["kernel_time_by_category_ns"].items():
             cats[c] = cats.get(c, 0.0) + float(v)
     kernels = {str(k["name"]): (str(k["category"]), float(k["total_ns"])) for k in r["top_kernels"]}
-    return RankProfile(rank=int(r["rank"]), steps=rows, kernels=kernels, kernel_categories=cats)
+    ops = {
+        _op_key(str(g["name"]), str(g["signature"]), str(g["dtype"])): ("op", float(g["dur_ns"]))
+        for g in r.get("roofline", [])
+    }
+    return RankProfile(
+        rank=int(r["rank"]),
+        steps=rows,
+        kernels=kernels,
+        kernel_categories=cats,
+        ops=ops,
+        all_steps=len(r["steps"]),
+    )
+
+
+def _op_key(name: str, signature: str, dtype: str) -> str:
+    """``aten::mm[[8944,1024],[1024,2816]] bf16``: the roofline group's signature (the op name with
+    its input shapes) and dtype."""
+    head = signature if signature.startswith(name) else f"{name} {signature}"
+    return f"{head} {dtype}".strip()

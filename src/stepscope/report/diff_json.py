@@ -44,6 +44,7 @@ def to_dict(d: RunDiff) -> dict[str, Any]:
         "breakdown": {k: {"a_ns": a, "b_ns": b, "delta_ns": b - a} for k, (a, b) in d.components.items()},
         "categories": [_change(c) for c in d.categories],
         "kernels": [_change(c) for c in d.kernels],
+        "ops": [_change(c) for c in d.ops],
         "ranks": {str(k): {"a_ns": a, "b_ns": b} for k, (a, b) in d.ranks.items()},
         "findings": {"gone": list(d.findings_gone), "new": list(d.findings_new)},
     }

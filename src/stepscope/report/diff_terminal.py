@@ -15,6 +15,15 @@ from .base import Renderer
 from .fmt import esc
 
 _SHOWN = 10
+_NAME_WIDTH = 60
+
+
+def _short(name: str) -> str:
+    """Long names shortened in the middle (the full names are in the JSON)."""
+    if len(name) <= _NAME_WIDTH:
+        return name
+    half = (_NAME_WIDTH - 1) // 2
+    return name[:half] + "…" + name[-half:]
 
 
 def _ms(ns: float) -> str:
@@ -29,7 +38,7 @@ def _changes(title: str, rows: tuple[Change, ...], con: Console) -> None:
     for col in ("name", "A ms", "B ms", "delta ms", "change"):
         t.add_column(col, justify="left" if col in ("name", "change") else "right", overflow="fold")
     for c in moved:
-        t.add_row(esc(c.name), _ms(c.a_ns), _ms(c.b_ns), f"{c.delta_ns / 1e6:+,.3f}", c.kind)
+        t.add_row(esc(_short(c.name)), _ms(c.a_ns), _ms(c.b_ns), f"{c.delta_ns / 1e6:+,.3f}", c.kind)
     con.print(t)
 
 
@@ -45,6 +54,7 @@ def render(d: RunDiff, options: Mapping[str, Any]) -> None:
     t.add_row("step", _ms(d.a_mean_ns), _ms(d.b_mean_ns), f"{(d.b_mean_ns - d.a_mean_ns) / 1e6:+,.3f}", style="bold")
     con.print(t)
     _changes("Kernel time by category, per step (ms)", d.categories, con)
+    _changes("Framework ops by input shapes, kernel time per step (ms)", d.ops, con)
     _changes("Kernels, per step (ms)", d.kernels, con)
     if d.findings_gone or d.findings_new:
         con.print(
