@@ -237,3 +237,15 @@ def test_many_tiny_kernels_with_a_host_pacing_them_are_found(tmp_path: Path) -> 
 
 def test_tiny_kernels_launched_ahead_are_not_a_problem(tmp_path: Path) -> None:
     assert "cpu.tiny_kernels" not in _by_id(_run(tmp_path, _tiny(600)))
+
+
+def test_cuda_graph_replay_keeps_the_launch_rules_quiet(tmp_path: Path) -> None:
+    """The host-bound trace of ``test_no_loader_no_input_wait``, its launches made by
+    cudaGraphLaunch: graph replay, whose gaps are not per-kernel launch overhead (TraceLens#728)."""
+    ev = _input_bound(0)
+    for e in ev:
+        if e.get("name") == "cudaLaunchKernel":
+            e["name"] = "cudaGraphLaunch"
+    a = _run(tmp_path, ev)
+    assert a.ranks[0].launch.graph_launches == N
+    assert "cpu.host_bound" not in _by_id(a)

@@ -53,7 +53,11 @@ def _labels(r: Any) -> dict[str, str]:
 
 
 def _evaluate(rule: Rule, signals: dict[int, Signals], labels: dict[int, dict[str, str]]) -> Finding | None:
-    fired = [(rank, s) for rank, s in signals.items() if all(c.holds(s.get(c.signal)) for c in rule.when)]
+    fired = [
+        (rank, s)
+        for rank, s in signals.items()
+        if all(c.holds(s.get(c.signal)) for c in rule.when) and not any(c.holds(s.get(c.signal)) for c in rule.unless)
+    ]
     if not fired:
         return None
     fired.sort(key=lambda rs: (rs[1].get(rule.saving.basis, 0.0), rs[0]))

@@ -50,6 +50,7 @@ class Rule:
     category: Category
     title: str
     when: tuple[Condition, ...]
+    unless: tuple[Condition, ...]  # any of these holding keeps the rule quiet (guards)
     evidence: tuple[str, ...]
     saving: SavingModel
     group: str
@@ -108,26 +109,32 @@ def _rule(d: Any, where: str) -> Rule:
         raise ConfigError(f"{where}: confidence {confidence!r}", fix="high, medium or low")
     title = str(_need(d, "title", where))
     _title_fields(title, where)
-    when = tuple(
-        Condition(
-            signal=str(_need(c, "signal", where)),
-            at_least=c.get("at_least"),
-            below=c.get("below"),
-            why=c.get("why", ""),
-        )
-        for c in _need(d, "when", where)
-    )
+    when = _conditions(_need(d, "when", where), where)
+    unless = _conditions(d.get("unless", ()) or (), where)
     return Rule(
         id=rid,
         category=category,
         title=title,
         when=when,
+        unless=unless,
         evidence=tuple(str(e) for e in d.get("evidence", ())),
         saving=SavingModel(basis=str(_need(s, "basis", where)), method=method, low=low, mid=mid, high=high),
         group=str(d.get("group", rid)),
         confidence=confidence,
         cause=" ".join(str(_need(d, "cause", where)).split()),
         actions=_actions(d, where),
+    )
+
+
+def _conditions(items: Any, where: str) -> tuple[Condition, ...]:
+    return tuple(
+        Condition(
+            signal=str(_need(c, "signal", where)),
+            at_least=c.get("at_least"),
+            below=c.get("below"),
+            why=c.get("why", ""),
+        )
+        for c in items
     )
 
 

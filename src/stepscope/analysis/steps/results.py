@@ -121,6 +121,7 @@ class LaunchStats:
     short_kernel_time_ns: int
     short_threshold_ns: int
     launch_call_mean_ns: float
+    graph_launches: int = 0  # cudaGraphLaunch / hipGraphLaunch calls in the trace
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,7 @@ def launch_stats(rd: RankData, dev_step: np.ndarray, short_threshold_ns: int = 1
         h.kind == KIND["runtime"]
     )
     ldur = (h.end - h.ts)[is_launch]
+    is_graph = np.array(["GraphLaunch" in n for n in h.names], dtype=bool)[h.name_idx] & (h.kind == KIND["runtime"])
     n = delay.size
     return LaunchStats(
         kernels=int(k.sum()),
@@ -107,6 +108,7 @@ def launch_stats(rd: RankData, dev_step: np.ndarray, short_threshold_ns: int = 1
         short_kernel_time_ns=int(dur[short].sum()),
         short_threshold_ns=short_threshold_ns,
         launch_call_mean_ns=float(ldur.mean()) if ldur.size else 0.0,
+        graph_launches=int(is_graph.sum()),
     )
 
 
