@@ -85,3 +85,28 @@ def test_bad_rule_files_are_refused(tmp_path: Path, body: str, capsys: pytest.Ca
     assert main(["analyze", str(trace), "--advisor-rules", str(f), "-q", "--json", str(tmp_path / "o.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad.yaml" in err[0]
+
+
+def test_low_bandwidth_collectives_get_their_transfer_time_above_the_link_as_ceiling() -> None:
+    """The cluster test's two ranks: 4 all-reduces of 100 MB in 1 ms each (bus bandwidth 150 GB/s)
+    on a 450 GB/s link, all in step 0. Each would take 1 ms x 150/450 at the link's figure: 0.667 ms
+    of each is above it, 2.667 ms in the step; mid 0.5 of that (heuristic)."""
+    ranks = tuple(
+        _rank(r, [0, 5_000_000, 10_000_000, 15_000_000], [1_000_000] * 4, 100_000_000, [_step(20_000_000, 1_000_000)])
+        for r in range(2)
+    )
+    a = Analysis(ranks=ranks, notices=(), inputs=(), cluster=build(ranks, gpus_per_node=8, peak_intra_gbps=450.0))
+    f = {x.id: x for x in advise(a)}["communication.low_bandwidth"]
+    ceiling = 4 * 1_000_000 * (1 - 150 / 450)
+    assert f.saving.high_ns == pytest.approx(ceiling, abs=2) and f.saving.mid_ns == pytest.approx(ceiling / 2, abs=2)
+    assert f.category == "communication" and f.ranks == (0, 1) and f.saving_method == "heuristic"
+
+
+def test_small_messages_get_a_card_without_a_saving() -> None:
+    """Two ranks, 8 all-reduces of 4 KiB each: all under 1 MiB."""
+    starts = [1_000_000 * i for i in range(8)]
+    ranks = tuple(_rank(r, starts, [10_000] * 8, 4096, [_step(20_000_000, 1_000_000)]) for r in range(2))
+    a = Analysis(ranks=ranks, notices=(), inputs=(), cluster=build(ranks))
+    f = {x.id: x for x in advise(a)}["communication.small_messages"]
+    assert f.evidence["small"] == 8 and f.evidence["total"] == 8
+    assert f.saving_method == "none" and f.saving.high_ns == 0

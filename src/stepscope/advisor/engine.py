@@ -14,7 +14,8 @@ from __future__ import annotations
 import string
 from typing import Any
 
-from ..analysis.cluster.results import StragglerFinding
+from ..analysis.cluster.findings import SMALL_MESSAGE_BYTES
+from ..analysis.cluster.results import LowBandwidthFinding, SmallMessagesFinding, StragglerFinding
 from ..analysis.results import Analysis
 from .finding import NO_SAVING, Finding, Saving
 from .rules import Rule, RuleSet, StragglerRule, load_rules
@@ -45,6 +46,7 @@ def advise(a: Analysis, rules: RuleSet | None = None) -> tuple[Finding, ...]:
     labels = {r.rank: _labels(r) for r in a.ranks}
     out = [f for rule in rules.rules if (f := _evaluate(rule, signals, labels)) is not None]
     out += _stragglers(a, rules, signals)
+    out += _cluster_comm(a, rules, signals)
     return tuple(sorted(out, key=lambda f: (-f.saving.mid_ns, f.id, f.ranks)))
 
 
@@ -117,6 +119,59 @@ def _stragglers(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> lis
                 confidence="medium",
                 step_ns=step,
                 group=f"straggler:{f.rank}",
+            )
+        )
+    return out
+
+
+def _slow_transfer_ns(a: Analysis, ratio: float) -> float:
+    """Per step: the transfer time of the collectives of 1 MiB or more under ``ratio`` of their link's
+    bus bandwidth, above what that bandwidth would take (``transfer x (1 - busbw / peak)``)."""
+    assert a.cluster is not None
+    over = [
+        x.transfer_ns * (1.0 - x.busbw_gbps / x.peak_gbps)
+        for x in a.cluster.collectives
+        if x.busbw_gbps is not None
+        and x.peak_gbps
+        and x.bytes >= SMALL_MESSAGE_BYTES
+        and x.busbw_gbps < ratio * x.peak_gbps
+    ]
+    steps = len({x.step for x in a.cluster.collectives if x.step >= 0}) or 1
+    return sum(over) / steps
+
+
+def _cluster_comm(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> list[Finding]:
+    """The cluster view's small-message and low-bandwidth findings, worded by ``rules.cluster``."""
+    if a.cluster is None:
+        return []
+    by_kind = {c.kind: c for c in rules.cluster}
+    steps = sorted(s["step_ns"] for s in signals.values())
+    step = steps[(len(steps) - 1) // 2] if steps else 0.0
+    out = []
+    for f in a.cluster.findings:
+        if isinstance(f, SmallMessagesFinding) and "small_messages" in by_kind:
+            cr, basis = by_kind["small_messages"], 0.0
+            values = {"small": float(f.small), "total": float(f.total)}
+        elif isinstance(f, LowBandwidthFinding) and "low_bandwidth" in by_kind:
+            cr, basis = by_kind["low_bandwidth"], _slow_transfer_ns(a, f.ratio)
+            values = {"count": float(f.count), "median_busbw_gbps": f.median_busbw_gbps}
+        else:
+            continue
+        low, mid, high = cr.fractions
+        out.append(
+            Finding(
+                id=f"communication.{cr.kind}",
+                category=cr.category,
+                title=_title(cr.title, values),
+                ranks=tuple(sorted(r.rank for r in a.ranks)),
+                evidence={k: round(v, 6) for k, v in values.items()} | {"slow_transfer_ns": round(basis, 1)},
+                cause=cr.explanation,
+                actions=cr.actions,
+                saving=Saving(low_ns=int(low * basis), mid_ns=int(mid * basis), high_ns=int(high * basis)),
+                saving_method=cr.method,
+                confidence="low",
+                step_ns=step,
+                group=f"comm:{cr.kind}",
             )
         )
     return out

@@ -71,11 +71,26 @@ class StragglerRule:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClusterRule:
+    """How a communication finding of the cluster view (``kind``: ``small_messages``,
+    ``low_bandwidth``) is worded and fixed, and the fractions of its saving ceiling."""
+
+    kind: str
+    category: Category
+    title: str
+    explanation: str
+    actions: tuple[Action, ...]
+    method: SavingMethod
+    fractions: tuple[float, float, float]
+
+
+@dataclass(frozen=True, kw_only=True)
 class RuleSet:
     rules: tuple[Rule, ...]
     stragglers: tuple[StragglerRule, ...] = ()
     straggler_saving: tuple[float, float, float] = (0.5, 0.9, 1.0)
     straggler_min_excess_ratio: float = 0.02
+    cluster: tuple[ClusterRule, ...] = ()
 
 
 def _need(d: Any, key: str, where: str) -> Any:
@@ -91,12 +106,14 @@ def _title_fields(title: str, where: str) -> None:
             raise ConfigError(f"{where}: title field {{{name}}} is not a plain signal name", fix="use {signal_name}")
 
 
-def _rule(d: Any, where: str) -> Rule:
-    rid = str(_need(d, "id", where))
-    where = f"{where} rule {rid!r}"
+def _category(d: Any, where: str) -> Category:
     category = _need(d, "category", where)
     if category not in CATEGORIES:
         raise ConfigError(f"{where}: category {category!r}", fix=f"one of {', '.join(CATEGORIES)}")
+    return category  # type: ignore[no-any-return]
+
+
+def _saving(d: Any, where: str) -> tuple[SavingMethod, float, float, float]:
     s = _need(d, "saving", where)
     method = _need(s, "method", where)
     if method not in SAVING_METHODS:
@@ -104,6 +121,15 @@ def _rule(d: Any, where: str) -> Rule:
     low, mid, high = (float(_need(s, k, where)) for k in ("low", "mid", "high"))
     if not 0 <= low <= mid <= high <= 1:
         raise ConfigError(f"{where}: saving fractions {low}, {mid}, {high}", fix="0 <= low <= mid <= high <= 1")
+    return method, low, mid, high
+
+
+def _rule(d: Any, where: str) -> Rule:
+    rid = str(_need(d, "id", where))
+    where = f"{where} rule {rid!r}"
+    category = _category(d, where)
+    method, low, mid, high = _saving(d, where)
+    s = d["saving"]
     confidence = d.get("confidence", "medium")
     if confidence not in ("high", "medium", "low"):
         raise ConfigError(f"{where}: confidence {confidence!r}", fix="high, medium or low")
@@ -152,9 +178,7 @@ def _actions(d: Any, where: str) -> tuple[Action, ...]:
 def _straggler(d: Any, where: str) -> StragglerRule:
     cause = str(_need(d, "cause", where))
     where = f"{where} straggler {cause!r}"
-    category = _need(d, "category", where)
-    if category not in CATEGORIES:
-        raise ConfigError(f"{where}: category {category!r}", fix=f"one of {', '.join(CATEGORIES)}")
+    category = _category(d, where)
     title = str(_need(d, "title", where))
     _title_fields(title, where)
     return StragglerRule(
@@ -163,6 +187,23 @@ def _straggler(d: Any, where: str) -> StragglerRule:
         title=title,
         explanation=" ".join(str(d.get("explanation", "")).split()),
         actions=_actions(d, where),
+    )
+
+
+def _cluster(d: Any, where: str) -> ClusterRule:
+    kind = str(_need(d, "kind", where))
+    where = f"{where} cluster {kind!r}"
+    title = str(_need(d, "title", where))
+    _title_fields(title, where)
+    method, low, mid, high = _saving(d, where)
+    return ClusterRule(
+        kind=kind,
+        category=_category(d, where),
+        title=title,
+        explanation=" ".join(str(d.get("explanation", "")).split()),
+        actions=_actions(d, where),
+        method=method,
+        fractions=(low, mid, high),
     )
 
 
@@ -181,6 +222,7 @@ def parse_rules(text: str, where: str) -> RuleSet:
         stragglers=tuple(_straggler(d, where) for d in doc.get("stragglers", ()) or ()),
         straggler_saving=(fractions[0], fractions[1], fractions[2]),
         straggler_min_excess_ratio=float(doc.get("straggler_min_excess_ratio", 0.02)),
+        cluster=tuple(_cluster(d, where) for d in doc.get("cluster", ()) or ()),
     )
 
 
