@@ -249,3 +249,31 @@ def test_cuda_graph_replay_keeps_the_launch_rules_quiet(tmp_path: Path) -> None:
     a = _run(tmp_path, ev)
     assert a.ranks[0].launch.graph_launches == N
     assert "cpu.host_bound" not in _by_id(a)
+
+
+def test_fp32_gemms_are_found_with_their_gap_to_the_bf16_roofline(tmp_path: Path) -> None:
+    """Each 100 us step: aten::mm of two [1024, 1024] fp32 matrices in one 60 us kernel. 2 x 1024^3
+    FLOPs at the H100's bf16 peak (989.4 TFLOP/s) take 2.170 us: 57.83 us above it per step."""
+    ev = []
+    for k in range(N):
+        t = 100 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 100))
+        dims = {"External id": 10 + k, "Input Dims": [[1024, 1024], [1024, 1024]], "Input type": ["float", "float"]}
+        ev.append(synth.cpu("aten::mm", t + 1, 3, **dims))
+        ev += synth.launch("ampere_sgemm_128x64_nn", t + 2, t + 5, 60, ext=10 + k)
+    f = _by_id(_with_device(tmp_path, ev))["compute.fp32_gemm"]
+    gap = 60_000 - 2 * 1024**3 / 989.4e12 * 1e9
+    assert f.evidence["fp32_gemm_ns"] == pytest.approx(60_000)
+    assert f.evidence["fp32_gemm_gap_ns"] == pytest.approx(gap, rel=1e-6)
+    assert f.saving.mid_ns == int(0.875 * f.evidence["fp32_gemm_gap_ns"])
+
+
+def test_bf16_gemms_are_not_fp32(tmp_path: Path) -> None:
+    ev = []
+    for k in range(N):
+        t = 100 * k
+        ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 100))
+        dims = {"External id": 10 + k, "Input Dims": [[1024, 1024], [1024, 1024]], "Input type": [BF, BF]}
+        ev.append(synth.cpu("aten::mm", t + 1, 3, **dims))
+        ev += synth.launch(GEMM, t + 2, t + 5, 60, ext=10 + k)
+    assert "compute.fp32_gemm" not in _by_id(_with_device(tmp_path, ev))

@@ -62,6 +62,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
         out[key[:-3] + "_ratio"] = out[key] / step if step > 0 else 0.0
     _comm(out, r, steps)
     _roofline(out, r)
+    _fp32_gemm(out, r)
     _top_kernel(out, r)
     return out
 
@@ -90,6 +91,33 @@ def _roofline(out: Signals, r: RankAnalysis) -> None:
     out["roofline_op_ns"] = g.dur_ns / len(r.steps)
     out["roofline_efficiency"] = float(g.efficiency or 0.0)
     out["roofline_lost_ratio"] = out["roofline_lost_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
+
+
+#: framework ops whose fp32 form runs on fp32 units (or TF32) and whose bf16 form on tensor cores
+_GEMM_OPS = (
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::matmul",
+    "aten::linear",
+    "aten::_scaled_mm",
+)
+
+
+def _fp32_gemm(out: Signals, r: RankAnalysis) -> None:
+    """GEMMs run in fp32, per step: their time (``fp32_gemm_ns``) and their time above the roofline
+    at the device's MFU-dtype peak (bf16 unless ``--mfu-dtype``): what bf16 could at most save
+    (``fp32_gemm_gap_ns``). Needs the device in the catalog."""
+    roof = r.roofline
+    if roof is None or roof.hardware is None or not r.steps:
+        return
+    peak = roof.hardware.peak_tflops * 1e12
+    fp32 = [g for g in roof.groups if g.dtype == "fp32" and g.name in _GEMM_OPS and g.flops > 0]
+    n = len(r.steps)
+    out["fp32_gemm_ns"] = sum(g.dur_ns for g in fp32) / n
+    out["fp32_gemm_gap_ns"] = sum(max(0.0, g.dur_ns - g.flops / peak * 1e9) for g in fp32) / n
+    out["fp32_gemm_ratio"] = out["fp32_gemm_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
 
 
 def _top_kernel(out: Signals, r: RankAnalysis) -> None:
