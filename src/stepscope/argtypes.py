@@ -32,6 +32,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    """argparse type for tolerances: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number of 0 or more, not {text}")
+    return value
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line that names the fix (argparse prints the whole usage block). An
     empty string is never a value: ``--json ''`` or ``analyze ''`` (a shell variable that was not

@@ -238,6 +238,8 @@ def _diff(ns: argparse.Namespace) -> int:
     if ns.json != "-":
         by_name("diff", "terminal").render(d, {"console": Console()})
     pct = ns.fail_if_slower
+    if pct is not None and d.verdict == "inconclusive":
+        print(f"stepscope: gate: not applied, the diff is inconclusive: {d.reason}", file=sys.stderr)
     if pct is not None and d.verdict == "slower" and d.delta_ratio * 100 > pct:
         print(
             f"stepscope: gate: AFTER is {d.delta_ratio:.1%} slower than BEFORE (limit {pct}%): {d.reason}",

@@ -7,7 +7,7 @@ import argparse
 from typing import TypeAlias
 
 from . import __version__
-from .argtypes import OneLineParser, positive, positive_float
+from .argtypes import OneLineParser, non_negative_float, positive, positive_float
 from .planner.args import add_plan_parser
 from .report.registry import extensions_help, file_renderers
 
@@ -45,7 +45,7 @@ def _add_diff_parser(sub: Subparsers) -> None:
     d.add_argument("--json", metavar="FILE", help="write the diff as JSON ('-' for standard output)")
     d.add_argument(
         "--fail-if-slower",
-        type=float,
+        type=non_negative_float,
         metavar="PCT",
         default=None,
         help="exit 1 when AFTER's median step is more than PCT%% slower and the difference is significant",

@@ -74,6 +74,10 @@ rules:
         "rules: [{id: x, category: io, title: '{step_ns.__class__}', when: [], saving: {basis: step_ns, method: none, low: 0, mid: 0, high: 0}, cause: c}]",
         "rules: [{id: x, category: io, title: t, when: [], saving: {basis: step_ns, method: measured, low: 0.9, mid: 0.5, high: 1}, cause: c}]",
         "rules: [",
+        "rules: [{id: x, category: io, title: 'open {', when: [], saving: {basis: step_ns, method: none, low: 0, mid: 0, high: 0}, cause: c}]",
+        "rules: [{id: x, category: io, title: '{sync_calls:d}', when: [], saving: {basis: step_ns, method: none, low: 0, mid: 0, high: 0}, cause: c}]",
+        "rules: [{id: x, category: io, title: t, when: [{signal: s, at_least: lots}], saving: {basis: step_ns, method: none, low: 0, mid: 0, high: 0}, cause: c}]",
+        "rules: [{id: x, category: io, title: t, when: [], saving: {basis: step_ns, method: none, low: 0, mid: 0, high: 0}, cause: c, actions: [3]}]",
     ],
 )
 def test_bad_rule_files_are_refused(tmp_path: Path, body: str, capsys: pytest.CaptureFixture[str]) -> None:

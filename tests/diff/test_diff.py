@@ -123,3 +123,18 @@ def test_one_model_on_two_vendors_is_matched_by_op_and_category(tmp_path: Path) 
     assert gemm["a_ns"] > 0 and gemm["b_ns"] > 0
     gemms = [k for k in d["kernels"] if k["category"] == "gemm"]
     assert gemms and all(k["kind"] in ("added", "removed") for k in gemms)
+
+
+def test_ranks_in_lockstep_are_one_sample_per_step() -> None:
+    """Two ranks of 4 steps each: the samples are the 4 per-step medians over the ranks, not 8."""
+    from stepscope.diff.compare import _samples
+    from stepscope.diff.profile import RankProfile, RunProfile, StepRow
+
+    def rank(r: int, times: list[int]) -> RankProfile:
+        return RankProfile(
+            rank=r, steps=tuple(StepRow(step_ns=t, parts={}) for t in times), kernels={}, kernel_categories={}
+        )
+
+    p = RunProfile(source="x", ranks=(rank(0, [10, 20, 30, 40]), rank(1, [12, 22, 32, 42])))
+    assert _samples(p).tolist() == [11, 21, 31, 41]
+    assert mann_whitney_p(np.array([]), np.array([1.0])) == 1.0

@@ -118,26 +118,29 @@ def _stragglers(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> lis
                 saving_method="critical_path",
                 confidence="medium",
                 step_ns=step,
-                group=f"straggler:{f.rank}",
+                group="straggler",
             )
         )
     return out
 
 
 def _slow_transfer_ns(a: Analysis, ratio: float) -> float:
-    """Per step: the transfer time of the collectives of 1 MiB or more under ``ratio`` of their link's
-    bus bandwidth, above what that bandwidth would take (``transfer x (1 - busbw / peak)``)."""
+    """Per steady step, of the median rank: the transfer time of its collectives of 1 MiB or more
+    under ``ratio`` of their link's bus bandwidth, above what that bandwidth would take
+    (``transfer x (1 - busbw / peak)``); instances outside every step are left out. A ceiling: the
+    part of it hidden under compute would save nothing."""
     assert a.cluster is not None
-    over = [
-        x.transfer_ns * (1.0 - x.busbw_gbps / x.peak_gbps)
-        for x in a.cluster.collectives
-        if x.busbw_gbps is not None
-        and x.peak_gbps
-        and x.bytes >= SMALL_MESSAGE_BYTES
-        and x.busbw_gbps < ratio * x.peak_gbps
-    ]
-    steps = len({x.step for x in a.cluster.collectives if x.step >= 0}) or 1
-    return sum(over) / steps
+    per_rank: dict[int, float] = {}
+    for x in a.cluster.collectives:
+        slow = x.busbw_gbps is not None and x.peak_gbps and x.busbw_gbps < ratio * x.peak_gbps
+        if not slow or x.bytes < SMALL_MESSAGE_BYTES or x.step < 0:
+            continue
+        assert x.busbw_gbps is not None and x.peak_gbps
+        for r, t in x.ranks.items():
+            per_rank[r] = per_rank.get(r, 0.0) + t.transfer_ns * (1.0 - x.busbw_gbps / x.peak_gbps)
+    steps = {r.rank: sum(1 for s in r.steps if not s.warmup) for r in a.ranks}
+    values = sorted(v / max(steps.get(r, 1), 1) for r, v in per_rank.items())
+    return values[(len(values) - 1) // 2] if values else 0.0
 
 
 def _cluster_comm(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> list[Finding]:
@@ -164,14 +167,15 @@ def _cluster_comm(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> l
                 category=cr.category,
                 title=_title(cr.title, values),
                 ranks=tuple(sorted(r.rank for r in a.ranks)),
-                evidence={k: round(v, 6) for k, v in values.items()} | {"slow_transfer_ns": round(basis, 1)},
+                evidence={k: round(v, 6) for k, v in values.items()}
+                | ({"slow_transfer_ns": round(basis, 1)} if cr.kind == "low_bandwidth" else {}),
                 cause=cr.explanation,
                 actions=cr.actions,
                 saving=Saving(low_ns=int(low * basis), mid_ns=int(mid * basis), high_ns=int(high * basis)),
                 saving_method=cr.method,
                 confidence="low",
                 step_ns=step,
-                group=f"comm:{cr.kind}",
+                group="exposed_comm",
             )
         )
     return out

@@ -99,11 +99,23 @@ def _need(d: Any, key: str, where: str) -> Any:
     return d[key]
 
 
+#: title fields that are text, not numbers (``engine._labels``)
+TEXT_FIELDS = ("top_kernel",)
+
+
 def _title_fields(title: str, where: str) -> None:
-    """Only plain names in the title's format fields (no attribute or index access)."""
-    for _, name, _, _ in string.Formatter().parse(title):
-        if name is not None and not name.isidentifier():
-            raise ConfigError(f"{where}: title field {{{name}}} is not a plain signal name", fix="use {signal_name}")
+    """Only plain names in the title's format fields (no attribute or index access), each format
+    spec valid for its value: text for ``TEXT_FIELDS``, a float otherwise (signals are floats)."""
+    try:
+        fields = [(name, spec) for _, name, spec, _ in string.Formatter().parse(title) if name is not None]
+        for name, spec in fields:
+            if not name.isidentifier():
+                raise ConfigError(
+                    f"{where}: title field {{{name}}} is not a plain signal name", fix="use {signal_name}"
+                )
+            format("x" if name in TEXT_FIELDS else 1.0, spec or "")
+    except ValueError as exc:
+        raise ConfigError(f"{where}: title {title!r} is not a valid format ({exc})", fix="e.g. {step_ms:.1f}") from None
 
 
 def _category(d: Any, where: str) -> Category:
@@ -152,13 +164,17 @@ def _rule(d: Any, where: str) -> Rule:
     )
 
 
+def _number(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
 def _conditions(items: Any, where: str) -> tuple[Condition, ...]:
     return tuple(
         Condition(
             signal=str(_need(c, "signal", where)),
-            at_least=c.get("at_least"),
-            below=c.get("below"),
-            why=c.get("why", ""),
+            at_least=_number(c.get("at_least")),
+            below=_number(c.get("below")),
+            why=str(c.get("why", "")),
         )
         for c in items
     )
@@ -171,7 +187,7 @@ def _actions(d: Any, where: str) -> tuple[Action, ...]:
             change=str(_need(a, "change", where)),
             reference=str(a.get("reference", "")),
         )
-        for a in d.get("actions", ())
+        for a in d.get("actions") or ()
     )
 
 
@@ -208,6 +224,14 @@ def _cluster(d: Any, where: str) -> ClusterRule:
 
 
 def parse_rules(text: str, where: str) -> RuleSet:
+    """A rule file; any malformed part is one ``ConfigError`` naming the file."""
+    try:
+        return _parse(text, where)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{where}: a rule is malformed ({exc})", fix="see data/advisor_rules.yaml") from None
+
+
+def _parse(text: str, where: str) -> RuleSet:
     try:
         doc = safe_load(text)
     except yaml.YAMLError as exc:
@@ -217,6 +241,8 @@ def parse_rules(text: str, where: str) -> RuleSet:
         raise ConfigError(f"{where}: 'rules' is not a list", fix="see data/advisor_rules.yaml")
     saving = doc.get("straggler_saving", {"low": 0.5, "mid": 0.9, "high": 1.0})
     fractions = tuple(float(_need(saving, k, where)) for k in ("low", "mid", "high"))
+    if not 0 <= fractions[0] <= fractions[1] <= fractions[2] <= 1:
+        raise ConfigError(f"{where}: straggler_saving {fractions}", fix="0 <= low <= mid <= high <= 1")
     return RuleSet(
         rules=tuple(_rule(d, where) for d in rules),
         stragglers=tuple(_straggler(d, where) for d in doc.get("stragglers", ()) or ()),
@@ -232,11 +258,13 @@ def bundled_rules() -> RuleSet:
 
 
 def load_rules(extra: tuple[str, ...] = ()) -> RuleSet:
-    """The bundled rules, then each user file's: a rule whose id (a straggler entry whose cause) is
-    already there replaces it."""
+    """The bundled rules, then each user file's ``rules``, ``stragglers`` and ``cluster`` entries: an
+    entry whose id (cause, kind) is already there replaces it. The straggler fractions and threshold
+    are the bundled file's."""
     base = bundled_rules()
     by_id = {r.id: r for r in base.rules}
     by_cause = {s.cause: s for s in base.stragglers}
+    by_kind = {c.kind: c for c in base.cluster}
     for path in extra:
         try:
             text = Path(path).read_text(encoding="utf-8")
@@ -245,4 +273,7 @@ def load_rules(extra: tuple[str, ...] = ()) -> RuleSet:
         user = parse_rules(text, path)
         by_id.update({r.id: r for r in user.rules})
         by_cause.update({s.cause: s for s in user.stragglers})
-    return dataclasses.replace(base, rules=tuple(by_id.values()), stragglers=tuple(by_cause.values()))
+        by_kind.update({c.kind: c for c in user.cluster})
+    return dataclasses.replace(
+        base, rules=tuple(by_id.values()), stragglers=tuple(by_cause.values()), cluster=tuple(by_kind.values())
+    )

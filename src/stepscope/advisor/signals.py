@@ -52,7 +52,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
         "short_kernels": float(r.launch.short_kernels) / n,
         "short_kernel_ns": float(r.launch.short_kernel_time_ns) / n,
         "launch_delay_p50_ns": float(r.launch.delay_p50_ns),
-        "graph_launches": float(r.launch.graph_launches) / n,
+        "graph_launches": float(r.launch.graph_launches),  # in the whole trace: any at all is graph replay
     }
     # the host's launch calls for the short kernels, as far as the device waited for the host
     out["short_launch_host_ns"] = out["short_kernels"] * float(r.launch.launch_call_mean_ns)

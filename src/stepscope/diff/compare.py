@@ -1,7 +1,7 @@
 """Two runs -> deltas, a significance test and a verdict.
 
-Steps inside a trace are repeats of the same work, so they are the samples: the steady step times of
-all ranks of each run, compared with a two-sided Mann-Whitney U test (normal approximation with the
+Steps inside a trace are repeats of the same work, so they are the samples: each steady step's time
+(the median over the ranks, which run in lockstep), compared with a two-sided Mann-Whitney U test (normal approximation with the
 tie correction; no distribution assumed). The verdict:
 
 - ``inconclusive``: fewer than ``MIN_STEPS`` steady steps on a side, so no test can be trusted;
@@ -59,7 +59,7 @@ class RunDiff:
     b_median_ns: float
     a_mean_ns: float
     b_mean_ns: float
-    p_value: float
+    p_value: float | None  # None: too few steps for the test
     components: dict[str, tuple[float, float]]  # COMPONENTS -> (a, b) mean ns per step
     categories: tuple[Change, ...]  # kernel time by category, largest |delta| first
     kernels: tuple[Change, ...]  # top kernels by name, largest |delta| first
@@ -78,6 +78,8 @@ def mann_whitney_p(x: np.ndarray, y: np.ndarray) -> float:
     """Two-sided p-value of the Mann-Whitney U test, normal approximation with tie correction and
     continuity correction; 1.0 when every value is equal."""
     n1, n2 = x.size, y.size
+    if n1 == 0 or n2 == 0:
+        return 1.0
     allv = np.concatenate([x, y]).astype(np.float64)
     order = np.argsort(allv, kind="stable")
     ranks = np.empty(allv.size, np.float64)
@@ -96,12 +98,16 @@ def mann_whitney_p(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def _samples(p: RunProfile) -> np.ndarray:
-    return np.array([s.step_ns for r in p.ranks for s in r.steps], dtype=np.float64)
+    """One sample per steady step: the median over the ranks of that step (ranks run the same steps
+    in lockstep, so 64 ranks x 10 steps are 10 samples, not 640)."""
+    n = max((len(r.steps) for r in p.ranks), default=0)
+    per_step = [[r.steps[k].step_ns for r in p.ranks if k < len(r.steps)] for k in range(n)]
+    return np.array([float(np.median(v)) for v in per_step if v], dtype=np.float64)
 
 
-def _verdict(x: np.ndarray, y: np.ndarray) -> tuple[Verdict, str, float]:
+def _verdict(x: np.ndarray, y: np.ndarray) -> tuple[Verdict, str, float | None]:
     if x.size < MIN_STEPS or y.size < MIN_STEPS:
-        return "inconclusive", f"fewer than {MIN_STEPS} steady steps on a side ({x.size}, {y.size})", 1.0
+        return "inconclusive", f"fewer than {MIN_STEPS} steady steps on a side ({x.size}, {y.size})", None
     p = mann_whitney_p(x, y)
     ma, mb = float(np.median(x)), float(np.median(y))
     rel = mb / ma - 1.0 if ma > 0 else 0.0

@@ -22,7 +22,8 @@ def is_report(path: str) -> bool:
         return False
     with p.open("rb") as f:
         head = f.read(_REPORT_PROBE_BYTES)
-    return b'"tool": "stepscope"' in head and b'"schema_version"' in head
+    compact = head.replace(b" ", b"").replace(b"\n", b"")
+    return b'"tool":"stepscope"' in compact and b'"schema_version"' in compact
 
 
 def load_side(path: str, cfg: AnalyzeConfig, workers: int | None = None) -> RunProfile:

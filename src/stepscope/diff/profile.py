@@ -108,7 +108,7 @@ def from_report(d: Any, source: str) -> RunProfile:
     try:
         ranks = tuple(_rank_from_report(r) for r in d["ranks"])
         findings = {str(f["id"]): float(f["saving_ns"]["mid"]) for f in d.get("findings", [])}
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise InputError(
             f"a field of the report is missing or wrong ({exc})",
             path=source,
