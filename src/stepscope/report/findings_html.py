@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from ..advisor.finding import Finding
-from .findings_terminal import saving_text
+from .findings_terminal import evidence_text, saving_text
 
 
 def section(findings: tuple[Finding, ...], ranks: int) -> str:
@@ -20,7 +20,7 @@ def section(findings: tuple[Finding, ...], ranks: int) -> str:
 
 def _card(i: int, f: Finding, ranks: int) -> str:
     where = "" if ranks <= 1 else f" <span class='ranks'>ranks {escape(', '.join(map(str, f.ranks)))}</span>"
-    evidence = ", ".join(f"{escape(k)} = {v:,.6g}" for k, v in f.evidence.items())
+    evidence = escape(evidence_text(f))
     actions = "".join(
         f"<li><b>{escape(a.stack)}</b>: {escape(a.change)}"
         + (f" (<span class='ref'>{escape(a.reference)}</span>)" if a.reference else "")

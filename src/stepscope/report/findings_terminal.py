@@ -12,6 +12,19 @@ from .fmt import esc
 _ACTIONS_SHOWN = 3
 
 
+def evidence_text(f: Finding) -> str:
+    """The evidence in readable units: ``_ns`` figures in ms, ``_ratio`` ones in percent."""
+    parts = []
+    for k, v in f.evidence.items():
+        if k.endswith("_ns"):
+            parts.append(f"{k[:-3].replace('_', ' ')} {v / 1e6:,.3f} ms")
+        elif k.endswith("_ratio"):
+            parts.append(f"{k[:-6].replace('_', ' ')} {v:.1%}")
+        else:
+            parts.append(f"{k.replace('_', ' ')} {v:,.4g}")
+    return ", ".join(parts)
+
+
 def saving_text(f: Finding) -> str:
     if f.saving_method == "none":
         return "no saving estimated"
@@ -37,6 +50,7 @@ def render(findings: tuple[Finding, ...], con: Console, ranks: int) -> None:
         where = "" if ranks <= 1 else f" [ranks {_ranks(f.ranks)}]"
         con.print(f"{i}. [bold]{esc(f.title)}[/]{where}", markup=True, highlight=False)
         con.print(f"   {esc(saving_text(f))}; confidence {f.confidence}", markup=True, highlight=False)
+        con.print(f"   evidence: {esc(evidence_text(f))}", markup=True, highlight=False)
         con.print(f"   why: {esc(f.cause)}", markup=True, highlight=False)
         for a in f.actions[:_ACTIONS_SHOWN]:
             con.print(f"   {esc(a.stack)}: {esc(a.change)}", markup=True, highlight=False)
