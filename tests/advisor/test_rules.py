@@ -17,6 +17,7 @@ from .. import synth
 US = 1000
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+WORKERS_LOADER = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
 N = 6
 
 
@@ -28,7 +29,7 @@ def _by_id(a) -> dict[str, Any]:
     return {f.id: f for f in a.findings}
 
 
-def _input_bound(loader_us: float) -> list[dict[str, Any]]:
+def _input_bound(loader_us: float, loader: str = LOADER) -> list[dict[str, Any]]:
     """Step k (CPU [100k, 100k+100)): the loader runs [100k, 100k+L), then a 58 us GEMM launched at
     100k+41 runs from 100k+42. Each window but the last: 100 us, compute 58; of the 42 us gap the
     loader covers L (input wait), the rest is host-bound (ended by a launch after it began)."""
@@ -37,16 +38,25 @@ def _input_bound(loader_us: float) -> list[dict[str, Any]]:
         t = 100 * k
         ev.append(synth.step(f"ProfilerStep#{k + 1}", t, 100))
         if loader_us:
-            ev.append(synth.cpu(LOADER, t, loader_us))
+            ev.append(synth.cpu(loader, t, loader_us))
         ev += synth.launch(GEMM, t + 41, t + 42, 58)
     return ev
 
 
-def test_input_wait_is_found_with_its_saving(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("loader", "rule"),
+    [(LOADER, "io.loader_in_process"), (WORKERS_LOADER, "io.input_wait")],
+    ids=["in_process", "workers"],
+)
+def test_input_wait_is_found_with_its_saving(tmp_path: Path, loader: str, rule: str) -> None:
     """L = 40: steps 1-5 wait 40 us for input, 2 us host-bound; step 6 is its 58 us GEMM.
     Mean input wait per step = 5 x 40 / 6 = 33.333 us; mean step = (500 + 58) / 6 = 93 us.
-    Saving: low 0.5, mid 0.9, high 1.0 of 33.333 us."""
-    f = _by_id(_run(tmp_path, _input_bound(40)))["io.input_wait"]
+    Saving: low 0.5, mid 0.9, high 1.0 of 33.333 us. A single-process loader (num_workers=0) is
+    named as such; a loader with workers that still makes the device wait is input wait."""
+    found = _by_id(_run(tmp_path, _input_bound(40, loader)))
+    f = found[rule]
+    (other,) = {"io.loader_in_process", "io.input_wait"} - {rule}
+    assert other not in found
     assert f.category == "io" and f.ranks == (0,) and f.saving_method == "measured"
     wait = 5 * 40 * US / 6
     assert f.evidence["idle_input_wait_ns"] == pytest.approx(wait, abs=1)
@@ -277,3 +287,15 @@ def test_bf16_gemms_are_not_fp32(tmp_path: Path) -> None:
         ev.append(synth.cpu("aten::mm", t + 1, 3, **dims))
         ev += synth.launch(GEMM, t + 2, t + 5, 60, ext=10 + k)
     assert "compute.fp32_gemm" not in _by_id(_with_device(tmp_path, ev))
+
+
+def test_compiling_inside_the_steps_is_found(tmp_path: Path) -> None:
+    """The host-bound trace of ``test_no_loader_no_input_wait`` with torch.compile's
+    "compile_inner (dynamo_timed)" range over 30 us of each 42 us gap (steps 1-5): 25 us per step
+    on average, all of it idle; saving mid 0.9 x 25 us."""
+    ev = _input_bound(0)
+    for k in range(N - 1):
+        ev.append(synth.cpu("_compile.compile_inner (dynamo_timed)", 100 * k + 100, 30, cat="user_annotation"))
+    f = _by_id(_run(tmp_path, ev))["cpu.compile_in_step"]
+    assert f.evidence["compile_ns"] == pytest.approx(25 * US, abs=1)
+    assert f.saving.mid_ns == int(0.9 * 25 * US)

@@ -5,7 +5,8 @@ the step add up: ``compute_ns + exposed_comm_ns + exposed_memcpy_ns + idle_ns ==
 idle parts (``idle_input_wait_ns``, ``idle_host_bound_ns``, ``idle_sync_wait_ns``, ``idle_other_ns``)
 add up to ``idle_ns``. Ratios are of ``step_ns``. ``tiny_kernel_idle_ns``: the host time spent in
 launch calls of kernels shorter than the short-kernel threshold (count x mean launch call), at most
-the host-bound idle: what fusing them could give back. The roofline's figures cover every step of the
+the host-bound idle: what fusing them could give back. ``compile_idle_ns``: host time compiling inside
+the steps, at most the idle time (the device waited while the host compiled). The roofline's figures cover every step of the
 trace (warm-up included), so they are divided by the number of all steps.
 """
 
@@ -48,6 +49,8 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
         "dataloader_ns": _mean(steps, lambda s: s.cpu.dataloader_ns),
         "sync_calls": _mean(steps, lambda s: s.cpu.sync_calls),
         "silent_ns": _mean(steps, lambda s: s.cpu.silent_ns),
+        "compile_ns": _mean(steps, lambda s: s.cpu.compile_ns),
+        "dataloader_in_process": float(r.step_stats.dataloader_in_process),
         "kernels": float(r.launch.kernels) / n,
         "short_kernels": float(r.launch.short_kernels) / n,
         "short_kernel_ns": float(r.launch.short_kernel_time_ns) / n,
@@ -57,6 +60,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     # the host's launch calls for the short kernels, as far as the device waited for the host
     out["short_launch_host_ns"] = out["short_kernels"] * float(r.launch.launch_call_mean_ns)
     out["tiny_kernel_idle_ns"] = min(out["idle_host_bound_ns"], out["short_launch_host_ns"])
+    out["compile_idle_ns"] = min(out["compile_ns"], out["idle_ns"])
     step = out["step_ns"]
     for key in [k for k in out if k.endswith("_ns") and k != "step_ns"]:
         out[key[:-3] + "_ratio"] = out[key] / step if step > 0 else 0.0

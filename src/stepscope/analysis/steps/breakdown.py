@@ -40,6 +40,13 @@ from .windows import StepSpans, StepWindows
 
 _DATALOADER = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|_DataLoaderIter|dataloader", re.I)
 _OPTIMIZER = re.compile(r"^Optimizer\.step|optimizer\.step|^optimizer_step", re.I)
+#: compiling on the host: torch.compile's ``<phase> (dynamo_timed)`` ranges (recorded while profiling),
+#: runtime compilation and module loads (NVRTC, hipRTC, CUDA/HIP module loads, Ascend op compile)
+_COMPILE = re.compile(
+    r"\(dynamo_timed\)$|^nvrtcCompileProgram|^hiprtcCompileProgram|^cuModuleLoadData|^cuLinkComplete"
+    r"|^hipModuleLoadData|^aclopCompile",
+    re.I,
+)
 
 
 def _name_mask(names: list[str], pat: re.Pattern[str]) -> np.ndarray:
@@ -176,6 +183,7 @@ class StepAccountant:
         self.gap_log: list[GapLog] = []
         self.dl_mask = _name_mask(h.names, _DATALOADER)[h.name_idx] & (h.kind != KIND["runtime"])
         self.opt_mask = _name_mask(h.names, _OPTIMIZER)[h.name_idx] & (h.kind != KIND["runtime"])
+        compile_mask = _name_mask(h.names, _COMPILE)[h.name_idx]
         # category labels -> small int codes, once
         cats = Categories.of(self.cpu_work.ctype) if self.cpu_work is not None else d.categories
         self.code = cats.codes
@@ -193,11 +201,16 @@ class StepAccountant:
         # host ranges per figure, sorted by start, for per-step windows by binary search
         self._ranges = {
             k: _SortedRanges(h.ts[m], h.end[m])
-            for k, m in (("dl", self.dl_mask), ("opt", self.opt_mask), ("sync", rd.sync_mask))
+            for k, m in (
+                ("dl", self.dl_mask),
+                ("opt", self.opt_mask),
+                ("sync", rd.sync_mask),
+                ("compile", compile_mask),
+            )
         }
         self.sync_u = iv.Covered.of(h.ts[rd.sync_mask], h.end[rd.sync_mask])
         self.loader_u = iv.Covered.of(h.ts[self.dl_mask], h.end[self.dl_mask])
-        active = (h.kind == KIND["cpu_op"]) | (h.kind == KIND["runtime"]) | self.dl_mask
+        active = (h.kind == KIND["cpu_op"]) | (h.kind == KIND["runtime"]) | self.dl_mask | compile_mask
         self.host_u = iv.Covered.of(h.ts[active], h.end[active])
 
     def _work(self, i: int, c0: int, c1: int) -> tuple[_Work, str]:
@@ -279,6 +292,7 @@ class StepAccountant:
         dl, _ = self._ranges["dl"].within(c0, c1)
         opt, _ = self._ranges["opt"].within(c0, c1)
         sync, n_sync = self._ranges["sync"].within(c0, c1)
+        comp, _ = self._ranges["compile"].within(c0, c1)
         return CpuStep(
             dataloader_ns=dl,
             optimizer_ns=opt,
@@ -286,6 +300,7 @@ class StepAccountant:
             sync_calls=n_sync,
             cpu_bound_ns=cpu_bound_ns,
             silent_ns=silent_ns,
+            compile_ns=comp,
         )
 
 

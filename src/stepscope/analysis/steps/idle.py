@@ -76,7 +76,7 @@ SILENT_MAX_HOST_RATIO = 0.1
 def silent_ns(us: np.ndarray, ue: np.ndarray, w0: int, w1: int, host_u: iv.Covered) -> int:
     """Idle time of the window ``[w0, w1)`` (busy union ``(us, ue)``) in gaps of at least
     ``SILENT_MIN_GAP_NS`` during which host activity ``host_u`` (CPU ops, runtime calls, data-loader
-    ranges, all threads) covers at most ``SILENT_MAX_HOST_RATIO`` of the gap: the host ran nothing
+    and compile ranges, all threads) covers at most ``SILENT_MAX_HOST_RATIO`` of the gap: the host ran nothing
     the profiler records, as in a garbage-collection pause, a GIL or OS stall (msprof-analyze's
     "conjectured GC" rule, there with 200 ms device gaps)."""
     gs = np.concatenate([[w0], ue]).astype(np.int64)

@@ -36,6 +36,7 @@ def step_stats(ctx: RankContext) -> StepStats:
         device_busy_ns=busy,
         outside_steps_ns=outside,
         outside_steps_ratio=outside / busy if busy else 0.0,
+        dataloader_in_process=any("_SingleProcessDataLoaderIter" in n for n in ctx.data.host.names),
     )
 
 

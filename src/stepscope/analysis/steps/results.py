@@ -47,6 +47,7 @@ class CpuStep:
     sync_calls: int = 0
     cpu_bound_ns: int = 0  # device idle while the host had not yet launched the next work
     silent_ns: int = 0  # idle in gaps >= 1 ms with a nearly silent host (``idle.silent_ns``)
+    compile_ns: int = 0  # host time compiling: torch.compile's "(dynamo_timed)" ranges, NVRTC, module loads
 
 
 @dataclass(frozen=True)
@@ -153,3 +154,4 @@ class StepStats:
     device_busy_ns: int = 0
     outside_steps_ns: int = 0
     outside_steps_ratio: float = 0.0
+    dataloader_in_process: bool = False  # a single-process DataLoader (num_workers=0) is in the trace
