@@ -17,7 +17,6 @@ from typing import NamedTuple
 from ..errors import InputError, TraceFormatError
 from ..executor import Progress, run_all
 from ..notices import Notice
-from . import parquet
 from .assemble import NSYS_RANK_KEY, Trace, assemble
 from .columns import FileRead, keep_plausible
 from .counters import read_counter_ranges
@@ -272,8 +271,12 @@ def _read_one(job: ReadJob) -> FileRead:
         fr = keep_plausible(read_nsys_sqlite(path, process=part.pid, device=part.device))
         return replace(fr, header={**fr.header, NSYS_RANK_KEY: part.ordinal})
     if path.endswith(".parquet"):
+        from . import parquet
+
         return keep_plausible(parquet.read_parquet(path))  # a damaged cache's values are untrusted too
     if cache_dir:
+        from . import parquet
+
         hit = parquet.cache_lookup(path, cache_dir, include_python)
         if hit is not None:
             return keep_plausible(hit)
@@ -293,6 +296,8 @@ def _read_one(job: ReadJob) -> FileRead:
         fr = _with_counters(read_kineto(path, include_python=include_python))
         refuse_foreign_json(fr)
     if cache_dir and not fr.truncated and not fr.warnings:
+        from . import parquet
+
         failed = parquet.cache_store(fr, cache_dir, include_python)
         if failed:
             fr = replace(fr, warnings=(*fr.warnings, failed))

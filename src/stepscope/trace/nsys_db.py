@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from urllib.request import pathname2url
 
 import numpy as np
 
@@ -37,6 +36,8 @@ DB_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
 def connect(p: Path) -> sqlite3.Connection:
     """A read-only, immutable connection (no journal or lock files beside a report on a read-only
     share); text that is not UTF-8 is decoded with replacement characters."""
+    from urllib.request import pathname2url  # 20 ms to import: only when a database is opened
+
     con = sqlite3.connect(f"file:{pathname2url(str(p.resolve()))}?mode=ro&immutable=1", uri=True)
     con.text_factory = lambda b: b.decode("utf-8", "replace")
     return con
