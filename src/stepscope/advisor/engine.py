@@ -18,7 +18,7 @@ from ..analysis.cluster.findings import SMALL_MESSAGE_BYTES
 from ..analysis.cluster.results import LowBandwidthFinding, SmallMessagesFinding, StragglerFinding
 from ..analysis.results import Analysis
 from .finding import NO_SAVING, Finding, Saving
-from .rules import Rule, RuleSet, StragglerRule, load_rules
+from .rules import Card, Rule, RuleSet, load_rules
 from .signals import Signals, rank_signals
 
 
@@ -64,13 +64,8 @@ def _evaluate(rule: Rule, signals: dict[int, Signals], labels: dict[int, dict[st
         return None
     fired.sort(key=lambda rs: (rs[1].get(rule.saving.basis, 0.0), rs[0]))
     rank, s = fired[(len(fired) - 1) // 2]
-    basis = max(0.0, s.get(rule.saving.basis, 0.0))
     m = rule.saving
-    saving = (
-        NO_SAVING
-        if m.method == "none"
-        else Saving(low_ns=int(m.low * basis), mid_ns=int(m.mid * basis), high_ns=int(m.high * basis))
-    )
+    saving = NO_SAVING if m.method == "none" else Saving.scaled(s.get(m.basis, 0.0), m.fractions)
     return Finding(
         id=rule.id,
         category=rule.category,
@@ -90,13 +85,12 @@ def _evaluate(rule: Rule, signals: dict[int, Signals], labels: dict[int, dict[st
 def _stragglers(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> list[Finding]:
     if a.cluster is None:
         return []
-    by_cause: dict[str, StragglerRule] = {s.cause: s for s in rules.stragglers}
-    low, mid, high = rules.straggler_saving
+    by_cause: dict[str, Card] = {s.key: s for s in rules.stragglers}
     out = []
     for f in a.cluster.findings:
         if not isinstance(f, StragglerFinding) or f.cause not in by_cause:
             continue  # an unexplained straggler has no cause to act on: the cluster table shows it
-        sr, sv = by_cause[f.cause], max(f.saving_ns, 0)
+        sr = by_cause[f.cause]
         step = signals.get(f.rank, {}).get("step_ns", 0.0)
         if f.cause != "link" and f.excess_ns < rules.straggler_min_excess_ratio * step:
             continue
@@ -114,8 +108,8 @@ def _stragglers(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> lis
                 },
                 cause=sr.explanation,
                 actions=sr.actions,
-                saving=Saving(low_ns=int(low * sv), mid_ns=int(mid * sv), high_ns=int(high * sv)),
-                saving_method="critical_path",
+                saving=Saving.scaled(f.saving_ns, sr.fractions),
+                saving_method=sr.method,
                 confidence="medium",
                 step_ns=step,
                 group="straggler",
@@ -147,7 +141,7 @@ def _cluster_comm(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> l
     """The cluster view's small-message and low-bandwidth findings, worded by ``rules.cluster``."""
     if a.cluster is None:
         return []
-    by_kind = {c.kind: c for c in rules.cluster}
+    by_kind = {c.key: c for c in rules.cluster}
     steps = sorted(s["step_ns"] for s in signals.values())
     step = steps[(len(steps) - 1) // 2] if steps else 0.0
     out = []
@@ -160,18 +154,17 @@ def _cluster_comm(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> l
             values = {"count": float(f.count), "median_busbw_gbps": f.median_busbw_gbps}
         else:
             continue
-        low, mid, high = cr.fractions
         out.append(
             Finding(
-                id=f"communication.{cr.kind}",
+                id=f"communication.{cr.key}",
                 category=cr.category,
                 title=_title(cr.title, values),
                 ranks=tuple(sorted(r.rank for r in a.ranks)),
                 evidence={k: round(v, 6) for k, v in values.items()}
-                | ({"slow_transfer_ns": round(basis, 1)} if cr.kind == "low_bandwidth" else {}),
+                | ({"slow_transfer_ns": round(basis, 1)} if cr.key == "low_bandwidth" else {}),
                 cause=cr.explanation,
                 actions=cr.actions,
-                saving=Saving(low_ns=int(low * basis), mid_ns=int(mid * basis), high_ns=int(high * basis)),
+                saving=Saving.scaled(basis, cr.fractions),
                 saving_method=cr.method,
                 confidence="low",
                 step_ns=step,

@@ -46,6 +46,13 @@ class Saving:
         if not 0 <= self.low_ns <= self.mid_ns <= self.high_ns:
             raise ValueError(f"saving bounds out of order: {self.low_ns}, {self.mid_ns}, {self.high_ns}")
 
+    @classmethod
+    def scaled(cls, basis_ns: float, fractions: tuple[float, float, float]) -> Saving:
+        """``fractions`` (low, mid, high) of ``basis_ns`` (a negative basis saves nothing)."""
+        b = max(0.0, basis_ns)
+        low, mid, high = fractions
+        return cls(low_ns=int(low * b), mid_ns=int(mid * b), high_ns=int(high * b))
+
 
 NO_SAVING = Saving(low_ns=0, mid_ns=0, high_ns=0)
 

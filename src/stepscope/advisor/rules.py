@@ -18,6 +18,7 @@ from ..yamlio import safe_load
 from .finding import CATEGORIES, SAVING_METHODS, Action, Category, Confidence, SavingMethod
 
 _BUNDLED = "advisor_rules.yaml"
+_STRAGGLER_SAVING = {"low": 0.5, "mid": 0.9, "high": 1.0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,9 +40,7 @@ class Condition:
 class SavingModel:
     basis: str
     method: SavingMethod
-    low: float
-    mid: float
-    high: float
+    fractions: tuple[float, float, float]  # low, mid, high
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,37 +59,26 @@ class Rule:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StragglerRule:
-    """How a straggler of one cause (``Straggler.cause``) is worded and fixed."""
+class Card:
+    """How a finding of the cluster view is worded and fixed, and its saving: a straggler (``key``:
+    its ``Straggler.cause``) or a communication finding (``key``: ``small_messages``,
+    ``low_bandwidth``)."""
 
-    cause: str
-    category: Category
-    title: str
-    explanation: str
-    actions: tuple[Action, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClusterRule:
-    """How a communication finding of the cluster view (``kind``: ``small_messages``,
-    ``low_bandwidth``) is worded and fixed, and the fractions of its saving ceiling."""
-
-    kind: str
+    key: str
     category: Category
     title: str
     explanation: str
     actions: tuple[Action, ...]
     method: SavingMethod
-    fractions: tuple[float, float, float]
+    fractions: tuple[float, float, float]  # low, mid, high
 
 
 @dataclass(frozen=True, kw_only=True)
 class RuleSet:
     rules: tuple[Rule, ...]
-    stragglers: tuple[StragglerRule, ...] = ()
-    straggler_saving: tuple[float, float, float] = (0.5, 0.9, 1.0)
+    stragglers: tuple[Card, ...] = ()
     straggler_min_excess_ratio: float = 0.02
-    cluster: tuple[ClusterRule, ...] = ()
+    cluster: tuple[Card, ...] = ()
 
 
 def _need(d: Any, key: str, where: str) -> Any:
@@ -125,23 +113,26 @@ def _category(d: Any, where: str) -> Category:
     return category  # type: ignore[no-any-return]
 
 
-def _saving(d: Any, where: str) -> tuple[SavingMethod, float, float, float]:
+def _fractions(s: Any, where: str) -> tuple[float, float, float]:
+    low, mid, high = (float(_need(s, k, where)) for k in ("low", "mid", "high"))
+    if not 0 <= low <= mid <= high <= 1:
+        raise ConfigError(f"{where}: saving fractions {low}, {mid}, {high}", fix="0 <= low <= mid <= high <= 1")
+    return low, mid, high
+
+
+def _saving(d: Any, where: str) -> tuple[SavingMethod, tuple[float, float, float]]:
     s = _need(d, "saving", where)
     method = _need(s, "method", where)
     if method not in SAVING_METHODS:
         raise ConfigError(f"{where}: saving method {method!r}", fix=f"one of {', '.join(SAVING_METHODS)}")
-    low, mid, high = (float(_need(s, k, where)) for k in ("low", "mid", "high"))
-    if not 0 <= low <= mid <= high <= 1:
-        raise ConfigError(f"{where}: saving fractions {low}, {mid}, {high}", fix="0 <= low <= mid <= high <= 1")
-    return method, low, mid, high
+    return method, _fractions(s, where)
 
 
 def _rule(d: Any, where: str) -> Rule:
     rid = str(_need(d, "id", where))
     where = f"{where} rule {rid!r}"
     category = _category(d, where)
-    method, low, mid, high = _saving(d, where)
-    s = d["saving"]
+    method, fractions = _saving(d, where)
     confidence = d.get("confidence", "medium")
     if confidence not in ("high", "medium", "low"):
         raise ConfigError(f"{where}: confidence {confidence!r}", fix="high, medium or low")
@@ -156,7 +147,7 @@ def _rule(d: Any, where: str) -> Rule:
         when=when,
         unless=unless,
         evidence=tuple(str(e) for e in d.get("evidence", ())),
-        saving=SavingModel(basis=str(_need(s, "basis", where)), method=method, low=low, mid=mid, high=high),
+        saving=SavingModel(basis=str(_need(d["saving"], "basis", where)), method=method, fractions=fractions),
         group=str(d.get("group", rid)),
         confidence=confidence,
         cause=" ".join(str(_need(d, "cause", where)).split()),
@@ -191,35 +182,21 @@ def _actions(d: Any, where: str) -> tuple[Action, ...]:
     )
 
 
-def _straggler(d: Any, where: str) -> StragglerRule:
-    cause = str(_need(d, "cause", where))
-    where = f"{where} straggler {cause!r}"
-    category = _category(d, where)
+def _card(d: Any, where: str, key: str, saving: tuple[SavingMethod, tuple[float, float, float]] | None) -> Card:
+    """A cluster card keyed by ``d[key]``; its saving is ``saving`` or, when None, its own."""
+    name = str(_need(d, key, where))
+    where = f"{where} {key} {name!r}"
     title = str(_need(d, "title", where))
     _title_fields(title, where)
-    return StragglerRule(
-        cause=cause,
-        category=category,
-        title=title,
-        explanation=" ".join(str(d.get("explanation", "")).split()),
-        actions=_actions(d, where),
-    )
-
-
-def _cluster(d: Any, where: str) -> ClusterRule:
-    kind = str(_need(d, "kind", where))
-    where = f"{where} cluster {kind!r}"
-    title = str(_need(d, "title", where))
-    _title_fields(title, where)
-    method, low, mid, high = _saving(d, where)
-    return ClusterRule(
-        kind=kind,
+    method, fractions = saving if saving is not None else _saving(d, where)
+    return Card(
+        key=name,
         category=_category(d, where),
         title=title,
         explanation=" ".join(str(d.get("explanation", "")).split()),
         actions=_actions(d, where),
         method=method,
-        fractions=(low, mid, high),
+        fractions=fractions,
     )
 
 
@@ -239,16 +216,13 @@ def _parse(text: str, where: str) -> RuleSet:
     rules = _need(doc, "rules", where)
     if not isinstance(rules, list):
         raise ConfigError(f"{where}: 'rules' is not a list", fix="see data/advisor_rules.yaml")
-    saving = doc.get("straggler_saving", {"low": 0.5, "mid": 0.9, "high": 1.0})
-    fractions = tuple(float(_need(saving, k, where)) for k in ("low", "mid", "high"))
-    if not 0 <= fractions[0] <= fractions[1] <= fractions[2] <= 1:
-        raise ConfigError(f"{where}: straggler_saving {fractions}", fix="0 <= low <= mid <= high <= 1")
+    straggler_method: SavingMethod = "critical_path"
+    straggler_saving = (straggler_method, _fractions(doc.get("straggler_saving") or _STRAGGLER_SAVING, where))
     return RuleSet(
         rules=tuple(_rule(d, where) for d in rules),
-        stragglers=tuple(_straggler(d, where) for d in doc.get("stragglers", ()) or ()),
-        straggler_saving=(fractions[0], fractions[1], fractions[2]),
+        stragglers=tuple(_card(d, where, "cause", straggler_saving) for d in doc.get("stragglers", ()) or ()),
         straggler_min_excess_ratio=float(doc.get("straggler_min_excess_ratio", 0.02)),
-        cluster=tuple(_cluster(d, where) for d in doc.get("cluster", ()) or ()),
+        cluster=tuple(_card(d, where, "kind", None) for d in doc.get("cluster", ()) or ()),
     )
 
 
@@ -259,12 +233,12 @@ def bundled_rules() -> RuleSet:
 
 def load_rules(extra: tuple[str, ...] = ()) -> RuleSet:
     """The bundled rules, then each user file's ``rules``, ``stragglers`` and ``cluster`` entries: an
-    entry whose id (cause, kind) is already there replaces it. The straggler fractions and threshold
-    are the bundled file's."""
+    entry whose id (cause, kind) is already there replaces it. A file's straggler entries take its
+    ``straggler_saving``; the straggler threshold is the bundled file's."""
     base = bundled_rules()
     by_id = {r.id: r for r in base.rules}
-    by_cause = {s.cause: s for s in base.stragglers}
-    by_kind = {c.kind: c for c in base.cluster}
+    by_cause = {s.key: s for s in base.stragglers}
+    by_kind = {c.key: c for c in base.cluster}
     for path in extra:
         try:
             text = Path(path).read_text(encoding="utf-8")
@@ -272,8 +246,8 @@ def load_rules(extra: tuple[str, ...] = ()) -> RuleSet:
             raise ConfigError(f"{path}: cannot read advisor rules ({exc})", fix="pass a readable YAML file") from None
         user = parse_rules(text, path)
         by_id.update({r.id: r for r in user.rules})
-        by_cause.update({s.cause: s for s in user.stragglers})
-        by_kind.update({c.kind: c for c in user.cluster})
+        by_cause.update({s.key: s for s in user.stragglers})
+        by_kind.update({c.key: c for c in user.cluster})
     return dataclasses.replace(
         base, rules=tuple(by_id.values()), stragglers=tuple(by_cause.values()), cluster=tuple(by_kind.values())
     )

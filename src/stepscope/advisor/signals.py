@@ -12,6 +12,8 @@ trace (warm-up included), so they are divided by the number of all steps.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..analysis.results import RankAnalysis
 from ..analysis.steps.results import StepBreakdown
 
@@ -19,8 +21,7 @@ from ..analysis.steps.results import StepBreakdown
 Signals = dict[str, float]
 
 
-def _mean(steps: tuple[StepBreakdown, ...], get: object) -> float:
-    assert callable(get)
+def _mean(steps: tuple[StepBreakdown, ...], get: Callable[[StepBreakdown], float]) -> float:
     return sum(float(get(s)) for s in steps) / len(steps)
 
 
