@@ -11,8 +11,8 @@ CASE is one of:
 - ``item``: ``loss.item()`` every step; ``fixed`` does not (on CPU an ``.item()`` waits for
   nothing: the advisor must not call it a problem, and the diff finds no saving);
 - ``straggler``: 3 ranks over gloo with DistributedDataParallel; rank 1 spends 40 ms more per step
-  in its forward pass (a custom op that sleeps), the others wait for it in the gradient all-reduce;
-  ``fixed`` has no extra work.
+  before its forward pass (``gen_gloo_traces.busy_op``, an operator that sleeps), the others wait
+  for it in the gradient all-reduce; ``fixed`` has no extra work.
 
 Each rank profiles ``--steps`` steps after one warm-up step (``torch.profiler``, CPU activity) and
 writes ``OUT_DIR/rank-<r>.json``.
@@ -26,6 +26,8 @@ import os
 import sys
 import time
 from pathlib import Path
+
+from gen_gloo_traces import busy_op  # scripts/ is on the path of a script run from it
 
 CASES = ("loader", "gc", "item", "straggler")
 
@@ -84,7 +86,7 @@ def _loop(case: str, variant: str, out: Path, steps: int, rank: int = 0, extra_m
     heap = [{"i": i, "t": (i, str(i))} for i in range(300_000)] if case == "gc" else []
     if case == "gc" and not broken:
         gc.freeze()
-    busy = _busy_op() if case == "straggler" else None
+    busy = busy_op() if case == "straggler" else None
     it = iter(loader)
     sched = schedule(wait=0, warmup=1, active=steps, repeat=1)
     with profile(activities=[ProfilerActivity.CPU], schedule=sched) as prof:
@@ -103,21 +105,6 @@ def _loop(case: str, variant: str, out: Path, steps: int, rank: int = 0, extra_m
             prof.step()
     prof.export_chrome_trace(str(out / f"rank-{rank}.json"))
     del heap
-
-
-def _busy_op():
-    import torch
-
-    @torch.library.custom_op("stepscope_cases::busy", mutates_args=(), schema="(Tensor x, float ms) -> Tensor")
-    def busy(x: torch.Tensor, ms: float) -> torch.Tensor:
-        time.sleep(ms / 1000.0)
-        return x.clone()
-
-    @busy.register_fake
-    def _(x: torch.Tensor, ms: float) -> torch.Tensor:
-        return torch.empty_like(x)
-
-    return busy
 
 
 def _rank(rank: int, world: int, variant: str, out: str, steps: int, port: int) -> None:

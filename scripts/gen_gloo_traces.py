@@ -21,6 +21,28 @@ import time
 from pathlib import Path
 
 
+def busy_op():  # type: ignore[no-untyped-def]
+    """``stepscope_test::busy(x, ms)``: sleeps ``ms`` and returns a copy of ``x`` (gradient passed
+    through). The profiler records it as an operator of exactly that wall time, whatever the CPU
+    contention. Registered once per process."""
+    import torch
+
+    @torch.library.custom_op("stepscope_test::busy", mutates_args=(), schema="(Tensor x, float ms) -> Tensor")
+    def busy(x: torch.Tensor, ms: float) -> torch.Tensor:
+        time.sleep(ms / 1000.0)
+        return x.clone()
+
+    @busy.register_fake
+    def _(x: torch.Tensor, ms: float) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def _busy_backward(ctx, grad):  # type: ignore[no-untyped-def]
+        return grad, None
+
+    busy.register_autograd(_busy_backward)
+    return busy
+
+
 def _worker(
     rank: int,
     world: int,
@@ -53,19 +75,7 @@ def _worker(
 
     loader = torch.utils.data.DataLoader(Data(), batch_size=1)
 
-    @torch.library.custom_op("stepscope_test::busy", mutates_args=(), schema="(Tensor x, float ms) -> Tensor")
-    def busy(x: torch.Tensor, ms: float) -> torch.Tensor:
-        time.sleep(ms / 1000.0)
-        return x.clone()
-
-    @busy.register_fake
-    def _(x: torch.Tensor, ms: float) -> torch.Tensor:
-        return torch.empty_like(x)
-
-    def _busy_backward(ctx, grad):  # type: ignore[no-untyped-def]
-        return grad, None
-
-    busy.register_autograd(_busy_backward)
+    busy = busy_op()
 
     class SlowIdentity(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
