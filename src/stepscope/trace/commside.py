@@ -33,17 +33,28 @@ def side_index(comm: pa.Table | None, rows: np.ndarray) -> np.ndarray:
 def side_column(comm: pa.Table | None, name: str, rows: np.ndarray) -> pa.Array:
     """Column ``name`` of the side table for each of ``rows``: null (strings) or -1 (ints) where a
     row has no entry."""
-    field = schema.COMM_ARGS_SCHEMA.field(name)
+    return side_columns(comm, (name,), rows)[name]
+
+
+def side_columns(comm: pa.Table | None, names: tuple[str, ...], rows: np.ndarray) -> dict[str, pa.Array]:
+    """``side_column`` for several names, the rows looked up once."""
     idx = side_index(comm, rows)
-    if comm is None or not (idx >= 0).any():
-        if name in schema.COMM_INT_COLUMNS:
-            return pa.array(np.full(idx.size, -1, dtype=field.type.to_pandas_dtype()))
-        return pa.nulls(idx.size, field.type)
-    col = comm[name].combine_chunks()
-    got = col.take(pa.array(np.where(idx >= 0, idx, 0), mask=idx < 0))
-    if name in schema.COMM_INT_COLUMNS:
-        return pc.fill_null(got, pa.scalar(-1, field.type))
-    return got
+    found = idx >= 0
+    take = pa.array(np.where(found, idx, 0), mask=~found)
+    out = {}
+    for name in names:
+        field = schema.COMM_ARGS_SCHEMA.field(name)
+        is_int = name in schema.COMM_INT_COLUMNS
+        if comm is None or not found.any():
+            out[name] = (
+                pa.array(np.full(idx.size, -1, dtype=field.type.to_pandas_dtype()))
+                if is_int
+                else pa.nulls(idx.size, field.type)
+            )
+            continue
+        got = comm[name].combine_chunks().take(take)
+        out[name] = pc.fill_null(got, pa.scalar(-1, field.type)) if is_int else got
+    return out
 
 
 def rows_with(comm: pa.Table | None, name: str = "collective") -> np.ndarray:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from ...trace.commside import rows_with, side_column
+from ...trace.commside import rows_with, side_columns
 from ...trace.dictcol import dict_mask
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
@@ -272,11 +272,14 @@ def extract(
 
 def _side(comm: pa.Table | None, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, list, np.ndarray, list]:
     """The recorded message sizes, dtype, group size and process group of ``rows`` (-1 / None unknown)."""
-    in_n = side_column(comm, "in_msg_nelems", rows).to_numpy().copy()
-    out_n = side_column(comm, "out_msg_nelems", rows).to_numpy().copy()
-    dtype = side_column(comm, "msg_dtype", rows).to_pylist()
-    gsize = side_column(comm, "group_size", rows).to_numpy().astype(np.int64)
-    return in_n, out_n, dtype, gsize, side_column(comm, "pg_name", rows).to_pylist()
+    c = side_columns(comm, ("in_msg_nelems", "out_msg_nelems", "msg_dtype", "group_size", "pg_name"), rows)
+    return (
+        c["in_msg_nelems"].to_numpy().copy(),
+        c["out_msg_nelems"].to_numpy().copy(),
+        c["msg_dtype"].to_pylist(),
+        c["group_size"].to_numpy().astype(np.int64),
+        c["pg_name"].to_pylist(),
+    )
 
 
 def _device(rd: RankData, events: pa.Table, dev_step: np.ndarray, comm_args: pa.Table | None = None) -> CommEvents:
