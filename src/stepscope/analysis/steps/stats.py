@@ -33,18 +33,27 @@ def op_stats(
     all_totals = np.bincount(name_idx, weights=dur)
     seen = np.flatnonzero(all_counts)
     top_names = seen[np.argsort(-all_totals[seen], kind="stable")[:top_k]]
-    pick = np.zeros(all_counts.size, bool)
-    pick[top_names] = True
-    rows = np.flatnonzero(pick[name_idx])
-    o = rows[np.lexsort((dur[rows], name_idx[rows]))]
-    ni, d = name_idx[o], dur[o]
-    uniq, first, counts = np.unique(ni, return_index=True, return_counts=True)
+    # the top names' durations sorted by (name, duration) with one sort of a combined key:
+    # key = position of the name among the top * span + (duration - the least duration)
+    pos = np.full(all_counts.size, -1, np.int64)
+    pos[top_names] = np.arange(top_names.size)
+    rows = np.flatnonzero(pos[name_idx] >= 0)
+    dr = np.asarray(dur[rows]).astype(np.int64)
+    lo = int(dr.min()) if dr.size else 0
+    span = int(dr.max()) - lo + 1 if dr.size else 1
+    key = np.sort(pos[name_idx[rows]] * span + (dr - lo))
+    slot, d = key // span, key % span + lo
+    _, first, counts = np.unique(slot, return_index=True, return_counts=True)
+    uniq = top_names[slot[first]]
     totals = np.add.reduceat(d, first)
     p50 = d[first + np.ceil(0.50 * counts).astype(np.int64) - 1]
     p99 = d[first + np.ceil(0.99 * counts).astype(np.int64) - 1]
     cat_of = None
     if categories is not None:
-        cat_of = categories[o][first]
+        # one row of each top name (a name has one category)
+        row_of = np.empty(all_counts.size, np.int64)
+        row_of[name_idx[rows[::-1]]] = rows[::-1]
+        cat_of = np.asarray(categories)[row_of[uniq]]
         if labels is not None:
             cat_of = labels[cat_of]
     best = np.argsort(-totals, kind="stable")
