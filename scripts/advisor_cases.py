@@ -10,6 +10,9 @@ CASE is one of:
   ``fixed`` calls ``gc.freeze()`` once after building the heap and never collects in the loop;
 - ``item``: ``loss.item()`` every step; ``fixed`` does not (on CPU an ``.item()`` waits for
   nothing: the advisor must not call it a problem, and the diff finds no saving);
+- ``tiny``: a model of many small layers (64 x Linear(32, 32)) trained with Adam one tensor at a
+  time (``foreach=False``: a dozen tiny operators per parameter per step); ``fixed`` uses the fused
+  Adam (``fused=True``: one operator for all parameters);
 - ``straggler``: 3 ranks over gloo with DistributedDataParallel; rank 1 spends 40 ms more per step
   before its forward pass (``gen_gloo_traces.busy_op``, an operator that sleeps), the others wait
   for it in the gradient all-reduce; ``fixed`` has no extra work.
@@ -29,13 +32,15 @@ from pathlib import Path
 
 from gen_gloo_traces import busy_op  # scripts/ is on the path of a script run from it
 
-CASES = ("loader", "gc", "item", "straggler")
+CASES = ("loader", "gc", "item", "tiny", "straggler")
 
 
-def _model():
+def _model(case: str = ""):
     import torch
 
     torch.manual_seed(0)
+    if case == "tiny":
+        return torch.nn.Sequential(*(torch.nn.Linear(32, 32) for _ in range(64)), torch.nn.Linear(32, 16))
     return torch.nn.Sequential(
         torch.nn.Linear(512, 1024),
         torch.nn.ReLU(),
@@ -48,8 +53,8 @@ def _model():
 class _Samples:
     """A map-style dataset of random samples; ``io_ms`` of sleep per sample (simulated storage)."""
 
-    def __init__(self, io_ms: float, n: int = 4096) -> None:
-        self.io_ms, self.n = io_ms, n
+    def __init__(self, io_ms: float, n: int = 4096, width: int = 512) -> None:
+        self.io_ms, self.n, self.width = io_ms, n, width
 
     def __len__(self) -> int:
         return self.n
@@ -60,7 +65,7 @@ class _Samples:
         if self.io_ms:
             time.sleep(self.io_ms / 1000.0)
         g = torch.Generator().manual_seed(i)
-        return torch.randn(512, generator=g), torch.randn(16, generator=g)
+        return torch.randn(self.width, generator=g), torch.randn(16, generator=g)
 
 
 def _loop(case: str, variant: str, out: Path, steps: int, rank: int = 0, extra_ms: float = 0.0) -> None:
@@ -68,16 +73,19 @@ def _loop(case: str, variant: str, out: Path, steps: int, rank: int = 0, extra_m
     from torch.profiler import ProfilerActivity, profile, schedule
 
     torch.set_num_threads(1)
-    model = _model()
+    model = _model(case)
     if case == "straggler":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         model = DDP(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
     broken = variant == "broken"
+    if case == "tiny":
+        opt: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False, fused=not broken)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
     workers = 2 if case == "loader" and not broken else 0
     loader = torch.utils.data.DataLoader(
-        _Samples(2.0 if case == "loader" else 0.0),
+        _Samples(2.0 if case == "loader" else 0.0, width=32 if case == "tiny" else 512),
         batch_size=8 if case == "loader" else 32,
         num_workers=workers,
         prefetch_factor=4 if workers else None,

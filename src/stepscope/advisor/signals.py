@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..analysis.memory.usage import MemoryUsage
 from ..analysis.results import RankAnalysis
+from ..analysis.steps.dispatch import Dispatch
 from ..analysis.steps.results import StepBreakdown
 
 #: A rank's signals: name -> value (ns per step, ratios 0-1, counts per step).
@@ -69,7 +71,50 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     _roofline(out, r)
     _fp32_gemm(out, r)
     _top_kernel(out, r)
+    _dispatch(out, r, steps)
+    _memory(out, r)
     return out
+
+
+def _memory(out: Signals, r: RankAnalysis) -> None:
+    """Device memory (``analysis/memory/usage.py``): the fullest device's peak (reserved, else
+    allocated) against its capacity, the pool's unallocated share at its peak, and the allocator's
+    driver calls per step (their time while the device was idle)."""
+    mem = r.extras.get("memory")
+    if not isinstance(mem, MemoryUsage):
+        return
+    out["allocator_calls"] = mem.allocator_calls
+    out["allocator_ns"] = mem.allocator_ns
+    out["allocator_idle_ns"] = mem.allocator_idle_ns
+    out["allocator_idle_ratio"] = mem.allocator_idle_ns / out["step_ns"] if out["step_ns"] > 0 else 0.0
+    known = [d for d in mem.devices if d.peak_used_ratio is not None and d.capacity_bytes]
+    if not known:
+        return
+    d = max(known, key=lambda x: x.peak_used_ratio or 0.0)
+    out["memory_peak_used_ratio"] = float(d.peak_used_ratio or 0.0)
+    out["memory_capacity_gb"] = float(d.capacity_bytes or 0.0) / 1e9
+    out["memory_peak_used_gb"] = out["memory_peak_used_ratio"] * out["memory_capacity_gb"]
+    if d.unallocated_at_peak_ratio is not None:
+        out["memory_unallocated_at_peak_ratio"] = d.unallocated_at_peak_ratio
+
+
+def _dispatch(out: Signals, r: RankAnalysis, steps: tuple[StepBreakdown, ...]) -> None:
+    """Operators per step (``analysis/steps/dispatch.py``) over the same steps: all, tiny, and the
+    optimizer's (with the time it holds the step and its median operator)."""
+    disp = r.extras.get("dispatch")
+    if not isinstance(disp, Dispatch):
+        return
+    by_name = {s.name: s for s in disp.steps}
+    mine = [by_name[s.name] for s in steps if s.name in by_name]
+    if not mine:
+        return
+    n = len(mine)
+    out["ops"] = sum(s.ops for s in mine) / n
+    out["tiny_ops"] = sum(s.tiny_ops for s in mine) / n
+    out["optimizer_ops"] = sum(s.optimizer_ops for s in mine) / n
+    out["optimizer_ns"] = sum(s.optimizer_ns for s in mine) / n
+    out["optimizer_ratio"] = out["optimizer_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
+    out["optimizer_op_p50_ns"] = float(disp.optimizer_op_p50_ns)
 
 
 def _comm(out: Signals, r: RankAnalysis, steps: tuple[StepBreakdown, ...]) -> None:

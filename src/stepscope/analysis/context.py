@@ -20,6 +20,7 @@ from ..catalog.hardware import Hardware
 from ..notices import Notice
 from ..trace.assemble import RankInfo
 from ..trace.counters import CounterRange
+from ..trace.memory import MemoryEvents
 from .classify import Rules
 from .config import AnalyzeConfig
 from .extra import earlier_result
@@ -42,6 +43,7 @@ class RankInput:
     events: pa.Table
     comm_args: pa.Table | None = None  # collective side args (``FileRead.comm_args``)
     counters: tuple[CounterRange, ...] = ()  # CUPTI range-profiler counters
+    memory: MemoryEvents | None = None  # allocator events (``trace/memory.py``)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +54,7 @@ class RankContext:
     events: pa.Table  # the rank's rows of the event table
     comm_args: pa.Table | None
     counters: tuple[CounterRange, ...]
+    memory: MemoryEvents | None
     data: RankData
     spans: StepSpans
     dev_step: np.ndarray  # per device row: its step, -1 outside every step
@@ -98,6 +101,7 @@ def build_context(unit: RankInput, cfg: AnalyzeConfig, rules: Rules) -> tuple[Ra
         events=unit.events,
         comm_args=unit.comm_args,
         counters=unit.counters,
+        memory=unit.memory,
         data=rd,
         spans=spans,
         dev_step=dev_step,

@@ -22,8 +22,9 @@ from .cluster import comm_events, findings, stragglers, tables
 from .cluster.context import ClusterContext
 from .context import RankContext
 from .extra import ExtraResult, is_extra
+from .memory import usage as memory_usage
 from .roofline import mfu_diagnosis, phases, roofline, scopes
-from .steps import rank_stats
+from .steps import dispatch, rank_stats
 from .xla import summary as xla
 
 
@@ -51,6 +52,8 @@ RANK_ANALYSES: tuple[RankEntry, ...] = (
     RankEntry("mfu_diagnosis", mfu_diagnosis.compute),  # reads roofline and phases
     RankEntry("scopes", scopes.compute),
     RankEntry("comm_events", comm_events.compute),
+    RankEntry("dispatch", dispatch.compute),
+    RankEntry("memory", memory_usage.compute),
     RankEntry("xla", xla.compute, applies=xla.applies),
 )
 

@@ -74,6 +74,7 @@ def rank_inputs(trace: Trace) -> list[RankInput]:
             events=trace.events if one else trace.events.filter(pc.equal(trace.events["rank"], info.rank)),
             comm_args=trace.comm_args.get(info.rank),
             counters=trace.counters.get(info.rank, ()),
+            memory=trace.memory.get(info.rank),
         )
         for info in trace.ranks
     ]

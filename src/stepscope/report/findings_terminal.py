@@ -13,11 +13,13 @@ _ACTIONS_SHOWN = 3
 
 
 def evidence_text(f: Finding) -> str:
-    """The evidence in readable units: ``_ns`` figures in ms, ``_ratio`` ones in percent."""
+    """The evidence in readable units: ``_ns`` figures in ms (in us under 0.1 ms), ``_ratio`` ones
+    in percent."""
     parts = []
     for k, v in f.evidence.items():
         if k.endswith("_ns"):
-            parts.append(f"{k[:-3].replace('_', ' ')} {v / 1e6:,.3f} ms")
+            t = f"{v / 1e3:,.1f} us" if abs(v) < 100_000 else f"{v / 1e6:,.3f} ms"
+            parts.append(f"{k[:-3].replace('_', ' ')} {t}")
         elif k.endswith("_ratio"):
             parts.append(f"{k[:-6].replace('_', ' ')} {v:.1%}")
         else:

@@ -17,6 +17,7 @@ from ..errors import ConfigError, TraceFormatError
 from ..notices import Notice
 from .columns import FileRead
 from .counters import CounterRange
+from .memory import MemoryEvents
 
 SPLIT_WARNING = (
     "holds several GPU processes or devices; each (process, device) is a rank, numbered in order of the CUDA "
@@ -96,6 +97,8 @@ class Trace:
     comm_args: dict[int, pa.Table] = field(default_factory=dict)
     # per rank: CUPTI range-profiler counters
     counters: dict[int, tuple[CounterRange, ...]] = field(default_factory=dict)
+    # per rank: allocator events (``memory.py``), for ranks whose file has them
+    memory: dict[int, MemoryEvents] = field(default_factory=dict)
 
     @property
     def warnings(self) -> list[str]:
@@ -249,4 +252,5 @@ def assemble(reads: list[FileRead]) -> Trace:
         notices=tuple(notices),
         comm_args={rank: fr.comm_args for fr, (rank, _) in zip(reads, resolved) if fr.comm_args is not None},
         counters={rank: fr.counters for fr, (rank, _) in zip(reads, resolved) if fr.counters},
+        memory={rank: fr.memory for fr, (rank, _) in zip(reads, resolved) if fr.memory is not None},
     )

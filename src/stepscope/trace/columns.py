@@ -21,6 +21,7 @@ from .counters import CounterRange
 from .dictcol import dict_mask, per_value
 from .jsonstream import StreamState
 from .limits import MAX_NAME_BYTES, TRUNCATED_MARK
+from .memory import MemoryEvents
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class FileRead:
     comm_args: pa.Table | None = None
     # CUPTI range-profiler counters (``cuda_profiler_range`` events), one per profiled kernel
     counters: tuple[CounterRange, ...] = ()
+    # allocator events (``[memory]``, ``memory.py``); None when the file has none
+    memory: MemoryEvents | None = None
     # what the reader left out besides events (a header key nested too deep, names cut short)
     warnings: tuple[str, ...] = ()
 

@@ -21,11 +21,15 @@ from . import schema
 from .columns import FileRead
 from .commside import comm_table
 from .counters import CounterRange
+from .memory import MemoryEvents
 
 _HEADER_KEY = b"stepscope.header"
 _COMM_KEY = b"stepscope.comm_args"  # the collective side args (small: rows with any), as JSON columns
 _COUNTERS_KEY = b"stepscope.counters"  # CUPTI range-profiler counters: [name, ts_ns, dur_ns, flops, dram_bytes]
-_CACHE_FORMAT = 2  # in the cache file name: an entry of another format (format 1 has no counters) is not read
+_MEMORY_KEY = b"stepscope.memory"  # allocator events (``memory.MemoryEvents.encode``)
+_CACHE_FORMAT = (
+    3  # in the cache file name: an entry of another format (2 has no memory events, 1 no counters) is not read
+)
 _KEEP_HEADER = (
     "schemaVersion",
     "deviceProperties",
@@ -47,6 +51,8 @@ def write_parquet(fr: FileRead, out: str | os.PathLike[str]) -> None:
         meta[_COUNTERS_KEY] = msgspec.json.encode(
             [[c.name, c.ts_ns, c.dur_ns, c.flops, c.dram_bytes] for c in fr.counters]
         )
+    if fr.memory is not None:
+        meta[_MEMORY_KEY] = fr.memory.encode()
     table = fr.table.replace_schema_metadata(meta)
     # a temporary name of its own (two processes may write the same cache entry at once), then an
     # atomic rename: a reader sees the old file or the new one, never half of one
@@ -99,7 +105,18 @@ def read_parquet(path: str | os.PathLike[str]) -> FileRead:
         bytes_read=0,
         comm_args=comm,
         counters=_counters(meta.get(_COUNTERS_KEY)),
+        memory=_memory(meta.get(_MEMORY_KEY)),
     )
+
+
+def _memory(raw: bytes | None) -> MemoryEvents | None:
+    """The allocator events a Parquet file keeps; an unreadable entry loses only the memory figures."""
+    if raw is None:
+        return None
+    try:
+        return MemoryEvents.decode(raw)
+    except ValueError:
+        return None
 
 
 def _counters(raw: bytes | None) -> tuple[CounterRange, ...]:
@@ -164,6 +181,7 @@ def cache_lookup(path: str, cache_dir: str, include_python: bool) -> FileRead | 
         bytes_read=0,
         comm_args=fr.comm_args,
         counters=fr.counters,
+        memory=fr.memory,
     )
 
 

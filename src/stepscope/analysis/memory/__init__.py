@@ -1,0 +1,1 @@
+"""Device memory analyses (allocator events, allocator calls)."""
