@@ -76,7 +76,9 @@ def test_encoding_round_trips_and_damage_is_refused() -> None:
     m = MemoryEvents(
         **{
             f: np.arange(3, dtype=np.int64) * (i + 1)
-            for i, f in enumerate(("ts_ns", "device_type", "device_id", "delta_bytes", "total_allocated", "total_reserved"))
+            for i, f in enumerate(
+                ("ts_ns", "device_type", "device_id", "delta_bytes", "total_allocated", "total_reserved")
+            )
         }
     )
     back = MemoryEvents.decode(m.encode())

@@ -70,6 +70,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     _comm(out, r, steps)
     _roofline(out, r)
     _fp32_gemm(out, r)
+    _layout_copies(out, r)
     _top_kernel(out, r)
     _dispatch(out, r, steps)
     _memory(out, r)
@@ -168,6 +169,23 @@ def _fp32_gemm(out: Signals, r: RankAnalysis) -> None:
     out["fp32_gemm_ns"] = sum(g.dur_ns for g in fp32) / n
     out["fp32_gemm_gap_ns"] = sum(max(0.0, g.dur_ns - g.flops / peak * 1e9) for g in fp32) / n
     out["fp32_gemm_ratio"] = out["fp32_gemm_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
+
+
+#: framework ops that only move or reformat data (no arithmetic): layout copies, concatenation,
+#: dtype casts ("data formatting")
+_LAYOUT_OPS = frozenset(
+    ("aten::copy_", "aten::contiguous", "aten::clone", "aten::cat", "aten::stack", "aten::_to_copy", "aten::to")
+)
+
+
+def _layout_copies(out: Signals, r: RankAnalysis) -> None:
+    """Kernel time of the ops that only move or reformat data, per step (the roofline's op groups,
+    over all the trace's steps as ``_roofline``)."""
+    roof = r.roofline
+    if roof is None or not r.steps:
+        return
+    out["layout_copy_ns"] = sum(g.dur_ns for g in roof.groups if g.name in _LAYOUT_OPS) / len(r.steps)
+    out["layout_copy_ratio"] = out["layout_copy_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
 
 
 def _top_kernel(out: Signals, r: RankAnalysis) -> None:
