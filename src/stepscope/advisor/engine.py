@@ -17,6 +17,7 @@ from typing import Any
 from ..analysis.cluster.findings import SMALL_MESSAGE_BYTES
 from ..analysis.cluster.results import LowBandwidthFinding, SmallMessagesFinding, StragglerFinding
 from ..analysis.results import Analysis
+from ..analysis.steps.fusion import Fusion
 from .finding import NO_SAVING, Finding, Saving
 from .rules import Card, Rule, RuleSet, load_rules
 from .signals import Signals, rank_signals
@@ -51,7 +52,9 @@ def advise(a: Analysis, rules: RuleSet | None = None) -> tuple[Finding, ...]:
 
 
 def _labels(r: Any) -> dict[str, str]:
-    return {"top_kernel": r.top_kernels[0].name if r.top_kernels else ""}
+    fusion = r.extras.get("fusion")
+    chains = ", ".join(p.name for p in fusion.patterns) if isinstance(fusion, Fusion) else ""
+    return {"top_kernel": r.top_kernels[0].name if r.top_kernels else "", "fusion_chains": chains}
 
 
 def _evaluate(rule: Rule, signals: dict[int, Signals], labels: dict[int, dict[str, str]]) -> Finding | None:

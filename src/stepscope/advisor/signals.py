@@ -17,6 +17,7 @@ from collections.abc import Callable
 from ..analysis.memory.usage import MemoryUsage
 from ..analysis.results import RankAnalysis
 from ..analysis.steps.dispatch import Dispatch
+from ..analysis.steps.fusion import Fusion
 from ..analysis.steps.results import StepBreakdown
 
 #: A rank's signals: name -> value (ns per step, ratios 0-1, counts per step).
@@ -74,7 +75,21 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     _top_kernel(out, r)
     _dispatch(out, r, steps)
     _memory(out, r)
+    _fusion(out, r)
     return out
+
+
+def _fusion(out: Signals, r: RankAnalysis) -> None:
+    """Unfused chains (``analysis/steps/fusion.py``), all patterns together: matches, operators a
+    fusion removes, kernel time and the estimated saving per steady step."""
+    fusion = r.extras.get("fusion")
+    if not isinstance(fusion, Fusion) or not fusion.patterns:
+        return
+    out["fusion_matches"] = sum(p.matches for p in fusion.patterns)
+    out["fusion_ops_removed"] = sum(p.ops_removed for p in fusion.patterns)
+    out["fusion_kernel_ns"] = sum(p.kernel_ns for p in fusion.patterns)
+    out["fusion_saving_ns"] = sum(p.saving_ns for p in fusion.patterns)
+    out["fusion_saving_ratio"] = out["fusion_saving_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
 
 
 def _memory(out: Signals, r: RankAnalysis) -> None:

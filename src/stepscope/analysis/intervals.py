@@ -115,3 +115,25 @@ def _busy_before(seg_starts: np.ndarray, seg_ends: np.ndarray, cum: np.ndarray, 
     full = cum[np.maximum(i - 1, 0)]
     partial = np.where(i > 0, np.minimum(t, seg_ends[np.maximum(i - 1, 0)]) - seg_starts[np.maximum(i - 1, 0)], 0)
     return np.where(i > 0, full + np.maximum(partial, 0), 0)
+
+
+def top_level(tid: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Boolean mask of intervals not contained in an earlier-starting interval of the same thread."""
+    n = ts.size
+    if n == 0:
+        return np.zeros(0, bool)
+    o = np.lexsort((-end, ts, tid))
+    t, s, e = tid[o], ts[o], end[o]
+    lo = s.min()
+    span = int(max(e.max(), s.max()) - lo) + 1
+    new_thread = np.r_[True, t[1:] != t[:-1]]
+    # shift each thread into its own time band so one running max never crosses threads
+    shift = (np.cumsum(new_thread) - 1).astype(np.int64) * span - lo
+    run = np.maximum.accumulate(e + shift)
+    prev = np.empty(n, np.int64)
+    prev[0] = np.iinfo(np.int64).min
+    prev[1:] = run[:-1]
+    top = new_thread | (s + shift >= prev)
+    out = np.empty(n, bool)
+    out[o] = top
+    return out

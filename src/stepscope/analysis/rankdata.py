@@ -5,6 +5,7 @@ Built once per rank and shared by every analysis, so each join/classification ha
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ import pyarrow.compute as pc
 from ..trace.commside import rows_with, side_column
 from ..trace.dictcol import DictColumn, per_value
 from ..trace.schema import KIND_CODE as KIND
+from . import intervals as iv
 from .classify import Categories, Rules, classify_device_events
 
 HOST_KINDS = ("cpu_op", "user_annotation", "runtime")
@@ -55,6 +57,15 @@ class HostArrays:
     external_id: np.ndarray
     sequence_number: np.ndarray
     rows: np.ndarray | None = None  # row index of each host row in the rank's event table
+
+    @functools.cached_property
+    def operators(self) -> np.ndarray:
+        """The framework operators: ``cpu_op`` rows not nested in another ``cpu_op`` of the same
+        thread (``aten::add_`` called from Python, not the ``aten::empty`` inside it), ordered by
+        (thread, start). Computed once, read by the dispatch and fusion analyses."""
+        cpu = np.flatnonzero(self.kind == KIND["cpu_op"])
+        ops = cpu[iv.top_level(self.tid[cpu], self.ts[cpu], self.end[cpu])]
+        return ops[np.lexsort((self.ts[ops], self.tid[ops]))]
 
 
 @dataclass

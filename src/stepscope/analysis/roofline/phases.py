@@ -31,7 +31,6 @@ from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..context import RankContext
 from ..rankdata import DeviceArrays
-from ..steps.breakdown import top_level
 
 PHASES = ("forward", "backward", "recompute", "optimizer")
 FORWARD, BACKWARD, RECOMPUTE, OPTIMIZER = range(len(PHASES))
@@ -105,7 +104,7 @@ def compute(ctx: RankContext) -> tuple[StepPhases, ...]:
     optim = ThreadRanges(h.tid[opt_mask], h.ts[opt_mask], h.end[opt_mask], lo, span)
     # outermost recomputed ops (not nested in another recomputed op of the same thread)
     rec_idx = np.flatnonzero(rec)
-    rec_top = rec_idx[top_level(h.tid[rec_idx], h.ts[rec_idx], h.end[rec_idx])] if rec_idx.size else rec_idx
+    rec_top = rec_idx[iv.top_level(h.tid[rec_idx], h.ts[rec_idx], h.end[rec_idx])] if rec_idx.size else rec_idx
     out = []
     if d.size:
         phase, xla_rows = _device_phases(d, bwd, recompute, optim)

@@ -53,31 +53,6 @@ def _name_mask(names: list[str], pat: re.Pattern[str]) -> np.ndarray:
     return np.array([bool(pat.search(n)) for n in names], dtype=bool)
 
 
-def top_level(tid: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Boolean mask of intervals not contained in an earlier-starting interval of the same thread."""
-    n = ts.size
-    if n == 0:
-        return np.zeros(0, bool)
-    o = np.lexsort((-end, ts, tid))
-    t, s, e = tid[o], ts[o], end[o]
-    lo = s.min()
-    span = int(max(e.max(), s.max()) - lo) + 1
-    _, g = np.unique(t, return_inverse=True)
-    # shift each thread into its own time band so one running max never crosses threads
-    shift = g.astype(np.int64) * span - lo
-    run = np.maximum.accumulate(e + shift)
-    prev = np.empty(n, np.int64)
-    prev[0] = np.iinfo(np.int64).min
-    prev[1:] = run[:-1]
-    new_thread = np.empty(n, bool)
-    new_thread[0] = True
-    new_thread[1:] = g[1:] != g[:-1]
-    top = new_thread | (s + shift >= prev)
-    out = np.empty(n, bool)
-    out[o] = top
-    return out
-
-
 class _SortedRanges:
     """Intervals sorted by start; ``within(lo, hi)`` = (union length, count) clipped to [lo, hi)."""
 
@@ -139,7 +114,7 @@ def _cpu_work(rd: RankData, rules: Rules) -> _CpuWork:
     step_name = np.array([n.startswith("ProfilerStep#") for n in h.names], dtype=bool)[h.name_idx]
     is_op = ((h.kind == KIND["cpu_op"]) | ((h.kind == KIND["user_annotation"]) & comm_name)) & ~step_name
     idx = np.flatnonzero(is_op)
-    top = top_level(h.tid[idx], h.ts[idx], h.end[idx])
+    top = iv.top_level(h.tid[idx], h.ts[idx], h.end[idx])
     # communication called from inside a compute op (DDP's all-reduce hook inside autograd)
     # is communication, not compute: kept as its own rows and carved out of the parent
     nested = idx[~top & comm_name[idx]]

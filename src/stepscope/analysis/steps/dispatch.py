@@ -25,11 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..context import RankContext
 from ..roofline.phases import ThreadRanges
-from .breakdown import top_level
 
 #: an operator shorter than this is tiny: a few us is the fixed cost of one eager PyTorch op
 #: (Python binding + dispatcher), the same bar as the short-kernel threshold
@@ -56,8 +54,7 @@ class Dispatch:
 
 def compute(ctx: RankContext) -> Dispatch:
     h, d = ctx.data.host, ctx.data.dev
-    cpu = np.flatnonzero(h.kind == KIND["cpu_op"])
-    ops = cpu[top_level(h.tid[cpu], h.ts[cpu], h.end[cpu])]
+    ops = h.operators
     o_ts, o_dur = h.ts[ops], h.end[ops] - h.ts[ops]
     opt = ctx.optimizer_mask
     parts = [a for a in (h.ts, h.end, d.ts, d.end) if a.size]
