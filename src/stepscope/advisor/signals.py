@@ -141,6 +141,8 @@ def _comm(out: Signals, r: RankAnalysis, steps: tuple[StepBreakdown, ...]) -> No
         for c in s.collectives:
             exposed[c.type] = exposed.get(c.type, 0.0) + c.exposed_ns / len(steps)
     top = max(exposed.items(), key=lambda kv: kv[1], default=("", 0.0))
+    out["exposed_p2p_ns"] = exposed.get("send_recv", 0.0)
+    out["exposed_p2p_ratio"] = out["exposed_p2p_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
     out["top_collective_exposed_ns"] = top[1]
     out["comm_hideable_ns"] = max(0.0, min(out["exposed_comm_ns"], out["compute_ns"] - out["overlapped_comm_ns"]))
     out["comm_hidden_ratio"] = out["overlapped_comm_ns"] / out["comm_ns"] if out["comm_ns"] > 0 else 1.0
