@@ -18,6 +18,7 @@ from ..analysis.memory.usage import MemoryUsage
 from ..analysis.results import RankAnalysis
 from ..analysis.steps.dispatch import Dispatch
 from ..analysis.steps.fusion import Fusion
+from ..analysis.steps.profiler_overhead import ProfilerOverhead
 from ..analysis.steps.results import StepBreakdown
 
 #: A rank's signals: name -> value (ns per step, ratios 0-1, counts per step).
@@ -61,9 +62,10 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
         "launch_delay_p50_ns": float(r.launch.delay_p50_ns),
         "graph_launches": float(r.launch.graph_launches),  # in the whole trace: any at all is graph replay
     }
+    _profiler(out, r)
     # the host's launch calls for the short kernels, as far as the device waited for the host
     out["short_launch_host_ns"] = out["short_kernels"] * float(r.launch.launch_call_mean_ns)
-    out["tiny_kernel_idle_ns"] = min(out["idle_host_bound_ns"], out["short_launch_host_ns"])
+    out["tiny_kernel_idle_ns"] = min(out["idle_host_bound_net_ns"], out["short_launch_host_ns"])
     out["compile_idle_ns"] = min(out["compile_ns"], out["idle_ns"])
     step = out["step_ns"]
     for key in [k for k in out if k.endswith("_ns") and k != "step_ns"]:
@@ -77,6 +79,19 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     _memory(out, r)
     _fusion(out, r)
     return out
+
+
+def _profiler(out: Signals, r: RankAnalysis) -> None:
+    """The profiler's own overhead events (``analysis/steps/profiler_overhead.py``), and the host-bound
+    idle without the part the profiler caused (``idle_host_bound_net_ns``: what the job would see)."""
+    po = r.extras.get("profiler_overhead")
+    if not isinstance(po, ProfilerOverhead):
+        po = ProfilerOverhead(
+            events=0, overhead_ns=0.0, overhead_idle_ns=0.0, overhead_host_bound_ns=0.0, lazy_loading_ns=0.0
+        )
+    out["profiler_overhead_ns"] = po.overhead_ns
+    out["profiler_overhead_idle_ns"] = po.overhead_idle_ns
+    out["idle_host_bound_net_ns"] = max(0.0, out["idle_host_bound_ns"] - po.overhead_host_bound_ns)
 
 
 def _fusion(out: Signals, r: RankAnalysis) -> None:

@@ -24,7 +24,7 @@ from .context import RankContext
 from .extra import ExtraResult, is_extra
 from .memory import usage as memory_usage
 from .roofline import mfu_diagnosis, phases, roofline, scopes
-from .steps import dispatch, fusion, rank_stats
+from .steps import dispatch, fusion, profiler_overhead, rank_stats
 from .xla import summary as xla
 
 
@@ -52,6 +52,7 @@ RANK_ANALYSES: tuple[RankEntry, ...] = (
     RankEntry("mfu_diagnosis", mfu_diagnosis.compute),  # reads roofline and phases
     RankEntry("scopes", scopes.compute),
     RankEntry("comm_events", comm_events.compute),
+    RankEntry("profiler_overhead", profiler_overhead.compute),
     RankEntry("dispatch", dispatch.compute),
     RankEntry("fusion", fusion.compute),
     RankEntry("memory", memory_usage.compute),
