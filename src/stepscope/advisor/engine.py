@@ -15,7 +15,12 @@ import string
 from typing import Any
 
 from ..analysis.cluster.findings import SMALL_MESSAGE_BYTES
-from ..analysis.cluster.results import LowBandwidthFinding, SmallMessagesFinding, StragglerFinding
+from ..analysis.cluster.results import (
+    AllToAllImbalanceFinding,
+    LowBandwidthFinding,
+    SmallMessagesFinding,
+    StragglerFinding,
+)
 from ..analysis.results import Analysis
 from ..analysis.steps.fusion import Fusion
 from .finding import NO_SAVING, Finding, Saving
@@ -152,6 +157,15 @@ def _cluster_comm(a: Analysis, rules: RuleSet, signals: dict[int, Signals]) -> l
         if isinstance(f, SmallMessagesFinding) and "small_messages" in by_kind:
             cr, basis = by_kind["small_messages"], 0.0
             values = {"small": float(f.small), "total": float(f.total)}
+        elif isinstance(f, AllToAllImbalanceFinding) and "all_to_all_imbalance" in by_kind:
+            cr, basis = by_kind["all_to_all_imbalance"], f.transfer_ns * (1.0 - 1.0 / f.median_ratio)
+            values = {
+                "imbalanced": float(f.instances),
+                "total": float(f.total),
+                "median_ratio": f.median_ratio,
+                "busiest_rank": float(f.busiest_rank),
+                "transfer_ns": f.transfer_ns,
+            }
         elif isinstance(f, LowBandwidthFinding) and "low_bandwidth" in by_kind:
             cr, basis = by_kind["low_bandwidth"], _slow_transfer_ns(a, f.ratio)
             values = {"count": float(f.count), "median_busbw_gbps": f.median_busbw_gbps}

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from ..analysis.cluster.results import (
+    AllToAllImbalanceFinding,
     ClusterView,
     Finding,
     LowBandwidthFinding,
@@ -32,6 +33,11 @@ def finding_text(f: Finding) -> str:
             f"{f.count} collectives >= {_size(f.min_bytes)} reach < {f.ratio:.0%} of the link's bus bandwidth (the "
             "node's measured figure for the collective where the catalog has one, else the nominal peak; median "
             f"{f.median_busbw_gbps:.1f} GB/s)"
+        )
+    if isinstance(f, AllToAllImbalanceFinding):
+        return (
+            f"{f.instances} of {f.total} all-to-alls are imbalanced: the busiest member receives a median "
+            f"{f.median_ratio:.2f}x the mean (rank {f.busiest_rank} most often)"
         )
     if isinstance(f, SyncWaitFinding):
         return (

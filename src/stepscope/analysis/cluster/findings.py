@@ -4,6 +4,7 @@
 - small messages: at least 8 instances, more than half of them under 1 MiB;
 - low bandwidth: instances of 1 MiB or more whose bus bandwidth is under 50% of their link's reference
   (the node's measured figure for the collective where the catalog has one, else the nominal peak);
+- all-to-all imbalance (``alltoall.py``): the busiest member receiving 1.5x the mean or more;
 - sync wait: the wait and transfer time of all matched instances, summed over their ranks.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .alltoall import all_to_all_imbalance
 from .context import ClusterContext
 from .results import (
     Finding,
@@ -55,6 +57,9 @@ def compute(c: ClusterContext) -> tuple[Finding, ...]:
                 median_busbw_gbps=float(np.median(low)),
             )
         )
+    imbalance = all_to_all_imbalance(c)
+    if imbalance is not None:
+        out.append(imbalance)
     if insts:
         out.append(
             SyncWaitFinding(

@@ -107,7 +107,20 @@ class SyncWaitFinding:
     transfer_ns: int
 
 
-Finding = StragglerFinding | SmallMessagesFinding | LowBandwidthFinding | SyncWaitFinding
+@dataclass(frozen=True, kw_only=True)
+class AllToAllImbalanceFinding:
+    """All-to-all instances whose busiest member receives at least ``ratio_threshold`` x the mean
+    (from the recorded ``In split size`` of every member)."""
+
+    instances: int  # imbalanced instances
+    total: int  # all-to-all instances with splits recorded on every member
+    median_ratio: float  # over the imbalanced instances: busiest member's bytes / the mean
+    busiest_rank: int  # the member (global rank) most often the busiest
+    transfer_ns: float  # the imbalanced instances' transfer time per steady step, median rank
+    ratio_threshold: float
+
+
+Finding = StragglerFinding | SmallMessagesFinding | LowBandwidthFinding | SyncWaitFinding | AllToAllImbalanceFinding
 
 
 @dataclass(frozen=True, kw_only=True)
