@@ -59,7 +59,14 @@ def advise(a: Analysis, rules: RuleSet | None = None) -> tuple[Finding, ...]:
 def _labels(r: Any) -> dict[str, str]:
     fusion = r.extras.get("fusion")
     chains = ", ".join(p.name for p in fusion.patterns) if isinstance(fusion, Fusion) else ""
-    return {"top_kernel": r.top_kernels[0].name if r.top_kernels else "", "fusion_chains": chains}
+    diag = r.mfu_diagnosis
+    failing = "; ".join(c.hint for c in diag.checks if not c.ok) if diag is not None else ""
+    return {
+        "top_kernel": r.top_kernels[0].name if r.top_kernels else "",
+        "fusion_chains": chains,
+        "mfu_verdict": diag.verdict if diag is not None else "",
+        "mfu_next": f"check: {failing}" if failing else "no check of its band fails",
+    }
 
 
 def _evaluate(rule: Rule, signals: dict[int, Signals], labels: dict[int, dict[str, str]]) -> Finding | None:

@@ -75,6 +75,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     _fp32_gemm(out, r)
     _layout_copies(out, r)
     _top_kernel(out, r)
+    _mfu(out, r)
     _dispatch(out, r, steps)
     _memory(out, r)
     _fusion(out, r)
@@ -218,6 +219,15 @@ def _layout_copies(out: Signals, r: RankAnalysis) -> None:
         return
     out["layout_copy_ns"] = sum(g.dur_ns for g in roof.groups if g.name in _LAYOUT_OPS) / len(r.steps)
     out["layout_copy_ratio"] = out["layout_copy_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
+
+
+def _mfu(out: Signals, r: RankAnalysis) -> None:
+    """The MFU decision tree's median step MFU (``analysis/roofline/mfu_diagnosis.py``; needs the
+    model's FLOPs) and how many checks of its band fail."""
+    diag = r.mfu_diagnosis
+    if diag is not None:
+        out["mfu"] = diag.mfu
+        out["mfu_failing_checks"] = float(sum(not c.ok for c in diag.checks))
 
 
 def _top_kernel(out: Signals, r: RankAnalysis) -> None:
