@@ -19,11 +19,9 @@ from ..executor import Progress, run_all
 from ..notices import Notice
 from .assemble import NSYS_RANK_KEY, Trace, assemble
 from .columns import FileRead, keep_plausible
-from .counters import read_counter_ranges
-from .dictcol import dict_mask
 from .jsonstream import is_gzip
 from .kineto import read_kineto
-from .memory import MEMORY_EVENT, read_memory_events
+from .side_events import with_side_events
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip", ".sqlite")
 _NSYS_REPORT = (".nsys-rep", ".qdrep")
@@ -294,7 +292,7 @@ def _read_one(job: ReadJob) -> FileRead:
 
         fr = keep_plausible(read_nsys_jax(path))
     else:
-        fr = _with_memory(_with_counters(read_kineto(path, include_python=include_python)))
+        fr = with_side_events(read_kineto(path, include_python=include_python))
         refuse_foreign_json(fr)
     if cache_dir and not fr.truncated and not fr.warnings:
         from . import parquet
@@ -364,20 +362,6 @@ def _file_holds(path: str, needles: tuple[bytes, ...], block: int = 1 << 22) -> 
     except (OSError, EOFError):  # a truncated gzip stream: what was read has been searched
         return False
     return False
-
-
-def _with_counters(fr: FileRead) -> FileRead:
-    """A Kineto trace with CUPTI range-profiler events: their counters too (``counters.py``)."""
-    if fr.table.num_rows and dict_mask(fr.table["kind"], lambda k: k == "counter_range").any():
-        return replace(fr, counters=tuple(read_counter_ranges(fr.path)))
-    return fr
-
-
-def _with_memory(fr: FileRead) -> FileRead:
-    """A Kineto trace with allocator events (``[memory]`` rows): those events too (``memory.py``)."""
-    if fr.table.num_rows and dict_mask(fr.table["name"], lambda n: n == MEMORY_EVENT).any():
-        return replace(fr, memory=read_memory_events(fr.path))
-    return fr
 
 
 def load(
