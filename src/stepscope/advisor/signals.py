@@ -20,6 +20,8 @@ from ..analysis.steps.dispatch import Dispatch
 from ..analysis.steps.fusion import Fusion
 from ..analysis.steps.profiler_overhead import ProfilerOverhead
 from ..analysis.steps.results import StepBreakdown
+from ..catalog.hardware import by_name
+from ..errors import ConfigError
 
 #: A rank's signals: name -> value (ns per step, ratios 0-1, counts per step).
 Signals = dict[str, float]
@@ -73,6 +75,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     _comm(out, r, steps)
     _roofline(out, r)
     _fp32_gemm(out, r)
+    _bf16_gemm(out, r)
     _layout_copies(out, r)
     _top_kernel(out, r)
     _mfu(out, r)
@@ -219,6 +222,35 @@ def _layout_copies(out: Signals, r: RankAnalysis) -> None:
         return
     out["layout_copy_ns"] = sum(g.dur_ns for g in roof.groups if g.name in _LAYOUT_OPS) / len(r.steps)
     out["layout_copy_ratio"] = out["layout_copy_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
+
+
+def _fp8_speedup(device: str) -> float | None:
+    """fp8 over bf16 GEMM throughput on ``device``: the catalog's peaks times its measured matmul
+    efficiencies (MAMF) where it has them; None for a device without fp8 or not in the catalog."""
+    try:
+        hw = by_name(device)
+    except ConfigError:
+        return None
+    fp8, bf16 = hw.peak_tflops.get("fp8"), hw.peak_tflops.get("bf16")
+    if not fp8 or not bf16:
+        return None
+    return (fp8 * hw.matmul_eff.get("fp8", 1.0)) / (bf16 * hw.matmul_eff.get("bf16", 1.0))
+
+
+def _bf16_gemm(out: Signals, r: RankAnalysis) -> None:
+    """GEMMs in bf16/fp16 per step (``bf16_gemm_ns``) and what fp8 GEMMs would take off them at
+    the device's fp8/bf16 throughput ratio (``fp8_gemm_gap_ns`` = time x (1 - 1/ratio))."""
+    roof = r.roofline
+    if roof is None or roof.hardware is None or not r.steps:
+        return
+    speedup = _fp8_speedup(roof.hardware.name)
+    if speedup is None or speedup <= 1.0:
+        return
+    gemm = sum(g.dur_ns for g in roof.groups if g.dtype in ("bf16", "fp16") and g.name in _GEMM_OPS) / len(r.steps)
+    out["bf16_gemm_ns"] = gemm
+    out["bf16_gemm_ratio"] = gemm / out["step_ns"] if out["step_ns"] > 0 else 0.0
+    out["fp8_speedup"] = speedup
+    out["fp8_gemm_gap_ns"] = gemm * (1.0 - 1.0 / speedup)
 
 
 def _mfu(out: Signals, r: RankAnalysis) -> None:
