@@ -137,3 +137,24 @@ def top_level(tid: np.ndarray, ts: np.ndarray, end: np.ndarray) -> np.ndarray:
     out = np.empty(n, bool)
     out[o] = top
     return out
+
+
+def outermost(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For one thread's intervals in start order: the mask of those not contained in an earlier
+    one (as ``top_level``). Rows with one start form a run; the run's first longest row is its
+    container, kept when it starts at or after every earlier run's end (the others nest in it,
+    unless all of them are empty)."""
+    if ts.size == 0:
+        return np.zeros(0, bool)
+    run_new = np.r_[True, ts[1:] != ts[:-1]]
+    starts = np.flatnonzero(run_new)
+    run_max = np.maximum.reduceat(end, starts)
+    before = np.empty(starts.size, np.int64)
+    before[0] = np.iinfo(np.int64).min
+    before[1:] = np.maximum.accumulate(run_max)[:-1]
+    run_top = ts[starts] >= before
+    rid = np.cumsum(run_new) - 1
+    is_max = end == run_max[rid]
+    seen = np.cumsum(is_max)
+    first_max = is_max & (seen - (seen - is_max)[starts][rid] == 1)
+    return run_top[rid] & (first_max | (run_max[rid] == ts))

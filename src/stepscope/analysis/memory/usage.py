@@ -109,6 +109,8 @@ def _allocator_calls(ctx: RankContext) -> tuple[float, float, float]:
         return 0.0, 0.0, 0.0
     is_alloc = np.array([bool(ALLOCATOR_CALLS.match(n)) for n in h.names], dtype=bool)
     rows = np.flatnonzero((h.kind == KIND["runtime"]) & is_alloc[h.name_idx])
+    if rows.size == 0:
+        return 0.0, 0.0, 0.0
     s, e = h.ts[rows], h.end[rows]
     g = ctx.idle_gaps
     gs = np.concatenate([g.host_bound[0], g.sync_wait[0], g.other[0], g.launch_overhead[0]])

@@ -81,28 +81,29 @@ def compute(ctx: RankContext) -> Fusion:
     h = ctx.data.host
     ops = h.operators
     steady_steps = [i for i, s in enumerate(ctx.steps) if not s.warmup]
-    if ops.size == 0 or not steady_steps:
+    code_of = {name: chr(_BASE + i) for i, name in enumerate(h.names)}
+    wanted = [(p, rx) for p in patterns() if (rx := p.regex(code_of)) is not None]
+    if ops.size == 0 or not steady_steps or not wanted:
         return Fusion(patterns=())
-    kernel_ns = _kernel_time_per_op(ctx, ops)
     text = _sequence(ctx, ops)
     # character position -> operator: minus the separators before it
     seps = np.flatnonzero(np.frombuffer(text.encode("utf-32-le"), np.uint32) == ord(_THREAD))
     step_of = _step_of(ctx, h.ts[ops], steady_steps)
-    n = len(steady_steps)
-    code_of = {name: chr(_BASE + i) for i, name in enumerate(h.names)}
+    hits = {p.name: [(m.start(), m.group(0)) for m in re.finditer(rx, text)] for p, rx in wanted}
+    if not any(hits.values()):
+        return Fusion(patterns=())
+    kernel_ns = _kernel_time_per_op(ctx, ops)
+    n_steps = len(steady_steps)
     out = []
-    for p in patterns():
-        rx = p.regex(code_of)
-        if rx is None:
-            continue
-        skip = {code_of[n] for n in p.skip if n in code_of}
+    for p, _rx in wanted:
+        skip = {code_of[name] for name in p.skip if name in code_of}
         matches = removed = 0
         k_ns = s_ns = 0.0
-        for hit in re.finditer(rx, text):
-            first = hit.start() - int(np.searchsorted(seps, hit.start(), side="right"))
+        for start, chars in hits[p.name]:
+            first = start - int(np.searchsorted(seps, start, side="right"))
             if step_of[first] < 0:
                 continue
-            keep = np.array([c not in skip for c in hit.group(0)], bool)
+            keep = np.array([c not in skip for c in chars], bool)
             k = kernel_ns[first : first + keep.size][keep]
             matches, removed = matches + 1, removed + k.size - 1
             k_ns += float(k.sum())
@@ -112,10 +113,10 @@ def compute(ctx: RankContext) -> Fusion:
                 PatternMatches(
                     name=p.name,
                     fused=p.fused,
-                    matches=matches / n,
-                    ops_removed=removed / n,
-                    kernel_ns=k_ns / n,
-                    saving_ns=s_ns / n,
+                    matches=matches / n_steps,
+                    ops_removed=removed / n_steps,
+                    kernel_ns=k_ns / n_steps,
+                    saving_ns=s_ns / n_steps,
                 )
             )
     return Fusion(patterns=tuple(sorted(out, key=lambda x: -x.saving_ns)))
