@@ -150,6 +150,8 @@ def _dispatch(out: Signals, r: RankAnalysis, steps: tuple[StepBreakdown, ...]) -
     out["optimizer_ns"] = sum(s.optimizer_ns for s in mine) / n
     out["optimizer_ratio"] = out["optimizer_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
     out["optimizer_op_p50_ns"] = float(disp.optimizer_op_p50_ns)
+    out["dataloader_op_ns"] = min(sum(s.dataloader_op_ns for s in mine) / n, out["dataloader_ns"])
+    out["dataloader_other_ns"] = out["dataloader_ns"] - out["dataloader_op_ns"]
 
 
 def _comm(out: Signals, r: RankAnalysis, steps: tuple[StepBreakdown, ...]) -> None:

@@ -10,6 +10,9 @@ Per step (CPU step span ``[cpu_start, cpu_end)``; operators by their start):
 - ``ops``, ``tiny_ops``: operators, and tiny ones;
 - ``optimizer_ops``: operators inside the optimizer's ranges (``Optimizer.step#...``), and
   ``optimizer_op_p50_ns`` the median duration of those (over the whole step set);
+- ``dataloader_op_ns``: the operators' time inside the data loader's ranges (tensor work: the
+  collate's ``aten::stack``, transforms written in torch); the rest of the loader's time is Python,
+  file reading and decoding (``dataloader_ns`` of the step's CPU figures minus this);
 - ``optimizer_ns``: the time the optimizer holds the step: on a rank with device work, the span of
   the device work launched from the optimizer's ranges (first start to last end, inside the step
   window: the idle gaps between its kernels count, as the step waits through them); on a CPU-only
@@ -41,6 +44,7 @@ class StepDispatch:
     tiny_ops: int
     optimizer_ops: int
     optimizer_ns: int
+    dataloader_op_ns: int  # operators (tensor work: collate, transforms) inside the data loader's ranges
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,10 +77,19 @@ def compute(ctx: RankContext) -> Dispatch:
         return np.bincount(step_of[mask & ok], minlength=n)[:n]
 
     n_ops, n_tiny, n_opt = per_step(ok), per_step(o_dur < TINY_OP_NS), per_step(in_opt)
+    dl = ctx.dataloader_mask
+    # (an operator that is itself a loader range is the loader, not work inside it)
+    in_dl = ThreadRanges(h.tid[dl], h.ts[dl], h.end[dl], lo, span).contains(h.tid[ops], o_ts) & ok & ~dl[ops]
+    dl_ns = np.bincount(step_of[in_dl], weights=o_dur[in_dl], minlength=n)[:n]
     opt_ns = _device_span(ctx, optim) if d.size else _host_union(ctx, opt)
     steps = tuple(
         StepDispatch(
-            name=s.name, ops=int(n_ops[k]), tiny_ops=int(n_tiny[k]), optimizer_ops=int(n_opt[k]), optimizer_ns=opt_ns[k]
+            name=s.name,
+            ops=int(n_ops[k]),
+            tiny_ops=int(n_tiny[k]),
+            optimizer_ops=int(n_opt[k]),
+            optimizer_ns=opt_ns[k],
+            dataloader_op_ns=int(dl_ns[k]),
         )
         for k, s in enumerate(ctx.steps)
     )
