@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ..analysis.memory.usage import MemoryUsage
 from ..analysis.results import RankAnalysis
+from ..analysis.steps.contention import Contention
 from ..analysis.steps.dispatch import Dispatch
 from ..analysis.steps.fusion import Fusion
 from ..analysis.steps.profiler_overhead import ProfilerOverhead
@@ -82,6 +83,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     _dispatch(out, r, steps)
     _memory(out, r)
     _fusion(out, r)
+    _contention(out, r)
     return out
 
 
@@ -96,6 +98,17 @@ def _profiler(out: Signals, r: RankAnalysis) -> None:
     out["profiler_overhead_ns"] = po.overhead_ns
     out["profiler_overhead_idle_ns"] = po.overhead_idle_ns
     out["idle_host_bound_net_ns"] = max(0.0, out["idle_host_bound_ns"] - po.overhead_host_bound_ns)
+
+
+def _contention(out: Signals, r: RankAnalysis) -> None:
+    """Stalled launch calls (``analysis/steps/contention.py``) per steady step."""
+    c = r.extras.get("contention")
+    if isinstance(c, Contention) and c.launch_call_p50_ns:
+        out["stalled_calls"] = c.stalled_calls
+        out["stalled_ns"] = c.stalled_ns
+        out["stalled_idle_ns"] = c.stalled_idle_ns
+        out["stalled_idle_ratio"] = c.stalled_idle_ns / out["step_ns"] if out["step_ns"] > 0 else 0.0
+        out["launch_call_p50_ns"] = float(c.launch_call_p50_ns)
 
 
 def _fusion(out: Signals, r: RankAnalysis) -> None:

@@ -24,7 +24,7 @@ from .context import RankContext
 from .extra import ExtraResult, is_extra
 from .memory import usage as memory_usage
 from .roofline import mfu_diagnosis, phases, roofline, scopes
-from .steps import dispatch, fusion, profiler_overhead, rank_stats
+from .steps import contention, dispatch, fusion, profiler_overhead, rank_stats
 from .xla import summary as xla
 
 
@@ -53,6 +53,7 @@ RANK_ANALYSES: tuple[RankEntry, ...] = (
     RankEntry("scopes", scopes.compute),
     RankEntry("comm_events", comm_events.compute),
     RankEntry("profiler_overhead", profiler_overhead.compute),
+    RankEntry("contention", contention.compute),
     RankEntry("dispatch", dispatch.compute),
     RankEntry("fusion", fusion.compute),
     RankEntry("memory", memory_usage.compute),
