@@ -13,6 +13,7 @@ from rich.table import Table
 from ..diff.compare import Change, RunDiff
 from .base import Renderer
 from .fmt import esc
+from .names import readable
 
 _SHOWN = 10
 _NAME_WIDTH = 60
@@ -38,7 +39,7 @@ def _changes(title: str, rows: tuple[Change, ...], con: Console) -> None:
     for col in ("name", "A ms", "B ms", "delta ms", "change"):
         t.add_column(col, justify="left" if col in ("name", "change") else "right", overflow="fold")
     for c in moved:
-        t.add_row(esc(_short(c.name)), _ms(c.a_ns), _ms(c.b_ns), f"{c.delta_ns / 1e6:+,.3f}", c.kind)
+        t.add_row(esc(_short(readable(c.name))), _ms(c.a_ns), _ms(c.b_ns), f"{c.delta_ns / 1e6:+,.3f}", c.kind)
     con.print(t)
 
 

@@ -14,6 +14,7 @@ from ..analysis.xla.summary import XlaSummary
 from . import cluster_html, findings_html, roofline_html, xla_html
 from .base import Renderer
 from .fmt import detail_ranks, ms, pct, us
+from .names import readable
 
 _PARTS = (
     ("compute", "#3b82f6"),
@@ -123,7 +124,9 @@ def _hbar(items: list[tuple[str, int]], unit_total: int) -> str:
     for i, (name, v) in enumerate(items):
         y = 3 + i * row
         w = (width - label_w - 140) * v / mx
-        svg.append(f"<text x='0' y='{y + 13}' font-size='12'>{escape(name[:40])}</text>")
+        svg.append(
+            f"<text x='0' y='{y + 13}' font-size='12'><title>{escape(name)}</title>{escape(readable(name)[:40])}</text>"
+        )
         svg.append(
             f"<rect x='{label_w}' y='{y}' width='{w:.1f}' height='{row - 5}' fill='{_PALETTE[i % len(_PALETTE)]}'><title>{escape(name)}</title></rect>"
         )
@@ -282,7 +285,7 @@ def _top_ops(r: RankAnalysis, rs: RankSummary, top: int) -> str:
         )
         for x in ops[:top]:
             o.append(
-                f"<tr><td class='l'>{escape(x.name)}</td><td class='l'>{escape(x.category)}</td><td>{x.count}</td><td>{ms(x.total_ns)}</td>"
+                f"<tr><td class='l' title='{escape(x.name)}'>{escape(readable(x.name))}</td><td class='l'>{escape(x.category)}</td><td>{x.count}</td><td>{ms(x.total_ns)}</td>"
                 f"<td>{us(x.mean_ns)}</td><td>{us(x.p50_ns)}</td><td>{us(x.p99_ns)}</td><td>{x.share_of_step_ratio:.1%}</td></tr>"
             )
         o.append("</table>")

@@ -17,6 +17,7 @@ from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.summary import RankSummary, RunSummary
 from .base import Renderer
 from .fmt import RANK_MEAN_COLUMNS, detail_ranks, ms, pct, rank_mean_cells, us
+from .names import readable
 
 _PUNCTUATION = re.compile(r"([\\`*_\[\]<>|~&$])")
 _TOP_KERNELS = 10
@@ -83,7 +84,14 @@ def _kernels(r: RankAnalysis) -> list[str]:
     if not r.top_kernels:
         return []
     rows = [
-        [code(k.name), text(k.category), str(k.count), ms(k.total_ns), us(k.mean_ns), f"{k.share_of_step_ratio:.1%}"]
+        [
+            code(readable(k.name)),
+            text(k.category),
+            str(k.count),
+            ms(k.total_ns),
+            us(k.mean_ns),
+            f"{k.share_of_step_ratio:.1%}",
+        ]
         for k in r.top_kernels[:_TOP_KERNELS]
     ]
     head = ["kernel", "category", "count", "total ms", "mean us", "share of step"]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..analysis.results import Analysis, RankAnalysis
@@ -15,7 +15,9 @@ from ..analysis.xla.summary import XlaSummary
 from ..textsafe import printable
 from . import cluster_terminal, findings_terminal, xla_terminal
 from .base import Renderer
+from .fit import Col, print_table
 from .fmt import RANK_MEAN_COLUMNS, detail_ranks, esc, ms, pct, rank_mean_cells, us
+from .names import readable
 
 
 def render(a: Analysis, options: Mapping[str, Any]) -> None:
@@ -23,7 +25,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> None:
     con: Console = options.get("console") or Console()
     top = 10
     summary = a.summary
-    if not con.is_terminal:
+    if not con.is_terminal and "COLUMNS" not in os.environ:  # piped: wide, unless told the width
         con.width = max(con.width, 160)
     for w in a.warnings:
         con.print(f"[yellow]warning:[/] {esc(w)}", markup=True, highlight=False)
@@ -39,12 +41,8 @@ def render(a: Analysis, options: Mapping[str, Any]) -> None:
 
 
 def _rank_table(summary: RunSummary, con: Console) -> None:
-    t = Table(title="Ranks (mean per step, ms)")
-    for col in RANK_MEAN_COLUMNS:
-        t.add_column(col, justify="right")
-    for r in summary.ranks:
-        t.add_row(*rank_mean_cells(r))
-    con.print(t)
+    cols = [Col(c, left=i == 0) for i, c in enumerate(RANK_MEAN_COLUMNS)]
+    print_table(con, "Ranks (mean per step, ms)", cols, [tuple(rank_mean_cells(r)) for r in summary.ranks])
 
 
 def _rank(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
@@ -70,29 +68,26 @@ def _rank(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
 
 
 _STEP_COLUMNS = (
-    "step",
-    "step",
-    "compute",
-    "comm",
-    "overlapped",
-    "exposed comm",
-    "exposed memcpy",
-    "idle",
-    "input wait",
-    "host-bound",
-    "cpu step",
-    "data loader",
+    Col("step", name=True),
+    Col("step"),
+    Col("compute"),
+    Col("comm", drop=4),
+    Col("overlapped", drop=5),
+    Col("exposed comm"),
+    Col("exposed memcpy", drop=3),
+    Col("idle"),
+    Col("input wait", drop=2),
+    Col("host-bound", drop=1),
+    Col("cpu step", drop=6),
+    Col("data loader", drop=7),
 )
 
 
 def _steps(r: RankAnalysis, con: Console) -> None:
     """The step table, the step-time statistics and the slow steps."""
-    t = Table(title="Step breakdown (ms; compute + exposed comm + exposed memcpy + idle = step)")
-    for col in _STEP_COLUMNS:
-        t.add_column(col, justify="right")
-    for s in r.steps:
-        t.add_row(
-            esc(s.name) + (" (warm-up)" if s.warmup else ""),
+    rows = [
+        (
+            printable(s.name) + (" (warm-up)" if s.warmup else ""),
             ms(s.step_time_ns),
             f"{ms(s.compute_ns)} ({pct(s.compute_ns, s.step_time_ns)})",
             ms(s.comm_ns),
@@ -105,7 +100,9 @@ def _steps(r: RankAnalysis, con: Console) -> None:
             ms(s.cpu_step_ns),
             ms(s.cpu.dataloader_ns),
         )
-    con.print(t)
+        for s in r.steps
+    ]
+    print_table(con, "Step breakdown (ms; compute + exposed comm + exposed memcpy + idle = step)", _STEP_COLUMNS, rows)
     st = r.step_stats
     if st.count:
         warm = f" ({st.warmup_steps} warm-up steps left out)" if st.warmup_steps else ""
@@ -128,30 +125,37 @@ def _steps(r: RankAnalysis, con: Console) -> None:
 def _collectives(r: RankAnalysis, con: Console) -> None:
     if not r.collectives:
         return
-    ct = Table(title="Communication by collective (all steps, ms)")
-    for col in ("collective", "kernels", "time", "overlapped", "exposed"):
-        ct.add_column(col, justify="right")
-    for c in r.collectives:
-        ct.add_row(
-            esc(c.type),
+    cols = (Col("collective", left=True), Col("kernels"), Col("time"), Col("overlapped"), Col("exposed"))
+    rows = [
+        (
+            printable(c.type),
             str(c.count),
             ms(c.comm_ns),
             f"{ms(c.overlapped_ns)} ({pct(c.overlapped_ns, c.comm_ns)})",
             ms(c.exposed_ns),
         )
-    con.print(ct)
+        for c in r.collectives
+    ]
+    print_table(con, "Communication by collective (all steps, ms)", cols, rows)
 
 
 def _top_kernels(r: RankAnalysis, con: Console, top: int) -> None:
     if not r.top_kernels:
         return
-    kt = Table(title=f"Top kernels (of {len(r.steps)} steps)")
-    for col in ("kernel", "category", "count", "total ms", "mean us", "p50 us", "p99 us", "share"):
-        kt.add_column(col, justify="right" if col not in ("kernel", "category") else "left", no_wrap=True)
-    for k in r.top_kernels[:top]:
-        kt.add_row(
-            esc(_short(k.name)),
-            esc(k.category),
+    cols = (
+        Col("kernel", name=True),
+        Col("category", left=True, drop=2),
+        Col("count"),
+        Col("total ms"),
+        Col("mean us", drop=1),
+        Col("p50 us", drop=3),
+        Col("p99 us", drop=4),
+        Col("share"),
+    )
+    rows = [
+        (
+            printable(readable(k.name)),
+            printable(k.category),
             str(k.count),
             ms(k.total_ns),
             us(k.mean_ns),
@@ -159,11 +163,9 @@ def _top_kernels(r: RankAnalysis, con: Console, top: int) -> None:
             us(k.p99_ns),
             f"{k.share_of_step_ratio:.1%}",
         )
-    con.print(kt)
-
-
-def _short(name: str, width: int = 70) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+        for k in r.top_kernels[:top]
+    ]
+    print_table(con, f"Top kernels (of {len(r.steps)} steps)", cols, rows)
 
 
 def _roofline(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
@@ -189,26 +191,24 @@ def _roofline(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
     groups = [g for g in roof.groups if g.bound != "unknown"][:top]
     if not groups:
         return
-    t = Table(title="Ops by time lost vs. the roofline")
-    for col in (
-        "op",
-        "shapes",
-        "dtype",
-        "count",
-        "time ms",
-        "TFLOP/s",
-        "GB/s",
-        "FLOP/B",
-        "efficiency",
-        "bound",
-        "lost ms",
-    ):
-        t.add_column(col, justify="left" if col in ("op", "shapes", "dtype", "bound") else "right", no_wrap=True)
-    for g in groups:
-        t.add_row(
-            esc(g.name),
-            esc(_short(g.signature[len(g.name) :], 40)),
-            esc(g.dtype),
+    cols = (
+        Col("op", name=True),
+        Col("shapes", name=True, drop=6),
+        Col("dtype", left=True),
+        Col("count", drop=4),
+        Col("time ms"),
+        Col("TFLOP/s"),
+        Col("GB/s", drop=2),
+        Col("FLOP/B", drop=3),
+        Col("efficiency"),
+        Col("bound", left=True, drop=5),
+        Col("lost ms"),
+    )
+    rows = [
+        (
+            printable(g.name),
+            printable(g.signature[len(g.name) :]),
+            g.dtype,
             str(g.count),
             ms(g.dur_ns),
             f"{g.achieved_tflops:,.1f}",
@@ -218,27 +218,36 @@ def _roofline(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
             g.bound,
             ms(g.time_lost_ns),
         )
-    con.print(t)
+        for g in groups
+    ]
+    print_table(con, "Ops by time lost vs. the roofline", cols, rows)
 
 
 def _phases(r: RankAnalysis, con: Console) -> None:
     if not r.phases:
         return
-    t = Table(title="Device time by phase (ms; union per phase in the step window)")
-    for col in ("step", "forward", "backward", "recompute", "recompute % of step", "optimizer", "recomputed ops"):
-        t.add_column(col, justify="right")
-    for p, s in zip(r.phases, r.steps):
-        ph = p.phase_ns
-        t.add_row(
-            esc(p.name),
-            ms(ph["forward"]),
-            ms(ph["backward"]),
-            ms(ph["recompute"]),
-            pct(ph["recompute"], s.step_time_ns),
-            ms(ph["optimizer"]),
+    cols = (
+        Col("step", name=True),
+        Col("forward"),
+        Col("backward"),
+        Col("recompute"),
+        Col("recompute % of step", drop=2),
+        Col("optimizer"),
+        Col("recomputed ops", drop=1),
+    )
+    rows = [
+        (
+            printable(p.name),
+            ms(p.phase_ns["forward"]),
+            ms(p.phase_ns["backward"]),
+            ms(p.phase_ns["recompute"]),
+            pct(p.phase_ns["recompute"], s.step_time_ns),
+            ms(p.phase_ns["optimizer"]),
             str(p.recompute_ops),
         )
-    con.print(t)
+        for p, s in zip(r.phases, r.steps)
+    ]
+    print_table(con, "Device time by phase (ms; union per phase in the step window)", cols, rows)
     d = r.mfu_diagnosis
     if d is not None:
         con.print(f"MFU {d.mfu:.1%} ({d.band}): {d.verdict}", highlight=False)
@@ -253,19 +262,26 @@ def _phases(r: RankAnalysis, con: Console) -> None:
 def _scopes(r: RankAnalysis, con: Console, top: int) -> None:
     if not r.scopes:
         return
-    t = Table(title="By module / annotation (forward kernels launched inside; inclusive)")
-    for col in ("scope", "kind", "instances", "kernel ms", "TFLOP/s", "MFU"):
-        t.add_column(col, justify="left" if col in ("scope", "kind") else "right", no_wrap=True)
-    for x in r.scopes[:top]:
-        t.add_row(
-            esc(_short(x.name, 50)),
-            esc(x.kind),
+    cols = (
+        Col("scope", name=True),
+        Col("kind", left=True, drop=2),
+        Col("instances", drop=1),
+        Col("kernel ms"),
+        Col("TFLOP/s"),
+        Col("MFU"),
+    )
+    rows = [
+        (
+            printable(x.name),
+            printable(x.kind),
             str(x.instances),
             ms(x.kernel_ns),
             f"{x.achieved_tflops:,.1f}",
             f"{x.mfu_ratio:.1%}" if x.mfu_ratio is not None else "-",
         )
-    con.print(t)
+        for x in r.scopes[:top]
+    ]
+    print_table(con, "By module / annotation (forward kernels launched inside; inclusive)", cols, rows)
 
 
 RENDERER = Renderer(name="terminal", subject="analysis", extensions=(), render=render, description="the console report")
