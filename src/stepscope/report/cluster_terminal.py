@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 
 from ..analysis.cluster.results import ClusterView
 from .cluster_json import finding_text
+from .fit import Col, print_table
 from .fmt import esc, ms
 
 #: the critical path's kinds of time, in the order of the table's columns
@@ -35,21 +35,19 @@ def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
         f"clock offsets (us, from collective end times): {offs}{' ...' if len(c.clock_offsets_ns) > 16 else ''}",
         highlight=False,
     )
-    t = Table(title=f"Ranks, worst first (straggler if score >= {c.threshold:g}; robust z-scores)")
-    for col in (
-        "rank",
-        "score",
-        "cause",
-        "z compute",
-        "z loader",
-        "z arrival",
-        "excess ms/step",
-        "what-if saving ms/step",
-        "straggler",
-    ):
-        t.add_column(col, justify="right")
-    for s in c.stragglers[: max(top, sum(x.is_straggler for x in c.stragglers))]:
-        t.add_row(
+    cols = (
+        Col("rank"),
+        Col("score"),
+        Col("cause", left=True),
+        Col("z compute", drop=3),
+        Col("z loader", drop=4),
+        Col("z arrival", drop=5),
+        Col("excess ms/step"),
+        Col("what-if saving ms/step"),
+        Col("straggler", drop=1),
+    )
+    rows = [
+        (
             str(s.rank),
             f"{s.score:.1f}",
             s.cause,
@@ -60,26 +58,33 @@ def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
             ms(s.what_if_saving_ns),
             "yes" if s.is_straggler else "",
         )
-    con.print(t)
-    h = Table(title="Message sizes (transfer time = the rank that did not wait)")
-    for col in ("size", "collectives", "transfer ms"):
-        h.add_column(col, justify="right")
-    for b in c.size_histogram:
-        if b.count:
-            h.add_row(b.label, str(b.count), ms(b.time_ns))
-    con.print(h)
+        for s in c.stragglers[: max(top, sum(x.is_straggler for x in c.stragglers))]
+    ]
+    print_table(con, f"Ranks, worst first (straggler if score >= {c.threshold:g}; robust z-scores)", cols, rows)
+    print_table(
+        con,
+        "Message sizes (transfer time = the rank that did not wait)",
+        (Col("size", left=True), Col("collectives"), Col("transfer ms")),
+        [(b.label, str(b.count), ms(b.time_ns)) for b in c.size_histogram if b.count],
+    )
     if c.critical_paths:
-        p = Table(title="Critical path per step (through the last arriver of each collective; ms)")
-        for col in ("step", "length", *_PATH_KINDS, "ranks on the path (ms)"):
-            p.add_column(col, justify="right")
-        for cp in c.critical_paths:
-            on = ", ".join(f"{r}: {v / 1e6:.1f}" for r, v in sorted(cp.by_rank_ns.items(), key=lambda kv: -kv[1])[:4])
-            p.add_row(
+        path_cols = (
+            Col("step"),
+            Col("length"),
+            *(Col(k, drop=2 + i) for i, k in enumerate(_PATH_KINDS)),
+            Col("ranks on the path (ms)", name=True),
+        )
+        path_rows = [
+            (
                 str(cp.step),
                 ms(cp.length_ns),
                 *(ms(cp.by_kind_ns[k]) for k in _PATH_KINDS),
-                on,
+                ", ".join(f"{r}: {v / 1e6:.1f}" for r, v in sorted(cp.by_rank_ns.items(), key=lambda kv: -kv[1])[:4]),
             )
-        con.print(p)
+            for cp in c.critical_paths
+        ]
+        print_table(
+            con, "Critical path per step (through the last arriver of each collective; ms)", path_cols, path_rows
+        )
     for f in c.findings:
         con.print(f"- {esc(finding_text(f))}", highlight=False)

@@ -6,39 +6,48 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.table import Table
+from rich.console import Console
 
 from ..analysis.xla.instructions import ModuleCosts
+from ..textsafe import printable
 from .base import Renderer
-from .fmt import esc
+from .fit import Col, print_table
 
-_COLUMNS = ("instruction", "opcode / class", "shape", "GFLOP", "MB", "FLOP/B", "pad waste", "global shape", "scope")
-_RIGHT = ("GFLOP", "MB", "FLOP/B", "pad waste")
+_COLS = (
+    Col("instruction", name=True),
+    Col("opcode / class", left=True),
+    Col("shape", name=True, drop=3),
+    Col("GFLOP"),
+    Col("MB"),
+    Col("FLOP/B", drop=2),
+    Col("pad waste", drop=1),
+    Col("global shape", name=True, drop=4),
+    Col("scope", name=True, drop=5),
+)
 
 
-def table(m: ModuleCosts, top: int) -> Table:
-    t = Table(title=f"HLO module {m.name}: {len(m.instructions)} instructions, top {top} by FLOPs")
-    for col in _COLUMNS:
-        t.add_column(col, justify="right" if col in _RIGHT else "left")
-    for r in sorted(m.instructions, key=lambda r: -r.flops)[:top]:
-        t.add_row(
-            esc(r.name),
-            esc(r.op_class),
-            esc(r.shape[:40]),
+def table(con: Console, m: ModuleCosts, top: int) -> None:
+    rows = [
+        (
+            printable(r.name),
+            printable(r.op_class),
+            printable(r.shape),
             f"{r.flops / 1e9:.4f}",
             f"{r.bytes_accessed / 1e6:.3f}",
             f"{r.flops_per_byte:.1f}" if r.flops_per_byte is not None else "-",
             f"{r.padding_waste_ratio:.0%}",
-            esc((r.global_shape or "")[:30]),
-            esc((r.op_name or "")[-60:]),
+            printable(r.global_shape or ""),
+            printable(r.op_name or ""),
         )
-    return t
+        for r in sorted(m.instructions, key=lambda r: -r.flops)[:top]
+    ]
+    print_table(con, f"HLO module {m.name}: {len(m.instructions)} instructions, top {top} by FLOPs", _COLS, rows)
 
 
 def render(modules: Sequence[ModuleCosts], options: Mapping[str, Any]) -> None:
     con = options["console"]
     for m in modules:
-        con.print(table(m, options["top"]))
+        table(con, m, options["top"])
         con.print(
             f"entry computation: {m.entry_flops / 1e9:.4f} GFLOP per execution (loop bodies x their "
             "known trip counts; x 1 when unknown)",
