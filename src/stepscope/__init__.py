@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the lazy exports below, for type checkers and IDEs
     from .notices import Notice
     from .planner.api import plan
     from .planner.result import PlanResult
+    from .report.frames import frame
     from .trace.assemble import RankInfo, Trace
     from .trace.loader import load
 
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "analyze": ".analysis.api",
+    "frame": ".report.frames",
     "AnalyzeConfig": ".analysis.config",
     "Analysis": ".analysis.results",
     "RankAnalysis": ".analysis.results",
@@ -54,6 +56,7 @@ __all__ = [
     "TraceFormatError",
     "__version__",
     "analyze",
+    "frame",
     "load",
     "plan",
 ]
