@@ -24,7 +24,7 @@ from .context import RankContext
 from .extra import ExtraResult, is_extra
 from .memory import usage as memory_usage
 from .roofline import mfu_diagnosis, phases, roofline, scopes
-from .steps import contention, dispatch, fusion, profiler_overhead, rank_stats
+from .steps import contention, dispatch, fusion, profiler_overhead, rank_stats, timeline
 from .xla import summary as xla
 
 
@@ -57,6 +57,7 @@ RANK_ANALYSES: tuple[RankEntry, ...] = (
     RankEntry("dispatch", dispatch.compute),
     RankEntry("fusion", fusion.compute),
     RankEntry("memory", memory_usage.compute),
+    RankEntry("timeline", timeline.compute),
     RankEntry("xla", xla.compute, applies=xla.applies),
 )
 

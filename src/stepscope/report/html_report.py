@@ -1,5 +1,6 @@
-"""Self-contained HTML renderer: inline CSS and SVG, no scripts, no network. Every string that
-comes from a trace goes through ``html.escape``."""
+"""Self-contained HTML renderer: one offline file (inline CSS, SVG, and the charting library and
+its data inlined, ``charts_html.py``); no network at view time. Every string that comes from a
+trace goes through ``html.escape`` (and, in chart data, JSON with ``<>&`` escaped)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.steps.results import StepBreakdown
 from ..analysis.summary import RankSummary, RunSummary
 from ..analysis.xla.summary import XlaSummary
-from . import cluster_html, findings_html, roofline_html, xla_html
+from . import charts_html, cluster_html, findings_html, roofline_html, xla_html
 from .base import Renderer
 from .fmt import detail_ranks, ms, pct, us
 from .names import readable
@@ -47,6 +48,7 @@ th{background:#f3f4f6} td.l,th.l{text-align:left;max-width:520px;overflow-wrap:a
 .kpi b{font-size:20px;display:block}
 .finding{border-left:4px solid #2563eb;padding:2px 12px;margin:10px 0;background:#f8fafc} .finding p,.finding li{font-size:13px}
 .evidence,.ref{color:#555;font-size:12px} .ranks{font-weight:normal;color:#555;font-size:13px}
+.chart{width:100%;min-width:600px;margin:8px 0} th{cursor:pointer}
 """
 
 
@@ -55,7 +57,8 @@ def render(a: Analysis, options: Mapping[str, Any]) -> str:
     summary = a.summary
     out = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">",
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        "script-src 'unsafe-inline'; img-src data:\">",
         "<title>stepscope report</title>",
         f"<style>{_CSS}</style></head><body>",
         "<h1>stepscope: step breakdown</h1>",
@@ -66,6 +69,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> str:
     out.append(findings_html.section(a.findings, len(a.ranks)))
     if len(a.ranks) > 1:
         out.append(_rank_table(summary))
+        out.append(charts_html.heatmap(a))
         out.append(cluster_html.section(a.cluster))
     shown, hidden = detail_ranks(a.ranks, 8)
     if hidden:
@@ -74,6 +78,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> str:
         )
     for r in shown:
         out.append(_rank(r, summary.of(r.rank), top))
+    out.append(charts_html.scripts())
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -156,6 +161,7 @@ def _rank(r: RankAnalysis, rs: RankSummary, top: int) -> str:
     o = [_header(r, rs)]
     o.append("<h3>Per-step breakdown</h3>" + _legend() + _stacked_bars(r.steps))
     o.append(_steps_table(r))
+    o.append(charts_html.timeline(r))
     for f in r.step_stats.flagged:
         o.append(
             f"<div class='warn'>slow step {escape(f.name)}: {ms(f.step_time_ns)} ms, {f.over_median_ratio:.0%} over median; {escape(f.grew)} grew by {ms(f.grew_by_ns)} ms</div>"
@@ -167,6 +173,7 @@ def _rank(r: RankAnalysis, rs: RankSummary, top: int) -> str:
     o.append(_top_ops(r, rs, top))
     o.append(roofline_html.phases_section(r))
     o.append(roofline_html.section(r.roofline, rs, top))
+    o.append(charts_html.roofline(r))
     o.append(roofline_html.scopes_section(r, top))
     xla = r.extras.get("xla")
     o.append(xla_html.section(xla if isinstance(xla, XlaSummary) else None, top))
