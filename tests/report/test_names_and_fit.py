@@ -101,3 +101,13 @@ def test_columns_drop_by_priority_and_then_rows_become_lines() -> None:
     print_table(con, "t", cols, rows)  # even the essential columns do not fit: a line per row,
     text = con.export_text()  # wrapped at its spaces, the figures whole
     assert "12,345.67" in text and "99.9%" in text and "┃" not in text
+
+
+def test_mfu_checks_read_in_words_and_ms() -> None:
+    from stepscope.analysis.roofline.mfu_diagnosis import Check
+    from stepscope.report.fmt import check_text
+
+    c = Check("idle_causes.host_bound_ns / step_time_ns", 0.035, 0.10, True, "hint", "device idle", 7_700_000.0)
+    assert check_text(c) == "device idle: 3.5% of the step (7.7 ms per step); over 10% calls for a look"
+    low = Check("overlapped_comm_ns / comm_ns", 0.5, 0.7, False, "overlap more", "overlap", None, False)
+    assert check_text(low) == "overlap: 50.0%; under 70% calls for a look: overlap more"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..analysis.results import RankAnalysis
+from ..analysis.roofline.mfu_diagnosis import Check
 from ..analysis.summary import RankSummary
 from ..textsafe import printable
 
@@ -48,3 +49,17 @@ def detail_ranks(ranks: tuple[RankAnalysis, ...], limit: int) -> tuple[list[Rank
         return list(ranks), 0
     slow = sorted(ranks, key=lambda r: (-r.step_stats.median_ns, r.rank))[:limit]
     return sorted(slow, key=lambda r: r.rank), len(ranks) - limit
+
+
+def check_text(c: Check) -> str:
+    """An MFU diagnosis check (``analysis/roofline/mfu_diagnosis.Check``) in words and ms:
+    "device idle waiting for the host to launch: 76.2% of the step (167.0 ms per step; more than
+    10% is worth a change): <hint>"."""
+    share = "of the step" if c.per_step_ns is not None else ""
+    per_step = f" ({c.per_step_ns / 1e6:,.1f} ms per step)" if c.per_step_ns is not None else ""
+    if c.figure == "mfu":
+        value = f"{c.value:.0%}"
+    else:
+        value = f"{c.value:.1%} {share}".rstrip()
+    limit = f"{'over' if c.higher_is_bad else 'under'} {c.threshold:.0%} calls for a look"
+    return f"{c.label or c.figure}: {value}{per_step}; {limit}" + ("" if c.ok else f": {c.hint}")

@@ -9,7 +9,7 @@ from html import escape
 from ..analysis.results import RankAnalysis
 from ..analysis.roofline.results import Roofline, RooflineGroup
 from ..analysis.summary import RankSummary
-from .fmt import ms
+from .fmt import check_text, ms
 
 _BOUND_COLOR = {"compute": "#3b82f6", "memory": "#f59e0b", "latency": "#ef4444"}
 
@@ -142,9 +142,7 @@ def phases_section(r: RankAnalysis) -> str:
         )
         for c in d.checks:
             status = "ok" if c.ok else "check"
-            out.append(
-                f"<li><b>{status}</b> {escape(c.figure)} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + escape(c.hint)}</li>"
-            )
+            out.append(f"<li><b>{status}</b> {escape(check_text(c))}</li>")
         out.append("</ul>")
     return "".join(out)
 

@@ -16,7 +16,7 @@ from ..textsafe import printable
 from . import cluster_terminal, findings_terminal, xla_terminal
 from .base import Renderer
 from .fit import Col, print_table
-from .fmt import RANK_MEAN_COLUMNS, detail_ranks, esc, ms, pct, rank_mean_cells, us
+from .fmt import RANK_MEAN_COLUMNS, check_text, detail_ranks, esc, ms, pct, rank_mean_cells, us
 from .names import readable
 
 
@@ -253,10 +253,7 @@ def _phases(r: RankAnalysis, con: Console) -> None:
         con.print(f"MFU {d.mfu:.1%} ({d.band}): {d.verdict}", highlight=False)
         for c in d.checks:
             mark = "[green]ok[/]" if c.ok else "[red]check[/]"
-            con.print(
-                f"  {mark} {c.figure} = {c.value:.1%} (threshold {c.threshold:.0%}){'' if c.ok else ': ' + c.hint}",
-                highlight=False,
-            )
+            con.print(f"  {mark} {esc(check_text(c))}", highlight=False)
 
 
 def _scopes(r: RankAnalysis, con: Console, top: int) -> None:

@@ -26,6 +26,9 @@ class Check:
     threshold: float
     ok: bool
     hint: str
+    label: str = ""  # the figure in words
+    per_step_ns: float | None = None  # the figure as time per step, when it is a share of the step
+    higher_is_bad: bool = True  # the threshold is a ceiling (else a floor)
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,21 @@ _IMPOSSIBLE: tuple[_Rule, ...] = (
 )
 
 
+#: each figure in words, and those that are shares of the step (shown also as ms per step)
+_WORDS = {
+    "exposed_comm": "communication not hidden by compute",
+    "dataloader": "data loading on the host",
+    "host_bound": "device idle waiting for the host to launch",
+    "small_ops": "kernel time in memory- or latency-bound ops",
+    "overlap": "communication overlapped with compute",
+    "idle": "device idle",
+    "recompute": "recomputation (activation checkpointing)",
+    "worst_op": "time the op furthest from its roofline loses",
+    "mfu": "MFU",
+}
+_SHARE_OF_STEP = frozenset(("exposed_comm", "dataloader", "host_bound", "idle", "recompute", "worst_op"))
+
+
 def _band(mfu: float) -> tuple[str, str, tuple[_Rule, ...]]:
     if mfu < 0.30:
         return "<30%", "low: look for time the device is not computing", _LOW
@@ -169,8 +187,10 @@ def diagnose(
     band, verdict, rules = _band(mfu)
     figures = _figures(steps, phases, roof, mfu)
     checks = []
+    mean_step = sum(s.step_time_ns for s in steps) / len(steps)
     for figure, key, threshold, higher_is_bad, hint in rules:
         value = figures[key]
         ok = value <= threshold if higher_is_bad else value >= threshold
-        checks.append(Check(figure, value, threshold, ok, hint))
+        per_step = value * mean_step if key in _SHARE_OF_STEP else None
+        checks.append(Check(figure, value, threshold, ok, hint, _WORDS[key], per_step, higher_is_bad))
     return MfuDiagnosis(mfu=mfu, band=band, verdict=verdict, checks=tuple(checks))
