@@ -171,7 +171,9 @@ def test_plan_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         "4096",
     ]
     assert main(args + ["--top", "3", "--json"]) == 0
-    recs = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema_version"] == 2 and doc["kind"] == "search" and "valid configurations" in doc["notes"][0]
+    recs = doc["rows"]
     assert len(recs) == 3 and [r["step_time_s"] for r in recs] == sorted(r["step_time_s"] for r in recs)
     for k in (
         "step_time_s",
@@ -2309,7 +2311,7 @@ def test_html_bars_end_at_the_step_time_and_memory_total(tmp_path: Path, capsys:
         )
         == 0
     )
-    recs = json.loads(capsys.readouterr().out)
+    recs = json.loads(capsys.readouterr().out)["rows"]
     assert all(r["time_s"]["pp_p2p"] > 0 for r in recs)  # the case the old bars got wrong
     html = out.read_text(encoding="utf-8")
     step_svg, mem_svg = html.split("<h2>Step time (s)</h2>")[1].split("<h2>Memory per device")

@@ -163,13 +163,13 @@ def test_every_printed_object_carries_the_schema_version_first(
     assert main([*ARGS, "--evaluate", "dp=8", "--json"]) == 0
     assert next(iter(json.loads(capsys.readouterr().out))) == "schema_version"
     assert main([*ARGS, "--top", "2", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert len(rows) == 2 and all(list(r)[:2] == ["schema_version", "strategy"] for r in rows)
     batch = tmp_path / "b.jsonl"
     batch.write_text(json.dumps({**JOB, "strategy": "dp=8"}) + "\n[1]\n", encoding="utf-8")
     assert main(["plan", "--batch", str(batch)]) == 0
     ok, error = (json.loads(line) for line in capsys.readouterr().out.splitlines())
-    assert ok["schema_version"] == error["schema_version"] == 1 and list(error) == ["schema_version", "error"]
+    assert ok["schema_version"] == error["schema_version"] == 2 and list(error) == ["schema_version", "error"]
 
 
 def test_a_blank_value_is_the_blank_choice_or_none() -> None:

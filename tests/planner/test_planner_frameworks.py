@@ -98,7 +98,7 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     assert main([*big, "--framework", "megatron", "--evaluate", "tp=8,pp=4,dp=2,vpp=2,sched=zb-v"]) == 2
     assert "megatron has no pipeline schedule 'zb-v'" in capsys.readouterr().err
     assert main([*big, "--framework", "megatron", "--top", "50", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert rows and all(
         r["strategy"]["recompute"] in ("none", "selective", "full", "layernorm") for r in rows
     )  # dense: layernorm
@@ -117,7 +117,9 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     assert main([*big, "--framework", "megatron", *ev]) == 0
     assert json.loads(capsys.readouterr().out)["strategy"]["tp_overlap"] == 2
     assert main([*big, "--framework", "megatron", "--set", "tp_overlap=full", "--top", "5", "--json"]) == 0
-    assert all(r["strategy"]["tp_overlap"] == 1 for r in json.loads(capsys.readouterr().out) if r["strategy"]["tp"] > 1)
+    assert all(
+        r["strategy"]["tp_overlap"] == 1 for r in json.loads(capsys.readouterr().out)["rows"] if r["strategy"]["tp"] > 1
+    )
 
 
 def test_a_batch_record_names_its_framework(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -212,7 +214,7 @@ def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(
     assert preset["strategy"]["tp_overlap"] == explicit["strategy"]["tp_overlap"] == 2
     assert preset["step_time_s"] == explicit["step_time_s"]
     assert main([*big, "--framework", "megatron", "--top", "5", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert all(r["strategy"]["tp_overlap"] == 2 and r["strategy"]["sp"] == 0 for r in rows if r["strategy"]["tp"] > 1)
 
 
@@ -233,14 +235,14 @@ def test_only_the_frameworks_zero_stages_and_pipeline_interleaving(capsys: pytes
         "4096",
     ]
     assert main([*big, "--framework", "nanotron", "--top", "200", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert rows and {r["strategy"]["zero"] for r in rows} <= {0, 1} and {r["strategy"]["vpp"] for r in rows} == {1}
     # without the preset the same search does use the others (the restriction is the preset's)
     assert main([*big, "--top", "200", "--json"]) == 0
-    free = json.loads(capsys.readouterr().out)
+    free = json.loads(capsys.readouterr().out)["rows"]
     assert {r["strategy"]["zero"] for r in free} - {0, 1} or {r["strategy"]["vpp"] for r in free} - {1}
     assert main([*big, "--framework", "torchtitan", "--top", "200", "--json"]) == 0
-    assert {r["strategy"]["zero"] for r in json.loads(capsys.readouterr().out)} <= {0, 3}
+    assert {r["strategy"]["zero"] for r in json.loads(capsys.readouterr().out)["rows"]} <= {0, 3}
     assert main([*big, "--framework", "nanotron", "--evaluate", "dp=64,zero=3"]) == 2
     err = capsys.readouterr().err
     assert "nanotron has no ZeRO stage 3 (its stages: zero=0|1)" in err and len(err.strip().splitlines()) == 1
@@ -248,7 +250,7 @@ def test_only_the_frameworks_zero_stages_and_pipeline_interleaving(capsys: pytes
     assert "nanotron has no interleaved pipeline stages (vpp=2)" in capsys.readouterr().err
     # an explicit --where on the field wins over the preset's restriction
     assert main([*big, "--framework", "nanotron", "--where", "zero=3", "--top", "3", "--json"]) == 0
-    assert {r["strategy"]["zero"] for r in json.loads(capsys.readouterr().out)} == {3}
+    assert {r["strategy"]["zero"] for r in json.loads(capsys.readouterr().out)["rows"]} == {3}
 
 
 def test_bad_zero_or_interleaving_entries_are_refused() -> None:

@@ -58,7 +58,7 @@ def test_on_a_dense_model_the_policy_is_named_layernorm(capsys: pytest.CaptureFi
         "megatron",
     ]
     assert main([*dense, "--where", "recompute=layernorm", "--top", "2", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["strategy"]["recompute"] for r in rows} == {"layernorm"}
     assert main([*dense, "--evaluate", "tp=4,pp=4,vpp=5,cp=2,dp=2,recompute=layernorm", "--json"]) == 0
     by_alias = json.loads(capsys.readouterr().out)

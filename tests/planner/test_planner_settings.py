@@ -28,7 +28,7 @@ JOB = [
 def _settings(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     assert main([*JOB, *args, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    return (out[0] if isinstance(out, list) else out)["settings"]
+    return (out["rows"][0] if out.get("kind") == "search" else out)["settings"]
 
 
 def test_the_torchtitan_preset_is_named_in_the_settings(capsys: pytest.CaptureFixture[str]) -> None:

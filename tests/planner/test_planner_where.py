@@ -87,7 +87,7 @@ def test_plan_prints_what_it_searched(capsys: pytest.CaptureFixture[str]) -> Non
     assert "no valid configuration meets --where 'sched=afab,pp=1'" in capsys.readouterr().err
     # schedules the search leaves out are searched when named
     assert main([*args, "--top", "3", "--where", "sched=afab", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert rows and all(r["strategy"]["sched"] == "afab" and r["strategy"]["pp"] > 1 for r in rows)
 
 

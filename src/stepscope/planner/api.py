@@ -32,12 +32,13 @@ def plan(
     evaluate: str | None = None,
     top: int = 20,
     where: str = "",
-    distinct: bool = False,
+    distinct: bool = True,
 ) -> PlanResult:
     """Search (or, with ``evaluate="tp=8,pp=2,..."``, evaluate one strategy) for a training job.
 
     ``model``: a catalog name or a Hugging Face ``config.json``; ``hardware``: a catalog device or
-    alias; ``settings``: framework settings by key (``{"loss": "unfused"}``). Returns a frozen
+    alias; ``settings``: framework settings by key (``{"loss": "unfused"}``); ``distinct``: only the
+    fastest of each layout (False: its slower variants too). Returns a frozen
     ``PlanResult``: ``records`` (one dict per configuration, fastest that fit first, with the
     fields of docs/plan-json-schema.md) and the ``lines`` the terminal prints under them.
     Raises ``ConfigError`` (a ``StepscopeError``) with the fix for a bad job or setting.

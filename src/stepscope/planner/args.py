@@ -81,8 +81,14 @@ def _search_args(pl: argparse.ArgumentParser) -> None:
     what.add_argument(
         "--where", metavar="CONDITIONS", help='search only these, e.g. "tp=8,pp<=4,recompute=selective|full"'
     )
-    what.add_argument(
-        "--distinct", action="store_true", help="one row per layout (TP, PP, DP, CP, EP, ZeRO, recompute)"
+    rows = what.add_mutually_exclusive_group()
+    rows.add_argument(
+        "--distinct", action="store_true", help="one row per layout (TP, PP, DP, CP, EP, ZeRO, recompute): the default"
+    )
+    rows.add_argument(
+        "--variants",
+        action="store_true",
+        help="also the slower variants of a layout (other micro-batches, schedules, offload...)",
     )
     what.add_argument("--batch", metavar="FILE.jsonl", help="evaluate many records, one JSON line out per record")
     what.add_argument(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,10 +71,13 @@ def _measured(r: dict[str, Any], n: int, path: str) -> float:
         ) from None
 
 
-def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> Calibration:
+def from_csv(
+    path: str, make_job: Any, known_columns: Collection[str] = (), progress: Callable[[int, int], None] | None = None
+) -> Calibration:
     """``make_job(record) -> Job`` builds each row's job (the CLI's own parser); the columns that
     are neither in ``known_columns`` (what ``make_job`` reads) nor a measurement are reported in
-    ``ignored_columns`` (none when ``known_columns`` is empty)."""
+    ``ignored_columns`` (none when ``known_columns`` is empty). ``progress(done, total)``: after
+    each run's grid is evaluated (the long part)."""
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
@@ -118,7 +121,7 @@ def from_csv(path: str, make_job: Any, known_columns: Collection[str] = ()) -> C
         )
     prior = [float(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0]) for r in runs]
     before = float(np.mean([abs(p - r.measured) / r.measured for p, r in zip(prior, runs, strict=True)]))
-    errs = errors(runs)  # each run's grid, evaluated once for the leave-one-out check and the fit
+    errs = errors(runs, progress)  # each run's grid, evaluated once for the leave-one-out check and the fit
     cv = cross_validate(runs, errs=errs)
     after = float(np.mean([v["mape"] for v in cv.values()]))
     header = [k for k in rows[0] if k is not None] if rows and known_columns else []

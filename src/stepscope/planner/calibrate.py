@@ -182,10 +182,15 @@ def at_grid_edge(f: Fit) -> list[str]:
     )  # 0 is its prior, not an edge
 
 
-def errors(runs: Sequence[Run]) -> np.ndarray:
+def errors(runs: Sequence[Run], progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """(runs x grid) |log errors|: what fit and cross_validate start from (pass it to both to
-    evaluate each run's grid once)."""
-    return np.stack([_errors(r) for r in runs])
+    evaluate each run's grid once); ``progress(done, total)`` after each run."""
+    out = []
+    for k, r in enumerate(runs, 1):
+        out.append(_errors(r))
+        if progress is not None:
+            progress(k, len(runs))
+    return np.stack(out)
 
 
 def fit(runs: Sequence[Run], errs: np.ndarray | None = None) -> Fit:

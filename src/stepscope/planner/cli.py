@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import jsonio
@@ -73,11 +75,34 @@ def _measured(job: Job, ns: argparse.Namespace, cli: CliSettings) -> tuple[Job, 
     """Apply --calibrate (fit on a CSV) and --from-analysis (efficiencies measured in a trace)."""
     info: dict[str, Any] = {}
     if ns.calibrate:
-        job, info = whatif.from_csv(job, ns.calibrate, lambda r: job_from_record(_with_cli(r, ns, cli)), RECORD_KEYS)
+        with _progress("calibrating: runs evaluated over the grid") as step:
+            job, info = whatif.from_csv(
+                job, ns.calibrate, lambda r: job_from_record(_with_cli(r, ns, cli)), RECORD_KEYS, step
+            )
     if ns.from_analysis:
         job, traced = whatif.from_analysis(job, ns.from_analysis, ns.rank, "dp_overlap" in cli.values)
         info |= traced
     return job, info
+
+
+@contextlib.contextmanager
+def _progress(what: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on standard error while the block runs, when standard error is a terminal
+    (quiet when piped); yields ``update(done, total)``."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = Console(stderr=True)
+    with Progress(
+        TextColumn(what),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not err.is_terminal,
+    ) as bar:
+        task = bar.add_task(what, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -101,7 +126,7 @@ def run(ns: argparse.Namespace) -> int:
         _show(outs, result)
         return 0
     where = getattr(ns, "where", "") or ""
-    distinct = bool(getattr(ns, "distinct", False))
+    distinct = not getattr(ns, "variants", False)
     result = search_result(job, fw, model_name=ns.model, top=ns.top, where=where, distinct=distinct, calib=calib)
     _show(outs, result)
     if _to_stdout(outs):  # the JSON is the rows: what the calibration used goes to standard error

@@ -19,13 +19,17 @@ WHAT_IF_MISMATCH = 2.0
 
 
 def from_csv(
-    job: Job, path: str, make_job: Callable[[dict[str, Any]], Job], known: frozenset[str]
+    job: Job,
+    path: str,
+    make_job: Callable[[dict[str, Any]], Job],
+    known: frozenset[str],
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Job, dict[str, Any]]:
     """The job calibrated on the runs of a CSV (calib_csv.py), and what the calibration reports."""
     from .calib_csv import from_csv as read_runs
     from .calibrate import at_grid_edge
 
-    cal = read_runs(path, make_job, known)
+    cal = read_runs(path, make_job, known, progress)
     info: dict[str, Any] = {
         "runs": cal.rows,
         **dataclasses.asdict(cal.fit),

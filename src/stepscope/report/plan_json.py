@@ -1,6 +1,7 @@
 """The plan's JSON (``plan --json``; docs/plan-json-schema.md): an --evaluate record as one object,
-a search's rows as a list; every object printed at the top level carries ``schema_version`` first
-(a --batch line too: :func:`versioned`)."""
+a search as one object holding its rows with what the terminal says about them (the
+configurations evaluated, the memory, the assumptions) and the rows' caveats; every object printed
+at the top level carries ``schema_version`` first (a --batch line too: :func:`versioned`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from ..planner.result import PlanResult
 from .base import Renderer
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: a search is an object with its rows (1: a bare list of rows)
 
 
 def versioned(rec: dict[str, Any]) -> dict[str, Any]:
@@ -22,7 +23,17 @@ def versioned(rec: dict[str, Any]) -> dict[str, Any]:
 def render(result: PlanResult, options: Mapping[str, Any]) -> str:
     if result.single:
         return json.dumps(versioned(result.records[0]))
-    return json.dumps([versioned(r) for r in result.records])
+    caveats = list(dict.fromkeys(c for r in result.records for c in r.get("caveats", ())))
+    return json.dumps(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "search",
+            "title": result.title,
+            "rows": [versioned(r) for r in result.records],
+            "notes": list(result.lines),
+            "caveats": caveats,
+        }
+    )
 
 
 RENDERER = Renderer(name="json", subject="plan", extensions=(".json",), render=render, description="JSON records")

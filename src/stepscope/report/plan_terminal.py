@@ -31,6 +31,28 @@ COLUMNS = (
     *("W", "G", "O", "act", "buf+res", "total GB"),
     *("compute", "host s", "TP s", "EP s", "DP s", "CP s", "PP+bubble", "offl s", "step s", "MFU", "bottleneck"),
 )
+#: what the abbreviated columns mean, printed under the table (only for the columns shown)
+LEGEND = {
+    "SP": "sequence parallelism off with TP",
+    "VPP": "virtual pipeline stages",
+    "ETP": "expert tensor parallelism",
+    "shard": "ZeRO-3/FSDP shard group (HSDP)",
+    "kept W": "ZeRO-3 weights kept between forward and backward",
+    "sched": "pipeline schedule",
+    "MB": "micro-batch",
+    "GA": "gradient accumulation steps",
+    "remat": "activation recomputation",
+    "offl": "activation offload",
+    "W": "weights GB",
+    "G": "gradients GB",
+    "O": "optimizer states GB",
+    "act": "activations GB",
+    "buf+res": "communication buffers + framework reserve GB",
+    "host s": "device waiting on the host, s",
+    "PP+bubble": "pipeline bubble + point-to-point, s",
+    "offl s": "offload transfers not hidden, s",
+}
+
 # what a column shows when it says nothing (off in every row: no CP, no experts, no offload, no
 # HSDP, plain 1F1B); such columns are left out so the rest fits a terminal (ETP: when equal to TP)
 TRIVIAL = {
@@ -107,6 +129,10 @@ def render(result: PlanResult, options: Mapping[str, Any]) -> None:
         need = Measurement.get(probe, probe.options.update(width=10_000), t).maximum
         con = Console(width=max(probe.width, need))
     con.print(t)
+    shown = [str(c.header) for c in t.columns]
+    legend = "; ".join(f"{k}: {v}" for k, v in LEGEND.items() if k in shown)
+    if legend:
+        con.print(legend, markup=False, highlight=False)
     for line in result.lines:  # user-given names and paths: no rich markup
         con.print(line, markup=False, highlight=False)
 
