@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from html import escape
 from importlib import resources
 from typing import Any
 
@@ -62,7 +63,7 @@ def timeline(r: RankAnalysis) -> str:
     }
     note = f" ({t.dropped} shortest kernels not drawn)" if t.dropped else ""
     return (
-        f"<h3>Timeline of step {_esc(t.step)}, the median step{note}</h3>"
+        f"<h3>Timeline of step {escape(t.step)}, the median step{note}</h3>"
         f"<div class='chart timeline' id='{ident}' style='height:{90 + 34 * len(labels)}px'></div>"
         + _data("timeline", ident, payload)
     )
@@ -121,12 +122,6 @@ def roofline(r: RankAnalysis) -> str:
 def _step_order(name: str) -> tuple[int, str]:
     digits = "".join(ch for ch in name if ch.isdigit())
     return (int(digits) if digits else 0, name)
-
-
-def _esc(s: str) -> str:
-    from html import escape
-
-    return escape(s)
 
 
 def scripts() -> str:

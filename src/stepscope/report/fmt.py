@@ -55,11 +55,11 @@ def check_text(c: Check) -> str:
     """An MFU diagnosis check (``analysis/roofline/mfu_diagnosis.Check``) in words and ms:
     "device idle waiting for the host to launch: 76.2% of the step (167.0 ms per step; more than
     10% is worth a change): <hint>"."""
-    share = "of the step" if c.per_step_ns is not None else ""
-    per_step = f" ({c.per_step_ns / 1e6:,.1f} ms per step)" if c.per_step_ns is not None else ""
     if c.figure == "mfu":
         value = f"{c.value:.0%}"
+    elif c.per_step_ns is not None:
+        value = f"{c.value:.1%} of the step ({c.per_step_ns / 1e6:,.1f} ms per step)"
     else:
-        value = f"{c.value:.1%} {share}".rstrip()
+        value = f"{c.value:.1%}"
     limit = f"{'over' if c.higher_is_bad else 'under'} {c.threshold:.0%} calls for a look"
-    return f"{c.label or c.figure}: {value}{per_step}; {limit}" + ("" if c.ok else f": {c.hint}")
+    return f"{c.label or c.figure}: {value}; {limit}" + ("" if c.ok else f": {c.hint}")

@@ -112,10 +112,7 @@ def _allocator_calls(ctx: RankContext) -> tuple[float, float, float]:
     if rows.size == 0:
         return 0.0, 0.0, 0.0
     s, e = h.ts[rows], h.end[rows]
-    g = ctx.idle_gaps
-    gs = np.concatenate([g.host_bound[0], g.sync_wait[0], g.other[0], g.launch_overhead[0]])
-    ge = np.concatenate([g.host_bound[1], g.sync_wait[1], g.other[1], g.launch_overhead[1]])
-    idle = iv.Covered.of(gs, ge)
+    idle = ctx.idle_gaps.any_cause()
     calls = total = in_idle = 0
     for st in steps:
         c0, c1 = st.cpu_start_ns, st.cpu_start_ns + st.cpu_step_ns

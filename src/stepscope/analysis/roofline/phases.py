@@ -30,7 +30,7 @@ import numpy as np
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..context import RankContext
-from ..rankdata import DeviceArrays
+from ..rankdata import DeviceArrays, RankData
 
 PHASES = ("forward", "backward", "recompute", "optimizer")
 FORWARD, BACKWARD, RECOMPUTE, OPTIMIZER = range(len(PHASES))
@@ -58,6 +58,15 @@ class StepPhases:
     phase_ns: dict[str, int]  # forward/backward/recompute/optimizer: union of work in the window
     recompute_ns: int
     recompute_ops: int  # recomputed forward ops (outermost) launched in the step's CPU span
+
+
+def time_band(rd: RankData) -> tuple[int, int]:
+    """(origin, span) covering every host and device time of the rank: a thread's keys
+    (``ThreadRanges``) are its index x span + (time - origin), so one thread's never reach the next's."""
+    h, d = rd.host, rd.dev
+    parts = [a for a in (h.ts, h.end, d.ts, d.end) if a.size]
+    lo = min((int(a.min()) for a in parts), default=0)
+    return lo, max((int(a.max()) for a in parts), default=0) - lo + 2
 
 
 class ThreadRanges:
@@ -90,9 +99,7 @@ def compute(ctx: RankContext) -> tuple[StepPhases, ...]:
     is_eval = np.array([n.startswith("autograd::engine::evaluate_function") for n in names], dtype=bool)[h.name_idx]
     is_bwd_node = np.array(["Backward" in n or n.startswith("autograd::") for n in names], dtype=bool)[h.name_idx]
     cpu = h.kind == KIND["cpu_op"]
-    parts = [a for a in (h.ts, h.end, d.ts, d.end) if a.size]
-    lo = min((int(a.min()) for a in parts), default=0)
-    span = max((int(a.max()) for a in parts), default=0) - lo + 2
+    lo, span = time_band(rd)
     ev = cpu & is_eval
     bwd = ThreadRanges(h.tid[ev], h.ts[ev], h.end[ev], lo, span)
     fwd_op = cpu & (h.sequence_number >= 0) & ~is_bwd_node

@@ -23,10 +23,9 @@ import numpy as np
 from ...trace.schema import KIND_CODE as KIND
 from .. import intervals as iv
 from ..context import RankContext
+from .stats import KERNEL_LAUNCH_NAMES
 from .warmup import steady
 
-#: launch calls by name (CUDA, HIP, driver API)
-LAUNCH_NAMES = ("LaunchKernel", "LaunchCooperativeKernel", "ModuleLaunchKernel", "LaunchKernelExC")
 #: a stall: this many times the median launch call, and at least this long (a time slice of the
 #: Linux scheduler is a few ms; a launch call is a few us)
 STALL_RATIO = 10.0
@@ -47,7 +46,7 @@ def compute(ctx: RankContext) -> Contention:
     none = Contention(launch_call_p50_ns=0, stalled_calls=0.0, stalled_ns=0.0, stalled_idle_ns=0.0)
     if not steps or ctx.data.dev.size == 0:
         return none
-    is_launch = np.array([any(x in n for x in LAUNCH_NAMES) for n in h.names], dtype=bool)
+    is_launch = np.array([any(x in n for x in KERNEL_LAUNCH_NAMES) for n in h.names], dtype=bool)
     rows = np.flatnonzero(is_launch[h.name_idx] & (h.kind == KIND["runtime"]))
     c0 = np.array([s.cpu_start_ns for s in steps], np.int64)
     c1 = c0 + np.array([s.cpu_step_ns for s in steps], np.int64)
@@ -62,8 +61,7 @@ def compute(ctx: RankContext) -> Contention:
     stalled = (dur >= STALL_RATIO * max(p50, 1)) & (dur >= STALL_MIN_NS)
     if not stalled.any():
         return Contention(launch_call_p50_ns=p50, stalled_calls=0.0, stalled_ns=0.0, stalled_idle_ns=0.0)
-    g = ctx.idle_gaps
-    idle = iv.Covered.of(*(np.concatenate(x) for x in zip(g.host_bound, g.sync_wait, g.other, g.launch_overhead)))
+    idle = ctx.idle_gaps.any_cause()
     s, e = iv.union(h.ts[rows][stalled], h.end[rows][stalled])
     n = len(steps)
     return Contention(

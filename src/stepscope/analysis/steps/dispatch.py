@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import intervals as iv
 from ..context import RankContext
-from ..roofline.phases import ThreadRanges
+from ..roofline.phases import ThreadRanges, time_band
 
 #: an operator shorter than this is tiny: a few us is the fixed cost of one eager PyTorch op
 #: (Python binding + dispatcher), the same bar as the short-kernel threshold
@@ -61,9 +61,7 @@ def compute(ctx: RankContext) -> Dispatch:
     ops = h.operators
     o_ts, o_dur = h.ts[ops], h.end[ops] - h.ts[ops]
     opt = ctx.optimizer_mask
-    parts = [a for a in (h.ts, h.end, d.ts, d.end) if a.size]
-    lo = min((int(a.min()) for a in parts), default=0)
-    span = max((int(a.max()) for a in parts), default=0) - lo + 2
+    lo, span = time_band(ctx.data)
     optim = ThreadRanges(h.tid[opt], h.ts[opt], h.end[opt], lo, span)
     in_opt = optim.contains(h.tid[ops], o_ts)
     # operators per step: the step whose CPU span holds the operator's start

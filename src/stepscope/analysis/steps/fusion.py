@@ -26,6 +26,7 @@ import numpy as np
 from ...errors import ConfigError
 from ...yamlio import safe_load
 from ..context import RankContext
+from ..roofline.phases import time_band
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,8 +131,7 @@ def _kernel_time_per_op(ctx: RankContext, ops: np.ndarray) -> np.ndarray:
     if d.size == 0:
         return out
     tids = np.unique(h.tid[ops])
-    lo = min(int(h.ts[ops].min()), int(d.launch_ts[d.launch_ts >= 0].min(initial=h.ts[ops].min())))
-    span = max(int(h.end[ops].max()), int(d.launch_ts.max())) - lo + 2
+    lo, span = time_band(ctx.data)  # launch calls are host times: inside the band
 
     def key(tid: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.searchsorted(tids, tid).astype(np.int64) * span + (t - lo)

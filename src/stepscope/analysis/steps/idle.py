@@ -43,6 +43,11 @@ class IdleGaps:
     other: Intervals
     launch_overhead: Intervals
 
+    def any_cause(self) -> iv.Covered:
+        """All the gaps, whatever ended them: the time the device was idle inside the steps."""
+        parts = (self.host_bound, self.sync_wait, self.other, self.launch_overhead)
+        return iv.Covered.of(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
 
 @dataclass(frozen=True)
 class NextWork:

@@ -48,7 +48,7 @@ def compute(ctx: RankContext) -> ProfilerOverhead:
     end = ts + np.maximum(sub["dur_ns"].to_numpy(), 0)
     lazy = dict_mask(sub["name"], lambda n: n == LAZY_LOADING)
     g = ctx.idle_gaps
-    idle = iv.Covered.of(*(np.concatenate(x) for x in zip(g.host_bound, g.sync_wait, g.other, g.launch_overhead)))
+    idle = g.any_cause()
     host_bound = iv.Covered.of(*g.host_bound)
     steps = steady(ctx.steps)
     total = in_idle = in_host = lazy_ns = 0

@@ -12,7 +12,9 @@ from .. import intervals as iv
 from ..rankdata import RankData
 from .results import CollectiveTime, IdleCauses, LaunchStats, OpStat, StepBreakdown, StepFlag, StepStats, StreamIdle
 
-_LAUNCH_NAMES = ("LaunchKernel", "LaunchCooperativeKernel", "ModuleLaunchKernel", "GraphLaunch", "LaunchKernelExC")
+#: runtime calls that launch one kernel (CUDA, HIP, driver API), and with graph launches, any launch
+KERNEL_LAUNCH_NAMES = ("LaunchKernel", "LaunchCooperativeKernel", "ModuleLaunchKernel", "LaunchKernelExC")
+_LAUNCH_NAMES = (*KERNEL_LAUNCH_NAMES, "GraphLaunch")
 
 
 def op_stats(
