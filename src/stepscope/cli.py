@@ -271,6 +271,10 @@ def _run(argv: list[str] | None) -> int:
             return _network(ns)
         if ns.cmd == "diff":
             return _diff(ns)
+        if ns.cmd == "monitor":
+            from .monitor.cli import run as run_monitor
+
+            return run_monitor(ns)
         return 2
     except StepscopeError as exc:
         print(f"stepscope: error: {printable(exc.one_line())}", file=sys.stderr)

@@ -8,6 +8,7 @@ from typing import TypeAlias
 
 from . import __version__
 from .argtypes import OneLineParser, non_negative_float, positive, positive_float
+from .monitor.cli import add_monitor_parser
 from .planner.args import add_plan_parser
 from .report.registry import extensions_help, file_renderers
 
@@ -24,6 +25,7 @@ def parser() -> argparse.ArgumentParser:
     _add_network_parser(sub)
     _add_convert_parser(sub)
     _add_diff_parser(sub)
+    add_monitor_parser(sub)
     return p
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Subject = Literal["analysis", "plan", "hlo", "diff"]
+Subject = Literal["analysis", "plan", "hlo", "diff", "monitor"]
 
 
 @dataclass(frozen=True, kw_only=True)

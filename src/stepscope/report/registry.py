@@ -19,6 +19,8 @@ from . import (
     html_report,
     json_report,
     markdown,
+    monitor_json,
+    monitor_terminal,
     perfetto,
     plan_html,
     plan_json,
@@ -42,6 +44,8 @@ RENDERERS: tuple[Renderer, ...] = (
     hlo_json.RENDERER,
     diff_terminal.RENDERER,
     diff_json.RENDERER,
+    monitor_terminal.RENDERER,
+    monitor_json.RENDERER,
 )
 
 

@@ -1,0 +1,141 @@
+"""Coarse-to-fine, on each rank: a fine ``torch.profiler`` trace of the steps a capture plan names.
+
+The leader's detector writes ``captures/<id>/plan.json`` (``{"id", "start_step", "steps",
+"ranks", "reason"}``, written whole then renamed in). Each rank's writer thread reads new plans;
+the training thread starts the profiler at the end of step ``start_step - 1`` if the rank is named,
+so every named rank records the same steps with no collective. After ``steps`` steps the profiler
+stops; the trace is exported on a background thread to ``captures/<id>/rank-<r>.json`` and
+``rank-<r>.done`` says it is complete (or ``rank-<r>.failed`` why not: the plan arrived after its
+start step, the trace exceeded ``max_trace_bytes``, the profiler failed). Steps under the profiler
+are tagged ``profiling`` so they stay out of the statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .config import CaptureConfig
+
+log = logging.getLogger("stepscope.monitor")
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1), encoding="utf-8")
+    tmp.replace(path)
+
+
+class CaptureController:
+    def __init__(self, run_dir: Path, rank: int, cfg: CaptureConfig) -> None:
+        self.root = run_dir / "captures"
+        self.rank = rank
+        self.cfg = cfg
+        self.active = False
+        self._plan: dict[str, Any] | None = None
+        self._seen: set[str] = set()
+        self._prof: Any = None
+        self._left = 0
+        self._exports: list[threading.Thread] = []
+
+    # writer thread
+    def poll(self, rows: list[Any]) -> None:
+        if self._plan is not None or not self.root.is_dir():
+            return
+        for plan_file in sorted(self.root.glob("*/plan.json")):
+            cid = plan_file.parent.name
+            if cid in self._seen:
+                continue
+            self._seen.add(cid)
+            try:
+                plan = json.loads(plan_file.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                continue
+            if self.rank in plan.get("ranks", ()):
+                plan["dir"] = str(plan_file.parent)
+                self._plan = plan
+                return
+
+    # training thread
+    def on_step(self, n: int) -> None:
+        """After step ``n`` was recorded."""
+        plan = self._plan
+        if plan is None:
+            return
+        try:
+            if self._prof is None:
+                if n + 1 == plan["start_step"]:
+                    self._start()
+                elif n + 1 > plan["start_step"]:
+                    self._finish(
+                        f"the plan arrived after its start step {plan['start_step']} (this rank was at {n + 1})"
+                    )
+            else:
+                self._prof.step()  # closes ProfilerStep#k; after the last, the schedule ends the record
+                self._left -= 1
+                if self._left == 0:
+                    self._stop()
+        except Exception as exc:
+            self._prof = None
+            self.active = False
+            self._finish(f"the profiler failed: {type(exc).__name__}: {exc}")
+
+    def _start(self) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        acts = [ProfilerActivity.CPU]
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            acts.append(ProfilerActivity.CUDA)
+        self._left = int(self._plan["steps"]) if self._plan else 1
+        # a schedule makes the profiler mark each step (ProfilerStep#k), which analyze splits on
+        with warnings.catch_warnings():  # "won't be using warmup": the steps before ran unprofiled anyway
+            warnings.simplefilter("ignore", UserWarning)
+            sched = schedule(wait=0, warmup=0, active=self._left, repeat=1)
+        self._prof = profile(activities=acts, record_shapes=True, schedule=sched)
+        self._prof.start()
+        self.active = True
+
+    def _stop(self) -> None:
+        prof, plan = self._prof, self._plan
+        prof.stop()
+        self._prof = None
+        self.active = False
+        self._plan = None
+        t = threading.Thread(target=self._export, args=(prof, plan), name="stepscope-capture-export", daemon=True)
+        t.start()
+        self._exports.append(t)
+
+    def _export(self, prof: Any, plan: dict[str, Any]) -> None:
+        d = Path(plan["dir"])
+        out = d / f"rank-{self.rank}.json"
+        try:
+            prof.export_chrome_trace(str(out))
+            size = out.stat().st_size
+            if size > self.cfg.max_trace_bytes:
+                out.unlink()
+                write_json_atomic(d / f"rank-{self.rank}.failed", {"reason": f"trace of {size} bytes over the limit"})
+                return
+            write_json_atomic(d / f"rank-{self.rank}.done", {"trace": out.name, "bytes": size})
+        except Exception as exc:
+            log.warning("stepscope monitor: exporting the capture %s failed (%s)", out, exc)
+            write_json_atomic(d / f"rank-{self.rank}.failed", {"reason": f"{type(exc).__name__}: {exc}"})
+
+    def _finish(self, reason: str) -> None:
+        plan, self._plan = self._plan, None
+        if plan is not None:
+            write_json_atomic(Path(plan["dir"]) / f"rank-{self.rank}.failed", {"reason": reason})
+
+    def close(self, timeout_s: float = 120.0) -> None:
+        """At the monitor's end: a capture still running is stopped; exports are waited for."""
+        if self._prof is not None:
+            self._stop()
+        self.poll([])
+        if self._plan is not None:
+            self._finish(f"the run ended before the start step {self._plan['start_step']}")
+        for t in self._exports:
+            t.join(timeout_s)

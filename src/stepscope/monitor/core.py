@@ -1,0 +1,385 @@
+"""``Monitor``: cheap per-step monitoring inside the training job.
+
+    with Monitor(run_dir, level=1, model=model, optimizer=opt) as mon:
+        for batch in mon.loader(loader):
+            ...
+            mon.step()
+
+The training thread only reads a clock, adds to a few integers and appends one tuple to a bounded
+queue per step; a writer thread stores the records (``sinks.py``), a detector thread on one rank
+looks for anomalies (``live.py``) and plans fine captures (``capture.py``). Anything that fails
+inside the monitor is logged once and turns it into "not monitored": it never raises into the loop
+and never blocks it. Ranks share nothing but files in ``run_dir``: no collective is ever called.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from .config import Level, MonitorConfig
+from .gcwatch import GcWatch
+from .probes import StepAcc, TimedLoader, watch_model, watch_optimizer
+from .writer import BoundedQueue, Writer
+
+log = logging.getLogger("stepscope.monitor")
+_now = time.perf_counter_ns
+
+
+def detect_rank() -> tuple[int, int]:
+    """(rank, world size): from an initialized ``torch.distributed``, else ``RANK`` /
+    ``WORLD_SIZE`` (torchrun, many launchers), else ``SLURM_PROCID`` / ``SLURM_NTASKS``, else a
+    started ``jax.distributed``, else (0, 1). Never initializes a framework."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    for r, w in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
+        if os.environ.get(r, "").isdigit():
+            return int(os.environ[r]), int(os.environ.get(w, "0") or 0) or int(os.environ[r]) + 1
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            return int(jax.process_index()), int(jax.process_count())
+        except Exception:
+            pass
+    return 0, 1
+
+
+class Monitor:
+    """Per-step monitor of one rank. ``settings`` are ``MonitorConfig`` fields (``sink="jsonl"``,
+    ``tokens_per_step=...``, ``prometheus_port=9400``...) or ``config=`` a whole one. ``model`` and
+    ``optimizer`` are watched at level >= 1 (without an optimizer, every optimizer's step is);
+    ``rank``/``world_size`` override the detected ones; ``start_step`` numbers the first step."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        level: Level = 0,
+        *,
+        model: Any = None,
+        optimizer: Any = None,
+        config: MonitorConfig | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        start_step: int = 0,
+        **settings: Any,
+    ) -> None:
+        if config is None:
+            config = MonitorConfig(level=level, **settings)
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self._model = model
+        self._optimizer = optimizer
+        self._rank_arg = (rank, world_size)
+        self.rank = 0
+        self.world_size = 1
+        self.step_number = start_step
+        self._on = False
+        self._failed = False
+        self._acc = StepAcc()
+        self._gc = GcWatch()
+        self._steps = BoundedQueue(config.queue_size)
+        self._colls = BoundedQueue(config.queue_size)
+        self._handles: list[Any] = []
+        self._patch: Any = None
+        self._writer: Writer | None = None
+        self._device: Any = None
+        self._jax: Any = None
+        self._count = 0
+        self._cuda_mem: Any = None
+        self._fwd_watched = False
+        self._opt_watched = False
+        self._capture: Any = None
+        self._live: Any = None
+        self._exporter: Any = None
+        self._meta_sent = False
+        self._t0 = 0
+        self._perf0 = 0
+        self._unix0 = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> Monitor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> Monitor:
+        """Open the rank's file, start the writer (and, on the leader, the detector); install the
+        hooks of the level. A failure leaves the job unmonitored, with one warning."""
+        if self._on or self._failed:
+            return self
+        try:
+            self._start()
+        except Exception as exc:
+            self._disable(exc, "could not start")
+        return self
+
+    def _start(self) -> None:
+        from .sinks import open_sink
+
+        r, w = detect_rank()
+        self.rank = self._rank_arg[0] if self._rank_arg[0] is not None else r
+        self.world_size = self._rank_arg[1] if self._rank_arg[1] is not None else w
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        cfg = self.config
+        sink = open_sink(cfg.sink, self.run_dir, self.rank)
+        self._writer = Writer(
+            sink=sink,
+            steps=self._steps,
+            collectives=self._colls,
+            interval_s=cfg.flush_interval_s,
+            devices=self._resolve_devices,
+            meta=self._meta,
+        )
+        self._install_probes()
+        self._start_side_jobs()
+        self._gc.start()
+        self._writer.start()
+        self._perf0 = self._t0 = _now()
+        self._unix0 = time.time_ns()
+        self._on = True
+
+    def _install_probes(self) -> None:
+        cfg = self.config
+        if cfg.level >= 1:
+            if self._model is not None:
+                self._handles += watch_model(self._acc, self._model)
+                self._fwd_watched = True
+            if self._optimizer is not None or "torch" in sys.modules:
+                self._handles += watch_optimizer(self._acc, self._optimizer)
+                self._opt_watched = True
+        if cfg.level >= 2 and "torch" in sys.modules:
+            from .collectives import CollectivePatch, hook_ddp
+
+            self._patch = CollectivePatch(self._acc)
+            if self._model is not None:
+                hook_ddp(self._acc, self._model)
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            from .device import CudaStepTimer
+
+            self._device = CudaStepTimer(self.rank)
+            self._cuda_mem = torch.cuda
+
+    def _start_side_jobs(self) -> None:
+        cfg = self.config
+        assert self._writer is not None
+        if cfg.capture.enabled:
+            from .capture import CaptureController
+
+            self._capture = CaptureController(self.run_dir, self.rank, cfg.capture)
+            self._writer.hooks.append(self._capture.poll)
+        if cfg.prometheus_port is not None:
+            from .prometheus import PromExporter
+
+            self._exporter = PromExporter(
+                port=cfg.prometheus_port, host=cfg.prometheus_host, rank=self.rank, job=cfg.job
+            )
+            self._writer.hooks.append(self._exporter.observe_steps)
+        if cfg.detect and self.rank == cfg.leader_rank:
+            from .live import LiveDetector
+
+            self._live = LiveDetector(self.run_dir, cfg, on_anomaly=self._on_anomaly)
+            self._live.start()
+
+    def close(self) -> None:
+        """Flush and stop everything the monitor started. Never raises. On the leader, captures
+        that finished are analyzed before it returns (bounded waits: the job has ended)."""
+        self._on = False
+        for name, fn in (
+            ("hooks", self._remove_probes),
+            ("capture", self._close_capture),
+            ("detector", self._close_live),
+            ("writer", self._close_writer),
+            ("exporter", self._close_exporter),
+        ):
+            try:
+                fn()
+            except Exception as exc:
+                log.warning("stepscope monitor: closing the %s failed (%s)", name, exc)
+
+    def _close_capture(self) -> None:
+        if self._capture is not None:
+            self._capture.close()
+
+    def _close_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live.tick()
+            self._live.finish()
+
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.stop()
+            self._writer.sink.close()
+
+    def _close_exporter(self) -> None:
+        if self._exporter is not None:
+            self._exporter.close()
+
+    def _remove_probes(self) -> None:
+        self._gc.stop()
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        if self._patch is not None:
+            self._patch.remove()
+            self._patch = None
+
+    def _disable(self, exc: BaseException, what: str) -> None:
+        if not self._failed:
+            log.warning(
+                "stepscope monitor: %s (%s: %s); this rank is not monitored from here on", what, type(exc).__name__, exc
+            )
+        self._failed = True
+        self._on = False
+        try:
+            self._remove_probes()
+        except Exception:
+            pass
+
+    # -- the hot path ----------------------------------------------------------------------------
+    def step(
+        self, *, tokens: int | None = None, tags: Iterable[str] = (), wait_for: Any = None, step: int | None = None
+    ) -> None:
+        """The end of an iteration. ``tokens`` processed in it (default ``tokens_per_step``);
+        ``tags`` for this step (``"eval"``, ``"checkpoint"``...); ``wait_for`` an output of a JAX
+        step (its device time is taken without blocking); ``step`` the job's own number for the
+        step that just ended (the next one is numbered from it)."""
+        if not self._on:
+            return
+        try:
+            self._record(_now(), tokens, tags, wait_for, step)
+        except Exception as exc:
+            self._disable(exc, "recording a step failed")
+
+    def _record(self, t: int, tokens: int | None, tags: Iterable[str], wait_for: Any, step: int | None) -> None:
+        acc = self._acc
+        if step is not None:
+            self.step_number = step
+        n = self.step_number
+        level = self.config.level
+        data = fwd = bwd = opt = comm = calls = None
+        if level >= 1:
+            data = acc.data
+            fwd = acc.fwd if self._fwd_watched else None
+            opt = acc.opt if self._opt_watched else None
+            if fwd is not None and acc.opt_pre:
+                bwd = max(0, acc.opt_pre - self._t0 - data - fwd)
+        if level >= 2:
+            wait = acc.ddp_wait_ns()
+            comm = acc.comm + wait
+            calls = acc.comm_calls + acc.ddp_calls
+            if acc.ddp_calls:
+                acc.coll["ddp_all_reduce"] = [acc.ddp_calls, wait, 0]
+            for op, (c, ns, b) in acc.coll.items():
+                self._colls.put((self.rank, n, op, c, ns, b))
+        gc_ns, gc_n = self._gc.take()
+        all_tags = list(acc.tags)
+        all_tags.extend(tags)
+        if self._count < self.config.warmup_steps:
+            all_tags.append("warmup")
+        self._count += 1
+        if self._capture is not None and self._capture.active:
+            all_tags.append("profiling")
+        mem = None
+        if self._cuda_mem is not None:
+            mem = int(self._cuda_mem.max_memory_allocated())
+            self._cuda_mem.reset_peak_memory_stats()
+        start_unix = self._unix0 + (self._t0 - self._perf0)
+        tok = tokens if tokens is not None else self.config.tokens_per_step
+        self._steps.put(
+            (
+                self.rank,
+                n,
+                start_unix,
+                t - self._t0,
+                data,
+                fwd,
+                bwd,
+                opt,
+                comm,
+                calls,
+                gc_ns,
+                gc_n,
+                tok,
+                mem,
+                ",".join(all_tags),
+            )
+        )
+        if wait_for is not None:
+            self._jax_boundary(n, wait_for)
+        elif self._device is not None:
+            self._device.boundary(n)
+        if self._capture is not None:
+            self._capture.on_step(n)
+        acc.reset()
+        self.step_number = n + 1
+        self._t0 = t
+
+    def _jax_boundary(self, n: int, output: Any) -> None:
+        if self._jax is None:
+            from .device import JaxStepTimer
+
+            self._jax = JaxStepTimer(self.rank)
+        self._jax.boundary(n, output)
+
+    # -- helpers for the job ---------------------------------------------------------------------
+    def loader(self, iterable: Iterable[Any]) -> Iterator[Any]:
+        """``for batch in mon.loader(loader)``: the time in ``next()`` is the step's data phase."""
+        return iter(TimedLoader(self._acc, iterable))
+
+    def tag(self, *tags: str) -> None:
+        """Tag the current step (``mon.tag("checkpoint")``): it stays out of the statistics."""
+        self._acc.tags.extend(tags)
+
+    @property
+    def dropped(self) -> int:
+        """Records dropped because the writer fell behind or failed."""
+        return self._steps.dropped + self._colls.dropped
+
+    # -- called by the writer thread -------------------------------------------------------------
+    def _resolve_devices(self) -> list[tuple[int, int, int]]:
+        out = self._device.resolve() if self._device is not None else []
+        return out + self._jax.resolve() if self._jax is not None else out
+
+    def _meta(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {"dropped_records": self.dropped}
+        if not self._meta_sent:
+            self._meta_sent = True
+            cfg = self.config
+            torch = sys.modules.get("torch")
+            meta.update(
+                rank=self.rank,
+                world_size=self.world_size,
+                level=cfg.level,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                start_unix_ns=self._unix0,
+                stepscope_version=__version__,
+                torch_version=getattr(torch, "__version__", None),
+                tokens_per_step=cfg.tokens_per_step,
+                flops_per_token=cfg.flops_per_token,
+                peak_flops=cfg.peak_flops,
+                forward_watched=self._fwd_watched,
+                optimizer_watched=self._opt_watched,
+                collectives_watched=self._patch is not None,
+            )
+        if self._exporter is not None:
+            self._exporter.set_drops(self.dropped)
+        return meta
+
+    def _on_anomaly(self, anomaly: dict[str, Any]) -> None:
+        if self._writer is not None:
+            self._writer.events.put({"type": "anomaly", "time_unix_ns": time.time_ns(), **anomaly})
+        if self._exporter is not None:
+            self._exporter.observe_anomaly(str(anomaly.get("kind")), str(anomaly.get("scope", "")))

@@ -1,0 +1,123 @@
+"""Stragglers: on each step every rank's own time (its step minus the time it waited in
+collectives) against the median of its peers' on the same step. A rank over ``straggler_ratio``
+for ``persist_k`` of ``persist_m`` steps is a straggler from the first of them. The waiting peers
+of a slow rank are not flagged: their long collectives are subtracted. Without collective timing
+(level < 2) own time is the step time, equal across ranks that synchronize every step, so nothing
+is flagged there (the report says so).
+
+Also the worst ranks by median own-time ratio over the last ``window`` common steps, always listed,
+with the phase that holds most of their excess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import DetectConfig
+from .anomaly import Anomaly, episodes
+from .series import MAD_TO_SIGMA, PHASE_COLUMNS, RankSeries
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grid:
+    """Ranks x common steps: ``own[r, t]``, ``phase[name][r, t]`` (steps every rank kept)."""
+
+    ranks: np.ndarray
+    steps: np.ndarray
+    own: np.ndarray
+    phases: dict[str, np.ndarray]
+
+
+def grid(series: list[RankSeries]) -> Grid | None:
+    if len(series) < 2:
+        return None
+    common = series[0].step
+    for s in series[1:]:
+        common = np.intersect1d(common, s.step, assume_unique=True)
+    if common.size == 0:
+        return None
+    rows = [np.searchsorted(s.step, common) for s in series]
+    own = np.stack([s.own_ns[i] for s, i in zip(series, rows)])
+    phases = {}
+    for c in PHASE_COLUMNS:
+        phases[c] = np.stack([s.phases[c][i] for s, i in zip(series, rows)])
+    if not np.isnan(phases["backward_ns"]).all():  # the DDP wait sits in backward: take it out
+        comm = np.stack([(s.dur_ns - s.own_ns)[i] for s, i in zip(series, rows)])
+        phases["backward_ns"] = phases["backward_ns"] - comm
+    return Grid(ranks=np.array([s.rank for s in series]), steps=common, own=own, phases=phases)
+
+
+def peer_median(x: np.ndarray) -> np.ndarray:
+    """``out[r, t]`` = median over the other ranks of ``x[:, t]`` (over all ranks beyond 16)."""
+    n = x.shape[0]
+    if n > 16:
+        return np.broadcast_to(np.nanmedian(x, axis=0), x.shape)
+    out = np.empty_like(x)
+    for r in range(n):
+        out[r] = np.nanmedian(np.delete(x, r, axis=0), axis=0)
+    return out
+
+
+def cause_of(g: Grid, r: int, cols: np.ndarray) -> tuple[str, dict[str, float]]:
+    """The phase whose excess over the peers' median holds most of rank ``r``'s own excess."""
+    excess = float(np.sum(g.own[r, cols] - peer_median(g.own)[r, cols]))
+    shares: dict[str, float] = {}
+    if excess <= 0:
+        return "unknown", shares
+    for c, x in g.phases.items():
+        if np.isnan(x[r, cols]).all():
+            continue
+        rise = np.nansum(x[r, cols] - peer_median(x)[r, cols])
+        shares[c.removesuffix("_ns")] = round(float(rise) / excess, 3)
+    best = max(shares.items(), key=lambda kv: kv[1], default=("unknown", 0.0))
+    return (best[0] if best[1] >= 0.5 else "unknown"), shares
+
+
+def detect(series: list[RankSeries], cfg: DetectConfig) -> tuple[list[Anomaly], list[dict[str, object]]]:
+    g = grid(series)
+    if g is None:
+        return [], []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = g.own / peer_median(g.own) - 1.0
+    noise = MAD_TO_SIGMA * float(np.nanmedian(np.abs(ratio - np.nanmedian(ratio))))
+    limit = max(cfg.straggler_ratio, cfg.noise_mads * noise)
+    out = []
+    for i, r in enumerate(g.ranks):
+        for ep in episodes(ratio[i] > limit, cfg.persist_k, cfg.persist_m):
+            first, last = int(g.steps[ep.first]), int(g.steps[ep.last])
+            excess = float(np.median(ratio[i, ep.slow]))
+            cause, shares = cause_of(g, i, ep.slow)
+            where = f", in {cause}" if cause != "unknown" else ""
+            out.append(
+                Anomaly(
+                    kind="straggler",
+                    rank=int(r),
+                    first_step=first,
+                    last_step=last,
+                    flagged_at_step=int(g.steps[ep.flagged]),
+                    steps=int(ep.slow.size),
+                    excess_ratio=excess,
+                    cause=cause,
+                    message=f"rank {r}'s own time is {excess:.0%} over its peers' median{where}, steps {first}-{last}",
+                    evidence={
+                        "own_ms": round(float(np.median(g.own[i, ep.slow])) / 1e6, 3),
+                        "peers_own_ms": round(float(np.median(peer_median(g.own)[i, ep.slow])) / 1e6, 3),
+                        "explained_share": shares,
+                        "threshold_ratio": round(limit, 4),
+                    },
+                )
+            )
+    return out, worst(g, ratio, cfg)
+
+
+def worst(g: Grid, ratio: np.ndarray, cfg: DetectConfig) -> list[dict[str, object]]:
+    cols = np.arange(max(0, g.steps.size - cfg.window), g.steps.size)
+    med = np.nanmedian(ratio[:, cols], axis=1)
+    order = np.argsort(-med, kind="stable")[: cfg.worst_ranks]
+    rows = []
+    for i in order:
+        cause, _ = cause_of(g, int(i), cols)
+        rows.append({"rank": int(g.ranks[i]), "own_over_peers_ratio": round(float(med[i]), 4), "cause": cause})
+    return rows

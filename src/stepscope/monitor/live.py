@@ -1,0 +1,149 @@
+"""The in-job detector: a thread on the leader rank that, every ``detect_interval_s``, reads the
+recent records of every rank from the run directory (out of band: no collective), runs the
+detectors, reports each new anomaly once, plans a fine capture of the implicated ranks plus one
+healthy peer, and analyzes finished captures with ``stepscope analyze`` in a background process.
+
+It never touches the training thread; a failure is logged once and stops only this thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .capture import write_json_atomic
+from .config import MonitorConfig
+
+log = logging.getLogger("stepscope.monitor")
+
+
+class LiveDetector(threading.Thread):
+    def __init__(self, run_dir: Path, cfg: MonitorConfig, *, on_anomaly: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__(name="stepscope-monitor-detector", daemon=True)
+        self.run_dir = run_dir
+        self.cfg = cfg
+        self.on_anomaly = on_anomaly
+        self._stop_event = threading.Event()
+        self._reported: set[tuple[str, int, int]] = set()
+        self._captures = 0
+        self._last_capture_s = -math.inf
+        self._pending: dict[Path, float] = {}  # capture dir -> planned at (monotonic s)
+        self._running: list[tuple[Path, subprocess.Popen[bytes]]] = []
+        self._last: int | None = None
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.cfg.detect_interval_s):
+            try:
+                self.tick()
+            except Exception as exc:
+                log.warning("stepscope monitor: the live detector stopped (%s: %s)", type(exc).__name__, exc)
+                return
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout_s)
+
+    def tick(self) -> None:
+        from .detect import detect
+        from .store import load_run, rank_files
+
+        if not rank_files(self.run_dir):
+            return
+        since = None if self._last is None else max(0, self._last - self.cfg.history_steps)
+        run = load_run(self.run_dir, since_step=since)
+        if run.n_steps == 0:
+            return
+        self._last = int(run.steps["step"].max())
+        det = detect(run, self.cfg.thresholds)
+        for a in det.anomalies:
+            key = (a.kind, a.rank, a.first_step)
+            if key in self._reported:
+                continue
+            self._reported.add(key)
+            self.on_anomaly(a.as_dict())
+            self._plan_capture(a.as_dict(), det.worst_ranks, self._last, run.meta)
+        self._analyze_finished()
+
+    def _plan_capture(
+        self, a: dict[str, Any], worst: tuple[dict[str, object], ...], last: int, meta: dict[int, Any]
+    ) -> None:
+        """The implicated ranks (a straggler: that rank; a job-wide event: its lead rank) and one
+        healthy peer, from the first multiple of ``round_to`` at least ``lead_steps`` ahead."""
+        c = self.cfg.capture
+        now = time.monotonic()
+        if not c.enabled or self._captures >= c.max_captures or now - self._last_capture_s < c.cooldown_s:
+            return
+        ranks = {int(a["rank"])}
+        implicated = set(a["ranks"])
+        healthy = [int(str(w["rank"])) for w in reversed(worst) if int(str(w["rank"])) not in implicated]
+        others = sorted(set(meta) - implicated)
+        peer = healthy[0] if healthy else (others[0] if others else None)
+        if peer is not None:
+            ranks.add(peer)
+        start = int(math.ceil((last + c.lead_steps) / c.round_to) * c.round_to)
+        self._captures += 1
+        self._last_capture_s = now
+        cid = f"capture-{self._captures:03d}-step{start}"
+        d = self.run_dir / "captures" / cid
+        d.mkdir(parents=True, exist_ok=True)
+        plan = {
+            "id": cid,
+            "start_step": start,
+            "steps": c.steps,
+            "ranks": sorted(ranks),
+            "reason": a["message"],
+            "anomaly": a,
+            "planned_unix_ns": time.time_ns(),
+        }
+        write_json_atomic(d / "plan.json", plan)
+        self._pending[d] = now
+
+    def _analyze_finished(self, *, wait: bool = False) -> None:
+        """Start ``stepscope analyze`` on each capture whose ranks are all done (or failed), in a
+        background process writing ``analysis.json`` and ``findings.txt`` next to the traces."""
+        if not self.cfg.capture.analyze:
+            return
+        for d, planned in list(self._pending.items()):
+            plan = _read_plan(d)
+            ranks = plan.get("ranks", [])
+            ended = [r for r in ranks if (d / f"rank-{r}.done").exists() or (d / f"rank-{r}.failed").exists()]
+            if len(ended) < len(ranks) and time.monotonic() - planned < 600:
+                continue
+            del self._pending[d]
+            traces = [str(d / f"rank-{r}.json") for r in ranks if (d / f"rank-{r}.done").exists()]
+            if not traces:
+                continue
+            cmd = [sys.executable, "-m", "stepscope", "analyze", *traces, "--json", str(d / "analysis.json")]
+            with open(d / "findings.txt", "wb") as out:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self._running.append((d, proc))
+        if wait:
+            for _, proc in self._running:
+                proc.wait(timeout=600)
+
+    def finish(self, timeout_s: float = 60.0) -> None:
+        """At the monitor's end: wait (at most ``timeout_s``) for the other ranks' captures to end,
+        analyze them, and wait for the analyses."""
+        deadline = time.monotonic() + timeout_s
+        while self._pending and time.monotonic() < deadline:
+            self._analyze_finished()
+            if self._pending:
+                time.sleep(0.2)
+        self._analyze_finished(wait=True)
+
+
+def _read_plan(d: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        return dict(json.loads((d / "plan.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return {}

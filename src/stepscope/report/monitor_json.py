@@ -1,0 +1,24 @@
+"""JSON renderer of a monitor report (``stepscope monitor report RUN_DIR --json``): the layout is
+``MonitorReport.as_dict`` (docs/monitor.md, "JSON")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..monitor.summary import MonitorReport
+from .base import Renderer
+
+
+def render(r: MonitorReport, options: Mapping[str, Any]) -> str:
+    return json.dumps(r.as_dict(), indent=1, allow_nan=False, default=str)
+
+
+RENDERER = Renderer(
+    name="json",
+    subject="monitor",
+    extensions=(".json",),
+    render=render,
+    description="the report as JSON: steps_recorded, anomalies, worst ranks, per-rank figures, captures",
+)
