@@ -22,8 +22,8 @@ class DetectConfig:
 
     - Fluctuation: a step is *slow* when its time exceeds the median of the previous ``window``
       usable steps of its rank by ``fluctuation_ratio`` and by ``noise_mads`` times the window's
-      noise (1.4826 x its median absolute deviation: a standard deviation for normal noise), so a
-      noisy machine is not a stream of anomalies; an episode opens when ``persist_k`` of
+      noise (its interquartile range / 1.349: a standard deviation for normal noise), so a noisy
+      machine is not a stream of anomalies; an episode opens when ``persist_k`` of
       ``persist_m`` consecutive steps are slow and closes after ``persist_m`` steps that are not.
     - Regression: a change point where the median of the ``regression_window`` steps after it
       exceeds the median of the ``regression_window`` before it by ``regression_ratio`` (effect

@@ -218,6 +218,8 @@ class Monitor:
             self._live.finish()
 
     def _close_writer(self) -> None:
+        if self._jax is not None:
+            self._jax.drain()
         if self._writer is not None:
             self._writer.stop()
             self._writer.sink.close()

@@ -82,6 +82,7 @@ class JaxStepTimer:
                 jax.block_until_ready(x)
             except Exception:
                 self._last_done_ns = None
+                self._queue.task_done()
                 continue
             done = time.perf_counter_ns()
             if self._gap:
@@ -90,6 +91,13 @@ class JaxStepTimer:
             if self._last_done_ns is not None:
                 self._done.append((self._rank, step, done - self._last_done_ns))
             self._last_done_ns = done
+            self._queue.task_done()
+
+    def drain(self, timeout_s: float = 10.0) -> None:
+        """At the monitor's end: wait (at most ``timeout_s``) for the outputs handed over."""
+        deadline = time.monotonic() + timeout_s
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def resolve(self) -> list[tuple[int, int, int]]:
         d = self._done

@@ -19,6 +19,7 @@ from . import (
     html_report,
     json_report,
     markdown,
+    monitor_html,
     monitor_json,
     monitor_terminal,
     perfetto,
@@ -46,6 +47,7 @@ RENDERERS: tuple[Renderer, ...] = (
     diff_json.RENDERER,
     monitor_terminal.RENDERER,
     monitor_json.RENDERER,
+    monitor_html.RENDERER,
 )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..config import DetectConfig
 from .anomaly import Anomaly
+from .fluctuation import explain
 from .series import RankSeries
 
 
@@ -49,6 +50,8 @@ def detect(series: RankSeries, cfg: DetectConfig) -> list[Anomaly]:
         last = int(series.step[min(i + w, series.step.size) - 1])
         before = float(np.median(series.dur_ns[i - w : i])) / 1e6
         after = float(np.median(series.dur_ns[i : i + w])) / 1e6
+        sel = np.arange(i, min(i + w, series.step.size))
+        cause, shares = explain(series.dur_ns - before * 1e6, series.gc_ns, series.phases, sel)
         out.append(
             Anomaly(
                 kind="regression",
@@ -58,10 +61,15 @@ def detect(series: RankSeries, cfg: DetectConfig) -> list[Anomaly]:
                 flagged_at_step=last,
                 steps=int(min(w, series.step.size - i)),
                 excess_ratio=effect,
-                cause="unknown",
+                cause=cause,
                 probability=prob,
                 message=f"rank {series.rank}: from step {step} the median step went {before:.1f} -> {after:.1f} ms (+{effect:.0%})",
-                evidence={"median_before_ms": round(before, 3), "median_after_ms": round(after, 3), "window_steps": w},
+                evidence={
+                    "median_before_ms": round(before, 3),
+                    "median_after_ms": round(after, 3),
+                    "window_steps": w,
+                    "explained_share": shares,
+                },
             )
         )
     return out

@@ -65,22 +65,28 @@ def rank_series(run: RunData, warmup_ratio: float) -> list[RankSeries]:
     return out
 
 
-#: median absolute deviation -> standard deviation, for normal noise
-MAD_TO_SIGMA = 1.4826
+#: interquartile range -> standard deviation, for normal noise (IQR = 1.349 sigma)
+IQR_TO_SIGMA = 1 / 1.349
+
+
+def noise_scale(x: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """Robust noise: the interquartile range over 1.349 (a standard deviation for normal noise).
+    Not the median absolute deviation, which is 0 for a short two-valued series."""
+    q1, q3 = np.nanpercentile(x, [25.0, 75.0], axis=axis)
+    return np.asarray((q3 - q1) * IQR_TO_SIGMA)
 
 
 def rolling_median(x: np.ndarray, window: int, min_history: int) -> tuple[np.ndarray, np.ndarray]:
     """``med[i]`` = median of ``x[max(0, i - window):i]`` (the steps before i) and ``noise[i]`` =
-    1.4826 x their median absolute deviation; NaN while fewer than ``min_history`` steps precede."""
+    their ``noise_scale``; NaN while fewer than ``min_history`` steps precede."""
     n = x.size
     med = np.full(n, np.nan)
     noise = np.full(n, np.nan)
     for i in range(min_history, min(window, n)):
         med[i] = np.median(x[:i])
-        noise[i] = MAD_TO_SIGMA * np.median(np.abs(x[:i] - med[i]))
+        noise[i] = noise_scale(x[:i])
     if n > window:
         view = np.lib.stride_tricks.sliding_window_view(x[:-1], window)
-        m = np.median(view, axis=1)
-        med[window:] = m
-        noise[window:] = MAD_TO_SIGMA * np.median(np.abs(view - m[:, None]), axis=1)
+        med[window:] = np.median(view, axis=1)
+        noise[window:] = noise_scale(view, axis=1)
     return med, noise

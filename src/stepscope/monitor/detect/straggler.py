@@ -1,6 +1,7 @@
 """Stragglers: on each step every rank's own time (its step minus the time it waited in
 collectives) against the median of its peers' on the same step. A rank over ``straggler_ratio``
-for ``persist_k`` of ``persist_m`` steps is a straggler from the first of them. The waiting peers
+(and over ``noise_mads`` x the step-to-step noise of the ratios) for ``persist_k`` of ``persist_m``
+steps is a straggler from the first of them. The waiting peers
 of a slow rank are not flagged: their long collectives are subtracted. Without collective timing
 (level < 2) own time is the step time, equal across ranks that synchronize every step, so nothing
 is flagged there (the report says so).
@@ -17,7 +18,7 @@ import numpy as np
 
 from ..config import DetectConfig
 from .anomaly import Anomaly, episodes
-from .series import MAD_TO_SIGMA, PHASE_COLUMNS, RankSeries
+from .series import PHASE_COLUMNS, RankSeries
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +61,17 @@ def peer_median(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def step_noise(ratio: np.ndarray) -> float:
+    """The step-to-step noise of the ratios: 1.4826 x the median absolute difference between a
+    rank's consecutive ratios, over sqrt(2) (a standard deviation for normal noise). Differences,
+    not spread around a level: a straggler's lasting shift is one difference, so it does not raise
+    the noise it is judged against, even with two ranks."""
+    if ratio.shape[1] < 2:
+        return 0.0
+    d = np.abs(np.diff(ratio, axis=1))
+    return float(1.4826 * np.nanmedian(d) / np.sqrt(2.0)) if np.isfinite(d).any() else 0.0
+
+
 def cause_of(g: Grid, r: int, cols: np.ndarray) -> tuple[str, dict[str, float]]:
     """The phase whose excess over the peers' median holds most of rank ``r``'s own excess."""
     excess = float(np.sum(g.own[r, cols] - peer_median(g.own)[r, cols]))
@@ -81,7 +93,7 @@ def detect(series: list[RankSeries], cfg: DetectConfig) -> tuple[list[Anomaly], 
         return [], []
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = g.own / peer_median(g.own) - 1.0
-    noise = MAD_TO_SIGMA * float(np.nanmedian(np.abs(ratio - np.nanmedian(ratio))))
+    noise = step_noise(ratio)
     limit = max(cfg.straggler_ratio, cfg.noise_mads * noise)
     out = []
     for i, r in enumerate(g.ranks):
