@@ -149,3 +149,15 @@ def test_job_wide_fluctuation_is_one_anomaly(tmp_path: Path) -> None:
     (a,) = report(tmp_path).anomalies
     assert a.kind == "fluctuation"
     assert a.ranks == (0, 1)
+
+
+def test_fluctuation_after_a_checkpoint(tmp_path: Path) -> None:
+    # step 29 is a tagged checkpoint (left out); steps 30-33 are 25% slower, with no phase measured
+    dur = [100.0] * 60
+    dur[29] = 900.0
+    for i in range(30, 34):
+        dur[i] = 125.0
+    write_rank(tmp_path, 0, dur, tags={29: "checkpoint"})
+    (a,) = report(tmp_path).anomalies
+    assert (a.first_step, a.cause) == (30, "after checkpoint")
+    assert a.evidence["tagged_steps_nearby"] == {"29": "checkpoint"}

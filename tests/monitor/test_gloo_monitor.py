@@ -63,7 +63,9 @@ def test_capture_on_the_straggler_and_a_healthy_peer_is_analyzed(slowed: Path) -
 
 
 def test_clean_run_raises_nothing(tmp_path: Path) -> None:
-    rep = report(_run(tmp_path, "--ranks", "4", "--steps", "150"))
+    # 2 ranks: on a 2-core machine 4 busy ranks slow each other for real now and then (the false
+    # positive rate of longer 2- and 4-rank runs is in BENCHMARKS.md)
+    rep = report(_run(tmp_path, "--ranks", "2", "--steps", "150"))
     assert rep.anomalies == ()
     assert rep.captures == ()
 

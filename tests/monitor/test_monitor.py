@@ -213,3 +213,25 @@ def test_jax_device_time_without_blocking(tmp_path: Path) -> None:
     # periods between consecutive completions: 5 for 6 steps, each positive
     assert list(dev["step"]) == [1, 2, 3, 4, 5]
     assert (dev["device_ns"] > 0).all()
+
+
+def test_mfu_from_the_catalog(tmp_path: Path) -> None:
+    from stepscope.catalog.hardware import by_name
+
+    peak = by_name("h100").peak_tflops["bf16"]
+    assert peak is not None
+    with Monitor(tmp_path, detect=False, hardware="h100", flops_per_token=1e9, tokens_per_step=1000) as mon:
+        for _ in range(8):
+            time.sleep(0.002)
+            mon.step()
+    d = _report_json(tmp_path)
+    r = d["ranks"][0]
+    # MFU = tokens/s x FLOPs per token / peak, from the report's own tokens/s
+    assert r["mfu"] == pytest.approx(r["tokens_per_s"] * 1e9 / (peak * 1e12), rel=1e-3)
+
+
+def test_unknown_hardware_is_refused_at_construction(tmp_path: Path) -> None:
+    from stepscope.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown hardware"):
+        Monitor(tmp_path, hardware="h1000")

@@ -6,8 +6,9 @@ the training thread starts the profiler at the end of step ``start_step - 1`` if
 so every named rank records the same steps with no collective. After ``steps`` steps the profiler
 stops; the trace is exported on a background thread to ``captures/<id>/rank-<r>.json`` and
 ``rank-<r>.done`` says it is complete (or ``rank-<r>.failed`` why not: the plan arrived after its
-start step, the trace exceeded ``max_trace_bytes``, the profiler failed). Steps under the profiler
-are tagged ``profiling`` so they stay out of the statistics.
+start step, the trace exceeded ``max_trace_bytes``, the profiler failed). Steps under the profiler,
+and those that run while its trace is exported, are tagged ``profiling`` so they stay out of the
+statistics.
 """
 
 from __future__ import annotations
@@ -104,8 +105,7 @@ class CaptureController:
         prof, plan = self._prof, self._plan
         prof.stop()
         self._prof = None
-        self.active = False
-        self._plan = None
+        self._plan = None  # ``active`` stays on until the export is written: those steps pay for it too
         t = threading.Thread(target=self._export, args=(prof, plan), name="stepscope-capture-export", daemon=True)
         t.start()
         self._exports.append(t)
@@ -124,6 +124,8 @@ class CaptureController:
         except Exception as exc:
             log.warning("stepscope monitor: exporting the capture %s failed (%s)", out, exc)
             write_json_atomic(d / f"rank-{self.rank}.failed", {"reason": f"{type(exc).__name__}: {exc}"})
+        finally:
+            self.active = False
 
     def _finish(self, reason: str) -> None:
         plan, self._plan = self._plan, None

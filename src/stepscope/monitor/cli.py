@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ..argtypes import positive_float
@@ -74,7 +75,9 @@ def _report(ns: argparse.Namespace) -> int:
         "monitor", aliases=(("--json", "json", ns.json), ("--html", "html", ns.html)), paths=ns.output, fmt=ns.format
     )
     rep = report(ns.run_dir, _detect_config(ns))
-    outputs.write_all(outs, rep)
+    html = [o.path for o in outs if o.renderer.name == "html" and o.path != "-"]
+    # the HTML's links to capture files are relative to where it is written
+    outputs.write_all(outs, rep, {"output_dir": str(Path(html[0]).resolve().parent)} if html else {})
     if any(o.path == "-" for o in outs):
         return 0
     by_name("monitor", "terminal").render(rep, {"console": Console()})

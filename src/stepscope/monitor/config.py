@@ -91,6 +91,9 @@ class MonitorConfig:
     collective call. ``queue_size`` bounds the records waiting for the writer thread (beyond it
     records are dropped and counted). ``warmup_steps`` first steps are tagged ``warmup``.
     ``detect`` runs the live detector on rank ``leader_rank`` every ``detect_interval_s``.
+    MFU (in the report) needs ``flops_per_token`` and the device's peak: ``peak_flops`` (FLOP/s),
+    else the ``mfu_dtype`` peak of ``hardware`` (a catalog name: ``h100``, ``mi300x``...), else of
+    the CUDA device the job runs on, found in the catalog by its name.
     """
 
     level: Level = 0
@@ -105,6 +108,8 @@ class MonitorConfig:
     tokens_per_step: int | None = None
     flops_per_token: float | None = None
     peak_flops: float | None = None
+    hardware: str | None = None
+    mfu_dtype: str = "bf16"
     prometheus_port: int | None = None
     prometheus_host: str = "127.0.0.1"
     job: str = ""

@@ -52,6 +52,17 @@ def detect_rank() -> tuple[int, int]:
     return 0, 1
 
 
+def _catalog_peak(name: str, dtype: str, *, by: str) -> tuple[float | None, str | None]:
+    """(FLOP/s, source) of ``dtype`` on a catalog device, by catalog name or by a device's name."""
+    from ..catalog import hardware
+
+    hw = hardware.by_name(name) if by == "name" else hardware.detect(name)
+    if hw is None:
+        return None, None
+    tflops = hw.peak_tflops.get(dtype)
+    return (tflops * 1e12, f"catalog: {hw.name} {dtype}") if tflops else (None, None)
+
+
 class Monitor:
     """Per-step monitor of one rank. ``settings`` are ``MonitorConfig`` fields (``sink="jsonl"``,
     ``tokens_per_step=...``, ``prometheus_port=9400``...) or ``config=`` a whole one. ``model`` and
@@ -74,6 +85,9 @@ class Monitor:
         if config is None:
             config = MonitorConfig(level=level, **settings)
         self.config = config
+        self._peak: tuple[float | None, str | None] = (config.peak_flops, "given" if config.peak_flops else None)
+        if config.peak_flops is None and config.hardware:  # a misspelt name is an error now, not in the loop
+            self._peak = _catalog_peak(config.hardware, config.mfu_dtype, by="name")
         self.run_dir = Path(run_dir)
         self._model = model
         self._optimizer = optimizer
@@ -371,7 +385,8 @@ class Monitor:
                 torch_version=getattr(torch, "__version__", None),
                 tokens_per_step=cfg.tokens_per_step,
                 flops_per_token=cfg.flops_per_token,
-                peak_flops=cfg.peak_flops,
+                peak_flops=self._device_peak()[0],
+                peak_flops_source=self._device_peak()[1],
                 forward_watched=self._fwd_watched,
                 optimizer_watched=self._opt_watched,
                 collectives_watched=self._patch is not None,
@@ -379,6 +394,15 @@ class Monitor:
         if self._exporter is not None:
             self._exporter.set_drops(self.dropped)
         return meta
+
+    def _device_peak(self) -> tuple[float | None, str | None]:
+        """The peak for MFU: given, from ``hardware``, else from the CUDA device's name."""
+        if self._peak[0] is None and self._cuda_mem is not None and self.config.flops_per_token:
+            try:
+                self._peak = _catalog_peak(self._cuda_mem.get_device_name(), self.config.mfu_dtype, by="device")
+            except Exception:
+                self._peak = (None, None)
+        return self._peak
 
     def _on_anomaly(self, anomaly: dict[str, Any]) -> None:
         if self._writer is not None:

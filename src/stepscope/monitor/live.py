@@ -1,7 +1,7 @@
 """The in-job detector: a thread on the leader rank that, every ``detect_interval_s``, reads the
 recent records of every rank from the run directory (out of band: no collective), runs the
 detectors, reports each new anomaly once, plans a fine capture of the implicated ranks plus one
-healthy peer, and analyzes finished captures with ``stepscope analyze`` in a background process.
+healthy peer for an anomaly still going on (stragglers first, then regressions, then fluctuations), and analyzes finished captures with ``stepscope analyze`` in a background process.
 
 It never touches the training thread; a failure is logged once and stops only this thread.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 import subprocess
 import sys
 import threading
@@ -22,6 +23,8 @@ from .capture import write_json_atomic
 from .config import MonitorConfig
 
 log = logging.getLogger("stepscope.monitor")
+#: which anomaly gets a capture first when several are new at once
+_PRIORITY = {"straggler": 0, "regression": 1, "fluctuation": 2}
 
 
 class LiveDetector(threading.Thread):
@@ -63,13 +66,15 @@ class LiveDetector(threading.Thread):
             return
         self._last = int(run.steps["step"].max())
         det = detect(run, self.cfg.thresholds)
-        for a in det.anomalies:
+        active_from = self._last - self.cfg.thresholds.persist_m
+        for a in sorted(det.anomalies, key=lambda a: _PRIORITY[a.kind]):
             key = (a.kind, a.rank, a.first_step)
             if key in self._reported:
                 continue
             self._reported.add(key)
             self.on_anomaly(a.as_dict())
-            self._plan_capture(a.as_dict(), det.worst_ranks, self._last, run.meta)
+            if a.last_step >= active_from:  # a capture sees the steps ahead: only for what still goes on
+                self._plan_capture(a.as_dict(), det.worst_ranks, self._last, run.meta)
         self._analyze_finished()
 
     def _plan_capture(
@@ -122,6 +127,8 @@ class LiveDetector(threading.Thread):
             if not traces:
                 continue
             cmd = [sys.executable, "-m", "stepscope", "analyze", *traces, "--json", str(d / "analysis.json")]
+            if shutil.which("nice"):  # lowest CPU priority: the training processes on this node come first
+                cmd = ["nice", "-n", "19", *cmd]
             with open(d / "findings.txt", "wb") as out:
                 proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             self._running.append((d, proc))

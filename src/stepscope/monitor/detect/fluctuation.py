@@ -1,7 +1,8 @@
 """Fluctuation: steps over ``fluctuation_ratio`` above the rolling median of the rank's previous
 ``window`` steps (and over ``noise_mads`` x the window's noise), ``persist_k`` of ``persist_m`` in
-a row. Each episode names what explains its
-excess: GC pauses, one of the phases (data, forward, backward, optimizer), or ``unknown``."""
+a row. Each episode names what explains its excess: GC pauses, one of the phases (data, forward,
+backward, optimizer), else a tagged step (checkpoint, eval) just before or inside it
+(``after checkpoint``), else ``unknown``."""
 
 from __future__ import annotations
 
@@ -46,6 +47,9 @@ def detect(series: RankSeries, cfg: DetectConfig) -> list[Anomaly]:
         ratio = float(np.median(d[ep.slow] / ref[ep.slow]) - 1.0)
         cause, shares = explain(excess, series.gc_ns, series.phases, ep.slow)
         first, last = int(series.step[ep.first]), int(series.step[ep.last])
+        near = {st: t for st, t in series.tagged.items() if first - cfg.persist_m <= st <= last}
+        if cause == "unknown" and near:
+            cause = "after " + near[min(near)].split(",")[0]
         out.append(
             Anomaly(
                 kind="fluctuation",
@@ -62,6 +66,7 @@ def detect(series: RankSeries, cfg: DetectConfig) -> list[Anomaly]:
                     "median_step_ms": round(float(np.median(ref[ep.slow])) / 1e6, 3),
                     "slow_step_ms": round(float(np.median(d[ep.slow])) / 1e6, 3),
                     "explained_share": shares,
+                    "tagged_steps_nearby": {str(k): v for k, v in sorted(near.items())},
                 },
             )
         )

@@ -27,6 +27,7 @@ class RankSeries:
     phases: dict[str, np.ndarray]  # PHASE_COLUMNS -> float64 (NaN: not measured)
     excluded: int  # tagged or warm-up steps left out
     warmup: int  # of which untagged leading warm-up steps
+    tagged: dict[int, str]  # step -> tags, of the steps left out for their tags (not warm-up)
 
 
 def leading_warmup(dur: np.ndarray, ratio: float) -> int:
@@ -44,8 +45,12 @@ def rank_series(run: RunData, warmup_ratio: float) -> list[RankSeries]:
     out = []
     for r in run.ranks:
         sel = np.flatnonzero(s["rank"] == r)
-        tagged = np.array([bool(t) for t in s["tags"][sel]], dtype=bool)
+        tags = s["tags"][sel]
+        tagged = np.array([bool(t) for t in tags], dtype=bool)
         keep = sel[~tagged]
+        own_tags = {
+            int(st): str(t) for st, t in zip(s["step"][sel][tagged], tags[tagged]) if t != "warmup" and t != "profiling"
+        }
         dur = s["dur_ns"][keep]
         w = leading_warmup(dur, warmup_ratio) if dur.size > 4 else 0
         keep = keep[w:]
@@ -60,6 +65,7 @@ def rank_series(run: RunData, warmup_ratio: float) -> list[RankSeries]:
                 phases={c: s[c][keep] for c in PHASE_COLUMNS},
                 excluded=int(sel.size - keep.size),
                 warmup=w,
+                tagged=own_tags,
             )
         )
     return out
