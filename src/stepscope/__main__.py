@@ -1,5 +1,5 @@
-"""``python -m stepscope``: the command line (used to analyze a monitor's capture in a background
-process with the interpreter the job runs)."""
+"""``python -m stepscope``: the command line. The monitor analyzes its captures this way, in a
+background process with the job's own interpreter."""
 
 from .cli import main
 

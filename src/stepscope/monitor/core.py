@@ -25,42 +25,13 @@ from typing import Any
 
 from .. import __version__
 from .config import Level, MonitorConfig
+from .environment import catalog_peak, detect_rank
 from .gcwatch import GcWatch
 from .probes import StepAcc, TimedLoader, watch_model, watch_optimizer
 from .writer import BoundedQueue, Writer
 
 log = logging.getLogger("stepscope.monitor")
 _now = time.perf_counter_ns
-
-
-def detect_rank() -> tuple[int, int]:
-    """(rank, world size): from an initialized ``torch.distributed``, else ``RANK`` /
-    ``WORLD_SIZE`` (torchrun, many launchers), else ``SLURM_PROCID`` / ``SLURM_NTASKS``, else a
-    started ``jax.distributed``, else (0, 1). Never initializes a framework."""
-    dist = sys.modules.get("torch.distributed")
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        return int(dist.get_rank()), int(dist.get_world_size())
-    for r, w in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
-        if os.environ.get(r, "").isdigit():
-            return int(os.environ[r]), int(os.environ.get(w, "0") or 0) or int(os.environ[r]) + 1
-    jax = sys.modules.get("jax")
-    if jax is not None:
-        try:
-            return int(jax.process_index()), int(jax.process_count())
-        except Exception:
-            pass
-    return 0, 1
-
-
-def _catalog_peak(name: str, dtype: str, *, by: str) -> tuple[float | None, str | None]:
-    """(FLOP/s, source) of ``dtype`` on a catalog device, by catalog name or by a device's name."""
-    from ..catalog import hardware
-
-    hw = hardware.by_name(name) if by == "name" else hardware.detect(name)
-    if hw is None:
-        return None, None
-    tflops = hw.peak_tflops.get(dtype)
-    return (tflops * 1e12, f"catalog: {hw.name} {dtype}") if tflops else (None, None)
 
 
 class Monitor:
@@ -87,7 +58,7 @@ class Monitor:
         self.config = config
         self._peak: tuple[float | None, str | None] = (config.peak_flops, "given" if config.peak_flops else None)
         if config.peak_flops is None and config.hardware:  # a misspelt name is an error now, not in the loop
-            self._peak = _catalog_peak(config.hardware, config.mfu_dtype, by="name")
+            self._peak = catalog_peak(config.hardware, config.mfu_dtype, by="name")
         self.run_dir = Path(run_dir)
         self._model = model
         self._optimizer = optimizer
@@ -399,7 +370,7 @@ class Monitor:
         """The peak for MFU: given, from ``hardware``, else from the CUDA device's name."""
         if self._peak[0] is None and self._cuda_mem is not None and self.config.flops_per_token:
             try:
-                self._peak = _catalog_peak(self._cuda_mem.get_device_name(), self.config.mfu_dtype, by="device")
+                self._peak = catalog_peak(self._cuda_mem.get_device_name(), self.config.mfu_dtype, by="device")
             except Exception:
                 self._peak = (None, None)
         return self._peak
