@@ -161,3 +161,39 @@ def test_fluctuation_after_a_checkpoint(tmp_path: Path) -> None:
     (a,) = report(tmp_path).anomalies
     assert (a.first_step, a.cause) == (30, "after checkpoint")
     assert a.evidence["tagged_steps_nearby"] == {"29": "checkpoint"}
+
+
+def test_ties_do_not_make_a_regression(tmp_path: Path) -> None:
+    # millisecond timings: before 14 x 100 + 6 x 111, after 9 x 100 + 11 x 111 (medians 100 -> 111,
+    # +11%). With average ranks U = 250; ties 23 x 100 and 17 x 111: sum(t^3 - t) = 17040; variance
+    # 400/12 x (41 - 17040/1560) = 1002.6; z = 50/31.66 = 1.58, probability 0.943 < 0.999: no change.
+    before = [100.0] * 14 + [111.0] * 6
+    after = [100.0] * 9 + [111.0] * 11
+    write_rank(tmp_path, 0, before + after)  # 40 steps: one split, at 20
+    assert _kinds(report(tmp_path), "regression") == []
+    # the same shift certain (no overlap between the halves) is one
+    write_rank(tmp_path, 1, [100.0] * 20 + [111.0] * 20)
+    (a,) = _kinds(report(tmp_path), "regression")
+    assert (a.rank, a.first_step) == (1, 20)
+
+
+def test_mann_whitney_z_by_hand() -> None:
+    import numpy as np
+
+    from stepscope.monitor.detect.regression import _mann_whitney_z
+
+    row = np.array([[100.0] * 14 + [111.0] * 6 + [100.0] * 9 + [111.0] * 11])
+    assert _mann_whitney_z(row, 20)[0] == pytest.approx(50 / (400 / 12 * (41 - 17040 / 1560)) ** 0.5)
+
+
+def test_episode_ends_after_m_unflagged_steps() -> None:
+    import numpy as np
+
+    from stepscope.monitor.detect.anomaly import episodes
+
+    flags = np.zeros(20, dtype=bool)
+    flags[[0, 1, 2, 7, 8, 9]] = True  # 4 unflagged between: one episode (m = 5)
+    assert [(e.first, e.last) for e in episodes(flags, 3, 5)] == [(0, 9)]
+    flags[[7, 8, 9]] = False
+    flags[[8, 9, 10]] = True  # 5 unflagged between: two
+    assert [(e.first, e.last) for e in episodes(flags, 3, 5)] == [(0, 2), (8, 10)]

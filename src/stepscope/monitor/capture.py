@@ -36,16 +36,23 @@ class CaptureController:
         self.root = run_dir / "captures"
         self.rank = rank
         self.cfg = cfg
-        self.active = False
+        self._exporting = 0  # exports under way (written by their threads when they end)
+        self._closed = False
+        self._lock = threading.Lock()
         self._plan: dict[str, Any] | None = None
         self._seen: set[str] = set()
         self._prof: Any = None
         self._left = 0
         self._exports: list[threading.Thread] = []
 
+    @property
+    def active(self) -> bool:
+        """A profiler runs, or a trace is being exported: the step pays for it (tagged ``profiling``)."""
+        return self._prof is not None or self._exporting > 0
+
     # writer thread
     def poll(self, rows: list[Any]) -> None:
-        if self._plan is not None or not self.root.is_dir():
+        if self._closed or self._plan is not None or not self.root.is_dir():
             return
         for plan_file in sorted(self.root.glob("*/plan.json")):
             cid = plan_file.parent.name
@@ -81,8 +88,12 @@ class CaptureController:
                 if self._left == 0:
                     self._stop()
         except Exception as exc:
-            self._prof = None
-            self.active = False
+            prof, self._prof = self._prof, None
+            try:
+                if prof is not None:
+                    prof.stop()
+            except Exception:
+                pass
             self._finish(f"the profiler failed: {type(exc).__name__}: {exc}")
 
     def _start(self) -> None:
@@ -99,13 +110,14 @@ class CaptureController:
             sched = schedule(wait=0, warmup=0, active=self._left, repeat=1)
         self._prof = profile(activities=acts, record_shapes=True, schedule=sched)
         self._prof.start()
-        self.active = True
 
     def _stop(self) -> None:
         prof, plan = self._prof, self._plan
         prof.stop()
         self._prof = None
         self._plan = None  # ``active`` stays on until the export is written: those steps pay for it too
+        with self._lock:
+            self._exporting += 1
         t = threading.Thread(target=self._export, args=(prof, plan), name="stepscope-capture-export", daemon=True)
         t.start()
         self._exports.append(t)
@@ -125,7 +137,8 @@ class CaptureController:
             log.warning("stepscope monitor: exporting the capture %s failed (%s)", out, exc)
             write_json_atomic(d / f"rank-{self.rank}.failed", {"reason": f"{type(exc).__name__}: {exc}"})
         finally:
-            self.active = False
+            with self._lock:
+                self._exporting -= 1
 
     def _finish(self, reason: str) -> None:
         plan, self._plan = self._plan, None
@@ -136,7 +149,7 @@ class CaptureController:
         """At the monitor's end: a capture still running is stopped; exports are waited for."""
         if self._prof is not None:
             self._stop()
-        self.poll([])
+        self._closed = True  # the writer's last flush polled already: no plan is taken from here on
         if self._plan is not None:
             self._finish(f"the run ended before the start step {self._plan['start_step']}")
         for t in self._exports:

@@ -1,8 +1,10 @@
 """Level 2: every collective call, timed on the host. ``torch.distributed``'s collective functions
 are wrapped while a monitor runs (and restored when it closes): a blocking call's host time is the
-time the rank waited for its peers plus the transfer; an ``async_op=True`` call returns a handle
-whose ``wait()`` is timed. A DistributedDataParallel model gets a comm hook (the default all-reduce,
-timed): its wait is the last completion minus the last launch of the step's buckets.
+time the rank waited for its peers plus the transfer; an ``async_op=True`` call counts its launch
+only (its wait happens in torch's own ``Work.wait()``, which is left as it is, so handles keep their
+type). A DistributedDataParallel model gets a comm hook (the default all-reduce over the model's
+own process group, timed): its wait is the last completion minus the last launch of the step's
+buckets.
 
 Code that imported a function before the monitor started (``from torch.distributed import
 all_reduce``) keeps the unwrapped one and is not seen; that is documented, not detected.
@@ -37,9 +39,8 @@ COLLECTIVES: tuple[str, ...] = (
     "barrier",
     "send",
     "recv",
-    "isend",
-    "irecv",
 )
+# not isend / irecv: torch.distributed.P2POp accepts only the originals (batch_isend_irecv)
 
 
 def _nbytes(x: Any) -> int:
@@ -48,28 +49,6 @@ def _nbytes(x: Any) -> int:
     if isinstance(x, list | tuple):
         return sum(_nbytes(t) for t in x[:64])
     return 0
-
-
-class _TimedWork:
-    """An async collective's handle: ``wait()`` is timed into the step; the rest is the handle's."""
-
-    __slots__ = ("_work", "_acc", "_op", "_nbytes")
-
-    def __init__(self, work: Any, acc: StepAcc, op: str, nbytes: int) -> None:
-        self._work = work
-        self._acc = acc
-        self._op = op
-        self._nbytes = nbytes
-
-    def wait(self, *args: Any, **kwargs: Any) -> Any:
-        t = _now()
-        try:
-            return self._work.wait(*args, **kwargs)
-        finally:
-            self._acc.add_collective(self._op, _now() - t, self._nbytes)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._work, name)
 
 
 def _wrap(fn: Callable[..., Any], op: str, acc: StepAcc) -> Callable[..., Any]:
@@ -81,14 +60,10 @@ def _wrap(fn: Callable[..., Any], op: str, acc: StepAcc) -> Callable[..., Any]:
         out = fn(*args, **kwargs)
         dt = _now() - t
         try:
-            nbytes = _nbytes(args[0]) if args else 0
-            if out is not None and hasattr(out, "wait"):
-                acc.add_collective(op, dt, 0)  # the launch; the wait is timed by the handle
-                return _TimedWork(out, acc, op, nbytes)
-            acc.add_collective(op, dt, nbytes)
+            acc.add_collective(op, dt, _nbytes(args[0]) if args else 0)
         except Exception:
             pass
-        return out
+        return out  # unchanged: the handle of an async call is torch's own
 
     timed.__stepscope_original__ = fn  # type: ignore[attr-defined]
     return timed
@@ -143,7 +118,7 @@ def hook_ddp(acc: StepAcc, model: Any) -> bool:
         return fut.then(done)
 
     try:
-        model.register_comm_hook(None, timed_allreduce)
+        model.register_comm_hook(getattr(model, "process_group", None), timed_allreduce)
     except RuntimeError:  # a comm hook is already registered
         return False
     return True

@@ -19,7 +19,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -164,27 +164,44 @@ class Monitor:
             self._capture = CaptureController(self.run_dir, self.rank, cfg.capture)
             self._writer.hooks.append(self._capture.poll)
         if cfg.prometheus_port is not None:
-            from .prometheus import PromExporter
-
-            self._exporter = PromExporter(
-                port=cfg.prometheus_port, host=cfg.prometheus_host, rank=self.rank, job=cfg.job
-            )
-            self._writer.hooks.append(self._exporter.observe_steps)
+            self._start_exporter()
         if cfg.detect and self.rank == cfg.leader_rank:
             from .live import LiveDetector
 
             self._live = LiveDetector(self.run_dir, cfg, on_anomaly=self._on_anomaly)
             self._live.start()
 
+    def _start_exporter(self) -> None:
+        """Each rank serves ``prometheus_port + LOCAL_RANK`` (0: any free port). A port in use or a
+        missing prometheus-client costs the metrics only, with a warning, never the monitoring."""
+        from .prometheus import PromExporter
+
+        cfg = self.config
+        assert self._writer is not None and cfg.prometheus_port is not None
+        local = int(os.environ.get("LOCAL_RANK", "0") or 0) if cfg.prometheus_port else 0
+        try:
+            self._exporter = PromExporter(
+                port=cfg.prometheus_port + local, host=cfg.prometheus_host, rank=self.rank, job=cfg.job
+            )
+        except Exception as exc:
+            log.warning("stepscope monitor: no Prometheus exporter (%s)", exc)
+            return
+        self._writer.hooks.append(self._exporter.observe_steps)
+
     def close(self) -> None:
-        """Flush and stop everything the monitor started. Never raises. On the leader, captures
-        that finished are analyzed before it returns (bounded waits: the job has ended)."""
+        """Flush and stop everything the monitor started. Never raises. The order: hooks off, the
+        leader's detector thread stopped, the writer's last flush (it may still read a capture
+        plan), captures ended (a running profiler stopped, plans that will not start marked
+        failed, exports waited for), then on the leader a last look for anomalies (no new capture)
+        and the analysis of finished captures (bounded waits: the job has ended)."""
         self._on = False
         for name, fn in (
             ("hooks", self._remove_probes),
-            ("capture", self._close_capture),
-            ("detector", self._close_live),
+            ("detector", self._stop_live),
             ("writer", self._close_writer),
+            ("capture", self._close_capture),
+            ("analysis of captures", self._finish_live),
+            ("sink", self._close_sink),
             ("exporter", self._close_exporter),
         ):
             try:
@@ -192,26 +209,32 @@ class Monitor:
             except Exception as exc:
                 log.warning("stepscope monitor: closing the %s failed (%s)", name, exc)
 
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+
     def _close_capture(self) -> None:
         if self._capture is not None:
             self._capture.close()
 
-    def _close_live(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live.tick()
-            self._live.finish()
+    def _close_sink(self) -> None:
+        if self._writer is not None:
+            self._writer.sink.close()
+
+    def _close_exporter(self) -> None:
+        if self._exporter is not None:
+            self._exporter.close()
 
     def _close_writer(self) -> None:
         if self._jax is not None:
             self._jax.drain()
         if self._writer is not None:
             self._writer.stop()
-            self._writer.sink.close()
 
-    def _close_exporter(self) -> None:
-        if self._exporter is not None:
-            self._exporter.close()
+    def _finish_live(self) -> None:
+        if self._live is not None:
+            self._live.tick(plan=False)
+            self._live.finish()
 
     def _remove_probes(self) -> None:
         self._gc.stop()
@@ -231,6 +254,8 @@ class Monitor:
         self._on = False
         try:
             self._remove_probes()
+            if self._capture is not None:
+                self._capture.close(timeout_s=0.0)  # a running profiler must not outlive the monitoring
         except Exception:
             pass
 
@@ -268,11 +293,11 @@ class Monitor:
             calls = acc.comm_calls + acc.ddp_calls
             if acc.ddp_calls:
                 acc.coll["ddp_all_reduce"] = [acc.ddp_calls, wait, 0]
-            for op, (c, ns, b) in acc.coll.items():
+            for op, (c, ns, b) in list(acc.coll.items()):  # one C-level copy: another thread may add
                 self._colls.put((self.rank, n, op, c, ns, b))
         gc_ns, gc_n = self._gc.take()
         all_tags = list(acc.tags)
-        all_tags.extend(tags)
+        all_tags.extend((tags,) if isinstance(tags, str) else tags)
         if self._count < self.config.warmup_steps:
             all_tags.append("warmup")
         self._count += 1
@@ -321,13 +346,15 @@ class Monitor:
         self._jax.boundary(n, output)
 
     # -- helpers for the job ---------------------------------------------------------------------
-    def loader(self, iterable: Iterable[Any]) -> Iterator[Any]:
-        """``for batch in mon.loader(loader)``: the time in ``next()`` is the step's data phase."""
-        return iter(TimedLoader(self._acc, iterable))
+    def loader(self, iterable: Iterable[Any]) -> TimedLoader:
+        """``for batch in mon.loader(loader)``: the time in ``next()`` is the step's data phase. The
+        wrapper keeps ``len()`` and the loader's attributes (``.dataset``, ``.sampler``...)."""
+        return TimedLoader(self._acc, iterable)
 
     def tag(self, *tags: str) -> None:
         """Tag the current step (``mon.tag("checkpoint")``): it stays out of the statistics."""
-        self._acc.tags.extend(tags)
+        if self._on:
+            self._acc.tags.extend(tags)
 
     @property
     def dropped(self) -> int:

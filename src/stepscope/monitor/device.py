@@ -3,7 +3,7 @@
 CUDA: one timing event recorded on the current stream at each step boundary; the writer thread
 asks each pending event ``query()`` (non-blocking) and, once two consecutive boundaries have
 completed, records ``elapsed_time`` between them: the device's period for that step. Events are
-reused from a bounded pool; when more than ``max_pending`` are waiting the oldest are dropped.
+reused from a bounded pool; when ``max_pending`` are waiting, further steps go unmeasured (counted).
 
 JAX: the job passes an output of the step (``mon.step(wait_for=loss)``); the writer thread calls
 ``block_until_ready`` on it (blocking only itself) and the device period is the time between two
@@ -23,28 +23,32 @@ class CudaStepTimer:
 
         self._torch = torch
         self._rank = rank
-        self._pending: deque[tuple[int, Any]] = deque()
+        self._pending: deque[tuple[int, Any, bool]] = deque()
         self._pool: list[Any] = []
+        self._gap = False
         self._last: Any = None  # the last completed boundary event
         self.max_pending = max_pending
         self.dropped = 0
 
     def boundary(self, step: int) -> None:
         """Training thread: mark the end of ``step`` (the start of ``step + 1``) on the device."""
+        if len(self._pending) >= self.max_pending:  # the writer is behind: this step goes unmeasured
+            self.dropped += 1
+            self._gap = True
+            return
         ev = self._pool.pop() if self._pool else self._torch.cuda.Event(enable_timing=True)
         ev.record()
-        if len(self._pending) >= self.max_pending:
-            self._pending.popleft()
-            self.dropped += 1
-        self._pending.append((step, ev))
+        self._pending.append((step, ev, self._gap))  # after a gap the period is unknown
+        self._gap = False
 
     def resolve(self) -> list[tuple[int, int, int]]:
         """Writer thread: (rank, step, device_ns) for every step whose end event completed."""
         out = []
         while self._pending and self._pending[0][1].query():
-            step, ev = self._pending.popleft()
+            step, ev, gap = self._pending.popleft()
             if self._last is not None:
-                out.append((self._rank, step, int(self._last.elapsed_time(ev) * 1e6)))
+                if not gap:
+                    out.append((self._rank, step, int(self._last.elapsed_time(ev) * 1e6)))
                 self._pool.append(self._last)
             self._last = ev
         return out

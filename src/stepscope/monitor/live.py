@@ -34,7 +34,8 @@ class LiveDetector(threading.Thread):
         self.cfg = cfg
         self.on_anomaly = on_anomaly
         self._stop_event = threading.Event()
-        self._reported: set[tuple[str, int, int]] = set()
+        self._reported: dict[tuple[str, int], tuple[int, int]] = {}  # (kind, rank) -> last episode
+        self._warned: set[str] = set()
         self._captures = 0
         self._last_capture_s = -math.inf
         self._pending: dict[Path, float] = {}  # capture dir -> planned at (monotonic s)
@@ -42,58 +43,84 @@ class LiveDetector(threading.Thread):
         self._last: int | None = None
 
     def run(self) -> None:
-        while not self._stop_event.wait(self.cfg.detect_interval_s):
+        """Every ``detect_interval_s``, or 10x the last pass's time if longer: the detector takes at
+        most about a tenth of the leader's CPU (and GIL), however many ranks it reads."""
+        wait_s = self.cfg.detect_interval_s
+        while not self._stop_event.wait(wait_s):
+            t0 = time.monotonic()
             try:
                 self.tick()
             except Exception as exc:
                 log.warning("stepscope monitor: the live detector stopped (%s: %s)", type(exc).__name__, exc)
                 return
+            wait_s = max(self.cfg.detect_interval_s, 10.0 * (time.monotonic() - t0))
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop_event.set()
         if self.is_alive():
             self.join(timeout_s)
 
-    def tick(self) -> None:
+    def tick(self, *, plan: bool = True) -> None:
+        """One pass. A rank file that cannot be read now (being created, torn on a network file
+        system) is skipped with a warning, not the end of detection."""
         from .detect import detect
         from .store import load_run, rank_files
 
         if not rank_files(self.run_dir):
             return
         since = None if self._last is None else max(0, self._last - self.cfg.history_steps)
-        run = load_run(self.run_dir, since_step=since)
+        run = load_run(self.run_dir, since_step=since, skip_unreadable=True)
+        for w in run.warnings:
+            if w not in self._warned and len(self._warned) < 100:
+                self._warned.add(w)
+                log.warning("stepscope monitor: %s", w)
         if run.n_steps == 0:
             return
         self._last = int(run.steps["step"].max())
         det = detect(run, self.cfg.thresholds)
         active_from = self._last - self.cfg.thresholds.persist_m
         for a in sorted(det.anomalies, key=lambda a: _PRIORITY[a.kind]):
-            key = (a.kind, a.rank, a.first_step)
-            if key in self._reported:
+            if not self._is_new(a.kind, a.rank, a.first_step, a.last_step):
                 continue
-            self._reported.add(key)
             self.on_anomaly(a.as_dict())
-            if a.last_step >= active_from:  # a capture sees the steps ahead: only for what still goes on
-                self._plan_capture(a.as_dict(), det.worst_ranks, self._last, run.meta)
+            if plan and a.last_step >= active_from:  # a capture sees the steps ahead: only for what goes on
+                self._plan_capture(a.as_dict(), det, self._last, run.meta)
         self._analyze_finished()
 
-    def _plan_capture(
-        self, a: dict[str, Any], worst: tuple[dict[str, object], ...], last: int, meta: dict[int, Any]
-    ) -> None:
-        """The implicated ranks (a straggler: that rank; a job-wide event: its lead rank) and one
-        healthy peer, from the first multiple of ``round_to`` at least ``lead_steps`` ahead."""
+    def _is_new(self, kind: str, rank: int, first: int, last: int) -> bool:
+        """Whether an episode is not one already reported: the same (kind, rank) continuing or
+        overlapping the last one reported (windows slide, so its first step moves) is not new."""
+        key = (kind, rank)
+        seen = self._reported.get(key)
+        self._reported[key] = (
+            (first, last)
+            if seen is None or first > seen[1] + self.cfg.thresholds.persist_m
+            else (
+                seen[0],
+                max(last, seen[1]),
+            )
+        )
+        return seen is None or first > seen[1] + self.cfg.thresholds.persist_m
+
+    def _plan_capture(self, a: dict[str, Any], det: Any, last: int, meta: dict[int, Any]) -> None:
+        """The anomaly's rank and one healthy peer, from the first multiple of ``round_to`` far
+        enough ahead for every rank to read the plan first: ``lead_steps``, or as many steps as
+        two flush and detector intervals take at the median step time, if more."""
         c = self.cfg.capture
         now = time.monotonic()
         if not c.enabled or self._captures >= c.max_captures or now - self._last_capture_s < c.cooldown_s:
             return
-        ranks = {int(a["rank"])}
-        implicated = set(a["ranks"])
-        healthy = [int(str(w["rank"])) for w in reversed(worst) if int(str(w["rank"])) not in implicated]
-        others = sorted(set(meta) - implicated)
-        peer = healthy[0] if healthy else (others[0] if others else None)
+        ranks = {int(a["rank"])}  # of a job-wide event, the rank whose own time rose: the others waited
+        worst = {int(str(w["rank"])) for w in det.worst_ranks}
+        others = sorted(set(meta) - ranks)
+        healthy = [r for r in others if r not in worst]
+        peer = healthy[0] if healthy else (others[-1] if others else None)
         if peer is not None:
             ranks.add(peer)
-        start = int(math.ceil((last + c.lead_steps) / c.round_to) * c.round_to)
+        step_s = max((float(s.dur_ns[-20:].mean()) / 1e9 for s in det.series if s.dur_ns.size), default=0.0)
+        latency_s = 2 * (self.cfg.flush_interval_s + self.cfg.detect_interval_s)
+        lead = max(c.lead_steps, math.ceil(latency_s / step_s) if step_s > 0 else 0)
+        start = int(math.ceil((last + lead) / c.round_to) * c.round_to)
         self._captures += 1
         self._last_capture_s = now
         cid = f"capture-{self._captures:03d}-step{start}"
@@ -140,6 +167,9 @@ class LiveDetector(threading.Thread):
         """At the monitor's end: wait (at most ``timeout_s``) for the other ranks' captures to end,
         analyze them, and wait for the analyses."""
         deadline = time.monotonic() + timeout_s
+        for d in list(self._pending):  # no rank took it up (they ended first): nothing to wait for
+            if not any(d.glob("rank-*.done")) and not any(d.glob("rank-*.failed")):
+                del self._pending[d]
         while self._pending and time.monotonic() < deadline:
             self._analyze_finished()
             if self._pending:

@@ -135,3 +135,6 @@ class TimedLoader:
 
     def __len__(self) -> int:
         return len(self._iterable)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._iterable, name)

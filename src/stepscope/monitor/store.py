@@ -53,9 +53,10 @@ def rank_files(run_dir: Path) -> list[tuple[int, Path]]:
     return files
 
 
-def load_run(run_dir: str | Path, *, since_step: int | None = None) -> RunData:
+def load_run(run_dir: str | Path, *, since_step: int | None = None, skip_unreadable: bool = False) -> RunData:
     """Every rank's records in ``run_dir``; with ``since_step``, only steps from it on (what a live
-    detector needs; events and meta are read whole)."""
+    detector needs; events and meta are read whole). ``skip_unreadable``: a rank file that cannot be
+    read is left out with a warning instead of an error (the live detector, while ranks write)."""
     d = Path(run_dir)
     if not d.is_dir():
         raise InputError("not a directory", path=str(d), fix="give the run directory the job passed to Monitor(...)")
@@ -69,16 +70,33 @@ def load_run(run_dir: str | Path, *, since_step: int | None = None) -> RunData:
     parts: list[dict[str, Any]] = []
     warnings: list[str] = []
     for rank, p in files:
-        part = _read_sqlite(p, since_step) if p.suffix == ".db" else _read_jsonl(p, warnings, since_step)
+        try:
+            part = _read_sqlite(p, since_step) if p.suffix == ".db" else _read_jsonl(p, warnings, since_step)
+        except (InputError, OSError) as exc:
+            if not skip_unreadable:
+                raise
+            warnings.append(f"{p}: skipped for now ({exc})")
+            continue
         part["meta"].setdefault("rank", rank)
         parts.append(part)
     return _combine(str(d), parts, warnings)
 
 
+def _connect(p: Path) -> sqlite3.Connection:
+    """Read-only. A copied run directory without the ``-shm`` file beside a database, in a directory
+    not writable, cannot be opened so; then as ``immutable`` (nothing writes it any more)."""
+    try:
+        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=5.0)
+        db.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+        return db
+    except sqlite3.OperationalError:
+        return sqlite3.connect(f"file:{p}?immutable=1", uri=True)
+
+
 def _read_sqlite(p: Path, since: int | None) -> dict[str, Any]:
     where = "" if since is None else f" WHERE step >= {int(since)}"
     try:
-        db = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=5.0)
+        db = _connect(p)
         try:
             steps = db.execute(f"SELECT {', '.join(STEP_COLUMNS)} FROM steps{where}").fetchall()
             colls = db.execute(f"SELECT {', '.join(COLLECTIVE_COLUMNS)} FROM collectives{where}").fetchall()
@@ -98,6 +116,7 @@ def _read_jsonl(p: Path, warnings: list[str], since: int | None) -> dict[str, An
     out: dict[str, Any] = {"steps": [], "colls": [], "devs": [], "events": [], "meta": {}}
     text = p.read_text(encoding="utf-8", errors="replace")
     lines = text.split("\n")
+    bad = 0
     for i, line in enumerate(lines):
         if not line.strip():
             continue
@@ -105,10 +124,14 @@ def _read_jsonl(p: Path, warnings: list[str], since: int | None) -> dict[str, An
             rec = json.loads(line)
             kind = rec["t"]
         except (json.JSONDecodeError, KeyError, TypeError):
-            if i == len(lines) - 1:  # cut inside the last line: read up to it
+            bad += 1
+            if bad == 1 and i == len(lines) - 1:
                 warnings.append(f"{p}: the last line is cut short (the job was killed while writing?); read up to it")
-                break
-            raise InputError(f"line {i + 1} is not a monitor record", path=str(p), fix="remove the file") from None
+            elif bad == 1:  # a job killed mid-line, then restarted into the same directory
+                warnings.append(
+                    f"{p}: line {i + 1} is not a monitor record (a job killed mid-line and restarted?); skipped"
+                )
+            continue
         if kind == "step":
             out["steps"].append(tuple(rec.get(c) for c in STEP_COLUMNS))
         elif kind == "coll":
@@ -119,6 +142,10 @@ def _read_jsonl(p: Path, warnings: list[str], since: int | None) -> dict[str, An
             out["events"].append(rec["event"])
         elif kind == "meta":
             out["meta"].update(rec["meta"])
+    if bad and not (out["steps"] or out["meta"] or out["events"]):
+        raise InputError(
+            "not monitor records (no line parses)", path=str(p), fix="remove the file from the run directory"
+        )
     if since is not None:
         for key in ("steps", "colls", "devs"):
             out[key] = [r for r in out[key] if r[1] >= since]

@@ -43,7 +43,7 @@ def detect(run: RunData, cfg: DetectConfig) -> Detection:
     found: list[Anomaly] = []
     for det in PER_RANK:
         per_kind = [a for s in series for a in det(s, cfg)]
-        rise = {a.rank: _own_rise(series, a) for a in per_kind}
+        rise = {(a.rank, a.first_step): _own_rise(series, a) for a in per_kind}
         found += merge_job_wide(per_kind, rise)
     strag, worst = straggler.detect(series, cfg)
     found += strag

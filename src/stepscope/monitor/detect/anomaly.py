@@ -70,7 +70,7 @@ def episodes(flag: np.ndarray, k: int, m: int) -> list[Episode]:
     if idx.size < k:
         return []
     counts = np.convolve(flag.astype(np.int64), np.ones(m, dtype=np.int64))[: flag.size]  # flags in (i-m, i]
-    breaks = np.flatnonzero(np.diff(idx) >= m) + 1
+    breaks = np.flatnonzero(np.diff(idx) > m) + 1  # m unflagged entries between: a new episode
     out = []
     for group in np.split(idx, breaks):
         lo, hi = int(group[0]), int(group[-1])
@@ -86,10 +86,10 @@ def overlap(a: tuple[int, int], b: tuple[int, int]) -> float:
     return max(0, inter) / max(1, min(a[1] - a[0] + 1, b[1] - b[0] + 1))
 
 
-def merge_job_wide(found: list[Anomaly], own_excess: dict[int, float]) -> list[Anomaly]:
+def merge_job_wide(found: list[Anomaly], own_excess: dict[tuple[int, int], float]) -> list[Anomaly]:
     """Per-rank anomalies of one kind that overlap by half or more are one job-wide event: one
-    anomaly listing every rank, attributed to the rank with the largest ``own_excess`` (its own
-    time's rise; the others rose because they waited for it)."""
+    anomaly listing every rank, attributed to the rank with the largest ``own_excess`` (keyed by
+    (rank, first step): its own time's rise; the others rose because they waited for it)."""
     groups: list[list[Anomaly]] = []
     for a in sorted(found, key=lambda a: (a.first_step, a.rank)):
         for g in groups:
@@ -103,7 +103,7 @@ def merge_job_wide(found: list[Anomaly], own_excess: dict[int, float]) -> list[A
         if len(g) == 1:
             out.append(g[0])
             continue
-        lead = max(g, key=lambda a: (own_excess.get(a.rank, 0.0), -a.rank))
+        lead = max(g, key=lambda a: (own_excess.get((a.rank, a.first_step), 0.0), -a.rank))
         ranks = tuple(sorted({a.rank for a in g}))
         first, last = min(a.first_step for a in g), max(a.last_step for a in g)
         out.append(
