@@ -128,7 +128,9 @@ def test_long_series_are_thinned_and_the_page_says_so(rep: MonitorReport) -> Non
     dur = np.full(n, 100.0 * MS)
     phases = {c: np.full(n, np.nan) for c in PHASE_COLUMNS}
     series = tuple(
-        RankSeries(rank=r, step=step, dur_ns=dur, own_ns=dur, gc_ns=dur * 0, phases=phases, excluded=0, warmup=0)
+        RankSeries(
+            rank=r, step=step, dur_ns=dur, own_ns=dur, gc_ns=dur * 0, phases=phases, excluded=0, warmup=0, tagged={}
+        )
         for r in range(2)
     )
     html = monitor_html.render(dataclasses.replace(rep, series=series), {})
