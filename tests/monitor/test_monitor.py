@@ -235,3 +235,15 @@ def test_unknown_hardware_is_refused_at_construction(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="unknown hardware"):
         Monitor(tmp_path, hardware="h1000")
+
+
+def test_auto_sink_is_json_lines_across_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2 ranks per node, 4 ranks: the job spans nodes, whose leader cannot read another host's WAL
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    with Monitor(tmp_path / "multi", detect=False, rank=3, world_size=4) as mon:
+        mon.step()
+    assert (tmp_path / "multi" / "rank-00003.jsonl").is_file()
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    with Monitor(tmp_path / "single", detect=False, rank=3, world_size=4) as mon:
+        mon.step()
+    assert (tmp_path / "single" / "rank-00003.db").is_file()

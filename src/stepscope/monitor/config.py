@@ -88,7 +88,9 @@ class MonitorConfig:
 
     ``level`` 0: step time, GC pauses, peak memory, tokens; 1: plus phases (data, forward, backward,
     optimizer) from the wrapped loader and hooks on the model and optimizer; 2: plus every
-    collective call. ``queue_size`` bounds the records waiting for the writer thread (beyond it
+    collective call. ``sink="auto"``: SQLite when every rank runs on this node (``LOCAL_WORLD_SIZE``
+    equals the world size, or is unset), else JSON lines: SQLite's WAL mode needs its readers on the
+    writer's host, and the leader reads every rank's file. ``queue_size`` bounds the records waiting for the writer thread (beyond it
     records are dropped and counted). ``warmup_steps`` first steps are tagged ``warmup``.
     ``detect`` runs the live detector on rank ``leader_rank`` every ``detect_interval_s``.
     MFU (in the report) needs ``flops_per_token`` and the device's peak: ``peak_flops`` (FLOP/s),
@@ -97,7 +99,7 @@ class MonitorConfig:
     """
 
     level: Level = 0
-    sink: Literal["sqlite", "jsonl"] = "sqlite"
+    sink: Literal["auto", "sqlite", "jsonl"] = "auto"
     flush_interval_s: float = 1.0
     queue_size: int = 10_000
     warmup_steps: int = 3
@@ -119,7 +121,9 @@ class MonitorConfig:
     def __post_init__(self) -> None:
         _check(self.level in (0, 1, 2), f"level must be 0, 1 or 2, not {self.level!r}", "Monitor(run_dir, level=1)")
         _check(
-            self.sink in ("sqlite", "jsonl"), f"sink must be 'sqlite' or 'jsonl', not {self.sink!r}", "sink='sqlite'"
+            self.sink in ("auto", "sqlite", "jsonl"),
+            f"sink must be auto, sqlite or jsonl, not {self.sink!r}",
+            "sink='auto'",
         )
         _check(self.flush_interval_s > 0 and self.detect_interval_s > 0, "intervals must be > 0", "e.g. 1.0 s")
         _check(self.queue_size >= 16, "queue_size must be >= 16", "e.g. 10000")

@@ -116,7 +116,11 @@ class Monitor:
         self.world_size = self._rank_arg[1] if self._rank_arg[1] is not None else w
         self.run_dir.mkdir(parents=True, exist_ok=True)
         cfg = self.config
-        sink = open_sink(cfg.sink, self.run_dir, self.rank)
+        kind = cfg.sink
+        if kind == "auto":
+            local = os.environ.get("LOCAL_WORLD_SIZE", "")
+            kind = "sqlite" if not local.isdigit() or int(local) >= self.world_size else "jsonl"
+        sink = open_sink(kind, self.run_dir, self.rank)
         self._writer = Writer(
             sink=sink,
             steps=self._steps,
@@ -359,7 +363,8 @@ class Monitor:
     @property
     def dropped(self) -> int:
         """Records dropped because the writer fell behind or failed."""
-        return self._steps.dropped + self._colls.dropped
+        lost = self._writer.lost if self._writer is not None else 0
+        return self._steps.dropped + self._colls.dropped + lost
 
     # -- called by the writer thread -------------------------------------------------------------
     def _resolve_devices(self) -> list[tuple[int, int, int]]:

@@ -72,6 +72,7 @@ class Writer(threading.Thread):
         self._stop_event = threading.Event()
         self.failed = False
         self.written = 0
+        self.lost = 0  # step records taken from the queue and not written (the sink failed)
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval_s):
@@ -88,7 +89,7 @@ class Writer(threading.Thread):
         colls = self.collectives.take_all()
         events = self.events.take_all()
         if self.failed:
-            self.steps.dropped += len(rows)
+            self.lost += len(rows)
             return
         try:
             devs = self._devices() if self._devices else []
@@ -98,7 +99,7 @@ class Writer(threading.Thread):
             self.written += len(rows)
         except Exception as exc:  # a full disk, a removed run directory: stop writing, never raise
             self.failed = True
-            self.steps.dropped += len(rows)
+            self.lost += len(rows)
             log.warning(
                 "stepscope monitor: writing %s failed (%s); the rest of the run is not recorded", self.sink.path, exc
             )
