@@ -197,3 +197,17 @@ def test_episode_ends_after_m_unflagged_steps() -> None:
     flags[[7, 8, 9]] = False
     flags[[8, 9, 10]] = True  # 5 unflagged between: two
     assert [(e.first, e.last) for e in episodes(flags, 3, 5)] == [(0, 2), (8, 10)]
+
+
+def test_straggler_names_the_collective_its_peers_wait_in(tmp_path: Path) -> None:
+    from stepscope.monitor.sinks import open_sink
+
+    _straggler_run(tmp_path, level=2)
+    for r in range(4):  # all_reduce takes the whole wait: 10 ms, and 30 on the peers from step 30
+        rows = [(r, i, "all_reduce", 1, int((10.0 if (r == 2 or i < 30) else 30.0) * 1e6), 4096) for i in range(60)]
+        s = open_sink("sqlite", tmp_path, r)
+        s.write(collectives=rows)
+        s.close()
+    (s,) = _kinds(report(tmp_path), "straggler")
+    assert s.evidence["collectives"] == {"all_reduce": {"rank_ms": 10.0, "peers_ms": 30.0}}
+    assert "its peers wait for it in all_reduce (30.0 ms per step against 10.0)" in s.message

@@ -46,7 +46,7 @@ def detect(run: RunData, cfg: DetectConfig) -> Detection:
         rise = {(a.rank, a.first_step): _own_rise(series, a) for a in per_kind}
         found += merge_job_wide(per_kind, rise)
     strag, worst = straggler.detect(series, cfg)
-    found += strag
+    found += [straggler.with_collectives(a, run.collectives) for a in strag]
     levels = {int(m.get("level", 0)) for m in run.meta.values()}
     if len(series) > 1 and max(levels, default=0) < 2:
         notes.append(

@@ -12,7 +12,7 @@ with the phase that holds most of their excess.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -133,3 +133,28 @@ def worst(g: Grid, ratio: np.ndarray, cfg: DetectConfig) -> list[dict[str, objec
         cause, _ = cause_of(g, int(i), cols)
         rows.append({"rank": int(g.ranks[i]), "own_over_peers_ratio": round(float(med[i]), 4), "cause": cause})
     return rows
+
+
+def with_collectives(a: Anomaly, coll: dict[str, np.ndarray]) -> Anomaly:
+    """A straggler's evidence in the collectives (level 2): per kind, the median time per step the
+    straggler and its peers spent in it over the episode. The peers' is the longer: they wait for
+    it there. The kind where they wait most is named in the message."""
+    if not coll["rank"].size:
+        return a
+    sel = (coll["step"] >= a.first_step) & (coll["step"] <= a.last_step)
+    per_op: dict[str, dict[str, float]] = {}
+    for op in np.unique(coll["op"][sel]):
+        m = sel & (coll["op"] == op)
+        mine, peers = coll["host_ns"][m & (coll["rank"] == a.rank)], coll["host_ns"][m & (coll["rank"] != a.rank)]
+        if mine.size and peers.size:
+            per_op[str(op)] = {
+                "rank_ms": round(float(np.median(mine)) / 1e6, 3),
+                "peers_ms": round(float(np.median(peers)) / 1e6, 3),
+            }
+    if not per_op:
+        return a
+    op, t = max(per_op.items(), key=lambda kv: kv[1]["peers_ms"] - kv[1]["rank_ms"])
+    msg = a.message
+    if t["peers_ms"] > t["rank_ms"]:
+        msg += f"; its peers wait for it in {op} ({t['peers_ms']:.1f} ms per step against {t['rank_ms']:.1f})"
+    return replace(a, message=msg, evidence={**a.evidence, "collectives": per_op})
