@@ -152,25 +152,18 @@ def _read_jsonl(p: Path, warnings: list[str], since: int | None) -> dict[str, An
     return out
 
 
-def _float(rows: list[tuple[Any, ...]], j: int) -> np.ndarray:
-    return np.array([np.nan if r[j] is None else r[j] for r in rows], dtype=np.float64)
-
-
-def _int(rows: list[tuple[Any, ...]], j: int) -> np.ndarray:
-    return np.array([r[j] for r in rows], dtype=np.int64)
-
-
-def _columns(
-    rows: list[tuple[Any, ...]], names: tuple[str, ...], ints: set[str], strs: set[str]
-) -> dict[str, np.ndarray]:
+def _columns(rows: list[tuple[Any, ...]], names: tuple[str, ...], ints: set[str], strs: set[str]) -> dict[str, np.ndarray]:
+    """Rows -> one array per column, converted by numpy (None -> NaN in the float columns)."""
+    table = np.array(rows, dtype=object).reshape(len(rows), len(names))
     cols: dict[str, np.ndarray] = {}
     for j, c in enumerate(names):
+        col = table[:, j]
         if c in strs:
-            cols[c] = np.array([r[j] or "" for r in rows], dtype=object)
+            cols[c] = np.where(col == None, "", col).astype(object)  # noqa: E711 - elementwise
         elif c in ints:
-            cols[c] = _int(rows, j)
+            cols[c] = col.astype(np.int64)
         else:
-            cols[c] = _float(rows, j)
+            cols[c] = col.astype(np.float64)
     return cols
 
 

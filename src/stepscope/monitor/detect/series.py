@@ -78,7 +78,7 @@ IQR_TO_SIGMA = 1 / 1.349
 def noise_scale(x: np.ndarray, axis: int | None = None) -> np.ndarray:
     """Robust noise: the interquartile range over 1.349 (a standard deviation for normal noise).
     Not the median absolute deviation, which is 0 for a short two-valued series."""
-    q1, q3 = np.nanpercentile(x, [25.0, 75.0], axis=axis)
+    q1, q3 = np.percentile(x, [25.0, 75.0], axis=axis)  # step times: never NaN
     return np.asarray((q3 - q1) * IQR_TO_SIGMA)
 
 
