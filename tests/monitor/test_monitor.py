@@ -247,3 +247,54 @@ def test_auto_sink_is_json_lines_across_nodes(tmp_path: Path, monkeypatch: pytes
     with Monitor(tmp_path / "single", detect=False, rank=3, world_size=4) as mon:
         mon.step()
     assert (tmp_path / "single" / "rank-00003.db").is_file()
+
+
+def _plan(run_dir: Path, start: int, steps: int, ranks: list[int]) -> Path:
+    d = run_dir / "captures" / "capture-test"
+    d.mkdir(parents=True)
+    (d / "plan.json").write_text(
+        json.dumps({"id": "capture-test", "start_step": start, "steps": steps, "ranks": ranks, "reason": "test"})
+    )
+    return d
+
+
+def _wait_for_plan(mon: Monitor) -> None:
+    """Until the writer thread has read the plan (a hang guard, not a timing)."""
+    for _ in range(2000):
+        if mon._capture is not None and mon._capture._plan is not None:
+            return
+        time.sleep(0.005)
+    raise AssertionError("the plan was never read")
+
+
+def test_jax_capture_is_an_xplane_profile(tmp_path: Path) -> None:
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from stepscope.monitor import CaptureConfig
+
+    d = _plan(tmp_path, start=10, steps=2, ranks=[0])
+    f = jax.jit(lambda x: (x @ x).sum())
+    x = jnp.ones((64, 64))
+    cap = CaptureConfig(backend="jax", analyze=False)
+    with Monitor(tmp_path, detect=False, flush_interval_s=0.01, capture=cap) as mon:
+        _wait_for_plan(mon)
+        for _ in range(30):
+            mon.step(wait_for=f(x))
+    done = json.loads((d / "rank-0.done").read_text())
+    assert done["trace"] == "rank-0"
+    assert list((d / "rank-0").rglob("*.xplane.pb"))
+    tags = list(load_run(tmp_path).steps["tags"])
+    assert tags[10] == "profiling" and tags[11] == "profiling" and tags[9] == ""
+    assert main(["analyze", str(d / "rank-0"), "--json", str(tmp_path / "a.json")]) == 0
+
+
+def test_late_plan_is_marked_failed(tmp_path: Path) -> None:
+    with Monitor(tmp_path, detect=False, flush_interval_s=0.01) as mon:
+        for _ in range(5):
+            mon.step()
+        d = _plan(tmp_path, start=3, steps=2, ranks=[0])  # step 3 has passed
+        _wait_for_plan(mon)
+        mon.step()
+    reason = json.loads((d / "rank-0.failed").read_text())["reason"]
+    assert "after its start step 3" in reason

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -83,7 +84,7 @@ class CaptureController:
                         f"the plan arrived after its start step {plan['start_step']} (this rank was at {n + 1})"
                     )
             else:
-                self._prof.step()  # closes ProfilerStep#k; after the last, the schedule ends the record
+                self._prof.step()  # torch: closes ProfilerStep#k; after the last, the schedule ends the record
                 self._left -= 1
                 if self._left == 0:
                     self._stop()
@@ -97,19 +98,13 @@ class CaptureController:
             self._finish(f"the profiler failed: {type(exc).__name__}: {exc}")
 
     def _start(self) -> None:
-        import torch
-        from torch.profiler import ProfilerActivity, profile, schedule
-
-        acts = [ProfilerActivity.CPU]
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            acts.append(ProfilerActivity.CUDA)
-        self._left = int(self._plan["steps"]) if self._plan else 1
-        # a schedule makes the profiler mark each step (ProfilerStep#k), which analyze splits on
-        with warnings.catch_warnings():  # "won't be using warmup": the steps before ran unprofiled anyway
-            warnings.simplefilter("ignore", UserWarning)
-            sched = schedule(wait=0, warmup=0, active=self._left, repeat=1)
-        self._prof = profile(activities=acts, record_shapes=True, schedule=sched)
-        self._prof.start()
+        assert self._plan is not None
+        self._left = int(self._plan["steps"])
+        backend = self.cfg.backend
+        if backend == "auto":
+            backend = "torch" if "torch" in sys.modules else "jax"
+        session = TorchSession if backend == "torch" else JaxSession
+        self._prof = session(self._left, Path(self._plan["dir"]) / f"rank-{self.rank}")
 
     def _stop(self) -> None:
         prof, plan = self._prof, self._plan
@@ -124,17 +119,18 @@ class CaptureController:
 
     def _export(self, prof: Any, plan: dict[str, Any]) -> None:
         d = Path(plan["dir"])
-        out = d / f"rank-{self.rank}.json"
         try:
-            prof.export_chrome_trace(str(out))
-            size = out.stat().st_size
+            out = prof.export()
+            files = [out] if out.is_file() else [f for f in out.rglob("*") if f.is_file()]
+            size = sum(f.stat().st_size for f in files)
             if size > self.cfg.max_trace_bytes:
-                out.unlink()
+                for f in files:
+                    f.unlink()
                 write_json_atomic(d / f"rank-{self.rank}.failed", {"reason": f"trace of {size} bytes over the limit"})
                 return
             write_json_atomic(d / f"rank-{self.rank}.done", {"trace": out.name, "bytes": size})
         except Exception as exc:
-            log.warning("stepscope monitor: exporting the capture %s failed (%s)", out, exc)
+            log.warning("stepscope monitor: exporting the capture in %s failed (%s)", d, exc)
             write_json_atomic(d / f"rank-{self.rank}.failed", {"reason": f"{type(exc).__name__}: {exc}"})
         finally:
             with self._lock:
@@ -154,3 +150,53 @@ class CaptureController:
             self._finish(f"the run ended before the start step {self._plan['start_step']}")
         for t in self._exports:
             t.join(timeout_s)
+
+
+class TorchSession:
+    """``torch.profiler`` over ``steps`` steps; a schedule makes it mark each step
+    (``ProfilerStep#k``), which ``analyze`` splits on. Exported as ``<stem>.json``."""
+
+    def __init__(self, steps: int, stem: Path) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        acts = [ProfilerActivity.CPU]
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            acts.append(ProfilerActivity.CUDA)
+        with warnings.catch_warnings():  # "won't be using warmup": the steps before ran unprofiled anyway
+            warnings.simplefilter("ignore", UserWarning)
+            sched = schedule(wait=0, warmup=0, active=steps, repeat=1)
+        self._out = stem.with_suffix(".json")
+        self._prof = profile(activities=acts, record_shapes=True, schedule=sched)
+        self._prof.start()
+
+    def step(self) -> None:
+        self._prof.step()
+
+    def stop(self) -> None:
+        self._prof.stop()
+
+    def export(self) -> Path:
+        self._prof.export_chrome_trace(str(self._out))
+        return self._out
+
+
+class JaxSession:
+    """``jax.profiler`` trace into the directory ``<stem>/`` (an XPlane profile ``analyze`` reads);
+    JAX marks no steps, so the captured steps are analyzed as one window."""
+
+    def __init__(self, steps: int, stem: Path) -> None:
+        import jax
+
+        self._jax = jax
+        self._dir = stem
+        jax.profiler.start_trace(str(stem))
+
+    def step(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        self._jax.profiler.stop_trace()
+
+    def export(self) -> Path:
+        return self._dir

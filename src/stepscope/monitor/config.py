@@ -65,9 +65,11 @@ class CaptureConfig:
     ranks and one healthy peer. Every rank starts at the same step, the first multiple of
     ``round_to`` at least ``lead_steps`` after the last step seen (no collective needed: each rank
     reads the plan from the run directory). At most ``max_captures`` per run, ``cooldown_s`` apart;
-    a trace over ``max_trace_bytes`` is deleted and the capture marked failed."""
+    a trace over ``max_trace_bytes`` is deleted and the capture marked failed. ``backend``: the
+    profiler, ``torch.profiler`` or ``jax.profiler`` (``auto``: torch when the job imported it)."""
 
     enabled: bool = True
+    backend: Literal["auto", "torch", "jax"] = "auto"
     steps: int = 3
     round_to: int = 10
     lead_steps: int = 5

@@ -150,7 +150,7 @@ class LiveDetector(threading.Thread):
             if len(ended) < len(ranks) and time.monotonic() - planned < 600:
                 continue
             del self._pending[d]
-            traces = [str(d / f"rank-{r}.json") for r in ranks if (d / f"rank-{r}.done").exists()]
+            traces = [str(d / _trace_name(d, r)) for r in ranks if (d / f"rank-{r}.done").exists()]
             if not traces:
                 continue
             cmd = [sys.executable, "-m", "stepscope", "analyze", *traces, "--json", str(d / "analysis.json")]
@@ -184,3 +184,12 @@ def _read_plan(d: Path) -> dict[str, Any]:
         return dict(json.loads((d / "plan.json").read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return {}
+
+
+def _trace_name(d: Path, rank: int) -> str:
+    import json
+
+    try:
+        return str(json.loads((d / f"rank-{rank}.done").read_text(encoding="utf-8"))["trace"])
+    except (OSError, ValueError, KeyError):
+        return f"rank-{rank}.json"

@@ -152,7 +152,9 @@ def _read_jsonl(p: Path, warnings: list[str], since: int | None) -> dict[str, An
     return out
 
 
-def _columns(rows: list[tuple[Any, ...]], names: tuple[str, ...], ints: set[str], strs: set[str]) -> dict[str, np.ndarray]:
+def _columns(
+    rows: list[tuple[Any, ...]], names: tuple[str, ...], ints: set[str], strs: set[str]
+) -> dict[str, np.ndarray]:
     """Rows -> one array per column, converted by numpy (None -> NaN in the float columns)."""
     table = np.array(rows, dtype=object).reshape(len(rows), len(names))
     cols: dict[str, np.ndarray] = {}

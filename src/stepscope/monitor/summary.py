@@ -112,11 +112,30 @@ def _captures(run: RunData) -> tuple[dict[str, Any], ...]:
             except (OSError, json.JSONDecodeError):
                 continue
             d = plan.parent
-            p["traces"] = sorted(x.name for x in d.glob("rank-*.json"))
+            p["traces"] = sorted(_done_trace(x) for x in d.glob("rank-*.done"))
+            p["failed"] = {x.stem: _reason(x) for x in sorted(d.glob("rank-*.failed"))}
             p["analysis"] = str(d / "analysis.json") if (d / "analysis.json").is_file() else None
             p["findings"] = str(d / "findings.txt") if (d / "findings.txt").is_file() else None
             out.append(p)
     return tuple(out)
+
+
+def _done_trace(marker: Path) -> str:
+    import json
+
+    try:
+        return str(json.loads(marker.read_text(encoding="utf-8"))["trace"])
+    except (OSError, ValueError, KeyError):
+        return marker.stem + ".json"
+
+
+def _reason(marker: Path) -> str:
+    import json
+
+    try:
+        return str(json.loads(marker.read_text(encoding="utf-8"))["reason"])
+    except (OSError, ValueError, KeyError):
+        return "unknown"
 
 
 def summarize(run: RunData, cfg: DetectConfig | None = None) -> MonitorReport:
