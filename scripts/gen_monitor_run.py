@@ -62,6 +62,7 @@ def _worker(rank: int, a: argparse.Namespace) -> None:
         detect_interval_s=0.25,
         capture=capture,
         tokens_per_step=32,
+        detector_wait_s=300.0,  # rank 0 returns once the detector's last pass and analyses are written
     ) as mon:
         data = [(torch.randn(32, 64), torch.randn(32, 8)) for _ in range(8)]
         batches = (data[i % len(data)] for i in range(a.steps))

@@ -94,7 +94,9 @@ class MonitorConfig:
     equals the world size, or is unset), else JSON lines: SQLite's WAL mode needs its readers on the
     writer's host, and the leader reads every rank's file. ``queue_size`` bounds the records waiting for the writer thread (beyond it
     records are dropped and counted). ``warmup_steps`` first steps are tagged ``warmup``.
-    ``detect`` runs the live detector on rank ``leader_rank`` every ``detect_interval_s``.
+    ``detect`` runs the live detector in a process beside rank ``leader_rank``, every
+    ``detect_interval_s``; at the end ``close()`` waits ``detector_wait_s`` for its last pass and
+    the analyses of captures (0: it finishes on its own).
     MFU (in the report) needs ``flops_per_token`` and the device's peak: ``peak_flops`` (FLOP/s),
     else the ``mfu_dtype`` peak of ``hardware`` (a catalog name: ``h100``, ``mi300x``...), else of
     the CUDA device the job runs on, found in the catalog by its name.
@@ -107,6 +109,7 @@ class MonitorConfig:
     warmup_steps: int = 3
     detect: bool = True
     detect_interval_s: float = 5.0
+    detector_wait_s: float = 0.0
     leader_rank: int = 0
     history_steps: int = 400
     tokens_per_step: int | None = None

@@ -82,7 +82,8 @@ class Monitor:
         self._fwd_watched = False
         self._opt_watched = False
         self._capture: Any = None
-        self._live: Any = None
+        self._live: Any = None  # the detector process (leader rank)
+        self._events_offset = 0
         self._exporter: Any = None
         self._meta_sent = False
         self._t0 = 0
@@ -170,10 +171,9 @@ class Monitor:
         if cfg.prometheus_port is not None:
             self._start_exporter()
         if cfg.detect and self.rank == cfg.leader_rank:
-            from .live import LiveDetector
+            from .live import start_process
 
-            self._live = LiveDetector(self.run_dir, cfg, on_anomaly=self._on_anomaly)
-            self._live.start()
+            self._live = start_process(self.run_dir, cfg)
 
     def _start_exporter(self) -> None:
         """Each rank serves ``prometheus_port + LOCAL_RANK`` (0: any free port). A port in use or a
@@ -191,20 +191,20 @@ class Monitor:
             log.warning("stepscope monitor: no Prometheus exporter (%s)", exc)
             return
         self._writer.hooks.append(self._exporter.observe_steps)
+        self._writer.hooks.append(self._count_anomalies)
 
     def close(self) -> None:
         """Flush and stop everything the monitor started. Never raises. The order: hooks off, the
-        leader's detector thread stopped, the writer's last flush (it may still read a capture
-        plan), captures ended (a running profiler stopped, plans that will not start marked
-        failed, exports waited for), then on the leader a last look for anomalies (no new capture)
-        and the analysis of finished captures (bounded waits: the job has ended)."""
+        writer's last flush (it may still read a capture plan), captures ended (a running profiler
+        stopped, plans that will not start marked failed, exports waited for), then on the leader
+        the detector process told to end: it makes a last pass (no new capture), analyzes finished
+        captures and writes ``detector.done``, on its own time (``detector_wait_s`` waits for it)."""
         self._on = False
         for name, fn in (
             ("hooks", self._remove_probes),
-            ("detector", self._stop_live),
             ("writer", self._close_writer),
             ("capture", self._close_capture),
-            ("analysis of captures", self._finish_live),
+            ("detector", self._stop_live),
             ("sink", self._close_sink),
             ("exporter", self._close_exporter),
         ):
@@ -214,8 +214,13 @@ class Monitor:
                 log.warning("stepscope monitor: closing the %s failed (%s)", name, exc)
 
     def _stop_live(self) -> None:
-        if self._live is not None:
-            self._live.stop()
+        if self._live is None:
+            return
+        from .live import STOP_FILE
+
+        (self.run_dir / STOP_FILE).touch()
+        if self.config.detector_wait_s > 0:
+            self._live.wait(timeout=self.config.detector_wait_s)
 
     def _close_capture(self) -> None:
         if self._capture is not None:
@@ -234,11 +239,6 @@ class Monitor:
             self._jax.drain()
         if self._writer is not None:
             self._writer.stop()
-
-    def _finish_live(self) -> None:
-        if self._live is not None:
-            self._live.tick(plan=False)
-            self._live.finish()
 
     def _remove_probes(self) -> None:
         self._gc.stop()
@@ -407,8 +407,21 @@ class Monitor:
                 self._peak = (None, None)
         return self._peak
 
-    def _on_anomaly(self, anomaly: dict[str, Any]) -> None:
-        if self._writer is not None:
-            self._writer.events.put({"type": "anomaly", "time_unix_ns": time.time_ns(), **anomaly})
-        if self._exporter is not None:
-            self._exporter.observe_anomaly(str(anomaly.get("kind")), str(anomaly.get("scope", "")))
+    def _count_anomalies(self, rows: list[Any]) -> None:
+        """Writer thread: the anomalies the detector process appended since the last look, counted
+        by the exporter (only complete lines are read)."""
+        import json
+
+        from .live import EVENTS_FILE
+
+        path = self.run_dir / EVENTS_FILE
+        if self._exporter is None or not path.exists():
+            return
+        with open(path, "rb") as f:
+            f.seek(self._events_offset)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1
+        self._events_offset += end
+        for line in chunk[:end].splitlines():
+            a = json.loads(line)
+            self._exporter.observe_anomaly(str(a.get("kind")), str(a.get("cause", "")))

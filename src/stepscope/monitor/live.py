@@ -1,9 +1,11 @@
-"""The in-job detector: a thread on the leader rank that, every ``detect_interval_s``, reads the
-recent records of every rank from the run directory (out of band: no collective), runs the
-detectors, reports each new anomaly once, plans a fine capture of the implicated ranks plus one
-healthy peer for an anomaly still going on (stragglers first, then regressions, then fluctuations), and analyzes finished captures with ``stepscope analyze`` in a background process.
-
-It never touches the training thread; a failure is logged once and stops only this thread.
+"""The live detector: in its own process beside the leader rank (``Monitor`` starts it; see
+``__main__`` below), every ``detect_interval_s`` it reads the recent records of every rank from the
+run directory (out of band: no collective, and no share of the training process's GIL), runs the
+detectors, reports each new anomaly once (``detector.jsonl``), plans a fine capture of the
+implicated rank plus one healthy peer for an anomaly still going on (stragglers first, then
+regressions, then fluctuations), and analyzes finished captures with ``stepscope analyze`` in a
+background process. It ends when the job's process does (or ``detector.stop`` appears): a last
+pass, the analyses of finished captures, then ``detector.done``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import math
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,13 +28,11 @@ log = logging.getLogger("stepscope.monitor")
 _PRIORITY = {"straggler": 0, "regression": 1, "fluctuation": 2}
 
 
-class LiveDetector(threading.Thread):
+class LiveDetector:
     def __init__(self, run_dir: Path, cfg: MonitorConfig, *, on_anomaly: Callable[[dict[str, Any]], None]) -> None:
-        super().__init__(name="stepscope-monitor-detector", daemon=True)
         self.run_dir = run_dir
         self.cfg = cfg
         self.on_anomaly = on_anomaly
-        self._stop_event = threading.Event()
         self._reported: dict[tuple[str, int], tuple[int, int]] = {}  # (kind, rank) -> last episode
         self._warned: set[str] = set()
         self._captures = 0
@@ -42,23 +41,13 @@ class LiveDetector(threading.Thread):
         self._running: list[tuple[Path, subprocess.Popen[bytes]]] = []
         self._last: int | None = None
 
-    def run(self) -> None:
-        """Every ``detect_interval_s``, or 10x the last pass's time if longer: the detector takes at
-        most about a tenth of the leader's CPU (and GIL), however many ranks it reads."""
+    def run(self, alive: Callable[[], bool]) -> None:
+        """Every ``detect_interval_s``, or 10x the last pass's time if longer, while ``alive()``."""
         wait_s = self.cfg.detect_interval_s
-        while not self._stop_event.wait(wait_s):
+        while _sleep_while(alive, wait_s):
             t0 = time.monotonic()
-            try:
-                self.tick()
-            except Exception as exc:
-                log.warning("stepscope monitor: the live detector stopped (%s: %s)", type(exc).__name__, exc)
-                return
+            self.tick()
             wait_s = max(self.cfg.detect_interval_s, 10.0 * (time.monotonic() - t0))
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop_event.set()
-        if self.is_alive():
-            self.join(timeout_s)
 
     def tick(self, *, plan: bool = True) -> None:
         """One pass. A rank file that cannot be read now (being created, torn on a network file
@@ -193,3 +182,86 @@ def _trace_name(d: Path, rank: int) -> str:
         return str(json.loads((d / f"rank-{rank}.done").read_text(encoding="utf-8"))["trace"])
     except (OSError, ValueError, KeyError):
         return f"rank-{rank}.json"
+
+
+def _sleep_while(alive: Callable[[], bool], seconds: float) -> bool:
+    """Sleep ``seconds`` in short naps; False as soon as ``alive()`` is."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not alive():
+            return False
+        time.sleep(min(0.05, max(0.0, end - time.monotonic())))
+    return alive()
+
+
+#: files of the detector process in the run directory
+EVENTS_FILE = "detector.jsonl"
+CONFIG_FILE = "detector-config.json"
+STOP_FILE = "detector.stop"
+DONE_FILE = "detector.done"
+LOG_FILE = "detector.log"
+
+
+def config_to_json(cfg: MonitorConfig) -> str:
+    import dataclasses
+    import json
+
+    return json.dumps(dataclasses.asdict(cfg))
+
+
+def config_from_json(text: str) -> MonitorConfig:
+    import json
+
+    from .config import CaptureConfig, DetectConfig
+
+    d = json.loads(text)
+    d["thresholds"] = DetectConfig(**d["thresholds"])
+    d["capture"] = CaptureConfig(**d["capture"])
+    return MonitorConfig(**d)
+
+
+def start_process(run_dir: Path, cfg: MonitorConfig) -> subprocess.Popen[bytes]:
+    """The detector process for ``run_dir``, at the lowest CPU priority, one numpy thread."""
+    import os
+
+    (run_dir / CONFIG_FILE).write_text(config_to_json(cfg), encoding="utf-8")
+    (run_dir / STOP_FILE).unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "stepscope.monitor.live", str(run_dir), str(os.getpid())]
+    if shutil.which("nice"):
+        cmd = ["nice", "-n", "19", *cmd]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    with open(run_dir / LOG_FILE, "ab") as out:
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m stepscope.monitor.live RUN_DIR PARENT_PID``: detect until the parent ends."""
+    import json
+    import os
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
+    run_dir, parent = Path(argv[0]), int(argv[1])
+    cfg = config_from_json((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    events = open(run_dir / EVENTS_FILE, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+
+    def on_anomaly(a: dict[str, Any]) -> None:
+        events.write(json.dumps({"type": "anomaly", "time_unix_ns": time.time_ns(), **a}) + "\n")
+        events.flush()
+
+    det = LiveDetector(run_dir, cfg, on_anomaly=on_anomaly)
+    alive = lambda: os.getppid() == parent and not (run_dir / STOP_FILE).exists()  # noqa: E731
+    try:
+        det.run(alive)
+        det.tick(plan=False)
+        det.finish()
+    except Exception as exc:
+        log.warning("stepscope monitor: the live detector stopped (%s: %s)", type(exc).__name__, exc)
+        return 1
+    finally:
+        events.close()
+        (run_dir / DONE_FILE).write_text(str(time.time_ns()), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -79,7 +79,21 @@ def load_run(run_dir: str | Path, *, since_step: int | None = None, skip_unreada
             continue
         part["meta"].setdefault("rank", rank)
         parts.append(part)
+    parts.append(_detector_events(d, warnings))
     return _combine(str(d), parts, warnings)
+
+
+def _detector_events(d: Path, warnings: list[str]) -> dict[str, Any]:
+    """The anomalies the live detector process reported (``detector.jsonl``), as events."""
+    out: dict[str, Any] = {"steps": [], "colls": [], "devs": [], "events": [], "meta": {"rank": -1}}
+    p = d / "detector.jsonl"
+    if p.is_file():
+        for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                out["events"].append(json.loads(line))
+            except json.JSONDecodeError:
+                warnings.append(f"{p}: a line cut short; skipped")
+    return out
 
 
 def _connect(p: Path) -> sqlite3.Connection:
@@ -175,7 +189,7 @@ def _combine(run_dir: str, parts: list[dict[str, Any]], warnings: list[str]) -> 
     colls = [r for p in parts for r in p["colls"]]
     devs = [r for p in parts for r in p["devs"]]
     events = sorted((e for p in parts for e in p["events"]), key=lambda e: (e.get("time_unix_ns", 0), str(e)))
-    meta = {int(p["meta"]["rank"]): p["meta"] for p in parts}
+    meta = {int(p["meta"]["rank"]): p["meta"] for p in parts if int(p["meta"]["rank"]) >= 0}
     return RunData(
         run_dir=run_dir,
         steps=_columns(steps, STEP_COLUMNS, {"rank", "step", "start_unix_ns"}, {"tags"}),
