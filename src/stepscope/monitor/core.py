@@ -6,8 +6,8 @@
             mon.step()
 
 The training thread only reads a clock, adds to a few integers and appends one tuple to a bounded
-queue per step; a writer thread stores the records (``sinks.py``), a detector thread on one rank
-looks for anomalies (``live.py``) and plans fine captures (``capture.py``). Anything that fails
+queue per step; a writer thread stores the records (``sinks.py``), a detector process beside one
+rank looks for anomalies (``live.py``) and plans fine captures (``capture.py``). Anything that fails
 inside the monitor is logged once and turns it into "not monitored": it never raises into the loop
 and never blocks it. Ranks share nothing but files in ``run_dir``: no collective is ever called.
 """
