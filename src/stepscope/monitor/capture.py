@@ -47,6 +47,11 @@ class CaptureController:
         self._exports: list[threading.Thread] = []
 
     @property
+    def busy(self) -> bool:
+        """A plan is waiting to start or a profiler runs: ``on_step`` has work."""
+        return self._plan is not None or self._prof is not None
+
+    @property
     def active(self) -> bool:
         """A profiler runs, or a trace is being exported: the step pays for it (tagged ``profiling``)."""
         return self._prof is not None or self._exporting > 0

@@ -292,21 +292,27 @@ class Monitor:
             if fwd is not None and acc.opt_pre:
                 bwd = max(0, acc.opt_pre - self._t0 - data - fwd)
         if level >= 2:
-            wait = acc.ddp_wait_ns()
+            wait = acc.ddp_wait_ns() if acc.ddp_calls else 0
             comm = acc.comm + wait
             calls = acc.comm_calls + acc.ddp_calls
             if acc.ddp_calls:
                 acc.coll["ddp_all_reduce"] = [acc.ddp_calls, wait, 0]
-            for op, (c, ns, b) in list(acc.coll.items()):  # one C-level copy: another thread may add
-                self._colls.put((self.rank, n, op, c, ns, b))
+            if acc.coll:
+                for op, (c, ns, b) in list(acc.coll.items()):  # one C-level copy: another thread may add
+                    self._colls.put((self.rank, n, op, c, ns, b))
         gc_ns, gc_n = self._gc.take()
-        all_tags = list(acc.tags)
-        all_tags.extend((tags,) if isinstance(tags, str) else tags)
-        if self._count < self.config.warmup_steps:
-            all_tags.append("warmup")
+        cap = self._capture
+        profiling = cap is not None and cap.active
+        tag_text = ""
+        if acc.tags or tags or profiling or self._count < self.config.warmup_steps:
+            all_tags = list(acc.tags)
+            all_tags.extend((tags,) if isinstance(tags, str) else tags)
+            if self._count < self.config.warmup_steps:
+                all_tags.append("warmup")
+            if profiling:
+                all_tags.append("profiling")
+            tag_text = ",".join(all_tags)
         self._count += 1
-        if self._capture is not None and self._capture.active:
-            all_tags.append("profiling")
         mem = None
         if self._cuda_mem is not None:
             mem = int(self._cuda_mem.max_memory_allocated())
@@ -329,15 +335,15 @@ class Monitor:
                 gc_n,
                 tok,
                 mem,
-                ",".join(all_tags),
+                tag_text,
             )
         )
         if wait_for is not None:
             self._jax_boundary(n, wait_for)
         elif self._device is not None:
             self._device.boundary(n)
-        if self._capture is not None:
-            self._capture.on_step(n)
+        if cap is not None and cap.busy:
+            cap.on_step(n)
         acc.reset()
         self.step_number = n + 1
         self._t0 = t

@@ -41,6 +41,8 @@ class StepAcc:
     )
 
     def __init__(self) -> None:
+        self.coll: dict[str, list[int]] = {}
+        self.tags: list[str] = []
         self.reset()
         self.in_hook = False
 
@@ -53,11 +55,13 @@ class StepAcc:
         self.opt_pre = 0
         self.comm = 0
         self.comm_calls = 0
-        self.coll: dict[str, list[int]] = {}
+        if self.coll:  # a new dict only when one was used (no allocation on most steps)
+            self.coll = {}
         self.ddp_launch = 0
         self.ddp_done = 0
         self.ddp_calls = 0
-        self.tags: list[str] = []
+        if self.tags:
+            self.tags = []
 
     def add_collective(self, op: str, dur_ns: int, nbytes: int) -> None:
         self.comm += dur_ns
