@@ -1,11 +1,4 @@
-"""``Monitor``: cheap per-step monitoring inside the training job.
-
-    with Monitor(run_dir, level=1, model=model, optimizer=opt) as mon:
-        for batch in mon.loader(loader):
-            ...
-            mon.step()
-
-The training thread only reads a clock, adds to a few integers and appends one tuple to a bounded
+"""``Monitor``: cheap per-step monitoring inside the training job (usage: docs/monitor.md). The training thread only reads a clock, adds to a few integers and appends one tuple to a bounded
 queue per step; a writer thread stores the records (``sinks.py``), a detector process beside one
 rank looks for anomalies (``live.py``) and plans fine captures (``capture.py``). Anything that fails
 inside the monitor is logged once and turns it into "not monitored": it never raises into the loop
@@ -28,6 +21,7 @@ from .config import Level, MonitorConfig
 from .environment import catalog_peak, detect_rank
 from .gcwatch import GcWatch
 from .probes import StepAcc, TimedLoader, watch_model, watch_optimizer
+from .prometheus_events import AnomalyTail
 from .writer import BoundedQueue, Writer
 
 log = logging.getLogger("stepscope.monitor")
@@ -83,7 +77,6 @@ class Monitor:
         self._opt_watched = False
         self._capture: Any = None
         self._live: Any = None  # the detector process (leader rank)
-        self._events_offset = 0
         self._exporter: Any = None
         self._meta_sent = False
         self._t0 = 0
@@ -191,7 +184,7 @@ class Monitor:
             log.warning("stepscope monitor: no Prometheus exporter (%s)", exc)
             return
         self._writer.hooks.append(self._exporter.observe_steps)
-        self._writer.hooks.append(self._count_anomalies)
+        self._writer.hooks.append(AnomalyTail(self.run_dir, self._exporter))
 
     def close(self) -> None:
         """Flush and stop everything the monitor started. Never raises. The order: hooks off, the
@@ -200,16 +193,18 @@ class Monitor:
         the detector process told to end: it makes a last pass (no new capture), analyzes finished
         captures and writes ``detector.done``, on its own time (``detector_wait_s`` waits for it)."""
         self._on = False
+        w = self._writer
         for name, fn in (
             ("hooks", self._remove_probes),
             ("writer", self._close_writer),
-            ("capture", self._close_capture),
+            ("capture", self._capture and self._capture.close),
             ("detector", self._stop_live),
-            ("sink", self._close_sink),
-            ("exporter", self._close_exporter),
+            ("sink", w and w.sink.close),
+            ("exporter", self._exporter and self._exporter.close),
         ):
             try:
-                fn()
+                if fn:
+                    fn()
             except Exception as exc:
                 log.warning("stepscope monitor: closing the %s failed (%s)", name, exc)
 
@@ -221,18 +216,6 @@ class Monitor:
         (self.run_dir / STOP_FILE).touch()
         if self.config.detector_wait_s > 0:
             self._live.wait(timeout=self.config.detector_wait_s)
-
-    def _close_capture(self) -> None:
-        if self._capture is not None:
-            self._capture.close()
-
-    def _close_sink(self) -> None:
-        if self._writer is not None:
-            self._writer.sink.close()
-
-    def _close_exporter(self) -> None:
-        if self._exporter is not None:
-            self._exporter.close()
 
     def _close_writer(self) -> None:
         if self._jax is not None:
@@ -412,22 +395,3 @@ class Monitor:
             except Exception:
                 self._peak = (None, None)
         return self._peak
-
-    def _count_anomalies(self, rows: list[Any]) -> None:
-        """Writer thread: the anomalies the detector process appended since the last look, counted
-        by the exporter (only complete lines are read)."""
-        import json
-
-        from .live import EVENTS_FILE
-
-        path = self.run_dir / EVENTS_FILE
-        if self._exporter is None or not path.exists():
-            return
-        with open(path, "rb") as f:
-            f.seek(self._events_offset)
-            chunk = f.read()
-        end = chunk.rfind(b"\n") + 1
-        self._events_offset += end
-        for line in chunk[:end].splitlines():
-            a = json.loads(line)
-            self._exporter.observe_anomaly(str(a.get("kind")), str(a.get("cause", "")))
