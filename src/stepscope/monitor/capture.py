@@ -26,6 +26,20 @@ from .config import CaptureConfig
 log = logging.getLogger("stepscope.monitor")
 
 
+def read_json(path: Path) -> dict[str, Any]:
+    """A capture file (plan, ``.done`` or ``.failed`` marker) as a dict; {} when missing or torn."""
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def trace_name(marker: Path) -> str:
+    """The trace a ``rank-N.done`` marker names (a file, or a JAX profile directory)."""
+    return str(read_json(marker).get("trace") or marker.stem + ".json")
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1), encoding="utf-8")
@@ -65,10 +79,7 @@ class CaptureController:
             if cid in self._seen:
                 continue
             self._seen.add(cid)
-            try:
-                plan = json.loads(plan_file.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                continue
+            plan = read_json(plan_file)
             if self.rank in plan.get("ranks", ()):
                 plan["dir"] = str(plan_file.parent)
                 self._plan = plan

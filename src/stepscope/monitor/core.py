@@ -366,6 +366,7 @@ class Monitor:
             self._meta_sent = True
             cfg = self.config
             torch = sys.modules.get("torch")
+            peak, source = self._device_peak()
             meta.update(
                 rank=self.rank,
                 world_size=self.world_size,
@@ -377,8 +378,8 @@ class Monitor:
                 torch_version=getattr(torch, "__version__", None),
                 tokens_per_step=cfg.tokens_per_step,
                 flops_per_token=cfg.flops_per_token,
-                peak_flops=self._device_peak()[0],
-                peak_flops_source=self._device_peak()[1],
+                peak_flops=peak,
+                peak_flops_source=source,
                 forward_watched=self._fwd_watched,
                 optimizer_watched=self._opt_watched,
                 collectives_watched=self._patch is not None,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .capture import write_json_atomic
+from .capture import read_json, trace_name, write_json_atomic
 from .config import MonitorConfig
 
 log = logging.getLogger("stepscope.monitor")
@@ -133,13 +133,13 @@ class LiveDetector:
         if not self.cfg.capture.analyze:
             return
         for d, planned in list(self._pending.items()):
-            plan = _read_plan(d)
+            plan = read_json(d / "plan.json")
             ranks = plan.get("ranks", [])
             ended = [r for r in ranks if (d / f"rank-{r}.done").exists() or (d / f"rank-{r}.failed").exists()]
             if len(ended) < len(ranks) and time.monotonic() - planned < 600:
                 continue
             del self._pending[d]
-            traces = [str(d / _trace_name(d, r)) for r in ranks if (d / f"rank-{r}.done").exists()]
+            traces = [str(d / trace_name(d / f"rank-{r}.done")) for r in ranks if (d / f"rank-{r}.done").exists()]
             if not traces:
                 continue
             cmd = [sys.executable, "-m", "stepscope", "analyze", *traces, "--json", str(d / "analysis.json")]
@@ -164,24 +164,6 @@ class LiveDetector:
             if self._pending:
                 time.sleep(0.2)
         self._analyze_finished(wait=True)
-
-
-def _read_plan(d: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        return dict(json.loads((d / "plan.json").read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return {}
-
-
-def _trace_name(d: Path, rank: int) -> str:
-    import json
-
-    try:
-        return str(json.loads((d / f"rank-{rank}.done").read_text(encoding="utf-8"))["trace"])
-    except (OSError, ValueError, KeyError):
-        return f"rank-{rank}.json"
 
 
 def _sleep_while(alive: Callable[[], bool], seconds: float) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .capture import read_json, trace_name
 from .config import DetectConfig
 from .detect import detect
 from .detect.anomaly import Anomaly
@@ -104,38 +105,17 @@ def _captures(run: RunData) -> tuple[dict[str, Any], ...]:
     out = []
     root = Path(run.run_dir) / "captures"
     if root.is_dir():
-        import json
-
         for plan in sorted(root.glob("*/plan.json")):
-            try:
-                p = json.loads(plan.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
+            p = read_json(plan)
+            if not p:
                 continue
             d = plan.parent
-            p["traces"] = sorted(_done_trace(x) for x in d.glob("rank-*.done"))
-            p["failed"] = {x.stem: _reason(x) for x in sorted(d.glob("rank-*.failed"))}
+            p["traces"] = sorted(trace_name(x) for x in d.glob("rank-*.done"))
+            p["failed"] = {x.stem: str(read_json(x).get("reason", "unknown")) for x in sorted(d.glob("rank-*.failed"))}
             p["analysis"] = str(d / "analysis.json") if (d / "analysis.json").is_file() else None
             p["findings"] = str(d / "findings.txt") if (d / "findings.txt").is_file() else None
             out.append(p)
     return tuple(out)
-
-
-def _done_trace(marker: Path) -> str:
-    import json
-
-    try:
-        return str(json.loads(marker.read_text(encoding="utf-8"))["trace"])
-    except (OSError, ValueError, KeyError):
-        return marker.stem + ".json"
-
-
-def _reason(marker: Path) -> str:
-    import json
-
-    try:
-        return str(json.loads(marker.read_text(encoding="utf-8"))["reason"])
-    except (OSError, ValueError, KeyError):
-        return "unknown"
 
 
 def summarize(run: RunData, cfg: DetectConfig | None = None) -> MonitorReport:

@@ -68,7 +68,6 @@ class Writer(threading.Thread):
         self._devices = devices
         self._meta = meta
         self.hooks: list[Callable[[list[Any]], None]] = []
-        self.events: BoundedQueue = BoundedQueue(1000)
         self._stop_event = threading.Event()
         self.failed = False
         self.written = 0
@@ -87,15 +86,14 @@ class Writer(threading.Thread):
     def flush(self) -> None:
         rows = self.steps.take_all()
         colls = self.collectives.take_all()
-        events = self.events.take_all()
         if self.failed:
             self.lost += len(rows)
             return
         try:
             devs = self._devices() if self._devices else []
             meta = self._meta() if self._meta else None
-            if rows or colls or devs or events or meta:
-                self.sink.write(steps=rows, collectives=colls, devices=devs, events=events, meta=meta)
+            if rows or colls or devs or meta:
+                self.sink.write(steps=rows, collectives=colls, devices=devs, meta=meta)
             self.written += len(rows)
         except Exception as exc:  # a full disk, a removed run directory: stop writing, never raise
             self.failed = True

@@ -29,6 +29,7 @@ from ..monitor.detect.series import RankSeries
 from ..monitor.summary import MonitorReport
 from . import charts_html
 from .base import Renderer
+from .monitor_cells import RANK_HEADERS, RANK_TITLE, rank_cells
 
 #: the most points a line chart draws per rank, and in all (fewer per rank when there are many)
 POINTS_PER_RANK = 2000
@@ -236,33 +237,10 @@ def _heatmap(r: MonitorReport) -> str:
     )
 
 
-def _f(x: float | None, spec: str = ",.3f", scale: float = 1.0) -> str:
-    return "-" if x is None else format(x * scale, spec)
-
-
 def _ranks(r: MonitorReport) -> str:
     if not r.ranks:
         return ""
-    rows = [
-        (
-            str(s.rank),
-            str(s.steps),
-            str(s.excluded),
-            _f(s.median_step_ms),
-            _f(s.p90_step_ms),
-            _f(s.median_own_ms),
-            _f(s.median_device_ms),
-            _f(s.gc_pause_ms, ",.1f"),
-            _f(s.data_share, ".1f", 100),
-            _f(s.tokens_per_s, ",.0f"),
-            _f(s.mfu, ".1f", 100),
-        )
-        for s in r.ranks
-    ]
-    head = ("rank", "steps", "left out", "median ms", "p90 ms", "own ms", "device ms", "GC ms", "data %")
-    return "<h2>Per rank (statistics leave out tagged and warm-up steps)</h2>" + _table(
-        "ranks", (*head, "tokens/s", "MFU %"), rows
-    )
+    return f"<h2>{RANK_TITLE}</h2>" + _table("ranks", RANK_HEADERS, [rank_cells(s) for s in r.ranks])
 
 
 def _link(path: object, base: str) -> str:

@@ -13,10 +13,7 @@ from ..textsafe import printable
 from .base import Renderer
 from .fit import Col, print_table
 from .fmt import esc
-
-
-def _f(x: float | None, spec: str = ",.3f") -> str:
-    return "-" if x is None else format(x, spec)
+from .monitor_cells import RANK_HEADERS, RANK_TITLE, rank_cells
 
 
 def _anomalies(r: MonitorReport, con: Console) -> None:
@@ -49,37 +46,13 @@ def _anomalies(r: MonitorReport, con: Console) -> None:
         con.print(f"{i}. {esc(printable(a.message))}", markup=True, highlight=False)
 
 
+#: which columns a narrow terminal drops first (higher first), by header
+_DROP = {"left out": 3, "own ms": 2, "device ms": 4, "GC ms": 2, "data %": 3, "tokens/s": 4, "MFU %": 4}
+
+
 def _ranks(r: MonitorReport, con: Console) -> None:
-    rows = [
-        (
-            str(s.rank),
-            str(s.steps),
-            str(s.excluded),
-            _f(s.median_step_ms),
-            _f(s.p90_step_ms),
-            _f(s.median_own_ms),
-            _f(s.median_device_ms),
-            _f(s.gc_pause_ms, ",.1f"),
-            _f(None if s.data_share is None else s.data_share * 100, ".1f"),
-            _f(s.tokens_per_s, ",.0f"),
-            _f(None if s.mfu is None else s.mfu * 100, ".1f"),
-        )
-        for s in r.ranks
-    ]
-    cols = (
-        Col("rank"),
-        Col("steps"),
-        Col("left out", drop=3),
-        Col("median ms"),
-        Col("p90 ms"),
-        Col("own ms", drop=2),
-        Col("device ms", drop=4),
-        Col("GC ms", drop=2),
-        Col("data %", drop=3),
-        Col("tokens/s", drop=4),
-        Col("MFU %", drop=4),
-    )
-    print_table(con, "Per rank (statistics leave out tagged and warm-up steps)", cols, rows)
+    cols = tuple(Col(h, drop=_DROP.get(h, 0)) for h in RANK_HEADERS)
+    print_table(con, RANK_TITLE, cols, [rank_cells(s) for s in r.ranks])
 
 
 def render(r: MonitorReport, options: Mapping[str, Any]) -> None:

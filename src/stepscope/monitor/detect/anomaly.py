@@ -80,6 +80,12 @@ def episodes(flag: np.ndarray, k: int, m: int) -> list[Episode]:
     return out
 
 
+def main_cause(shares: dict[str, float]) -> str:
+    """The name whose share of an excess is largest, if it holds half of it or more; else unknown."""
+    best = max(shares.items(), key=lambda kv: kv[1], default=("unknown", 0.0))
+    return best[0] if best[1] >= 0.5 else "unknown"
+
+
 def overlap(a: tuple[int, int], b: tuple[int, int]) -> float:
     """Overlap of two step ranges over the shorter one's length (0..1)."""
     inter = min(a[1], b[1]) - max(a[0], b[0]) + 1

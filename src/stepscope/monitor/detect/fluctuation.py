@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..config import DetectConfig
-from .anomaly import Anomaly, episodes
+from .anomaly import Anomaly, episodes, main_cause
 from .series import PHASE_COLUMNS, RankSeries, rolling_median
 
 
@@ -32,8 +32,7 @@ def explain(
         rise = np.clip(x[sel] - np.nanmedian(x[rest]), 0, None)
         shares[col.removesuffix("_ns")] = float(np.nansum(rise)) / total
     shares = {k: round(min(v, 1.0), 3) for k, v in shares.items()}
-    best = max(shares.items(), key=lambda kv: kv[1], default=("unknown", 0.0))
-    return (best[0] if best[1] >= 0.5 else "unknown"), shares
+    return main_cause(shares), shares
 
 
 def detect(series: RankSeries, cfg: DetectConfig) -> list[Anomaly]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..config import DetectConfig
-from .anomaly import Anomaly, episodes
+from .anomaly import Anomaly, episodes, main_cause
 from .series import PHASE_COLUMNS, RankSeries
 
 
@@ -83,8 +83,7 @@ def cause_of(g: Grid, r: int, cols: np.ndarray) -> tuple[str, dict[str, float]]:
             continue
         rise = np.nansum(x[r, cols] - peer_median(x)[r, cols])
         shares[c.removesuffix("_ns")] = round(float(rise) / excess, 3)
-    best = max(shares.items(), key=lambda kv: kv[1], default=("unknown", 0.0))
-    return (best[0] if best[1] >= 0.5 else "unknown"), shares
+    return main_cause(shares), shares
 
 
 def detect(series: list[RankSeries], cfg: DetectConfig) -> tuple[list[Anomaly], list[dict[str, object]]]:
