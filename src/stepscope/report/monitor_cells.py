@@ -3,7 +3,11 @@ renderers."""
 
 from __future__ import annotations
 
-from ..monitor.summary import RankSummary
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the report's types only: the CLI does not load the detectors to start
+    from ..monitor.summary import RankSummary
+
 
 RANK_HEADERS: tuple[str, ...] = (
     "rank",

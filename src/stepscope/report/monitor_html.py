@@ -20,16 +20,19 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import numpy as np
 
-from ..monitor.detect.series import RankSeries
-from ..monitor.summary import MonitorReport
 from . import charts_html
 from .base import Renderer
 from .monitor_cells import RANK_HEADERS, RANK_TITLE, rank_cells
+
+if TYPE_CHECKING:  # the report's types only: the CLI does not load the detectors to start
+    from ..monitor.detect.series import RankSeries
+    from ..monitor.summary import MonitorReport
+
 
 #: the most points a line chart draws per rank, and in all (fewer per rank when there are many)
 POINTS_PER_RANK = 2000

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..monitor.summary import MonitorReport
 from .base import Renderer
+
+if TYPE_CHECKING:  # the report's types only: the CLI does not load the detectors to start
+    from ..monitor.summary import MonitorReport
 
 
 def render(r: MonitorReport, options: Mapping[str, Any]) -> str:

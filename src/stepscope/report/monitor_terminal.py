@@ -4,16 +4,18 @@ row per rank; ``stepscope monitor watch`` redraws the same view."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from ..monitor.summary import MonitorReport
 from ..textsafe import printable
 from .base import Renderer
 from .fit import Col, print_table
 from .fmt import esc
 from .monitor_cells import RANK_HEADERS, RANK_TITLE, rank_cells
+
+if TYPE_CHECKING:  # the report's types only: the CLI does not load the detectors to start
+    from ..monitor.summary import MonitorReport
 
 
 def _anomalies(r: MonitorReport, con: Console) -> None:
