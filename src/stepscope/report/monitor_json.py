@@ -1,5 +1,5 @@
 """JSON renderer of a monitor report (``stepscope monitor report RUN_DIR --json``): the layout is
-``MonitorReport.as_dict`` (docs/monitor.md, "JSON")."""
+``MonitorReport.as_dict`` (docs/monitor.md, "Out of the job")."""
 
 from __future__ import annotations
 
