@@ -6,8 +6,10 @@ and EP overlap allowed) of a model on a device is evaluated and checked.
   under compute no more than the compute (+ host wait).
 - Monotonicity: faster attention (x1.5), more DP overlap (1.0), faster links (all, or the
   inter-node tier only, x2) never make a step slower. Faster GEMMs (x1.5) may, by at most
-  GEMM_SLACK: a DP/FSDP transfer hides under its own window (the last backward), which shrinks
-  with the compute (BENCHMARKS.md, "Planner invariants": at most 0.08% on Qwen3-Next-80B-A3B).
+  GEMM_SLACK: a DP/FSDP transfer hides under its own window (the last backward; under ZeRO-2 each
+  micro-batch's), which shrinks with the compute, while the TP collectives fused with the GEMMs
+  lose their cover too (BENCHMARKS.md, "Planner invariants": at most 0.82%, ZeRO-2 at micro-batch
+  1 with full TP overlap).
 
 A few spaces run by default; the whole catalog on three devices at two sizes is ``slow``.
 """
@@ -35,7 +37,7 @@ FASTER = (
     ("comm_scale", 0.5),
     ("inter_scale", 0.5),
 )
-GEMM_SLACK = 1e-3
+GEMM_SLACK = 1e-2
 SIZES = ((64, 256, 4096), (512, 1024, 8192))  # devices, sequences per step, tokens per sequence
 
 

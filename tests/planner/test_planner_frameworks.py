@@ -107,7 +107,7 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     assert all(r["strategy"]["tp_overlap"] == 2 for r in rows if r["strategy"]["tp"] > 1)
     assert main([*big, "--framework", "megatron", "--top", "1"]) == 0
     assert (
-        "valid configurations (megatron's recompute policies, schedules and ZeRO stages) evaluated"
+        "framework: megatron, only its recompute policies, pipeline schedules and ZeRO stages"
         in capsys.readouterr().out
     )
     # --tp-overlap given explicitly wins over the preset's, in --evaluate too

@@ -136,8 +136,12 @@ def test_prefetched_zero3_exposes_only_the_first_gather_and_the_last_reduce_by_h
     raw = 4 * (2 * 200 + 4 * 100)  # 4 micro-batches: two gathers of 200 B, a reduce-scatter of 400 (fp32)
     each = dp_seconds(_job(zero3_prefetch=True), window=Window(one * 1e6), keep=np.zeros(1, dtype=bool), **args)
     assert float(each[0]) == pytest.approx(raw * 2 / 24)
-    once = dp_seconds(_job(zero3_prefetch=True), window=Window(one * 1e6), keep=np.ones(1, dtype=bool), **args)
-    assert float(once[0]) == pytest.approx((200 + 400) * 2 / 16)
+    # kept weights: one gather and one reduce-scatter per micro-batch without a pipeline, per step under one
+    kept = _job(zero3_prefetch=True)
+    once = dp_seconds(kept, window=Window(one * 1e6), keep=np.ones(1, dtype=bool), **args)
+    assert float(once[0]) == pytest.approx(4 * (200 + 400) * 2 / 16)
+    piped = dp_seconds(kept, window=Window(one * 1e6), keep=np.ones(1, dtype=bool), **{**args, "pp": one * 2})
+    assert float(piped[0]) == pytest.approx((200 + 400) * 2 / 16)
     # without it, the 0.7 prior share hides
     plain = dp_seconds(_job(), window=Window(one * 1e6), keep=np.zeros(1, dtype=bool), **args)
     assert float(plain[0]) == pytest.approx(raw * 0.3)

@@ -53,10 +53,11 @@ def test_faster_gemms_never_make_a_step_slower(
 ) -> None:
     job, strategies, base = llama8b_space
     faster = evaluate(job.replaced(gemm_scale=1.5), strategies)
-    # a transfer's own window (the last backward, one micro-batch) still shrinks with compute, so
-    # in a narrow regime the sum of the caps falls a little faster than compute: up to 0.15% seen
-    # over the catalog's models (11% before the window was shared)
-    assert np.max(faster["step_s"] / base["step_s"]) <= 1.005
+    # a transfer's own window (the last backward, one micro-batch; ZeRO-2's each micro-batch's
+    # backward) still shrinks with compute, so in a narrow regime the sum of the caps falls a little
+    # faster than compute: up to 0.82% seen (ZeRO-2 at micro-batch 1 with full TP overlap; 11% before
+    # the window was shared)
+    assert np.max(faster["step_s"] / base["step_s"]) <= 1.01
 
 
 @pytest.mark.parametrize(

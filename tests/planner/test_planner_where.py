@@ -77,7 +77,9 @@ def test_plan_prints_what_it_searched(capsys: pytest.CaptureFixture[str]) -> Non
         "4096",
     ]
     assert main([*args, "--top", "2", "--where", "tp=2"]) == 0
-    assert "meeting --where tp=2 evaluated" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "meeting --where tp=2 evaluated" in out
+    assert "framework: megatron, only its recompute policies" in out  # the default on GPUs
     assert main([*args, "--where", "cp=3"]) == 2
     assert "no valid configuration meets --where 'cp=3'" in capsys.readouterr().err
     # a condition nothing meets on its own is named with the values the search tries

@@ -14,7 +14,7 @@ from ..errors import ConfigError, InputError
 from ..report import outputs, registry
 from ..report.plan_json import versioned
 from ..report.plan_lines import what_if_lines
-from . import whatif
+from . import frameworks, whatif
 from .args import CliSettings, cli_settings
 from .job import Job
 from .plans import evaluate_result, framework_of, one_record, search_result, strategy_of
@@ -111,6 +111,10 @@ def run(ns: argparse.Namespace) -> int:
         return _run_batch(ns, cli)
     outs = _outputs(ns)
     record = {k: getattr(ns, k, None) for k in CORE_KEYS} | cli.values | {"framework": cli.framework}
+    if not cli.framework and not ns.evaluate:  # a search's rows are runnable in one named framework
+        default = frameworks.default_for(job_from_record(record).hw.name)
+        cli = CliSettings(values=cli.values, framework=default)
+        record["framework"] = default
     job, calib = _measured(job_from_record(record), ns, cli)
     fw = framework_of(cli.framework)
     if ns.evaluate:

@@ -3,21 +3,31 @@
 Over the dp x cp ranks that share weights (written dp here), with when each collective can run (a
 gradient is final only after the last micro-batch's backward):
 - ZeRO-0: all-reduce 2(dp-1)/dp x gradient bytes, under the last micro-batch's backward;
-- ZeRO-1/2 (distributed optimizer): reduce-scatter of the gradients, (dp-1)/dp x gradient bytes,
-  under the last backward, then all-gather of the updated bf16 weights, (dp-1)/dp x 2 B/param,
+- ZeRO-1 (distributed optimizer): reduce-scatter of the gradients, (dp-1)/dp x gradient bytes,
+  under the last backward (the whole gradients accumulate locally: Megatron's distributed
+  optimizer keeps a full gradient buffer, DeepSpeed's stage 1 reduces at the accumulation
+  boundary only), then all-gather of the updated bf16 weights, (dp-1)/dp x 2 B/param,
   after the optimizer step: exposed (DeepSpeed, nanotron's ZeRO-1) unless the framework overlaps
   it with the next step's first forward (``param_gather_overlap``, Megatron's
   --overlap-param-gather); ``zero_sync_after_backward`` (nanotron with fp32 gradient
   accumulation) all-reduces the gradients after the backward instead, exposed;
+- ZeRO-2: the gradients are held sharded, so they are reduce-scattered after *every*
+  micro-batch's backward (DeepSpeed's stage 2 reduces its gradient buckets in each backward,
+  stage_1_and_2.py reduce_ipg_grads, and keeps only its partition): n_micro reduce-scatters, each
+  under its micro-batch's last backward, then the same weight all-gather as ZeRO-1. No framework
+  runs it with pipeline parallelism (DeepSpeed's PipelineEngine refuses stages 2 and 3; Megatron
+  has no stage 2): the search leaves it out there;
 - ZeRO-3: per micro-batch, 2 all-gathers of the bf16 weights (the layers' in fp8 with
   ``fp8_all_gather``) (forward, backward) + a
   reduce-scatter of its gradients (FSDP2's and DeepSpeed's default under gradient accumulation),
   each under that micro-batch's compute and run layer by layer (one collective per layer and
-  pass, each paying its ring latency); with ``keep_params`` (weights stay gathered for the whole
-  step: FSDP2 under torchtitan's pipelines) one all-gather + one reduce-scatter per step, under
-  one micro-batch (with pp > 1 the stage's gradients then accumulate unsharded until that
-  reduce-scatter: PyTorch's pipelining turns FSDP2's gradient sync off for all but the last
-  micro-batch; memory holds them whole);
+  pass, each paying its ring latency); with ``keep_params`` (FSDP2 reshard_after_forward=False:
+  the weights gathered in forward stay gathered for the backward) one all-gather + one
+  reduce-scatter per micro-batch without a pipeline (FSDP2 still reshards after each backward
+  and reduces each micro-batch's gradients), and per step under a pipeline, under one
+  micro-batch (PyTorch's pipelining turns FSDP2's gradient sync and post-backward resharding off
+  for all but the last micro-batch: the stage's gradients then accumulate unsharded until that
+  reduce-scatter; memory holds them whole);
 - HSDP: the ZeRO-3 traffic within the shard group g plus an all-reduce 2(r-1)/r of the sharded
   gradients across the r = dp/g replicas, under the last backward.
 A group's link is inter-node when it spans nodes; ``Job.dp_overlap`` (prior 0.7) of each part
@@ -112,14 +122,24 @@ def dp_seconds(
     # prefetched a layer ahead (zero3_prefetch): of a micro-batch's collectives (3 per layer;
     # kept weights: 2) only the first all-gather and the last reduce-scatter have no compute beside them
     z3_share = np.where(keep, 1 - 1 / stage_L, 1 - 2 / (3 * stage_L)) if job.framework.zero.prefetch else job.dp_overlap
+    # kept weights: once per step under a pipeline (within one micro-batch), else once per micro-batch
+    once_per_step = keep & (pp > 1)
     z3_s = window.hide(
-        np.where(keep, zero3_once, zero3_each * n_micro), z3_share * z3, np.where(keep, micro_s, busy_s), "dp"
+        np.where(keep, zero3_once * np.where(once_per_step, 1.0, n_micro), zero3_each * n_micro),
+        z3_share * z3,
+        np.where(once_per_step, micro_s, busy_s),
+        "dp",
     ) + window.hide(replica_ar, job.dp_overlap * z3, last_bwd_s, "dp")
+    # ZeRO-2 reduce-scatters every micro-batch's gradients, each under that micro-batch's last backward
+    rs_calls = np.where(zero == 2, n_micro, 1.0)
     z12_s = (
         ring(dpc, 2 * grad_bytes, span_dp, 2, "all_reduce")
         if job.framework.zero.sync_after_backward
         else window.hide(
-            ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"), job.dp_overlap * z12, last_bwd_s, "dp"
+            rs_calls * ring(dpc, grad_bytes, span_dp, buckets, "reduce_scatter"),
+            job.dp_overlap * z12,
+            rs_calls * last_bwd_s,
+            "dp",
         )
     ) + window.hide(
         ring(dpc, 2 * p12, span_dp),

@@ -31,6 +31,7 @@ class Framework:
     source: str
     zero: tuple[int, ...] = ()  # the ZeRO stages it offers (0 plain DP .. 3 FSDP); empty: no restriction
     virtual_stages: bool = True  # interleaved pipeline stages (vpp > 1)
+    pipeline_zero: tuple[int, ...] = ()  # the ZeRO stages it runs with pp > 1; empty: those of ``zero``
 
 
 def _parse(name: str, e: Any) -> Framework:
@@ -38,7 +39,7 @@ def _parse(name: str, e: Any) -> Framework:
         raise ConfigError(f"framework {name!r} is not a mapping", path=_PATH, fix="see the file's header")
     refuse_unknown_keys(
         e,
-        ("description", "settings", "recompute", "schedules", "zero", "virtual_stages", "source"),
+        ("description", "settings", "recompute", "schedules", "zero", "pipeline_zero", "virtual_stages", "source"),
         path=_PATH,
         owner=f"framework {name}: ",
     )
@@ -61,11 +62,7 @@ def _parse(name: str, e: Any) -> Framework:
         raise ConfigError(
             f"framework {name}: schedules must be of {', '.join(SCHEDULES)}", path=_PATH, fix="e.g. schedules: [1f1b]"
         )
-    zero = e.get("zero") or ()
-    if not isinstance(zero, list | tuple) or any(isinstance(z, bool) or z not in (0, 1, 2, 3) for z in zero):
-        raise ConfigError(
-            f"framework {name}: zero must list ZeRO stages of 0, 1, 2, 3", path=_PATH, fix="e.g. zero: [0, 1]"
-        )
+    zero, pipeline_zero = (_stages(name, key, e.get(key)) for key in ("zero", "pipeline_zero"))
     virtual = e.get("virtual_stages", True)
     if not isinstance(virtual, bool):
         raise ConfigError(f"framework {name}: virtual_stages cannot be {virtual!r}", path=_PATH, fix="true or false")
@@ -76,9 +73,20 @@ def _parse(name: str, e: Any) -> Framework:
         policies,
         schedules,
         str(e.get("source", "")),
-        tuple(int(z) for z in zero),
+        zero,
         virtual,
+        pipeline_zero,
     )
+
+
+def _stages(name: str, key: str, value: Any) -> tuple[int, ...]:
+    """A list of ZeRO stages from the file (0 plain data parallelism .. 3 FSDP)."""
+    stages = value or ()
+    if not isinstance(stages, list | tuple) or any(isinstance(z, bool) or z not in (0, 1, 2, 3) for z in stages):
+        raise ConfigError(
+            f"framework {name}: {key} must list ZeRO stages of 0, 1, 2, 3", path=_PATH, fix=f"e.g. {key}: [0, 1]"
+        )
+    return tuple(int(z) for z in stages)
 
 
 @lru_cache(maxsize=1)
@@ -92,6 +100,12 @@ def by_name(name: str) -> Framework:
     if fw is None:
         raise ConfigError(f"unknown framework {name!r}", fix=f"one of {', '.join(catalog())} (data/frameworks.yaml)")
     return fw
+
+
+def default_for(hardware_name: str) -> str:
+    """The framework a search assumes when none is named: MaxText on TPUs, Megatron-LM elsewhere
+    (the most used framework on each: every row it returns is then runnable as printed)."""
+    return "maxtext" if hardware_name.upper().startswith("TPU") else "megatron"
 
 
 def apply(record: dict[str, Any], fw: Framework) -> dict[str, Any]:
@@ -113,11 +127,16 @@ def apply(record: dict[str, Any], fw: Framework) -> dict[str, Any]:
     return {**record, **preset}
 
 
-def check(fw: Framework, policy: str, schedule: str, zero: int = 0, vpp: int = 1) -> None:
-    """A strategy's recompute policy, pipeline schedule, ZeRO stage and interleaving must be ones
-    the framework offers."""
+def check(fw: Framework, policy: str, schedule: str, zero: int = 0, vpp: int = 1, pp: int = 1) -> None:
+    """A strategy's recompute policy, pipeline schedule, ZeRO stage (with its pipeline) and
+    interleaving must be ones the framework offers."""
     if fw.zero and zero not in fw.zero:
         raise ConfigError(f"{fw.name} has no ZeRO stage {zero}", fix=f"its stages: zero={'|'.join(map(str, fw.zero))}")
+    if pp > 1 and fw.pipeline_zero and zero not in fw.pipeline_zero:
+        raise ConfigError(
+            f"{fw.name} runs no ZeRO stage {zero} with pipeline parallelism (pp={pp})",
+            fix=f"with pp > 1 its stages: zero={'|'.join(map(str, fw.pipeline_zero))}",
+        )
     if vpp > 1 and not fw.virtual_stages:
         raise ConfigError(f"{fw.name} has no interleaved pipeline stages (vpp={vpp})", fix="use vpp=1")
     if policy not in fw.recompute:
@@ -132,9 +151,16 @@ def check(fw: Framework, policy: str, schedule: str, zero: int = 0, vpp: int = 1
 
 def check_strategy(fw: Framework | None, strategy: Strategy) -> Strategy:
     """The strategy, its recompute policy, schedule, ZeRO stage and interleaving checked against
-    the framework's (none: no restriction)."""
+    the framework's (none: no restriction but ZeRO-2 without a pipeline, which no framework runs:
+    data_parallel.py)."""
+    if strategy.zero == 2 and strategy.pp > 1:
+        raise ConfigError(
+            f"no framework runs ZeRO-2 with pipeline parallelism (pp={strategy.pp}): DeepSpeed's pipeline "
+            "engine refuses it and Megatron has no stage 2",
+            fix="use zero=1 with the pipeline, or pp=1",
+        )
     if fw is not None:
-        check(fw, RECOMPUTE[strategy.recompute], SCHEDULES[strategy.sched], strategy.zero, strategy.vpp)
+        check(fw, RECOMPUTE[strategy.recompute], SCHEDULES[strategy.sched], strategy.zero, strategy.vpp, strategy.pp)
     return strategy
 
 

@@ -21,6 +21,7 @@ from .search import Plan, recompute_policies, search
 from .sensitivity import sensitivity
 from .settings import job_settings, settings_line
 from .strategy import Strategy
+from .switches import switches
 from .vocab import DUALPIPE, DUALPIPEV, dualpipe_micro_batches_ok
 
 
@@ -120,7 +121,10 @@ def evaluate_result(
     fit_lines = []
     if not rec["fits"]:  # what to change first: the fastest that fit with the same layout
         rec["fitting_alternatives"] = fitting_alternatives(
-            job, strategy.arrays(), policies=fw.recompute if fw else None, zero_stages=fw.zero if fw else ()
+            job,
+            strategy.arrays(),
+            policies=fw.recompute if fw else None,
+            zero_stages=(fw.pipeline_zero or fw.zero) if fw and strategy.pp > 1 else fw.zero if fw else (),
         )
         fit_lines.append(alternatives_line(rec["fitting_alternatives"]))
     caveats = _caveats(job, [rec])
@@ -161,29 +165,61 @@ def search_result(
 ) -> PlanResult:
     """The ``top`` fastest configurations that fit (search.search), as the rows and lines a plan shows."""
     calib = calib or {}
-    plan = search(job, top, where=frameworks.where(fw, where), distinct=distinct)
+    plan = search(
+        job,
+        top,
+        where=frameworks.where(fw, where),
+        distinct=distinct,
+        pipeline_zero=fw.pipeline_zero if fw else (),
+        asked=where,
+    )
     recs = records(plan.strategies, plan.results, dense=not job.model.n_experts)
     settings = job_settings(job)
     for r in recs:
         r["settings"] = settings
-    notes = (*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs))
+        if fw is not None:
+            r["framework"] = fw.name
+            r["switches"] = _switches(job, fw, r["strategy"])
+    run_line = [f"run the first row with {fw.name}: {recs[0]['switches']}"] if fw is not None and recs else []
+    notes = (*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs), *run_line)
     meeting = f" meeting --where {where}" if where else ""
-    meeting += f" ({fw.name}'s recompute policies, schedules and ZeRO stages)" if fw is not None else ""
     shown = "; one row per layout (the fastest of each)" if distinct else ""
+    fw_line = (
+        [
+            f"framework: {fw.name}, only its recompute policies, pipeline schedules and ZeRO stages (--framework NAME for another)"
+        ]
+        if fw is not None
+        else []
+    )
     result = PlanResult(
         records=tuple(recs),
         single=False,
         lines=(
             f"{plan.evaluated:,} valid configurations{meeting} evaluated{shown}{_network_note(job)}",
+            *fw_line,
             _capacity_line(job),
             settings_line(settings),
             *notes,
         ),
         title=_title(job, model_name, f"{plan.evaluated:,} configurations{meeting}{shown}"),
-        notes=(settings_line(settings), *notes),
+        notes=(*fw_line, settings_line(settings), *notes),
         capacity_gb=job.capacity_bytes / 1e9,
     )
     return result
+
+
+def _switches(job: Job, fw: frameworks.Framework, strategy: dict[str, Any]) -> str:
+    """The row's strategy as ``fw``'s own switches (planner/switches.py)."""
+    m = job.model
+    return switches(
+        fw.name,
+        strategy,
+        layers=m.n_layers,
+        global_batch=job.global_batch,
+        seq_len=job.seq_len,
+        experts=m.n_experts,
+        cores=job.hw.cores,
+    )
 
 
 def _title(job: Job, model_name: str, what: str) -> str:

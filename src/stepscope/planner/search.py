@@ -51,7 +51,8 @@ def space(job: Job, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str
     (tp*pp*cp) integer; ep | experts and ep | dp; expert-TP etp in {1, tp} (MoE only); global
     batch % (dp*mb) == 0 (with pp > 1 and fewer micro-batches than stages, ga states them: run as
     they are); vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
-    schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1;
+    schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1,
+    ZeRO-2 only without a pipeline;
     HSDP shard groups (powers of 2 < dp) only with ZeRO-3; activation offload on or off; with
     ZeRO-3, weights resharded after forward or kept. From the job's framework configuration, not
     searched: ``tp_overlap`` / ``ep_overlap``, how the framework overlaps TP communication with
@@ -143,6 +144,8 @@ def _memory_knobs(job: Job, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     weights, where each applies."""
     g = _cross(g, "zero", [0, 1, 2, 3])
     g = _keep(g, (g["zero"] == 0) | (g["dp"] > 1))  # ZeRO stages are the same thing without data parallelism
+    # no framework runs ZeRO-2 with a pipeline (data_parallel.py)
+    g = _keep(g, (g["zero"] != 2) | (g["pp"] == 1))
     g = _cross(g, "hsdp", [0] + _pow2_upto(max(job.devices // 2, 1))[1:])
     g = _keep(
         g, (g["hsdp"] == 0) | ((g["zero"] == 3) & (g["hsdp"] < g["dp"]) & (g["dp"] % np.maximum(g["hsdp"], 1) == 0))
@@ -200,13 +203,24 @@ def _layout_key(cols: dict[str, np.ndarray]) -> np.ndarray:
     return key
 
 
-def search(job: Job, top: int = 20, where: str = "", distinct: bool = False) -> Plan:
+def search(
+    job: Job,
+    top: int = 20,
+    where: str = "",
+    distinct: bool = False,
+    pipeline_zero: tuple[int, ...] = (),
+    asked: str | None = None,
+) -> Plan:
     """The ``top`` fastest configurations that fit (``where``: constraints, planner/where.py;
-    ``distinct``: only the fastest of each LAYOUT, so the rows are alternatives, not variants)."""
+    ``distinct``: only the fastest of each LAYOUT, so the rows are alternatives, not variants;
+    ``pipeline_zero``: the only ZeRO stages allowed with pp > 1, empty for no restriction;
+    ``asked``: the conditions as the user gave them, before a framework's were added)."""
     conditions = parse_where(where) if where else []
     # schedules the search leaves out (AFAB, the DualPipes) are tried when --where names them
     named = {v for c in conditions if c.field == "sched" and c.op == "in" for v in c.values}
     s = space(job, tuple(sorted(set(SEARCHED_SCHEDULES) | named)))
+    if pipeline_zero:
+        s = _keep(s, (s["pp"] == 1) | np.isin(s["zero"], pipeline_zero))
     if not s["tp"].size:
         raise ConfigError(
             "no valid strategy for this model, device count and batch", fix="check --devices and --global-batch"
@@ -224,7 +238,7 @@ def search(job: Job, top: int = 20, where: str = "", distinct: bool = False) -> 
                     names[int(v)] if names else str(int(v)) for v in values
                 )
             raise ConfigError(
-                f"no valid configuration meets --where {where!r} (of {s['tp'].size:,} valid{tried})",
+                f"no valid configuration meets --where {where if asked is None else asked!r} (of {s['tp'].size:,} valid{tried})",
                 fix="loosen --where (sp=0 is searched with --set sequence_parallel=false)",
             )
         s = {k: v[keep] for k, v in s.items()}
