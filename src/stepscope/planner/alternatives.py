@@ -22,12 +22,9 @@ KNOBS = ("recompute", "zero", "mb", "offload", "keep_params")
 def _options(base: dict[str, int], policies: tuple[int, ...], zero_stages: tuple[int, ...]) -> dict[str, list[int]]:
     """Each knob's values other than the base's that keep the strategy valid."""
     opts: dict[str, list[int]] = {"recompute": [p for p in policies if p != base["recompute"]]}
-    # ZeRO shards over the dp x cp replicas: higher stages only where there are several; ZeRO-2
-    # never with a pipeline (data_parallel.py)
+    # ZeRO shards over the dp x cp replicas: higher stages only where there are several
     opts["zero"] = (
-        [z for z in zero_stages if z > base["zero"] and not (z == 2 and base["pp"] > 1)]
-        if base["dp"] * base["cp"] > 1 and not base["hsdp"]
-        else []
+        [z for z in zero_stages if z > base["zero"]] if base["dp"] * base["cp"] > 1 and not base["hsdp"] else []
     )
     # smaller micro-batches that divide the given one (the batch still splits evenly); a stated ga fixes them
     opts["mb"] = [m for m in range(1, base["mb"]) if base["mb"] % m == 0] if not base["ga"] else []

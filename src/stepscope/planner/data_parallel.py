@@ -14,9 +14,10 @@ gradient is final only after the last micro-batch's backward):
 - ZeRO-2: the gradients are held sharded, so they are reduce-scattered after *every*
   micro-batch's backward (DeepSpeed's stage 2 reduces its gradient buckets in each backward,
   stage_1_and_2.py reduce_ipg_grads, and keeps only its partition): n_micro reduce-scatters, each
-  under its micro-batch's last backward, then the same weight all-gather as ZeRO-1. No framework
-  runs it with pipeline parallelism (DeepSpeed's PipelineEngine refuses stages 2 and 3; Megatron
-  has no stage 2): the search leaves it out there;
+  under its micro-batch's last backward, then the same weight all-gather as ZeRO-1 (with a
+  pipeline too, as Llama 3's FSDP ran, reduce-scattering in fp32: Dubey et al. 2024, 3.3.2;
+  DeepSpeed's PipelineEngine refuses stages 2 and 3 and Megatron has no stage 2, so neither
+  preset searches it there: data/frameworks.yaml);
 - ZeRO-3: per micro-batch, 2 all-gathers of the bf16 weights (the layers' in fp8 with
   ``fp8_all_gather``) (forward, backward) + a
   reduce-scatter of its gradients (FSDP2's and DeepSpeed's default under gradient accumulation),

@@ -151,14 +151,7 @@ def check(fw: Framework, policy: str, schedule: str, zero: int = 0, vpp: int = 1
 
 def check_strategy(fw: Framework | None, strategy: Strategy) -> Strategy:
     """The strategy, its recompute policy, schedule, ZeRO stage and interleaving checked against
-    the framework's (none: no restriction but ZeRO-2 without a pipeline, which no framework runs:
-    data_parallel.py)."""
-    if strategy.zero == 2 and strategy.pp > 1:
-        raise ConfigError(
-            f"no framework runs ZeRO-2 with pipeline parallelism (pp={strategy.pp}): DeepSpeed's pipeline "
-            "engine refuses it and Megatron has no stage 2",
-            fix="use zero=1 with the pipeline, or pp=1",
-        )
+    the framework's (none: no restriction)."""
     if fw is not None:
         check(fw, RECOMPUTE[strategy.recompute], SCHEDULES[strategy.sched], strategy.zero, strategy.vpp, strategy.pp)
     return strategy

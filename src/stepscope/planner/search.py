@@ -51,8 +51,7 @@ def space(job: Job, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str
     (tp*pp*cp) integer; ep | experts and ep | dp; expert-TP etp in {1, tp} (MoE only); global
     batch % (dp*mb) == 0 (with pp > 1 and fewer micro-batches than stages, ga states them: run as
     they are); vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
-    schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1,
-    ZeRO-2 only without a pipeline;
+    schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1;
     HSDP shard groups (powers of 2 < dp) only with ZeRO-3; activation offload on or off; with
     ZeRO-3, weights resharded after forward or kept. From the job's framework configuration, not
     searched: ``tp_overlap`` / ``ep_overlap``, how the framework overlaps TP communication with
@@ -144,8 +143,6 @@ def _memory_knobs(job: Job, g: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     weights, where each applies."""
     g = _cross(g, "zero", [0, 1, 2, 3])
     g = _keep(g, (g["zero"] == 0) | (g["dp"] > 1))  # ZeRO stages are the same thing without data parallelism
-    # no framework runs ZeRO-2 with a pipeline (data_parallel.py)
-    g = _keep(g, (g["zero"] != 2) | (g["pp"] == 1))
     g = _cross(g, "hsdp", [0] + _pow2_upto(max(job.devices // 2, 1))[1:])
     g = _keep(
         g, (g["hsdp"] == 0) | ((g["zero"] == 3) & (g["hsdp"] < g["dp"]) & (g["dp"] % np.maximum(g["hsdp"], 1) == 0))
