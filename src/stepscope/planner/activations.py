@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .job import Job
-from .rates import dots_saveable, mla_up_proj, norm_moe_act, op_sac, stored_per_token
+from .rates import MAXTEXT_NAMES, dots_saveable, maxtext_names, mla_up_proj, norm_moe_act, op_sac, stored_per_token
 from .recompute import ACT_BYTES, GATHERED_BYTES, RECOMPUTE, RECOMPUTE_FACTOR, REPLICATED_BYTES
 from .vocab import DUALPIPE, DUALPIPEV, SCHEDULES, ends_on_first_rank
 
@@ -50,6 +50,9 @@ def _policy_bytes(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     )  # none and selective from the model's widths
     act_c[OP_SAC], rfactor[OP_SAC] = op_sac(m, job.seq_len)
     act_c[MINIMAL], rfactor[MINIMAL] = dots_saveable(m, job.seq_len)
+    for policy, names in MAXTEXT_NAMES.items():  # MaxText's named policies, from the model's widths
+        k = RECOMPUTE.index(policy)
+        act_c[k], rfactor[k] = maxtext_names(m, job.seq_len, names)
     act_c[NORM_ACT] = norm_moe_act(m, job.swiglu_eager, fp8_inputs)[0]
     # MLA's per-head q, k, v freed after the attention kernel and regenerated (rates.mla_up_proj)
     mla_freed, rfactor[MLA_UP] = mla_up_proj(m, job.seq_len)

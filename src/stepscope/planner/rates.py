@@ -154,6 +154,36 @@ def dots_saveable(m: ModelShape, seq: int) -> tuple[float, float]:
     return 2 * kept / h, 1.0 + seq * q_w / (3 * layer)
 
 
+# MaxText's checkpoint names kept by each remat policy it names (decoders.py get_remat_policy;
+# planner/recompute.py says what each name is); the block input is kept by all of them
+MAXTEXT_NAMES: dict[str, frozenset[str]] = {
+    "minimal_with_context": frozenset({"qkv", "context", "out_proj", "mlpwi", "mlpwo"}),
+    "save_dot_with_context_except_mlp": frozenset({"qkv", "context", "out_proj"}),
+    "save_dot_except_mlpwi": frozenset({"qkv", "out_proj", "mlpwo"}),
+}
+
+
+def maxtext_names(m: ModelShape, seq: int, names: frozenset[str]) -> tuple[float, float]:
+    """(bytes per token and layer / h, recompute factor) of a MaxText remat policy that keeps the
+    checkpoint ``names`` (of qkv, context, out_proj, mlpwi, mlpwo) and the block input, bf16.
+    JAX reruns in backward what a kept tensor's gradient needs and was not kept: the q, k, v
+    projections (the attention backward reads them), the attention kernel's forward (its output,
+    ``context``, is the output projection's input and the kernel's own backward input), the output
+    projection (the MLP's input is the residual after it), the MLP's input projections (the output
+    projection's input is their activation), and in MoE layers the experts' output projection
+    (the router's gradient reads the experts' outputs). Factor = 1 + those forward multiply-adds /
+    (3 x the layer's)."""
+    h, q_w, kv_w, f, layer = _block(m, seq)
+    wi = (2 if m.gated_mlp else 1) * f
+    widths = {"qkv": q_w + 2 * kv_w, "context": q_w, "out_proj": h, "mlpwi": wi, "mlpwo": h}
+    macs = {"qkv": (q_w + 2 * kv_w) * h, "context": seq * q_w, "out_proj": q_w * h, "mlpwi": wi * h}
+    if m.n_experts:
+        macs["mlpwo"] = f * h
+    kept = h + sum(w for name, w in widths.items() if name in names)
+    redone = sum(v for name, v in macs.items() if name not in names)
+    return 2 * kept / h, 1.0 + redone / (3 * layer)
+
+
 def _block(m: ModelShape, seq: int) -> tuple[float, float, float, float, float]:
     """(h, query width, key/value width, active MLP width, the layer's forward multiply-accumulates
     per token with causal attention: projections + MLP + QK^T and AV over half the sequence)."""

@@ -32,6 +32,16 @@ KEY_ALIASES = {
     "sequence_parallel": "sp",
     "cpu_offloading_num_layers": "offload_layers",
 }
+# other names of recompute policies: Megatron's --recompute-modules layernorm (layernorm_moe_act on a
+# dense model); MaxText's "minimal_flash" (decoders.py: deprecated, the same policy as
+# minimal_with_context) and the short names of MaxText remat policies in users' tables
+RECOMPUTE_ALIASES = {
+    "layernorm": "layernorm_moe_act",
+    "minimal_flash": "minimal_with_context",
+    "minimal_with_ctx": "minimal_with_context",
+    "save_dot_ctx_ex_mlp": "save_dot_with_context_except_mlp",
+    "save_dot_with_ctx_except_mlp": "save_dot_with_context_except_mlp",
+}
 _SCHEDULE_NAMES = {
     "interleaved": "1f1b",
     "zbh1": "zb-h1",
@@ -185,7 +195,7 @@ def parse_value(key: str, value: str, part: str) -> tuple[str, int]:
         # "save out_proj", "save-dot-except-mlp": the policies' written names; Megatron's
         # --recompute-modules layernorm is layernorm_moe_act on a dense model
         value = "_".join(value.replace("-", " ").split())
-        value = {"layernorm": "layernorm_moe_act"}.get(value, value)
+        value = RECOMPUTE_ALIASES.get(value, value)
         if value not in RECOMPUTE:
             raise ConfigError(f"recompute must be one of {RECOMPUTE}", fix="e.g. recompute=selective")
         return k, RECOMPUTE.index(value)
