@@ -212,6 +212,9 @@ def main() -> None:
                     "attn": round(fits[k].attn_scale, 3),
                     "comm": round(fits[k].comm_scale, 3),
                     "host_wait_ms": round(fits[k].layer_overhead_s * 1e3, 2),
+                    "linear_attn": round(fits[k].linear_attn_scale, 4),
+                    "expert": round(fits[k].expert_scale, 3),
+                    "ep": round(fits[k].ep_scale, 2),
                 },
             }
             for k, r in enumerate(rows)

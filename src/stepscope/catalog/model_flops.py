@@ -130,10 +130,15 @@ class ModelShape:
             * (self.qk_dim + self.v_dim)
             * ((layers - self.sliding_layers) * keys + self.sliding_layers * keys_sw)
         )
-        if self.linear_attn and self.linear_layers:
-            _, dk, hv, dv = self.linear_attn
-            attn += 6.0 * self.linear_layers * hv * (2 * dk * dv + self.LINEAR_CHUNK * (dk + dv))
-        return 6.0 * self.matmul_params_per_token() + attn
+        return 6.0 * self.matmul_params_per_token() + attn + self.linear_attention_flops_per_token()
+
+    def linear_attention_flops_per_token(self) -> float:
+        """Training FLOPs per token of the linear-attention kernels (chunked: the state update and
+        read, 2 dk dv, and the intra-chunk attention over LINEAR_CHUNK tokens), 0 without them."""
+        if not (self.linear_attn and self.linear_layers):
+            return 0.0
+        _, dk, hv, dv = self.linear_attn
+        return 6.0 * self.linear_layers * hv * (2 * dk * dv + self.LINEAR_CHUNK * (dk + dv))
 
 
 def from_hf_config(path: str | Path) -> ModelShape:

@@ -17,7 +17,9 @@ evaluation), plus, when leaving one run out at a time shows that it predicts bet
 the priors (``PULLS`` x the grid point's distance from them): a few runs do not pin five factors,
 and without it an exact fit through a handful of runs lands anywhere along the trade-offs.
 Accuracy must be reported on runs the fit did not see: :func:`cross_validate` holds out one group
-(e.g. one publication) at a time.
+(e.g. one publication) at a time. Where the runs hold op classes the priors know least (linear
+attention, routed experts, the MoE exchange), the fit is then refined by op class
+(calibrate_ops.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from functools import cache
 
 import numpy as np
 
+from .calibrate_ops import refine
 from .cost import evaluate
 from .job import Job
 
@@ -60,6 +63,10 @@ class Fit:
     layer_overhead_s: float = 0.0
     # how hard the fit was pulled toward the priors (PULLS, chosen leave-one-out); not a factor of the job
     prior_pull: float = 0.0
+    # by op class, where the runs hold it (calibrate_ops.py)
+    linear_attn_scale: float = 1.0
+    expert_scale: float = 1.0
+    ep_scale: float = 1.0
 
     def apply(self, job: Job) -> Job:
         return job.calibrated(
@@ -68,6 +75,9 @@ class Fit:
             comm_scale=self.comm_scale,
             inter_scale=self.inter_scale,
             layer_overhead_s=self.layer_overhead_s,
+            linear_attn_scale=self.linear_attn_scale,
+            expert_scale=self.expert_scale,
+            ep_scale=self.ep_scale,
         )
 
 
@@ -196,7 +206,7 @@ def errors(runs: Sequence[Run], progress: Callable[[int, int], None] | None = No
 def fit(runs: Sequence[Run], errs: np.ndarray | None = None) -> Fit:
     if not runs:
         return Fit(1.0, 1.0, 1.0, 1.0)
-    return _select(errors(runs) if errs is None else errs)
+    return refine(runs, _select(errors(runs) if errs is None else errs))
 
 
 def predict_one(run: Run, f: Fit) -> float:
@@ -219,7 +229,8 @@ def cross_validate(
         test = [r for r in runs if r.group == grp]
         train = [k for k, r in enumerate(runs) if r.group != grp]
         fam = [k for k in train if runs[k].family == test[0].family] if by_family and test[0].family else []
-        f = _select(errs, fam or train)
+        on = fam or train
+        f = refine([runs[k] for k in on], _select(errs, on))
         pred = [predict_one(r, f) for r in test]
         rel = [(p - r.measured) / r.measured for p, r in zip(pred, test, strict=True)]
         out[grp] = {

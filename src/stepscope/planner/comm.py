@@ -115,7 +115,12 @@ def ep_seconds(
         link=net.bandwidth,
     )
     ep_raw = (
-        np.where(lay.ep > 1, exchange, 0.0) * (comp.flops.moe_layers / lay.pp) * lay.n_micro * replay.ep * st.uneven
+        np.where(lay.ep > 1, exchange, 0.0)
+        * (comp.flops.moe_layers / lay.pp)
+        * lay.n_micro
+        * replay.ep
+        * st.uneven
+        * job.calibration.ep_scale  # a calibration's (calibrate_ops.py)
     )
     ep_s = window.hide(ep_raw, (lay.ep_on & (lay.n_micro >= 2)).astype(np.float64), comp.busy_s, "ep")
     return ep_s + sm_contention_s(moe.ep_dispatch, ep_raw - ep_s, moe.deepep_sms, job.hw.sms)

@@ -13,6 +13,7 @@ from .job import Job
 from .layout import Layout
 from .rates import FP8_WEIGHT_BYTES, base_dtype, efficiencies, norm_moe_act, params
 from .stages import StageParams
+from .vocab import LINEAR_ATTN_EFF
 from .work import gemm_kernels_per_layer, gemm_seconds_at_peak, memory_bound_bytes
 
 
@@ -29,6 +30,7 @@ class Flops:
     score_bytes: float
     attn_layers: float
     moe_layers: float
+    linear_attention: float = 0.0  # of ``attention``: the linear-attention kernels' FLOPs
 
 
 def flops(job: Job) -> Flops:
@@ -52,6 +54,7 @@ def flops(job: Job) -> Flops:
         score_bytes=score_bytes,
         attn_layers=float(attn_layers),
         moe_layers=float(m.n_layers - m.first_dense_layers) if m.n_experts else 0.0,
+        linear_attention=m.linear_attention_flops_per_token() * tokens,
     )
 
 
@@ -111,7 +114,10 @@ def _stage_seconds(
         job, fl.dense, fl.tokens, seq * lay.mb / lay.cp, lay.tp, lay.ep, lay.etp
     )  # work.py
     # a faster precision speeds up all GEMMs but those that run at the bf16 rate (work.py)
-    work = ((gemm_time - bf16_gemm) * prec_factor + bf16_gemm) / gemm_eff + fl.attention / attn_eff
+    # linear-attention kernels at their own rate (vocab.LINEAR_ATTN_EFF) x a calibration's scale
+    lin_eff = LINEAR_ATTN_EFF * job.calibration.linear_attn_scale
+    attn_s = (fl.attention - fl.linear_attention) / attn_eff + fl.linear_attention / lin_eff
+    work = ((gemm_time - bf16_gemm) * prec_factor + bf16_gemm) / gemm_eff + attn_s
     elem_bytes = memory_bound_bytes(job, fl.tokens, lay.tp, sp, fl.score_bytes, lay.ep, lay.etp)
     # layernorm_moe_act recomputes memory-bound ops only: their forward bytes once more (also with
     # MLA's up-projections, whose GEMMs are in that policy's recompute factor)

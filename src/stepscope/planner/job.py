@@ -77,6 +77,11 @@ class Calibration:
     attn_scale: Array = 1.0
     comm_scale: Array = 1.0
     inter_scale: Array = 1.0
+    # op classes the priors know least (calibrate_ops.py): the linear-attention kernels' and the
+    # routed experts' grouped GEMMs' efficiency (x), the MoE token exchange's time (x)
+    linear_attn_scale: Array = 1.0
+    expert_scale: Array = 1.0
+    ep_scale: Array = 1.0
     layer_overhead_s: Array | None = None
     measured_dp_overlap: Array | None = None
 

@@ -86,6 +86,13 @@ def tp_overlap_needs_sp(code: int) -> bool:
 GEMM_SHARE = 0.75  # prior: share of the non-attention compute time spent in GEMMs
 MATMUL_EFF = 0.7  # prior: GEMM ceiling / peak for devices without a measured matmul_eff
 ATTN_REL = 0.6  # prior: attention kernels' efficiency relative to the dense work's
+# prior: chunked linear-attention kernels (GLA, Gated DeltaNet), forward + backward, achieved / bf16
+# dense peak on ModelShape.linear_attention_flops_per_token's count: flash-linear-attention's
+# README benchmarks (GB200, B1 T8192 H96 D128 and T 4k-16k, H 16-64, D 128/256) give GLA 1.0-1.5%
+# and Gated DeltaNet 1.7-2.4% of peak, pytorch/helion examples/fla/BENCHMARKS.md a tuned GLA 2.9%
+# on B200: the gating and intra-chunk work runs on the vector units. GPU measurements only: on
+# other devices an extrapolation (a calibration's linear_attn_scale corrects it)
+LINEAR_ATTN_EFF = 0.015
 DP_OVERLAP = 0.7  # prior: share of DP/FSDP traffic hidden behind the backward pass
 OFFLOAD_HIDDEN = 0.8  # prior: share of offload traffic hidden behind compute
 PP_P2P_HIDDEN = 0.8  # prior: share of steady-state pipeline p2p hidden behind compute

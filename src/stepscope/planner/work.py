@@ -108,7 +108,7 @@ def gemm_seconds_at_peak(
         local = m.n_experts / ep  # one grouped GEMM runs the local experts (rates.gemm_rate)
         e_w = m.d_ff_expert / np.maximum(etp, 1)
         e_up = 2.0 if m.gated_mlp else 1.0  # gate and up fused (Megatron's grouped fc1)
-        gemm_time = gemm_time + expert_flops * job.framework.moe.imbalance * (
+        gemm_time = gemm_time + expert_flops * job.framework.moe.imbalance / job.calibration.expert_scale * (
             up / linear_shape(m_expert, h, e_up * e_w, local) + (1.0 - up) / linear_shape(m_expert, e_w, h, local)
         )
     return gemm_time, logits_gemm, bf16_time

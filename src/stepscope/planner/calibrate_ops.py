@@ -1,0 +1,138 @@
+"""Calibration by op class: what the kernels the priors know least really achieve.
+
+The grid fit (calibrate.py) scales every GEMM, every attention kernel and every link alike. Three
+op classes escape such shared scales by large factors on real runs, each for a mechanism the
+priors do not model:
+- ``linear_attn_scale``: chunked linear-attention kernels (GLA, Gated DeltaNet) run their gating
+  and intra-chunk work on the vector units, far below the matrix units' rate (Yang et al., "Gated
+  Linear Attention Transformers with Hardware-Efficient Training", ICML 2024, section 3.3);
+- ``expert_scale``: routed experts' grouped GEMMs with a few hundred tokens per expert are
+  memory-bound and tile-padded (Megablox's and Transformer Engine's grouped GEMMs);
+- ``ep_scale``: the MoE token exchange (all-to-all, ragged on TPUs) with its permutations, buffer
+  padding and synchronisation, beyond its bytes over the link.
+
+Each is a multiplier with prior 1 (efficiencies x, the exchange's time x), fitted only when the
+runs hold that op class (a model with linear-attention layers; with experts; with ep > 1 in two
+or more runs). The fit is coordinate descent: each factor in turn (the op scales, then the grid
+fit's own factors, which the op scales can free from absorbing what they could not express) set
+to the grid value with the least summed |log error| over the runs, plus the grid fit's pull
+toward the priors; until a sweep changes nothing (at most ``SWEEPS``); from the grid fit or from
+the priors, whichever predicts left-out runs better (:func:`refine`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .calibrate import Fit, Run
+
+# log-spaced, holding the prior 1.0 exactly
+OP_GRIDS: dict[str, np.ndarray] = {
+    "linear_attn_scale": 2.0 ** (np.arange(-32, 5) / 4),  # 1/256 .. 2
+    "expert_scale": 2.0 ** (np.arange(-16, 5) / 4),  # 1/16 .. 2
+    "ep_scale": 2.0 ** (np.arange(-4, 29) / 4),  # 0.5 .. 128
+}
+SWEEPS = 4
+MIN_EP_RUNS = 2  # the exchange's scale needs two runs with expert parallelism to be told from the rest
+
+
+def op_classes(runs: Sequence[Run]) -> list[str]:
+    """The op-class factors the runs can inform (module docstring)."""
+    out = []
+    if any(r.job.model.linear_layers for r in runs):
+        out.append("linear_attn_scale")
+    if any(r.job.model.n_experts for r in runs):
+        out.append("expert_scale")
+    if sum(int(r.strategy.get("ep", 1)) > 1 for r in runs) >= MIN_EP_RUNS:
+        out.append("ep_scale")
+    return out
+
+
+def _base_grids() -> dict[str, np.ndarray]:
+    """The grid fit's factors on their grids, the links' scale and the host wait reaching further
+    (the grid fit's edges, 4 and 51.2 ms, are where runs with an op class it cannot express land)."""
+    from .calibrate import ATTN_GRID, COMM_GRID, GEMM_GRID, INTER_GRID, LAYER_GRID
+
+    return {
+        "gemm_scale": GEMM_GRID,
+        "attn_scale": ATTN_GRID,
+        "comm_scale": np.concatenate([COMM_GRID, COMM_GRID[-1] * 2.0 ** (np.arange(1, 7) / 3)]),  # .. 16
+        "inter_scale": INTER_GRID,
+        "layer_overhead_s": np.concatenate([LAYER_GRID, LAYER_GRID[-1] * 2.0 ** np.arange(1, 3)]),  # .. 204.8 ms
+    }
+
+
+def _distance(name: str, grid: np.ndarray) -> np.ndarray:
+    """Each grid value's distance from its prior (calibrate._prior_dist's terms)."""
+    if name == "layer_overhead_s":
+        from .calibrate import LAYER_GRID
+
+        return np.log1p(grid / LAYER_GRID[1])
+    return np.abs(np.log(grid))
+
+
+def _errors_along(runs: Sequence[Run], f: Fit, name: str, grid: np.ndarray) -> np.ndarray:
+    """Summed |log error| over the runs with factor ``name`` at each grid value, the rest at ``f``."""
+    total = np.zeros(grid.size)
+    for r in runs:
+        s = {k: np.full(grid.size, v) for k, v in r.strategy.items()}
+        job = f.apply(r.job).calibrated(**{name: grid})
+        pred = np.maximum(r.predict(job, s), 1e-12)
+        total += np.abs(np.log(pred / r.measured))
+    return total
+
+
+def _descend(runs: Sequence[Run], f: Fit, grids: dict[str, np.ndarray], pull: float) -> Fit:
+    """Coordinate descent from ``f``: each factor in turn to its best grid value, until a sweep
+    changes nothing (at most SWEEPS)."""
+    for _ in range(SWEEPS):
+        before = f
+        for name, grid in grids.items():
+            score = _errors_along(runs, f, name, grid) + pull * _distance(name, grid)
+            best = float(grid[int(np.argmin(np.round(score, 9)))])
+            f = dataclasses.replace(f, **{name: best})
+        if f == before:
+            break
+    return f
+
+
+def refine(runs: Sequence[Run], f: Fit) -> Fit:
+    """The grid fit ``f`` refined by op class (module docstring); ``f`` itself when the runs hold
+    no op class of OP_GRIDS. The descent can start from the grid fit or from the priors: the grid
+    fit may sit where a catch-all factor (the host wait) absorbed what an op class explains, a
+    point no single factor's change improves, while from the priors the op scales may absorb what
+    the host wait explains. Which start is used is model selection: each start's descent on all
+    runs but one predicts the one left out; the start with the lower mean |log error| wins (ties,
+    and fewer than 3 runs: the grid fit)."""
+    ops = op_classes(runs)
+    if not ops or not runs:
+        return f
+    grids = {**{k: OP_GRIDS[k] for k in ops}, **_base_grids()}
+    pull = max(f.prior_pull, 1e-9)  # ties go to the prior
+    prior = dataclasses.replace(
+        f, gemm_scale=1.0, attn_scale=1.0, comm_scale=1.0, inter_scale=1.0, layer_overhead_s=0.0
+    )
+    starts = (f, prior)
+    if len(runs) >= 3:
+        scores = [_loo_score(runs, start, grids, pull) for start in starts]
+        start = starts[int(np.argmin(np.round(scores, 9)))]
+    else:
+        start = f
+    return _descend(runs, start, grids, pull)
+
+
+def _loo_score(runs: Sequence[Run], start: Fit, grids: dict[str, np.ndarray], pull: float) -> float:
+    """Mean |log error| of each run predicted by the descent from ``start`` on the others."""
+    from .calibrate import predict_one
+
+    errs = []
+    for k, r in enumerate(runs):
+        rest = [x for j, x in enumerate(runs) if j != k]
+        fk = _descend(rest, start, grids, pull)
+        errs.append(abs(float(np.log(max(predict_one(r, fk), 1e-12) / r.measured))))
+    return float(np.mean(errs))
