@@ -164,7 +164,7 @@ def test_a_batch_record_names_its_framework(tmp_path: Path, capsys: pytest.Captu
 
 def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*JOB, "--framework", "pytorch", "--top", "1"]) == 2
-    assert "unknown framework 'pytorch' (one of megatron, torchtitan, maxtext, nanotron" in capsys.readouterr().err
+    assert "unknown framework 'pytorch' (one of megatron, torchtitan, maxtext, mindspeed, nanotron" in capsys.readouterr().err
     ok = {"recompute": ["none"], "settings": {"loss": "fused"}}
     assert frameworks._parse("x", ok).settings == {"loss": "fused"}
     for bad, words in (
@@ -182,7 +182,7 @@ def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture
     ):
         with pytest.raises(ConfigError, match=words):
             frameworks._parse("x", bad)
-    assert set(frameworks.catalog()) == {"megatron", "torchtitan", "maxtext", "nanotron", "deepspeed"}
+    assert set(frameworks.catalog()) == {"megatron", "mindspeed", "torchtitan", "maxtext", "nanotron", "deepspeed"}
 
 
 def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(

@@ -19,7 +19,7 @@ def test_megatron_arguments() -> None:
     text = switches("megatron", ROW, layers=32, global_batch=256, seq_len=8192, experts=0, cores=1)
     assert text == (
         "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 "
-        "--num-layers-per-virtual-pipeline-stage 4 --context-parallel-size 2 --sequence-parallel "
+        "--num-virtual-stages-per-pipeline-rank 2 --context-parallel-size 2 --sequence-parallel "
         "--tp-comm-overlap --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
         "--recompute-granularity selective --micro-batch-size 1 --global-batch-size 256 --seq-length 8192"
     )
@@ -58,3 +58,18 @@ def test_search_defaults_to_one_framework(run_json: Callable[..., Any]) -> None:
     tpu = run_json(*JOB, "--model", "llama3-8b", "--hardware", "tpu-v5p")["rows"]
     assert {r["framework"] for r in tpu} == {"maxtext"}
     assert all(r["strategy"]["zero"] in (0, 3) and "remat_policy=" in r["switches"] for r in tpu)
+
+
+def test_mindspeed_dualpipev() -> None:
+    row = {**ROW, "pp": 2, "vpp": 2, "cp": 1, "ep": 8, "etp": 1, "sched": "dualpipev", "recompute": "none"}
+    text = switches("mindspeed", row, layers=32, global_batch=512, seq_len=4096, experts=8, cores=1)
+    assert "--num-virtual-stages-per-pipeline-rank" not in text  # DualPipeV's two chunks are its own
+    assert "--overlap-grad-reduce" not in text and "--use-distributed-optimizer" in text
+    assert text.endswith("--schedules-method dualpipev --moe-fb-overlap")
+    assert "--expert-model-parallel-size 8 --expert-tensor-parallel-size 1" in text
+
+
+def test_ascend_defaults_to_mindspeed(run_json: Callable[..., Any]) -> None:
+    rows = run_json(*JOB, "--model", "mixtral-8x7b", "--hardware", "ascend-910b", "--where", "sched=dualpipev")["rows"]
+    assert rows and {r["framework"] for r in rows} == {"mindspeed"}
+    assert all(r["strategy"]["sched"] == "dualpipev" and "dualpipev" in r["switches"] for r in rows)

@@ -103,9 +103,11 @@ def by_name(name: str) -> Framework:
 
 
 def default_for(hardware_name: str) -> str:
-    """The framework a search assumes when none is named: MaxText on TPUs, Megatron-LM elsewhere
-    (the most used framework on each: every row it returns is then runnable as printed)."""
-    return "maxtext" if hardware_name.upper().startswith("TPU") else "megatron"
+    """The framework a search assumes when none is named: MaxText on TPUs, MindSpeed-LLM on Ascend
+    NPUs, Megatron-LM elsewhere (the most used framework on each: every row it returns is then
+    runnable as printed)."""
+    name = hardware_name.upper()
+    return "maxtext" if name.startswith("TPU") else "mindspeed" if name.startswith("ASCEND") else "megatron"
 
 
 def apply(record: dict[str, Any], fw: Framework) -> dict[str, Any]:

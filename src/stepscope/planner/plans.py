@@ -219,6 +219,7 @@ def _switches(job: Job, fw: frameworks.Framework, strategy: dict[str, Any]) -> s
         seq_len=job.seq_len,
         experts=m.n_experts,
         cores=job.hw.cores,
+        split_embedding=job.framework.pipeline.split_embedding,
     )
 
 

@@ -102,10 +102,13 @@ def _degrees(job: Job) -> dict[str, np.ndarray]:
     g = _keep(g, job.devices % model_par == 0)
     g["dp"] = job.devices // (g["tp"] * g["pp"] * g["cp"])
     # model chunks per stage: every count that splits the stage evenly, down to one layer per chunk
-    # (NVIDIA's published recipes run 5, 6, 8, 10, 20 and 24: benchmarks/holdout)
-    g = _cross(g, "vpp", divisors(m.n_layers))
+    # (NVIDIA's published recipes run 5, 6, 8, 10, 20 and 24: benchmarks/holdout); with the
+    # embedding and the loss counted as layers (pipeline_split_embedding) the L + 2 slots split,
+    # the end stages holding a layer fewer (Llama 3 405B's 126 layers in 16 x 8 slots)
+    slots = m.n_layers + (2 if job.framework.pipeline.split_embedding else 0)
+    g = _cross(g, "vpp", divisors(slots))
     # (dropped here rather than after the later crosses: without a pipeline there is nothing to interleave)
-    g = _keep(g, (g["vpp"] == 1) | ((g["pp"] > 1) & (m.n_layers % (g["pp"] * g["vpp"]) == 0)))
+    g = _keep(g, (g["vpp"] == 1) | ((g["pp"] > 1) & (slots % (g["pp"] * g["vpp"]) == 0)))
     g = _cross(g, "ep", eps)
     g = _keep(g, (g["dp"] % g["ep"] == 0) & (g["ep"] <= g["dp"]))
     g = _cross(g, "etp", [0, 1] if m.n_experts else [0])  # 0 = same as tp

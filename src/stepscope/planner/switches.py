@@ -38,13 +38,18 @@ def _megatron_recompute(policy: str) -> list[str]:
     return [f"--recompute-granularity selective --recompute-modules {modules}"] if modules else []
 
 
-def megatron(s: Row, *, layers: int, global_batch: int, seq_len: int, experts: int, cores: int = 1) -> str:
+def megatron(
+    s: Row, *, layers: int, global_batch: int, seq_len: int, experts: int, cores: int = 1, split_embedding: bool = False
+) -> str:
     """Megatron-LM (pretrain_gpt.py) arguments."""
     out = [f"--tensor-model-parallel-size {s['tp']}", f"--pipeline-model-parallel-size {s['pp']}"]
     if s["vpp"] > 1:
-        out.append(f"--num-layers-per-virtual-pipeline-stage {max(layers // (s['pp'] * s['vpp']), 1)}")
-    if s["pp"] > 1 and layers % (s["pp"] * s["vpp"]):
-        out.append("--decoder-first-pipeline-num-layers N --decoder-last-pipeline-num-layers N (uneven stages)")
+        out.append(f"--num-virtual-stages-per-pipeline-rank {s['vpp']}")
+    if s["pp"] > 1 and split_embedding:
+        out.append("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split")
+    elif s["pp"] > 1 and layers % s["pp"]:
+        last = layers - (s["pp"] - 1) * -(-layers // s["pp"])
+        out.append(f"--decoder-last-pipeline-num-layers {last}")
     if s["cp"] > 1:
         out.append(f"--context-parallel-size {s['cp']}")
     if experts:
@@ -149,8 +154,23 @@ def nanotron(s: Row, *, layers: int, global_batch: int, seq_len: int, experts: i
     )
 
 
+def mindspeed(
+    s: Row, *, layers: int, global_batch: int, seq_len: int, experts: int, cores: int = 1, split_embedding: bool = False
+) -> str:
+    """MindSpeed-LLM: Megatron-LM's arguments, DualPipeV as its own schedule (two chunks a stage,
+    not Megatron's virtual stages)."""
+    common = {"layers": layers, "global_batch": global_batch, "seq_len": seq_len, "experts": experts}
+    if s["sched"] != "dualpipev":
+        return megatron(s, **common, split_embedding=split_embedding)
+    text = megatron({**s, "vpp": 1}, **common, split_embedding=split_embedding)
+    # DualPipeV excludes the overlapped gradient reduction (dualpipev_feature.py's checks)
+    text = text.replace(" --overlap-grad-reduce --overlap-param-gather", "").replace(" --overlap-grad-reduce", "")
+    return text + " --schedules-method dualpipev --moe-fb-overlap"
+
+
 RENDERERS: dict[str, Callable[..., str]] = {
     "megatron": megatron,
+    "mindspeed": mindspeed,
     "maxtext": maxtext,
     "torchtitan": torchtitan,
     "deepspeed": deepspeed,
@@ -158,9 +178,21 @@ RENDERERS: dict[str, Callable[..., str]] = {
 }
 
 
-def switches(framework: str, s: Row, *, layers: int, global_batch: int, seq_len: int, experts: int, cores: int) -> str:
-    """The row's switches in ``framework``'s own terms ("" for a framework without a renderer)."""
+def switches(
+    framework: str,
+    s: Row,
+    *,
+    layers: int,
+    global_batch: int,
+    seq_len: int,
+    experts: int,
+    cores: int,
+    split_embedding: bool = False,
+) -> str:
+    """The row's switches in ``framework``'s own terms ("" for a framework without a renderer);
+    ``split_embedding``: the job counts the embedding and the loss as pipeline layers."""
     render = RENDERERS.get(framework)
     if render is None:
         return ""
-    return render(s, layers=layers, global_batch=global_batch, seq_len=seq_len, experts=experts, cores=cores)
+    extra = {"split_embedding": split_embedding} if render in (megatron, mindspeed) else {}
+    return render(s, layers=layers, global_batch=global_batch, seq_len=seq_len, experts=experts, cores=cores, **extra)
