@@ -181,3 +181,18 @@ def test_the_flag_and_the_batch_key(tmp_path: Path, run_json: Callable[..., Any]
     batch.write_text(json.dumps(rec) + "\n", encoding="utf-8")
     line = run_json("plan", "--batch", str(batch), "--json")
     assert "ignored_keys" not in line and line["memory_gb"]["weights"] == split["memory_gb"]["weights"]
+
+
+def test_counted_embedding_and_loss_let_an_uneven_stack_interleave() -> None:
+    """6 layers + the embedding and the loss = 8 slots: on 2 stages, 1, 2 and 4 chunks a stage
+    split them (4, 2 and 1 slots a chunk); without the setting 6 layers on 2 stages take 1 and 3
+    chunks (3 and 1 layers a chunk)."""
+    from stepscope.planner.search import space
+
+    def chunks(**settings: Any) -> set[int]:
+        job = make_job(M, hardware("h100"), 4, 8, 16, 1024).with_settings(**settings)
+        s = space(job)
+        return {int(v) for v in np.unique(s["vpp"][s["pp"] == 2])}
+
+    assert chunks() == {1, 3}
+    assert chunks(pipeline_split_embedding=True) == {1, 2, 4}
