@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepscope.catalog.model_flops import from_config_dict
+from stepscope.catalog.model_flops import ModelShape, from_config_dict
 from stepscope.planner.cost import evaluate
 from stepscope.planner.job import make_job
 from stepscope.planner.search import hardware
@@ -48,3 +48,21 @@ def test_moe_block() -> None:
 
 def test_only_fp8_runs_change() -> None:
     assert _act_gb(TINY, "bf16", precision="bf16") == _act_gb(TINY, "fp8", precision="bf16")
+
+
+def test_deepseek_low_precision_storage_by_hand() -> None:
+    """fp8_activation_cache (DeepSeek-V3 section 3.3.3) under layernorm_moe_act: h = 256, every
+    layer MoE with 2 routed experts and 1 shared of f_e = 128, 4 heads of 64 (attention output 256
+    wide): each of the 3 experts' gate and up (2 x 128) at 1 B instead of 2, 768 B; the attention
+    output once at 1.5 B instead of bf16 + an fp8 copy, 1.5 x 256 = 384 B; 1,152 B per token and
+    layer = 4.5 h."""
+    from stepscope.planner.rates import norm_moe_act
+
+    moe = ModelShape(
+        d_model=256, n_layers=4, n_heads=4, n_kv_heads=4, head_dim=64, d_ff=1024, vocab=1000, gated_mlp=True,
+        n_experts=8, experts_per_token=2, n_shared_experts=1, d_ff_expert=128,
+    )  # fmt: skip
+    plain = norm_moe_act(moe, fp8_inputs=True)[0]
+    cached = norm_moe_act(moe, fp8_inputs=True, fp8_cache=True)[0]
+    assert plain - cached == pytest.approx(4.5)
+    assert norm_moe_act(moe, fp8_inputs=False, fp8_cache=True) == norm_moe_act(moe)  # bf16 runs: nothing

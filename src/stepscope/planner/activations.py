@@ -53,7 +53,9 @@ def _policy_bytes(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     for policy, names in MAXTEXT_NAMES.items():  # MaxText's named policies, from the model's widths
         k = RECOMPUTE.index(policy)
         act_c[k], rfactor[k] = maxtext_names(m, job.seq_len, names)
-    act_c[NORM_ACT] = norm_moe_act(m, job.swiglu_eager, fp8_inputs)[0]
+    act_c[NORM_ACT] = norm_moe_act(m, job.swiglu_eager, fp8_inputs, fp8_inputs and job.framework.fp8.activation_cache)[
+        0
+    ]
     # MLA's per-head q, k, v freed after the attention kernel and regenerated (rates.mla_up_proj)
     mla_freed, rfactor[MLA_UP] = mla_up_proj(m, job.seq_len)
     rfactor[NORM_MLA] = rfactor[MLA_UP]

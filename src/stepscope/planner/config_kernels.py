@@ -203,6 +203,20 @@ class Fp8(Checked):
         example="bf16",
         report=Report(rank=120, when="fp8", says=lambda v, st: f"{v} inputs saved", line=112),
     )
+    activation_cache: bool = knob(
+        False,
+        key="fp8_activation_cache",
+        help="with precision fp8 and the layernorm_moe_act recompute policies: the MoE layers' SwiGLU inputs "
+        "(each routed and shared expert's gate and up outputs) are kept in fp8 (1 B) and the attention output "
+        "once in a 12-bit format (1.5 B) that serves both the attention backward and the output projection's "
+        "weight gradient, instead of bf16 and a bf16 + fp8 pair; rates.norm_moe_act",
+        source="DeepSeek-V3 technical report (arXiv 2412.19437) section 3.3.3, Low-Precision Storage: the "
+        "inputs of the SwiGLU operator in MoE cached in FP8 with its output recomputed; the input of the "
+        "Linear after the attention operator in a customized E5M6 format",
+        report=Report(
+            rank=125, when="fp8 changed", says=on("fp8-cached SwiGLU inputs, E5M6 attention output"), line=116
+        ),
+    )
     all_gather: bool = knob(
         False,
         key="fp8_all_gather",

@@ -44,7 +44,9 @@ def op_sac(m: ModelShape, seq: int) -> tuple[float, float]:
     return 2 * kept / h, 1.0 + redone / (3 * layer)
 
 
-def norm_moe_act(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False) -> tuple[float, float]:
+def norm_moe_act(
+    m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False, fp8_cache: bool = False
+) -> tuple[float, float]:
     """(activation bytes per token and layer / h, recomputed forward bytes per token and layer) of
     Megatron-core's ``--recompute-modules layernorm moe_act``: the two norms keep their inputs and
     recompute their outputs (2 h fewer stored: read h + write h each, 8 h B again in backward); in
@@ -58,7 +60,10 @@ def norm_moe_act(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = F
     those outputs the fp8 count holds: the first norm's fp8 copy (h x 1 B), the second's (1 B in
     dense layers; in MoE layers the router's bf16 2 B and the shared experts' fp8 copy, 1 B) and
     each routed copy's fp8 activation output (f_e x 1 B); the quantization is redone in backward
-    (its traffic is left out)."""
+    (its traffic is left out). ``fp8_cache`` (with ``fp8_inputs``; DeepSeek-V3's low-precision
+    storage, the fp8_activation_cache setting): the kept SwiGLU inputs of the MoE layers (2 f_e per
+    routed copy and per shared expert) at 1 B instead of 2, and the attention output once at 1.5 B
+    (E5M6) instead of bf16 and an fp8 copy (3 B)."""
     h = float(m.d_model)
     moe = (m.n_layers - m.first_dense_layers) / m.n_layers if m.n_experts else 0.0
     copies = moe * m.experts_per_token * m.d_ff_expert
@@ -66,6 +71,9 @@ def norm_moe_act(m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = F
     if fp8_inputs:
         shared = 1.0 if m.n_shared_experts else 0.0
         freed = h + (1 - moe) * h + moe * (2 + shared) * h + copies
+        if fp8_cache and m.gated_mlp:
+            _, out = _attention_widths(m)
+            freed += moe * 2 * m.d_ff_expert * (m.experts_per_token + m.n_shared_experts) + 1.5 * out
         return stored_per_token(m, eager_swiglu, True)[0] - freed / h, redone
     return stored_per_token(m, eager_swiglu)[0] - 2 * (2 * h + copies) / h, redone
 
@@ -93,6 +101,24 @@ def mla_up_proj(m: ModelShape, seq: int) -> tuple[float, float]:
     return 2.0 * share * per_head / m.d_model, 1.0 + 3.0 * redone / max(layers_flops, 1.0)
 
 
+def _attention_widths(m: ModelShape, kv_repeated: bool = False) -> tuple[float, float]:
+    """(the attention's stored elements per token but its output, the output's), averaged over the
+    layers (stored_per_token)."""
+    q_w, kv_w = float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
+    if m.mla:
+        q_lora, kv_lora, nope, rope, v = m.mla
+        qk, v_w = m.n_heads * (nope + rope), m.n_heads * v
+        attn, out = q_lora + kv_lora + rope + 2.0 * qk + v_w, float(v_w)
+    else:
+        attn, out = q_w + 2 * (q_w if kv_repeated else kv_w), q_w
+    if m.linear_layers and m.linear_attn:
+        hk, dk, hv, dv = m.linear_attn
+        share = m.linear_layers / m.n_layers  # linear-attention layers: q, k, v, gate (+ output below)
+        attn = (1 - share) * attn + share * (2 * hk * dk + 2 * hv * dv)
+        out = (1 - share) * out + share * hv * dv
+    return attn, out
+
+
 def stored_per_token(
     m: ModelShape, eager_swiglu: bool = False, fp8_inputs: bool = False, kv_repeated: bool = False
 ) -> tuple[float, float, float]:
@@ -118,18 +144,8 @@ def stored_per_token(
     attention output stays bf16 for the attention kernel's backward, and the output projection
     keeps an fp8 copy of it beside (1 B more per element); in MoE layers the router keeps the second
     norm's output in bf16 and the shared experts an fp8 copy of it."""
-    h, q_w, kv_w = float(m.d_model), float(m.n_heads * m.head_dim), float(m.n_kv_heads * m.head_dim)
-    if m.mla:
-        q_lora, kv_lora, nope, rope, v = m.mla
-        qk, v_w = m.n_heads * (nope + rope), m.n_heads * v
-        attn, out = q_lora + kv_lora + rope + 2.0 * qk + v_w, float(v_w)
-    else:
-        attn, out = q_w + 2 * (q_w if kv_repeated else kv_w), q_w
-    if m.linear_layers and m.linear_attn:
-        hk, dk, hv, dv = m.linear_attn
-        share = m.linear_layers / m.n_layers  # linear-attention layers: q, k, v, gate (+ output below)
-        attn = (1 - share) * attn + share * (2 * hk * dk + 2 * hv * dv)
-        out = (1 - share) * out + share * hv * dv
+    h = float(m.d_model)
+    attn, out = _attention_widths(m, kv_repeated)
     per = (4 if eager_swiglu else 3) if m.gated_mlp else 2
     moe = (m.n_layers - m.first_dense_layers) / m.n_layers if m.n_experts else 0.0  # share of MoE layers
     routed = moe * m.experts_per_token * (h + per * m.d_ff_expert)
