@@ -164,7 +164,10 @@ def test_a_batch_record_names_its_framework(tmp_path: Path, capsys: pytest.Captu
 
 def test_unknown_framework_and_bad_catalog_entries(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*JOB, "--framework", "pytorch", "--top", "1"]) == 2
-    assert "unknown framework 'pytorch' (one of megatron, torchtitan, maxtext, mindspeed, nanotron" in capsys.readouterr().err
+    assert (
+        "unknown framework 'pytorch' (one of megatron, torchtitan, maxtext, mindspeed, nanotron"
+        in capsys.readouterr().err
+    )
     ok = {"recompute": ["none"], "settings": {"loss": "fused"}}
     assert frameworks._parse("x", ok).settings == {"loss": "fused"}
     for bad, words in (
