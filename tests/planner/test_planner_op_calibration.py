@@ -69,3 +69,10 @@ def test_without_the_op_class_nothing_changes() -> None:
     runs = [dataclasses.replace(r, job=dataclasses.replace(r.job, model=dense)) for r in _runs({})]
     f = cal.Fit(1.1, 1.0, 1.0, 1.0)
     assert op_classes(runs) == [] and refine(runs, f) is f
+
+
+def test_runs_of_several_models_fit_no_op_class() -> None:
+    runs = _runs({})
+    other = dataclasses.replace(HYBRID, n_layers=8, linear_layers=6)
+    mixed = [*runs[:2], *(dataclasses.replace(r, job=dataclasses.replace(r.job, model=other)) for r in runs[2:])]
+    assert op_classes(runs) == ["linear_attn_scale"] and op_classes(mixed) == []

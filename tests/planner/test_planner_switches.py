@@ -73,3 +73,11 @@ def test_ascend_defaults_to_mindspeed(run_json: Callable[..., Any]) -> None:
     rows = run_json(*JOB, "--model", "mixtral-8x7b", "--hardware", "ascend-910b", "--where", "sched=dualpipev")["rows"]
     assert rows and {r["framework"] for r in rows} == {"mindspeed"}
     assert all(r["strategy"]["sched"] == "dualpipev" and "dualpipev" in r["switches"] for r in rows)
+
+
+def test_the_python_api_searches_under_the_default_framework_too() -> None:
+    import stepscope
+
+    rows = stepscope.plan(model="llama3-8b", hardware="tpu-v5p", devices=8, global_batch=64, seq_len=4096, top=2)
+    assert [r["framework"] for r in rows.records] == ["maxtext", "maxtext"]
+    assert all("remat_policy=" in r["switches"] for r in rows.records)

@@ -2,8 +2,9 @@
 
 The job is given by the same keys as a ``--batch`` record (docs/plan-settings.md lists every
 framework setting); ``framework`` names a preset (data/frameworks.yaml) whose settings fill what
-``settings`` does not give. Without ``evaluate`` the search returns the ``top`` fastest
-configurations that fit; with it, that one configuration.
+``settings`` does not give (a search without one runs under frameworks.default_for the device:
+Megatron-LM, MindSpeed-LLM on Ascend, MaxText on TPUs). Without ``evaluate`` the search returns
+the ``top`` fastest configurations that fit; with it, that one configuration.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import frameworks
 from .plans import evaluate_result, framework_of, search_result
 from .record import job_from_record
 from .result import PlanResult
@@ -57,6 +59,9 @@ def plan(
         **dict(settings or {}),
     }
     job = job_from_record(record)
+    if not framework and not evaluate:  # a search's rows are runnable in one named framework
+        record["framework"] = framework = frameworks.default_for(job.hw.name)
+        job = job_from_record(record)
     fw = framework_of(framework)
     if evaluate:
         return evaluate_result(job, fw, evaluate, model_name=model)

@@ -206,7 +206,8 @@ def errors(runs: Sequence[Run], progress: Callable[[int, int], None] | None = No
 def fit(runs: Sequence[Run], errs: np.ndarray | None = None) -> Fit:
     if not runs:
         return Fit(1.0, 1.0, 1.0, 1.0)
-    return refine(runs, _select(errors(runs) if errs is None else errs))
+    errs = errors(runs) if errs is None else errs
+    return refine(runs, _select(errs), lambda rows: _select(errs, rows))
 
 
 def predict_one(run: Run, f: Fit) -> float:
@@ -230,7 +231,11 @@ def cross_validate(
         train = [k for k, r in enumerate(runs) if r.group != grp]
         fam = [k for k in train if runs[k].family == test[0].family] if by_family and test[0].family else []
         on = fam or train
-        f = refine([runs[k] for k in on], _select(errs, on))
+
+        def grid_fit(rows: list[int], on: list[int] = on) -> Fit:
+            return _select(errs, [on[i] for i in rows])
+
+        f = refine([runs[k] for k in on], _select(errs, on), grid_fit)
         pred = [predict_one(r, f) for r in test]
         rel = [(p - r.measured) / r.measured for p, r in zip(pred, test, strict=True)]
         out[grp] = {

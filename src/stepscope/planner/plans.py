@@ -180,7 +180,11 @@ def search_result(
         if fw is not None:
             r["framework"] = fw.name
             r["switches"] = _switches(job, fw, r["strategy"])
-    run_line = [f"run the first row with {fw.name}: {recs[0]['switches']}"] if fw is not None and recs else []
+    run_line = (
+        [f"run the first row with {fw.name} (--evaluate it with --framework {fw.name}): {recs[0]['switches']}"]
+        if fw is not None and recs
+        else []
+    )
     notes = (*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs), *run_line)
     meeting = f" meeting --where {where}" if where else ""
     shown = "; one row per layout (the fastest of each)" if distinct else ""
