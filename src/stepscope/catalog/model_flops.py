@@ -124,12 +124,8 @@ class ModelShape:
         w = min(self.sliding_window, seq_len)
         # a causal window: query t sees min(t + 1, w) keys
         keys_sw = (w * (w + 1) / 2 + (seq_len - w) * w) / seq_len if causal else float(w)
-        attn = (
-            6.0
-            * self.n_heads
-            * (self.qk_dim + self.v_dim)
-            * ((layers - self.sliding_layers) * keys + self.sliding_layers * keys_sw)
-        )
+        softmax = (layers - self.sliding_layers) * keys + self.sliding_layers * keys_sw
+        attn = 6.0 * self.n_heads * (self.qk_dim + self.v_dim) * softmax
         return 6.0 * self.matmul_params_per_token() + attn + self.linear_attention_flops_per_token()
 
     def linear_attention_flops_per_token(self) -> float:

@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .calibrate import Fit, Run
+from .fit import ATTN_GRID, COMM_GRID, GEMM_GRID, INTER_GRID, LAYER_GRID, Fit, Run, predict_one
 
 # log-spaced, holding the prior 1.0 exactly
 OP_GRIDS: dict[str, np.ndarray] = {
@@ -63,8 +61,6 @@ def op_classes(runs: Sequence[Run]) -> list[str]:
 def _base_grids() -> dict[str, np.ndarray]:
     """The grid fit's factors on their grids, the links' scale and the host wait reaching further
     (the grid fit's edges, 4 and 51.2 ms, are where runs with an op class it cannot express land)."""
-    from .calibrate import ATTN_GRID, COMM_GRID, GEMM_GRID, INTER_GRID, LAYER_GRID
-
     return {
         "gemm_scale": GEMM_GRID,
         "attn_scale": ATTN_GRID,
@@ -77,8 +73,6 @@ def _base_grids() -> dict[str, np.ndarray]:
 def _distance(name: str, grid: np.ndarray) -> np.ndarray:
     """Each grid value's distance from its prior (calibrate._prior_dist's terms)."""
     if name == "layer_overhead_s":
-        from .calibrate import LAYER_GRID
-
         return np.log1p(grid / LAYER_GRID[1])
     return np.abs(np.log(grid))
 
@@ -139,8 +133,6 @@ def refine(runs: Sequence[Run], f: Fit, grid_fit: Callable[[list[int]], Fit] | N
 
 def _loo_score(runs: Sequence[Run], fit_on: Callable[[list[Run], list[int]], Fit]) -> float:
     """Mean |log error| of each run predicted by ``fit_on(the other runs, their indices)``."""
-    from .calibrate import predict_one
-
     errs = []
     for k, r in enumerate(runs):
         rows = [j for j in range(len(runs)) if j != k]
