@@ -177,7 +177,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=str(ROOT / "benchmarks" / "data" / "seed_alm17b"))
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
-    ap.add_argument("--without", default="", help="runs to leave out of the table, comma-separated (e.g. a run of older code)")
+    ap.add_argument(
+        "--without", default="", help="runs to leave out of the table, comma-separated (e.g. a run of older code)"
+    )
     a = ap.parse_args()
     rows, runs = load(Path(a.dir))
     left_out = {x for x in a.without.split(",") if x}
