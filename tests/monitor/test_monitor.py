@@ -149,6 +149,7 @@ def _report_json(run_dir: Path) -> dict:  # type: ignore[type-arg]
 def test_report_json_shape(tmp_path: Path) -> None:
     with Monitor(tmp_path, detect=False) as mon:
         for _ in range(10):
+            time.sleep(0.005)  # steps of a known length: no step after the 3 tagged ones reads as warm-up
             mon.step()
     d = _report_json(tmp_path)
     assert d["steps_recorded"] == 10

@@ -6,7 +6,9 @@ unmeasured devices by hand, and the planner's fit test against both."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -175,3 +177,17 @@ def test_h800_is_in_the_catalog_by_its_alias(capsys: pytest.CaptureFixture[str])
     h800, h100 = hardware("H800"), hardware("h100")
     assert h800.intra_node_gbps == 200 and h100.intra_node_gbps == 450
     assert h800.peak_tflops["bf16"] == h100.peak_tflops["bf16"] and h800.peak_tflops["fp64"] == 1.0
+
+
+def test_the_search_keeps_a_margin_free_before_it_ranks_by_step(run_json: Callable[..., Any]) -> None:
+    """Llama 3 8B on 8 H100 (85.0 GB visible): the fastest rows by step alone sit within 5% of the
+    device; with the margin the first row leaves at least 5% free and is no faster than the
+    margin-free ranking's first row; static TPU memory keeps no margin."""
+    job = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "64"]
+    job += ["--seq-len", "8192", "--top", "3", "--json"]
+    kept = run_json(*job)["rows"]
+    bare = run_json(*job, "--set", "memory_margin=0")["rows"]
+    cap = kept[0]["memory_gb"]["total"] + kept[0]["headroom_gb"]
+    assert kept[0]["headroom_gb"] >= 0.05 * cap
+    assert bare[0]["step_time_s"] <= kept[0]["step_time_s"]
+    assert bare[0]["headroom_gb"] < 0.05 * cap  # the case the margin is for

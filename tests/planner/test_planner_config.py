@@ -113,6 +113,7 @@ def test_the_settings_report_of_a_default_job_by_hand() -> None:
         ("flash_attention", True),
         ("grad_bytes", 4),
         ("reserve_gb", 3.0),
+        ("memory_margin", 0.05),  # resolved for a CUDA device, as the reserve is
     ]
     # microseconds in, microseconds out: 10 us of nanotron's gather, 200 us of host wait
     st = job_settings(job_from_record({**JOB, "zero_gather_copy_us": 10, "host_wait_us": 200}))

@@ -16,7 +16,7 @@ from ..catalog.model_flops import ModelShape
 from ..errors import ConfigError
 from .config import FrameworkConfig
 from .network import NetworkProfile
-from .vocab import LOSS_BYTES, RESERVE_GB, divisors
+from .vocab import LOSS_BYTES, MEMORY_MARGIN, RESERVE_GB, divisors
 
 Array = float | np.ndarray
 
@@ -168,6 +168,11 @@ class Job:
         return self.hw.capacity_bytes or 80 * 2**30 * HBM_VISIBLE
 
     @property
+    def memory_margin(self) -> float:
+        """Share of the device a search keeps free beyond the reserve (the memory_margin setting)."""
+        return float(self.framework.memory.memory_margin or 0.0)
+
+    @property
     def reserve_bytes(self) -> float:
         return self.reserve_gb * 1e9
 
@@ -242,7 +247,8 @@ def make_job(
     **values: Any,
 ) -> Job:
     """A job with its defaults resolved: the framework reserve (None: RESERVE_GB under CUDA/ROCm,
-    0 where the runtime assigns memory statically, Hardware.static_memory) and the gradient dtype
+    0 where the runtime assigns memory statically, Hardware.static_memory), the search's memory
+    margin (None: MEMORY_MARGIN, 0 there too) and the gradient dtype
     (None: fp16 with fp16 precision, else fp32). ``values``: framework settings by key (in the keys'
     units) and calibration fields by name, on top of ``framework``."""
     calib_names = {f.name for f in dataclasses.fields(Calibration)}
@@ -251,6 +257,8 @@ def make_job(
     resolved: dict[str, Any] = {}
     if fw.memory.reserve_gb is None:
         resolved["reserve_gb"] = 0.0 if hw.static_memory else RESERVE_GB
+    if fw.memory.memory_margin is None:
+        resolved["memory_margin"] = 0.0 if hw.static_memory else MEMORY_MARGIN
     if fw.precision.grads is None:
         resolved["grad_dtype"] = "fp16" if fw.precision.compute == "fp16" else "fp32"
     return Job(

@@ -185,7 +185,13 @@ def search_result(
         if fw is not None and recs
         else []
     )
-    notes = (*_no_fit_lines(plan, job), *what_if_lines({"calibration": calib}), *_caveats(job, recs), *run_line)
+    notes = (
+        *_no_fit_lines(plan, job),
+        *_margin_lines(job, recs),
+        *what_if_lines({"calibration": calib}),
+        *_caveats(job, recs),
+        *run_line,
+    )
     meeting = f" meeting --where {where}" if where else ""
     shown = "; one row per layout (the fastest of each)" if distinct else ""
     fw_line = (
@@ -210,6 +216,19 @@ def search_result(
         capacity_gb=job.capacity_bytes / 1e9,
     )
     return result
+
+
+def _margin_lines(job: Job, recs: list[dict[str, Any]]) -> list[str]:
+    """Rows that fit but leave less than the memory margin free, which the search ranks last."""
+    cap_gb = job.capacity_bytes / 1e9
+    tight = [r for r in recs if r["fits"] and r["headroom_gb"] < job.memory_margin * cap_gb]
+    if not tight or not job.memory_margin:
+        return []
+    return [
+        f"{len(tight)} of these rows leave less than {job.memory_margin:.0%} of the device free "
+        f"({job.memory_margin * cap_gb:.1f} GB: allocator fragmentation, the memory model's error) and are ranked "
+        "after those that do; --set memory_margin=0 ranks by step alone"
+    ]
 
 
 def _switches(job: Job, fw: frameworks.Framework, strategy: dict[str, Any]) -> str:

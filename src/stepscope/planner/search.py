@@ -40,6 +40,7 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
+TIGHT_PENALTY_S = 1e9  # added to the ranking key of a row inside the memory margin: after every other row
 CP_MIN_TOKENS = 1024  # the search's context parallelism beyond 8 keeps at least this many tokens a rank
 SEARCHED_SCHEDULES = (0, 1, 2)  # 1f1b (interleaved with vpp > 1), zb-h1, zb-v; the others when --where names them
 
@@ -211,7 +212,8 @@ def search(
     pipeline_zero: tuple[int, ...] = (),
     asked: str | None = None,
 ) -> Plan:
-    """The ``top`` fastest configurations that fit (``where``: constraints, planner/where.py;
+    """The ``top`` fastest configurations that fit, those that leave the job's memory margin free
+    ranked before those that do not (``where``: constraints, planner/where.py;
     ``distinct``: only the fastest of each LAYOUT, so the rows are alternatives, not variants;
     ``pipeline_zero``: the only ZeRO stages allowed with pp > 1, empty for no restriction;
     ``asked``: the conditions as the user gave them, before a framework's were added)."""
@@ -246,8 +248,10 @@ def search(
     # configuration's results do not depend on the others evaluated with it)
     r = evaluate(job, s, keys=("fits", "step_s", "total_gb"))
     fitting = int(np.count_nonzero(r["fits"]))
-    # the fastest that fit; when none does, the ones closest to fitting (least memory per device)
-    key = np.where(r["fits"], r["step_s"], np.inf) if fitting else r["total_gb"]
+    # the fastest that fit, those leaving the memory margin free first; when none fits, the ones
+    # closest to fitting (least memory per device)
+    tight = r["total_gb"] * 1e9 > job.capacity_bytes * (1.0 - job.memory_margin)
+    key = np.where(r["fits"], r["step_s"] + np.where(tight, TIGHT_PENALTY_S, 0.0), np.inf) if fitting else r["total_gb"]
     if distinct:  # the first (fastest) row of each layout, in ranking order
         order = np.argsort(key, kind="stable")
         _, first = np.unique(_layout_key({k: s[k][order] for k in LAYOUT}), return_index=True)

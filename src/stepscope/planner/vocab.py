@@ -101,6 +101,8 @@ HOST_GBPS = 25.0  # device <-> host when the catalog has no figure (PCIe Gen4 x1
 # a CUDA/ROCm device's framework reserve (GB): the CUDA context (~0.5-1 GB) and the caching
 # allocator's fragmentation; a prior
 RESERVE_GB = 3.0
+# share of a CUDA/ROCm device a search keeps free beyond the reserve (the memory_margin setting)
+MEMORY_MARGIN = 0.05
 
 
 def divisors(n: int) -> list[int]:

@@ -73,8 +73,8 @@ def caveat_lines(
     if any(str(r["strategy"].get("sched", "")).startswith("dualpipe") for r in recs):
         lines.append(
             "note: DualPipe rows take their bubble from the DualPipe README's table (with F = W = B/2) and hide the "
-            "all-to-all as ep_overlap does; checked against one run only (DeepSeek-V3, within 2% of its whole-run average, "
-            "whose memory is predicted 3.8% over its devices' with its FP8 activation caching, --set fp8_activation_cache=true)"
+            "all-to-all as ep_overlap does; checked against one run only (DeepSeek-V3, within 2% of its whole-run average), "
+            "which fit in 80 GB per device with its report's FP8 activation storage (--set fp8_activation_cache=true)"
         )
     if fp8_rowwise:
         lines.append(
