@@ -81,3 +81,10 @@ def test_the_python_api_searches_under_the_default_framework_too() -> None:
     rows = stepscope.plan(model="llama3-8b", hardware="tpu-v5p", devices=8, global_batch=64, seq_len=4096, top=2)
     assert [r["framework"] for r in rows.records] == ["maxtext", "maxtext"]
     assert all("remat_policy=" in r["switches"] for r in rows.records)
+
+
+def test_megatron_offload_turns_the_overlaps_off() -> None:
+    row = {**ROW, "offload": 1, "offload_layers": 0}
+    text = switches("megatron", row, layers=32, global_batch=256, seq_len=8192, experts=0, cores=1)
+    assert "--use-distributed-optimizer --recompute-granularity selective" in text
+    assert "--overlap-grad-reduce" not in text and "--cpu-offloading --cpu-offloading-num-layers 32" in text

@@ -60,11 +60,15 @@ def megatron(
         out.append("--sequence-parallel")
     if _overlap(s) == "full" and s["tp"] > 1:
         out.append("--tp-comm-overlap")
+    # the overlapped gradient reduction and parameter gather are off with activation offloading
+    # (NVIDIA's Megatron launch scripts: "Disable --overlap-grad-reduce and --overlap-param-gather
+    # when cpu offloading is on")
+    overlap = not s["offload"]
     if s["zero"] == 1:
-        out.append("--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather")
+        out.append("--use-distributed-optimizer" + (" --overlap-grad-reduce --overlap-param-gather" if overlap else ""))
     elif s["zero"] == 3:
         out.append("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params")
-    elif s["dp"] > 1:
+    elif s["dp"] > 1 and overlap:
         out.append("--overlap-grad-reduce")
     out += _megatron_recompute(str(s["recompute"]))
     if s["offload"]:
