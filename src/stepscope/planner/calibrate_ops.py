@@ -42,10 +42,9 @@ MIN_EP_RUNS = 2  # the exchange's scale needs two runs with expert parallelism t
 
 def op_classes(runs: Sequence[Run]) -> list[str]:
     """The op-class factors the runs can inform (module docstring): none unless every run is of one
-    model on one device (what a kernel class achieves is a property of its shapes on that device;
-    fitted across NVIDIA's 21 MoE runs of four models on three devices, one scale per class predicted
-    them, leaving each out, no better than the shared scales alone: 36.4% and 39.5% against 35.6%
-    under the held-out set's rules, 20.2% against 21.6% with its recipes' settings)."""
+    model on one device: what a kernel class achieves is a property of its shapes on that device,
+    and one scale per class fitted across NVIDIA's MoE runs of four models on three devices
+    predicted them, leaving each out, no better than the shared scales (BENCHMARKS.md)."""
     if len({(r.job.model, r.job.hw.name) for r in runs}) > 1:
         return []
     out = []

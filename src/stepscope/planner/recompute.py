@@ -44,22 +44,9 @@ import numpy as np
 #   save_dot_except_mlp              q, k, v, out_proj
 #   save_qkv_proj                    q, k, v
 #   save_out_proj                    out_proj
-# The new policies' entries are priors on the same count as the named ones before them (bf16, the
-# block input 2 B per h, MHA: q, k, v and context h wide each; a plain 4h MLP, its input
-# projection 4h, its output h, which backward needs where a MoE layer's router probabilities or a
-# post-norm take their gradient from it; recompute: the attention projections a third of a
-# layer's forward FLOPs, the MLP two thirds, half of them the input projection, the attention
-# kernel's own forward left out as in the other named priors):
-#   minimal_with_context: minimal's 20 (q, k, v, out 4h + MLP in 4h + out h + block input h) +
-#     context 2 = 22; nothing but elementwise work recomputed: factor 1;
-#   save_dot_with_context_except_mlp: q, k, v 6 + context 2 + out 2 + block input 2 = 12; the MLP
-#     recomputed: 1 + (2/3)/3;
-#   save_dot_except_mlpwi: q, k, v 6 + out 2 + mlpwo 2 + block input 2 = 12; the MLP's input
-#     projections recomputed, its output kept: 1 + (1/3)/3;
-#   save_dot_except_mlp on that count is 10 (q, k, v 6 + out 2 + block input 2: MaxText does not
-#     name context in it; this table had 12, which is save_dot_with_context_except_mlp's count).
-# On a model unlike the reference (gated or MoE MLPs, GQA, MLA, linear attention) these fixed
-# priors are approximate: minimal's own count follows the model's shape (rates.dots_saveable).
+# The three appended policies are counted from the model's shape by those names
+# (rates.maxtext_names: their nan entries below); save_dot_except_mlp's fixed prior counts q, k, v
+# 6 + out 2 + block input 2 = 10 B per token / h (MaxText does not name context in it).
 RECOMPUTE = (
     "none",
     "selective",
@@ -83,7 +70,7 @@ MLA_POLICIES = (RECOMPUTE.index("mla_up_proj"), RECOMPUTE.index("layernorm_mla_u
 # 30, Korthikanti et al.'s 34 and 30 less the dropout masks; op and minimal: rates.op_sac,
 # rates.dots_saveable)
 ACT_BYTES = np.array(
-    [np.nan, np.nan, 2.0, np.nan, 10.0, 8.0, 4.0, np.nan, np.nan, 2.0, np.nan, np.nan, 22.0, 12.0, 12.0]
+    [np.nan, np.nan, 2.0, np.nan, 10.0, 8.0, 4.0, np.nan, np.nan, 2.0, np.nan, np.nan, np.nan, np.nan, np.nan]
 )
 # Of the stored bytes, the h-wide tensors outside the TP region, whole on every TP rank without sequence
 # parallelism: both norms' inputs and outputs, 8 (Korthikanti's 10 less the two dropout masks,
@@ -103,7 +90,8 @@ REPLICATED_BYTES = np.array([8.0, 8.0, 2.0, 6.0, 4.0, 2.0, 4.0, np.nan, 4.0, 2.0
 GATHERED_BYTES = np.array([4.0, 4.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0, 4.0, 4.0, 0.0, 0.0, 0.0])
 # layernorm_moe_act recomputes no GEMM: its recompute is memory-bound bytes (cost.py, rates.norm_moe_act);
 # selective's entry is nominal: cost.py charges the attention core's forward per configuration;
-# the mla_up_proj ones follow the model's shape (rates.mla_up_proj); the MaxText ones: see above
+# the mla_up_proj ones follow the model's shape (rates.mla_up_proj), the appended MaxText ones too
+# (rates.maxtext_names)
 RECOMPUTE_FACTOR = np.array(
     [
         1.0,
@@ -118,9 +106,9 @@ RECOMPUTE_FACTOR = np.array(
         1.28,
         np.nan,
         np.nan,
-        1.0,
-        1.0 + (2.0 / 3.0) / 3.0,
-        1.0 + (1.0 / 3.0) / 3.0,
+        np.nan,
+        np.nan,
+        np.nan,
     ]
 )
 # bytes per token and layer / h that qkv_proj_offloaded moves to the host and back: save_qkv_proj's
