@@ -33,6 +33,10 @@ class Framework:
     virtual_stages: bool = True  # interleaved pipeline stages (vpp > 1)
     pipeline_zero: tuple[int, ...] = ()  # the ZeRO stages it runs with pp > 1; empty: those of ``zero``
 
+    def zero_stages(self, pp: int) -> tuple[int, ...]:
+        """The ZeRO stages it runs with ``pp`` pipeline stages (empty: no restriction)."""
+        return (self.pipeline_zero or self.zero) if pp > 1 else self.zero
+
 
 def _parse(name: str, e: Any) -> Framework:
     if not isinstance(e, dict):
@@ -134,10 +138,11 @@ def check(fw: Framework, policy: str, schedule: str, zero: int = 0, vpp: int = 1
     interleaving must be ones the framework offers."""
     if fw.zero and zero not in fw.zero:
         raise ConfigError(f"{fw.name} has no ZeRO stage {zero}", fix=f"its stages: zero={'|'.join(map(str, fw.zero))}")
-    if pp > 1 and fw.pipeline_zero and zero not in fw.pipeline_zero:
+    stages = fw.zero_stages(pp)  # with pp = 1 the same as fw.zero, checked above
+    if stages and zero not in stages:
         raise ConfigError(
             f"{fw.name} runs no ZeRO stage {zero} with pipeline parallelism (pp={pp})",
-            fix=f"with pp > 1 its stages: zero={'|'.join(map(str, fw.pipeline_zero))}",
+            fix=f"with pp > 1 its stages: zero={'|'.join(map(str, stages))}",
         )
     if vpp > 1 and not fw.virtual_stages:
         raise ConfigError(f"{fw.name} has no interleaved pipeline stages (vpp={vpp})", fix="use vpp=1")

@@ -124,7 +124,7 @@ def evaluate_result(
             job,
             strategy.arrays(),
             policies=fw.recompute if fw else None,
-            zero_stages=(fw.pipeline_zero or fw.zero) if fw and strategy.pp > 1 else fw.zero if fw else (),
+            zero_stages=fw.zero_stages(strategy.pp) if fw else (),
         )
         fit_lines.append(alternatives_line(rec["fitting_alternatives"]))
     caveats = _caveats(job, [rec])
