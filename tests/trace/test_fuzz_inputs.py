@@ -4,7 +4,8 @@ refuses); any other exception, exit code or a multi-line error fails, and so doe
 character reaching the terminal.
 
 Targets, each variant from a fixed seed (``random.Random("<target>-<i>")``): kineto (events and
-header of the bundled Kineto trace), kineto_text (text-level damage), depth (nesting up to 6,000),
+header of the bundled Kineto trace), ascend (tasks, flows and process names of the real Ascend
+timeline, in a profiling directory), kineto_text (text-level damage), depth (nesting up to 6,000),
 both also through the msgspec reader (``_portable``), framing (gzip members, padding, bombs),
 names (long names with terminal controls and markup, shown on the terminal), counters (CUPTI
 range events), zip (nsys-jax archive internals), permissions (reads and writes the system refuses
@@ -44,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KINETO = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"
 XPLANE = ROOT / "examples" / "traces" / "jax_gpu_te_fused_attn.xplane.pb"
 NSYS = ROOT / "tests" / "fixtures" / "nsys_concurrent_profile4.sqlite"
+ASCEND = ROOT / "tests/fixtures/traces/msprof-analyze/test/ut/advisor/timeline_advice/trace_view.json"
 CALIB_CSV = ROOT / "examples" / "plan" / "nvidia_h100_runs.csv"
 WEIRD: list[Any] = [None, "abc", -1, 1e308, [], {}, True, "", 2**70, 0, [1, "a"], {"x": 1}, "(", float("nan")]
 PLAN = ["plan", "--model", "llama3-8b", "--devices", "8", "--global-batch", "16", "--seq-len", "4096"]
@@ -125,6 +127,37 @@ def kineto(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
     p = tmp / "t.json"
     p.write_text(json.dumps(doc), encoding="utf-8")
     return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json"), "--html", str(tmp / "o.html")]
+
+
+def ascend(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    """The real Ascend timeline with fields of its tasks, flows and process metadata spoilt, in an
+    Ascend profiling directory, sometimes cut short."""
+    events = json.loads(ASCEND.read_text())
+    special = [e for e in events if e.get("ph") in ("M", "s", "f") or e.get("pid") == 800]
+    for _ in range(rng.randrange(1, 30)):
+        ev = rng.choice(special if rng.random() < 0.6 else events)
+        key = rng.choice(["ts", "dur", "pid", "tid", "name", "cat", "ph", "args", "id", "bp"])
+        ev[key] = rng.choice(WEIRD)
+        if isinstance(ev.get("args"), dict) and rng.random() < 0.3:
+            ev["args"][rng.choice(["name", "labels", "Task Type"])] = rng.choice(WEIRD)
+    text = json.dumps(events)
+    if rng.random() < 0.3:
+        text = text[: rng.randrange(1, len(text))]
+    out = tmp / "w_1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    (out / "trace_view.json").write_text(text, encoding="utf-8")
+    (out.parent / f"profiler_info_{rng.choice(['1', '-1', 'x', '99999999999'])}.json").write_text("{}")
+    return [
+        "analyze",
+        str(out.parent.parent),
+        "-q",
+        "--workers",
+        "1",
+        "--json",
+        str(tmp / "o.json"),
+        "--html",
+        str(tmp / "o.html"),
+    ]
 
 
 def _kineto_text() -> str:
@@ -405,6 +438,7 @@ def calibrate(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
 
 TARGETS: dict[str, Callable[[random.Random, Path, dict[str, Any]], list[str]]] = {
     "kineto": kineto,
+    "ascend": ascend,
     "kineto_text": kineto_text,
     "kineto_text_portable": kineto_text,
     "depth": depth,

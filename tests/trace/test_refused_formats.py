@@ -33,14 +33,14 @@ def test_fixtures_are_what_the_tests_say() -> None:
     assert {e.get("cat") for e in xp["traceEvents"]} == {"PERF", "PREF", "SAMPLE", "__metadata"}
 
 
-@pytest.mark.parametrize(("path", "words"), [(ASCEND, "Ascend NPU timeline"), (XPROF, "xprof/TensorFlow")])
+@pytest.mark.parametrize(("path", "words"), [(XPROF, "xprof/TensorFlow")])
 def test_foreign_json_is_refused_by_load(path: Path, words: str) -> None:
     with pytest.raises(TraceFormatError) as ei:
         stepscope.load(path)
     assert words in str(ei.value) and ei.value.fix
 
 
-@pytest.mark.parametrize(("path", "words"), [(ASCEND, "Ascend NPU timeline"), (XPROF, "xprof/TensorFlow")])
+@pytest.mark.parametrize(("path", "words"), [(XPROF, "xprof/TensorFlow")])
 def test_cli_exits_2_with_one_line(path: Path, words: str) -> None:
     cmd = [sys.executable, "-c", "import sys; from stepscope.cli import main; sys.exit(main())", "analyze", str(path)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -50,7 +50,8 @@ def test_cli_exits_2_with_one_line(path: Path, words: str) -> None:
 
 
 def test_ascend_marker_in_a_gzipped_list(tmp_path: Path) -> None:
-    """Two CPU ops and an "Ascend Hardware" process name, gzipped: refused too."""
+    """Two CPU ops and an "Ascend Hardware" process name, gzipped, but no NPU task: refused (it would
+    read as a CPU-only trace)."""
     ev: list[dict[str, Any]] = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
         {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 6, "dur": 2},
@@ -58,7 +59,7 @@ def test_ascend_marker_in_a_gzipped_list(tmp_path: Path) -> None:
     ]
     p = tmp_path / "trace_view.json.gz"
     p.write_bytes(gzip.compress(json.dumps(ev).encode()))
-    with pytest.raises(TraceFormatError, match="Ascend"):
+    with pytest.raises(TraceFormatError, match="Ascend NPU timeline .* without NPU task rows"):
         stepscope.load(p)
 
 

@@ -12,6 +12,7 @@
  *   status: 0 = ran out of input (the rest, from `consumed`, is an incomplete event),
  *           1 = reached the closing ']' (at offset `consumed`),
  *          -1 = syntax error near offset `consumed` (caller falls back to the slow path).
+ * An Ascend NPU task has no "cat": its args' "Task Type" (AI_CORE, MEMCPY_ASYNC...) stands in for it.
  * Times ("ts", "dur": microseconds) become exact integer nanoseconds by decimal parsing:
  * int_part * 1000 + first three fraction digits (truncated); exponent forms go through strtod.
  * Missing integers are -1 (ts/dur: INT64_MIN for "absent"); missing strings are null.
@@ -357,6 +358,7 @@ static int parse_args(Cur *cur, Cols *c) {
         else if (KEY("Process Group Ranks")) sk = S_PGRANKS;
         else if (KEY("In split size")) sk = S_INSPLIT;
         else if (KEY("Out split size")) sk = S_OUTSPLIT;
+        else if (KEY("Task Type")) sk = S_CAT; /* Ascend NPU tasks: no "cat"; their task type stands in */
         else if (KEY("Input Dims")) { sk = S_DIMS; raw = 1; }
         else if (KEY("Input type")) { sk = S_TYPES; raw = 1; }
         if (ik >= 0) c->ival[ik] = parse_int_value(p, vend);

@@ -49,6 +49,7 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     pg_ranks: msgspec.Raw = msgspec.field(name="Process Group Ranks", default=_NORAW)
     in_split: msgspec.Raw = msgspec.field(name="In split size", default=_NORAW)
     out_split: msgspec.Raw = msgspec.field(name="Out split size", default=_NORAW)
+    task_type: str | None = msgspec.field(name="Task Type", default=None)  # Ascend NPU tasks (no "cat")
 
 
 _EMPTY_ARGS = _Args()
@@ -207,7 +208,7 @@ def _columns_from_structs(events: list[_Event]) -> dict[str, Any]:
     args = [e.args for e in events]
     cols: dict[str, Any] = {
         "ph": pa.array([e.ph for e in events], type=pa.string()),
-        "cat": pa.array([e.cat for e in events], type=pa.string()),
+        "cat": pa.array([e.cat if e.cat is not None else e.args.task_type for e in events], type=pa.string()),
         "name": pa.array([e.name for e in events], type=pa.string()),
         "ts": raw_lines_to_ns(b"\n".join([e.ts for e in events]), n),
         "dur": raw_lines_to_ns(b"\n".join([e.dur for e in events]), n),

@@ -174,9 +174,15 @@ def _skip_reason(q: Path) -> str | None:
 
 
 def _dir_traces(d: Path) -> list[Path]:
-    """Trace files of a directory. A ``jax.profiler`` log directory (``plugins/profile/<run>/``,
+    """Trace files of a directory. An Ascend profiling directory (or a folder of them, one per
+    rank) gives its ``trace_view.json`` files (``ascend_files.py``). A ``jax.profiler`` log directory (``plugins/profile/<run>/``,
     found at any depth) gives its latest run's ``<host>.xplane.pb`` files; the ``<host>.trace.json.gz``
     beside an XPlane file is a derived view of the same events and is skipped."""
+    from .ascend_files import ascend_timelines
+
+    ascend = ascend_timelines(d)  # its other JSON files are not traces: the reader's own inputs
+    if ascend:
+        return ascend
     found = sorted(q for q in d.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES))
     if not found:
         runs = sorted({q.parent for q in d.rglob("*.xplane.pb")})
@@ -292,8 +298,7 @@ def _read_one(job: ReadJob) -> FileRead:
 
         fr = keep_plausible(read_nsys_jax(path))
     else:
-        fr = with_side_events(read_kineto(path, include_python=include_python))
-        refuse_foreign_json(fr)
+        fr = interpret_json(with_side_events(read_kineto(path, include_python=include_python)))
     if cache_dir and not fr.truncated and not fr.warnings:
         from . import parquet
 
@@ -314,27 +319,35 @@ _KINETO_HEADER = frozenset(("schemaVersion", "deviceProperties", "distributedInf
 _ASCEND_MARKERS = (b'"Ascend Hardware"', b'"CANN"', b'"Overlap Analysis"')
 
 
-def refuse_foreign_json(fr: FileRead) -> None:
-    """Refuse a trace-event JSON that is not a profile stepscope reads, rather than analyze part of it.
+def interpret_json(fr: FileRead) -> FileRead:
+    """A trace-event JSON read by the Kineto readers, as what it is: an Ascend timeline is given its
+    NPU meaning (``ascend.py``); one that is not a profile stepscope reads is refused rather than
+    analyzed in part.
 
     Asked only of files without device rows (a GPU trace is never scanned again):
     - an Ascend timeline names its NPU rows' process "Ascend Hardware" (also "CANN", "Overlap
-      Analysis"); its CPU ops look like Kineto's, its NPU tasks are not read, so the trace would
-      pass for a CPU-only one;
+      Analysis"); one without NPU rows is refused (it would pass for a CPU-only trace);
     - a Chrome trace-event file without a Kineto header and without any framework-op event kind
       (xprof/TensorFlow trace viewer JSON, other tools' timelines) has no steps to find.
     """
     if fr.table.num_rows == 0:  # no event at all: the assembler says so
-        return
+        return fr
     kinds = set(fr.table["kind"].unique().cast("string").to_pylist())
     if kinds & _DEVICE_KINDS:
-        return
+        return fr
     if _file_holds(fr.path, _ASCEND_MARKERS):
+        from .ascend import is_ascend, to_ascend
+        from .chrome_meta import process_metadata
+
+        meta = process_metadata(fr.path)
+        read = to_ascend(fr, meta) if is_ascend(meta) else fr
+        if set(read.table["kind"].unique().cast("string").to_pylist()) & _DEVICE_KINDS:
+            return read
         raise TraceFormatError(
-            "an Ascend NPU timeline (torch_npu / msprof trace_view.json): stepscope has no reader for its NPU "
-            "rows and would read it as a CPU-only trace",
+            "an Ascend NPU timeline (torch_npu / msprof trace_view.json) without NPU task rows "
+            '(no "Ascend Hardware" process): it would read as a CPU-only trace',
             path=fr.path,
-            fix="analyze it with msprof-analyze; stepscope reads PyTorch Kineto, XPlane and Nsight traces",
+            fix="profile with torch_npu.profiler.ProfilerActivity.NPU among the activities",
         )
     if not kinds & _PROFILER_KINDS and not _KINETO_HEADER & set(fr.header):
         raise TraceFormatError(
@@ -343,6 +356,7 @@ def refuse_foreign_json(fr: FileRead) -> None:
             path=fr.path,
             fix="for JAX or TensorFlow pass the .xplane.pb the profiler wrote; for PyTorch the torch.profiler trace",
         )
+    return fr
 
 
 def _file_holds(path: str, needles: tuple[bytes, ...], block: int = 1 << 22) -> bool:

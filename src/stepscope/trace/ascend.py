@@ -1,0 +1,212 @@
+"""Ascend NPU timelines (torch_npu / MindSpore profiler ``trace_view.json``) -> the event table.
+
+The file is Chrome trace-event JSON (a top-level list; timestamps are strings with sub-microsecond
+digits, parsed exactly to the nanosecond by the Kineto readers), so those read it; this module then
+gives its rows their meaning from the process each belongs to (``process_name`` metadata):
+
+- ``Ascend Hardware``: device work. Each slice is an NPU task; its thread is the stream
+  (``Stream <id>``); its ``Task Type`` arg (AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, HCCL...) is
+  in ``cat``. Copy tasks (MEMCPY_*, SDMA, PCIe DMA) become ``memcpy`` rows; event and notify
+  record/wait tasks ``sync`` rows (the stream waits, the cores do nothing); the rest ``kernel``.
+- ``CANN``: the host runtime (AscendCL / aclnn calls): ``runtime`` rows. A ``HostToDevice`` flow
+  joins a task to the call enclosing the flow's start: both get one ``correlation`` id.
+- ``Python`` (and any other process): host rows as Kineto gives them (``cpu_op``,
+  ``ProfilerStep#N``). An ``async_npu`` flow joins a task to the operator that starts at the
+  flow's start: both get one ``external_id``.
+- ``Overlap Analysis``: msprof's own computing / communication / free split. Not device work: its
+  totals are kept in the header (``ascend_overlap_ns``) to cross-check ours, and its rows dropped.
+The flows used (and torch_npu's ``async_task_queue`` enqueue -> dequeue flows) are dropped, as the
+Kineto readers drop CUDA launch flows. The device id is the ``NPU <id>`` label of the hardware
+process, else 0; the rank comes from ``profiler_info_<rank>.json`` beside the output folder.
+Layout: Ascend's profiler documentation and torch_npu's ``profiler/analysis`` writers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .ascend_files import rank_header
+from .chrome_meta import ProcessMeta
+from .columns import FileRead
+from .dictcol import per_value
+from .schema import KIND_CODE, Kind
+
+ASCEND_FORMAT = "ascend"
+DEVICE_PROCESS = "Ascend Hardware"
+RUNTIME_PROCESS = "CANN"
+OVERLAP_PROCESS = "Overlap Analysis"
+#: process names that mark a file as an Ascend timeline
+MARKER_PROCESSES = frozenset((DEVICE_PROCESS, RUNTIME_PROCESS, OVERLAP_PROCESS))
+#: flow categories that only link rows (their links become ids) and are then dropped
+_LINK_FLOWS = ("HostToDevice", "async_npu", "async_task_queue")
+_COPY_TASK = re.compile(r"MEMCPY|SDMA|DMA", re.I)
+_WAIT_TASK = re.compile(r"^(EVENT|NOTIFY|CAPTURE)_(WAIT|RECORD|RESET)", re.I)
+_NPU_LABEL = re.compile(r"^\s*NPU\s*(\d{1,6})\s*$")
+_MAX_STEP_BACK = 8  # enclosing-slice search: how many earlier slices of a thread to try
+
+
+def is_ascend(meta: dict[int, ProcessMeta]) -> bool:
+    """Whether a trace's process names are an Ascend profiler's (its NPU rows' process)."""
+    return any(m.name == DEVICE_PROCESS for m in meta.values())
+
+
+def to_ascend(fr: FileRead, meta: dict[int, ProcessMeta]) -> FileRead:
+    """A Kineto-read Ascend timeline with its rows given their Ascend meaning (see the module)."""
+    t = fr.table
+    pid = t["pid"].to_numpy()
+    dev_pids = [p for p, m in meta.items() if m.name == DEVICE_PROCESS]
+    rt_pids = [p for p, m in meta.items() if m.name == RUNTIME_PROCESS]
+    ov_pids = [p for p, m in meta.items() if m.name == OVERLAP_PROCESS]
+    kind = _kind_codes(t)
+    flow = kind == KIND_CODE["flow"]
+    on_dev = np.isin(pid, dev_pids) & ~flow
+    on_rt = np.isin(pid, rt_pids) & ~flow
+    kind = np.where(on_dev, _device_kinds(t), kind)
+    kind = np.where(on_rt & (kind == KIND_CODE["other"]), np.int8(KIND_CODE["runtime"]), kind)
+    device = np.where(on_dev, _device_ids(pid, meta), -1).astype(np.int32)
+    stream = np.where(on_dev, t["tid"].to_numpy(), -1)
+    corr, ext = _links(t, kind, on_dev, on_rt)
+    overlap = _overlap_totals(t, np.isin(pid, ov_pids))
+    drop = np.isin(pid, ov_pids) | (flow & _cat_in(t, _LINK_FLOWS))
+    t = _with(t, kind=kind, device=device, stream=stream, correlation=corr, external_id=ext)
+    t = t.filter(pa.array(~drop))
+    header = {**fr.header, "format": ASCEND_FORMAT, "ascend_overlap_ns": overlap, **rank_header(fr.path)}
+    return replace(fr, table=t, header=header)
+
+
+def _kind_codes(t: pa.Table) -> np.ndarray:
+    return per_value(t["kind"], lambda k: KIND_CODE.get(k, KIND_CODE["other"]), null=KIND_CODE["other"], dtype=np.int8)
+
+
+def _device_kinds(t: pa.Table) -> np.ndarray:
+    """Kind per row if it were an NPU task: from its task type (``cat``), else its name."""
+
+    def of(task: str) -> int:
+        if _WAIT_TASK.search(task):
+            return KIND_CODE["sync"]
+        return KIND_CODE["memcpy"] if _COPY_TASK.search(task) else KIND_CODE["kernel"]
+
+    by_type = per_value(t["cat"], of, null=-1, dtype=np.int8)
+    by_name = per_value(
+        t["name"], lambda n: KIND_CODE["memcpy"] if n.upper().startswith("MEMCPY") else -1, null=-1, dtype=np.int8
+    )
+    return np.where(by_name >= 0, by_name, np.where(by_type >= 0, by_type, np.int8(KIND_CODE["kernel"])))
+
+
+def _device_ids(pid: np.ndarray, meta: dict[int, ProcessMeta]) -> np.ndarray:
+    """The NPU id per row from its process's ``NPU <id>`` label (0 when the label has no id)."""
+    ids = {p: int(m_.group(1)) if m.labels and (m_ := _NPU_LABEL.match(m.labels)) else 0 for p, m in meta.items()}
+    keys = np.array(sorted(ids), dtype=np.int64)
+    if keys.size == 0:
+        return np.zeros(pid.size, np.int32)
+    vals = np.array([ids[k] for k in keys.tolist()], dtype=np.int32)
+    pos = np.clip(np.searchsorted(keys, pid), 0, keys.size - 1)
+    return np.where(keys[pos] == pid, vals[pos], 0)
+
+
+def _cat_in(t: pa.Table, cats: tuple[str, ...]) -> np.ndarray:
+    return per_value(t["cat"], lambda c: c in cats, null=False, dtype=bool)
+
+
+def _links(t: pa.Table, kind: np.ndarray, on_dev: np.ndarray, on_rt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``correlation`` (task <-> CANN call, from HostToDevice flows) and ``external_id`` (task <->
+    operator, from async_npu flows) per row. The id given is the host row's index offset past
+    the file's own ids, so a call launching several tasks carries one id, as a CUDA launch does."""
+    corr = t["correlation"].to_numpy().copy()
+    ext = t["external_id"].to_numpy().copy()
+    base = int(max(corr.max(initial=-1), ext.max(initial=-1))) + 1
+    ts, end = t["ts_ns"].to_numpy(), t["ts_ns"].to_numpy() + t["dur_ns"].to_numpy()
+    pid, tid = t["pid"].to_numpy(), t["tid"].to_numpy()
+    span = np.zeros(kind.size, bool)
+    span[t["dur_ns"].to_numpy() >= 0] = True
+    flow = kind == KIND_CODE["flow"]
+    for cat, host_sel, column in (
+        ("HostToDevice", on_rt & ~flow, corr),
+        ("async_npu", (kind == KIND_CODE["cpu_op"]) & ~flow, ext),
+    ):
+        s_rows, f_rows = _flow_ends(t, flow, cat)
+        if s_rows.size == 0:
+            continue
+        host = _bind(np.flatnonzero(host_sel), s_rows, pid, tid, ts, end)
+        task = _bind(np.flatnonzero(on_dev & (kind != KIND_CODE["flow"])), f_rows, pid, tid, ts, end)
+        ok = (host >= 0) & (task >= 0)
+        column[task[ok]] = base + host[ok]
+        column[host[ok]] = base + host[ok]
+    # a runtime call carries its task's operator id too, as CUDA launches do
+    task_rows = np.flatnonzero(on_dev & (corr >= base))
+    task_of = np.full(kind.size, -1, dtype=np.int64)
+    task_of[corr[task_rows] - base] = task_rows
+    calls = np.flatnonzero(on_rt & (corr >= base) & (ext < 0))
+    found = task_of[calls]
+    ext[calls[found >= 0]] = ext[found[found >= 0]]
+    return corr, ext
+
+
+def _flow_ends(t: pa.Table, flow: np.ndarray, cat: str) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the start and finish events of each flow of ``cat`` that has both."""
+    sel = flow & _cat_in(t, (cat,))
+    fid = t["flow_id"].to_numpy()
+    phase = per_value(t["flow_phase"], lambda p: {"s": 1, "f": 2}.get(p, 0), null=0, dtype=np.int8)
+    s_rows = np.flatnonzero(sel & (phase == 1))
+    f_rows = np.flatnonzero(sel & (phase == 2))
+    _, si, fi = np.intersect1d(fid[s_rows], fid[f_rows], return_indices=True)
+    return s_rows[si], f_rows[fi]
+
+
+def _bind(
+    cands: np.ndarray, q: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """Per query row ``q``: the innermost candidate slice of the same (pid, tid) that contains the
+    query's time (a slice starting exactly then counts), else -1. One sort and binary search per
+    thread; a query inside a slice that ends before it is retried on up to 8 earlier slices."""
+    out = np.full(q.size, -1, dtype=np.int64)
+    if cands.size == 0 or q.size == 0:
+        return out
+    groups = np.unique(np.stack([pid[q], tid[q]], axis=1), axis=0)
+    for gp, gt in groups.tolist():
+        c = cands[(pid[cands] == gp) & (tid[cands] == gt)]
+        qi = np.flatnonzero((pid[q] == gp) & (tid[q] == gt))
+        if c.size == 0:
+            continue
+        c = c[np.lexsort((-(end[c] - ts[c]), ts[c]))]  # by start; among equal starts the longest first
+        qt = ts[q[qi]]
+        pos = np.searchsorted(ts[c], qt, side="right") - 1
+        for _ in range(_MAX_STEP_BACK):
+            ok = pos >= 0
+            hit = ok & (end[c[np.maximum(pos, 0)]] >= qt)
+            done = hit & (out[qi] < 0)
+            out[qi[done]] = c[pos[done]]
+            pos = np.where(hit | ~ok, -1, pos - 1)
+            if not (pos >= 0).any():
+                break
+    return out
+
+
+def _overlap_totals(t: pa.Table, rows: np.ndarray) -> dict[str, int]:
+    """msprof's Overlap Analysis lanes: total ns per lane name (Computing, Communication, Free...)."""
+    if not rows.any():
+        return {}
+    sub = t.filter(pa.array(rows))
+    names = pc.cast(sub["name"], pa.string())
+    g = pa.table({"name": names, "dur": sub["dur_ns"]}).group_by("name").aggregate([("dur", "sum")])
+    return {str(n): int(d) for n, d in zip(g["name"].to_pylist(), g["dur_sum"].to_pylist(), strict=True) if n}
+
+
+def _with(t: pa.Table, **cols: np.ndarray) -> pa.Table:
+    for name, values in cols.items():
+        i = t.schema.get_field_index(name)
+        field = t.schema.field(i)
+        if name == "kind":
+            arr: Any = pa.DictionaryArray.from_arrays(
+                pa.array(values.astype(np.int32)), pa.array([k.value for k in Kind], pa.string())
+            )
+        else:
+            arr = pa.array(values, type=field.type)
+        t = t.set_column(i, field, arr)
+    return t

@@ -1,0 +1,88 @@
+"""The process names and labels of a Chrome trace-event file (``ph: "M"`` rows), which the event
+readers drop: a second, cheap pass that looks only at the metadata objects.
+
+The file is read in blocks; each occurrence of ``"process_name"`` or ``"process_labels"`` is parsed
+as the JSON object around it (found by trying the nearest ``{`` before it, then the one before
+that: the ``args`` object may come first). Everything else is skipped at ``bytes.find`` speed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .jsonstream import is_gzip
+
+_NEEDLES = (b'"process_name"', b'"process_labels"')
+_BLOCK = 1 << 22
+_OVERLAP = 4096  # a metadata object is far shorter: one cut by a block boundary is whole in the next
+_BACK = 1024  # how far before its name key an object's opening brace may be
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessMeta:
+    """What the metadata rows say about one ``pid``: its name and its labels (None when unsaid)."""
+
+    name: str | None = None
+    labels: str | None = None
+
+
+def process_metadata(path: str | Path) -> dict[int, ProcessMeta]:
+    """``pid`` -> :class:`ProcessMeta` for every process the file names. A damaged object is
+    skipped; an unreadable or truncated file gives what was read before the damage."""
+    names: dict[int, str] = {}
+    labels: dict[int, str] = {}
+    p = Path(path)
+    opener = gzip.open if is_gzip(p) else open
+    tail = b""
+    try:
+        with opener(p, "rb") as fh:
+            while chunk := fh.read(_BLOCK):
+                buf = tail + chunk
+                _scan(buf, names, labels)
+                tail = buf[-_OVERLAP:]
+    except (OSError, EOFError):
+        pass
+    return {pid: ProcessMeta(name=names.get(pid), labels=labels.get(pid)) for pid in names.keys() | labels.keys()}
+
+
+def _scan(buf: bytes, names: dict[int, str], labels: dict[int, str]) -> None:
+    for needle in _NEEDLES:
+        pos = buf.find(needle)
+        while pos >= 0:
+            obj = _object_around(buf, pos)
+            if obj is not None:
+                _record(obj, names, labels)
+            pos = buf.find(needle, pos + len(needle))
+
+
+def _object_around(buf: bytes, pos: int) -> dict[str, object] | None:
+    """The metadata object holding the key at ``pos``, or None."""
+    start = pos
+    for _ in range(3):
+        start = buf.rfind(b"{", max(0, pos - _BACK), start)
+        if start < 0:
+            return None
+        text = buf[start : start + _OVERLAP].decode("utf-8", "replace")
+        try:
+            obj, _ = _DECODER.raw_decode(text)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("ph") == "M":
+            return obj
+    return None
+
+
+def _record(obj: dict[str, object], names: dict[int, str], labels: dict[int, str]) -> None:
+    pid, args = obj.get("pid"), obj.get("args")
+    if isinstance(pid, str) and pid.lstrip("-").isdigit():
+        pid = int(pid)
+    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(args, dict):
+        return
+    if obj.get("name") == "process_name" and isinstance(args.get("name"), str):
+        names.setdefault(pid, args["name"][:256])
+    elif obj.get("name") == "process_labels" and isinstance(args.get("labels"), str):
+        labels.setdefault(pid, args["labels"][:256])

@@ -1,0 +1,254 @@
+"""Ascend timelines (torch_npu ``trace_view.json``): a hand-made one with hand-computed answers, and
+the real msprof-analyze sample checked against figures computed here from its raw JSON (exact
+decimal arithmetic) and against msprof's own Overlap Analysis lanes."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import stepscope
+from stepscope.analysis.api import analyze
+from stepscope.errors import InputError
+from stepscope.trace.kineto import read_kineto
+
+FIXTURE = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures/traces/msprof-analyze/test/ut/advisor/timeline_advice/trace_view.json"
+)
+US = 1000
+PY, CANN, HW, OV = 4242, 424202, 800, 424211
+
+
+def _meta(pid: int, name: str, labels: str) -> list[dict[str, Any]]:
+    return [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}},
+        {"args": {"labels": labels}, "ph": "M", "name": "process_labels", "pid": pid, "tid": 0},  # args first
+    ]
+
+
+def _task(name: str, ts: str, dur: float, task_type: str, stream: int = 3) -> dict[str, Any]:
+    args = {"Model Id": 4294967295, "Task Type": task_type, "Stream Id": stream, "Task Id": 1}
+    return {"ph": "X", "name": name, "pid": HW, "tid": stream, "ts": ts, "dur": dur, "args": args}
+
+
+def _flow(cat: str, fid: int, s: tuple[int, int, str], f: tuple[int, int, str]) -> list[dict[str, Any]]:
+    return [
+        {"ph": "s", "cat": cat, "name": cat, "id": fid, "pid": s[0], "tid": s[1], "ts": s[2]},
+        {"ph": "f", "bp": "e", "cat": cat, "name": cat, "id": fid, "pid": f[0], "tid": f[1], "ts": f[2]},
+    ]
+
+
+def _cpu(name: str, ts: str, dur: float) -> dict[str, Any]:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": PY, "tid": PY, "ts": ts, "dur": dur, "args": {}}
+
+
+def _events() -> list[dict[str, Any]]:
+    """One step on NPU 2: a matmul on stream 3 [100.0005, 140.0005) us, an all-reduce on stream 9
+    [130.0005, 190.0005), a copy [190.0005, 200.0005) and an event wait [200.0005, 250.0005) on
+    stream 3, then a vector add [250.0005, 260.0005). Times carry sub-microsecond digits."""
+    ev = _meta(PY, "Python", "CPU") + _meta(CANN, "CANN", "CPU") + _meta(HW, "Ascend Hardware", "NPU 2")
+    ev += _meta(OV, "Overlap Analysis", "NPU 2")
+    ev += [_cpu("ProfilerStep#1", "0.0", 400), _cpu("aten::mm", "10.25", 20), _cpu("aclnnMm", "10.25", 5)]
+    ev += [_cpu("HcclAllreduce", "40.5", 8), _cpu("aten::add", "60.0", 6)]
+    for i, (name, ts) in enumerate(
+        (("AscendCL@aclnnMm", "20.0"), ("AscendCL@HcclAllReduce", "45.0"), ("AscendCL@aclnnAdd", "240.0"))
+    ):
+        ev.append({"ph": "X", "name": name, "pid": CANN, "tid": 77, "ts": ts, "dur": 4, "args": {"connection_id": i}})
+    ev += [
+        _task("MatMul_MatMulV2", "100.0005", 40, "AI_CORE"),
+        _task("hcom_allReduce__123_0_1", "130.0005", 60, "HCCL", stream=9),
+        _task("MEMCPY_ASYNC", "190.0005", 10, "Other"),
+        _task("EVENT_WAIT", "200.0005", 50, "EVENT_WAIT_SQE"),
+        _task("aclnnAdd_AddAiCore_Add", "250.0005", 10, "AI_VECTOR_CORE"),
+    ]
+    ev += _flow("HostToDevice", 11, (CANN, 77, "21.0"), (HW, 3, "100.0005"))
+    ev += _flow("HostToDevice", 12, (CANN, 77, "46.0"), (HW, 9, "130.0005"))
+    ev += _flow("HostToDevice", 13, (CANN, 77, "241.0"), (HW, 3, "250.0005"))
+    ev += _flow("async_npu", 21, (PY, PY, "10.25"), (HW, 3, "100.0005"))
+    ev += _flow("async_npu", 22, (PY, PY, "60.0"), (HW, 3, "250.0005"))
+    ev.append({"ph": "X", "name": "Computing", "pid": OV, "tid": 0, "ts": "100.0005", "dur": 40})
+    ev.append({"ph": "X", "name": "Free", "pid": OV, "tid": 3, "ts": "140.0005", "dur": 5})
+    return ev
+
+
+def _write(tmp: Path, events: list[dict[str, Any]]) -> Path:
+    p = tmp / "trace_view.json"
+    p.write_text(json.dumps(events))
+    return p
+
+
+@pytest.mark.parametrize("portable", [False, True])
+def test_hand_made_timeline_rows(tmp_path: Path, portable: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if portable:
+        from stepscope.trace import kineto as kineto_reader
+
+        monkeypatch.setattr(kineto_reader, "_fast", None)
+    t = stepscope.load(_write(tmp_path, _events())).events
+    rows = {r["name"]: r for r in t.to_pylist()}
+    assert {
+        n: rows[n]["kind"] for n in ("MatMul_MatMulV2", "hcom_allReduce__123_0_1", "MEMCPY_ASYNC", "EVENT_WAIT")
+    } == {
+        "MatMul_MatMulV2": "kernel",
+        "hcom_allReduce__123_0_1": "kernel",
+        "MEMCPY_ASYNC": "memcpy",
+        "EVENT_WAIT": "sync",
+    }
+    mm = rows["MatMul_MatMulV2"]
+    assert (mm["device"], mm["stream"], mm["ts_ns"], mm["dur_ns"]) == (
+        2,
+        3,
+        100_000,
+        40 * US,
+    )  # 100.0005 us: 100,000.5 ns, kept to the ns
+    assert mm["ts_ns"] == int(Decimal("100.0005") * 1000)
+    assert rows["hcom_allReduce__123_0_1"]["stream"] == 9
+    assert rows["AscendCL@aclnnMm"]["kind"] == "runtime"
+    # launches: each task carries its CANN call's correlation id, and the operator's external id
+    assert mm["correlation"] == rows["AscendCL@aclnnMm"]["correlation"] >= 0
+    assert mm["external_id"] == rows["aclnnMm"]["external_id"] >= 0  # the innermost op starting at 10.25
+    assert rows["aten::mm"]["external_id"] < 0
+    assert rows["AscendCL@aclnnMm"]["external_id"] == mm["external_id"]
+    add = rows["aclnnAdd_AddAiCore_Add"]
+    assert (
+        add["correlation"] == rows["AscendCL@aclnnAdd"]["correlation"]
+        and add["external_id"] == rows["aten::add"]["external_id"]
+    )
+    # the overlap lanes and the linking flows are not rows
+    assert not {"Computing", "Free", "HostToDevice", "async_npu"} & set(rows)
+
+
+def test_hand_made_timeline_breakdown(tmp_path: Path) -> None:
+    """Step window [100.0005, 260.0005) us (first to last NPU task, which the step launched):
+    compute = matmul [100,140) + add [250,260) = 50 us; the all-reduce [130,190) is recognized as
+    HCCL communication, 10 us under the matmul, 50 exposed; the copy [190,200) is exposed memcpy;
+    the event wait [200,250) is no work: idle 50 us."""
+    fr_t = stepscope.load(_write(tmp_path, _events()))
+    (s,) = analyze(fr_t).ranks[0].steps
+    assert s.step_time_ns == 160 * US
+    assert s.compute_ns == 50 * US
+    assert (s.comm_ns, s.overlapped_comm_ns, s.exposed_comm_ns) == (60 * US, 10 * US, 50 * US)
+    assert s.exposed_memcpy_ns == 10 * US
+    assert s.idle_ns == 50 * US
+    assert s.compute_ns + s.exposed_comm_ns + s.exposed_memcpy_ns + s.idle_ns == s.step_time_ns
+    (c,) = s.collectives
+    assert c.type == "all_reduce"
+
+
+def test_overlap_lanes_kept_for_cross_checks(tmp_path: Path) -> None:
+    from stepscope.trace.loader import ReadJob, read_one
+
+    fr = read_one(ReadJob(str(_write(tmp_path, _events()))))
+    assert fr.header["format"] == "ascend"
+    assert fr.header["ascend_overlap_ns"] == {"Computing": 40 * US, "Free": 5 * US}
+
+
+def _raw_fixture() -> list[dict[str, Any]]:
+    return json.loads(FIXTURE.read_text())
+
+
+def _union_ns(spans: list[tuple[Decimal, Decimal]]) -> Decimal:
+    total, cur = Decimal(0), None
+    for a, b in sorted(spans):
+        if cur is None or a > cur[1]:
+            total += cur[1] - cur[0] if cur else 0
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    return (total + (cur[1] - cur[0] if cur else 0)) * 1000
+
+
+def test_real_sample_device_rows_match_raw_json() -> None:
+    """The msprof-analyze sample: every "Ascend Hardware" slice is a device row at its exact time;
+    the union of its compute tasks equals msprof's own "Computing" lane (to 1 ns per task: our
+    durations are whole nanoseconds, the file's have more digits)."""
+    raw = _raw_fixture()
+    hw = {e["pid"] for e in raw if e.get("ph") == "M" and e.get("args", {}).get("name") == "Ascend Hardware"}
+    tasks = [e for e in raw if e.get("ph") == "X" and e.get("pid") in hw]
+    trace = stepscope.load(FIXTURE)
+    t = trace.events
+    kind = np.array(t["kind"].to_pylist(), dtype=object)
+    dev = np.isin(kind, ["kernel", "memcpy", "sync"])
+    assert int(dev.sum()) == len(tasks) == 276
+    expect_ts = sorted(int(Decimal(e["ts"]) * 1000) for e in tasks)
+    assert sorted(t["ts_ns"].to_numpy()[dev].tolist()) == expect_ts
+    copies = [e for e in tasks if e["name"] == "MEMCPY_ASYNC"]
+    assert int((kind == "memcpy").sum()) == len(copies) == 2
+    compute = [
+        (Decimal(e["ts"]), Decimal(e["ts"]) + Decimal(str(e["dur"]))) for e in tasks if e["name"] != "MEMCPY_ASYNC"
+    ]
+    computing_lane = (
+        sum(Decimal(str(e["dur"])) for e in raw if e.get("name") == "Computing" and e.get("ph") == "X") * 1000
+    )
+    assert abs(_union_ns(compute) - computing_lane) < 1  # msprof's lane is our independent union
+    k = kind == "kernel"
+    ts, end = t["ts_ns"].to_numpy()[k], (t["ts_ns"].to_numpy() + t["dur_ns"].to_numpy())[k]
+    ours = _union_ns([(Decimal(int(a)), Decimal(int(b))) for a, b in zip(ts, end, strict=True)]) / 1000
+    assert abs(ours - computing_lane) <= len(compute)
+
+
+def test_real_sample_launch_links() -> None:
+    """Each HostToDevice flow links its task to a CANN call; each async_npu flow to an operator."""
+    raw = _raw_fixture()
+    h2d = sum(1 for e in raw if e.get("cat") == "HostToDevice" and e.get("ph") == "f")
+    npu = sum(1 for e in raw if e.get("cat") == "async_npu" and e.get("ph") == "f")
+    t = stepscope.load(FIXTURE).events
+    kind = np.array(t["kind"].to_pylist(), dtype=object)
+    corr, ext = t["correlation"].to_numpy(), t["external_id"].to_numpy()
+    dev = np.isin(kind, ["kernel", "memcpy"])
+    assert int((corr[dev] >= 0).sum()) == h2d == 274
+    assert int((ext[dev] >= 0).sum()) == npu == 274
+    assert set(corr[dev][corr[dev] >= 0]) <= set(corr[kind == "runtime"])
+    assert set(ext[dev][ext[dev] >= 0]) <= set(ext[kind == "cpu_op"])
+
+
+def test_both_readers_read_the_sample_alike() -> None:
+    a = read_kineto(FIXTURE, force_portable=False).table
+    b = read_kineto(FIXTURE, force_portable=True).table
+    assert a["cat"].to_pylist() == b["cat"].to_pylist() and a["ts_ns"].to_pylist() == b["ts_ns"].to_pylist()
+
+
+def _profile_dir(root: Path, name: str, rank: int | None) -> Path:
+    d = root / name
+    (d / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (d / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_bytes(FIXTURE.read_bytes())
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text('{"step1": {}}')
+    if rank is not None:
+        (d / f"profiler_info_{rank}.json").write_text("{}")
+    return d
+
+
+def test_profiling_directories_are_ranks(tmp_path: Path) -> None:
+    """Two ``*_ascend_pt`` directories: two ranks, numbered by their profiler_info files; the output
+    folder's other JSON files are not taken for traces."""
+    _profile_dir(tmp_path, "node1_123_20240101_ascend_pt", 5)
+    _profile_dir(tmp_path, "node0_456_20240101_ascend_pt", 3)
+    trace = stepscope.load(tmp_path)
+    assert sorted(r.rank for r in trace.ranks) == [3, 5]
+    assert not trace.notices
+    one = stepscope.load(tmp_path / "node1_123_20240101_ascend_pt")
+    assert [r.rank for r in one.ranks] == [5]
+    out = stepscope.load(tmp_path / "node0_456_20240101_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
+    assert [r.rank for r in out.ranks] == [3]
+
+
+def test_database_only_export_is_refused_with_the_fix(tmp_path: Path) -> None:
+    d = tmp_path / "w_1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    d.mkdir(parents=True)
+    (d / "ascend_pytorch_profiler_0.db").write_bytes(b"SQLite format 3\x00")
+    with pytest.raises(InputError, match="export_type=Db") as ei:
+        stepscope.load(tmp_path)
+    assert ei.value.fix and "ExportType.Text" in ei.value.fix
+
+
+def test_unparsed_profiling_directory_is_refused_with_the_fix(tmp_path: Path) -> None:
+    d = tmp_path / "w_1_ascend_pt"
+    (d / "PROF_000001").mkdir(parents=True)
+    with pytest.raises(InputError, match="without ASCEND_PROFILER_OUTPUT") as ei:
+        stepscope.load(d)
+    assert ei.value.fix and "analyse(" in ei.value.fix
