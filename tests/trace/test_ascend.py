@@ -252,3 +252,86 @@ def test_unparsed_profiling_directory_is_refused_with_the_fix(tmp_path: Path) ->
     with pytest.raises(InputError, match="without ASCEND_PROFILER_OUTPUT") as ei:
         stepscope.load(d)
     assert ei.value.fix and "analyse(" in ei.value.fix
+
+
+COMM = 5252
+
+
+def _comm_events(thread_names: bool) -> list[dict[str, Any]]:
+    """One step on NPU 0: a matmul on stream 3 [100, 200) us; an all-reduce operator on the
+    communicator lane [150, 250), whose tasks show on the "Plane 0" lane and again on the NPU's
+    HCCL stream 9 (a notify wait [150, 190), a copy [190, 240)); a PROFILING_ENABLE marker [90, 91)
+    on stream 3."""
+    ev = _meta(PY, "Python", "CPU") + _meta(HW, "Ascend Hardware", "NPU 0") + _meta(COMM, "Communication", "NPU 0")
+    if thread_names:
+        ev += [
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": COMM,
+                "tid": 7,
+                "args": {"name": "Group 10.0.0.1%eth0_1_0 Communication"},
+            },
+            {"ph": "M", "name": "thread_name", "pid": COMM, "tid": 8, "args": {"name": "Plane 0"}},
+        ]
+    ev += [_cpu("ProfilerStep#1", "0.0", 400)]
+    ev += [
+        _task("MatMul_MatMulV2", "100.0", 100, "AI_CORE"),
+        _task("PROFILING_ENABLE", "90.0", 1, "PROFILING_ENABLE"),
+        _task("NOTIFY_WAIT", "150.0", 40, "NOTIFY_WAIT", stream=9),
+        _task("MEMCPY_ASYNC", "190.0", 50, "MEMCPY_ASYNC", stream=9),
+    ]
+    op_args = {
+        "rank_size": 8,
+        "connection_id": 3,
+        "model id": 4294967295,
+        "data_type": "BFP16",
+        "alg_type": "RING-RING",
+    }
+    ev.append(
+        {
+            "ph": "X",
+            "name": "hcom_allReduce__428_0_1",
+            "pid": COMM,
+            "tid": 7,
+            "ts": "150.0",
+            "dur": 100,
+            "args": op_args,
+        }
+    )
+    for name, ts, dur in (("Notify_Wait", "150.0", 40), ("Memcpy", "190.0", 50)):
+        args = {"stream id": 9, "task type": name, "transport type": "SDMA", "size(Byte)": 1024}
+        ev.append({"ph": "X", "name": name, "pid": COMM, "tid": 8, "ts": ts, "dur": dur, "args": args})
+    return ev
+
+
+@pytest.mark.parametrize("thread_names", [True, False])
+def test_communication_operators_stand_for_their_tasks(tmp_path: Path, thread_names: bool) -> None:
+    """Step window [100, 250) us. The operator is the only communication row: 100 us, 50 under the
+    matmul, 50 exposed; its tasks on the Plane lane and on HCCL stream 9 are not rows, and the
+    profiler marker is no work. compute 100 + exposed comm 50 = 150 = step, no idle."""
+    trace = stepscope.load(_write(tmp_path, _comm_events(thread_names)))
+    names = set(trace.events["name"].to_pylist())
+    assert "hcom_allReduce__428_0_1" in names
+    assert not {"Notify_Wait", "Memcpy", "NOTIFY_WAIT", "MEMCPY_ASYNC", "PROFILING_ENABLE"} & names
+    op = next(r for r in trace.events.to_pylist() if r["name"] == "hcom_allReduce__428_0_1")
+    assert (op["kind"], op["device"], op["stream"]) == ("kernel", 0, (1 << 32) + 7)
+    (s,) = analyze(trace).ranks[0].steps
+    assert s.step_time_ns == 150 * US
+    assert (s.compute_ns, s.comm_ns, s.exposed_comm_ns, s.idle_ns) == (100 * US, 100 * US, 50 * US, 0)
+    (c,) = s.collectives
+    assert c.type == "all_reduce"
+
+
+def test_old_hccl_process_sample() -> None:
+    """msprof-analyze's byte-alignment test timeline (an "HCCL" process without thread names): its
+    three hcom_broadcast operators are device rows; its Memcpy / Reduce_inline tasks are not."""
+    p = Path(__file__).resolve().parents[1] / "fixtures/ascend/trace_view.hccl_byte_alignment.json"
+    raw = json.loads(p.read_text())
+    ops = [e for e in raw if e.get("ph") == "X" and e["name"].startswith("hcom_")]
+    from stepscope.trace.loader import ReadJob, read_one
+
+    t = read_one(ReadJob(str(p))).table
+    rows = [r for r in t.to_pylist() if r["kind"] == "kernel"]
+    assert sorted(r["ts_ns"] for r in rows) == sorted(int(Decimal(e["ts"]) * 1000) for e in ops)
+    assert len(rows) == 3 and {r["name"] for r in rows} == {e["name"] for e in ops}

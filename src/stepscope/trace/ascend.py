@@ -8,6 +8,14 @@ gives its rows their meaning from the process each belongs to (``process_name`` 
   (``Stream <id>``); its ``Task Type`` arg (AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, HCCL...) is
   in ``cat``. Copy tasks (MEMCPY_*, SDMA, PCIe DMA) become ``memcpy`` rows; event and notify
   record/wait tasks ``sync`` rows (the stream waits, the cores do nothing); the rest ``kernel``.
+- ``Communication`` (``HCCL`` before CANN 8): HCCL. Each communicator's op lane (thread
+  "Group <name> Communication") holds its operators (``hcom_allReduce__428_0_1``): these become
+  device rows on a stream of their own (``COMM_STREAM_BASE`` + thread id), named as HCCL names
+  them, so communication is recognized by name. The "Plane N" lanes hold the operators' tasks
+  (Memcpy, Notify_Wait, RDMASend), which the operators stand for: dropped. The same tasks appear
+  again on the NPU's HCCL streams under runtime names (NOTIFY_WAIT, MEMCPY_ASYNC): a stream whose
+  task time lies at least half inside the operators is HCCL's, and its tasks are dropped too, so
+  nothing counts twice (msprof's own overlap analysis also takes the operators' intervals).
 - ``CANN``: the host runtime (AscendCL / aclnn calls): ``runtime`` rows. A ``HostToDevice`` flow
   joins a task to the call enclosing the flow's start: both get one ``correlation`` id.
 - ``Python`` (and any other process): host rows as Kineto gives them (``cpu_op``,
@@ -24,6 +32,7 @@ Layout: Ascend's profiler documentation and torch_npu's ``profiler/analysis`` wr
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -45,8 +54,13 @@ OVERLAP_PROCESS = "Overlap Analysis"
 MARKER_PROCESSES = frozenset((DEVICE_PROCESS, RUNTIME_PROCESS, OVERLAP_PROCESS))
 #: flow categories that only link rows (their links become ids) and are then dropped
 _LINK_FLOWS = ("HostToDevice", "async_npu", "async_task_queue")
+COMM_PROCESSES = frozenset(("Communication", "HCCL"))  # "HCCL" in CANN before 8.0
+#: a communicator's op lane as a stream: far above the NPU's own stream ids, so never one of them
+COMM_STREAM_BASE = 1 << 32
+_COMM_OP_NAME = re.compile(r"^(hcom_|hccl)", re.I)
 _COPY_TASK = re.compile(r"MEMCPY|SDMA|DMA", re.I)
-_WAIT_TASK = re.compile(r"^(EVENT|NOTIFY|CAPTURE)_(WAIT|RECORD|RESET)", re.I)
+_WAIT_TASK = re.compile(r"^(EVENT|NOTIFY|CAPTURE)_(WAIT|RECORD|RESET)|^(WRITE_VALUE|PLACE_HOLDER|CONDITION)_SQE$", re.I)
+_EXCLUDED_TASK = re.compile(r"^(PROFILING_(ENABLE|DISABLE)|WRITE_BACK|INVALID|END_SQE)$", re.I)
 _NPU_LABEL = re.compile(r"^\s*NPU\s*(\d{1,6})\s*$")
 _MAX_STEP_BACK = 8  # enclosing-slice search: how many earlier slices of a thread to try
 
@@ -59,25 +73,86 @@ def is_ascend(meta: dict[int, ProcessMeta]) -> bool:
 def to_ascend(fr: FileRead, meta: dict[int, ProcessMeta]) -> FileRead:
     """A Kineto-read Ascend timeline with its rows given their Ascend meaning (see the module)."""
     t = fr.table
-    pid = t["pid"].to_numpy()
-    dev_pids = [p for p, m in meta.items() if m.name == DEVICE_PROCESS]
-    rt_pids = [p for p, m in meta.items() if m.name == RUNTIME_PROCESS]
-    ov_pids = [p for p, m in meta.items() if m.name == OVERLAP_PROCESS]
+    pid, tid = t["pid"].to_numpy(), t["tid"].to_numpy()
     kind = _kind_codes(t)
     flow = kind == KIND_CODE["flow"]
-    on_dev = np.isin(pid, dev_pids) & ~flow
-    on_rt = np.isin(pid, rt_pids) & ~flow
-    kind = np.where(on_dev, _device_kinds(t), kind)
+    on_hw = _in_process(pid, meta, (DEVICE_PROCESS,)) & ~flow
+    on_rt = _in_process(pid, meta, (RUNTIME_PROCESS,)) & ~flow
+    on_comm = _in_process(pid, meta, COMM_PROCESSES) & ~flow & (kind != KIND_CODE["instant"])
+    comm_op = on_comm & _op_lane(t, meta)
+    hw_kind = _device_kinds(t)
+    dropped_hw = on_hw & ((hw_kind < 0) | _under_comm_ops(t, on_hw, comm_op))
+    on_dev = (on_hw & ~dropped_hw) | comm_op
+    kind = np.where(on_hw & ~dropped_hw, hw_kind, kind)
+    kind = np.where(comm_op, np.int8(KIND_CODE["kernel"]), kind)
     kind = np.where(on_rt & (kind == KIND_CODE["other"]), np.int8(KIND_CODE["runtime"]), kind)
     device = np.where(on_dev, _device_ids(pid, meta), -1).astype(np.int32)
-    stream = np.where(on_dev, t["tid"].to_numpy(), -1)
+    stream = np.where(comm_op, COMM_STREAM_BASE + tid, np.where(on_dev, tid, -1))
     corr, ext = _links(t, kind, on_dev, on_rt)
-    overlap = _overlap_totals(t, np.isin(pid, ov_pids))
-    drop = np.isin(pid, ov_pids) | (flow & _cat_in(t, _LINK_FLOWS))
+    ov_rows = _in_process(pid, meta, (OVERLAP_PROCESS,))
+    overlap = _overlap_totals(t, ov_rows)
+    drop = ov_rows | dropped_hw | (on_comm & ~comm_op) | (flow & _cat_in(t, _LINK_FLOWS))
     t = _with(t, kind=kind, device=device, stream=stream, correlation=corr, external_id=ext)
     t = t.filter(pa.array(~drop))
     header = {**fr.header, "format": ASCEND_FORMAT, "ascend_overlap_ns": overlap, **rank_header(fr.path)}
     return replace(fr, table=t, header=header)
+
+
+def _in_process(pid: np.ndarray, meta: dict[int, ProcessMeta], names: Collection[str]) -> np.ndarray:
+    return np.isin(pid, [p for p, m in meta.items() if m.name in names])
+
+
+def _op_lane(t: pa.Table, meta: dict[int, ProcessMeta]) -> np.ndarray:
+    """Per row: whether it sits on a communicator's op lane of a communication process. With thread
+    names, the lanes named "... Communication" (the "Plane N" lanes hold the ops' tasks); without,
+    the rows named like an HCCL operator (``hcom_allReduce__428_0_1``)."""
+    pid, tid = t["pid"].to_numpy(), t["tid"].to_numpy()
+    by_name = per_value(t["name"], lambda n: bool(_COMM_OP_NAME.match(n)), null=False, dtype=bool)
+    out = np.zeros(pid.size, bool)
+    for p, m in meta.items():
+        if m.name not in COMM_PROCESSES:
+            continue
+        mine = pid == p
+        lanes = [k for k, v in m.threads.items() if "Communication" in v]
+        out |= mine & (np.isin(tid, lanes) if m.threads else by_name)
+    return out
+
+
+def _under_comm_ops(t: pa.Table, on_hw: np.ndarray, comm_op: np.ndarray) -> np.ndarray:
+    """NPU tasks of the streams that run communication: a stream whose task time lies at least half
+    inside the communication operators (of the file: one NPU) is HCCL's. Its tasks (memcpy, notify,
+    reduce) are what the operators stand for; kept beside them they would count twice."""
+    out = np.zeros(on_hw.size, bool)
+    if not comm_op.any():
+        return out
+    ts, dur, stream = t["ts_ns"].to_numpy(), t["dur_ns"].to_numpy(), t["tid"].to_numpy()
+    a, b = _merged(ts[comm_op], ts[comm_op] + dur[comm_op])
+    cum = np.concatenate([[0], np.cumsum(b - a)])
+
+    def covered(x: np.ndarray) -> np.ndarray:  # length of the union before x
+        j = np.searchsorted(a, x, side="right") - 1
+        inside = np.clip(x - a[np.maximum(j, 0)], 0, (b - a)[np.maximum(j, 0)])
+        return np.where(j >= 0, cum[np.maximum(j, 0)] + inside, 0)
+
+    hw = np.flatnonzero(on_hw)
+    share = covered(ts[hw] + dur[hw]) - covered(ts[hw])
+    for s in np.unique(stream[hw]).tolist():
+        k = hw[stream[hw] == s]
+        busy = int(dur[k].sum())
+        if busy and int(share[stream[hw] == s].sum()) * 2 >= busy:
+            out[k] = True
+    return out
+
+
+def _merged(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals [a, b) as sorted disjoint intervals."""
+    o = np.argsort(a, kind="stable")
+    a, b = a[o], b[o]
+    reach = np.maximum.accumulate(b)
+    new = np.concatenate([[True], a[1:] > reach[:-1]])
+    starts = a[new]
+    ends = np.maximum.reduceat(reach, np.flatnonzero(new)) if a.size else b
+    return starts, ends
 
 
 def _kind_codes(t: pa.Table) -> np.ndarray:
@@ -85,9 +160,13 @@ def _kind_codes(t: pa.Table) -> np.ndarray:
 
 
 def _device_kinds(t: pa.Table) -> np.ndarray:
-    """Kind per row if it were an NPU task: from its task type (``cat``), else its name."""
+    """Kind per row if it were an NPU task: from its task type (``cat``), else its name; -1 for the
+    profiler's own markers and invalid tasks (PROFILING_ENABLE/DISABLE, WRITE_BACK, INVALID), which
+    msprof counts as computing but are no work of the job."""
 
     def of(task: str) -> int:
+        if _EXCLUDED_TASK.match(task):
+            return -2
         if _WAIT_TASK.search(task):
             return KIND_CODE["sync"]
         return KIND_CODE["memcpy"] if _COPY_TASK.search(task) else KIND_CODE["kernel"]
@@ -96,7 +175,8 @@ def _device_kinds(t: pa.Table) -> np.ndarray:
     by_name = per_value(
         t["name"], lambda n: KIND_CODE["memcpy"] if n.upper().startswith("MEMCPY") else -1, null=-1, dtype=np.int8
     )
-    return np.where(by_name >= 0, by_name, np.where(by_type >= 0, by_type, np.int8(KIND_CODE["kernel"])))
+    kind = np.where(by_name >= 0, by_name, np.where(by_type >= 0, by_type, np.int8(KIND_CODE["kernel"])))
+    return np.where(by_type == -2, np.int8(-1), kind)
 
 
 def _device_ids(pid: np.ndarray, meta: dict[int, ProcessMeta]) -> np.ndarray:

@@ -1,7 +1,8 @@
-"""The process names and labels of a Chrome trace-event file (``ph: "M"`` rows), which the event
+"""The process names and labels (and thread names) of a Chrome trace-event file (``ph: "M"`` rows), which the event
 readers drop: a second, cheap pass that looks only at the metadata objects.
 
-The file is read in blocks; each occurrence of ``"process_name"`` or ``"process_labels"`` is parsed
+The file is read in blocks; each occurrence of ``"process_name"``, ``"process_labels"`` or
+``"thread_name"`` is parsed
 as the JSON object around it (found by trying the nearest ``{`` before it, then the one before
 that: the ``args`` object may come first). Everything else is skipped at ``bytes.find`` speed.
 """
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .jsonstream import is_gzip
 
-_NEEDLES = (b'"process_name"', b'"process_labels"')
+_NEEDLES = (b'"process_name"', b'"process_labels"', b'"thread_name"')
 _BLOCK = 1 << 22
 _OVERLAP = 4096  # a metadata object is far shorter: one cut by a block boundary is whole in the next
 _BACK = 1024  # how far before its name key an object's opening brace may be
@@ -24,10 +25,12 @@ _DECODER = json.JSONDecoder()
 
 @dataclass(frozen=True, kw_only=True)
 class ProcessMeta:
-    """What the metadata rows say about one ``pid``: its name and its labels (None when unsaid)."""
+    """What the metadata rows say about one ``pid``: its name and its labels (None when unsaid),
+    and its threads' names by ``tid``."""
 
     name: str | None = None
     labels: str | None = None
+    threads: dict[int, str] = field(default_factory=dict)
 
 
 def process_metadata(path: str | Path) -> dict[int, ProcessMeta]:
@@ -35,6 +38,7 @@ def process_metadata(path: str | Path) -> dict[int, ProcessMeta]:
     skipped; an unreadable or truncated file gives what was read before the damage."""
     names: dict[int, str] = {}
     labels: dict[int, str] = {}
+    threads: dict[int, dict[int, str]] = {}
     p = Path(path)
     opener = gzip.open if is_gzip(p) else open
     tail = b""
@@ -42,20 +46,23 @@ def process_metadata(path: str | Path) -> dict[int, ProcessMeta]:
         with opener(p, "rb") as fh:
             while chunk := fh.read(_BLOCK):
                 buf = tail + chunk
-                _scan(buf, names, labels)
+                _scan(buf, names, labels, threads)
                 tail = buf[-_OVERLAP:]
     except (OSError, EOFError):
         pass
-    return {pid: ProcessMeta(name=names.get(pid), labels=labels.get(pid)) for pid in names.keys() | labels.keys()}
+    return {
+        pid: ProcessMeta(name=names.get(pid), labels=labels.get(pid), threads=threads.get(pid, {}))
+        for pid in names.keys() | labels.keys() | threads.keys()
+    }
 
 
-def _scan(buf: bytes, names: dict[int, str], labels: dict[int, str]) -> None:
+def _scan(buf: bytes, names: dict[int, str], labels: dict[int, str], threads: dict[int, dict[int, str]]) -> None:
     for needle in _NEEDLES:
         pos = buf.find(needle)
         while pos >= 0:
             obj = _object_around(buf, pos)
             if obj is not None:
-                _record(obj, names, labels)
+                _record(obj, names, labels, threads)
             pos = buf.find(needle, pos + len(needle))
 
 
@@ -76,12 +83,20 @@ def _object_around(buf: bytes, pos: int) -> dict[str, object] | None:
     return None
 
 
-def _record(obj: dict[str, object], names: dict[int, str], labels: dict[int, str]) -> None:
-    pid, args = obj.get("pid"), obj.get("args")
-    if isinstance(pid, str) and pid.lstrip("-").isdigit():
-        pid = int(pid)
-    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(args, dict):
+def _int(v: object) -> int | None:
+    if isinstance(v, str) and v.lstrip("-").isdigit() and len(v) < 20:
+        return int(v)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _record(
+    obj: dict[str, object], names: dict[int, str], labels: dict[int, str], threads: dict[int, dict[int, str]]
+) -> None:
+    pid, tid, args = _int(obj.get("pid")), _int(obj.get("tid")), obj.get("args")
+    if pid is None or not isinstance(args, dict):
         return
+    if obj.get("name") == "thread_name" and tid is not None and isinstance(args.get("name"), str):
+        threads.setdefault(pid, {}).setdefault(tid, args["name"][:256])
     if obj.get("name") == "process_name" and isinstance(args.get("name"), str):
         names.setdefault(pid, args["name"][:256])
     elif obj.get("name") == "process_labels" and isinstance(args.get("labels"), str):
