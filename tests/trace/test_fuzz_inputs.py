@@ -5,7 +5,8 @@ character reaching the terminal.
 
 Targets, each variant from a fixed seed (``random.Random("<target>-<i>")``): kineto (events and
 header of the bundled Kineto trace), ascend (tasks, flows and process names of the real Ascend
-timeline, in a profiling directory), kineto_text (text-level damage), depth (nesting up to 6,000),
+timeline, in a profiling directory), rocprof (records, symbols, agents and strings of the real
+rocprofv3 file, cuts and byte damage), kineto_text (text-level damage), depth (nesting up to 6,000),
 both also through the msgspec reader (``_portable``), framing (gzip members, padding, bombs),
 names (long names with terminal controls and markup, shown on the terminal), counters (CUPTI
 range events), zip (nsys-jax archive internals), permissions (reads and writes the system refuses
@@ -46,6 +47,7 @@ KINETO = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"
 XPLANE = ROOT / "examples" / "traces" / "jax_gpu_te_fused_attn.xplane.pb"
 NSYS = ROOT / "tests" / "fixtures" / "nsys_concurrent_profile4.sqlite"
 ASCEND = ROOT / "tests/fixtures/traces/msprof-analyze/test/ut/advisor/timeline_advice/trace_view.json"
+ROCPROF = ROOT / "tests/fixtures/rocprof/908_results_trimmed.json"
 CALIB_CSV = ROOT / "examples" / "plan" / "nvidia_h100_runs.csv"
 WEIRD: list[Any] = [None, "abc", -1, 1e308, [], {}, True, "", 2**70, 0, [1, "a"], {"x": 1}, "(", float("nan")]
 PLAN = ["plan", "--model", "llama3-8b", "--devices", "8", "--global-batch", "16", "--seq-len", "4096"]
@@ -158,6 +160,37 @@ def ascend(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
         "--html",
         str(tmp / "o.html"),
     ]
+
+
+def rocprof(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
+    """The trimmed real rocprofv3 file with fields of its records, symbols, agents and strings
+    spoilt, sometimes cut short or with text damage."""
+    doc = json.loads(ROCPROF.read_text())
+    proc = doc["rocprofiler-sdk-tool"][0]
+    targets = [
+        *proc["buffer_records"]["kernel_dispatch"][:20],
+        *proc["kernel_symbols"][:12],
+        *proc["agents"],
+        proc["metadata"],
+        proc["strings"],
+        proc["buffer_records"],
+        proc,
+    ]
+    for _ in range(rng.randrange(1, 20)):
+        t = rng.choice(targets)
+        if t:
+            t[rng.choice(list(t))] = rng.choice(WEIRD)
+    text = json.dumps(doc)
+    if rng.random() < 0.3:
+        text = text[: rng.randrange(1, len(text))]
+    elif rng.random() < 0.3:
+        b = bytearray(text.encode())
+        for _ in range(rng.randrange(1, 20)):
+            b[rng.randrange(len(b))] = rng.randrange(32, 127)
+        text = b.decode("ascii", "replace")
+    p = tmp / "908_results.json"
+    p.write_text(text, encoding="utf-8")
+    return ["analyze", str(p), "-q", "--workers", "1", "--json", str(tmp / "o.json"), "--html", str(tmp / "o.html")]
 
 
 def _kineto_text() -> str:
@@ -439,6 +472,7 @@ def calibrate(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
 TARGETS: dict[str, Callable[[random.Random, Path, dict[str, Any]], list[str]]] = {
     "kineto": kineto,
     "ascend": ascend,
+    "rocprof": rocprof,
     "kineto_text": kineto_text,
     "kineto_text_portable": kineto_text,
     "depth": depth,

@@ -268,6 +268,7 @@ ALIASES = {
     "mi300x": "MI300X",
     "mi250x": "MI250X",
     "mi355x": "MI355X",
+    "mi350x": "MI350X",
     "tpu-v4": "TPU-v4",
     "tpu-v5e": "TPU-v5e",
     "tpu-v5p": "TPU-v5p",
@@ -327,7 +328,7 @@ def detect(device_name: str | None, user_file: str | None = None) -> Hardware | 
 _BY_PROPERTIES: dict[tuple[int, int, int], str] = {
     (9, 0, 132): "H100-SXM",
     # ROCm reports gfx9xx as major 9 / minor x and CUs as SMs (e.g. vLLM traces with an empty name)
-    (9, 5, 256): "MI355X",  # gfx950, 256 CUs
+    (9, 5, 256): "MI355X",  # gfx950, 256 CUs (an MI350X names itself: its name is matched first)
     (9, 4, 304): "MI300X",  # gfx942, 304 CUs
     (9, 0, 114): "H100-PCIe",
     (10, 0, 148): "B200",

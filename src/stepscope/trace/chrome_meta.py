@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def process_metadata(path: str | Path) -> dict[int, ProcessMeta]:
                 buf = tail + chunk
                 _scan(buf, names, labels, threads)
                 tail = buf[-_OVERLAP:]
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):
         pass
     return {
         pid: ProcessMeta(name=names.get(pid), labels=labels.get(pid), threads=threads.get(pid, {}))

@@ -117,7 +117,8 @@ def _check_inflation(state: StreamState, used_in: int, out: int, cap: int, path:
         state.note = f"inflated size reached the {cap / 2**30:g} GiB cap (--max-inflated-gb raises it)"
 
 
-def _blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool, path: Path) -> Iterator[bytes]:
+def file_blocks(fh: IO[bytes], state: StreamState, block: int, gz: bool, path: Path) -> Iterator[bytes]:
+    """The file's bytes in blocks, inflated when ``gz`` (bombs refused, a cut stream ends the blocks)."""
     if gz:
         yield from _gunzip_blocks(fh, state, block, path)
         return
@@ -158,7 +159,7 @@ def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple
     state = StreamState()
     gz = is_gzip(path)
     with open(path, "rb") as fh:
-        blocks = _blocks(fh, state, block, gz, path)
+        blocks = file_blocks(fh, state, block, gz, path)
         buf = bytearray()
         start = -1
         for data in blocks:

@@ -19,9 +19,9 @@ from ..executor import Progress, run_all
 from ..notices import Notice
 from .assemble import NSYS_RANK_KEY, Trace, assemble
 from .columns import FileRead, keep_plausible
-from .jsonstream import is_gzip
 from .kineto import read_kineto
 from .side_events import with_side_events
+from .sniff import interpret_json, is_rocprof_path, skip_reason
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".xplane.pb", ".zip", ".sqlite")
 _NSYS_REPORT = (".nsys-rep", ".qdrep")
@@ -77,7 +77,7 @@ def _expand_dir(d: Path, given: str) -> tuple[list[Path], list[Notice]]:
     """A directory's trace files, and a notice for each file left out (not a trace, an Nsight report);
     ``given``: the directory as the user wrote it, for the errors."""
     candidates = _dir_traces(d)
-    why = {q: _skip_reason(q) for q in candidates}
+    why = {q: skip_reason(q) for q in candidates}
     found = [q for q in candidates if why[q] is None]
     # Nsight reports beside no export of their own: only nsys reads them
     reports = sorted(q for q in d.iterdir() if q.name.endswith(_NSYS_REPORT) and not q.with_suffix(".sqlite").exists())
@@ -135,42 +135,6 @@ def _fsspec_expand(url: str) -> list[str]:
     if not found:
         raise InputError("no trace files at this URL", path=url, fix="check the URL")
     return [f"{proto}://{str(f).split('://', 1)[-1].lstrip('/')}" if proto != "file" else str(f) for f in found]
-
-
-_SNIFF_BYTES = 1 << 20
-
-
-def _skip_reason(q: Path) -> str | None:
-    """Why a directory's JSON file is not one of its traces, from its first MB: neither a
-    ``traceEvents`` key nor a bare event list (``[`` first, an event's ``"ph"`` in it), or a trace
-    stepscope wrote itself (``--critical-path-trace``: every rank's collectives, not a rank).
-    None for a file that may be a trace: the readers judge the rest. A ``.sqlite`` file holding
-    none of the tables an Nsight export has (another tool's database) is not one either."""
-    if q.name.endswith(".sqlite"):
-        from .nsys_sqlite import nsys_tables_present
-
-        return None if nsys_tables_present(q) is not False else "an SQLite file without Nsight Systems tables"
-    if not q.name.endswith((".json", ".json.gz")):
-        return None
-    import gzip
-
-    head = b""
-    try:
-        with gzip.open(q, "rb") if is_gzip(q) else open(q, "rb") as fh:
-            while len(head) < _SNIFF_BYTES:  # a trace names traceEvents in its first KBs: stop there
-                part = fh.read(64 << 10)
-                head += part
-                if not part or b'"traceEvents"' in head:
-                    break
-    except (OSError, EOFError):
-        return None  # unreadable: the reader says why
-    body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if body.startswith(b'{"stepscope_output"'):
-        return "a trace stepscope wrote (--critical-path-trace), not a rank's"
-    # a bare event list names "ph" in its first event; an empty file is the reader's to report
-    if b'"traceEvents"' in head or (body[:1] == b"[" and (b'"ph"' in head or len(body.rstrip()) <= 2)) or not body:
-        return None
-    return "not a Chrome trace (no traceEvents near its start)"
 
 
 def _dir_traces(d: Path) -> list[Path]:
@@ -297,6 +261,10 @@ def _read_one(job: ReadJob) -> FileRead:
         from .nsys_jax import read_nsys_jax
 
         fr = keep_plausible(read_nsys_jax(path))
+    elif "://" not in path and is_rocprof_path(path):
+        from .rocprof import read_rocprof
+
+        fr = keep_plausible(read_rocprof(path))
     else:
         fr = interpret_json(with_side_events(read_kineto(path, include_python=include_python)))
     if cache_dir and not fr.truncated and not fr.warnings:
@@ -306,76 +274,6 @@ def _read_one(job: ReadJob) -> FileRead:
         if failed:
             fr = replace(fr, warnings=(*fr.warnings, failed))
     return fr
-
-
-#: event kinds only a profiler of framework ops writes (PyTorch's Kineto, torch_npu, XLA's export)
-_PROFILER_KINDS = frozenset(
-    ("cpu_op", "user_annotation", "gpu_annotation", "python_function", "runtime", "kernel", "memcpy", "memset", "sync")
-)
-_DEVICE_KINDS = frozenset(("kernel", "memcpy", "memset", "gpu_annotation"))
-#: header keys of a Kineto trace (a JSON object beside ``traceEvents``)
-_KINETO_HEADER = frozenset(("schemaVersion", "deviceProperties", "distributedInfo", "traceName", "baseTimeNanoseconds"))
-#: process names of the device and analysis rows in an Ascend timeline (torch_npu / msprof ``trace_view.json``)
-_ASCEND_MARKERS = (b'"Ascend Hardware"', b'"CANN"', b'"Overlap Analysis"')
-
-
-def interpret_json(fr: FileRead) -> FileRead:
-    """A trace-event JSON read by the Kineto readers, as what it is: an Ascend timeline is given its
-    NPU meaning (``ascend.py``); one that is not a profile stepscope reads is refused rather than
-    analyzed in part.
-
-    Asked only of files without device rows (a GPU trace is never scanned again):
-    - an Ascend timeline names its NPU rows' process "Ascend Hardware" (also "CANN", "Overlap
-      Analysis"); one without NPU rows is refused (it would pass for a CPU-only trace);
-    - a Chrome trace-event file without a Kineto header and without any framework-op event kind
-      (xprof/TensorFlow trace viewer JSON, other tools' timelines) has no steps to find.
-    """
-    if fr.table.num_rows == 0:  # no event at all: the assembler says so
-        return fr
-    kinds = set(fr.table["kind"].unique().cast("string").to_pylist())
-    if kinds & _DEVICE_KINDS:
-        return fr
-    if _file_holds(fr.path, _ASCEND_MARKERS):
-        from .ascend import is_ascend, to_ascend
-        from .chrome_meta import process_metadata
-
-        meta = process_metadata(fr.path)
-        read = to_ascend(fr, meta) if is_ascend(meta) else fr
-        if set(read.table["kind"].unique().cast("string").to_pylist()) & _DEVICE_KINDS:
-            return read
-        raise TraceFormatError(
-            "an Ascend NPU timeline (torch_npu / msprof trace_view.json) without NPU task rows "
-            '(no "Ascend Hardware" process): it would read as a CPU-only trace',
-            path=fr.path,
-            fix="profile with torch_npu.profiler.ProfilerActivity.NPU among the activities",
-        )
-    if not kinds & _PROFILER_KINDS and not _KINETO_HEADER & set(fr.header):
-        raise TraceFormatError(
-            "a Chrome trace-event file with no profiler op events (no cpu_op, kernel or runtime rows, no Kineto header), such as an "
-            "xprof/TensorFlow trace-viewer JSON",
-            path=fr.path,
-            fix="for JAX or TensorFlow pass the .xplane.pb the profiler wrote; for PyTorch the torch.profiler trace",
-        )
-    return fr
-
-
-def _file_holds(path: str, needles: tuple[bytes, ...], block: int = 1 << 22) -> bool:
-    """Whether the (possibly gzipped) file's bytes contain one of ``needles``; read in blocks."""
-    import gzip
-
-    keep = max(len(n) for n in needles) - 1
-    opener = gzip.open if is_gzip(Path(path)) else open
-    tail = b""
-    try:
-        with opener(path, "rb") as fh:
-            while chunk := fh.read(block):
-                buf = tail + chunk
-                if any(n in buf for n in needles):
-                    return True
-                tail = buf[-keep:]
-    except (OSError, EOFError):  # a truncated gzip stream: what was read has been searched
-        return False
-    return False
 
 
 def load(

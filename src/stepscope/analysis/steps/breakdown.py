@@ -187,6 +187,14 @@ class StepAccountant:
         self.loader_u = iv.Covered.of(h.ts[self.dl_mask], h.end[self.dl_mask])
         active = (h.kind == KIND["cpu_op"]) | (h.kind == KIND["runtime"]) | self.dl_mask | compile_mask
         self.host_u = iv.Covered.of(h.ts[active], h.end[active])
+        self.host_u_any = bool(active.any())
+
+    def _silent(self, us: np.ndarray, ue: np.ndarray, w0: int, w1: int) -> int:
+        """Idle in gaps the host was silent through; 0 for a trace of device work only (a
+        kernels-only rocprofv3 or CUPTI trace records no host activity to be silent)."""
+        if not self.host_u_any:
+            return 0
+        return idle.silent_ns(us, ue, w0, w1, self.host_u)
 
     def _work(self, i: int, c0: int, c1: int) -> tuple[_Work, str]:
         cw = self.cpu_work
@@ -237,7 +245,7 @@ class StepAccountant:
             kernel_time_by_category_ns=ktime,
             collectives=colls,
             idle_causes=causes,
-            cpu=self._cpu(c0, c1, causes.host_bound_ns, idle.silent_ns(us, ue, w.w0, w.w1, self.host_u)),
+            cpu=self._cpu(c0, c1, causes.host_bound_ns, self._silent(us, ue, w.w0, w.w1)),
             device_events=int(self._own[i]) if self.cpu_work is None else 0,
             window_source=source,
             spill_over_ns=iv.union_length(w.s[w.earlier], w.e[w.earlier]),
