@@ -335,3 +335,17 @@ def test_old_hccl_process_sample() -> None:
     rows = [r for r in t.to_pylist() if r["kind"] == "kernel"]
     assert sorted(r["ts_ns"] for r in rows) == sorted(int(Decimal(e["ts"]) * 1000) for e in ops)
     assert len(rows) == 3 and {r["name"] for r in rows} == {e["name"] for e in ops}
+
+
+def test_reports_and_diff_on_ascend_profiles(tmp_path: Path) -> None:
+    """The same reports as for a Kineto trace: JSON and HTML of two ranks, and a diff of the two."""
+    from stepscope.cli import main
+
+    a = _profile_dir(tmp_path, "n0_1_ascend_pt", 0)
+    b = _profile_dir(tmp_path, "n1_2_ascend_pt", 1)
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(tmp_path), "-q", "--json", str(out), "--html", str(tmp_path / "r.html")]) == 0
+    report = json.loads(out.read_text())
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    assert "aclnnReduceSum_CastAiCpu_Cast" in (tmp_path / "r.html").read_text()
+    assert main(["diff", str(a), str(b), "--json", str(tmp_path / "d.json")]) == 0
