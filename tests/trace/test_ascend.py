@@ -349,3 +349,39 @@ def test_reports_and_diff_on_ascend_profiles(tmp_path: Path) -> None:
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
     assert "aclnnReduceSum_CastAiCpu_Cast" in (tmp_path / "r.html").read_text()
     assert main(["diff", str(a), str(b), "--json", str(tmp_path / "d.json")]) == 0
+
+
+def test_hccl_timing_from_communication_json(tmp_path: Path) -> None:
+    """HCCL's own wait / transit per collective, read from a communication.json (msprof-analyze's
+    test data) beside the timeline: the sums by hand from the file, and the bandwidth per link equal
+    to the Bandwidth(GB/s) HCCL wrote for the one all-reduce."""
+    src = Path(__file__).resolve().parents[1] / "fixtures/ascend/communication.json"
+    d = _profile_dir(tmp_path, "n0_1_ascend_pt", 0)
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_bytes(src.read_bytes())
+    raw = json.loads(src.read_text())["step1"]["collective"]
+    ar = raw["hcom_allReduce__844_2_1@13681369207305868844"]
+    bc = raw["hcom_broadcast__844_1_1@13681369207305868844"]
+    h = analyze(stepscope.load(d)).ranks[0].extras["hccl"]
+    assert h is not None and h.steps == 1
+    by = {c.collective: c for c in h.by_collective}
+    assert set(by) == {"all_reduce", "broadcast"}
+    t = ar["Communication Time Info"]
+    a = by["all_reduce"]
+    assert (a.count, a.wait_ns, a.transit_ns, a.sync_ns, a.elapse_ns) == (
+        1,
+        1_476_320,
+        1_352_360,
+        1_445_240,
+        10_904_200,
+    )
+    assert a.wait_ratio == pytest.approx(t["Wait Time(ms)"] / (t["Wait Time(ms)"] + t["Transit Time(ms)"]))
+    assert a.link_gbps["HCCS"] == pytest.approx(ar["Communication Bandwidth Info"]["HCCS"]["Bandwidth(GB/s)"], abs=1e-3)
+    assert a.transit_mb == pytest.approx(176.160768)
+    assert (by["broadcast"].wait_ns, by["broadcast"].transit_ns) == (14_940, 1_260)
+    assert h.wait_ns_per_step == 1_476_320 + 14_940
+    assert bc["Communication Time Info"]["Wait Time(ms)"] == pytest.approx(0.01494)
+
+
+def test_without_communication_json_there_is_no_hccl_result(tmp_path: Path) -> None:
+    d = _profile_dir(tmp_path, "n0_1_ascend_pt", 0)  # its communication.json holds no operator
+    assert analyze(stepscope.load(d)).ranks[0].extras.get("hccl") is None

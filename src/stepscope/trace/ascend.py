@@ -23,7 +23,8 @@ gives its rows their meaning from the process each belongs to (``process_name`` 
   flow's start: both get one ``external_id``.
 - ``Overlap Analysis``: msprof's own computing / communication / free split. Not device work: its
   totals are kept in the header (``ascend_overlap_ns``) to cross-check ours, and its rows dropped.
-The flows used (and torch_npu's ``async_task_queue`` enqueue -> dequeue flows) are dropped, as the
+HCCL's own timing of each collective (``communication.json`` beside the timeline: wait vs transit)
+is kept in the header (``ascend_comm.py``). The flows used (and torch_npu's ``async_task_queue`` enqueue -> dequeue flows) are dropped, as the
 Kineto readers drop CUDA launch flows. The device id is the ``NPU <id>`` label of the hardware
 process, else 0; the rank comes from ``profiler_info_<rank>.json`` beside the output folder.
 Layout: Ascend's profiler documentation and torch_npu's ``profiler/analysis`` writers.
@@ -40,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .ascend_comm import HCCL_KEY, read_hccl_ops
 from .ascend_files import rank_header
 from .chrome_meta import ProcessMeta
 from .columns import FileRead
@@ -95,7 +97,10 @@ def to_ascend(fr: FileRead, meta: dict[int, ProcessMeta]) -> FileRead:
     t = _with(t, kind=kind, device=device, stream=stream, correlation=corr, external_id=ext)
     t = t.filter(pa.array(~drop))
     header = {**fr.header, "format": ASCEND_FORMAT, "ascend_overlap_ns": overlap, **rank_header(fr.path)}
-    return replace(fr, table=t, header=header)
+    hccl, warning = read_hccl_ops(fr.path)
+    if hccl is not None:
+        header[HCCL_KEY] = hccl
+    return replace(fr, table=t, header=header, warnings=(*fr.warnings, *([warning] if warning else [])))
 
 
 def _in_process(pid: np.ndarray, meta: dict[int, ProcessMeta], names: Collection[str]) -> np.ndarray:

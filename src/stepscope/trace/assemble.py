@@ -40,6 +40,7 @@ class FileHeader:
     world_size: int | None
     backend: str | None
     nsys_rank: int | None  # one (process, device) of an Nsight export of several: its rank
+    hccl_ops: dict[str, list[Any]] | None = None  # Ascend: HCCL's timing per operator (``ascend_comm.py``)
 
 
 #: ranks are int32 in the event table: a rank or world size outside [0, 2^31) is not believed
@@ -67,7 +68,16 @@ def parse_header(header: dict[str, Any]) -> FileHeader:
         world_size=_rank_value(info.get("world_size"), lowest=1),
         backend=str(info["backend"]) if info.get("backend") else None,
         nsys_rank=_rank_value(nsys_rank),
+        hccl_ops=_hccl_ops(header.get("hccl_ops")),
     )
+
+
+def _hccl_ops(v: Any) -> dict[str, list[Any]] | None:
+    """The header's HCCL operator columns when they are lists of one length (a reader's or a cached
+    file's; anything else is a damaged header and left out)."""
+    if not isinstance(v, dict) or not v or not all(isinstance(c, list) for c in v.values()):
+        return None
+    return v if len({len(c) for c in v.values()}) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,7 @@ class RankInfo:
     truncated: bool
     device_properties: tuple[dict[str, Any], ...] = ()
     format: str | None = None  # FileHeader.format
+    hccl_ops: dict[str, list[Any]] | None = None  # FileHeader.hccl_ops
 
 
 @dataclass
@@ -231,6 +242,7 @@ def assemble(reads: list[FileRead]) -> Trace:
                 truncated=fr.truncated,
                 device_properties=h.device_properties,
                 format=h.format,
+                hccl_ops=h.hccl_ops,
             )
         )
     _refuse_if_all_empty(reads)

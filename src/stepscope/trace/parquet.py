@@ -37,6 +37,8 @@ _KEEP_HEADER = (
     "displayTimeUnit",
     "baseTimeNanoseconds",
     "traceName",
+    "format",
+    "hccl_ops",
 )
 
 
