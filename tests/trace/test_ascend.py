@@ -385,3 +385,21 @@ def test_hccl_timing_from_communication_json(tmp_path: Path) -> None:
 def test_without_communication_json_there_is_no_hccl_result(tmp_path: Path) -> None:
     d = _profile_dir(tmp_path, "n0_1_ascend_pt", 0)  # its communication.json holds no operator
     assert analyze(stepscope.load(d)).ranks[0].extras.get("hccl") is None
+
+
+def test_late_peers_finding_from_hccl_wait(tmp_path: Path) -> None:
+    """The hand-made HCCL timeline (step 150 us, 50 us of it exposed communication) with the
+    communication.json above (HCCL waited 1,491.26 us of its 2,844.88 us of wait + transit: 52%):
+    the finding fires, its saving based on the 50 us the step can see (mid 0.6 -> 30 us)."""
+    from stepscope.advisor.engine import advise
+
+    d = tmp_path / "n0_1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    d.mkdir(parents=True)
+    (d / "trace_view.json").write_text(json.dumps(_comm_events(True)))
+    src = Path(__file__).resolve().parents[1] / "fixtures/ascend/communication.json"
+    (d / "communication.json").write_bytes(src.read_bytes())
+    findings = {f.id: f for f in advise(analyze(stepscope.load(d.parent)))}
+    f = findings["parallel.late_peers"]
+    assert f.evidence["hccl_wait_share"] == pytest.approx(1.49126 / 2.84488, abs=1e-6)
+    assert f.evidence["hccl_wait_exposed_ns"] == 50 * US
+    assert f.saving.mid_ns == 30 * US

@@ -19,6 +19,7 @@ from ..analysis.results import RankAnalysis
 from ..analysis.steps.contention import Contention
 from ..analysis.steps.dispatch import Dispatch
 from ..analysis.steps.fusion import Fusion
+from ..analysis.steps.hccl import HcclTiming
 from ..analysis.steps.profiler_overhead import ProfilerOverhead
 from ..analysis.steps.results import StepBreakdown
 from ..catalog.hardware import by_name
@@ -84,6 +85,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     _memory(out, r)
     _fusion(out, r)
     _contention(out, r)
+    _hccl(out, r)
     return out
 
 
@@ -109,6 +111,20 @@ def _contention(out: Signals, r: RankAnalysis) -> None:
         out["stalled_idle_ns"] = c.stalled_idle_ns
         out["stalled_idle_ratio"] = c.stalled_idle_ns / out["step_ns"] if out["step_ns"] > 0 else 0.0
         out["launch_call_p50_ns"] = float(c.launch_call_p50_ns)
+
+
+def _hccl(out: Signals, r: RankAnalysis) -> None:
+    """HCCL's own wait for late peers (``analysis/steps/hccl.py``, Ascend ranks with
+    ``communication.json``): per recorded step, its share of HCCL's wait + transit, and the part
+    the step can see (``hccl_wait_exposed_ns``: at most the exposed communication)."""
+    h = r.extras.get("hccl")
+    if not isinstance(h, HcclTiming):
+        return
+    out["hccl_wait_ns"] = h.wait_ns_per_step
+    out["hccl_transit_ns"] = h.transit_ns_per_step
+    out["hccl_wait_share"] = h.wait_ratio
+    out["hccl_wait_exposed_ns"] = min(h.wait_ns_per_step, out["exposed_comm_ns"])
+    out["hccl_wait_exposed_ratio"] = out["hccl_wait_exposed_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
 
 
 def _fusion(out: Signals, r: RankAnalysis) -> None:
