@@ -403,3 +403,33 @@ def test_late_peers_finding_from_hccl_wait(tmp_path: Path) -> None:
     assert f.evidence["hccl_wait_share"] == pytest.approx(1.49126 / 2.84488, abs=1e-6)
     assert f.evidence["hccl_wait_exposed_ns"] == 50 * US
     assert f.saving.mid_ns == 30 * US
+
+
+def test_ai_cpu_operators(tmp_path: Path) -> None:
+    """The hand-made timeline with its vector add [250.0005, 260.0005) retyped AI_CPU: one task,
+    10 us, of a 160 us step (6%): extras.ai_cpu says so and the finding fires (mid 0.8 -> 8 us)."""
+    from stepscope.advisor.engine import advise
+
+    ev = _events()
+    for e in ev:
+        if e.get("name") == "aclnnAdd_AddAiCore_Add":
+            e["args"]["Task Type"] = "AI_CPU"
+    a = analyze(stepscope.load(_write(tmp_path, ev)))
+    got = a.ranks[0].extras["ai_cpu"]
+    assert got is not None and (got.tasks, got.time_ns, got.top) == (
+        1.0,
+        10_000.0,
+        (("aclnnAdd_AddAiCore_Add", 10_000.0),),
+    )
+    f = {x.id: x for x in advise(a)}["compute.ai_cpu_ops"]
+    assert f.evidence["ai_cpu_ratio"] == pytest.approx(10 / 160)
+    assert f.saving.mid_ns == 8 * US
+
+
+def test_the_sample_ai_cpu_tasks() -> None:
+    """msprof-analyze's sample: its two AI_CPU tasks (the raw JSON's "Task Type"), 327.57 us of an
+    11.27 ms step: 2.9%, below the finding's 3%."""
+    raw = _raw_fixture()
+    want = sum(Decimal(str(e["dur"])) for e in raw if e.get("args", {}).get("Task Type") == "AI_CPU") * 1000
+    got = analyze(stepscope.load(FIXTURE)).ranks[0].extras["ai_cpu"]
+    assert got is not None and got.tasks == 2 and abs(got.time_ns - float(want)) <= 2

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ..analysis.memory.usage import MemoryUsage
 from ..analysis.results import RankAnalysis
+from ..analysis.steps.ai_cpu import AiCpu
 from ..analysis.steps.contention import Contention
 from ..analysis.steps.dispatch import Dispatch
 from ..analysis.steps.fusion import Fusion
@@ -86,6 +87,7 @@ def rank_signals(r: RankAnalysis) -> Signals | None:
     _fusion(out, r)
     _contention(out, r)
     _hccl(out, r)
+    _ai_cpu(out, r)
     return out
 
 
@@ -125,6 +127,15 @@ def _hccl(out: Signals, r: RankAnalysis) -> None:
     out["hccl_wait_share"] = h.wait_ratio
     out["hccl_wait_exposed_ns"] = min(h.wait_ns_per_step, out["exposed_comm_ns"])
     out["hccl_wait_exposed_ratio"] = out["hccl_wait_exposed_ns"] / out["step_ns"] if out["step_ns"] > 0 else 0.0
+
+
+def _ai_cpu(out: Signals, r: RankAnalysis) -> None:
+    """Ascend tasks on the AI CPU (``analysis/steps/ai_cpu.py``) per steady step."""
+    a = r.extras.get("ai_cpu")
+    if isinstance(a, AiCpu):
+        out["ai_cpu_tasks"] = a.tasks
+        out["ai_cpu_ns"] = a.time_ns
+        out["ai_cpu_ratio"] = a.time_ns / out["step_ns"] if out["step_ns"] > 0 else 0.0
 
 
 def _fusion(out: Signals, r: RankAnalysis) -> None:
