@@ -111,8 +111,9 @@ def test_hand_made_timeline_rows(tmp_path: Path, portable: bool, monkeypatch: py
     assert rows["AscendCL@aclnnMm"]["kind"] == "runtime"
     # launches: each task carries its CANN call's correlation id, and the operator's external id
     assert mm["correlation"] == rows["AscendCL@aclnnMm"]["correlation"] >= 0
-    assert mm["external_id"] == rows["aclnnMm"]["external_id"] >= 0  # the innermost op starting at 10.25
-    assert rows["aten::mm"]["external_id"] < 0
+    # the ATen operator around torch_npu's aclnnMm launch record, where the flow starts (10.25)
+    assert mm["external_id"] == rows["aten::mm"]["external_id"] >= 0
+    assert rows["aclnnMm"]["external_id"] < 0
     assert rows["AscendCL@aclnnMm"]["external_id"] == mm["external_id"]
     add = rows["aclnnAdd_AddAiCore_Add"]
     assert (
@@ -433,3 +434,20 @@ def test_the_sample_ai_cpu_tasks() -> None:
     want = sum(Decimal(str(e["dur"])) for e in raw if e.get("args", {}).get("Task Type") == "AI_CPU") * 1000
     got = analyze(stepscope.load(FIXTURE)).ranks[0].extras["ai_cpu"]
     assert got is not None and got.tasks == 2 and abs(got.time_ns - float(want)) <= 2
+
+
+def test_roofline_from_the_aten_operator_shapes(tmp_path: Path) -> None:
+    """With record_shapes the ATen operator around the launch carries its shapes: aten::mm of two
+    bf16 1024 x 1024 matrices is 2 x 1024^3 FLOPs, over its task's 40 us: 53.69 TFLOP/s, on a
+    910B3 (294.9 TF dense bf16) 18.2% of peak."""
+    from stepscope.analysis.config import AnalyzeConfig
+
+    ev = _events()
+    for e in ev:
+        if e.get("name") == "aten::mm":
+            e["args"] = {"Input Dims": [[1024, 1024], [1024, 1024]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}
+    r = analyze(stepscope.load(_write(tmp_path, ev)), AnalyzeConfig(hardware="ascend-910b3")).ranks[0].roofline
+    assert r is not None and r.hardware is not None and r.hardware.peak_tflops == pytest.approx(294.9)
+    (g,) = [g for g in r.groups if g.name == "aten::mm"]
+    assert g.flops == 2 * 1024**3 and g.dur_ns == 40 * US
+    assert g.achieved_tflops == pytest.approx(2 * 1024**3 / 40e-6 / 1e12)

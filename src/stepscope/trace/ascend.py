@@ -19,8 +19,9 @@ gives its rows their meaning from the process each belongs to (``process_name`` 
 - ``CANN``: the host runtime (AscendCL / aclnn calls): ``runtime`` rows. A ``HostToDevice`` flow
   joins a task to the call enclosing the flow's start: both get one ``correlation`` id.
 - ``Python`` (and any other process): host rows as Kineto gives them (``cpu_op``,
-  ``ProfilerStep#N``). An ``async_npu`` flow joins a task to the operator that starts at the
-  flow's start: both get one ``external_id``.
+  ``ProfilerStep#N``). An ``async_npu`` flow joins a task to the innermost operator enclosing
+  the flow's start, torch_npu's own ``aclnn*`` launch records aside (the ATen operator around one
+  holds the shapes): both get one ``external_id``.
 - ``Overlap Analysis``: msprof's own computing / communication / free split. Not device work: its
   totals are kept in the header (``ascend_overlap_ns``) to cross-check ours, and its rows dropped.
 HCCL's own timing of each collective (``communication.json`` beside the timeline: wait vs transit)
@@ -208,12 +209,10 @@ def _links(t: pa.Table, kind: np.ndarray, on_dev: np.ndarray, on_rt: np.ndarray)
     base = int(max(corr.max(initial=-1), ext.max(initial=-1))) + 1
     ts, end = t["ts_ns"].to_numpy(), t["ts_ns"].to_numpy() + t["dur_ns"].to_numpy()
     pid, tid = t["pid"].to_numpy(), t["tid"].to_numpy()
-    span = np.zeros(kind.size, bool)
-    span[t["dur_ns"].to_numpy() >= 0] = True
     flow = kind == KIND_CODE["flow"]
     for cat, host_sel, column in (
         ("HostToDevice", on_rt & ~flow, corr),
-        ("async_npu", (kind == KIND_CODE["cpu_op"]) & ~flow, ext),
+        ("async_npu", (kind == KIND_CODE["cpu_op"]) & ~flow & ~_launch_record(t), ext),
     ):
         s_rows, f_rows = _flow_ends(t, flow, cat)
         if s_rows.size == 0:
@@ -231,6 +230,12 @@ def _links(t: pa.Table, kind: np.ndarray, on_dev: np.ndarray, on_rt: np.ndarray)
     found = task_of[calls]
     ext[calls[found >= 0]] = ext[found[found >= 0]]
     return corr, ext
+
+
+def _launch_record(t: pa.Table) -> np.ndarray:
+    """torch_npu's own ``aclnn*`` records: the launch inside an ATen operator, not an operator (the
+    operator around it holds the shapes and sequence number the roofline and phases read)."""
+    return per_value(t["name"], lambda n: n.startswith("aclnn"), null=False, dtype=bool)
 
 
 def _flow_ends(t: pa.Table, flow: np.ndarray, cat: str) -> tuple[np.ndarray, np.ndarray]:
