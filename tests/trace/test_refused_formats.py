@@ -92,3 +92,26 @@ def test_to_polars_without_polars_names_the_extra(tmp_path: Path, monkeypatch: p
     with pytest.raises(ConfigError) as ei:
         t.to_polars()
     assert ei.value.fix == 'pip install "stepscope[polars]"'
+
+
+@pytest.mark.parametrize(
+    ("name", "table", "words", "fix"),
+    [
+        ("run.db", "rocpd_kernel_dispatch", "a rocpd database", "--output-format json"),
+        ("ascend_pytorch_profiler_0.db", "TASK", "an Ascend profiler database", "ExportType.Text"),
+        ("prof.sqlite", "PYTORCH_API", "an Ascend profiler database", "ExportType.Text"),
+    ],
+)
+def test_other_profilers_databases_are_named(tmp_path: Path, name: str, table: str, words: str, fix: str) -> None:
+    """rocprofv3's rocpd and the Ascend profiler's database export: refused, saying what they are
+    and which export stepscope reads."""
+    import sqlite3
+
+    p = tmp_path / name
+    con = sqlite3.connect(p)
+    con.execute(f"CREATE TABLE {table} (id INTEGER)")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceFormatError, match=words) as ei:
+        stepscope.load(p)
+    assert ei.value.fix and fix in ei.value.fix

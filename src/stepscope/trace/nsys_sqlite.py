@@ -130,6 +130,7 @@ def _open(p: Path) -> tuple[sqlite3.Connection, set[str]]:
         raise TraceFormatError(f"not a readable SQLite database ({exc})", path=str(p), fix=_FIX) from None
     if not (_NSYS_TABLES & tables):
         con.close()
+        _refuse_other_profilers(p, tables)
         raise TraceFormatError(
             "SQLite file without Nsight Systems tables (no CUPTI_ACTIVITY_KIND_KERNEL, "
             "CUPTI_ACTIVITY_KIND_RUNTIME or NVTX_EVENTS)",
@@ -137,6 +138,25 @@ def _open(p: Path) -> tuple[sqlite3.Connection, set[str]]:
             fix="pass an nsys export of a report traced with CUDA (nsys profile -t cuda,nvtx)",
         )
     return con, tables
+
+
+def _refuse_other_profilers(p: Path, tables: set[str]) -> None:
+    """The databases of the other profilers stepscope meets, named with the export it reads:
+    rocprofv3's rocpd (``rocpd_*`` tables, its default output since ROCm 7) and the Ascend
+    profiler's ``export_type=Db`` (``ascend_pytorch_profiler_*.db``; CANN_API / PYTORCH_API tables)."""
+    if any(t.startswith("rocpd_") for t in tables):
+        raise TraceFormatError(
+            "a rocpd database (rocprofv3's default output since ROCm 7), which stepscope does not read",
+            path=str(p),
+            fix="re-run rocprofv3 with --output-format json and pass its <pid>_results.json",
+        )
+    if p.name.startswith("ascend_pytorch_profiler") or {"CANN_API", "PYTORCH_API"} & tables:
+        raise TraceFormatError(
+            "an Ascend profiler database (export_type=Db), which stepscope does not read",
+            path=str(p),
+            fix="profile with experimental_config export_type=[torch_npu.profiler.ExportType.Text] and pass the "
+            "*_ascend_pt directory",
+        )
 
 
 def _read_tables(
