@@ -42,11 +42,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..analysis import intervals as iv
 from .ascend_comm import HCCL_KEY, read_hccl_ops
 from .ascend_files import rank_header
 from .chrome_meta import ProcessMeta
 from .columns import FileRead
-from .dictcol import per_value
+from .dictcol import lookup_ints, per_value
 from .schema import KIND_CODE, Kind
 
 ASCEND_FORMAT = "ascend"
@@ -132,33 +133,13 @@ def _under_comm_ops(t: pa.Table, on_hw: np.ndarray, comm_op: np.ndarray) -> np.n
     if not comm_op.any():
         return out
     ts, dur, stream = t["ts_ns"].to_numpy(), t["dur_ns"].to_numpy(), t["tid"].to_numpy()
-    a, b = _merged(ts[comm_op], ts[comm_op] + dur[comm_op])
-    cum = np.concatenate([[0], np.cumsum(b - a)])
-
-    def covered(x: np.ndarray) -> np.ndarray:  # length of the union before x
-        j = np.searchsorted(a, x, side="right") - 1
-        inside = np.clip(x - a[np.maximum(j, 0)], 0, (b - a)[np.maximum(j, 0)])
-        return np.where(j >= 0, cum[np.maximum(j, 0)] + inside, 0)
-
+    ops = iv.Covered.of(ts[comm_op], ts[comm_op] + dur[comm_op])
     hw = np.flatnonzero(on_hw)
-    share = covered(ts[hw] + dur[hw]) - covered(ts[hw])
-    for s in np.unique(stream[hw]).tolist():
-        k = hw[stream[hw] == s]
-        busy = int(dur[k].sum())
-        if busy and int(share[stream[hw] == s].sum()) * 2 >= busy:
-            out[k] = True
+    _, lane = np.unique(stream[hw], return_inverse=True)
+    busy = np.bincount(lane, weights=dur[hw])
+    inside = np.bincount(lane, weights=ops.between(ts[hw], ts[hw] + dur[hw]))
+    out[hw] = ((busy > 0) & (2 * inside >= busy))[lane]
     return out
-
-
-def _merged(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals [a, b) as sorted disjoint intervals."""
-    o = np.argsort(a, kind="stable")
-    a, b = a[o], b[o]
-    reach = np.maximum.accumulate(b)
-    new = np.concatenate([[True], a[1:] > reach[:-1]])
-    starts = a[new]
-    ends = np.maximum.reduceat(reach, np.flatnonzero(new)) if a.size else b
-    return starts, ends
 
 
 def _kind_codes(t: pa.Table) -> np.ndarray:
@@ -188,12 +169,7 @@ def _device_kinds(t: pa.Table) -> np.ndarray:
 def _device_ids(pid: np.ndarray, meta: dict[int, ProcessMeta]) -> np.ndarray:
     """The NPU id per row from its process's ``NPU <id>`` label (0 when the label has no id)."""
     ids = {p: int(m_.group(1)) if m.labels and (m_ := _NPU_LABEL.match(m.labels)) else 0 for p, m in meta.items()}
-    keys = np.array(sorted(ids), dtype=np.int64)
-    if keys.size == 0:
-        return np.zeros(pid.size, np.int32)
-    vals = np.array([ids[k] for k in keys.tolist()], dtype=np.int32)
-    pos = np.clip(np.searchsorted(keys, pid), 0, keys.size - 1)
-    return np.where(keys[pos] == pid, vals[pos], 0)
+    return lookup_ints(pid, ids, 0)
 
 
 def _cat_in(t: pa.Table, cats: tuple[str, ...]) -> np.ndarray:

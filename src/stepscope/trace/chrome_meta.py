@@ -1,9 +1,8 @@
-"""The process names and labels (and thread names) of a Chrome trace-event file (``ph: "M"`` rows), which the event
-readers drop: a second, cheap pass that looks only at the metadata objects.
+"""The process names and labels (and thread names) of a Chrome trace-event file (``ph: "M"``
+rows), which the event readers drop: a second, cheap pass that looks only at the metadata objects.
 
 The file is read in blocks; each occurrence of ``"process_name"``, ``"process_labels"`` or
-``"thread_name"`` is parsed
-as the JSON object around it (found by trying the nearest ``{`` before it, then the one before
+``"thread_name"`` is parsed as the JSON object around it (found by trying the nearest ``{`` before it, then the one before
 that: the ``args`` object may come first). Everything else is skipped at ``bytes.find`` speed.
 """
 
@@ -12,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,17 +40,8 @@ def process_metadata(path: str | Path) -> dict[int, ProcessMeta]:
     names: dict[int, str] = {}
     labels: dict[int, str] = {}
     threads: dict[int, dict[int, str]] = {}
-    p = Path(path)
-    opener = gzip.open if is_gzip(p) else open
-    tail = b""
-    try:
-        with opener(p, "rb") as fh:
-            while chunk := fh.read(_BLOCK):
-                buf = tail + chunk
-                _scan(buf, names, labels, threads)
-                tail = buf[-_OVERLAP:]
-    except (OSError, EOFError, zlib.error):
-        pass
+    for buf in overlapping_blocks(path, _OVERLAP, _BLOCK):
+        _scan(buf, names, labels, threads)
     return {
         pid: ProcessMeta(name=names.get(pid), labels=labels.get(pid), threads=threads.get(pid, {}))
         for pid in names.keys() | labels.keys() | threads.keys()
@@ -102,3 +93,18 @@ def _record(
         names.setdefault(pid, args["name"][:256])
     elif obj.get("name") == "process_labels" and isinstance(args.get("labels"), str):
         labels.setdefault(pid, args["labels"][:256])
+
+
+def overlapping_blocks(path: str | Path, keep: int, block: int = 1 << 22) -> Iterator[bytes]:
+    """The (possibly gzipped) file's bytes in blocks, each beginning with the last ``keep`` bytes of
+    the one before, so that nothing shorter than ``keep`` is cut by a boundary. A truncated or
+    unreadable file ends the blocks: what was read has been given."""
+    tail = b""
+    try:
+        with gzip.open(path, "rb") if is_gzip(Path(path)) else open(path, "rb") as fh:
+            while chunk := fh.read(block):
+                buf = tail + chunk
+                yield buf
+                tail = buf[-keep:]
+    except (OSError, EOFError, zlib.error):
+        return

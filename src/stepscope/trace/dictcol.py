@@ -7,7 +7,7 @@ the rows through the integer codes: no Python string per row, no Python call per
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,17 @@ def per_value(
         lut[-1] = null
         return lut[codes]
     return lookup_table(values, fn, null=null, dtype=dtype)[codes]
+
+
+def lookup_ints(values: np.ndarray, table: Mapping[int, int], default: int) -> np.ndarray:
+    """``table[v]`` for each of ``values`` (``default`` for values not in it): one sort of the
+    table's keys and one binary search, whatever the number of values."""
+    keys = np.array(sorted(table), dtype=np.int64)
+    if keys.size == 0:
+        return np.full(np.shape(values), default, dtype=np.int64)
+    vals = np.array([table[k] for k in keys.tolist()], dtype=np.int64)
+    pos = np.clip(np.searchsorted(keys, values), 0, keys.size - 1)
+    return np.where(keys[pos] == values, vals[pos], default)
 
 
 def dict_mask(col: pa.ChunkedArray | pa.Array, predicate: Callable[[str], bool]) -> np.ndarray:

@@ -134,28 +134,18 @@ def _closed_at_last_record(text: bytes) -> bytes:
     in_str = string_mask(text)
     depth = depth_after(text, in_str)
     b = np.frombuffer(text, np.uint8)
-    closes = np.flatnonzero((b == ord("}")) & ~in_str)
+    outside = ~in_str
+    opens = np.flatnonzero(((b == ord("[")) | (b == ord("{"))) & outside)  # an opener's level: depth[pos]
+    closes = np.flatnonzero((b == ord("}")) & outside)
     for end in closes[::-1][:64].tolist():  # the last object to close at list level
-        d = int(depth[end])
-        opener = _last_opener(b, in_str, depth, end, d + 1)
-        if d >= 1 and opener >= 0 and b[_last_opener(b, in_str, depth, end, d)] == ord("["):
-            return text[: end + 1] + _closers(b, in_str, depth, end)
+        # the container each level up to ``end``'s depth is in: the last opener of that level before it
+        before = opens[opens < end]
+        levels = range(int(depth[end]), 0, -1)
+        inner = [before[depth[before] == lvl] for lvl in levels]
+        if inner and inner[0].size and b[inner[0][-1]] == ord("["):
+            closers = b"".join(b"]" if h.size and b[h[-1]] == ord("[") else b"}" for h in inner)
+            return text[: end + 1] + closers
     return text
-
-
-def _last_opener(b: np.ndarray, in_str: np.ndarray, depth: np.ndarray, before: int, level: int) -> int:
-    """Position of the last ``[`` / ``{`` before ``before`` that opened nesting ``level``, or -1."""
-    opens = np.flatnonzero(((b[: before + 1] == ord("[")) | (b[: before + 1] == ord("{"))) & ~in_str[: before + 1])
-    hit = opens[depth[opens] == level]
-    return int(hit[-1]) if hit.size else -1
-
-
-def _closers(b: np.ndarray, in_str: np.ndarray, depth: np.ndarray, end: int) -> bytes:
-    out = []
-    for level in range(int(depth[end]), 0, -1):
-        pos = _last_opener(b, in_str, depth, end, level)
-        out.append(b"]" if pos >= 0 and b[pos] == ord("[") else b"}")
-    return b"".join(out)
 
 
 def _gpus(raw: msgspec.Raw) -> tuple[dict[int, int], list[dict[str, Any]]]:

@@ -10,6 +10,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from .dictcol import lookup_ints
 from .rocprof_types import Api, Copy, Dispatch, Process, Symbol, records
 
 #: MEMORY_COPY operation names -> the names Kineto gives copies (classified alike)
@@ -71,15 +72,6 @@ def _const(n: int, value: str | None) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
 
 
-def _devices(handles: np.ndarray, gpus: dict[int, int]) -> np.ndarray:
-    keys = np.array(sorted(gpus), dtype=np.int64)
-    if keys.size == 0:
-        return np.zeros(handles.size, np.int64)
-    vals = np.array([gpus[k] for k in keys.tolist()], np.int64)
-    pos = np.clip(np.searchsorted(keys, handles), 0, keys.size - 1)
-    return np.where(keys[pos] == handles, vals[pos], 0)
-
-
 def _part(n: int, **cols: Any) -> dict[str, Any]:
     neg = np.full(n, -1, np.int64)
     return {"device": neg, "stream": neg, "bytes": neg, "correlation": neg, **cols}
@@ -97,7 +89,7 @@ def _kernels(recs: list[Dispatch], names: dict[int, str], gpus: dict[int, int], 
         dur=np.maximum(_ints(recs, lambda r: r.end_timestamp) - ts, 0),
         pid=np.full(n, pid, np.int64),
         tid=np.where(stream >= 0, stream, queue),
-        device=_devices(_ints(recs, lambda r: r.dispatch_info.agent_id.handle), gpus),
+        device=lookup_ints(_ints(recs, lambda r: r.dispatch_info.agent_id.handle), gpus, 0),
         stream=np.where(stream >= 0, stream, queue),
         correlation=_ints(recs, lambda r: r.correlation_id.internal),
         kind=_const(n, "kernel"),
@@ -126,7 +118,7 @@ def _copies(recs: list[Copy], ops: list[tuple[str, list[str]]], gpus: dict[int, 
         dur=np.maximum(_ints(recs, lambda r: r.end_timestamp) - ts, 0),
         pid=np.full(n, pid, np.int64),
         tid=stream,
-        device=_devices(np.where(on_gpu, dst, src), gpus),
+        device=lookup_ints(np.where(on_gpu, dst, src), gpus, 0),
         stream=stream,
         bytes=_ints(recs, lambda r: r.bytes),
         correlation=_ints(recs, lambda r: r.correlation_id.internal),

@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 
 from ..errors import TraceFormatError
+from .chrome_meta import overlapping_blocks, process_metadata
 from .columns import FileRead
 from .jsonstream import is_gzip
 
@@ -95,7 +96,6 @@ def interpret_json(fr: FileRead) -> FileRead:
         return fr
     if _file_holds(fr.path, _ASCEND_MARKERS):
         from .ascend import is_ascend, to_ascend
-        from .chrome_meta import process_metadata
 
         meta = process_metadata(fr.path)
         read = to_ascend(fr, meta) if is_ascend(meta) else fr
@@ -117,18 +117,7 @@ def interpret_json(fr: FileRead) -> FileRead:
     return fr
 
 
-def _file_holds(path: str, needles: tuple[bytes, ...], block: int = 1 << 22) -> bool:
+def _file_holds(path: str, needles: tuple[bytes, ...]) -> bool:
     """Whether the (possibly gzipped) file's bytes contain one of ``needles``; read in blocks."""
     keep = max(len(n) for n in needles) - 1
-    opener = gzip.open if is_gzip(Path(path)) else open
-    tail = b""
-    try:
-        with opener(path, "rb") as fh:
-            while chunk := fh.read(block):
-                buf = tail + chunk
-                if any(n in buf for n in needles):
-                    return True
-                tail = buf[-keep:]
-    except (OSError, EOFError, zlib.error):  # a truncated gzip stream: what was read has been searched
-        return False
-    return False
+    return any(any(n in buf for n in needles) for buf in overlapping_blocks(path, keep))
