@@ -98,8 +98,8 @@ def test_every_korthikanti_run_is_a_valid_batch_record() -> None:
 
 def test_the_recipes_view_changes_only_what_it_names() -> None:
     """The pre-registered records carry none of the settings read from NVIDIA's recipes afterwards;
-    the --recipes view gives each to the rows its recipe names, and to no other (BENCHMARKS.md
-    sessions 10 and 26)."""
+    the --recipes view gives each to the rows its recipe names, and to no other (BENCHMARKS.md,
+    "Held out: NVIDIA's performance tables")."""
     import sys
 
     sys.path.insert(0, str(HOLDOUT.parent))

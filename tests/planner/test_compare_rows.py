@@ -1,5 +1,5 @@
 """benchmarks/compare_rows.py: the paired comparison the planner's model changes are judged by
-(BENCHMARKS.md, session 24). Hand-computed on four rows."""
+(BENCHMARKS.md). Hand-computed on four rows."""
 
 from __future__ import annotations
 
