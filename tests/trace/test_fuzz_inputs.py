@@ -47,6 +47,7 @@ KINETO = ROOT / "examples" / "traces" / "a100_nccl_rank0.json.gz"
 XPLANE = ROOT / "examples" / "traces" / "jax_gpu_te_fused_attn.xplane.pb"
 NSYS = ROOT / "tests" / "fixtures" / "nsys_concurrent_profile4.sqlite"
 ASCEND = ROOT / "tests/fixtures/traces/msprof-analyze/test/ut/advisor/timeline_advice/trace_view.json"
+ASCEND_DETAILS = ROOT / "tests/fixtures/ascend/kernel_details.csv"
 ROCPROF = ROOT / "tests/fixtures/rocprof/908_results_trimmed.json"
 CALIB_CSV = ROOT / "examples" / "plan" / "nvidia_h100_runs.csv"
 WEIRD: list[Any] = [None, "abc", -1, 1e308, [], {}, True, "", 2**70, 0, [1, "a"], {"x": 1}, "(", float("nan")]
@@ -148,6 +149,8 @@ def ascend(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
     out = tmp / "w_1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     out.mkdir(parents=True)
     (out / "trace_view.json").write_text(text, encoding="utf-8")
+    if rng.random() < 0.5:
+        (out / "kernel_details.csv").write_bytes(_spoilt_details(rng))
     (out.parent / f"profiler_info_{rng.choice(['1', '-1', 'x', '99999999999'])}.json").write_text("{}")
     return [
         "analyze",
@@ -160,6 +163,25 @@ def ascend(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
         "--html",
         str(tmp / "o.html"),
     ]
+
+
+def _spoilt_details(rng: random.Random) -> bytes:
+    """The real kernel_details.csv with cells replaced by odd values, a column renamed, bytes that
+    are not UTF-8, or cut short."""
+    lines = ASCEND_DETAILS.read_text(encoding="utf-8").splitlines()
+    rows = [list(csv.reader([line]))[0] for line in lines]
+    for _ in range(rng.randrange(1, 20)):
+        row = rng.choice(rows)
+        row[rng.randrange(len(row))] = rng.choice(CELLS)
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    data = out.getvalue().encode()
+    if rng.random() < 0.2:
+        data = data[: rng.randrange(len(data))]
+    if rng.random() < 0.2:
+        i = rng.randrange(len(data))
+        data = data[:i] + b"\xff\xfe\x00" + data[i:]
+    return data
 
 
 def rocprof(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:

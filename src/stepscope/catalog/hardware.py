@@ -33,6 +33,19 @@ DTYPES: dict[str, tuple[str, int]] = {
     "signed char": ("int8", 1),
     "unsigned char": ("int8", 1),
     "bool": ("bool", 1),
+    # CANN's names (Ascend kernel_details.csv "Input Data Types"; FLOAT is fp32 there too)
+    "float16": ("fp16", 2),
+    "float32": ("fp32", 4),
+    "bf16": ("bf16", 2),
+    "dt_bf16": ("bf16", 2),
+    "int64": ("int64", 8),
+    "int32": ("int32", 4),
+    "int16": ("int16", 2),
+    "int8": ("int8", 1),
+    "uint8": ("int8", 1),
+    "float8_e4m3fn": ("fp8", 1),
+    "float8_e5m2": ("fp8", 1),
+    "hifloat8": ("fp8", 1),
 }
 
 

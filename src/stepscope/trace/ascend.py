@@ -45,6 +45,8 @@ import pyarrow.compute as pc
 from ..analysis import intervals as iv
 from .ascend_comm import HCCL_KEY, read_hccl_ops
 from .ascend_files import rank_header
+from .ascend_kernels import FILE as DETAILS_FILE
+from .ascend_kernels import join_kernel_details, read_kernel_details
 from .chrome_meta import ProcessMeta
 from .columns import FileRead
 from .dictcol import lookup_ints, per_value
@@ -102,7 +104,27 @@ def to_ascend(fr: FileRead, meta: dict[int, ProcessMeta]) -> FileRead:
     hccl, warning = read_hccl_ops(fr.path)
     if hccl is not None:
         header[HCCL_KEY] = hccl
-    return replace(fr, table=t, header=header, warnings=(*fr.warnings, *([warning] if warning else [])))
+    t, detail_warning = _with_kernel_details(t, fr.path)
+    warnings = (*fr.warnings, *(w for w in (warning, detail_warning) if w))
+    return replace(fr, table=t, header=header, warnings=warnings)
+
+
+def _with_kernel_details(t: pa.Table, path: str) -> tuple[pa.Table, str | None]:
+    """The NPU tasks given ``kernel_details.csv``'s shapes and cores (``ascend_kernels.py``); a
+    warning when the file is unusable or most of its tasks are not in the timeline."""
+    details, warning = read_kernel_details(path)
+    if details is None:
+        return t, warning
+    stream = t["stream"].to_numpy()
+    on_task = (_kind_codes(t) == KIND_CODE["kernel"]) & (stream >= 0) & (stream < COMM_STREAM_BASE)
+    t, matched = join_kernel_details(t, on_task, details)
+    expected = int(pc.sum(pc.greater_equal(details["stream"], 0)).as_py() or 0)
+    if matched < 0.9 * min(expected, int(on_task.sum())):
+        warning = (
+            f"{DETAILS_FILE}: {matched:,} of its {expected:,} NPU tasks match the timeline's (another run's file?); "
+            "the rest have no shapes"
+        )
+    return t, warning
 
 
 def _in_process(pid: np.ndarray, meta: dict[int, ProcessMeta], names: Collection[str]) -> np.ndarray:

@@ -29,6 +29,11 @@ def raw_lines_to_ns(joined: bytes, count: int) -> np.ndarray:
     text = pa.array(joined.split(b"\n"), type=pa.binary()).cast(pa.string())
     if len(text) != count:  # pragma: no cover - defensive; a number never contains a newline
         raise ValueError(f"expected {count} numbers, got {len(text)}")
+    return strings_to_ns(text)
+
+
+def strings_to_ns(text: pa.Array) -> np.ndarray:
+    """Decimal microsecond strings (quoted or not; null or empty -> -1) into int64 ns, exactly."""
     parts = pc.extract_regex(text, _PATTERN)
     int_part = pc.struct_field(parts, "i")
     frac = pc.struct_field(parts, "f")

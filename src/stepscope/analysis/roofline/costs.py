@@ -9,7 +9,7 @@ read by the roofline and the scopes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from ...trace.schema import KIND_CODE as KIND
 from ..rankdata import RankData
+from .cann_flops import op_type, task_cost
 from .flops import OpCost, op_cost
 
 
@@ -51,16 +52,32 @@ class OpCosts:
     kernel_bytes: np.ndarray
     kernel_dtype: np.ndarray  # object
     kernel_modeled: np.ndarray  # bool
+    kernel_inst: np.ndarray  # int64: the instance each kernel belongs to, -1 for none
 
 
 def op_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray) -> OpCosts:
+    """The op instances' costs; NPU tasks carrying their own shapes (Ascend ``kernel_details.csv``)
+    whose op has no cost are instances of their own, costed by their CANN type
+    (``cann_flops.task_cost``)."""
+    d = rd.dev
+    in_step = (dev_step >= 0) & (d.kind == KIND["kernel"])
+    linked = in_step & (d.external_id >= 0)
+    base = _ext_costs(events, rd, dev_step, linked)
+    own = _own_shapes(events, rd, in_step & ~base.kernel_modeled)
+    if own is None:
+        return base
+    rows, sigs, sig_of = own
+    linked[rows] = False
+    return _with_task_instances(_ext_costs(events, rd, dev_step, linked), rd, (rows, sigs, sig_of), dev_step)
+
+
+def _ext_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray, linked: np.ndarray) -> OpCosts:
+    """Instances by External id over the ``linked`` kernels (inside the steps, with an id)."""
     d = rd.dev
     dur = d.end - d.ts
     in_step = (dev_step >= 0) & (d.kind == KIND["kernel"])
     kernel_time = int(dur[in_step].sum())
-    k_ext, k_dur, k_step, k_cat = d.external_id[in_step], dur[in_step], dev_step[in_step], d.categories.codes[in_step]
-    has = k_ext >= 0
-    k_ext, k_dur, k_step, k_cat = k_ext[has], k_dur[has], k_step[has], k_cat[has]
+    k_ext, k_dur, k_step, k_cat = d.external_id[linked], dur[linked], dev_step[linked], d.categories.codes[linked]
     uniq_ext, first_k, inv = np.unique(k_ext, return_index=True, return_inverse=True)
     inst_step = np.full(uniq_ext.size, -1, np.int64)
     np.maximum.at(inst_step, inv, k_step)
@@ -78,16 +95,18 @@ def op_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray) -> OpCosts:
     inst_bytes = np.array([g.cost.bytes if g.cost else 0.0 for g in sigs] + [0.0])[si]
     modeled = np.array([g.cost is not None for g in sigs] + [False])[si]
     # per kernel: the op's share
-    rows = np.flatnonzero(in_step)[has]
+    rows = np.flatnonzero(linked)
     n_k = np.maximum(np.bincount(inv, minlength=uniq_ext.size), 1)
     kernel_flops, kernel_bytes = np.zeros(d.size), np.zeros(d.size)
     kernel_dtype = np.full(d.size, "fp32", dtype=object)
     kernel_modeled = np.zeros(d.size, bool)
+    kernel_inst = np.full(d.size, -1, np.int64)
     if uniq_ext.size:
         kernel_flops[rows] = (inst_flops / n_k)[inv]
         kernel_bytes[rows] = (inst_bytes / n_k)[inv]
         kernel_dtype[rows] = sig_dtype[si][inv]
         kernel_modeled[rows] = modeled[inv]
+        kernel_inst[rows] = inv
     return OpCosts(
         kernel_time_ns=kernel_time,
         has_shapes=has_shapes,
@@ -107,6 +126,79 @@ def op_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray) -> OpCosts:
         kernel_bytes=kernel_bytes,
         kernel_dtype=kernel_dtype,
         kernel_modeled=kernel_modeled,
+        kernel_inst=kernel_inst,
+    )
+
+
+def _own_shapes(
+    events: pa.Table, rd: RankData, cand: np.ndarray
+) -> tuple[np.ndarray, tuple[Signature, ...], np.ndarray] | None:
+    """The candidate kernels whose own row has shapes and whose task type has a formula: (device
+    rows, their distinct signatures, signature index per row); None when there are none."""
+    d = rd.dev
+    if d.rows is None or not cand.any() or events["input_dims"].null_count == events.num_rows:
+        return None
+    rows = np.flatnonzero(cand)
+    t = events.select(["name", "input_dims", "input_types"]).take(pa.array(d.rows[rows]))
+    if t["input_dims"].null_count == t.num_rows:
+        return None
+    key = (
+        pc.binary_join_element_wise(
+            pc.cast(t["name"], pa.string()),
+            pc.fill_null(t["input_dims"], ""),
+            pc.fill_null(t["input_types"], ""),
+            "\x1f",
+        )
+        .combine_chunks()
+        .dictionary_encode()
+    )
+    sigs, ok = [], []
+    for s in key.dictionary.to_pylist():
+        name, dims, types = (s.split("\x1f") + ["", ""])[:3]
+        cost = task_cost(name, dims or None, types or None)
+        sigs.append(Signature(op_type(name), dims, cost))
+        ok.append(cost is not None)
+    codes = key.indices.to_numpy()
+    keep = np.asarray(ok, bool)[codes]
+    if not keep.any():
+        return None
+    return rows[keep], tuple(sigs), codes[keep]
+
+
+def _with_task_instances(
+    c: OpCosts, rd: RankData, own: tuple[np.ndarray, tuple[Signature, ...], np.ndarray], dev_step: np.ndarray
+) -> OpCosts:
+    """``c`` with one more instance per kernel in ``rows``, costed by its own signature."""
+    rows, sigs, sig_of = own
+    d = rd.dev
+    category = np.asarray(d.categories.labels + ("",), dtype=str)[d.categories.codes[rows]]
+    n0 = len(c.signatures)
+    inst_sig = np.where(c.inst_sig == n0, n0 + len(sigs), c.inst_sig)  # "not found" stays last
+    flops = np.array([g.cost.flops if g.cost else 0.0 for g in sigs])[sig_of]
+    nbytes = np.array([g.cost.bytes if g.cost else 0.0 for g in sigs])[sig_of]
+    dtype = np.array([g.dtype for g in sigs], dtype=object)[sig_of]
+    kernel_flops, kernel_bytes = c.kernel_flops.copy(), c.kernel_bytes.copy()
+    kernel_dtype, kernel_modeled, kernel_inst = c.kernel_dtype.copy(), c.kernel_modeled.copy(), c.kernel_inst.copy()
+    kernel_flops[rows], kernel_bytes[rows], kernel_dtype[rows] = flops, nbytes, dtype
+    kernel_modeled[rows] = True
+    kernel_inst[rows] = c.inst_dur_ns.size + np.arange(rows.size)
+    return replace(
+        c,
+        has_shapes=True,
+        signatures=c.signatures + sigs,
+        inst_dur_ns=np.concatenate([c.inst_dur_ns, (d.end - d.ts)[rows].astype(np.int64)]),
+        inst_step=np.concatenate([c.inst_step, dev_step[rows]]),
+        inst_category=np.concatenate([c.inst_category, category]),
+        inst_sig=np.concatenate([inst_sig, n0 + sig_of]),
+        inst_flops=np.concatenate([c.inst_flops, flops]),
+        inst_bytes=np.concatenate([c.inst_bytes, nbytes]),
+        inst_modeled=np.concatenate([c.inst_modeled, np.ones(rows.size, bool)]),
+        inst_dtype=np.concatenate([c.inst_dtype, dtype]),
+        kernel_flops=kernel_flops,
+        kernel_bytes=kernel_bytes,
+        kernel_dtype=kernel_dtype,
+        kernel_modeled=kernel_modeled,
+        kernel_inst=kernel_inst,
     )
 
 

@@ -30,7 +30,7 @@ def _numel(shape: list[int]) -> int:
     return math.prod(shape) if shape else 1
 
 
-def _tensors(dims: Dims, types: list[str]) -> list[tuple[list[int], int, str]]:
+def tensors(dims: Dims, types: list[str]) -> list[tuple[list[int], int, str]]:
     """(shape, bytes per element, dtype) of each tensor input (lists of ints; scalars skipped)."""
     out = []
     for i, d in enumerate(dims):
@@ -46,7 +46,7 @@ def _io_bytes(ins: list[tuple[list[int], int, str]], out_numel: int, out_size: i
 
 def mm(dims: Dims, types: list[str]) -> OpCost | None:
     """``mm/_scaled_mm(A[m,k], B[k,n])``: 2*m*k*n FLOPs."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 2 or len(t[0][0]) != 2 or len(t[1][0]) != 2:
         return None
     (m, k), (_, n) = t[0][0], t[1][0]
@@ -55,7 +55,7 @@ def mm(dims: Dims, types: list[str]) -> OpCost | None:
 
 def addmm(dims: Dims, types: list[str]) -> OpCost | None:
     """``addmm(bias, A[m,k], B[k,n])``: 2*m*k*n (the bias add is not counted, as in torch)."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 3:
         return None
     a, b = t[1][0], t[2][0]
@@ -67,7 +67,7 @@ def addmm(dims: Dims, types: list[str]) -> OpCost | None:
 
 def bmm(dims: Dims, types: list[str]) -> OpCost | None:
     """``bmm(A[b,m,k], B[b,k,n])``: 2*b*m*k*n."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 2 or len(t[0][0]) != 3 or len(t[1][0]) != 3:
         return None
     (b, m, k), (_, _, n) = t[0][0], t[1][0]
@@ -76,7 +76,7 @@ def bmm(dims: Dims, types: list[str]) -> OpCost | None:
 
 def baddbmm(dims: Dims, types: list[str]) -> OpCost | None:
     """``baddbmm(C, A[b,m,k], B[b,k,n])``: 2*b*m*k*n."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 3:
         return None
     return bmm([t[1][0], t[2][0]], [types[1] if len(types) > 1 else "", types[2] if len(types) > 2 else ""])
@@ -84,7 +84,7 @@ def baddbmm(dims: Dims, types: list[str]) -> OpCost | None:
 
 def linear(dims: Dims, types: list[str]) -> OpCost | None:
     """``linear(x[..., k], W[n, k], bias)``: 2 * prod(x.shape[:-1]) * k * n."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 2 or len(t[1][0]) != 2:
         return None
     x, (n, k) = t[0][0], t[1][0]
@@ -95,7 +95,7 @@ def linear(dims: Dims, types: list[str]) -> OpCost | None:
 def matmul(dims: Dims, types: list[str]) -> OpCost | None:
     """``matmul(A[..., m, k], B[..., k, n])`` with broadcast batch: 2 * batch * m * k * n
     (1-D operands are treated as a row/column vector)."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 2:
         return None
     a, b = list(t[0][0]), list(t[1][0])
@@ -114,7 +114,7 @@ def matmul(dims: Dims, types: list[str]) -> OpCost | None:
 def convolution(dims: Dims, types: list[str]) -> OpCost | None:
     """``convolution(x[N,Cin,*S], w[Cout,Cin/g,*K], ...)`` forward, stride/padding unknown from dims:
     FLOPs = 2 * N * Cout * prod(S_out) * Cin/g * prod(K), with S_out = S (stride 1, same padding)."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 2 or len(t[0][0]) < 3 or len(t[1][0]) != len(t[0][0]):
         return None
     x, w = t[0][0], t[1][0]
@@ -129,7 +129,7 @@ def sdpa(dims: Dims, types: list[str], backward: bool = False) -> OpCost | None:
     = 2*b*h*sq*sk*d (QK^T) + 2*b*h*sq*sk*dv (PV); backward = 2.5x forward: dV, dP, dQ, dK plus
     the recomputed QK^T that flash-style kernels execute (torch's flop counter counts the same).
     Not halved for causal masks (the shapes do not say; torch's counter does the same)."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 3 or len(t[0][0]) != 4:
         return None
     (b, h, sq, d), (_, _, sk, _), (_, _, _, dv) = t[0][0], t[1][0], t[2][0]
@@ -141,7 +141,7 @@ def sdpa(dims: Dims, types: list[str], backward: bool = False) -> OpCost | None:
 def flash_varlen_or_bshd(dims: Dims, types: list[str], backward: bool = False) -> OpCost | None:
     """flash-attn ``q[b,s,h,d]`` layout (``_flash_attention_forward``/``flash_attn`` ops): same
     counts as :func:`sdpa` after moving heads before sequence."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 3 or len(t[0][0]) != 4:
         return None
     perm = [[s[0], s[2], s[1], s[3]] for s, _, _ in t[:3]]
@@ -151,7 +151,7 @@ def flash_varlen_or_bshd(dims: Dims, types: list[str], backward: bool = False) -
 def norm(dims: Dims, types: list[str]) -> OpCost | None:
     """layer/RMS/batch/group norm: ~5 FLOPs per element (mean, var, normalize, scale, shift);
     memory-bound: reads x (+ weights) and writes y."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if not t:
         return None
     n = _numel(t[0][0])
@@ -160,7 +160,7 @@ def norm(dims: Dims, types: list[str]) -> OpCost | None:
 
 def softmax(dims: Dims, types: list[str]) -> OpCost | None:
     """softmax/log_softmax: ~5 FLOPs per element (max, sub, exp, sum, div)."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if not t:
         return None
     n = _numel(t[0][0])
@@ -169,7 +169,7 @@ def softmax(dims: Dims, types: list[str]) -> OpCost | None:
 
 def elementwise(dims: Dims, types: list[str]) -> OpCost | None:
     """Pointwise ops: 1 FLOP per output element; output = broadcast of the tensor inputs."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if not t:
         return None
     width = max(len(s) for s, _, _ in t)
@@ -183,7 +183,7 @@ def elementwise(dims: Dims, types: list[str]) -> OpCost | None:
 
 def copy(dims: Dims, types: list[str]) -> OpCost | None:
     """copy_/to/contiguous/clone: no FLOPs; read and write the tensor."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if not t:
         return None
     n = _numel(t[0][0])
@@ -192,7 +192,7 @@ def copy(dims: Dims, types: list[str]) -> OpCost | None:
 
 def embedding(dims: Dims, types: list[str]) -> OpCost | None:
     """``embedding(weight[V,d], indices[...])``: no FLOPs; gathers prod(indices)*d rows."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 2:
         return None
     (_, d), idx = t[0][0][-2:], t[1][0]
@@ -202,7 +202,7 @@ def embedding(dims: Dims, types: list[str]) -> OpCost | None:
 
 def cross_entropy(dims: Dims, types: list[str]) -> OpCost | None:
     """cross_entropy/nll over logits[N, V]: log-softmax (~5/elem) + gather: ~6 FLOPs per logit."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if not t:
         return None
     n = _numel(t[0][0])
@@ -212,7 +212,7 @@ def cross_entropy(dims: Dims, types: list[str]) -> OpCost | None:
 def grouped_mm(dims: Dims, types: list[str]) -> OpCost | None:
     """MoE grouped GEMM ``_grouped_mm(A[T,k], B[E,k,n], offs)``: each token row meets one expert:
     2*T*k*n (``A[G,m,k] x B[G,k,n]`` batched form: 2*G*m*k*n)."""
-    t = _tensors(dims, types)
+    t = tensors(dims, types)
     if len(t) < 2:
         return None
     a, b = t[0][0], t[1][0]
@@ -302,9 +302,16 @@ _POINTWISE = {
 }
 
 
-def op_cost(name: str, dims_json: str | None, types_json: str | None) -> OpCost | None:
-    """Cost of one op signature; ``None`` when there is no formula or the shapes do not fit it."""
-    fn = _EXACT.get(name)
+def op_cost(
+    name: str,
+    dims_json: str | None,
+    types_json: str | None,
+    *,
+    formula: Callable[[Dims, list[str]], OpCost | None] | None = None,
+) -> OpCost | None:
+    """Cost of one op signature; ``None`` when there is no formula or the shapes do not fit it.
+    ``formula`` overrides the lookup by name (the caller knows the op's kind)."""
+    fn = formula or _EXACT.get(name)
     if fn is None and name.startswith("aten::") and name[6:] in _POINTWISE:
         fn = elementwise
     if fn is None or not dims_json:

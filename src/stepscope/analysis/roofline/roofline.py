@@ -48,7 +48,7 @@ def compute(ctx: RankContext) -> Roofline:
         kernel_time_ns=c.kernel_time_ns,
         steps=_step_flops(ctx),
         note="; ".join(notes),
-        by_category=_by_category(d.categories, d.external_id, d.end - d.ts, c, hw),
+        by_category=_by_category(d.categories, d.end - d.ts, c, hw),
         measured=measured_groups(ctx.counters, hw) if ctx.counters else (),
         kernels=_kernel_groups(d.names, d.name_idx, d.end - d.ts, c, hw),
     )
@@ -100,16 +100,16 @@ def _step_flops(ctx: RankContext) -> tuple[StepFlops, ...]:
     return tuple(out)
 
 
-def _kernel_shares(ext: np.ndarray, dur: np.ndarray, c: OpCosts) -> tuple[np.ndarray, np.ndarray]:
+def _kernel_shares(dur: np.ndarray, c: OpCosts) -> tuple[np.ndarray, np.ndarray]:
     """Per kernel inside the steps: its share of its op's FLOPs and bytes, by duration
     (``op FLOPs x kernel time / op kernel time``; evenly when the op's kernels took no time), so
     every kernel of an op runs at the op's achieved rate. ``OpCosts`` splits evenly; the op totals
     are ``kernel share x kernel count``."""
-    sel = c.in_step & (ext >= 0)
+    sel = c.in_step & (c.kernel_inst >= 0)
     flops, nbytes = np.zeros(dur.size), np.zeros(dur.size)
     if not sel.any():
         return flops, nbytes
-    _, inv = np.unique(ext[sel], return_inverse=True)
+    _, inv = np.unique(c.kernel_inst[sel], return_inverse=True)
     n_k = np.bincount(inv)
     op_dur = np.bincount(inv, weights=dur[sel])
     share = np.where(op_dur[inv] > 0, dur[sel] / np.maximum(op_dur[inv], 1), 1.0 / n_k[inv])
@@ -119,7 +119,7 @@ def _kernel_shares(ext: np.ndarray, dur: np.ndarray, c: OpCosts) -> tuple[np.nda
 
 
 def _by_category(
-    category: Categories, ext: np.ndarray, dur: np.ndarray, c: OpCosts, hw: Hardware | None
+    category: Categories, dur: np.ndarray, c: OpCosts, hw: Hardware | None
 ) -> tuple[CategoryRoofline, ...]:
     """Per category of the kernels inside the steps (the category every table uses,
     ``RankData.dev.categories``): kernel time, and the roofline time of the kernels whose op has a
@@ -127,7 +127,7 @@ def _by_category(
     sel = c.in_step
     if not sel.any():
         return ()
-    k_flops, k_bytes = _kernel_shares(ext, dur, c)
+    k_flops, k_bytes = _kernel_shares(dur, c)
     modeled = c.kernel_modeled & sel
     roof_s = np.zeros(dur.size)
     if hw is not None:
