@@ -24,7 +24,7 @@ from .context import RankContext
 from .extra import ExtraResult, is_extra
 from .memory import usage as memory_usage
 from .roofline import mfu_diagnosis, phases, roofline, scopes
-from .steps import ai_cpu, contention, dispatch, fusion, hccl, profiler_overhead, rank_stats, timeline
+from .steps import ai_cpu, contention, dispatch, fusion, hccl, msprof_steps, profiler_overhead, rank_stats, timeline
 from .xla import summary as xla
 
 
@@ -56,6 +56,7 @@ RANK_ANALYSES: tuple[RankEntry, ...] = (
     RankEntry("contention", contention.compute),
     RankEntry("hccl", hccl.compute, applies=hccl.applies),
     RankEntry("ai_cpu", ai_cpu.compute, applies=ai_cpu.applies),
+    RankEntry("msprof_steps", msprof_steps.compute, applies=msprof_steps.applies),
     RankEntry("dispatch", dispatch.compute),
     RankEntry("fusion", fusion.compute),
     RankEntry("memory", memory_usage.compute),

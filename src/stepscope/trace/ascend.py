@@ -24,8 +24,9 @@ gives its rows their meaning from the process each belongs to (``process_name`` 
   holds the shapes): both get one ``external_id``.
 - ``Overlap Analysis``: msprof's own computing / communication / free split. Not device work: its
   totals are kept in the header (``ascend_overlap_ns``) to cross-check ours, and its rows dropped.
-HCCL's own timing of each collective (``communication.json`` beside the timeline: wait vs transit)
-is kept in the header (``ascend_comm.py``). The flows used (and torch_npu's ``async_task_queue`` enqueue -> dequeue flows) are dropped, as the
+Beside the timeline: HCCL's own timing of each collective (``communication.json``: wait vs transit,
+``ascend_comm.py``) and msprof's step split (``step_trace_time.csv``, ``ascend_steps.py``) are kept in
+the header; ``kernel_details.csv`` gives the tasks their shapes and cores (``ascend_kernels.py``). The flows used (and torch_npu's ``async_task_queue`` enqueue -> dequeue flows) are dropped, as the
 Kineto readers drop CUDA launch flows. The device id is the ``NPU <id>`` label of the hardware
 process, else 0; the rank comes from ``profiler_info_<rank>.json`` beside the output folder.
 Layout: Ascend's profiler documentation and torch_npu's ``profiler/analysis`` writers.
@@ -47,6 +48,7 @@ from .ascend_comm import HCCL_KEY, read_hccl_ops
 from .ascend_files import rank_header
 from .ascend_kernels import FILE as DETAILS_FILE
 from .ascend_kernels import join_kernel_details, read_kernel_details
+from .ascend_steps import STEPS_KEY, read_step_trace
 from .chrome_meta import ProcessMeta
 from .columns import FileRead
 from .dictcol import lookup_ints, per_value
@@ -104,8 +106,11 @@ def to_ascend(fr: FileRead, meta: dict[int, ProcessMeta]) -> FileRead:
     hccl, warning = read_hccl_ops(fr.path)
     if hccl is not None:
         header[HCCL_KEY] = hccl
+    steps, steps_warning = read_step_trace(fr.path)
+    if steps is not None:
+        header[STEPS_KEY] = steps
     t, detail_warning = _with_kernel_details(t, fr.path)
-    warnings = (*fr.warnings, *(w for w in (warning, detail_warning) if w))
+    warnings = (*fr.warnings, *(w for w in (warning, steps_warning, detail_warning) if w))
     return replace(fr, table=t, header=header, warnings=warnings)
 
 

@@ -41,6 +41,7 @@ class FileHeader:
     backend: str | None
     nsys_rank: int | None  # one (process, device) of an Nsight export of several: its rank
     hccl_ops: dict[str, list[Any]] | None = None  # Ascend: HCCL's timing per operator (``ascend_comm.py``)
+    ascend_steps: dict[str, list[Any]] | None = None  # Ascend: msprof's split per step (``ascend_steps.py``)
 
 
 #: ranks are int32 in the event table: a rank or world size outside [0, 2^31) is not believed
@@ -68,13 +69,14 @@ def parse_header(header: dict[str, Any]) -> FileHeader:
         world_size=_rank_value(info.get("world_size"), lowest=1),
         backend=str(info["backend"]) if info.get("backend") else None,
         nsys_rank=_rank_value(nsys_rank),
-        hccl_ops=_hccl_ops(header.get("hccl_ops")),
+        hccl_ops=_columns(header.get("hccl_ops")),
+        ascend_steps=_columns(header.get("ascend_steps")),
     )
 
 
-def _hccl_ops(v: Any) -> dict[str, list[Any]] | None:
-    """The header's HCCL operator columns when they are lists of one length (a reader's or a cached
-    file's; anything else is a damaged header and left out)."""
+def _columns(v: Any) -> dict[str, list[Any]] | None:
+    """A header's side table (HCCL operators, msprof's steps) when its columns are lists of one
+    length (a reader's or a cached file's; anything else is a damaged header and left out)."""
     if not isinstance(v, dict) or not v or not all(isinstance(c, list) for c in v.values()):
         return None
     return v if len({len(c) for c in v.values()}) == 1 else None
@@ -95,6 +97,7 @@ class RankInfo:
     device_properties: tuple[dict[str, Any], ...] = ()
     format: str | None = None  # FileHeader.format
     hccl_ops: dict[str, list[Any]] | None = None  # FileHeader.hccl_ops
+    ascend_steps: dict[str, list[Any]] | None = None  # FileHeader.ascend_steps
 
 
 @dataclass
@@ -243,6 +246,7 @@ def assemble(reads: list[FileRead]) -> Trace:
                 device_properties=h.device_properties,
                 format=h.format,
                 hccl_ops=h.hccl_ops,
+                ascend_steps=h.ascend_steps,
             )
         )
     _refuse_if_all_empty(reads)

@@ -39,6 +39,7 @@ _KEEP_HEADER = (
     "traceName",
     "format",
     "hccl_ops",
+    "ascend_steps",
 )
 
 
