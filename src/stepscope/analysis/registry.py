@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from ..trace.heap import release_freed_heap
-from .cluster import comm_events, findings, stragglers, tables
+from .cluster import comm_events, findings, hccl_wait, stragglers, tables
 from .cluster.context import ClusterContext
 from .context import RankContext
 from .extra import ExtraResult, is_extra
@@ -78,6 +78,7 @@ CLUSTER_ANALYSES: tuple[ClusterEntry, ...] = (
     ClusterEntry("findings", findings.compute),  # reads stragglers
     ClusterEntry("critical_paths", tables.critical_paths),
     ClusterEntry("comm_matrix", tables.comm_matrix),
+    ClusterEntry("hccl_wait", hccl_wait.compute),
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from ..analysis.cluster.hccl_wait import HcclWaitView
 from ..analysis.cluster.results import ClusterView
 from .cluster_json import finding_text
 from .fit import Col, print_table
@@ -86,5 +87,20 @@ def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
         print_table(
             con, "Critical path per step (through the last arriver of each collective; ms)", path_cols, path_rows
         )
+    _hccl_wait(c, con)
     for f in c.findings:
         con.print(f"- {esc(finding_text(f))}", highlight=False)
+
+
+def _hccl_wait(c: ClusterView, con: Console) -> None:
+    """The ranks the others wait for, as HCCL measured it (Ascend; ``analysis/cluster/hccl_wait.py``)."""
+    view = c.extras.get("hccl_wait")
+    if not isinstance(view, HcclWaitView):
+        return
+    late = ", ".join(f"rank {r.rank} ({ms(r.waited_for_ns)} ms per step)" for r in view.ranks if r.late)
+    con.print(
+        f"- HCCL's own timing: the others wait for {late}"
+        if late
+        else "- HCCL's own timing: no rank keeps the others waiting",
+        highlight=False,
+    )
