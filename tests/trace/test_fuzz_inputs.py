@@ -151,6 +151,17 @@ def ascend(rng: random.Random, tmp: Path, base: dict[str, Any]) -> list[str]:
     (out / "trace_view.json").write_text(text, encoding="utf-8")
     if rng.random() < 0.5:
         (out / "kernel_details.csv").write_bytes(_spoilt_details(rng))
+    if rng.random() < 0.3:
+        link = {"Transport Type": rng.choice(WEIRD), "Transit Size(MB)": rng.choice(WEIRD), "Transit Time(ms)": 1}
+        links = {rng.choice(["0-1", "1-1", "x-1", "-1-2", "99999999999-0"]): rng.choice([link, *WEIRD])}
+        matrix = {rng.choice(["step1", "step", "stepx"]): {"collective": {rng.choice(["a-total@g", "b@g"]): links}}}
+        (out / "communication_matrix.json").write_text(json.dumps(rng.choice([matrix, *WEIRD])))
+    if rng.random() < 0.3:
+        cells = ",".join(str(rng.choice(CELLS)) for _ in range(9))
+        (out / "step_trace_time.csv").write_text(
+            f"Step,Computing,Communication(Not Overlapped),Overlapped,"
+            f"Communication,Free,Stage,Bubble,Preparing\n{cells}\n"
+        )
     (out.parent / f"profiler_info_{rng.choice(['1', '-1', 'x', '99999999999'])}.json").write_text("{}")
     return [
         "analyze",

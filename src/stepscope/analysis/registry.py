@@ -19,12 +19,24 @@ from typing import Any, TypeVar
 
 from ..trace.heap import release_freed_heap
 from .cluster import comm_events, findings, hccl_wait, stragglers, tables
+from .cluster import hccl_links as cluster_hccl_links
 from .cluster.context import ClusterContext
 from .context import RankContext
 from .extra import ExtraResult, is_extra
 from .memory import usage as memory_usage
 from .roofline import mfu_diagnosis, phases, roofline, scopes
-from .steps import ai_cpu, contention, dispatch, fusion, hccl, msprof_steps, profiler_overhead, rank_stats, timeline
+from .steps import (
+    ai_cpu,
+    contention,
+    dispatch,
+    fusion,
+    hccl,
+    hccl_links,
+    msprof_steps,
+    profiler_overhead,
+    rank_stats,
+    timeline,
+)
 from .xla import summary as xla
 
 
@@ -57,6 +69,7 @@ RANK_ANALYSES: tuple[RankEntry, ...] = (
     RankEntry("hccl", hccl.compute, applies=hccl.applies),
     RankEntry("ai_cpu", ai_cpu.compute, applies=ai_cpu.applies),
     RankEntry("msprof_steps", msprof_steps.compute, applies=msprof_steps.applies),
+    RankEntry("hccl_links", hccl_links.compute, applies=hccl_links.applies),
     RankEntry("dispatch", dispatch.compute),
     RankEntry("fusion", fusion.compute),
     RankEntry("memory", memory_usage.compute),
@@ -79,6 +92,7 @@ CLUSTER_ANALYSES: tuple[ClusterEntry, ...] = (
     ClusterEntry("critical_paths", tables.critical_paths),
     ClusterEntry("comm_matrix", tables.comm_matrix),
     ClusterEntry("hccl_wait", hccl_wait.compute),
+    ClusterEntry("hccl_links", cluster_hccl_links.compute),
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from ..analysis.cluster.hccl_links import HcclLinkView
 from ..analysis.cluster.hccl_wait import HcclWaitView
 from ..analysis.cluster.results import ClusterView
 from .cluster_json import finding_text
@@ -88,6 +89,7 @@ def render(c: ClusterView | None, con: Console, top: int = 5) -> None:
             con, "Critical path per step (through the last arriver of each collective; ms)", path_cols, path_rows
         )
     _hccl_wait(c, con)
+    _hccl_links(c, con)
     for f in c.findings:
         con.print(f"- {esc(finding_text(f))}", highlight=False)
 
@@ -104,3 +106,20 @@ def _hccl_wait(c: ClusterView, con: Console) -> None:
         else "- HCCL's own timing: no rank keeps the others waiting",
         highlight=False,
     )
+
+
+def _hccl_links(c: ClusterView, con: Console) -> None:
+    """HCCL's slow links (Ascend; ``analysis/cluster/hccl_links.py``)."""
+    view = c.extras.get("hccl_links")
+    if not isinstance(view, HcclLinkView) or not view.links:
+        return
+    for x in view.slow[:8]:
+        con.print(
+            f"- HCCL link {x.src} -> {x.dst} ({esc(x.transport)}) moved {x.gbps or 0:.1f} GB/s, under half the "
+            f"{x.median_gbps or 0:.1f} GB/s median of its transport's links: a degraded link or port",
+            highlight=False,
+        )
+    if not view.slow:
+        con.print(
+            f"- HCCL's links: {len(view.links)} measured, none under half its transport's median", highlight=False
+        )

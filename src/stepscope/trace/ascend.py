@@ -25,7 +25,7 @@ gives its rows their meaning from the process each belongs to (``process_name`` 
 - ``Overlap Analysis``: msprof's own computing / communication / free split. Not device work: its
   totals are kept in the header (``ascend_overlap_ns``) to cross-check ours, and its rows dropped.
 Beside the timeline: HCCL's own timing of each collective (``communication.json``: wait vs transit,
-``ascend_comm.py``) and msprof's step split (``step_trace_time.csv``, ``ascend_steps.py``) are kept in
+``ascend_comm.py``), its links (``communication_matrix.json``, ``ascend_matrix.py``) and msprof's step split (``step_trace_time.csv``, ``ascend_steps.py``) are kept in
 the header; ``kernel_details.csv`` gives the tasks their shapes and cores (``ascend_kernels.py``). The flows used (and torch_npu's ``async_task_queue`` enqueue -> dequeue flows) are dropped, as the
 Kineto readers drop CUDA launch flows. The device id is the ``NPU <id>`` label of the hardware
 process, else 0; the rank comes from ``profiler_info_<rank>.json`` beside the output folder.
@@ -48,6 +48,7 @@ from .ascend_comm import HCCL_KEY, read_hccl_ops
 from .ascend_files import rank_header
 from .ascend_kernels import FILE as DETAILS_FILE
 from .ascend_kernels import join_kernel_details, read_kernel_details
+from .ascend_matrix import LINKS_KEY, read_hccl_links
 from .ascend_steps import STEPS_KEY, read_step_trace
 from .chrome_meta import ProcessMeta
 from .columns import FileRead
@@ -109,8 +110,12 @@ def to_ascend(fr: FileRead, meta: dict[int, ProcessMeta]) -> FileRead:
     steps, steps_warning = read_step_trace(fr.path)
     if steps is not None:
         header[STEPS_KEY] = steps
+    links, links_warning = read_hccl_links(fr.path)
+    if links is not None:
+        header[LINKS_KEY] = links
     t, detail_warning = _with_kernel_details(t, fr.path)
-    warnings = (*fr.warnings, *(w for w in (warning, steps_warning, detail_warning) if w))
+    notes = (warning, steps_warning, links_warning, detail_warning)
+    warnings = (*fr.warnings, *(w for w in notes if w))
     return replace(fr, table=t, header=header, warnings=warnings)
 
 

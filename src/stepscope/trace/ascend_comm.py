@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from .ascend_files import OUTPUT_DIR, profile_dir_of
+from .ascend_files import read_json_beside
 
 HCCL_KEY = "hccl_ops"
 FILE = "communication.json"
@@ -38,15 +35,9 @@ _FIELDS |= {"sync_ns": "Synchronization Time(ms)"}
 def read_hccl_ops(timeline: str) -> tuple[dict[str, list[Any]] | None, str | None]:
     """The operators of the ``communication.json`` beside a timeline (None when there is none),
     and a warning when the file is there but cannot be used."""
-    p = profile_dir_of(Path(timeline)) / OUTPUT_DIR / FILE
-    if not p.is_file():
-        return None, None
-    try:
-        if p.stat().st_size > _MAX_BYTES:
-            return None, f"{p.name} is over {_MAX_BYTES >> 20} MB; HCCL's own timing left out"
-        doc = msgspec.json.decode(p.read_bytes())
-    except (OSError, msgspec.DecodeError, RecursionError) as exc:
-        return None, f"{p.name} cannot be read ({exc.__class__.__name__}); HCCL's own timing left out"
+    doc, warning = read_json_beside(timeline, FILE, _MAX_BYTES, "HCCL's own timing")
+    if doc is None:
+        return None, warning
     ops = _columns(doc if isinstance(doc, dict) else {})
     return (ops, None) if ops["name"] else (None, None)
 

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ..errors import InputError
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -52,6 +54,20 @@ def _refuse(profile_dir: Path) -> Any:
         path=str(profile_dir),
         fix=f"parse it first: python -c \"from torch_npu.profiler.profiler import analyse; analyse('{profile_dir}')\"",
     )
+
+
+def read_json_beside(timeline: str, name: str, max_bytes: int, what: str) -> tuple[Any, str | None]:
+    """The JSON document ``name`` of a timeline's output folder (None when there is none), and a
+    warning naming ``what`` is left out when it is too large or cannot be read."""
+    p = profile_dir_of(Path(timeline)) / OUTPUT_DIR / name
+    if not p.is_file():
+        return None, None
+    try:
+        if p.stat().st_size > max_bytes:
+            return None, f"{p.name} is over {max_bytes >> 20} MB; {what} left out"
+        return msgspec.json.decode(p.read_bytes()), None
+    except (OSError, msgspec.DecodeError, RecursionError) as exc:
+        return None, f"{p.name} cannot be read ({exc.__class__.__name__}); {what} left out"
 
 
 def profile_dir_of(timeline: Path) -> Path:

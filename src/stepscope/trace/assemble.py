@@ -42,6 +42,7 @@ class FileHeader:
     nsys_rank: int | None  # one (process, device) of an Nsight export of several: its rank
     hccl_ops: dict[str, list[Any]] | None = None  # Ascend: HCCL's timing per operator (``ascend_comm.py``)
     ascend_steps: dict[str, list[Any]] | None = None  # Ascend: msprof's split per step (``ascend_steps.py``)
+    hccl_links: dict[str, list[Any]] | None = None  # Ascend: HCCL's links (``ascend_matrix.py``)
 
 
 #: ranks are int32 in the event table: a rank or world size outside [0, 2^31) is not believed
@@ -71,6 +72,7 @@ def parse_header(header: dict[str, Any]) -> FileHeader:
         nsys_rank=_rank_value(nsys_rank),
         hccl_ops=_columns(header.get("hccl_ops")),
         ascend_steps=_columns(header.get("ascend_steps")),
+        hccl_links=_columns(header.get("hccl_links")),
     )
 
 
@@ -98,6 +100,7 @@ class RankInfo:
     format: str | None = None  # FileHeader.format
     hccl_ops: dict[str, list[Any]] | None = None  # FileHeader.hccl_ops
     ascend_steps: dict[str, list[Any]] | None = None  # FileHeader.ascend_steps
+    hccl_links: dict[str, list[Any]] | None = None  # FileHeader.hccl_links
 
 
 @dataclass
@@ -247,6 +250,7 @@ def assemble(reads: list[FileRead]) -> Trace:
                 format=h.format,
                 hccl_ops=h.hccl_ops,
                 ascend_steps=h.ascend_steps,
+                hccl_links=h.hccl_links,
             )
         )
     _refuse_if_all_empty(reads)

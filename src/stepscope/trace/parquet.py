@@ -40,6 +40,7 @@ _KEEP_HEADER = (
     "format",
     "hccl_ops",
     "ascend_steps",
+    "hccl_links",
 )
 
 
