@@ -5,7 +5,8 @@
 Builds, from the real files in tests/fixtures:
 - an Ascend ``trace_view.json``: the msprof-analyze sample (3,670 events, one step) repeated
   ``--ascend-copies`` times back to back, each copy shifted past the previous one's end, with its
-  flow ids and step number renumbered, in an ``*_ascend_pt`` directory;
+  flow ids and step number renumbered, in an ``*_ascend_pt`` directory, with a ``kernel_details.csv``
+  of one row per NPU task (the reader joins it to the tasks);
 - a rocprofv3 ``results.json``: TraceLens's MI350X file (43,915 dispatches) with its dispatch
   records repeated ``--rocprof-copies`` times, each copy shifted past the previous one's end and
   given fresh correlation ids.
@@ -28,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ASCEND = ROOT / "tests/fixtures/traces/msprof-analyze/test/ut/advisor/timeline_advice/trace_view.json"
 ROCPROF = ROOT / "tests/fixtures/traces/TraceLens/tests/rocprof/908_results.json.gz"
+DETAILS_HEADER = "Name,Type,Accelerator Core,Stream ID,Start Time(us),Duration(us),Input Shapes,Input Data Types\n"
+SHAPES = '"1024,1024;1024,1024",FLOAT16;FLOAT16'
 
 
 def build_ascend(out_dir: Path, copies: int) -> Path:
@@ -40,8 +43,11 @@ def build_ascend(out_dir: Path, copies: int) -> Path:
     d = out_dir / "bench_1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     d.mkdir(parents=True, exist_ok=True)
     (d.parent / "profiler_info_0.json").write_text("{}")
+    hw = {e["pid"] for e in meta if e.get("name") == "process_name" and e["args"].get("name") == "Ascend Hardware"}
     p = d / "trace_view.json"
-    with open(p, "w") as fh:
+    details = open(d / "kernel_details.csv", "w")  # noqa: SIM115 - written alongside the timeline
+    details.write(DETAILS_HEADER)
+    with open(p, "w") as fh, details:
         fh.write("[" + ",".join(json.dumps(e) for e in meta))
         for k in range(copies):
             shift = span * k
@@ -49,6 +55,8 @@ def build_ascend(out_dir: Path, copies: int) -> Path:
                 e2 = dict(e)
                 if "ts" in e2:
                     e2["ts"] = str(Decimal(str(e["ts"])) + shift)
+                if e.get("ph") == "X" and e.get("pid") in hw:
+                    details.write(f"{e2['name']},MatMul,AI_CORE,{e2['tid']},{e2['ts']},{e2['dur']},{SHAPES}\n")
                 if "id" in e2:
                     e2["id"] = f"{e['id']}{k:05d}" if isinstance(e["id"], str) else int(e["id"]) * 100_000 + k
                 if e2.get("name") == "ProfilerStep#1":

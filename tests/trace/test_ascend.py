@@ -225,16 +225,17 @@ def _profile_dir(root: Path, name: str, rank: int | None) -> Path:
 
 
 def test_profiling_directories_are_ranks(tmp_path: Path) -> None:
-    """Two ``*_ascend_pt`` directories: two ranks, numbered by their profiler_info files; the output
-    folder's other JSON files are not taken for traces."""
+    """Two profiling directories (torch_npu's ``*_ascend_pt``, MindSpore's ``*_ascend_ms``): two
+    ranks, numbered by their profiler_info files; the output folder's other JSON files are not
+    taken for traces."""
     _profile_dir(tmp_path, "node1_123_20240101_ascend_pt", 5)
-    _profile_dir(tmp_path, "node0_456_20240101_ascend_pt", 3)
+    _profile_dir(tmp_path, "node0_456_20240101_ascend_ms", 3)
     trace = stepscope.load(tmp_path)
     assert sorted(r.rank for r in trace.ranks) == [3, 5]
     assert not trace.notices
     one = stepscope.load(tmp_path / "node1_123_20240101_ascend_pt")
     assert [r.rank for r in one.ranks] == [5]
-    out = stepscope.load(tmp_path / "node0_456_20240101_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
+    out = stepscope.load(tmp_path / "node0_456_20240101_ascend_ms" / "ASCEND_PROFILER_OUTPUT")
     assert [r.rank for r in out.ranks] == [3]
 
 
