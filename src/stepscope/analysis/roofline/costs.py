@@ -139,9 +139,11 @@ def _own_shapes(
     if d.rows is None or not cand.any() or events["input_dims"].null_count == events.num_rows:
         return None
     rows = np.flatnonzero(cand)
-    t = events.select(["name", "input_dims", "input_types"]).take(pa.array(d.rows[rows]))
-    if t["input_dims"].null_count == t.num_rows:
+    has_dims = pc.is_valid(events["input_dims"]).to_numpy(zero_copy_only=False)  # a bitmap: cheap
+    rows = rows[has_dims[d.rows[rows]]]
+    if rows.size == 0:
         return None
+    t = events.select(["name", "input_dims", "input_types"]).take(pa.array(d.rows[rows]))
     key = (
         pc.binary_join_element_wise(
             pc.cast(t["name"], pa.string()),
