@@ -151,7 +151,9 @@ def main() -> None:
             MB_per_s=round(size / 1e6 / secs, 1),
             peak_rss_mib=rss,
         )
-    body = f"from stepscope.cli import main;main(['analyze',{str(path)!r},'--json',{str(wd / 'out.json')!r},'-q'])"
+    # the ``stepscope`` command's own entry point, as a user runs it
+    argv = ["stepscope", "analyze", str(path), "--json", str(wd / "out.json"), "-q"]
+    body = f"import sys;sys.argv={argv!r};from stepscope.console import main;main()"
     e2e: list[float] = []
     hta: list[float] = []
 
@@ -198,10 +200,8 @@ def scaling(wd: Path, ranks: int, rank_mb: int) -> None:
         if not q.exists():
             os.link(one, q)
     for workers in sorted({1, os.cpu_count() or 1}):
-        secs, rss = timed(
-            "from stepscope.cli import main;"
-            f"main(['analyze',{str(d)!r},'--workers','{workers}','--json',{str(wd / 'ranks.json')!r},'-q'])"
-        )
+        argv = ["stepscope", "analyze", str(d), "--workers", str(workers), "--json", str(wd / "ranks.json"), "-q"]
+        secs, rss = timed(f"import sys;sys.argv={argv!r};from stepscope.console import main;main()")
         emit(
             measure=f"{ranks} ranks x {rank_mb} MB, --workers {workers}",
             s=secs,

@@ -1,6 +1,6 @@
 """``python -m stepscope``: the command line. The monitor analyzes its captures this way, in a
 background process with the job's own interpreter."""
 
-from .cli import main
+from .console import main
 
 raise SystemExit(main())
