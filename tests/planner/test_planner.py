@@ -172,7 +172,7 @@ def test_plan_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     ]
     assert main(args + ["--top", "3", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema_version"] == 2 and doc["kind"] == "search" and "valid configurations" in doc["notes"][0]
+    assert doc["schema_version"] == 3 and doc["kind"] == "search" and "valid configurations" in doc["notes"][0]
     recs = doc["rows"]
     assert len(recs) == 3 and [r["step_time_s"] for r in recs] == sorted(r["step_time_s"] for r in recs)
     for k in (
@@ -902,7 +902,9 @@ def test_tp_overlap_flag_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
         )
     )
     assert (
-        on["strategy"]["tp_overlap"] == 1 and off["strategy"]["tp_overlap"] == 0 and bwd["strategy"]["tp_overlap"] == 2
+        on["strategy"]["tp_overlap"] == "full"
+        and off["strategy"]["tp_overlap"] == "none"
+        and bwd["strategy"]["tp_overlap"] == "bwd"
     )
     # the flag reaches the model: the same as the strategy key (the amounts: tests of planner/tp_overlap.py)
     job = make_job(model("llama3-8b"), hardware("h100"), 8, 8, 16, 4096)

@@ -170,7 +170,7 @@ def test_every_printed_object_carries_the_schema_version_first(
     batch.write_text(json.dumps({**JOB, "strategy": "dp=8"}) + "\n[1]\n", encoding="utf-8")
     assert main(["plan", "--batch", str(batch)]) == 0
     ok, error = (json.loads(line) for line in capsys.readouterr().out.splitlines())
-    assert ok["schema_version"] == error["schema_version"] == 2 and list(error) == ["schema_version", "error"]
+    assert ok["schema_version"] == error["schema_version"] == 3 and list(error) == ["schema_version", "error"]
 
 
 def test_a_blank_value_is_the_blank_choice_or_none() -> None:

@@ -104,7 +104,7 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     )  # dense: layernorm
     assert all(r["strategy"]["sched"] == "1f1b" for r in rows)
     # Megatron-core with sequence parallelism: the backward reduce-scatter under the wgrad GEMM
-    assert all(r["strategy"]["tp_overlap"] == 2 for r in rows if r["strategy"]["tp"] > 1)
+    assert all(r["strategy"]["tp_overlap"] == "bwd" for r in rows if r["strategy"]["tp"] > 1)
     assert main([*big, "--framework", "megatron", "--top", "1"]) == 0
     assert (
         "framework: megatron, only its recompute policies, pipeline schedules and ZeRO stages"
@@ -113,12 +113,14 @@ def test_only_the_frameworks_recompute_policies_and_schedules(capsys: pytest.Cap
     # --tp-overlap given explicitly wins over the preset's, in --evaluate too
     ev = ["--evaluate", "tp=8,pp=4,dp=2,vpp=2", "--json"]
     assert main([*big, "--framework", "megatron", "--set", "tp_overlap=none", *ev]) == 0
-    assert json.loads(capsys.readouterr().out)["strategy"]["tp_overlap"] == 0
+    assert json.loads(capsys.readouterr().out)["strategy"]["tp_overlap"] == "none"
     assert main([*big, "--framework", "megatron", *ev]) == 0
-    assert json.loads(capsys.readouterr().out)["strategy"]["tp_overlap"] == 2
+    assert json.loads(capsys.readouterr().out)["strategy"]["tp_overlap"] == "bwd"
     assert main([*big, "--framework", "megatron", "--set", "tp_overlap=full", "--top", "5", "--json"]) == 0
     assert all(
-        r["strategy"]["tp_overlap"] == 1 for r in json.loads(capsys.readouterr().out)["rows"] if r["strategy"]["tp"] > 1
+        r["strategy"]["tp_overlap"] == "full"
+        for r in json.loads(capsys.readouterr().out)["rows"]
+        if r["strategy"]["tp"] > 1
     )
 
 
@@ -214,11 +216,13 @@ def test_megatrons_backward_overlap_applies_without_sequence_parallelism_too(
     preset = json.loads(capsys.readouterr().out)
     assert main([*big, "--set", "tp_overlap=bwd", "--set", "attention_kernel=cudnn", *ev]) == 0
     explicit = json.loads(capsys.readouterr().out)
-    assert preset["strategy"]["tp_overlap"] == explicit["strategy"]["tp_overlap"] == 2
+    assert preset["strategy"]["tp_overlap"] == explicit["strategy"]["tp_overlap"] == "bwd"
     assert preset["step_time_s"] == explicit["step_time_s"]
     assert main([*big, "--framework", "megatron", "--top", "5", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
-    assert all(r["strategy"]["tp_overlap"] == 2 and r["strategy"]["sp"] == 0 for r in rows if r["strategy"]["tp"] > 1)
+    assert all(
+        r["strategy"]["tp_overlap"] == "bwd" and r["strategy"]["sp"] == 0 for r in rows if r["strategy"]["tp"] > 1
+    )
 
 
 def test_only_the_frameworks_zero_stages_and_pipeline_interleaving(capsys: pytest.CaptureFixture[str]) -> None:

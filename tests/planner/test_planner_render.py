@@ -223,3 +223,20 @@ def test_dash_o_writes_the_bytes_of_html_and_json(tmp_path: Path, capsys: pytest
     assert main([*args, "-o", "-", "--format", "json"]) == 0
     assert capsys.readouterr().out == json_out
     assert main([*args, "-o", "-", "--format", "json", "--json"]) == 2  # one output on standard output
+
+
+def test_a_rows_strategy_text_reads_back_as_the_same_strategy(capsys: pytest.CaptureFixture[str]) -> None:
+    """The strategy as a line prints it (the what-if's baseline and pick) is an --evaluate string:
+    the TP overlap mechanism by name (``tp_overlap=bwd``, not its index, which would not parse)."""
+    from stepscope.planner.strategy import parse_strategy
+    from stepscope.planner.vocab import TP_OVERLAP
+    from stepscope.report.plan_lines import _strategy_text
+
+    args = ["plan", "--model", "llama3-8b", "--hardware", "h100", "--devices", "8", "--global-batch", "16"]
+    args += ["--seq-len", "4096", "--set", "tp_overlap=bwd", "--set", "sequence_parallel=false"]
+    assert main([*args, "--evaluate", "tp=4,dp=2", "--json"]) == 0
+    strategy = json.loads(capsys.readouterr().out)["strategy"]
+    assert strategy["tp_overlap"] == "bwd"
+    text = _strategy_text(strategy)
+    assert "tp_overlap=bwd" in text
+    assert TP_OVERLAP[int(parse_strategy(text)["tp_overlap"][0])] == "bwd"

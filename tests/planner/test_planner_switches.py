@@ -10,7 +10,7 @@ from stepscope.planner.switches import switches
 
 ROW = {
     "tp": 4, "sp": 1, "pp": 4, "vpp": 2, "dp": 8, "cp": 2, "ep": 1, "etp": 4, "zero": 1, "hsdp": 0,
-    "mb": 1, "ga": 32, "offload": 0, "offload_layers": 0, "tp_overlap": 1, "ep_overlap": 0,
+    "mb": 1, "ga": 32, "offload": 0, "offload_layers": 0, "tp_overlap": "full", "ep_overlap": 0,
     "keep_params": 0, "recompute": "selective", "sched": "1f1b",
 }  # fmt: skip
 
@@ -37,7 +37,7 @@ def test_maxtext_on_two_core_chips() -> None:
 
 
 def test_torchtitan_hsdp_and_pipeline() -> None:
-    row = {**ROW, "zero": 3, "hsdp": 4, "tp_overlap": 1, "keep_params": 1, "recompute": "op", "sched": "zb-v"}
+    row = {**ROW, "zero": 3, "hsdp": 4, "tp_overlap": "full", "keep_params": 1, "recompute": "op", "sched": "zb-v"}
     text = switches("torchtitan", row, layers=32, global_batch=256, seq_len=8192, experts=0, cores=1)
     assert "--parallelism.data_parallel_replicate_degree 2 --parallelism.data_parallel_shard_degree 4" in text
     assert "--parallelism.pipeline_parallel_schedule ZBVZeroBubble" in text

@@ -1,5 +1,6 @@
 """The records a plan is made of: one JSON-ready dict per configuration evaluated (the strategy as
-run, its step, memory and time parts), from the cost model's arrays (cost.evaluate)."""
+run, with its recompute policy, schedule and TP overlap mechanism by name; its step, memory and
+time parts), from the cost model's arrays (cost.evaluate)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 from .bottleneck import BOTTLENECKS
 from .recompute import RECOMPUTE
 from .strategy import FIELDS
-from .vocab import SCHEDULES
+from .vocab import SCHEDULES, TP_OVERLAP
 from .window import HIDDEN_PARTS
 
 _MEM = ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "buffers_gb", "reserve_gb")
@@ -25,11 +26,12 @@ def records(
     out = []
     for i in range(len(strategies["tp"])):
         strat: dict[str, int | float | str] = {
-            k: int(strategies[k][i]) for k in FIELDS if k not in ("recompute", "sched")
+            k: int(strategies[k][i]) for k in FIELDS if k not in ("recompute", "sched", "tp_overlap")
         }
         policy = RECOMPUTE[int(strategies["recompute"][i])]
         strat["recompute"] = "layernorm" if dense and policy == "layernorm_moe_act" else policy
         strat["sched"] = SCHEDULES[int(strategies["sched"][i])]
+        strat["tp_overlap"] = TP_OVERLAP[int(strategies["tp_overlap"][i])]
         # as run: a stated ga sets mb, a pipeline splits the batch into at least pp micro-batches
         mb = float(results["micro_batch"][i])
         strat["mb"] = int(mb) if mb.is_integer() else round(mb, 3)

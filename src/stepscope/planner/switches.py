@@ -13,15 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .vocab import TP_OVERLAP
-
 Row = dict[str, Any]  # records.records' "strategy": the strategy as run, policies by name
 
 
 def _overlap(s: Row) -> str:
     """The row's TP overlap mechanism by name (only ``full`` is a switch; the others are how the
     framework runs without one)."""
-    return TP_OVERLAP[int(s["tp_overlap"])]
+    return str(s["tp_overlap"])
 
 
 def _megatron_recompute(policy: str) -> list[str]:

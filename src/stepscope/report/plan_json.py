@@ -12,7 +12,7 @@ from typing import Any
 from ..planner.result import PlanResult
 from .base import Renderer
 
-SCHEMA_VERSION = 2  # 2: a search is an object with its rows (1: a bare list of rows)
+SCHEMA_VERSION = 3  # docs/plan-json-schema.md says what each version changed
 
 
 def versioned(rec: dict[str, Any]) -> dict[str, Any]:

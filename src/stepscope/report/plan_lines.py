@@ -8,7 +8,7 @@ from typing import Any
 
 from ..planner.recompute import RECOMPUTE
 from ..planner.strategy import STRATEGY_DEFAULTS
-from ..planner.vocab import SCHEDULES
+from ..planner.vocab import SCHEDULES, TP_OVERLAP
 from ..planner.window import HIDDEN_PARTS
 
 # shown whatever their value: the layout and the batch split as run
@@ -17,13 +17,15 @@ _ALWAYS_SHOWN = ("tp", "pp", "dp", "mb", "ga")
 
 def _strategy_text(s: dict[str, Any]) -> str:
     """A strategy as --evaluate spells it, without the fields at their defaults (STRATEGY_DEFAULTS,
-    as a record names them: etp = tp, hsdp = dp under ZeRO-3, recompute and sched by name)."""
+    as a record names them: etp = tp, hsdp = dp under ZeRO-3, recompute, sched and tp_overlap by
+    name)."""
     quiet: dict[str, Any] = {k: v for k, v in STRATEGY_DEFAULTS.items() if k not in _ALWAYS_SHOWN}
     quiet |= {
         "etp": s["tp"],
         "hsdp": s["dp"] if s["zero"] == 3 else 0,
         "recompute": RECOMPUTE[STRATEGY_DEFAULTS["recompute"]],
         "sched": SCHEDULES[STRATEGY_DEFAULTS["sched"]],
+        "tp_overlap": TP_OVERLAP[STRATEGY_DEFAULTS["tp_overlap"]],
     }
     return ",".join(f"{k}={v}" for k, v in s.items() if quiet.get(k, object()) != v)
 
