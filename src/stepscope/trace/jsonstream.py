@@ -24,8 +24,8 @@ import msgspec
 
 from ..errors import TraceFormatError
 from .jsonsalvage import EVENT_BOUNDARY, MAX_JOIN, event_end_before, salvage
-from .jsontext import decode_object_tolerant, top_level_key
-from .limits import INFLATE_RATIO_GRACE_BYTES, MAX_EVENT_BYTES, MAX_INFLATE_RATIO, MAX_JSON_DEPTH, max_inflated_bytes
+from .jsontext import parse_partial_object, parse_trailer, top_level_key
+from .limits import INFLATE_RATIO_GRACE_BYTES, MAX_EVENT_BYTES, MAX_INFLATE_RATIO, max_inflated_bytes
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ def event_text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[tuple
                             "'traceEvents' is not a list", path=str(path), fix="is this a Chrome trace?"
                         )
                     continue
-                state.header = _parse_partial_object(bytes(buf[:key]) + b'"_": 0}', state)
+                state.header = parse_partial_object(bytes(buf[:key]) + b'"_": 0}', state.warnings)
                 start = m.end()
                 break
             if len(buf) > _MAX_HEADER_BYTES:
@@ -254,7 +254,7 @@ def iter_event_chunks(
         closing = array_end(buf, 0)
         state.truncated = closing is None
         if closing is not None:
-            state.header.update(parse_trailer(bytes(buf[closing:]), state))
+            state.header.update(parse_trailer(bytes(buf[closing:]), state.warnings))
         return
     yield from _finish(buf, decode, state, path)
     state.bytes_used = state.bytes_read
@@ -303,7 +303,7 @@ def _finish(
 ) -> Iterator[tuple[T, StreamState]]:
     stripped = bytes(buf).lstrip()
     if stripped.startswith(b"]"):
-        state.header.update(parse_trailer(stripped[1:], state))
+        state.header.update(parse_trailer(stripped[1:], state.warnings))
         return
     # Normal case: the array closes, then (for the object form) the trailer keys follow.
     for tried, m in enumerate(_ARRAY_END.finditer(buf)):
@@ -315,7 +315,7 @@ def _finish(
             continue
         tail = bytes(buf[m.end() :])
         if not state.truncated:
-            state.header.update(parse_trailer(tail, state))
+            state.header.update(parse_trailer(tail, state.warnings))
         yield value, state
         return
     # No close decodes: the array never closes (a job killed mid-write) or an event in it is
@@ -339,7 +339,7 @@ def _finish(
             yield from ((v, state) for v in _salvaged(buf, decode, b.start() + 1, state))
             state.truncated = False
             state.bytes_used = state.bytes_read
-            state.header.update(parse_trailer(bytes(buf[m.end() :]), state))
+            state.header.update(parse_trailer(bytes(buf[m.end() :]), state.warnings))
             yield value, state
             return
     end = tail_bounds[-1].start() + 1
@@ -349,7 +349,7 @@ def _finish(
         state.corrupt_events += 1
         state.truncated = False
         state.bytes_used = state.bytes_read
-        state.header.update(parse_trailer(bytes(buf[closing:]), state))
+        state.header.update(parse_trailer(bytes(buf[closing:]), state.warnings))
         return
     state.bytes_used += end
 
@@ -373,31 +373,3 @@ def _salvaged(buf: bytearray, decode: Callable[[bytes], T], end: int, state: Str
     values, dropped = salvage(buf, decode, end)
     state.corrupt_events += dropped
     return values
-
-
-def parse_trailer(tail: bytes, state: StreamState | None = None) -> dict[str, Any]:
-    tail = tail.strip().lstrip(b",").strip()
-    if not tail or tail == b"}":
-        return {}
-    return _parse_partial_object(b"{" + tail, state)
-
-
-def _parse_partial_object(text: bytes, state: StreamState | None = None) -> dict[str, Any]:
-    """Header (``{... , "_": 0}``) or trailer (``{...}``) keys; {} when they do not parse. Keys
-    nesting too deep for a decoder are left out, each named in a warning on ``state``."""
-    text = text.strip()
-    try:
-        obj = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        return {}
-    except RecursionError:
-        obj, dropped = decode_object_tolerant(text)
-        if state is not None and dropped:
-            state.warnings.append(
-                f"left out header key(s) {', '.join(map(repr, dropped[:5]))}: nested deeper than "
-                f"{MAX_JSON_DEPTH} levels"
-            )
-    if isinstance(obj, dict):
-        obj.pop("_", None)
-        return obj
-    return {}

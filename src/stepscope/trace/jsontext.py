@@ -113,3 +113,32 @@ def decode_object_tolerant(text: bytes) -> tuple[dict[str, Any], list[str]]:
         except (msgspec.DecodeError, RecursionError):
             dropped.append(name)
     return out, dropped
+
+
+def parse_trailer(tail: bytes, warnings: list[str] | None = None) -> dict[str, Any]:
+    """The keys after the event array (``, "k": v}``); {} when they do not parse."""
+    tail = tail.strip().lstrip(b",").strip()
+    if not tail or tail == b"}":
+        return {}
+    return parse_partial_object(b"{" + tail, warnings)
+
+
+def parse_partial_object(text: bytes, warnings: list[str] | None = None) -> dict[str, Any]:
+    """Header (``{... , "_": 0}``) or trailer (``{...}``) keys; {} when they do not parse. Keys
+    nesting too deep for a decoder are left out, each named in a line added to ``warnings``."""
+    text = text.strip()
+    try:
+        obj = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return {}
+    except RecursionError:
+        obj, dropped = decode_object_tolerant(text)
+        if warnings is not None and dropped:
+            warnings.append(
+                f"left out header key(s) {', '.join(map(repr, dropped[:5]))}: nested deeper than "
+                f"{MAX_JSON_DEPTH} levels"
+            )
+    if isinstance(obj, dict):
+        obj.pop("_", None)
+        return obj
+    return {}

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from .columns import FileRead, file_read
 from .heap import release_freed_heap
-from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks, parse_trailer
+from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks
+from .jsontext import parse_trailer
 from .kineto_parallel import parallel_workers, read_parallel
 from .kineto_portable import read_portable
 from .kineto_scan import TAIL_CUT_WARNING, BlockScanner, FastPathFailed, _fast
@@ -57,7 +58,7 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
     if not scanner.closed:
         state.truncated = True  # the event array never closes: a job killed mid-write
     elif not state.truncated:
-        state.header.update(parse_trailer(scanner.tail, state))
+        state.header.update(parse_trailer(scanner.tail, state.warnings))
     if scanner.tail_cut:
         state.warnings.append(TAIL_CUT_WARNING)
     return file_read(str(p), scanner.tables, state, scanner.skipped)

@@ -19,7 +19,8 @@ from pathlib import Path
 from ..executor import cpus_for_one_job
 from .columns import FileRead, file_read
 from .jsonsalvage import EVENT_BOUNDARY
-from .jsonstream import StreamState, event_text_blocks, is_gzip, parse_trailer
+from .jsonstream import StreamState, event_text_blocks, is_gzip
+from .jsontext import parse_trailer
 from .kineto_scan import TAIL_CUT_WARNING, BlockScanner, FastPathFailed, _fast
 
 #: files smaller than this are read by one thread (the threads' start-up is not worth it)
@@ -110,7 +111,7 @@ def _joined(path: Path, scanners: list[BlockScanner | None], state: StreamState,
     if not last.closed:
         state.truncated = True
     else:
-        state.header.update(parse_trailer(last.tail, state))
+        state.header.update(parse_trailer(last.tail, state.warnings))
     if last.tail_cut:
         state.warnings.append(TAIL_CUT_WARNING)
     return file_read(str(path), [t for s in ok for t in s.tables], state, 0)
