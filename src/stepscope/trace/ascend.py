@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 from ..analysis import intervals as iv
 from .ascend_comm import HCCL_KEY, read_hccl_ops
 from .ascend_files import rank_header
+from .ascend_hccl_args import operator_args, side_table
 from .ascend_kernels import FILE as DETAILS_FILE
 from .ascend_kernels import join_kernel_details, read_kernel_details
 from .ascend_matrix import LINKS_KEY, read_hccl_links
@@ -103,6 +104,7 @@ def to_ascend(fr: FileRead, meta: dict[int, ProcessMeta]) -> FileRead:
     drop = ov_rows | dropped_hw | (on_comm & ~comm_op) | (flow & _cat_in(t, _LINK_FLOWS))
     t = _with(t, kind=kind, device=device, stream=stream, correlation=corr, external_id=ext)
     t = t.filter(pa.array(~drop))
+    comm_args = _comm_args(fr, t, drop, comm_op, meta)
     header = {**fr.header, "format": ASCEND_FORMAT, "ascend_overlap_ns": overlap, **rank_header(fr.path)}
     hccl, warning = read_hccl_ops(fr.path)
     if hccl is not None:
@@ -116,7 +118,25 @@ def to_ascend(fr: FileRead, meta: dict[int, ProcessMeta]) -> FileRead:
     t, detail_warning = _with_kernel_details(t, fr.path)
     notes = (warning, steps_warning, links_warning, detail_warning)
     warnings = (*fr.warnings, *(w for w in notes if w))
-    return replace(fr, table=t, header=header, warnings=warnings)
+    return replace(fr, table=t, header=header, warnings=warnings, comm_args=comm_args)
+
+
+def _comm_args(
+    fr: FileRead, t: pa.Table, drop: np.ndarray, comm_op: np.ndarray, meta: dict[int, ProcessMeta]
+) -> pa.Table | None:
+    """The side table of the kept rows (renumbered after the drop): the reader's own entries, and
+    the HCCL operators' message sizes and groups (``ascend_hccl_args.py``)."""
+    new_row = np.cumsum(~drop) - 1
+    parts = []
+    if fr.comm_args is not None and fr.comm_args.num_rows:
+        old = fr.comm_args["row"].to_numpy()
+        keep = ~drop[old]
+        kept = fr.comm_args.filter(pa.array(keep))
+        parts.append(kept.set_column(0, kept.schema.field("row"), pa.array(new_row[old[keep]])))
+    ops = side_table(t, new_row[comm_op & ~drop], meta, operator_args(fr.path) if comm_op.any() else {})
+    if ops is not None:
+        parts.append(ops)
+    return pa.concat_tables(parts).unify_dictionaries() if parts else None
 
 
 def _with_kernel_details(t: pa.Table, path: str) -> tuple[pa.Table, str | None]:
