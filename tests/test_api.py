@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 import stepscope
-from stepscope.planner.vocab import TP_OVERLAP
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "traces" / "a100_nccl_rank0.json.gz"
 
@@ -35,9 +34,8 @@ def test_plan_from_the_top_agrees_with_evaluating_its_best_row() -> None:
     steps = [r["step_time_s"] for r in found.records]
     assert steps == sorted(steps) and all(r["fits"] for r in found.records)
     best = found.records[0]["strategy"]
-    # every field, as the row states it (the TP overlap mechanism by its name)
-    named = {**best, "tp_overlap": TP_OVERLAP[best["tp_overlap"]]}
-    text = ",".join(f"{k}={v}" for k, v in named.items() if k != "sched")
+    # every field, as the row states it (policies and the TP overlap mechanism by name)
+    text = ",".join(f"{k}={v}" for k, v in best.items() if k != "sched")
     # the search ran under the device's default framework, which the row names
     one = stepscope.plan(**job, evaluate=text, framework=found.records[0]["framework"])
     assert one.records[0]["step_time_s"] == pytest.approx(found.records[0]["step_time_s"])
