@@ -167,3 +167,26 @@ def test_reader_refuses_nothing_it_cannot_parse(tmp_path: Path) -> None:
     )
     table, warning = read_kernel_details(str(out / "trace_view.json"))
     assert table is None and warning is not None and "kernel_details.csv" in warning
+
+
+def _number(v: str) -> float:
+    try:
+        return float(v)
+    except ValueError:  # N/A
+        return 0.0
+
+
+def test_the_cores_counts_are_the_measured_roofline(tmp_path: Path) -> None:
+    """With ``aic_metrics`` the cube units count their operations (``aic_cube_fops``,
+    ``aiv_cube_fops``): the roofline's measured table holds them per CANN type, over the tasks' own
+    time, summed here from the CSV. Vector-only operators (no cube work) are not in it."""
+    rows = [r for r in _sample_rows() if r["Type"] == "MatMul"]
+    fops = sum(_number(r[k]) for r in rows for k in ("aic_cube_fops", "aiv_cube_fops"))
+    dur_ns = sum(round(Decimal(r["Duration(us)"]) * US) for r in rows)
+    roof = analyze(stepscope.load(_sample_profile(tmp_path)), AnalyzeConfig(hardware="Ascend-910B1")).ranks[0].roofline
+    assert roof is not None
+    (g,) = [g for g in roof.measured if g.name == "MatMul"]
+    assert (g.count, g.dtype, g.source) == (len(rows), "fp16", "counters") == (9, "fp16", "counters")
+    assert g.flops == pytest.approx(fops) and g.dur_ns == dur_ns
+    assert g.achieved_tflops == pytest.approx(fops / (dur_ns / 1e9) / 1e12)
+    assert "ApplyAdamW" not in {m.name for m in roof.measured}

@@ -48,11 +48,12 @@ from .ascend_comm import HCCL_KEY, read_hccl_ops
 from .ascend_files import rank_header
 from .ascend_hccl_args import operator_args, side_table
 from .ascend_kernels import FILE as DETAILS_FILE
-from .ascend_kernels import join_kernel_details, read_kernel_details
+from .ascend_kernels import counter_ranges, join_kernel_details, read_kernel_details
 from .ascend_matrix import LINKS_KEY, read_hccl_links
 from .ascend_steps import STEPS_KEY, read_step_trace
 from .chrome_meta import ProcessMeta
 from .columns import FileRead
+from .counters import CounterRange
 from .dictcol import lookup_ints, per_value
 from .schema import KIND_CODE, Kind
 
@@ -115,10 +116,10 @@ def to_ascend(fr: FileRead, meta: dict[int, ProcessMeta]) -> FileRead:
     links, links_warning = read_hccl_links(fr.path)
     if links is not None:
         header[LINKS_KEY] = links
-    t, detail_warning = _with_kernel_details(t, fr.path)
+    t, counted, detail_warning = _with_kernel_details(t, fr.path)
     notes = (warning, steps_warning, links_warning, detail_warning)
     warnings = (*fr.warnings, *(w for w in notes if w))
-    return replace(fr, table=t, header=header, warnings=warnings, comm_args=comm_args)
+    return replace(fr, table=t, header=header, warnings=warnings, comm_args=comm_args, counters=counted)
 
 
 def _comm_args(
@@ -139,12 +140,13 @@ def _comm_args(
     return pa.concat_tables(parts).unify_dictionaries() if parts else None
 
 
-def _with_kernel_details(t: pa.Table, path: str) -> tuple[pa.Table, str | None]:
-    """The NPU tasks given ``kernel_details.csv``'s shapes and cores (``ascend_kernels.py``); a
-    warning when the file is unusable or most of its tasks are not in the timeline."""
+def _with_kernel_details(t: pa.Table, path: str) -> tuple[pa.Table, tuple[CounterRange, ...], str | None]:
+    """The NPU tasks given ``kernel_details.csv``'s shapes and cores (``ascend_kernels.py``), the
+    tasks its cores counted (when the file is this timeline's); a warning when the file is
+    unusable or most of its tasks are not in the timeline."""
     details, warning = read_kernel_details(path)
     if details is None:
-        return t, warning
+        return t, (), warning
     stream = t["stream"].to_numpy()
     on_task = (_kind_codes(t) == KIND_CODE["kernel"]) & (stream >= 0) & (stream < COMM_STREAM_BASE)
     t, matched = join_kernel_details(t, on_task, details)
@@ -154,7 +156,8 @@ def _with_kernel_details(t: pa.Table, path: str) -> tuple[pa.Table, str | None]:
             f"{DETAILS_FILE}: {matched:,} of its {expected:,} NPU tasks match the timeline's (another run's file?); "
             "the rest have no shapes"
         )
-    return t, warning
+        return t, (), warning
+    return t, counter_ranges(details), warning
 
 
 def _in_process(pid: np.ndarray, meta: dict[int, ProcessMeta], names: Collection[str]) -> np.ndarray:

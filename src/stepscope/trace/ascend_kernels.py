@@ -30,10 +30,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from .ascend_files import OUTPUT_DIR, profile_dir_of
+from .counters import CounterRange
+from .limits import MAX_NAME_BYTES
 from .numparse import strings_to_ns
 
 FILE = "kernel_details.csv"
-KEY = "ascend_kernel_details"  # header: {"rows": n, "matched": m}
 MATCH_TOLERANCE_NS = 500
 _MAX_BYTES = 4 << 30
 #: our column -> the names it has had
@@ -46,6 +47,21 @@ _COLUMNS = {
     "dur": ("Duration(us)",),
     "in_shapes": ("Input Shapes",),
     "in_types": ("Input Data Types",),
+    # the cube units' own operation counts, with aic_metrics=ArithmeticUtilization
+    "aic_cube": ("aic_cube_fops",),
+    "aiv_cube": ("aiv_cube_fops",),
+}
+#: only the cube (matrix) units' counts: the catalog's peak is theirs; the vector units' work is
+#: held against memory, whose bytes the file does not count
+_FOPS = ("aic_cube", "aiv_cube")
+#: CANN data type -> the dtype whose peak a counted operation is held against
+_COUNT_DTYPES = {
+    "FLOAT16": "fp16",
+    "BF16": "bf16",
+    "DT_BF16": "bf16",
+    "FLOAT": "fp32",
+    "FLOAT32": "fp32",
+    "INT8": "int8",
 }
 _REQUIRED = ("core", "stream", "start", "in_shapes", "in_types")
 _PLACEHOLDER_CATS = frozenset(("", "Other", "OTHER", "UNKNOWN"))
@@ -94,8 +110,36 @@ def _normalize(t: pa.Table, cols: dict[str, str | None]) -> pa.Table:
             "core": col("core"),
             "dims": _as_json(col("in_shapes"), _dims_json),
             "types": _as_json(col("in_types"), _types_json),
+            "type": col("type"),
+            "dur_ns": pa.array(strings_to_ns(col("dur"))),
+            "fops": pa.array(sum((_count(col(k)) for k in _FOPS), np.zeros(t.num_rows))),
         }
     )
+
+
+def _count(arr: pa.Array) -> np.ndarray:
+    """A counter column as float64: a value that is not a plain non-negative number (N/A) is 0."""
+    ok = pc.match_substring_regex(arr, r"^\d{1,20}(\.\d*)?([eE]\+?\d{1,3})?$")
+    v = pc.cast(pc.if_else(ok, arr, None), pa.float64())
+    out = pc.fill_null(v, 0.0).to_numpy(zero_copy_only=False)
+    return np.where(np.isfinite(out) & (out < 1e18), out, 0.0)
+
+
+def counter_ranges(details: pa.Table) -> tuple[CounterRange, ...]:
+    """The tasks whose cube units counted their operations, as counter ranges
+    (``trace/counters.py``): named by their CANN type, over their own duration, under the dtype of
+    the first input (fp16 when the file names none)."""
+    fops = details["fops"].to_numpy()
+    rows = np.flatnonzero(fops > 0)
+    if rows.size == 0:
+        return ()
+    sub = details.select(["type", "start_ns", "dur_ns", "types"]).take(pa.array(rows))
+    out = []
+    for (kind, ts, dur, types), n in zip(zip(*(sub[c].to_pylist() for c in sub.column_names)), fops[rows].tolist()):
+        first = json.loads(types)[0] if types else ""
+        dtype = _COUNT_DTYPES.get(str(first).upper(), "fp16")
+        out.append(CounterRange(str(kind or "?")[:MAX_NAME_BYTES], int(ts), max(int(dur), 0), {dtype: n}, None))
+    return tuple(out)
 
 
 def _as_json(arr: pa.Array, convert: Any) -> pa.Array:

@@ -227,8 +227,9 @@ def _group(
 
 
 def measured_groups(ranges: tuple[CounterRange, ...], hw: Hardware | None) -> tuple[RooflineGroup, ...]:
-    """Kernels with CUPTI counter FLOPs: per kernel name, measured FLOPs over the range time.
-    (The range time includes the profiler's replay, so efficiency is a lower bound.)"""
+    """Kernels with counted FLOPs (CUPTI's range profiler; Ascend's cube-unit counts from
+    ``kernel_details.csv``): per name, measured FLOPs over the range time. (A CUPTI range includes
+    the profiler's replay, so its efficiency is a lower bound.)"""
     acc: dict[str, list[float]] = {}
     dtypes: dict[str, dict[str, float]] = {}
     for r in ranges:
