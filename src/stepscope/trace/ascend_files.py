@@ -56,18 +56,34 @@ def _refuse(profile_dir: Path) -> Any:
     )
 
 
-def read_json_beside(timeline: str, name: str, max_bytes: int, what: str) -> tuple[Any, str | None]:
-    """The JSON document ``name`` of a timeline's output folder (None when there is none), and a
-    warning naming ``what`` is left out when it is too large or cannot be read."""
+def file_beside(timeline: str, name: str, max_bytes: int, what: str) -> tuple[Path | None, str | None]:
+    """The file ``name`` of a timeline's output folder: (its path, None); (None, None) when there
+    is none; (None, a warning that ``what`` is left out) when it is too large or unreadable."""
     p = profile_dir_of(Path(timeline)) / OUTPUT_DIR / name
     if not p.is_file():
         return None, None
     try:
-        if p.stat().st_size > max_bytes:
-            return None, f"{p.name} is over {max_bytes >> 20} MB; {what} left out"
+        size = p.stat().st_size
+    except OSError as exc:
+        return None, unreadable(p, exc, what)
+    if size > max_bytes:
+        return None, f"{p.name} is over {max_bytes >> 20:,} MB; {what} left out"
+    return p, None
+
+
+def unreadable(p: Path, exc: BaseException, what: str) -> str:
+    return f"{p.name} cannot be read ({exc.__class__.__name__}); {what} left out"
+
+
+def read_json_beside(timeline: str, name: str, max_bytes: int, what: str) -> tuple[Any, str | None]:
+    """The JSON document ``name`` of a timeline's output folder (``file_beside``), decoded."""
+    p, warning = file_beside(timeline, name, max_bytes, what)
+    if p is None:
+        return None, warning
+    try:
         return msgspec.json.decode(p.read_bytes()), None
     except (OSError, msgspec.DecodeError, RecursionError) as exc:
-        return None, f"{p.name} cannot be read ({exc.__class__.__name__}); {what} left out"
+        return None, unreadable(p, exc, what)
 
 
 def profile_dir_of(timeline: Path) -> Path:

@@ -12,7 +12,6 @@ so the cluster view matches them across ranks by group and computes their bus ba
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .chrome_meta import ProcessMeta, overlapping_blocks
+from .chrome_meta import ProcessMeta, object_around, overlapping_blocks
 from .commside import comm_table
 from .numparse import strings_to_ns
 
 _NEEDLE = b'"alg_type"'
 _OVERLAP = 4096
 _BACK = 2048
-_DECODER = json.JSONDecoder()
 _GROUP_LANE = re.compile(r"^Group (\S{1,128}) Communication$")
 #: HCCL's data type names -> the names the collective side table uses (comm_events.DTYPE_BYTES)
 DTYPES = {
@@ -50,28 +48,11 @@ def operator_args(path: str | Path) -> dict[tuple[int, int, str], tuple[int, str
     for buf in overlapping_blocks(path, _OVERLAP, 1 << 22):
         pos = buf.find(_NEEDLE)
         while pos >= 0:
-            obj = _slice_around(buf, pos)
-            if obj is not None:
+            obj = object_around(buf, pos, "X", _BACK)
+            if obj is not None and isinstance(obj.get("args"), dict):
                 _record(obj, out)
             pos = buf.find(_NEEDLE, pos + len(_NEEDLE))
     return out
-
-
-def _slice_around(buf: bytes, pos: int) -> dict[str, Any] | None:
-    """The ``ph: X`` object whose args hold the key at ``pos`` (the args object opens just before
-    it; the slice's own brace one or two objects further back)."""
-    start = pos
-    for _ in range(3):
-        start = buf.rfind(b"{", max(0, pos - _BACK), start)
-        if start < 0:
-            return None
-        try:
-            obj, _ = _DECODER.raw_decode(buf[start : start + _OVERLAP].decode("utf-8", "replace"))
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("ph") == "X" and isinstance(obj.get("args"), dict):
-            return obj
-    return None
 
 
 def _int(v: Any, default: int) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from .ascend_files import OUTPUT_DIR, profile_dir_of
+from .ascend_files import file_beside, unreadable
 from .counters import CounterRange
 from .limits import MAX_NAME_BYTES
 from .numparse import strings_to_ns
@@ -37,6 +36,7 @@ from .numparse import strings_to_ns
 FILE = "kernel_details.csv"
 MATCH_TOLERANCE_NS = 500
 _MAX_BYTES = 4 << 30
+_WHAT = "its shapes"
 #: our column -> the names it has had
 _COLUMNS = {
     "name": ("Name",),
@@ -70,20 +70,18 @@ _PLACEHOLDER_CATS = frozenset(("", "Other", "OTHER", "UNKNOWN"))
 def read_kernel_details(timeline: str) -> tuple[pa.Table | None, str | None]:
     """The ``kernel_details.csv`` beside a timeline as a table (stream, start_ns, core, dims, types),
     None when there is none, and a warning when it is there but cannot be used."""
-    p = profile_dir_of(Path(timeline)) / OUTPUT_DIR / FILE
-    if not p.is_file():
-        return None, None
+    p, warning = file_beside(timeline, FILE, _MAX_BYTES, _WHAT)
+    if p is None:
+        return None, warning
     try:
-        if p.stat().st_size > _MAX_BYTES:
-            return None, f"{p.name} is over {_MAX_BYTES >> 30} GB; its shapes left out"
         with p.open("rb") as f:
             names = next(csv.reader([f.readline(1 << 16).decode("utf-8-sig", "replace")]), [])
     except OSError as exc:
-        return None, f"{p.name} cannot be read ({exc.__class__.__name__}); its shapes left out"
+        return None, unreadable(p, exc, _WHAT)
     cols = {ours: next((c for c in alts if c in names), None) for ours, alts in _COLUMNS.items()}
     missing = [_COLUMNS[k][0] for k in _REQUIRED if cols[k] is None]
     if missing:
-        return None, f"{p.name} has no {', '.join(missing)} column; its shapes left out"
+        return None, f"{p.name} has no {', '.join(missing)} column; {_WHAT} left out"
     try:
         t = pacsv.read_csv(
             p,
@@ -94,7 +92,7 @@ def read_kernel_details(timeline: str) -> tuple[pa.Table | None, str | None]:
             ),
         )
     except (OSError, pa.ArrowInvalid) as exc:
-        return None, f"{p.name} cannot be read ({str(exc).splitlines()[0][:120]}); its shapes left out"
+        return None, f"{p.name} cannot be read ({str(exc).splitlines()[0][:120]}); {_WHAT} left out"
     return _normalize(t, cols), None
 
 
@@ -133,17 +131,22 @@ def counter_ranges(details: pa.Table) -> tuple[CounterRange, ...]:
     rows = np.flatnonzero(fops > 0)
     if rows.size == 0:
         return ()
-    sub = details.select(["type", "start_ns", "dur_ns", "types"]).take(pa.array(rows))
-    out = []
-    for (kind, ts, dur, types), n in zip(zip(*(sub[c].to_pylist() for c in sub.column_names)), fops[rows].tolist()):
-        first = json.loads(types)[0] if types else ""
-        dtype = _COUNT_DTYPES.get(str(first).upper(), "fp16")
-        out.append(CounterRange(str(kind or "?")[:MAX_NAME_BYTES], int(ts), max(int(dur), 0), {dtype: n}, None))
-    return tuple(out)
+    sub = details.select(["type", "start_ns", "dur_ns"]).take(pa.array(rows))
+    dtype = _as_json(details["types"].take(pa.array(rows)).combine_chunks(), _count_dtype).to_pylist()
+    cols = (sub[c].to_pylist() for c in sub.column_names)
+    return tuple(
+        CounterRange(str(kind or "?")[:MAX_NAME_BYTES], int(ts), max(int(dur), 0), {str(dt): n}, None)
+        for kind, ts, dur, dt, n in zip(*cols, dtype, fops[rows].tolist(), strict=True)
+    )
+
+
+def _count_dtype(types_json: str | None) -> str:
+    first = json.loads(types_json)[0] if types_json else ""
+    return _COUNT_DTYPES.get(str(first).upper(), "fp16")
 
 
 def _as_json(arr: pa.Array, convert: Any) -> pa.Array:
-    """Each distinct value converted once (a profile repeats a few hundred signatures)."""
+    """Each distinct value converted once, to a string (a profile repeats a few hundred signatures)."""
     d = arr.dictionary_encode()
     lut = pa.array([convert(v) for v in d.dictionary.to_pylist()], pa.string())
     return lut.take(d.indices)
@@ -196,7 +199,8 @@ def join_kernel_details(t: pa.Table, on_task: np.ndarray, details: pa.Table) -> 
 
 def _nearest(stream: np.ndarray, ts: np.ndarray, d_stream: np.ndarray, d_ts: np.ndarray) -> np.ndarray:
     """Per task, the index of the detail row on its stream starting nearest to it within the
-    tolerance, else -1. One sort of the detail rows by (stream, start), one binary search."""
+    tolerance, else -1. One sort of the detail rows by (stream, start), then one binary search per
+    stream (a device has tens of streams)."""
     order = np.lexsort((d_ts, d_stream))
     ds, dt = d_stream[order], d_ts[order]
     lo, hi = np.searchsorted(ds, stream, "left"), np.searchsorted(ds, stream, "right")

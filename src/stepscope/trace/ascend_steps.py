@@ -17,14 +17,14 @@ import csv
 import io
 import math
 import re
-from pathlib import Path
 from typing import Any
 
-from .ascend_files import OUTPUT_DIR, profile_dir_of
+from .ascend_files import file_beside, unreadable
 
 STEPS_KEY = "ascend_steps"
 FILE = "step_trace_time.csv"
 _MAX_BYTES = 16 << 20  # one line per step
+_WHAT = "msprof's step split"
 #: our column -> msprof's
 COLUMNS = {
     "computing_ns": "Computing",
@@ -43,18 +43,15 @@ def read_step_trace(timeline: str) -> tuple[dict[str, list[Any]] | None, str | N
     """The rows of the ``step_trace_time.csv`` beside a timeline (None when there is none), and a
     warning when the file is there but cannot be used. A value that is missing or not a number
     is -1 (unknown); a row whose Step is not a number is left out."""
-    p = profile_dir_of(Path(timeline)) / OUTPUT_DIR / FILE
-    if not p.is_file():
-        return None, None
+    p, warning = file_beside(timeline, FILE, _MAX_BYTES, _WHAT)
+    if p is None:
+        return None, warning
     try:
-        if p.stat().st_size > _MAX_BYTES:
-            return None, f"{p.name} is over {_MAX_BYTES >> 20} MB; msprof's step split left out"
-        text = p.read_bytes().decode("utf-8-sig")
-        rows = list(csv.DictReader(io.StringIO(text)))
+        rows = list(csv.DictReader(io.StringIO(p.read_bytes().decode("utf-8-sig"))))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        return None, f"{p.name} cannot be read ({exc.__class__.__name__}); msprof's step split left out"
+        return None, unreadable(p, exc, _WHAT)
     if not rows or "Step" not in rows[0] or "Computing" not in rows[0]:
-        return None, f"{p.name} has no Step and Computing columns; msprof's step split left out"
+        return None, f"{p.name} has no Step and Computing columns; {_WHAT} left out"
     cols: dict[str, list[Any]] = {"step": [], **{k: [] for k in COLUMNS}}
     for r in rows:
         m = _STEP.match(r.get("Step") or "")

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .jsonstream import is_gzip
 
@@ -52,17 +53,19 @@ def _scan(buf: bytes, names: dict[int, str], labels: dict[int, str], threads: di
     for needle in _NEEDLES:
         pos = buf.find(needle)
         while pos >= 0:
-            obj = _object_around(buf, pos)
+            obj = object_around(buf, pos, "M")
             if obj is not None:
                 _record(obj, names, labels, threads)
             pos = buf.find(needle, pos + len(needle))
 
 
-def _object_around(buf: bytes, pos: int) -> dict[str, object] | None:
-    """The metadata object holding the key at ``pos``, or None."""
+def object_around(buf: bytes, pos: int, ph: str, back: int = _BACK) -> dict[str, Any] | None:
+    """The event object of phase ``ph`` holding the key at ``pos`` (its own brace is the nearest
+    ``{`` before the key, or one or two further back when an ``args`` object opens between), or
+    None; the object is read from at most ``_OVERLAP`` bytes."""
     start = pos
     for _ in range(3):
-        start = buf.rfind(b"{", max(0, pos - _BACK), start)
+        start = buf.rfind(b"{", max(0, pos - back), start)
         if start < 0:
             return None
         text = buf[start : start + _OVERLAP].decode("utf-8", "replace")
@@ -70,7 +73,7 @@ def _object_around(buf: bytes, pos: int) -> dict[str, object] | None:
             obj, _ = _DECODER.raw_decode(text)
         except ValueError:
             continue
-        if isinstance(obj, dict) and obj.get("ph") == "M":
+        if isinstance(obj, dict) and obj.get("ph") == ph:
             return obj
     return None
 

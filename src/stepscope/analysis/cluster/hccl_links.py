@@ -62,17 +62,23 @@ def compute(c: ClusterContext) -> HcclLinkView | None:
             acc = sums.setdefault((m[link.src], m[link.dst], link.transport), [0.0, 0.0])
             acc[0] += link.mb
             acc[1] += link.transit_ns
-    links = [_link(key, mb, ns, sums) for key, (mb, ns) in sums.items()]
+    medians = _medians(sums)
+    links = [_link(key, mb, ns, medians.get(key[2])) for key, (mb, ns) in sums.items()]
     links.sort(key=lambda x: (x.gbps is None, x.gbps or 0.0, x.src, x.dst))
     return HcclLinkView(links=tuple(links[:TOP]), slow=tuple(x for x in links if x.slow), unmapped=unmapped)
 
 
-def _link(
-    key: tuple[int, int, str], mb: float, ns: float, sums: dict[tuple[int, int, str], list[float]]
-) -> ClusterLink:
+def _medians(sums: dict[tuple[int, int, str], list[float]]) -> dict[str, float]:
+    """Per transport with at least ``MIN_PEERS`` links of ``MIN_MB`` or more: their median GB/s."""
+    by: dict[str, list[float]] = {}
+    for (_, _, transport), (mb, ns) in sums.items():
+        if mb >= MIN_MB and ns > 0:
+            by.setdefault(transport, []).append(mb / (ns / 1e6))
+    return {t: float(np.median(v)) for t, v in by.items() if len(v) >= MIN_PEERS}
+
+
+def _link(key: tuple[int, int, str], mb: float, ns: float, median: float | None) -> ClusterLink:
     src, dst, transport = key
-    peers = [m / (n / 1e6) for (_, _, t), (m, n) in sums.items() if t == transport and m >= MIN_MB and n > 0]
-    median = float(np.median(peers)) if len(peers) >= MIN_PEERS else None
     gbps = mb / (ns / 1e6) if ns > 0 else None
     slow = bool(gbps is not None and median is not None and mb >= MIN_MB and gbps < SLOW_RATIO * median)
     return ClusterLink(

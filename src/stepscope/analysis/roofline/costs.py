@@ -62,20 +62,22 @@ def op_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray) -> OpCosts:
     d = rd.dev
     in_step = (dev_step >= 0) & (d.kind == KIND["kernel"])
     linked = in_step & (d.external_id >= 0)
-    base = _ext_costs(events, rd, dev_step, linked)
+    base = _ext_costs(events, rd, dev_step, in_step, linked)
     own = _own_shapes(events, rd, in_step & ~base.kernel_modeled)
     if own is None:
         return base
     rows, sigs, sig_of = own
     linked[rows] = False
-    return _with_task_instances(_ext_costs(events, rd, dev_step, linked), rd, (rows, sigs, sig_of), dev_step)
+    again = _ext_costs(events, rd, dev_step, in_step, linked)
+    return _with_task_instances(again, rd, (rows, sigs, sig_of), dev_step)
 
 
-def _ext_costs(events: pa.Table, rd: RankData, dev_step: np.ndarray, linked: np.ndarray) -> OpCosts:
-    """Instances by External id over the ``linked`` kernels (inside the steps, with an id)."""
+def _ext_costs(
+    events: pa.Table, rd: RankData, dev_step: np.ndarray, in_step: np.ndarray, linked: np.ndarray
+) -> OpCosts:
+    """Instances by External id over the ``linked`` kernels (of those ``in_step``, with an id)."""
     d = rd.dev
     dur = d.end - d.ts
-    in_step = (dev_step >= 0) & (d.kind == KIND["kernel"])
     kernel_time = int(dur[in_step].sum())
     k_ext, k_dur, k_step, k_cat = d.external_id[linked], dur[linked], dev_step[linked], d.categories.codes[linked]
     uniq_ext, first_k, inv = np.unique(k_ext, return_index=True, return_inverse=True)
