@@ -380,3 +380,36 @@ def test_load_keeps_the_files_it_left_out_as_notices(tmp_path: Path) -> None:
     trace = stepscope.load(run, workers=1)
     skipped = Notice("not a Chrome trace (no traceEvents near its start); skipped", path=str(run / "config.json"))
     assert trace.notices[0] == skipped
+
+
+_TOKENS = ["1", "-0", "0.5", "1.5E-3", "2e+7", "01", "1.", ".5", "+1", "-", "1e", "1e+", "1.5e", "12x", "0x10", "1..2"]
+_TOKENS += ["--1", "1e5.2", "true", "false", "null", "nul", "truex", "-a"]
+
+
+@pytest.mark.parametrize("where", ["top", "args"])
+@pytest.mark.parametrize("block", [1 << 20, 97])
+def test_scalar_tokens_follow_json(where: str, block: int, tmp_path: Path) -> None:
+    """An event holding a scalar token is kept exactly when Python's own JSON parser accepts the
+    token (the C scanner checks numbers in one pass; with a 97-byte block tokens are also cut by
+    block ends). Expected values from ``json.loads``, not from either reader."""
+
+    def valid(tok: str) -> bool:
+        try:
+            json.loads(tok)
+        except ValueError:
+            return False
+        return True
+
+    for tok in _TOKENS:
+        val = f'"x": {tok}' if where == "top" else f'"args": {{"Ev Idx": {tok}, "External id": 7}}'
+        events = [
+            '{"ph": "X", "cat": "kernel", "name": "k0", "pid": 0, "tid": 7, "ts": 10, "dur": 5}',
+            '{"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 20, "dur": 5, ' + val + "}",
+            '{"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 30, "dur": 5}',
+        ]
+        path = tmp_path / "t.json"
+        path.write_text('{"traceEvents": [\n' + ",\n".join(events) + "\n]}", encoding="utf-8")
+        fr = read_kineto(path, block=block)
+        names = fr.table["name"].to_pylist()
+        assert names == (["k0", "k1", "k2"] if valid(tok) else ["k0", "k2"]), tok
+        assert fr.skipped_events == (0 if valid(tok) else 1), tok

@@ -65,6 +65,7 @@ typedef struct {
     int check_escapes;  /* the buffer holds a backslash: escapes are validated (else none can be wrong) */
     Py_ssize_t n, dropped;
     size_t cap;  /* rows every column has room for */
+    size_t first_cap;  /* the first reservation: the rows the input likely holds */
 } Cols;
 
 /* ---------------------------------------------------------------- scanning ------------- */
@@ -99,6 +100,13 @@ static int valid_escapes(const char *s, const char *q) {
 static int scan_string(const char *s, const char *e, const char **out, int esc) {
     /* s points at the opening quote */
     const char *p = s + 1;
+    /* short strings (keys, most values) end before a call to memchr would pay off */
+    const char *lim = e - p > 32 ? p + 32 : e;
+    for (; p < lim; p++) {
+        if (*p == '"') { *out = p + 1; return 1; }
+        if (*p == '\\') break;
+    }
+    p = s + 1;
     while (p < e) {
         const char *q = memchr(p, '"', (size_t)(e - p));
         if (!q) return 0;
@@ -171,12 +179,41 @@ static int valid_scalar(const char *s, const char *e) {
     return p == e;
 }
 
+#define DIGIT(c) ((c) >= '0' && (c) <= '9')
+
+/* a number at s, in one pass: 1 with *out after it when it is a JSON number followed by a
+ * terminator (whitespace , } ]); otherwise as skip_value's rule for any other token: 0 when no
+ * terminator comes before the input ends (incomplete), else -1 (not valid JSON) */
+static int scan_number(const char *s, const char *e, const char **out) {
+    const char *p = s;
+    if (p < e && *p == '-') p++;
+    if (p < e && *p == '0') p++;
+    else if (p < e && *p >= '1' && *p <= '9') { while (p < e && DIGIT(*p)) p++; }
+    else goto other;
+    if (p < e && *p == '.') {
+        p++;
+        if (p < e && !DIGIT(*p)) goto other;
+        while (p < e && DIGIT(*p)) p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p < e && !DIGIT(*p)) goto other;
+        while (p < e && DIGIT(*p)) p++;
+    }
+    if (p < e && (WS(*p) || *p == ',' || *p == '}' || *p == ']')) { *out = p; return 1; }
+other:
+    while (p < e && !WS(*p) && *p != ',' && *p != '}' && *p != ']') p++;
+    return p == e ? 0 : -1;
+}
+
 /* base: the depth the value sits at (1 inside the event object, 2 inside its args) */
 static int skip_value(const char *s, const char *e, const char **out, int base, int esc) {
     if (s >= e) return 0;
     char ch = *s;
     if (ch == '"') return scan_string(s, e, out, esc);
     if (ch == '{' || ch == '[') return skip_container(s, e, out, base, esc);
+    if (ch != 't' && ch != 'f' && ch != 'n') return scan_number(s, e, out);
     const char *p = s;
     while (p < e && !WS(*p) && *p != ',' && *p != '}' && *p != ']') p++;
     if (p == e) return 0;
@@ -247,7 +284,8 @@ static int set_str(Cols *c, int k, const char *s, const char *end, int raw) {
     if (c->sset[k]) { /* duplicate key: keep the first */
         return 0;
     }
-    if (!raw && *s == '"') { if (unescape_into(&col->data, s, end)) return -1; }
+    if (!raw && *s == '"' && !c->check_escapes) { if (buf_put(&col->data, s + 1, (size_t)(end - s - 2))) return -1; }
+    else if (!raw && *s == '"') { if (unescape_into(&col->data, s, end)) return -1; }
     else if (!raw && (end - s == 4) && memcmp(s, "null", 4) == 0) { return 0; }
     else if (!raw) { if (buf_put(&col->data, s, (size_t)(end - s))) return -1; } /* number/bool as text */
     else { if (buf_put(&col->data, s, (size_t)(end - s))) return -1; }
@@ -443,8 +481,8 @@ static int parse_event(Cur *cur, Cols *c) {
         }
     }
     /* commit the row: grow every column at once, then plain stores */
-    if (c->n >= c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 8192;
+    if ((size_t)c->n >= c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : c->first_cap;
         for (int i = 0; i < N_INT; i++) if (buf_reserve(&c->ints[i], (cap - c->n) * 8)) return -2;
         for (int i = 0; i < N_STR; i++)
             if (buf_reserve(&c->strs[i].offs, (cap - c->n) * 4) || buf_reserve(&c->strs[i].valid, cap - c->n)) return -2;
@@ -469,7 +507,42 @@ static void cols_free(Cols *c) {
     for (int i = 0; i < N_STR; i++) { free(c->strs[i].data.p); free(c->strs[i].offs.p); free(c->strs[i].valid.p); }
 }
 
-static PyObject *as_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->len); }
+/* A column handed to Python without a copy: it owns the scanner's buffer and exposes it through
+ * the buffer protocol (read-only), for numpy.frombuffer and pyarrow.py_buffer. */
+typedef struct { PyObject_HEAD char *p; Py_ssize_t len; } Owned;
+
+static void owned_dealloc(PyObject *self) { free(((Owned *)self)->p); Py_TYPE(self)->tp_free(self); }
+
+static int owned_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    static char empty[1];
+    Owned *o = (Owned *)self;
+    return PyBuffer_FillInfo(view, self, o->p ? o->p : empty, o->len, 1, flags);
+}
+
+static PyBufferProcs OWNED_BUFFER = {owned_getbuffer, NULL};
+
+static PyTypeObject OwnedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stepscope.trace._fastkineto.Column",
+    .tp_basicsize = sizeof(Owned),
+    .tp_dealloc = owned_dealloc,
+    .tp_as_buffer = &OWNED_BUFFER,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a scanner column's bytes (buffer protocol, read-only)",
+};
+
+/* the buffer moves into a new Owned (shrunk to its length); b is left empty */
+static PyObject *as_bytes(Buf *b) {
+    Owned *o = PyObject_New(Owned, &OwnedType);
+    if (!o) return NULL;
+    o->p = b->p; o->len = (Py_ssize_t)b->len;
+    if (o->p && b->cap > b->len + 4096) {
+        char *np = (char *)realloc(o->p, b->len ? b->len : 1);
+        if (np) o->p = np;
+    }
+    b->p = NULL; b->len = b->cap = 0;
+    return (PyObject *)o;
+}
 
 static PyObject *py_parse(PyObject *self, PyObject *args) {
     Py_buffer view;
@@ -478,6 +551,8 @@ static PyObject *py_parse(PyObject *self, PyObject *args) {
     Cols c; memset(&c, 0, sizeof c);
     c.include_python = include_python;
     c.check_escapes = view.len > 0 && memchr(view.buf, '\\', (size_t)view.len) != NULL;
+    /* a Kineto event takes 150-400 bytes of text: one reservation for most inputs, few copies */
+    c.first_cap = (size_t)view.len / 256 > 1024 ? (size_t)view.len / 256 : 1024;
     int status = 0; const char *consumed;
     Cur cur = {(const char *)view.buf, (const char *)view.buf + view.len};
     int oom = 0;
@@ -526,5 +601,6 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_fastkineto", "Fast 
 
 PyMODINIT_FUNC PyInit__fastkineto(void) {
     init_tables();
+    if (PyType_Ready(&OwnedType) < 0) return NULL;
     return PyModule_Create(&MODULE);
 }

@@ -144,7 +144,9 @@ class BlockScanner:
         consumed, status = self.scan(view)
         if status == 1:
             self.closed, self.tail, self.rem = True, bytes(view[consumed + 1 :]), b""
-        elif not self.discarding:
+        elif self.discarding:  # the cut event was completed above; what is left is dropped text
+            self.rem = b""
+        else:
             self.rem = bytes(view[consumed:])
             if len(self.rem) > MAX_EVENT_BYTES:  # one event longer than any real one: drop it
                 self.pending, self.rem, self.discarding = self.rem[-MAX_EVENT_BYTES:], b"", True
@@ -152,14 +154,17 @@ class BlockScanner:
 
     def _resume(self, view: memoryview) -> memoryview | None:
         """While discarding: the text from the next event boundary on (None: none in ``view``, whose
-        text is kept as the last text dropped)."""
+        text is kept as the last text dropped). A boundary may straddle the block edge (its ``}``
+        dropped, its ``{`` here): the search starts at the last ``}`` dropped."""
         buf = bytes(view)
-        nxt = EVENT_BOUNDARY.search(buf)
+        cut = self.pending.rfind(b"}")
+        head = self.pending[cut:] if cut >= 0 else b""
+        nxt = EVENT_BOUNDARY.search(head + buf)
         if nxt is None:
             self.pending = (self.pending + buf)[-MAX_EVENT_BYTES:]
             return None
         self.discarding, self.pending = False, b""
-        return view[nxt.end() - 1 :]
+        return view[max(nxt.end() - 1 - len(head), 0) :]
 
     def finish(self) -> None:
         """After the last block: if the text was being dropped, the array may have ended in it."""
