@@ -102,7 +102,7 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
     """Kept rows -> the event table: kind, device/stream for device work, flows."""
     ph, cat = cols["ph"], cols["cat"]
     n = len(ph)
-    ph = pc.fill_null(ph, "")
+    ph = pc.fill_null(ph, "").dictionary_encode()  # a few distinct phases: encoded once, read thrice
     cat = cat.dictionary_encode()
     kind, code = _kind_column(cat, ph)
     pid, tid = cols["pid"], cols["tid"]
@@ -135,13 +135,23 @@ def _event_table(cols: dict[str, Any], rank: int) -> pa.Table:
         "external_id": pa.array(ext),
         "sequence_number": pa.array(cols["sequence_number"]),
         "flow_id": pa.array(flow_id),
-        "flow_phase": pc.if_else(pa.array(is_flow), ph, pa.scalar(None, pa.string())).dictionary_encode(),
+        "flow_phase": _flow_phase(ph, is_flow),
         "input_dims": _shared_if_null(cols["input_dims"]),
         "input_types": _shared_if_null(cols["input_types"]),
         "bytes": pa.array(cols["bytes"]),
         **schema.absent_xla_columns(n),
     }
     return pa.Table.from_pydict(out, schema=schema.READ_SCHEMA)
+
+
+def _flow_phase(ph: pa.DictionaryArray, is_flow: np.ndarray) -> pa.DictionaryArray:
+    """The phase of flow rows (null elsewhere), over the flow phases only."""
+    codes = ph.indices.to_numpy(zero_copy_only=False)
+    flow_codes = np.unique(codes[is_flow])
+    remap = np.full(len(ph.dictionary), -1, np.int32)
+    remap[flow_codes] = np.arange(flow_codes.size, dtype=np.int32)
+    idx = remap[codes]
+    return pa.DictionaryArray.from_arrays(pa.array(idx, mask=~is_flow), ph.dictionary.take(pa.array(flow_codes)))
 
 
 def _shared_if_null(a: pa.Array) -> pa.Array:
