@@ -36,3 +36,13 @@ def test_matches_a_loop(seed: int) -> None:
     order = np.argsort(starts, kind="stable")  # the sorted path gives the same
     s2, e2 = iv.union(starts[order], ends[order])
     assert np.array_equal(s, s2) and np.array_equal(e, e2)
+
+
+def test_host_time_per_step_by_hand() -> None:
+    from stepscope.analysis.steps.breakdown import _host_time_per_step
+
+    # ranges [0,10) [5,15) [20,20) (empty) [30,40); steps [0,12) [12,35) [50,60) [8,8) (empty)
+    s, e = np.array([0, 5, 20, 30]), np.array([10, 15, 20, 40])
+    busy, count = _host_time_per_step(s, e, np.array([0, 12, 50, 8]), np.array([12, 35, 60, 8]))
+    assert busy.tolist() == [12, 3 + 5, 0, 0]
+    assert count.tolist() == [2, 2, 0, 0]

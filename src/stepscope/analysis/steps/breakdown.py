@@ -53,19 +53,16 @@ def _name_mask(names: list[str], pat: re.Pattern[str]) -> np.ndarray:
     return np.array([bool(pat.search(n)) for n in names], dtype=bool)
 
 
-class _SortedRanges:
-    """Intervals sorted by start; ``within(lo, hi)`` = (union length, count) clipped to [lo, hi)."""
-
-    def __init__(self, s: np.ndarray, e: np.ndarray) -> None:
-        o = np.argsort(s, kind="stable")
-        self.s, self.e = s[o], e[o]
-        self.max_dur = int((self.e - self.s).max()) if self.s.size else 0
-
-    def within(self, lo: int, hi: int) -> tuple[int, int]:
-        a = int(np.searchsorted(self.s, lo - self.max_dur, side="left"))
-        b = int(np.searchsorted(self.s, hi, side="left"))
-        s, e = iv.clip(self.s[a:b], self.e[a:b], lo, hi)
-        return iv.union_length(s, e), int(s.size)
+def _host_time_per_step(s: np.ndarray, e: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every CPU step ``[lo, hi)`` at once: the union length of the ranges ``[s, e)`` clipped
+    to it, and how many of them it clips to something non-empty. With ``lo < hi``, a non-empty
+    range ending at or before ``lo`` also starts before ``hi``, so that count is
+    ``#(s < hi) - #(e <= lo)`` over the non-empty ranges."""
+    busy = np.maximum(iv.Covered.of(s, e).between(lo, hi), 0)
+    k = e > s
+    s_sorted, e_sorted = np.sort(s[k]), np.sort(e[k])
+    count = np.searchsorted(s_sorted, hi, side="left") - np.searchsorted(e_sorted, lo, side="right")
+    return busy, np.where(hi > lo, count, 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,8 +171,9 @@ class StepAccountant:
             cw = self.cpu_work
             self.next_work = NextWork.of(h.ts[cw.sel], np.full(cw.sel.size, -1, np.int64))
         # host ranges per figure, sorted by start, for per-step windows by binary search
-        self._ranges = {
-            k: _SortedRanges(h.ts[m], h.end[m])
+        lo, hi = spans.cpu_start.astype(np.int64), spans.cpu_end.astype(np.int64)
+        self._host_time = {
+            k: _host_time_per_step(h.ts[m], h.end[m], lo, hi)
             for k, m in (
                 ("dl", self.dl_mask),
                 ("opt", self.opt_mask),
@@ -245,7 +243,7 @@ class StepAccountant:
             kernel_time_by_category_ns=ktime,
             collectives=colls,
             idle_causes=causes,
-            cpu=self._cpu(c0, c1, causes.host_bound_ns, self._silent(us, ue, w.w0, w.w1)),
+            cpu=self._cpu(i, causes.host_bound_ns, self._silent(us, ue, w.w0, w.w1)),
             device_events=int(self._own[i]) if self.cpu_work is None else 0,
             window_source=source,
             spill_over_ns=iv.union_length(w.s[w.earlier], w.e[w.earlier]),
@@ -271,19 +269,16 @@ class StepAccountant:
         s, e = iv.clip(d.ts, d.end, int(self.win.start[0]), int(self.win.end[-1]))
         return busy, busy - iv.union_length(s, e)
 
-    def _cpu(self, c0: int, c1: int, cpu_bound_ns: int, silent_ns: int) -> CpuStep:
-        dl, _ = self._ranges["dl"].within(c0, c1)
-        opt, _ = self._ranges["opt"].within(c0, c1)
-        sync, n_sync = self._ranges["sync"].within(c0, c1)
-        comp, _ = self._ranges["compile"].within(c0, c1)
+    def _cpu(self, i: int, cpu_bound_ns: int, silent_ns: int) -> CpuStep:
+        t = self._host_time
         return CpuStep(
-            dataloader_ns=dl,
-            optimizer_ns=opt,
-            sync_ns=sync,
-            sync_calls=n_sync,
+            dataloader_ns=int(t["dl"][0][i]),
+            optimizer_ns=int(t["opt"][0][i]),
+            sync_ns=int(t["sync"][0][i]),
+            sync_calls=int(t["sync"][1][i]),
             cpu_bound_ns=cpu_bound_ns,
             silent_ns=silent_ns,
-            compile_ns=comp,
+            compile_ns=int(t["compile"][0][i]),
         )
 
 
