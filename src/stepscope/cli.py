@@ -18,8 +18,6 @@ from .trace.heap import return_large_blocks
 
 
 def _analyze(ns: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from .report import outputs
     from .report.registry import by_name
 
@@ -38,6 +36,8 @@ def _analyze(ns: argparse.Namespace) -> int:
         for w in result.warnings:
             print(f"warning: {printable(w)}", file=sys.stderr)
         return 0
+    from rich.console import Console  # only for the terminal report (a quiet run never loads rich)
+
     by_name("analysis", "terminal").render(result, {"console": Console()})
     for o in outs:
         print(f"wrote {o.renderer.name.upper()} report: {o.path}")
@@ -46,9 +46,6 @@ def _analyze(ns: argparse.Namespace) -> int:
 
 def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
     """Read and analyze the traces, with a progress bar on a terminal's stderr."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from .analysis.api import analyze
     from .analysis.config import AnalyzeConfig
 
@@ -66,6 +63,13 @@ def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
         skip_steps=ns.skip_steps,
         advisor_rules=tuple(ns.advisor_rules),
     )
+    if not show_progress:
+        return analyze(
+            ns.traces, cfg, include_python=ns.include_python, workers=ns.workers, cache_dir=ns.cache_dir, dask=ns.dask
+        )
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     err = Console(stderr=True)
     columns = (
         SpinnerColumn(),
@@ -74,7 +78,7 @@ def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=err, disable=not (show_progress and err.is_terminal)) as bar:
+    with Progress(*columns, console=err, disable=not err.is_terminal) as bar:
         task = bar.add_task("reading + analyzing trace files", total=None)
         return analyze(
             ns.traces,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from ..analysis.cluster.hccl_links import HcclLinkView
 from ..analysis.cluster.hccl_wait import HcclWaitView
@@ -10,6 +10,9 @@ from ..analysis.cluster.results import ClusterView
 from .cluster_json import finding_text
 from .fit import Col, print_table
 from .fmt import esc, ms
+
+if TYPE_CHECKING:  # rich is loaded when a report is printed, not to write files
+    from rich.console import Console
 
 #: the critical path's kinds of time, in the order of the table's columns
 _PATH_KINDS = (

@@ -5,9 +5,7 @@ or went."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from ..diff.compare import Change, RunDiff
 from ..textsafe import printable
@@ -15,6 +13,9 @@ from .base import Renderer
 from .fit import Col, print_table
 from .fmt import esc
 from .names import readable
+
+if TYPE_CHECKING:  # rich is loaded when a report is printed, not to write files
+    from rich.console import Console
 
 _SHOWN = 10
 
@@ -35,6 +36,8 @@ def _changes(title: str, rows: tuple[Change, ...], con: Console) -> None:
 
 
 def render(d: RunDiff, options: Mapping[str, Any]) -> None:
+    from rich.console import Console
+
     con: Console = options.get("console") or Console()
     con.print(f"[bold]{d.verdict.upper()}[/]: {esc(d.reason)}", markup=True, highlight=False)
     con.print(f"A: {esc(d.a)}\nB: {esc(d.b)}", markup=True, highlight=False)

@@ -3,10 +3,13 @@ why, what to change, and the saving per step estimated from the trace."""
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from ..advisor.finding import Finding
 from .fmt import esc
+
+if TYPE_CHECKING:  # rich is loaded when a report is printed, not to write files
+    from rich.console import Console
 
 #: actions shown per finding on the terminal (all are in the JSON and HTML reports)
 _ACTIONS_SHOWN = 3

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # rich is loaded when a report is printed, not to write files
+    from rich.console import Console
+
 
 #: a shortened name keeps at least this many characters
 NAME_MIN = 16
@@ -83,6 +84,9 @@ def print_table(
     con: Console, title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]], *, width: int | None = None
 ) -> None:
     """Print ``rows`` (plain text cells, no markup) under ``cols`` on ``con``, fitted to its width."""
+    from rich.table import Table
+    from rich.text import Text
+
     w = width if width is not None else con.width
     layout = _layout(cols, rows, w)
     if layout is None:
@@ -114,6 +118,8 @@ def _wrap(header: str, width: int) -> list[str]:
 
 
 def _as_lines(con: Console, title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> None:
+    from rich.text import Text
+
     con.print(Text(title, style="italic"))
     for r in rows:
         label = r[0]

@@ -4,14 +4,15 @@ the entry computation's FLOPs, printed to ``options["console"]``."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.xla.instructions import ModuleCosts
 from ..textsafe import printable
 from .base import Renderer
 from .fit import Col, print_table
+
+if TYPE_CHECKING:  # rich is loaded when a report is printed, not to write files
+    from rich.console import Console
 
 _COLS = (
     Col("instruction", name=True),

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from ..textsafe import printable
 from .base import Renderer
 from .fit import Col, print_table
 from .fmt import esc
 from .monitor_cells import RANK_HEADERS, RANK_TITLE, rank_cells
+
+if TYPE_CHECKING:  # rich is loaded when a report is printed, not to write files
+    from rich.console import Console
 
 if TYPE_CHECKING:  # the report's types only: the CLI does not load the detectors to start
     from ..monitor.summary import MonitorReport
@@ -58,6 +59,8 @@ def _ranks(r: MonitorReport, con: Console) -> None:
 
 
 def render(r: MonitorReport, options: Mapping[str, Any]) -> None:
+    from rich.console import Console
+
     con: Console = options.get("console") or Console()
     con.print(
         f"[bold]{esc(r.run_dir)}[/]: {r.steps_recorded:,} step records, {len(r.ranks)} of {r.world_size} ranks, level {r.level}"

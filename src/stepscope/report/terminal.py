@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.results import Analysis, RankAnalysis
 from ..analysis.summary import RankSummary, RunSummary
@@ -19,9 +16,14 @@ from .fit import Col, print_table
 from .fmt import RANK_MEAN_COLUMNS, check_text, detail_ranks, esc, ms, pct, rank_mean_cells, us
 from .names import readable
 
+if TYPE_CHECKING:  # rich is loaded when a report is printed, not to write files
+    from rich.console import Console
+
 
 def render(a: Analysis, options: Mapping[str, Any]) -> None:
     """Print the report on ``options["console"]`` (a rich ``Console``; standard output if absent)."""
+    from rich.console import Console
+
     con: Console = options.get("console") or Console()
     top = 10
     summary = a.summary
@@ -180,6 +182,8 @@ def _roofline(r: RankAnalysis, rs: RankSummary, con: Console, top: int) -> None:
     )
     con.print(f"{head}; FLOP model covers {roof.coverage_ratio:.0%} of kernel time", highlight=False)
     if roof.note:
+        from rich.text import Text
+
         con.print(Text(printable(roof.note), style="yellow"))
     mfu, hfu = rs.median_mfu_ratio, rs.median_hfu_ratio
     if mfu is not None or hfu is not None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from ..analysis.xla.summary import Share, XlaSummary
 from ..textsafe import printable
 from .fit import Col, print_table
 from .fmt import ms
+
+if TYPE_CHECKING:  # rich is loaded when a report is printed, not to write files
+    from rich.console import Console
 
 
 def _shares(con: Console, title: str, rows: tuple[Share, ...], top: int) -> None:
