@@ -97,3 +97,30 @@ def test_real_trace_matches_a_plain_json_read() -> None:
     sel = m.device_type == 1
     assert int(m.total_reserved[sel].max()) == max(a["Total Reserved"] for a in cuda)
     assert int(m.total_allocated[sel].max()) == max(a["Total Allocated"] for a in cuda)
+
+
+def test_the_c_scanner_reads_them_in_its_own_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C scanner's allocator events, with no second pass over the file; figures as Python's
+    JSON gives them: whole numbers written as 1e3 or 2048.0 count, fractions, strings, booleans
+    and values beyond int64 are absent (-1). Expected values by hand."""
+    from stepscope.trace import kineto, side_events
+
+    if kineto._fast is None:
+        pytest.skip("C scanner not built")
+    odd = mem(9, 1, 1, 1)
+    odd["args"].update({"Bytes": 1e3, "Total Allocated": 2048.0, "Total Reserved": 1.5, "Device Id": "0"})
+    odd["args"]["Device Type"] = True
+    big = mem(10, -(2**63), 2**63, 99999999999999999999, dev=3)
+    untimed = mem(11, 5, 5, 5)
+    del untimed["ts"]
+    path = synth.write(tmp_path / "t.json", [*_events(), odd, big, untimed])
+    monkeypatch.setattr(side_events, "read_memory_events", lambda p: pytest.fail("second pass"))
+    m = stepscope.load(path).memory[0]
+    assert m.ts_ns.tolist() == [5500, 6250, 7000, 9000, 10000]
+    assert m.delta_bytes.tolist() == [1024, -1024, 16, 1000, -(2**63)]
+    assert m.total_allocated.tolist() == [1024, 0, -1, 2048, -1]
+    assert m.total_reserved.tolist() == [2048, 2048, -1, -1, -1]
+    assert m.device_id.tolist() == [0, 0, -1, -1, 3]
+    assert m.device_type.tolist() == [1, 1, 0, -1, 1]
+    portable = read_memory_events(path)  # the second pass agrees
+    assert all(np.array_equal(getattr(m, f), getattr(portable, f)) for f in ("ts_ns", "delta_bytes", "total_reserved"))

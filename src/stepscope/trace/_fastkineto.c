@@ -16,6 +16,8 @@
  * Times ("ts", "dur": microseconds) become exact integer nanoseconds by decimal parsing:
  * int_part * 1000 + first three fraction digits (truncated); exponent forms go through strtod.
  * Missing integers are -1 (ts/dur: INT64_MIN for "absent"); missing strings are null.
+ * columns["memory"]: the allocator events ("[memory]" rows with args), six int64 each: ts (ns),
+ * then args "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved" (-1: absent).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -61,6 +63,10 @@ typedef struct {
     StrCol strs[N_STR];
     int64_t ival[N_INT];
     int sset[N_STR];
+    /* allocator ("[memory]") events: ts and the five args below, six int64 per event, in order */
+    Buf mem;
+    int64_t mval[5];
+    int has_args;
     int include_python;
     int check_escapes;  /* the buffer holds a backslash: escapes are validated (else none can be wrong) */
     Py_ssize_t n, dropped;
@@ -350,6 +356,30 @@ static int64_t parse_int_value(const char *s, const char *end) {
     return (int64_t)d;
 }
 
+/* an allocator figure as Python's JSON would give it: an integer in int64, or a number with a
+ * fraction or exponent whose value is a whole number below 9.2e18; -1 otherwise (strings,
+ * booleans, null, fractions, out of range) */
+static int64_t parse_json_int(const char *s, const char *end) {
+    char ch = *s;
+    if (ch == '"' || ch == 't' || ch == 'f' || ch == 'n' || ch == '{' || ch == '[') return -1;
+    const char *p = s; int neg = 0; uint64_t r = 0; int nd = 0;
+    if (*p == '-') { neg = 1; p++; }
+    while (p < end && DIGIT(*p)) { if (++nd > 19) break; r = r * 10 + (uint64_t)(*p - '0'); p++; }
+    if (p == end && nd) {
+        if (!neg) return r <= (uint64_t)INT64_MAX ? (int64_t)r : -1;
+        if (r <= (uint64_t)INT64_MAX) return -(int64_t)r;
+        return r == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -1;
+    }
+    char tmp[64]; size_t n = (size_t)(end - s);
+    if (n >= sizeof tmp) return -1;
+    memcpy(tmp, s, n); tmp[n] = 0;
+    char *ep; double d = strtod(tmp, &ep);
+    if (ep != tmp + n || !isfinite(d) || d != floor(d) || fabs(d) >= 9.2e18) return -1;
+    return (int64_t)d;
+}
+
+static const char *MEM_KEYS[5] = {"Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved"};
+
 /* members of an object: strictly "key": value, comma-separated, no trailing comma (as every JSON
  * decoder requires, so that this reader and the portable one drop the same damaged events) */
 enum { SEP_FIRST, SEP_VALUE, SEP_COMMA };
@@ -399,6 +429,10 @@ static int parse_args(Cur *cur, Cols *c) {
         else if (KEY("Task Type")) sk = S_CAT; /* Ascend NPU tasks: no "cat"; their task type stands in */
         else if (KEY("Input Dims")) { sk = S_DIMS; raw = 1; }
         else if (KEY("Input type")) { sk = S_TYPES; raw = 1; }
+        if (ik < 0 && sk < 0 && klen >= 5 && (k[0] == 'D' || k[0] == 'B' || k[0] == 'T')) {
+            for (int m = 0; m < 5; m++)
+                if (klen == strlen(MEM_KEYS[m]) && memcmp(k, MEM_KEYS[m], klen) == 0) { c->mval[m] = parse_json_int(p, vend); break; }
+        }
         if (ik >= 0) c->ival[ik] = parse_int_value(p, vend);
         else if (sk >= 0 && set_str(c, sk, p, vend, raw)) return -1;
         p = vend;
@@ -411,6 +445,8 @@ static int parse_event(Cur *cur, Cols *c) {
     for (int i = 0; i < N_INT; i++) c->ival[i] = -1;
     c->ival[I_TS] = INT64_MIN; c->ival[I_DUR] = INT64_MIN;
     for (int i = 0; i < N_STR; i++) c->sset[i] = 0;
+    for (int i = 0; i < 5; i++) c->mval[i] = -1;
+    c->has_args = 0;
     /* remember string-column lengths to roll back an incomplete event */
     size_t mark[N_STR];
     for (int i = 0; i < N_STR; i++) mark[i] = c->strs[i].data.len;
@@ -437,6 +473,7 @@ static int parse_event(Cur *cur, Cols *c) {
             Cur sub = {p, e};
             r = parse_args(&sub, c);
             if (r <= 0) goto fail;
+            c->has_args = 1;
             p = sub.s;
             continue;
         }
@@ -496,6 +533,13 @@ static int parse_event(Cur *cur, Cols *c) {
         col->valid.p[col->valid.len++] = (char)c->sset[i];
     }
     c->n++;
+    {
+        StrCol *nm = &c->strs[S_NAME];
+        if (c->has_args && c->sset[S_NAME] && nm->data.len - mark[S_NAME] == 8 && memcmp(nm->data.p + mark[S_NAME], "[memory]", 8) == 0) {
+            int64_t row[6] = {c->ival[I_TS], c->mval[0], c->mval[1], c->mval[2], c->mval[3], c->mval[4]};
+            if (buf_put(&c->mem, row, sizeof row)) return -2;
+        }
+    }
     return 1;
 fail:
     for (int i = 0; i < N_STR; i++) c->strs[i].data.len = mark[i];
@@ -503,6 +547,7 @@ fail:
 }
 
 static void cols_free(Cols *c) {
+    free(c->mem.p);
     for (int i = 0; i < N_INT; i++) free(c->ints[i].p);
     for (int i = 0; i < N_STR; i++) { free(c->strs[i].data.p); free(c->strs[i].offs.p); free(c->strs[i].valid.p); }
 }
@@ -586,6 +631,11 @@ static PyObject *py_parse(PyObject *self, PyObject *args) {
         PyObject *t = Py_BuildValue("(NNN)", as_bytes(&c.strs[i].data), as_bytes(&c.strs[i].offs), as_bytes(&c.strs[i].valid));
         if (!t || PyDict_SetItemString(d, STR_NAMES[i], t)) { Py_XDECREF(t); Py_DECREF(d); cols_free(&c); return NULL; }
         Py_DECREF(t);
+    }
+    {
+        PyObject *v = as_bytes(&c.mem);
+        if (!v || PyDict_SetItemString(d, "memory", v)) { Py_XDECREF(v); Py_DECREF(d); cols_free(&c); return NULL; }
+        Py_DECREF(v);
     }
     Py_ssize_t n = c.n;
     cols_free(&c);

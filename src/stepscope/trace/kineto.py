@@ -15,7 +15,7 @@ from .jsonstream import BLOCK_BYTES, StreamState, event_text_blocks
 from .jsontext import parse_trailer
 from .kineto_parallel import parallel_workers, read_parallel
 from .kineto_portable import read_portable
-from .kineto_scan import TAIL_CUT_WARNING, BlockScanner, FastPathFailed, _fast
+from .kineto_scan import TAIL_CUT_WARNING, BlockScanner, FastPathFailed, _fast, with_memory
 
 __all__ = ["FileRead", "read_kineto"]
 
@@ -61,4 +61,4 @@ def _read_fast(p: Path, rank: int, include_python: bool, block: int) -> FileRead
         state.header.update(parse_trailer(scanner.tail, state.warnings))
     if scanner.tail_cut:
         state.warnings.append(TAIL_CUT_WARNING)
-    return file_read(str(p), scanner.tables, state, scanner.skipped)
+    return with_memory(file_read(str(p), scanner.tables, state, scanner.skipped), [scanner])

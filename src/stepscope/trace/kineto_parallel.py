@@ -21,7 +21,7 @@ from .columns import FileRead, file_read
 from .jsonsalvage import EVENT_BOUNDARY
 from .jsonstream import StreamState, event_text_blocks, is_gzip
 from .jsontext import parse_trailer
-from .kineto_scan import TAIL_CUT_WARNING, BlockScanner, FastPathFailed, _fast
+from .kineto_scan import TAIL_CUT_WARNING, BlockScanner, FastPathFailed, _fast, with_memory
 
 #: files smaller than this are read by one thread (the threads' start-up is not worth it)
 PARALLEL_MIN_BYTES = 64 << 20
@@ -114,4 +114,4 @@ def _joined(path: Path, scanners: list[BlockScanner | None], state: StreamState,
         state.header.update(parse_trailer(last.tail, state.warnings))
     if last.tail_cut:
         state.warnings.append(TAIL_CUT_WARNING)
-    return file_read(str(path), [t for s in ok for t in s.tables], state, 0)
+    return with_memory(file_read(str(path), [t for s in ok for t in s.tables], state, 0), ok)

@@ -7,16 +7,19 @@ the one-thread reader (``kineto``) and by each thread of the ranged reader (``ki
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from .columns import columns_to_tables
+from .columns import FileRead, columns_to_tables
 from .jsonsalvage import EVENT_BOUNDARY, MAX_JOIN
 from .jsonstream import array_end
 from .kineto_portable import salvage_region
 from .limits import MAX_EVENT_BYTES
+from .memory import FIELDS as MEMORY_FIELDS
+from .memory import MemoryEvents
 
 TAIL_CUT_WARNING = (
     f"the text after the event list is longer than {MAX_EVENT_BYTES >> 20} MiB: only its start was read "
@@ -88,6 +91,8 @@ class BlockScanner:
         self.discarding = False  # inside a damaged or oversized event: text is dropped to the next boundary
         self.pending = b""  # while discarding: the last text dropped (the array may end in it)
         self.tail_cut = False  # the text after the event array passed MAX_EVENT_BYTES
+        self.memory: list[np.ndarray] = []  # allocator events, (n, 6) int64 per scanned piece
+        self.salvaged = False  # damaged text was read by the portable salvage
 
     def scan(self, buf: bytes | memoryview) -> tuple[int, int]:
         """Scan ``buf``: (bytes consumed, status: 1 when the array closed). An event that is not
@@ -100,6 +105,9 @@ class BlockScanner:
         off = 0
         while True:
             n, consumed, status, raw = _fast.parse(buf[off:] if off else buf, self.include_python)
+            mem = np.frombuffer(raw.pop("memory"), dtype=np.int64)
+            if mem.size:
+                self.memory.append(mem.reshape(-1, len(MEMORY_FIELDS)))
             if n:
                 cols = _columns_from_c(raw)
                 self.tables.append(columns_to_tables(cols, self.rank, self.include_python, prefiltered=True))
@@ -127,6 +135,7 @@ class BlockScanner:
         if len(found) < SALVAGE_SPAN or found[-1].start() - start > MAX_EVENT_BYTES:
             return None
         last = found[-1]
+        self.salvaged = True
         tables, dropped = salvage_region(bytes(buf[start : last.start() + 1]), self.rank, self.include_python)
         self.tables.extend(tables)
         self.skipped += dropped
@@ -198,3 +207,21 @@ class BlockScanner:
         if consumed < len(self.rem):  # one event longer than the head: join the whole block (rare)
             return memoryview(head[consumed:] + bytes(view[self.head_bytes :]))
         return view[consumed - len(self.rem) :]
+
+
+def with_memory(fr: FileRead, scanners: list[BlockScanner]) -> FileRead:
+    """``fr`` with the allocator events its scanners found (unchanged when there are none)."""
+    mem = scanned_memory(scanners)
+    return fr if mem is None else replace(fr, memory=mem)
+
+
+def scanned_memory(scanners: list[BlockScanner]) -> MemoryEvents | None:
+    """The allocator events the scanners found, in file order; None when there were none or when
+    damaged text was skipped or salvaged (then the second pass, ``memory.read_memory_events``,
+    reads them as the portable reader does)."""
+    if any(s.skipped or s.salvaged for s in scanners):
+        return None
+    parts = [m for s in scanners for m in s.memory]
+    if not parts:
+        return None
+    return MemoryEvents.of_rows(np.concatenate(parts))

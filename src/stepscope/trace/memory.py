@@ -30,7 +30,8 @@ from .numparse import raw_lines_to_ns
 
 MEMORY_EVENT = "[memory]"
 _MARK = b'"[memory]"'
-_FIELDS = ("ts_ns", "device_type", "device_id", "delta_bytes", "total_allocated", "total_reserved")
+#: the columns, in the order the C scanner writes each event's six figures (``_fastkineto.c``)
+FIELDS = ("ts_ns", "device_type", "device_id", "delta_bytes", "total_allocated", "total_reserved")
 
 
 class _Ev(msgspec.Struct):
@@ -68,8 +69,14 @@ class MemoryEvents:
 
     def __post_init__(self) -> None:
         n = self.ts_ns.size
-        if any(getattr(self, f).size != n for f in _FIELDS):
+        if any(getattr(self, f).size != n for f in FIELDS):
             raise ValueError("memory event columns of different lengths")
+
+    @classmethod
+    def of_rows(cls, rows: np.ndarray) -> MemoryEvents:
+        """From ``(n, 6)`` rows in ``FIELDS`` order; events without a time are left out."""
+        rows = rows[rows[:, 0] >= 0]
+        return cls(**{f: np.ascontiguousarray(rows[:, i]) for i, f in enumerate(FIELDS)})
 
     @property
     def size(self) -> int:
@@ -77,7 +84,7 @@ class MemoryEvents:
 
     def encode(self) -> bytes:
         """Compact text (base64 of zlib of the int64 columns): for a Parquet cache entry's metadata."""
-        raw = np.stack([getattr(self, f).astype(np.int64) for f in _FIELDS]).tobytes()
+        raw = np.stack([getattr(self, f).astype(np.int64) for f in FIELDS]).tobytes()
         return base64.b64encode(zlib.compress(raw, 6))
 
     @classmethod
@@ -87,10 +94,10 @@ class MemoryEvents:
             raw = zlib.decompress(base64.b64decode(text, validate=True))
         except (zlib.error, ValueError) as e:
             raise ValueError(f"damaged memory events: {e}") from None
-        if len(raw) % (8 * len(_FIELDS)):
+        if len(raw) % (8 * len(FIELDS)):
             raise ValueError("damaged memory events: length")
-        cols = np.frombuffer(raw, dtype=np.int64).reshape(len(_FIELDS), -1)
-        return cls(**{f: cols[i].copy() for i, f in enumerate(_FIELDS)})
+        cols = np.frombuffer(raw, dtype=np.int64).reshape(len(FIELDS), -1)
+        return cls(**{f: cols[i].copy() for i, f in enumerate(FIELDS)})
 
 
 def _decode(text: bytes) -> list[msgspec.Raw]:

@@ -1,6 +1,7 @@
 """Second passes over a Kineto file for events the event table holds only as rows: CUPTI
 range-profiler counters (``counters.py``) and allocator events (``memory.py``). Each runs only when
-the table shows such rows, so a trace without them costs nothing more."""
+the table shows such rows, so a trace without them costs nothing more. The C scanner reads the
+allocator events in its own pass (``kineto_scan.with_memory``): then none is needed for them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,6 @@ def with_side_events(fr: FileRead) -> FileRead:
         return fr
     if dict_mask(fr.table["kind"], lambda k: k == "counter_range").any():
         fr = replace(fr, counters=tuple(read_counter_ranges(fr.path)))
-    if dict_mask(fr.table["name"], lambda n: n == MEMORY_EVENT).any():
+    if fr.memory is None and dict_mask(fr.table["name"], lambda n: n == MEMORY_EVENT).any():
         fr = replace(fr, memory=read_memory_events(fr.path))
     return fr
