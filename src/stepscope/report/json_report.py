@@ -106,7 +106,22 @@ def numpy_default(value: object) -> object:
 
 
 def render(a: Analysis, options: Mapping[str, Any]) -> str:
-    return json.dumps(to_dict(a), indent=1, ensure_ascii=False, default=numpy_default)
+    return dumps_by_line(to_dict(a))
+
+
+def dumps_by_line(doc: Mapping[str, Any]) -> str:
+    """``doc`` as JSON with each top-level key, and each item of a top-level list (one rank), on a
+    line of its own: readable with ``jq`` or a pager, and written by the C encoder (``json`` uses
+    it only without ``indent``; the indenting encoder is pure Python, about 10x slower)."""
+    enc = json.JSONEncoder(ensure_ascii=False, default=numpy_default)
+    lines = []
+    for key, value in doc.items():
+        if isinstance(value, list) and value:
+            body = "[\n  " + ",\n  ".join(enc.encode(v) for v in value) + "\n ]"
+        else:
+            body = enc.encode(value)
+        lines.append(f" {enc.encode(key)}: {body}")
+    return "{\n" + ",\n".join(lines) + "\n}"
 
 
 RENDERER = Renderer(
