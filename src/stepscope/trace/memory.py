@@ -8,9 +8,11 @@ holds from the driver: allocated plus cached free blocks). ``Device Type`` is c1
 (0 CPU, 1 CUDA; ROCm builds report CUDA too), ``Device Id`` the device index (-1 for the host).
 Older traces (2021) carry only ``Bytes``: their totals are -1.
 
-The events are read in a second streamed pass over the file, only when the event table has
-``[memory]`` rows (``jsonstream.iter_event_chunks``): the raw events whose text names
-``[memory]`` are kept, then decoded together in one call.
+The C scanner reads them in its own pass (``kineto_scan.with_memory``). Otherwise (the portable
+reader, or damaged text the scanner skipped) :func:`read_memory_events` reads them in a second
+streamed pass over the file, only when the event table has ``[memory]`` rows
+(``jsonstream.iter_event_chunks``): the raw events whose text names ``[memory]`` are kept, then
+decoded together in one call.
 """
 
 from __future__ import annotations
