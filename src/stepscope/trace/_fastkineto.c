@@ -160,57 +160,48 @@ static int skip_container(const char *s, const char *e, const char **out, int ba
     return 0;
 }
 
-/* 1 when [s, e) is a JSON scalar: true, false, null or a number -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?.
+#define DIGIT(c) ((c) >= '0' && (c) <= '9')
+#define TERMINATOR(c) (WS(c) || (c) == ',' || (c) == '}' || (c) == ']')
+
+/* where the JSON number -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)? starting at s ends, or NULL when the
+ * text from s is not one (or [s, e) ends inside it) */
+static const char *number_end(const char *s, const char *e) {
+    const char *p = s;
+    if (p < e && *p == '-') p++;
+    if (p >= e || !DIGIT(*p)) return NULL;
+    if (*p == '0') p++; else while (p < e && DIGIT(*p)) p++;
+    if (p < e && *p == '.') {
+        p++;
+        if (p >= e || !DIGIT(*p)) return NULL;
+        while (p < e && DIGIT(*p)) p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (p >= e || !DIGIT(*p)) return NULL;
+        while (p < e && DIGIT(*p)) p++;
+    }
+    return p;
+}
+
+/* 1 when [s, e) is a JSON scalar: true, false, null or a number.
  * A corrupt token ("11Q0") must be a syntax error: read leniently it became the number 11. */
 static int valid_scalar(const char *s, const char *e) {
     size_t n = (size_t)(e - s);
     if (*s == 't') return n == 4 && memcmp(s, "true", 4) == 0;
     if (*s == 'f') return n == 5 && memcmp(s, "false", 5) == 0;
     if (*s == 'n') return n == 4 && memcmp(s, "null", 4) == 0;
-    const char *p = s;
-    if (p < e && *p == '-') p++;
-    if (p >= e || *p < '0' || *p > '9') return 0;
-    if (*p == '0') p++; else while (p < e && *p >= '0' && *p <= '9') p++;
-    if (p < e && *p == '.') {
-        p++;
-        if (p >= e || *p < '0' || *p > '9') return 0;
-        while (p < e && *p >= '0' && *p <= '9') p++;
-    }
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < e && (*p == '+' || *p == '-')) p++;
-        if (p >= e || *p < '0' || *p > '9') return 0;
-        while (p < e && *p >= '0' && *p <= '9') p++;
-    }
-    return p == e;
+    return number_end(s, e) == e;
 }
 
-#define DIGIT(c) ((c) >= '0' && (c) <= '9')
-
 /* a number at s, in one pass: 1 with *out after it when it is a JSON number followed by a
- * terminator (whitespace , } ]); otherwise as skip_value's rule for any other token: 0 when no
- * terminator comes before the input ends (incomplete), else -1 (not valid JSON) */
+ * terminator; otherwise skip_value's rule for any other token: 0 when no terminator comes before
+ * the input ends (incomplete), else -1 (not valid JSON) */
 static int scan_number(const char *s, const char *e, const char **out) {
-    const char *p = s;
-    if (p < e && *p == '-') p++;
-    if (p < e && *p == '0') p++;
-    else if (p < e && *p >= '1' && *p <= '9') { while (p < e && DIGIT(*p)) p++; }
-    else goto other;
-    if (p < e && *p == '.') {
-        p++;
-        if (p < e && !DIGIT(*p)) goto other;
-        while (p < e && DIGIT(*p)) p++;
-    }
-    if (p < e && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < e && (*p == '+' || *p == '-')) p++;
-        if (p < e && !DIGIT(*p)) goto other;
-        while (p < e && DIGIT(*p)) p++;
-    }
-    if (p < e && (WS(*p) || *p == ',' || *p == '}' || *p == ']')) { *out = p; return 1; }
-other:
-    while (p < e && !WS(*p) && *p != ',' && *p != '}' && *p != ']') p++;
-    return p == e ? 0 : -1;
+    const char *q = number_end(s, e);
+    if (q != NULL && q < e && TERMINATOR(*q)) { *out = q; return 1; }
+    while (s < e && !TERMINATOR(*s)) s++;
+    return s == e ? 0 : -1;
 }
 
 /* base: the depth the value sits at (1 inside the event object, 2 inside its args) */
@@ -221,7 +212,7 @@ static int skip_value(const char *s, const char *e, const char **out, int base, 
     if (ch == '{' || ch == '[') return skip_container(s, e, out, base, esc);
     if (ch != 't' && ch != 'f' && ch != 'n') return scan_number(s, e, out);
     const char *p = s;
-    while (p < e && !WS(*p) && *p != ',' && *p != '}' && *p != ']') p++;
+    while (p < e && !TERMINATOR(*p)) p++;
     if (p == e) return 0;
     if (p == s || !valid_scalar(s, p)) return -1;
     *out = p; return 1;
