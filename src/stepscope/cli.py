@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import sys
@@ -63,10 +64,17 @@ def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
         skip_steps=ns.skip_steps,
         advisor_rules=tuple(ns.advisor_rules),
     )
+    run = functools.partial(
+        analyze,
+        ns.traces,
+        cfg,
+        include_python=ns.include_python,
+        workers=ns.workers,
+        cache_dir=ns.cache_dir,
+        dask=ns.dask,
+    )
     if not show_progress:
-        return analyze(
-            ns.traces, cfg, include_python=ns.include_python, workers=ns.workers, cache_dir=ns.cache_dir, dask=ns.dask
-        )
+        return run()
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -80,15 +88,7 @@ def _run_analysis(ns: argparse.Namespace, show_progress: bool) -> Analysis:
     )
     with Progress(*columns, console=err, disable=not err.is_terminal) as bar:
         task = bar.add_task("reading + analyzing trace files", total=None)
-        return analyze(
-            ns.traces,
-            cfg,
-            include_python=ns.include_python,
-            workers=ns.workers,
-            cache_dir=ns.cache_dir,
-            dask=ns.dask,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
+        return run(progress=lambda done, total: bar.update(task, completed=done, total=total))
 
 
 def _model_flops(ns: argparse.Namespace) -> float | None:
