@@ -210,18 +210,10 @@ class BlockScanner:
 
 
 def with_memory(fr: FileRead, scanners: list[BlockScanner]) -> FileRead:
-    """``fr`` with the allocator events its scanners found (unchanged when there are none)."""
-    mem = scanned_memory(scanners)
-    return fr if mem is None else replace(fr, memory=mem)
-
-
-def scanned_memory(scanners: list[BlockScanner]) -> MemoryEvents | None:
-    """The allocator events the scanners found, in file order; None when there were none or when
-    damaged text was skipped or salvaged (then the second pass, ``memory.read_memory_events``,
-    reads them as the portable reader does)."""
-    if any(s.skipped or s.salvaged for s in scanners):
-        return None
+    """``fr`` with the allocator events its scanners found, in file order. Unchanged when there
+    are none, or when damaged text was skipped or salvaged: then the second pass
+    (``memory.read_memory_events``) reads them as the portable reader does."""
     parts = [m for s in scanners for m in s.memory]
-    if not parts:
-        return None
-    return MemoryEvents.of_rows(np.concatenate(parts))
+    if not parts or any(s.skipped or s.salvaged for s in scanners):
+        return fr
+    return replace(fr, memory=MemoryEvents.of_rows(np.concatenate(parts)))

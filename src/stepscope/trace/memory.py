@@ -43,13 +43,8 @@ class _Ev(msgspec.Struct):
 
 
 #: args key -> column
-_ARGS = {
-    "Device Type": "device_type",
-    "Device Id": "device_id",
-    "Bytes": "delta_bytes",
-    "Total Allocated": "total_allocated",
-    "Total Reserved": "total_reserved",
-}
+#: the args keys of ``FIELDS[1:]``, in that order
+_ARGS = ("Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved")
 
 
 _PIECE = msgspec.json.Decoder(list[msgspec.Raw])
@@ -146,7 +141,6 @@ def read_memory_events(path: str | Path) -> MemoryEvents:
     events: list[_Ev] = []
     for text in _pieces(Path(path)):
         events += _events(text)
-    ts = raw_lines_to_ns(b"\n".join(bytes(e.ts) for e in events), len(events))
-    cols = {col: np.array([_int(e.args.get(key)) for e in events], dtype=np.int64) for key, col in _ARGS.items()}
-    keep = ts >= 0
-    return MemoryEvents(ts_ns=ts[keep], **{k: v[keep] for k, v in cols.items()})
+    ts = raw_lines_to_ns(b"\n".join(bytes(e.ts) for e in events), len(events)).astype(np.int64)
+    args = [np.array([_int(e.args.get(key)) for e in events], dtype=np.int64) for key in _ARGS]
+    return MemoryEvents.of_rows(np.column_stack([ts, *args]))
