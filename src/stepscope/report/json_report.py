@@ -112,7 +112,7 @@ def render(a: Analysis, options: Mapping[str, Any]) -> str:
 def dumps_by_line(doc: Mapping[str, Any]) -> str:
     """``doc`` as JSON with each top-level key, and each item of a top-level list (one rank), on a
     line of its own: readable with ``jq`` or a pager, and written by the C encoder (``json`` uses
-    it only without ``indent``; the indenting encoder is pure Python, about 10x slower)."""
+    it only without ``indent``; the indenting encoder is pure Python)."""
     enc = json.JSONEncoder(ensure_ascii=False, default=numpy_default)
     lines = []
     for key, value in doc.items():
