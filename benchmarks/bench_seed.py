@@ -49,6 +49,7 @@ from stepscope.planner.job import Job  # noqa: E402
 from stepscope.planner.plans import framework_of, strategy_of  # noqa: E402
 from stepscope.planner.rates import efficiencies, linear_shape  # noqa: E402
 from stepscope.planner.record import job_from_record  # noqa: E402
+from stepscope.planner.vocab import LINEAR_ATTN_EFF  # noqa: E402
 from stepscope.planner.work import memory_bound_bytes, moe_permutation_bytes  # noqa: E402
 
 CHIPS, CORES_PER_CHIP, GLOBAL_BATCH, SEQ = 64, 2, 5120, 4096
@@ -148,7 +149,7 @@ def best_row_parts(run: cal.Run) -> dict[str, float]:
     perm = float(moe_permutation_bytes(job, fl.tokens, np.array([ep]), one)[0])
     hbm = job.hw.hbm_bytes_per_s
     expert_s = expert_at_peak / gemm_eff / peak / dev * rf
-    lin_s = linear_flops / attn_eff / peak / dev * rf
+    lin_s = linear_flops / (LINEAR_ATTN_EFF * job.calibration.linear_attn_scale) / peak / dev * rf
     soft_s = (fl.attention - linear_flops) / attn_eff / peak / dev * rf
     elem_s = (elem - perm) / hbm / dev * rf
     perm_s = perm / hbm / dev * rf

@@ -6,6 +6,7 @@ k/pp of the total, the output layer counted at V h against a layer's 4 n_heads d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -30,16 +31,25 @@ M = ModelShape(d_model=64, n_layers=6, n_heads=4, n_kv_heads=4, head_dim=16, d_f
 @pytest.mark.parametrize(
     ("L", "pp", "split", "expected"),
     [
-        (126, 16, True, (8, 7)),  # Llama 3.1 405B in Megatron-Bridge's recipe: (126 + 2) / 16 = 8, the ends 7
-        (126, 16, False, (8, 8)),  # ceil(126 / 16)
-        (6, 2, True, (3, 3)),  # two stages are both end stages: (6 + 2) / 2 - 1
-        (6, 4, True, (2, 1)),
-        (6, 1, True, (6, 6)),  # no pipeline: nothing to split
+        (126, 16, True, (8, 7, 7)),  # Llama 3.1 405B in Megatron-Bridge's recipe: (126 + 2) / 16 = 8, the ends 7
+        # 14 middle stages of ceil(126 / 16) = 8 leave 126 - 112 = 14 to the ends: 7 and 7
+        (126, 16, False, (8, 7, 7)),
+        (61, 16, False, (4, 3, 2)),  # DeepSeek-V3: 14 x 4 = 56, the ends 5: 3 first, 2 last
+        (9, 4, False, (3, 2, 1)),  # 2 x 3 = 6, the ends 3
+        (61, 2, False, (31, 31, 30)),  # two end stages: ceil and floor of 61 / 2
+        (5, 4, False, (2, 1, 0)),  # 2 x 2 = 4, the ends 1: the last stage runs the output layer only
+        # 14 x ceil(17 / 16) = 28 > 17: the middle stages take floor(17 / 16) = 1, the ends 3
+        (17, 16, False, (2, 2, 1)),
+        (96, 8, False, (12, 12, 12)),  # 8 divides 96
+        (6, 2, True, (3, 3, 3)),  # two stages are both end stages: (6 + 2) / 2 - 1
+        (6, 4, True, (2, 1, 1)),
+        (6, 1, True, (6, 6, 6)),  # no pipeline: nothing to split
+        (7, 1, False, (7, 7, 7)),
     ],
 )
-def test_stage_layers(L: int, pp: int, split: bool, expected: tuple[int, int]) -> None:
+def test_stage_layers(L: int, pp: int, split: bool, expected: tuple[int, int, int]) -> None:
     stage, first, last = stage_layers(float(L), np.array([pp]), split)
-    assert (int(stage[0]), int(first[0])) == expected and last[0] == first[0]
+    assert (int(stage[0]), int(first[0]), int(last[0])) == expected
 
 
 @pytest.mark.parametrize(
@@ -65,58 +75,71 @@ def test_split_costs_follow_nanotron() -> None:
     assert split_costs(M) == (16_384 + 49_152, 6_400)
 
 
-def _job(split: bool, cost: bool = False) -> Job:
-    return make_job(M, hardware("h100"), 4, 4, 16, 1024, pipeline_split_embedding=split, pipeline_split_cost=cost)
+def _job(split: bool, cost: bool = False, layers: int = 6) -> Job:
+    m = M if layers == 6 else dataclasses.replace(M, n_layers=layers)
+    return make_job(m, hardware("h100"), 4, 4, 16, 1024, pipeline_split_embedding=split, pipeline_split_cost=cost)
 
 
-def test_weights_of_the_most_loaded_stage() -> None:
-    """pp = 4, no sharding, bf16 weights: without the split a stage of ceil(6/4) = 2 layers is
-    counted with the embedding, 2 x (2 x 49,152 + 6,400) B; with it the middle stages hold 2
-    layers and the ends 1 layer + the embedding: 2 x max(98,304, 55,552) B."""
+@pytest.mark.parametrize(
+    ("layers", "plain_b", "split_b"),
+    [
+        # 6 layers: the two middle stages hold ceil(6/4) = 2 layers, the ends the 2 left, 1 each +
+        # the embedding; with the split the same: max(2 x 49,152, 49,152 + 6,400) weights
+        (6, 2 * 98_304, 2 * 98_304),
+        # 8 layers: 2 a stage, an end stage with the embedding; with the split ceil(10/4) = 3 in the
+        # middle, 2 at the ends: max(3 x 49,152, 2 x 49,152 + 6,400)
+        (8, 2 * (2 * 49_152 + 6_400), 2 * 147_456),
+    ],
+)
+def test_weights_of_the_most_loaded_stage(layers: int, plain_b: int, split_b: int) -> None:
+    """pp = 4, no sharding, bf16 weights (2 B each)."""
     s = parse_strategy("pp=4,mb=1")
-    assert evaluate(_job(False), s)["weights_gb"][0] == pytest.approx(2 * (2 * 49_152 + 6_400) / 1e9)
-    assert evaluate(_job(True), s)["weights_gb"][0] == pytest.approx(2 * 98_304 / 1e9)
+    assert evaluate(_job(False, layers=layers), s)["weights_gb"][0] == pytest.approx(plain_b / 1e9)
+    assert evaluate(_job(True, layers=layers), s)["weights_gb"][0] == pytest.approx(split_b / 1e9)
 
 
 def test_activations_of_the_first_and_second_stage() -> None:
-    """1F1B over 4 stages and 16 micro-batches, no recompute: the first stage holds 4 micro-batches
-    of its layers, the second 3. Without the split 4 x 2 layers; with it max(4 x 1, 3 x 2) = 6
-    layers' worth: the ratio is 8 / 6 (the last stage, 1-2 layers and a 100-word loss, is smaller)."""
+    """8 layers, 1F1B over 4 stages and 16 micro-batches, no recompute: the first stage holds 4
+    micro-batches of its layers, the second 3. Without the split 2 layers a stage: 4 x 2; with it
+    2 on the first, 3 on the second: max(4 x 2, 3 x 3) = 9 layers' worth: the ratio is 8 / 9 (the
+    last stage, 2 layers and a 100-word loss, is smaller)."""
     s = parse_strategy("pp=4,mb=1")
-    without, with_split = (float(evaluate(_job(x), s)["activations_gb"][0]) for x in (False, True))
-    assert without / with_split == pytest.approx(8 / 6)
+    without, with_split = (float(evaluate(_job(x, layers=8), s)["activations_gb"][0]) for x in (False, True))
+    assert without / with_split == pytest.approx(8 / 9)
+
+
+def _layers_and_output(layers: int) -> tuple[float, float]:
+    """(A, B): the layers' compute of the whole model per device and the output layer's, from
+    pp = 1 (A + B) and an even pp = 2 (3 or 4 layers a stage, the last stage also running the
+    output layer for its 2 micro-batches' share: A + 2 B)."""
+    one = float(evaluate(_job(False, layers=layers), parse_strategy("dp=4,mb=1"))["compute_s"][0])
+    two = float(evaluate(_job(False, layers=layers), parse_strategy("pp=2,dp=2,mb=1"))["compute_s"][0])
+    return 2 * one - two, two - one
 
 
 def test_the_pace_is_the_most_loaded_stage() -> None:
-    """With A = the layers' compute of the whole model per device and B = the output layer's, the
-    planner's pipeline runs at a stage's pace: pp = 1 gives A + B; pp = 4 without the split
-    (2 layers of the even 1.5, and the last stage also runs the output layer for every
-    micro-batch) A 2/1.5 + 4 B; with it the middle stages' A 2/1.5 or the last's A 1/1.5 + 4 B,
-    whichever is longer. A and B are solved from the first two."""
-    one = float(evaluate(_job(False), parse_strategy("dp=4,mb=1"))["compute_s"][0])
-    four = float(evaluate(_job(False), parse_strategy("pp=4,mb=1"))["compute_s"][0])
-    a = (4 * one - four) / (4 - 2 / 1.5)
-    b = one - a
+    """The pipeline runs at its slowest stage's pace. 8 layers on 4 stages: 2 a stage, the even
+    share, so A + 4 B (the last stage runs the output layer for every micro-batch); with the split
+    the middle stages' 3 layers, A 3/2, or the last's 2 layers, A + 4 B, whichever is longer."""
+    a, b = _layers_and_output(8)
     assert a > 0 and b > 0
-    split = float(evaluate(_job(True), parse_strategy("pp=4,mb=1"))["compute_s"][0])
-    assert split == pytest.approx(max(a * 2 / 1.5, a / 1.5 + 4 * b), rel=1e-9)
+    plain = float(evaluate(_job(False, layers=8), parse_strategy("pp=4,mb=1"))["compute_s"][0])
+    assert plain == pytest.approx(a + 4 * b, rel=1e-9)
+    split = float(evaluate(_job(True, layers=8), parse_strategy("pp=4,mb=1"))["compute_s"][0])
+    assert split == pytest.approx(max(a * 3 / 2, a + 4 * b), rel=1e-9)
 
 
 def test_split_by_cost_weights_and_pace() -> None:
     """pp = 2 split by cost: a layer 65,536, the output layer 6,400, total 399,616; the first stage
     passes half (199,808) with its 4th layer, so it holds 4 layers and the embedding, the last
     2 layers and the output layer. Weights: 2 B x (4 x 49,152 + 6,400). The pace, with A and B as
-    in test_the_pace_is_the_most_loaded_stage: max(A 4/3, A 2/3 + 2 B); the even split's is A + 2 B
-    (3 layers each, the output layer on the last)."""
+    in test_the_pace_is_the_most_loaded_stage: max(A 4/3, A 2/3 + 2 B)."""
     s = parse_strategy("pp=2,dp=2,mb=1")  # all 4 devices: 8 micro-batches of a 2-stage pipeline
     r = evaluate(_job(False, cost=True), s)
     assert r["weights_gb"][0] == pytest.approx(2 * (4 * 49_152 + 6_400) / 1e9)
-    one = float(evaluate(_job(False), parse_strategy("dp=4,mb=1"))["compute_s"][0])
-    four = float(evaluate(_job(False), parse_strategy("pp=4,mb=1"))["compute_s"][0])
-    a = (4 * one - four) / (4 - 2 / 1.5)
-    b = one - a
+    a, b = _layers_and_output(6)
+    assert a > 0 and b > 0
     assert float(r["compute_s"][0]) == pytest.approx(max(a * 4 / 3, a * 2 / 3 + 2 * b), rel=1e-9)
-    assert float(evaluate(_job(False), s)["compute_s"][0]) == pytest.approx(a + 2 * b, rel=1e-9)
 
 
 def test_split_by_cost_flag_preset_and_conflict(
@@ -156,26 +179,29 @@ def test_the_flag_and_the_batch_key(tmp_path: Path, run_json: Callable[..., Any]
         "--hardware",
         "h100",
         "--devices",
-        "1024",
+        "896",
         "--global-batch",
-        "512",
+        "448",
         "--seq-len",
         "8192",
         "--evaluate",
-        "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1",
+        "tp=8,pp=14,dp=8,mb=1,zero=1",
         "--json",
     ]
     plain, split = run_json(*args), run_json(*args, "--set", "pipeline_split_embedding=true")
     assert split["settings"]["pipeline_split_embedding"] is True and "pipeline_split_embedding" not in plain["settings"]
-    assert split["memory_gb"]["weights"] < plain["memory_gb"]["weights"]
+    # 126 layers on 14 stages: 9 a stage, the ends also an embedding (vocab x h / 8 = 263M
+    # parameters); with the split ceil(128 / 14) = 10 in the middle: a layer (405M / 8) outweighs
+    # the embedding
+    assert split["memory_gb"]["weights"] > plain["memory_gb"]["weights"]
     batch = tmp_path / "b.jsonl"
     rec = {
         "model": "llama3-405b",
         "hardware": "h100",
-        "devices": 1024,
-        "global_batch": 512,
+        "devices": 896,
+        "global_batch": 448,
         "seq_len": 8192,
-        "strategy": "tp=8,pp=16,vpp=2,dp=8,mb=1,zero=1",
+        "strategy": "tp=8,pp=14,dp=8,mb=1,zero=1",
         "pipeline_split_embedding": True,
     }
     batch.write_text(json.dumps(rec) + "\n", encoding="utf-8")

@@ -89,21 +89,49 @@ def stage_layers(
     L: float, pp: np.ndarray, split_embedding: bool, split_cost: tuple[int, int] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(layers of the most loaded stage, of the first stage, of the last stage: the one with the
-    output layer). Megatron splits ceil(L / pp) per stage; with account_for_embedding_in_pipeline_split
-    and account_for_loss_in_pipeline_split the embedding and the loss count as one layer each:
-    ceil((L + 2) / pp) per stage, the first and the last stage holding one transformer layer
-    fewer (with 2 stages both are end stages). ``split_cost``: (a layer's cost, the output layer's
-    cost), the split balances these (nanotron, :func:`cost_split`)."""
+    output layer). L / pp per stage when pp divides L; otherwise the end stages take what is left
+    (:func:`end_split`, Megatron's decoder_first/last_pipeline_num_layers); with
+    account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split the embedding
+    and the loss count as one layer each: ceil((L + 2) / pp) per stage, the first and the last
+    stage holding one transformer layer fewer (with 2 stages both are end stages).
+    ``split_cost``: (a layer's cost, the output layer's cost), the split balances these
+    (nanotron, :func:`cost_split`)."""
     if split_cost is not None:
         sizes, k = np.unique(pp, return_inverse=True)
         out = np.array([cost_split(int(L), int(p), *split_cost) for p in sizes]).reshape(-1, 3)
         return out[k, 0], out[k, 1], out[k, 2]
     if not split_embedding:
-        stage_L = np.ceil(L / pp)
-        return stage_L, stage_L, stage_L
+        return end_split(L, pp)
     u = np.ceil((L + 2) / pp)
     end_L = np.where(pp > 1, u - 1, L)
     return np.where(pp > 2, u, end_L), end_L, end_L
+
+
+def end_split(L: float, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(most layers on a stage, first stage's, last stage's) when pp need not divide L: Megatron-LM
+    splits the layers evenly unless ``--decoder-first-pipeline-num-layers`` and
+    ``--decoder-last-pipeline-num-layers`` give the end stages their own counts, the rest spread
+    evenly over the pp - 2 middle ones (``get_transformer_layer_offset``). The middle stages hold
+    m = ceil(L / pp) each, the ends the remainder L - (pp - 2) m, the first ceil of its half and
+    the last (which also runs the output layer and the loss) the floor, down to none; where the
+    middle stages would leave the ends nothing (pp close to L), m = floor(L / pp) and the ends hold
+    more. With 2 stages both are ends: ceil(L / 2) and floor(L / 2). DeepSeek-V3's 61 layers on
+    16 stages: 4 a middle stage, 3 the first, 2 the last. torchtitan's generated split points
+    (``generate_split_points``: the first stage floor(L / pp), the middle ones one more while the
+    remainder lasts, the last what is left) agree on Llama 3.1 405B's 126 layers on 8 stages:
+    15, 16, 15."""
+    pp = np.asarray(pp, dtype=np.float64)
+    p = np.maximum(pp, 1.0)
+    mid = np.where(L - (p - 2.0) * np.ceil(L / p) >= 1.0, np.ceil(L / p), np.floor(L / p))
+    ends = np.where(p > 2.0, L - (p - 2.0) * mid, L)
+    first, last = np.ceil(ends / 2.0), np.floor(ends / 2.0)
+    even = np.mod(L, p) == 0
+    most = np.where(p > 2.0, np.maximum(mid, first), first)
+    return (
+        np.where(even, L / p, most),
+        np.where(even, L / p, np.where(p > 1.0, first, L)),
+        np.where(even, L / p, np.where(p > 1.0, last, L)),
+    )
 
 
 def split_costs(m: ModelShape) -> tuple[int, int]:

@@ -13,6 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from .stages import end_split
+
 Row = dict[str, Any]  # records.records' "strategy": the strategy as run, policies by name
 
 
@@ -46,8 +50,10 @@ def megatron(
     if s["pp"] > 1 and split_embedding:
         out.append("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split")
     elif s["pp"] > 1 and layers % s["pp"]:
-        last = layers - (s["pp"] - 1) * -(-layers // s["pp"])
-        out.append(f"--decoder-last-pipeline-num-layers {last}")
+        _, first, last = end_split(float(layers), np.array([s["pp"]]))
+        out.append(
+            f"--decoder-first-pipeline-num-layers {int(first[0])} --decoder-last-pipeline-num-layers {int(last[0])}"
+        )
     if s["cp"] > 1:
         out.append(f"--context-parallel-size {s['cp']}")
     if experts:
