@@ -222,3 +222,25 @@ def test_counted_embedding_and_loss_let_an_uneven_stack_interleave() -> None:
 
     assert chunks() == {1, 3}
     assert chunks(pipeline_split_embedding=True) == {1, 2, 4}
+
+
+def _mtp_job(devices: int) -> Job:
+    return make_job(dataclasses.replace(M, mtp_layers=1), hardware("h100"), devices, 4, 48, 1024)
+
+
+def test_the_mtp_module_sits_on_the_last_stage() -> None:
+    """One multi-token-prediction module (a layer, 49,152 weights, and its 2h x h projection,
+    8,192) on the last stage with the output layer. Weights, pp = 2 (3 layers a stage): the last
+    stage's 3 x 49,152 + 6,400 + 57,344. The pace, with A = the layers' and the module's compute
+    per device (spread as 7 layers) and B = one pass of the output layer and the loss per device:
+    pp = 1 takes A + 2 B (the module's own prediction is a second pass); pp = 2 the last stage's
+    (3 + 1) / 3.5 A + 2 x 2 B; pp = 3 (2 layers a stage) (2 + 1) / (7/3) A + 3 x 2 B."""
+    s2 = parse_strategy("pp=2,dp=6,mb=1")
+    assert evaluate(_mtp_job(12), s2)["weights_gb"][0] == pytest.approx(2 * (3 * 49_152 + 6_400 + 57_344) / 1e9)
+    c1, c2, c3 = (
+        float(evaluate(_mtp_job(12), parse_strategy(f"pp={pp},dp={12 // pp},mb=1"))["compute_s"][0]) for pp in (1, 2, 3)
+    )
+    b = (7 * c2 - 8 * c1) / 12
+    a = c1 - 2 * b
+    assert a > 0 and b > 0
+    assert c3 == pytest.approx(9 * a / 7 + 6 * b, rel=1e-9)

@@ -34,12 +34,13 @@ def test_the_mla_and_expert_counts() -> None:
 
 def test_deepseek_v3_published_layout_fits_its_h800s(run_json: Callable[..., Any]) -> None:
     """61 layers on 16 stages: the 14 middle stages hold 4, the ends 3 (first) and 2 (last);
-    DualPipe's first rank holds both ends, 5 layers with the embedding and the output layer, more
-    than the others' 2 x 4 layers. A layer, averaged over the model as the planner counts it:
-    MLA + (58/61) x (the shared expert + the 256 x h router) + (3/61) x the dense MLP, and
-    (58/61) x 256 experts / 64 on a rank. Weights in BF16: 2 B each."""
+    DualPipe's first rank holds both ends, 5 layers with the embedding, the output layer and the
+    MTP module (a layer and its 2h x h projection), more than the others' 2 x 4 layers. A layer,
+    averaged over the model as the planner counts it: MLA + (58/61) x (the shared expert + the
+    256 x h router) + (3/61) x the dense MLP, and (58/61) x 256 experts / 64 on a rank. Weights in
+    BF16: 2 B each."""
     layer = MLA + MOE / L * (EXPERT + 256 * H) + DENSE / L * DENSE_MLP + MOE / L * 256 * EXPERT / 64
-    weights_b = 2 * (5 * layer + 2 * EMBEDDING)
+    weights_b = 2 * (5 * layer + 2 * EMBEDDING + layer + 2 * H * H)
     out = run_json(
         "plan",
         "--model",

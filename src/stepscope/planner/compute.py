@@ -145,8 +145,8 @@ def _stage_seconds(
 def compute(job: Job, lay: Layout, st: StageParams, rfactor: np.ndarray, sp: np.ndarray) -> Compute:
     """The compute terms of the layout (``rfactor``: the recompute factor by policy, ``sp``:
     sequence parallelism, both from the activations' count)."""
-    m, hw, rc, pp = job.model, job.hw, lay.rc, lay.pp
-    L, fl = float(m.n_layers), flops(job)
+    hw, rc, pp = job.hw, lay.rc, lay.pp
+    fl = flops(job)
     peak = hw.peak_flops(base_dtype(job.precision))
     gemm_eff, attn_eff, prec_factor = efficiencies(job, lay.cp)
     gemm_eff, attn_eff = gemm_eff * job.calibration.gemm_scale, attn_eff * job.calibration.attn_scale
@@ -160,14 +160,18 @@ def compute(job: Job, lay: Layout, st: StageParams, rfactor: np.ndarray, sp: np.
     sel_extra_s = (fl.attention / 3.0 / attn_eff / peak + score_fwd_b / hw.hbm_bytes_per_s) / job.devices
     rf = np.where(rc == SELECTIVE, 1.0 + sel_extra_s / np.maximum(layers_s, 1e-30), rfactor[rc])
     hw_flops_factor = np.where(rc == SELECTIVE, 1.0 + fl.attention / 3.0 / fl.model, rfactor[rc])  # for HFU
-    # the pace: the most loaded stage, a middle one or the last with the output layer
+    # the pace: the most loaded stage, a middle one or the last with the output layer and the MTP
+    # modules (stages.stage_params), each module a layer and one more pass of the output layer and
+    # the loss for its own prediction; ``layers_s`` spreads the MTP modules' work over the stages
+    # with the layers', so a layer takes layers_s / share_L
+    head_s = (logits_s + loss_s) * pp * (1.0 + st.mtp_L)
     compute_s = np.maximum(
         layers_s * rf * st.uneven,
         np.where(
             lay.dual,
-            layers_s * rf * (st.first_L + st.last_L) / 2 / (L / pp)
-            + (logits_s + loss_s) * pp / 2,  # the last stage every other micro-batch
-            layers_s * rf * st.last_L / (L / pp) + (logits_s + loss_s) * pp,
+            layers_s * rf * (st.first_L + st.last_L + st.mtp_L) / 2 / st.share_L
+            + head_s / 2,  # the last stage every other micro-batch
+            layers_s * rf * (st.last_L + st.mtp_L) / st.share_L + head_s,
         ),
     )
     # a separate gradient-accumulation kernel (grad_accum_bytes) over the stage's parameters

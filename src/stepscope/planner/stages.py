@@ -22,7 +22,7 @@ from .window import Window
 @dataclass(frozen=True, kw_only=True)
 class StageParams:
     """Per configuration: layers of the most loaded stage, the first and the last stage, the larger
-    end stage; ``uneven`` = the most loaded stage / the even share; parameters of a layer, a middle
+    end stage; ``uneven`` = the most loaded stage / the even share (``share_L``); parameters of a layer, a middle
     stage and an end stage on one rank; ``p_dev`` the most any rank holds, ``layers_p`` the
     transformer layers' share of it (without the embedding and the output layer), ``experts_p``
     the experts' share of that."""
@@ -31,6 +31,8 @@ class StageParams:
     first_L: np.ndarray
     last_L: np.ndarray
     end_L: np.ndarray
+    mtp_L: float  # MTP modules, on the last stage
+    share_L: np.ndarray  # the even share of a stage, MTP modules counted as layers: (L + mtp) / pp
     uneven: np.ndarray
     layer_p: np.ndarray
     stage_p: np.ndarray
@@ -47,35 +49,43 @@ def stage_params(
     plus the embedding or the output layer (vocab x h / tp). DualPipe's rank i holds stages i and
     pp-1-i (two copies of the parameters; the first rank both ends, embedding and output layer);
     V-shaped schedules (ZB-V, DualPipeV) put the first and the last chunk on the first rank, so it
-    holds both the embedding and the output layer."""
+    holds both the embedding and the output layer. Multi-token-prediction modules (DeepSeek-V3's
+    MTP: a transformer layer and a 2h x h projection each, sharing the output layer) sit on the
+    last stage with the output layer, as Megatron builds them (its MTP block only on the last
+    pipeline stage) and DeepSeek-V3 deploys them (report, section 3.2.1: the deepest layers with
+    the output head on the rank of the shallowest); a module's layer counted as an average layer."""
     m = job.model
-    L = float(m.n_layers)
+    L, mtp = float(m.n_layers), float(m.mtp_layers)
     dense, experts, emb = params(m)
     stage_L, first_L, last_L = stage_layers(
         L, pp, job.framework.pipeline.split_embedding, split_costs(m) if job.framework.pipeline.split_cost else None
     )
     end_L = np.maximum(first_L, last_L)
     layer_p = dense / tp + experts / (ep * etp)
-    stage_p, end_p = stage_L * layer_p, end_L * layer_p + emb / tp
+    mtp_p = mtp * (layer_p + 2.0 * float(m.d_model) ** 2 / tp)
+    first_layers, last_layers = first_L * layer_p, last_L * layer_p + mtp_p
+    stage_p = stage_L * layer_p
     dual = (sched == DUALPIPE) & (pp > 1)
-    end_p = np.where(
+    v_shape = ends_on_first_rank(sched, pp) & ~dual
+    # the layers (transformer layers and MTP modules) of the rank holding the most at an end
+    end_layers = np.where(
         dual,
-        (first_L + last_L) * layer_p + 2 * emb / tp,
-        end_p + np.where(ends_on_first_rank(sched, pp), emb / tp, 0.0),
+        first_layers + last_layers,
+        np.where(v_shape, end_L * layer_p + mtp_p, np.maximum(first_layers, last_layers)),
     )
+    end_p = end_layers + np.where(dual | v_shape, 2 * emb / tp, emb / tp)
     p_dev = np.maximum(np.where(dual, 2 * stage_p, stage_p), end_p)
-    layers_p = np.where(
-        dual,
-        np.maximum(2 * stage_p, (first_L + last_L) * layer_p),
-        np.where(stage_p >= end_p, stage_p, end_L * layer_p),
-    )
+    layers_p = np.where(dual, np.maximum(2 * stage_p, end_layers), np.where(stage_p >= end_p, stage_p, end_layers))
     experts_p = layers_p * (experts / (ep * etp)) / np.maximum(layer_p, 1e-30)
+    share_L = (L + mtp) / pp
     return StageParams(
         stage_L=stage_L,
         first_L=first_L,
         last_L=last_L,
         end_L=end_L,
-        uneven=stage_L / (L / pp),
+        mtp_L=mtp,
+        share_L=share_L,
+        uneven=stage_L / share_L,
         layer_p=layer_p,
         stage_p=stage_p,
         end_p=end_p,
