@@ -60,9 +60,11 @@ def test_remote_nodes_with_deepseek_group_limits() -> None:
 
 def test_exchange_by_hand() -> None:
     """1,000 tokens of h 1,024 on the rank, 4 transfers of 2 B: 8.192 MB a copy. All-to-all, EP 16
-    over 2 nodes of 8 at 50 GB/s: 2 copies x 15/16 -> 0.3072 ms. DeepEP: 22/28 remote copies at
-    50 GB/s (0.1287 ms) against the forwarding in the node, 2 x 7/8 copies at 400 GB/s (0.0358 ms):
-    the longer. Inside one node both are the all-to-all."""
+    over 2 nodes of 8: the 2 copies go to the other node 8/16 of the time, at 50 GB/s (0.1638 ms),
+    and to the 7 other ranks of this node 7/16 of the time, at 400 GB/s (0.0358 ms), at once: the
+    longer. DeepEP: 22/28 remote copies at 50 GB/s (0.1287 ms) against the forwarding in the node,
+    2 x 7/8 copies at 400 GB/s (0.0358 ms): the longer. Inside one node both are the all-to-all:
+    2 x 7/8 copies at 400 GB/s."""
     m = _moe(8, 2)
 
     def link(span: np.ndarray, ranks: np.ndarray | None = None) -> np.ndarray:  # 50 GB/s beyond a node of 8, 400 within
@@ -79,12 +81,20 @@ def test_exchange_by_hand() -> None:
     )
     copy_b = 4 * 1000 * 1024 * 2
     assert float(exchange_seconds(m, dispatch="all_to_all", **args)[0]) == pytest.approx(
-        copy_b * 2 * 15 / 16 / 50e9, rel=1e-12
+        copy_b * 2 * 8 / 16 / 50e9, rel=1e-12
     )
     assert float(exchange_seconds(m, dispatch="deepep", **args)[0]) == pytest.approx(copy_b * 22 / 28 / 50e9, rel=1e-12)
     inside = {**args, "ep": np.array([8.0]), "span": np.array([8.0])}
     assert float(exchange_seconds(m, dispatch="deepep", **inside)[0]) == float(
         exchange_seconds(m, dispatch="all_to_all", **inside)[0]
+    )
+    assert float(exchange_seconds(m, dispatch="all_to_all", **inside)[0]) == pytest.approx(
+        copy_b * 2 * 7 / 8 / 400e9, rel=1e-12
+    )
+    # when NVLink is the longer: the all-to-all's 2 x 7/16 copies in the node at 20 GB/s
+    slow_a2a = {**args, "link": lambda span, ranks=None: np.where(np.asarray(span) > 8, 50e9, 20e9)}
+    assert float(exchange_seconds(m, dispatch="all_to_all", **slow_a2a)[0]) == pytest.approx(
+        copy_b * 2 * 7 / 16 / 20e9, rel=1e-12
     )
     # when the NVLink forwarding is the longer: 2 x 7/8 copies at 20 GB/s
     slow = {**args, "link": lambda span, ranks=None: np.where(np.asarray(span) > 8, 50e9, 20e9)}
@@ -95,12 +105,13 @@ def test_exchange_by_hand() -> None:
 
 def test_deepseek_ep64_exchange_by_hand() -> None:
     """DeepSeek-V3 with EP 64 over 8 nodes of H100s, nothing hidden: DeepEP moves 3.5 remote copies of
-    a token where the all-to-all moves 8 x 63/64, over the same network rate: 3.5 / 7.875 of the time."""
+    a token where the all-to-all moves 8 x 56/64 (the copies for the other 7 nodes), over the same
+    network rate: 3.5 / 7 of the time."""
     rec = {"model": "deepseek-v3", "hardware": "h100", "devices": 512, "global_batch": 1024, "seq_len": 4096}
     s = parse_strategy("tp=1,pp=8,dp=64,ep=64,zero=1,mb=1")
     plain = evaluate(job_from_record(rec), s)
     deep = evaluate(job_from_record({**rec, "ep_dispatch": "deepep"}), s)
-    assert float(deep["ep_s"][0] / plain["ep_s"][0]) == pytest.approx(3.5 / (8 * 63 / 64), rel=1e-9)
+    assert float(deep["ep_s"][0] / plain["ep_s"][0]) == pytest.approx(3.5 / (8 * 56 / 64), rel=1e-9)
 
 
 def test_unknown_dispatch_is_refused() -> None:

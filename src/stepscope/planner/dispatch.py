@@ -6,7 +6,11 @@ gets them back (dispatch and combine), forward and backward: four transfers of
 ``tokens x k x h x 2`` bytes (bf16), the most loaded rank's (``moe_imbalance``).
 
 - ``ep_dispatch="all_to_all"`` (Megatron's alltoall dispatcher, torchtitan): each copy goes to its
-  expert's rank; (ep - 1)/ep of them leave the rank, over the slowest link the EP group spans.
+  expert's rank; (ep - 1)/ep of them leave the rank. Inside a node they cross its links; in a
+  group across nodes the copies for ranks on other nodes (1 - node/span of them, the group's
+  ranks spread evenly over its span) go over the rank's network link while those for the ranks
+  of its own node go over NVLink at the same time (NCCL's all-to-all posts a send to every peer
+  at once, each over its own path), so the exchange takes the longer of the two.
 - ``ep_dispatch="deepep"`` (DeepEP's normal kernels, as DeepSeek-V3 trains and Megatron's flex
   dispatcher runs them): a token crosses the network once per destination node, to the GPU with
   its own in-node index, which forwards it over NVLink to the experts' GPUs there (DeepSeek-V3
@@ -77,7 +81,13 @@ def exchange_seconds(
     rate there (its network beyond ``node`` ranks, NVLink within)."""
     k = float(m.experts_per_token)
     copy_b = 4.0 * tokens * h * 2.0 * imbalance  # one copy of each token, four transfers
-    plain = copy_b * k * (ep - 1.0) / np.maximum(ep, 1.0) / link(span, ep)
+    within = copy_b * k * (ep - 1.0) / np.maximum(ep, 1.0) / link(span, ep)
+    local = np.minimum(node / np.maximum(span, 1.0), 1.0)  # the group's share of ranks on this node
+    across = np.maximum(
+        copy_b * k * (1.0 - local) / link(span, ep),
+        copy_b * k * np.maximum(local - 1.0 / np.maximum(ep, 1.0), 0.0) / link(np.ones(np.shape(span))),
+    )
+    plain = np.where(span > node, across, within)
     if dispatch != "deepep":
         return np.asarray(plain)
     nodes = np.maximum(span / node, 1.0)
