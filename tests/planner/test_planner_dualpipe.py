@@ -81,6 +81,7 @@ def test_dualpipe_hides_the_all_to_all_without_being_told() -> None:
         ("pp=3,dp=2,sched=dualpipe", "even number of ranks"),
         ("pp=4,vpp=2,dp=2,sched=dualpipe", "even number of ranks"),
         ("pp=4,dp=2,sched=dualpipev", "two model chunks"),
+        ("pp=4,vpp=2,cp=2,sched=dualpipev", "without context parallelism"),
     ],
 )
 def test_layouts_the_schedules_cannot_run(strategy: str, words: str) -> None:
@@ -158,4 +159,5 @@ def test_the_search_tries_the_dualpipes_when_named() -> None:
     n_micro = 64 // (st["dp"] * st["mb"])
     assert ((n_micro % 2 == 0) & (n_micro >= 2 * st["pp"])).all()
     assert (st["vpp"][st["sched"] == 4] == 1).all() and (st["pp"][st["sched"] == 4] % 2 == 0).all()
-    assert (st["vpp"][st["sched"] == 5] == 2).all()
+    assert (st["vpp"][st["sched"] == 5] == 2).all() and (st["cp"][st["sched"] == 5] == 1).all()
+    assert (st["cp"][st["sched"] == 4] > 1).any()  # DualPipe itself is searched with context parallelism

@@ -136,7 +136,7 @@ def _micro_batches(job: Job, g: dict[str, np.ndarray], schedules: tuple[int, ...
                 | ((sched == 2) & (vpp == 2))
                 | ((sched == 3) & (vpp == 1))
                 | ((sched == DUALPIPE) & (vpp == 1) & (pp % 2 == 0) & dual_ok)
-                | ((sched == DUALPIPEV) & (vpp == 2) & dual_ok)
+                | ((sched == DUALPIPEV) & (vpp == 2) & (g["cp"] == 1) & dual_ok)
             )
         ),
     )

@@ -170,6 +170,9 @@ def _check_schedule(v: Strategy) -> None:
         )
     if v.sched == SCHEDULES.index("dualpipev") and v.vpp != 2:
         raise ConfigError("DualPipeV needs two model chunks per stage", fix="add vpp=2 with sched=dualpipev")
+    if v.sched == SCHEDULES.index("dualpipev") and v.cp > 1:
+        # MindSpeed-LLM's dualpipev_feature.py, the one implementation, asserts context_parallel_size == 1
+        raise ConfigError("DualPipeV runs without context parallelism", fix="drop cp, or use another schedule")
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Strategy) if f.name not in ("given", "layernorm"))
