@@ -272,7 +272,7 @@ class Memory(Checked):
         "are ranked after those that do (shown, not dropped); none = 0.05 under CUDA/ROCm, 0 where memory is "
         "assigned statically (XLA on TPU)",
         source="a policy against what the model does not see: the caching allocator's fragmentation and the "
-        "memory model's own error (9.1% against 46 recorded peaks, BENCHMARKS.md); the same 5% the terminal "
+        "memory model's own error (9.5% against 46 recorded peaks, BENCHMARKS.md); the same 5% the terminal "
         "flags as tight under --evaluate",
         report=Report(rank=85, when="changed"),
     )
