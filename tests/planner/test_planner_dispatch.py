@@ -91,13 +91,18 @@ def test_exchange_by_hand() -> None:
     assert float(exchange_seconds(m, dispatch="all_to_all", **inside)[0]) == pytest.approx(
         copy_b * 2 * 7 / 8 / 400e9, rel=1e-12
     )
+    # EP 2 with expert TP 16 spans 32 ranks of 4 nodes, but its other rank is the only peer: half
+    # of the 2 copies leave the rank, over the network
+    wide = {**args, "ep": np.array([2.0]), "span": np.array([32.0])}
+    assert float(exchange_seconds(m, dispatch="all_to_all", **wide)[0]) == pytest.approx(
+        copy_b * 2 * 1 / 2 / 50e9, rel=1e-12
+    )
     # when NVLink is the longer: the all-to-all's 2 x 7/16 copies in the node at 20 GB/s
-    slow_a2a = {**args, "link": lambda span, ranks=None: np.where(np.asarray(span) > 8, 50e9, 20e9)}
-    assert float(exchange_seconds(m, dispatch="all_to_all", **slow_a2a)[0]) == pytest.approx(
+    slow = {**args, "link": lambda span, ranks=None: np.where(np.asarray(span) > 8, 50e9, 20e9)}
+    assert float(exchange_seconds(m, dispatch="all_to_all", **slow)[0]) == pytest.approx(
         copy_b * 2 * 7 / 16 / 20e9, rel=1e-12
     )
-    # when the NVLink forwarding is the longer: 2 x 7/8 copies at 20 GB/s
-    slow = {**args, "link": lambda span, ranks=None: np.where(np.asarray(span) > 8, 50e9, 20e9)}
+    # DeepEP, when the NVLink forwarding is the longer: 2 x 7/8 copies at 20 GB/s
     assert float(exchange_seconds(m, dispatch="deepep", **slow)[0]) == pytest.approx(
         copy_b * 2 * 7 / 8 / 20e9, rel=1e-12
     )

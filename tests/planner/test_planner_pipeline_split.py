@@ -37,7 +37,10 @@ M = ModelShape(d_model=64, n_layers=6, n_heads=4, n_kv_heads=4, head_dim=16, d_f
         (61, 16, False, (4, 3, 2)),  # DeepSeek-V3: 14 x 4 = 56, the ends 5: 3 first, 2 last
         (9, 4, False, (3, 2, 1)),  # 2 x 3 = 6, the ends 3
         (61, 2, False, (31, 31, 30)),  # two end stages: ceil and floor of 61 / 2
-        (5, 4, False, (2, 1, 0)),  # 2 x 2 = 4, the ends 1: the last stage runs the output layer only
+        # 2 x ceil(5 / 4) = 4 would leave the ends 1 layer, none for the last: the middle stages
+        # take floor(5 / 4) = 1, the ends 3
+        (5, 4, False, (2, 2, 1)),
+        (61, 32, False, (16, 16, 15)),  # 30 x 2 = 60 would leave 1: 30 x 1, the ends 31
         # 14 x ceil(17 / 16) = 28 > 17: the middle stages take floor(17 / 16) = 1, the ends 3
         (17, 16, False, (2, 2, 1)),
         (96, 8, False, (12, 12, 12)),  # 8 divides 96
@@ -230,13 +233,14 @@ def _mtp_job(devices: int) -> Job:
 
 def test_the_mtp_module_sits_on_the_last_stage() -> None:
     """One multi-token-prediction module (a layer, 49,152 weights, and its 2h x h projection,
-    8,192) on the last stage with the output layer. Weights, pp = 2 (3 layers a stage): the last
-    stage's 3 x 49,152 + 6,400 + 57,344. The pace, with A = the layers' and the module's compute
+    8,192) on the last stage with the output layer and, as Megatron builds the MTP stage, an
+    embedding of its own. Weights, pp = 2 (3 layers a stage): the last stage's 3 x 49,152 +
+    2 x 6,400 + 57,344. The pace, with A = the layers' and the module's compute
     per device (spread as 7 layers) and B = one pass of the output layer and the loss per device:
     pp = 1 takes A + 2 B (the module's own prediction is a second pass); pp = 2 the last stage's
     (3 + 1) / 3.5 A + 2 x 2 B; pp = 3 (2 layers a stage) (2 + 1) / (7/3) A + 3 x 2 B."""
     s2 = parse_strategy("pp=2,dp=6,mb=1")
-    assert evaluate(_mtp_job(12), s2)["weights_gb"][0] == pytest.approx(2 * (3 * 49_152 + 6_400 + 57_344) / 1e9)
+    assert evaluate(_mtp_job(12), s2)["weights_gb"][0] == pytest.approx(2 * (3 * 49_152 + 2 * 6_400 + 57_344) / 1e9)
     c1, c2, c3 = (
         float(evaluate(_mtp_job(12), parse_strategy(f"pp={pp},dp={12 // pp},mb=1"))["compute_s"][0]) for pp in (1, 2, 3)
     )
@@ -244,3 +248,13 @@ def test_the_mtp_module_sits_on_the_last_stage() -> None:
     a = c1 - 2 * b
     assert a > 0 and b > 0
     assert c3 == pytest.approx(9 * a / 7 + 6 * b, rel=1e-9)
+
+
+def test_the_mtp_module_leaves_the_per_layer_transfers_alone() -> None:
+    """The TP transfers of the most loaded stage come from its own layers: the same with and
+    without an MTP module on the last stage."""
+    s = parse_strategy("tp=2,pp=2,dp=6,mb=1")
+    plain = make_job(M, hardware("h100"), 24, 8, 48, 1024)
+    with_mtp = make_job(dataclasses.replace(M, mtp_layers=1), hardware("h100"), 24, 8, 48, 1024)
+    assert evaluate(with_mtp, s)["tp_s"][0] == pytest.approx(evaluate(plain, s)["tp_s"][0], rel=1e-12)
+    assert evaluate(plain, s)["tp_s"][0] > 0

@@ -166,7 +166,7 @@ def compute(job: Job, lay: Layout, st: StageParams, rfactor: np.ndarray, sp: np.
     # with the layers', so a layer takes layers_s / share_L
     head_s = (logits_s + loss_s) * pp * (1.0 + st.mtp_L)
     compute_s = np.maximum(
-        layers_s * rf * st.uneven,
+        layers_s * rf * st.stage_L / st.share_L,
         np.where(
             lay.dual,
             layers_s * rf * (st.first_L + st.last_L + st.mtp_L) / 2 / st.share_L

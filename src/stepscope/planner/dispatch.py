@@ -82,9 +82,10 @@ def exchange_seconds(
     k = float(m.experts_per_token)
     copy_b = 4.0 * tokens * h * 2.0 * imbalance  # one copy of each token, four transfers
     within = copy_b * k * (ep - 1.0) / np.maximum(ep, 1.0) / link(span, ep)
-    local = np.minimum(node / np.maximum(span, 1.0), 1.0)  # the group's share of ranks on this node
+    # the group's share of ranks on this node, at least this rank's own
+    local = np.clip(node / np.maximum(span, 1.0), 1.0 / np.maximum(ep, 1.0), 1.0)
     across = np.maximum(
-        copy_b * k * (1.0 - local) / link(span, ep),
+        copy_b * k * (1.0 - local) / link(np.full(np.shape(span), node + 1.0)),  # the rank's own network link
         copy_b * k * np.maximum(local - 1.0 / np.maximum(ep, 1.0), 0.0) / link(np.ones(np.shape(span))),
     )
     plain = np.where(span > node, across, within)

@@ -22,7 +22,7 @@ from .window import Window
 @dataclass(frozen=True, kw_only=True)
 class StageParams:
     """Per configuration: layers of the most loaded stage, the first and the last stage, the larger
-    end stage; ``uneven`` = the most loaded stage / the even share (``share_L``); parameters of a layer, a middle
+    end stage; ``uneven`` = the most loaded stage's layers / L / pp (for the per-layer transfers); parameters of a layer, a middle
     stage and an end stage on one rank; ``p_dev`` the most any rank holds, ``layers_p`` the
     transformer layers' share of it (without the embedding and the output layer), ``experts_p``
     the experts' share of that."""
@@ -32,7 +32,7 @@ class StageParams:
     last_L: np.ndarray
     end_L: np.ndarray
     mtp_L: float  # MTP modules, on the last stage
-    share_L: np.ndarray  # the even share of a stage, MTP modules counted as layers: (L + mtp) / pp
+    share_L: np.ndarray  # the even share of a stage's compute in layers, MTP modules counted: (L + mtp) / pp
     uneven: np.ndarray
     layer_p: np.ndarray
     stage_p: np.ndarray
@@ -64,28 +64,31 @@ def stage_params(
     layer_p = dense / tp + experts / (ep * etp)
     mtp_p = mtp * (layer_p + 2.0 * float(m.d_model) ** 2 / tp)
     first_layers, last_layers = first_L * layer_p, last_L * layer_p + mtp_p
+    # behind a pipeline the MTP stage builds an embedding of its own (Megatron: "MTP need both
+    # embedding layer and output layer"), beside the output layer
+    last_emb = np.where((pp > 1) & (mtp > 0), 2.0, 1.0) * emb / tp
     stage_p = stage_L * layer_p
     dual = (sched == DUALPIPE) & (pp > 1)
     v_shape = ends_on_first_rank(sched, pp) & ~dual
     # the layers (transformer layers and MTP modules) of the rank holding the most at an end
+    first_end, last_end = first_layers + emb / tp, last_layers + last_emb
     end_layers = np.where(
         dual,
         first_layers + last_layers,
-        np.where(v_shape, end_L * layer_p + mtp_p, np.maximum(first_layers, last_layers)),
+        np.where(v_shape, end_L * layer_p + mtp_p, np.where(first_end >= last_end, first_layers, last_layers)),
     )
-    end_p = end_layers + np.where(dual | v_shape, 2 * emb / tp, emb / tp)
+    end_p = np.where(dual | v_shape, end_layers + 2 * emb / tp, np.maximum(first_end, last_end))
     p_dev = np.maximum(np.where(dual, 2 * stage_p, stage_p), end_p)
     layers_p = np.where(dual, np.maximum(2 * stage_p, end_layers), np.where(stage_p >= end_p, stage_p, end_layers))
     experts_p = layers_p * (experts / (ep * etp)) / np.maximum(layer_p, 1e-30)
-    share_L = (L + mtp) / pp
     return StageParams(
         stage_L=stage_L,
         first_L=first_L,
         last_L=last_L,
         end_L=end_L,
         mtp_L=mtp,
-        share_L=share_L,
-        uneven=stage_L / share_L,
+        share_L=(L + mtp) / pp,
+        uneven=stage_L / (L / pp),
         layer_p=layer_p,
         stage_p=stage_p,
         end_p=end_p,
@@ -123,16 +126,16 @@ def end_split(L: float, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     ``--decoder-last-pipeline-num-layers`` give the end stages their own counts, the rest spread
     evenly over the pp - 2 middle ones (``get_transformer_layer_offset``). The middle stages hold
     m = ceil(L / pp) each, the ends the remainder L - (pp - 2) m, the first ceil of its half and
-    the last (which also runs the output layer and the loss) the floor, down to none; where the
-    middle stages would leave the ends nothing (pp close to L), m = floor(L / pp) and the ends hold
-    more. With 2 stages both are ends: ceil(L / 2) and floor(L / 2). DeepSeek-V3's 61 layers on
+    the last (which also runs the output layer and the loss) the floor; where that would leave an
+    end stage no layer (pp close to L; Megatron refuses an empty last stage given this way),
+    m = floor(L / pp) and the ends hold more. With 2 stages both are ends: ceil(L / 2) and floor(L / 2). DeepSeek-V3's 61 layers on
     16 stages: 4 a middle stage, 3 the first, 2 the last. torchtitan's generated split points
     (``generate_split_points``: the first stage floor(L / pp), the middle ones one more while the
     remainder lasts, the last what is left) agree on Llama 3.1 405B's 126 layers on 8 stages:
     15, 16, 15."""
     pp = np.asarray(pp, dtype=np.float64)
     p = np.maximum(pp, 1.0)
-    mid = np.where(L - (p - 2.0) * np.ceil(L / p) >= 1.0, np.ceil(L / p), np.floor(L / p))
+    mid = np.where(L - (p - 2.0) * np.ceil(L / p) >= 2.0, np.ceil(L / p), np.floor(L / p))
     ends = np.where(p > 2.0, L - (p - 2.0) * mid, L)
     first, last = np.ceil(ends / 2.0), np.floor(ends / 2.0)
     even = np.mod(L, p) == 0
