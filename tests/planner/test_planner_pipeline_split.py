@@ -258,3 +258,13 @@ def test_the_mtp_module_leaves_the_per_layer_transfers_alone() -> None:
     with_mtp = make_job(dataclasses.replace(M, mtp_layers=1), hardware("h100"), 24, 8, 48, 1024)
     assert evaluate(with_mtp, s)["tp_s"][0] == pytest.approx(evaluate(plain, s)["tp_s"][0], rel=1e-12)
     assert evaluate(plain, s)["tp_s"][0] > 0
+
+
+def test_the_mtp_module_holds_its_own_logits() -> None:
+    """Without a pipeline, 6 layers and an MTP module hold what 7 layers hold plus the module's own
+    logits: 1,024 tokens x 100 words x 6 B (the fused loss's bf16 logits and fp32 copy)."""
+    s = parse_strategy("dp=4,mb=1")
+    six_mtp = make_job(dataclasses.replace(M, mtp_layers=1), hardware("h100"), 4, 4, 16, 1024)
+    seven = make_job(dataclasses.replace(M, n_layers=7), hardware("h100"), 4, 4, 16, 1024)
+    diff_b = (evaluate(six_mtp, s)["activations_gb"][0] - evaluate(seven, s)["activations_gb"][0]) * 1e9
+    assert diff_b == pytest.approx(1024 * 100 * 6, rel=1e-9)
