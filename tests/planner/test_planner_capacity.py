@@ -40,6 +40,13 @@ def test_unmeasured_devices_read_the_vendor_figure_as_gib_less_the_least_measure
     assert by_name("TPU-v4-core").capacity_bytes == pytest.approx(16 * 1073741824 * 0.984)
 
 
+def test_a_tensorcore_keeps_its_chips_static_memory() -> None:
+    """XLA assigns a TPU program's memory ahead of time whether a profile shows chips or
+    TensorCores: the per-core device reserves nothing either."""
+    assert by_name("TPU-v7x").static_memory and by_name("TPU-v7x-core").static_memory
+    assert by_name("TPU-v4-core").static_memory == by_name("TPU-v4").static_memory
+
+
 def _device(tmp_path: Path, **memory: float) -> Path:
     """A device file (a new name each time: the catalog is cached by path)."""
     dev = {
