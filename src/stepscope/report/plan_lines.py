@@ -57,7 +57,7 @@ def caveat_lines(
     if moe:
         lines.append(
             "note: MoE step times are the least validated: against NVIDIA's published Megatron-Bridge MoE runs "
-            "(benchmarks/holdout) its predictions ranged from 27% slow to 3.8x fast, most optimistic for many small experts at "
+            "(benchmarks/holdout) its predictions ranged from 20% slow to 3.8x fast, most optimistic for many small experts at "
             "micro-batch 1 (the router, host synchronisation and per-expert launches are not modeled; --calibrate on three or more of your own runs at "
             "different micro-batch sizes can fit them as a host wait: fitted to those 21 runs, leaving each out, it came out at 6.4 ms per layer "
             "and micro-batch; --set host_wait_us=6400 shows what that would cost here)"
