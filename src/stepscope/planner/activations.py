@@ -178,13 +178,13 @@ def activations(
     )
     # multi-token-prediction modules on the last stage (stages.stage_params): each a layer of one
     # micro-batch and its own logits beside the main ones
-    mtp = (act_layer + logits) * float(m.mtp_layers)
-    act_last = act_layer * kept_last + work_layer + logits + mtp
+    mtp_b = (act_layer + logits) * float(m.mtp_layers)
+    act_last = act_layer * kept_last + work_layer + logits + mtp_b
     # V-shaped schedules (ZB-V, DualPipeV) and DualPipe put the output layer on the first rank, beside
     # the most micro-batches in flight
     act_b = np.where(
         pp > 1,
-        np.where(ends_on_first_rank(sched, pp), act_stage + logits + mtp, np.maximum(act_stage, act_last)),
-        act_stage + logits + mtp,
+        np.where(ends_on_first_rank(sched, pp), act_stage + logits + mtp_b, np.maximum(act_stage, act_last)),
+        act_stage + logits + mtp_b,
     )
     return act_b, act_layer, rfactor, sp

@@ -81,12 +81,12 @@ def exchange_seconds(
     rate there (its network beyond ``node`` ranks, NVLink within)."""
     k = float(m.experts_per_token)
     copy_b = 4.0 * tokens * h * 2.0 * imbalance  # one copy of each token, four transfers
-    within = copy_b * k * (ep - 1.0) / np.maximum(ep, 1.0) / link(span, ep)
-    # the group's share of ranks on this node, at least this rank's own
-    local = np.clip(node / np.maximum(span, 1.0), 1.0 / np.maximum(ep, 1.0), 1.0)
+    own = 1.0 / np.maximum(ep, 1.0)  # the share of the copies that stay on the rank
+    within = copy_b * k * (1.0 - own) / link(span, ep)
+    local = np.clip(node / np.maximum(span, 1.0), own, 1.0)  # the group's share of ranks on this node
     across = np.maximum(
         copy_b * k * (1.0 - local) / link(np.full(np.shape(span), node + 1.0)),  # the rank's own network link
-        copy_b * k * np.maximum(local - 1.0 / np.maximum(ep, 1.0), 0.0) / link(np.ones(np.shape(span))),
+        copy_b * k * (local - own) / link(np.ones(np.shape(span))),
     )
     plain = np.where(span > node, across, within)
     if dispatch != "deepep":

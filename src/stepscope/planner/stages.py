@@ -22,8 +22,8 @@ from .window import Window
 @dataclass(frozen=True, kw_only=True)
 class StageParams:
     """Per configuration: layers of the most loaded stage, the first and the last stage, the larger
-    end stage; ``uneven`` = the most loaded stage's layers / L / pp (for the per-layer transfers); parameters of a layer, a middle
-    stage and an end stage on one rank; ``p_dev`` the most any rank holds, ``layers_p`` the
+    end stage; ``uneven`` = the most loaded stage's layers / (L / pp) (for the per-layer
+    transfers); parameters of a layer, a middle stage and an end stage on one rank; ``p_dev`` the most any rank holds, ``layers_p`` the
     transformer layers' share of it (without the embedding and the output layer), ``experts_p``
     the experts' share of that."""
 
@@ -128,23 +128,18 @@ def end_split(L: float, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     m = ceil(L / pp) each, the ends the remainder L - (pp - 2) m, the first ceil of its half and
     the last (which also runs the output layer and the loss) the floor; where that would leave an
     end stage no layer (pp close to L; Megatron refuses an empty last stage given this way),
-    m = floor(L / pp) and the ends hold more. With 2 stages both are ends: ceil(L / 2) and floor(L / 2). DeepSeek-V3's 61 layers on
-    16 stages: 4 a middle stage, 3 the first, 2 the last. torchtitan's generated split points
+    m = floor(L / pp) and the ends hold more. With 2 stages both are ends: ceil(L / 2) and
+    floor(L / 2). DeepSeek-V3's 61 layers on 16 stages: 4 a middle stage, 3 the first, 2 the last. torchtitan's generated split points
     (``generate_split_points``: the first stage floor(L / pp), the middle ones one more while the
     remainder lasts, the last what is left) agree on Llama 3.1 405B's 126 layers on 8 stages:
     15, 16, 15."""
     pp = np.asarray(pp, dtype=np.float64)
     p = np.maximum(pp, 1.0)
     mid = np.where(L - (p - 2.0) * np.ceil(L / p) >= 2.0, np.ceil(L / p), np.floor(L / p))
-    ends = np.where(p > 2.0, L - (p - 2.0) * mid, L)
-    first, last = np.ceil(ends / 2.0), np.floor(ends / 2.0)
-    even = np.mod(L, p) == 0
-    most = np.where(p > 2.0, np.maximum(mid, first), first)
-    return (
-        np.where(even, L / p, most),
-        np.where(even, L / p, np.where(p > 1.0, first, L)),
-        np.where(even, L / p, np.where(p > 1.0, last, L)),
-    )
+    # what each end stage holds before rounding (one stage: all of it; pp dividing L: L / pp)
+    half = np.where(p > 2.0, (L - (p - 2.0) * mid) / 2.0, L / p)
+    first, last = np.ceil(half), np.floor(half)
+    return np.where(p > 2.0, np.maximum(mid, first), first), first, last
 
 
 def split_costs(m: ModelShape) -> tuple[int, int]:
