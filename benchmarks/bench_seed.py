@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -46,6 +47,7 @@ from stepscope.planner import calibrate as cal  # noqa: E402
 from stepscope.planner.compute import flops  # noqa: E402
 from stepscope.planner.cost import evaluate  # noqa: E402
 from stepscope.planner.job import Job  # noqa: E402
+from stepscope.planner.op_profile import profile_scales  # noqa: E402
 from stepscope.planner.plans import framework_of, strategy_of  # noqa: E402
 from stepscope.planner.rates import efficiencies, linear_shape  # noqa: E402
 from stepscope.planner.record import job_from_record  # noqa: E402
@@ -53,6 +55,14 @@ from stepscope.planner.vocab import LINEAR_ATTN_EFF  # noqa: E402
 from stepscope.planner.work import memory_bound_bytes, moe_permutation_bytes  # noqa: E402
 
 CHIPS, CORES_PER_CHIP, GLOBAL_BATCH, SEQ = 64, 2, 5120, 4096
+# the team's profile of the best run (README.md: XPlane + named scopes, 11.68 s), seconds per step
+# on a device, as op_profile.py takes them from an analyze report: the GLA kernel; the grouped
+# GEMMs (forward + backward-dlhs, backward-drhs); the exposed collectives (async collective stall,
+# all-gather, all-reduce: the breakdown is serial and sums to the step)
+PROFILED_RUN = "ci-prof-run115"
+PROFILE_S = {"linear_attention": 2.868, "grouped_gemm": 1.909 + 0.668}
+PROFILE_EXPOSED_COMM_S = 1.356 + 0.404 + 0.393
+PROFILE_STEP_S = 11.68  # the rest of the breakdown is compute
 
 
 def strategy_text(r: dict[str, str]) -> str:
@@ -113,6 +123,39 @@ def summary(measured: np.ndarray, predicted: np.ndarray) -> dict[str, Any]:
         "predicted_best_within_10pct": bool(best_gap <= 0.10),
         "median_abs_error": round(float(np.median(np.abs(predicted / measured - 1))), 4),
     }
+
+
+def from_profile(
+    rows: list[dict[str, str]], runs: list[cal.Run]
+) -> tuple[np.ndarray, dict[str, float], dict[str, Any]]:
+    """Every row predicted by the planner calibrated on the profile of one run only (op_profile.py:
+    the op classes and the exposed communication of PROFILED_RUN), and the scales it set."""
+    k = next(i for i, r in enumerate(rows) if r["run"] == PROFILED_RUN)
+    job = runs[k].job
+    traced = strategy_of(job, framework_of("maxtext"), strategy_text(rows[k]))
+    changes, info = profile_scales(
+        job, traced, PROFILE_S, PROFILE_EXPOSED_COMM_S, PROFILE_STEP_S - PROFILE_EXPOSED_COMM_S
+    )
+    pred = np.array([float(r.predict(r.job.calibrated(**changes), _one(r))[0]) for r in runs])
+    return pred, changes, {"scales": {n: round(v, 4) for n, v in changes.items()}, **info}
+
+
+def profile_and_runs(runs: list[cal.Run], scales: dict[str, float]) -> np.ndarray:
+    """Each row predicted by the calibration on the other rows holding what the profile measured
+    (``plan --calibrate --from-analysis --baseline``: the runs take the profile's scales, the fit
+    fits the rest)."""
+    pinned = [dataclasses.replace(r, job=r.job.calibrated(**scales)) for r in runs]
+    errs = cal.errors(pinned)
+    out = []
+    for k, r in enumerate(pinned):
+        rest = [j for j in range(len(pinned)) if j != k]
+        f = cal.fit([pinned[j] for j in rest], errs[rest], frozenset(scales))
+        out.append(cal.predict_one(r, f))
+    return np.array(out)
+
+
+def _one(run: cal.Run) -> dict[str, np.ndarray]:
+    return {k: np.array([v]) for k, v in run.strategy.items()}
 
 
 def best_row_parts(run: cal.Run) -> dict[str, float]:
@@ -198,6 +241,23 @@ def main() -> None:
     loo_a = np.array(loo)
     best = int(np.argmin(measured))
     s_un, s_loo = summary(measured, uncal), summary(measured, loo_a)
+    profiled = [k for k, r in enumerate(rows) if r["run"] == PROFILED_RUN]
+    prof, scales, prof_out = from_profile(rows, runs) if profiled else (np.full(len(runs), np.nan), {}, {})
+    if profiled:  # held out: every other row; and those of another strategy than the profiled run's
+        same = {k for k, r in enumerate(rows) if strategy_text(r) == strategy_text(rows[profiled[0]])}
+        for name, keep_rows in (
+            ("rows_other_than_the_profiled_run", [k for k in range(len(rows)) if k not in profiled]),
+            ("rows_of_other_strategies", [k for k in range(len(rows)) if k not in same]),
+        ):
+            prof_out[name] = {"rows": len(keep_rows), **summary(measured[keep_rows], prof[keep_rows])}
+        prof_out["best_config_ratio"] = round(float(prof[best] / measured[best]), 3)
+        both = profile_and_runs(runs, scales)
+        others = [k for k in range(len(rows)) if k not in same]
+        prof_out["and_the_other_runs_leave_one_out"] = {
+            "all_rows": summary(measured, both),
+            "rows_of_other_strategies": {"rows": len(others), **summary(measured[others], both[others])},
+            "predicted_s": [round(float(x), 3) for x in both],
+        }
     targets = {
         "loo_spearman_ge_0.8": s_loo["spearman"] >= 0.8,
         "loo_predicted_best_within_10pct": s_loo["predicted_best_within_10pct"],
@@ -214,6 +274,8 @@ def main() -> None:
                 "ratio": round(float(uncal[k] / measured[k]), 3),
                 "loo_s": round(float(loo_a[k]), 3),
                 "loo_ratio": round(float(loo_a[k] / measured[k]), 3),
+                "profile_s": round(float(prof[k]), 3),
+                "profile_ratio": round(float(prof[k] / measured[k]), 3),
                 "loo_fit": {
                     "gemm": round(fits[k].gemm_scale, 3),
                     "attn": round(fits[k].attn_scale, 3),
@@ -229,20 +291,25 @@ def main() -> None:
         "uncalibrated": s_un,
         "leave_one_out": s_loo,
         "targets_met": targets,
+        "from_profile_of_one_run": prof_out,
         "best_row_parts_s": {k: round(v, 4) for k, v in best_row_parts(runs[best]).items()},
     }
     if a.json:
         print(json.dumps(out))
         return
-    print(f"{'run':16} {'strategy (planner)':62} {'meas s':>7} {'pred s':>7} {'ratio':>6} {'LOO s':>7} {'ratio':>6}")
+    print(
+        f"{'run':16} {'strategy (planner)':62} {'meas s':>7} {'pred s':>7} {'ratio':>6} {'LOO s':>7} {'ratio':>6}"
+        f" {'prof s':>7} {'ratio':>6}"
+    )
     for r in out["rows"]:
         print(
             f"{r['run']:16} {r['strategy']:62} {r['measured_s']:7.3f} {r['predicted_s']:7.3f} {r['ratio']:6.3f}"
-            f" {r['loo_s']:7.3f} {r['loo_ratio']:6.3f}"
+            f" {r['loo_s']:7.3f} {r['loo_ratio']:6.3f} {r['profile_s']:7.3f} {r['profile_ratio']:6.3f}"
         )
     for name in ("uncalibrated", "leave_one_out"):
         print(name, json.dumps(out[name]))
     print("targets", json.dumps(targets))
+    print(f"from the profile of {PROFILED_RUN} only", json.dumps(prof_out))
     print("LOO fits", json.dumps([r["loo_fit"] for r in out["rows"]]))
     print("best row parts (s)", json.dumps(out["best_row_parts_s"]))
 

@@ -97,8 +97,13 @@ def _search_args(pl: argparse.ArgumentParser) -> None:
 
 
 def _what_if_args(pl: argparse.ArgumentParser) -> None:
-    wi = pl.add_argument_group("what-if against a measured run (with --evaluate)")
-    wi.add_argument("--baseline", metavar="STRATEGY", help="the strategy of the measured run")
+    wi = pl.add_argument_group("a measured run: what-if against it (with --evaluate), calibration from its trace")
+    wi.add_argument(
+        "--baseline",
+        metavar="STRATEGY",
+        help="the strategy of the measured run; with --from-analysis, the traced run's, from which its profile's "
+        "op classes (linear attention, grouped GEMMs, all-to-all) and exposed communication are calibrated",
+    )
     wi.add_argument("--measured-step-s", type=positive_float, metavar="S", help="its measured step time")
     wi.add_argument(
         "--from-analysis",

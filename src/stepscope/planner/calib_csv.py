@@ -72,12 +72,17 @@ def _measured(r: dict[str, Any], n: int, path: str) -> float:
 
 
 def from_csv(
-    path: str, make_job: Any, known_columns: Collection[str] = (), progress: Callable[[int, int], None] | None = None
+    path: str,
+    make_job: Any,
+    known_columns: Collection[str] = (),
+    progress: Callable[[int, int], None] | None = None,
+    pinned: frozenset[str] = frozenset(),
 ) -> Calibration:
     """``make_job(record) -> Job`` builds each row's job (the CLI's own parser); the columns that
     are neither in ``known_columns`` (what ``make_job`` reads) nor a measurement are reported in
     ``ignored_columns`` (none when ``known_columns`` is empty). ``progress(done, total)``: after
-    each run's grid is evaluated (the long part)."""
+    each run's grid is evaluated (the long part). ``pinned``: the factors the fit holds (a
+    profile measured them; ``make_job`` sets its values, calibrate.fit)."""
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
@@ -122,7 +127,7 @@ def from_csv(
     prior = [float(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0]) for r in runs]
     before = float(np.mean([abs(p - r.measured) / r.measured for p, r in zip(prior, runs, strict=True)]))
     errs = errors(runs, progress)  # each run's grid, evaluated once for the leave-one-out check and the fit
-    cv = cross_validate(runs, errs=errs)
+    cv = cross_validate(runs, errs=errs, pinned=pinned)
     after = float(np.mean([v["mape"] for v in cv.values()]))
     header = [k for k in rows[0] if k is not None] if rows and known_columns else []
     ignored = tuple(sorted(k for k in header if k not in known_columns and k not in _MEASURED))
@@ -140,4 +145,4 @@ def from_csv(
         for k in (f.name for f in dataclasses.fields(Fit))
         if k != "prior_pull"
     }
-    return Calibration(fit(runs, errs), len(runs), before, after, ignored, per_run, loo_range)
+    return Calibration(fit(runs, errs, pinned), len(runs), before, after, ignored, per_run, loo_range)

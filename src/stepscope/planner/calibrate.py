@@ -46,10 +46,18 @@ def _grid() -> tuple[np.ndarray, ...]:
 
 
 def _errors(run: Run) -> np.ndarray:
-    """|log error| for every grid point (flattened)."""
+    """|log error| for every grid point (flattened); the grid's scales multiply the job's own (a
+    profile's, where the calibration is pinned to one)."""
     g, a, c, i, o = _grid()
     s = {k: np.full(g.size, v) for k, v in run.strategy.items()}
-    job = run.job.calibrated(gemm_scale=g, attn_scale=a, comm_scale=c, inter_scale=i, layer_overhead_s=o)
+    own = run.job.calibration
+    job = run.job.calibrated(
+        gemm_scale=g * own.gemm_scale,
+        attn_scale=a * own.attn_scale,
+        comm_scale=c * own.comm_scale,
+        inter_scale=i * own.inter_scale,
+        layer_overhead_s=o,
+    )
     pred = np.maximum(run.predict(job, s), 1e-12)
     return np.abs(np.log(pred / run.measured))
 
@@ -59,6 +67,18 @@ def _prior_dist() -> np.ndarray:
     """Each grid point's distance from the priors (ties go to the nearest); built once, read-only."""
     g, a, c, i, o = _grid()
     out = np.abs(np.log(g)) + np.abs(np.log(a)) + np.abs(np.log(c)) + np.abs(np.log(i)) + np.log1p(o / LAYER_GRID[1])
+    out.setflags(write=False)
+    return out
+
+
+@cache
+def _held(pinned: frozenset[str]) -> np.ndarray:
+    """0 at the grid points where every pinned factor is 1 (the job's own value: a profile
+    measured it), inf elsewhere; built once per set, read-only."""
+    out = np.zeros(_grid()[0].size)
+    for name, x in zip(("gemm_scale", "attn_scale", "comm_scale", "inter_scale"), _grid()[:4], strict=True):
+        if name in pinned:
+            out[x != 1.0] = np.inf
     out.setflags(write=False)
     return out
 
@@ -78,7 +98,7 @@ def _best(total: np.ndarray, pull: float = 0.0) -> Fit:
     return Fit(float(g[k]), float(a[k]), float(c[k]), float(i[k]), float(o[k]), pull)
 
 
-def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
+def _select(errs: np.ndarray, rows: Sequence[int] | None = None, pinned: frozenset[str] = frozenset()) -> Fit:
     """The fit to the runs whose |log errors| over the grid are ``errs[rows]`` (all rows: None).
     Two choices are model selection by cross-validation: whether the host wait
     (``layer_overhead_s``) is used (it trades off against the efficiencies, and only runs that
@@ -93,9 +113,10 @@ def _select(errs: np.ndarray, rows: Sequence[int] | None = None) -> Fit:
     published runs"). With fewer than 3 runs leaving one out cannot choose: no host wait, and the
     strongest pull (two runs do not pin five factors: calibrated on two runs of a validation
     source, the source's other runs come out 18.7% off unpulled, 15.8% with the pull, 16.2% with
-    the priors alone; the same section, bench_few_runs.py)."""
+    the priors alone; the same section, bench_few_runs.py). ``pinned``: factors held at 1 (the
+    runs' jobs carry a profile's values, op_profile.py)."""
     rows = range(len(errs)) if rows is None else rows
-    total = np.zeros(errs.shape[1])
+    total = _held(pinned).copy()
     for k in rows:  # row by row: no copy of the (runs x grid) block
         total += errs[k]
     without = _grid()[4] > 0  # grid points with an overhead
@@ -158,22 +179,25 @@ def errors(runs: Sequence[Run], progress: Callable[[int, int], None] | None = No
     return np.stack(out)
 
 
-def fit(runs: Sequence[Run], errs: np.ndarray | None = None) -> Fit:
+def fit(runs: Sequence[Run], errs: np.ndarray | None = None, pinned: frozenset[str] = frozenset()) -> Fit:
+    """The fit to the runs; ``pinned``: the factors a profile measured (the runs' jobs carry its
+    values, op_profile.py), held at 1 x those."""
     if not runs:
         return Fit(1.0, 1.0, 1.0, 1.0)
     errs = errors(runs) if errs is None else errs
-    return refine(runs, _select(errs), lambda rows: _select(errs, rows))
+    return refine(runs, _select(errs, None, pinned), lambda rows: _select(errs, rows, pinned), pinned)
 
 
 def cross_validate(
-    runs: Sequence[Run], by_family: bool = False, errs: np.ndarray | None = None
+    runs: Sequence[Run], by_family: bool = False, errs: np.ndarray | None = None, pinned: frozenset[str] = frozenset()
 ) -> dict[str, dict[str, float | str]]:
     """Leave-one-group-out: for each group, fit on the others and report its MAPE and mean signed
     relative error (predicted / measured - 1 of the run's metric), and the MAPE of the step time
     that metric implies (``mape_step_time``: the metric is a throughput, so the time's relative
     error is measured / predicted - 1; it weighs a prediction 2x too fast as 50%, not 100%). ``by_family``:
     fit on the other groups of the held-out group's family (e.g. other publications of the same
-    framework) when there are any, else on all other groups; ``fit_on`` says which."""
+    framework) when there are any, else on all other groups; ``fit_on`` says which. ``pinned``: as
+    for :func:`fit`."""
     errs = errors(runs) if errs is None else errs
     out: dict[str, dict[str, float | str]] = {}
     for grp in sorted({r.group for r in runs}):
@@ -183,9 +207,9 @@ def cross_validate(
         on = fam or train
 
         def grid_fit(rows: list[int], on: list[int] = on) -> Fit:
-            return _select(errs, [on[i] for i in rows])
+            return _select(errs, [on[i] for i in rows], pinned)
 
-        f = refine([runs[k] for k in on], _select(errs, on), grid_fit)
+        f = refine([runs[k] for k in on], _select(errs, on, pinned), grid_fit, pinned)
         pred = [predict_one(r, f) for r in test]
         rel = [(p - r.measured) / r.measured for p, r in zip(pred, test, strict=True)]
         out[grp] = {

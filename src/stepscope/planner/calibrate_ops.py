@@ -40,11 +40,12 @@ SWEEPS = 4
 MIN_EP_RUNS = 2  # the exchange's scale needs two runs with expert parallelism to be told from the rest
 
 
-def op_classes(runs: Sequence[Run]) -> list[str]:
+def op_classes(runs: Sequence[Run], pinned: frozenset[str] = frozenset()) -> list[str]:
     """The op-class factors the runs can inform (module docstring): none unless every run is of one
     model on one device: what a kernel class achieves is a property of its shapes on that device,
     and one scale per class fitted across NVIDIA's MoE runs of four models on three devices
-    predicted them, leaving each out, no better than the shared scales (BENCHMARKS.md)."""
+    predicted them, leaving each out, no better than the shared scales (BENCHMARKS.md). Not the
+    ``pinned`` ones (a profile measured them, op_profile.py)."""
     if len({(r.job.model, r.job.hw.name) for r in runs}) > 1:
         return []
     out = []
@@ -54,7 +55,7 @@ def op_classes(runs: Sequence[Run]) -> list[str]:
         out.append("expert_scale")
     if sum(int(r.strategy.get("ep", 1)) > 1 for r in runs) >= MIN_EP_RUNS:
         out.append("ep_scale")
-    return out
+    return [k for k in out if k not in pinned]
 
 
 def _base_grids() -> dict[str, np.ndarray]:
@@ -81,7 +82,9 @@ def _errors_along(runs: Sequence[Run], f: Fit, name: str, grid: np.ndarray) -> n
     total = np.zeros(grid.size)
     for r in runs:
         s = {k: np.full(grid.size, v) for k, v in r.strategy.items()}
-        job = f.apply(r.job).calibrated(**{name: grid})
+        # a scale multiplies the job's own value, as Fit.apply does; the host wait is absolute
+        own = 1.0 if name == "layer_overhead_s" else getattr(r.job.calibration, name)
+        job = f.apply(r.job).calibrated(**{name: grid * own})
         pred = np.maximum(r.predict(job, s), 1e-12)
         total += np.abs(np.log(pred / r.measured))
     return total
@@ -101,7 +104,12 @@ def _descend(runs: Sequence[Run], f: Fit, grids: dict[str, np.ndarray], pull: fl
     return f
 
 
-def refine(runs: Sequence[Run], f: Fit, grid_fit: Callable[[list[int]], Fit] | None = None) -> Fit:
+def refine(
+    runs: Sequence[Run],
+    f: Fit,
+    grid_fit: Callable[[list[int]], Fit] | None = None,
+    pinned: frozenset[str] = frozenset(),
+) -> Fit:
     """The grid fit ``f`` refined by op class (module docstring); ``f`` itself when the runs hold
     no op class of OP_GRIDS. Three candidates: no refinement, the descent from the grid fit, the
     descent from the priors (the grid fit may sit where a catch-all factor, the host wait, absorbed
@@ -110,11 +118,12 @@ def refine(runs: Sequence[Run], f: Fit, grid_fit: Callable[[list[int]], Fit] | N
     candidate, fitted on all runs but one, predicts the one left out; the lowest mean |log error|
     wins, ties to the simpler (no refinement, then the grid fit's start). ``grid_fit(rows)``: the
     grid fit on those runs (by index), for the first candidate; without it, or with fewer than 3
-    runs, the descent from the grid fit is used."""
-    ops = op_classes(runs)
+    runs, the descent from the grid fit is used. ``pinned``: factors held where they are (a
+    profile measured them, op_profile.py)."""
+    ops = op_classes(runs, pinned)
     if not ops or not runs:
         return f
-    grids = {**{k: OP_GRIDS[k] for k in ops}, **_base_grids()}
+    grids = {k: v for k, v in {**{k: OP_GRIDS[k] for k in ops}, **_base_grids()}.items() if k not in pinned}
     pull = max(f.prior_pull, 1e-9)  # ties go to the prior
     prior = dataclasses.replace(
         f, gemm_scale=1.0, attn_scale=1.0, comm_scale=1.0, inter_scale=1.0, layer_overhead_s=0.0

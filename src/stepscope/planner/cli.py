@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -72,16 +73,25 @@ def _run_batch(ns: argparse.Namespace, cli: CliSettings) -> int:
 
 
 def _measured(job: Job, ns: argparse.Namespace, cli: CliSettings) -> tuple[Job, dict[str, Any]]:
-    """Apply --calibrate (fit on a CSV) and --from-analysis (efficiencies measured in a trace)."""
+    """Apply --from-analysis (what a trace measured: efficiencies, scales, op classes), then
+    --calibrate (a fit on a CSV of runs, holding what the trace measured)."""
     info: dict[str, Any] = {}
+    traced: dict[str, Any] = {}
+    if ns.from_analysis:
+        base = strategy_of(job, framework_of(cli.framework), ns.baseline) if ns.baseline else None
+        untraced = job.calibration
+        job, info = whatif.from_analysis(job, ns.from_analysis, ns.rank, "dp_overlap" in cli.values, base)
+        traced = {
+            f.name: getattr(job.calibration, f.name)
+            for f in dataclasses.fields(job.calibration)
+            if getattr(job.calibration, f.name) != getattr(untraced, f.name)
+        }
     if ns.calibrate:
         with _progress("calibrating: runs evaluated over the grid") as step:
-            job, info = whatif.from_csv(
-                job, ns.calibrate, lambda r: job_from_record(_with_cli(r, ns, cli)), RECORD_KEYS, step
+            job, fitted = whatif.from_csv(
+                job, ns.calibrate, lambda r: job_from_record(_with_cli(r, ns, cli)), RECORD_KEYS, step, traced
             )
-    if ns.from_analysis:
-        job, traced = whatif.from_analysis(job, ns.from_analysis, ns.rank, "dp_overlap" in cli.values)
-        info |= traced
+        info = fitted | info
     return job, info
 
 

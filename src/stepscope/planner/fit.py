@@ -45,16 +45,24 @@ class Fit:
     ep_scale: float = 1.0
 
     def apply(self, job: Job) -> Job:
+        """The job with the fit's scales multiplying its own (a profile's, op_profile.py, where a
+        calibration was pinned to one; 1 otherwise) and the fit's host wait."""
+        c = job.calibration
         return job.calibrated(
-            gemm_scale=self.gemm_scale,
-            attn_scale=self.attn_scale,
-            comm_scale=self.comm_scale,
-            inter_scale=self.inter_scale,
-            layer_overhead_s=self.layer_overhead_s,
-            linear_attn_scale=self.linear_attn_scale,
-            expert_scale=self.expert_scale,
-            ep_scale=self.ep_scale,
+            **{k: getattr(self, k) * getattr(c, k) for k in SCALES}, layer_overhead_s=self.layer_overhead_s
         )
+
+
+# the fit's multipliers (relative to the job's own values); the host wait is absolute
+SCALES = (
+    "gemm_scale",
+    "attn_scale",
+    "comm_scale",
+    "inter_scale",
+    "linear_attn_scale",
+    "expert_scale",
+    "ep_scale",
+)
 
 
 def predict_one(run: Run, f: Fit) -> float:

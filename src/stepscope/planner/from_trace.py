@@ -5,7 +5,8 @@ From an ``stepscope analyze --json`` report (first rank, or the rank given):
 - ``gemm_eff`` = FLOPs of every other compute kernel / (their time x peak): the planner's
   non-attention efficiency counts norms and elementwise kernels as time without FLOPs, and so does
   this ratio (the ``gemm``, ``conv``, ``elementwise``, ``normalization``, ``reduction``,
-  ``optimizer`` and ``other`` categories; communication and memcpy are excluded);
+  ``optimizer`` and ``other`` categories; communication, memcpy and the op classes of
+  ``op_time_s`` are excluded);
 - ``dp_overlap`` = overlapped / total collective time (the share the run hid behind compute);
 - ``step_s`` = the median step time; ``parts_s`` that step's compute, exposed communication and idle;
   ``host_bound_s`` the part of its idle the host caused (the work that ended a gap was launched
@@ -18,7 +19,10 @@ From an ``stepscope analyze --json`` report (first rank, or the rank given):
   run achieved; ``inter_scale`` the same over those that cross nodes, relative to ``comm_scale``
   (the planner multiplies inter-node transfers by both). Within a node the reference is the
   device's measured collective bus bandwidth where the catalog has one (the rate the planner
-  assumes), else the link peak.
+  assumes), else the link peak;
+- ``op_time_s``: the median step's kernel time of the op classes the planner scales by class
+  (``linear_attention``, ``grouped_gemm``, ``all_to_all``; op_profile.py) / the rank's XLA
+  devices (a JAX host traces several), seconds on one device.
 The peak is the one the analysis used (its detected or given hardware and dtype). A ratio whose
 FLOPs are unknown (the trace has no shapes) is ``None`` and the planner keeps its prior.
 """
@@ -35,7 +39,8 @@ from .. import jsonio
 from ..catalog import hardware
 from ..errors import ConfigError
 
-_NOT_COMPUTE = ("comm:", "memcpy", "memset", "idle")
+# not in gemm_eff: transfers and idle; the op classes the planner rates by class (op_time_s)
+_NOT_COMPUTE = ("comm:", "memcpy", "memset", "idle", "linear_attention", "grouped_gemm")
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class TraceEfficiency:
     # the median step's parts, seconds: compute, exposed communication, idle (absent in old reports)
     parts_s: dict[str, float] | None = None
     host_bound_s: float | None = None  # the median step's host-bound idle
+    op_time_s: dict[str, float] | None = None  # the median step's time by op class (op_profile.py)
 
 
 def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
@@ -118,6 +124,7 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
         memory_bytes=hardware.plausible_memory_bytes(hw.get("memory_bytes")),
         parts_s=_median_step_parts(r.get("steps")),
         host_bound_s=_median_step_host_bound(r.get("steps")),
+        op_time_s=_median_step_op_time(r.get("steps"), (r.get("extras") or {}).get("xla")),
         **_comm_scales(doc.get("cluster"), _measured_intra(hw.get("name"))),
     )
 
@@ -156,6 +163,26 @@ def _median_step_parts(steps: Any) -> dict[str, float] | None:
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf for v in vals.values()):
         return None
     return {k: float(v) * 1e-9 for k, v in vals.items()}  # type: ignore[arg-type]
+
+
+# the analysis's category -> op_profile.py's class
+_OP_CLASSES = {"linear_attention": "linear_attention", "grouped_gemm": "grouped_gemm", "comm:all_to_all": "all_to_all"}
+
+
+def _median_step_op_time(steps: Any, xla: Any) -> dict[str, float] | None:
+    """The median step's kernel seconds of each op class on one device (the rank's XLA devices
+    share the step's kernel time); None when the step has none of them."""
+    med = _median_step(steps)
+    ktime = med.get("kernel_time_by_category_ns") if med else None
+    if not isinstance(ktime, dict):
+        return None
+    devices = _positive(xla.get("devices")) if isinstance(xla, dict) else None
+    out = {
+        cls: float(v) * 1e-9 / (devices or 1.0)
+        for cat, cls in _OP_CLASSES.items()
+        if (v := _positive(ktime.get(cat))) is not None
+    }
+    return out or None
 
 
 def _text(v: Any) -> str | None:

@@ -6,16 +6,27 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .cost import evaluate
 from .job import Job
 from .strategy import Strategy
 
+if TYPE_CHECKING:
+    from .from_trace import TraceEfficiency
+
 # the model's baseline more than this factor off the measured step: the job given (model, batch,
 # devices) is probably not the run that was measured, and the what-if says so
 WHAT_IF_MISMATCH = 2.0
+
+
+# a traced calibration field -> the fit's factor it holds (calibrate.fit's ``pinned``)
+PINS = {
+    "gemm_eff": "gemm_scale",
+    "attn_eff": "attn_scale",
+    **{k: k for k in ("comm_scale", "inter_scale", "linear_attn_scale", "expert_scale", "ep_scale")},
+}
 
 
 def from_csv(
@@ -24,12 +35,23 @@ def from_csv(
     make_job: Callable[[dict[str, Any]], Job],
     known: frozenset[str],
     progress: Callable[[int, int], None] | None = None,
+    traced: dict[str, Any] | None = None,
 ) -> tuple[Job, dict[str, Any]]:
-    """The job calibrated on the runs of a CSV (calib_csv.py), and what the calibration reports."""
+    """The job calibrated on the runs of a CSV (calib_csv.py), and what the calibration reports.
+    ``traced``: the calibration fields a trace of the job's run measured (from_analysis): the runs
+    of the job's model on its device take them, and the fit holds them (PINS), fitting the rest;
+    runs of other models or devices keep the priors for them."""
     from .calib_csv import from_csv as read_runs
     from .calibrate import at_grid_edge
 
-    cal = read_runs(path, make_job, known, progress)
+    fields = dict(traced or {})
+
+    def make(rec: dict[str, Any]) -> Job:
+        run_job = make_job(rec)
+        same = run_job.model == job.model and run_job.hw.name == job.hw.name
+        return run_job.calibrated(**fields) if same and fields else run_job
+
+    cal = read_runs(path, make, known, progress, frozenset(PINS[k] for k in fields if k in PINS))
     info: dict[str, Any] = {
         "runs": cal.rows,
         **dataclasses.asdict(cal.fit),
@@ -45,10 +67,14 @@ def from_csv(
     return cal.fit.apply(job), info
 
 
-def from_analysis(job: Job, path: str, rank: int | None, own_dp_overlap: bool) -> tuple[Job, dict[str, Any]]:
+def from_analysis(
+    job: Job, path: str, rank: int | None, own_dp_overlap: bool, traced: Strategy | None = None
+) -> tuple[Job, dict[str, Any]]:
     """The job with the efficiencies, communication scales and DP overlap a traced run measured
     (from_trace.py; a dp_overlap set explicitly wins over the trace's: a what-if of another
-    overlap), and what the trace reports; on the traced device, its runtime's memory."""
+    overlap), and what the trace reports; on the traced device, its runtime's memory. Given the
+    traced run's strategy (``traced``), also the op-class scales its profile measures
+    (op_profile.py)."""
     from .from_trace import read
 
     te = read(path, rank)
@@ -83,7 +109,28 @@ def from_analysis(job: Job, path: str, rank: int | None, own_dp_overlap: bool) -
     elif te.memory_bytes:  # the same device: fit against the memory its runtime reported
         job = dataclasses.replace(job, hw=dataclasses.replace(job.hw, hbm_bytes=int(te.memory_bytes)))
         info["trace_memory_gb"] = te.memory_bytes / 1e9
-    return job, info
+    return _by_op_class(job, te, traced, info)
+
+
+def _by_op_class(
+    job: Job, te: TraceEfficiency, traced: Strategy | None, info: dict[str, Any]
+) -> tuple[Job, dict[str, Any]]:
+    """The job with the op-class scales of the traced run's profile (op_profile.py): the kernel
+    classes the trace timed, and its exposed communication where no bandwidth scale was measured.
+    Without the traced strategy the classes are only named."""
+    from .op_profile import profile_scales
+
+    exposed = (te.parts_s or {}).get("exposed_comm") if te.comm_scale is None else None
+    if traced is None:
+        if te.op_time_s:
+            info["trace_op_classes_unused"] = sorted(te.op_time_s)
+        return job, info
+    if not te.op_time_s and not exposed:
+        return job, info
+    compute = (te.parts_s or {}).get("compute")
+    changes, found = profile_scales(job, traced, te.op_time_s or {}, exposed, compute)
+    info |= {f"measured_{k}": v for k, v in changes.items()} | found
+    return job.calibrated(**changes), info
 
 
 def with_host_wait(job: Job, baseline: Strategy, host_bound_s: float) -> Job:

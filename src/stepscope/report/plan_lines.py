@@ -223,6 +223,7 @@ def _trace_lines(cal: dict[str, Any]) -> list[str]:
         f"from the trace {cal['trace']} (rank {cal['trace_rank']}, {cal['trace_hardware']}): step "
         f"{cal['trace_step_time_s']:.4g} s; " + (got or "no efficiency could be measured, the priors stay")
     ]
+    lines += _op_class_lines(cal)
     if "trace_why_no_flops" in cal:
         lines.append(f"no compute efficiency from this trace: {cal['trace_why_no_flops']}")
     if cal.get("trace_host_bound_s") and "measured_layer_overhead_s" not in cal:
@@ -235,6 +236,37 @@ def _trace_lines(cal: dict[str, Any]) -> list[str]:
         lines.append(
             f"warning: the trace ran on {cal['trace_hardware']}, not on the --hardware given; its efficiencies and "
             "measured step describe that device"
+        )
+    return lines
+
+
+_OP_NAMES = {
+    "linear_attention": "linear attention",
+    "grouped_gemm": "grouped GEMMs",
+    "all_to_all": "all-to-all",
+    "exposed_comm": "exposed communication",
+}
+
+
+def _op_class_lines(cal: dict[str, Any]) -> list[str]:
+    """The op classes of the traced step against the model's baseline before their scales were
+    set (op_profile.py), the classes kept, or the classes found but not used (no --baseline)."""
+    lines = []
+    if classes := cal.get("op_classes"):
+        lines.append(
+            "op classes of the traced step vs the model's baseline before: "
+            + ", ".join(
+                f"{_OP_NAMES.get(k, k)} {v['traced_s']:.4g} vs {v['model_s']:.4g} s" for k, v in classes.items()
+            )
+        )
+    for k, why in (cal.get("op_classes_kept") or {}).items():
+        lines.append(f"{_OP_NAMES.get(k, k)}: kept at its scale: {why}")
+    if odd := cal.get("op_scales_implausible"):
+        lines.append(f"warning: {', '.join(odd)} over 1000x from the prior: is --baseline the traced run's strategy?")
+    if unused := cal.get("trace_op_classes_unused"):
+        lines.append(
+            f"note: the trace times {', '.join(_OP_NAMES.get(k, k) for k in unused)}; give the traced run's strategy "
+            "(--baseline) to calibrate them"
         )
     return lines
 
