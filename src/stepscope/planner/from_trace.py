@@ -2,7 +2,8 @@
 
 From an ``stepscope analyze --json`` report (first rank, or the rank given):
 - ``attn_eff`` = attention-kernel FLOPs / (attention kernel time x peak);
-- ``gemm_eff`` = FLOPs of every other compute kernel / (their time x peak): the planner's
+- ``gemm_eff`` = FLOPs of every other compute kernel / (their time x peak; an XLA rank's FLOPs
+  are XLA's cost analysis, from the XLA view's ``flops_by_category``): the planner's
   non-attention efficiency counts norms and elementwise kernels as time without FLOPs, and so does
   this ratio (the ``gemm``, ``conv``, ``elementwise``, ``normalization``, ``reduction``,
   ``optimizer`` and ``other`` categories; communication, memcpy and the op classes of
@@ -102,15 +103,15 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
         )
     hw = r.get("hardware") or {}
     peak = float(hw.get("peak_tflops") or 0.0) * 1e12
-    att_f = att_d = oth_f = oth_d = 0.0
-    for c in r.get("roofline_by_category") or []:
-        cat = str(c.get("category", ""))
-        if cat.startswith(_NOT_COMPUTE):
-            continue
-        if cat == "attention":
-            att_f, att_d = att_f + float(c.get("flops") or 0), att_d + float(c.get("dur_ns") or 0)
-        else:
-            oth_f, oth_d = oth_f + float(c.get("flops") or 0), oth_d + float(c.get("dur_ns") or 0)
+    rows = [(c.get("category"), c.get("flops"), c.get("dur_ns")) for c in r.get("roofline_by_category") or []]
+    att_f, att_d, oth_f, oth_d = _sums(rows)
+    xla = (r.get("extras") or {}).get("xla")
+    if not (att_f or oth_f) and isinstance(xla, dict) and xla.get("flops_by_category"):
+        # an XLA rank: its FLOPs are XLA's cost analysis, by category in the XLA view
+        fl = xla["flops_by_category"]
+        att_f, att_d, oth_f, oth_d = _sums(
+            [(s.get("label"), fl.get(s.get("label")), s.get("time_ns")) for s in xla.get("by_category") or []]
+        )
     comm = sum(float(v.get("comm_ns") or 0) for v in (r.get("collectives") or {}).values())
     hidden = sum(float(v.get("overlapped_ns") or 0) for v in (r.get("collectives") or {}).values())
     return TraceEfficiency(
@@ -163,6 +164,20 @@ def _median_step_parts(steps: Any) -> dict[str, float] | None:
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf for v in vals.values()):
         return None
     return {k: float(v) * 1e-9 for k, v in vals.items()}  # type: ignore[arg-type]
+
+
+def _sums(rows: list[tuple[Any, Any, Any]]) -> tuple[float, float, float, float]:
+    """(attention FLOPs, attention ns, other compute FLOPs, other compute ns) of (category, FLOPs,
+    ns) rows; transfers, idle and the op classes of op_time_s left out (_NOT_COMPUTE)."""
+    att_f = att_d = oth_f = oth_d = 0.0
+    for cat, flops, dur in rows:
+        if str(cat or "").startswith(_NOT_COMPUTE):
+            continue
+        if cat == "attention":
+            att_f, att_d = att_f + float(flops or 0), att_d + float(dur or 0)
+        else:
+            oth_f, oth_d = oth_f + float(flops or 0), oth_d + float(dur or 0)
+    return att_f, att_d, oth_f, oth_d
 
 
 # the analysis's category -> op_profile.py's class

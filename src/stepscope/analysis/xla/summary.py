@@ -82,6 +82,9 @@ class XlaSummary:
     scope_coverage_ratio: float  # share of op time with a name stack
     flops_coverage_ratio: float  # share of op time with known FLOPs
     top_ops: tuple[XlaOp, ...]
+    # XLA's cost-analysis FLOPs summed by category (ops of unknown FLOPs count 0): with by_category's
+    # times, what a category achieved (the planner's --from-analysis efficiencies, from_trace.py)
+    flops_by_category: dict[str, float]
 
 
 def scope_path(stack: str | None) -> str:
@@ -182,7 +185,15 @@ def compute(ctx: RankContext) -> XlaSummary | None:
         scope_coverage_ratio=float(dur[has_scope].sum() / total) if total else 0.0,
         flops_coverage_ratio=float(dur[flops >= 0].sum() / total) if total else 0.0,
         top_ops=_top_ops(ops, cat, fk, scopes, dur, flops, nbytes, peak_flops, hbm_bytes_per_s, top=ctx.config.top_k),
+        flops_by_category=_flops_by(cat, flops),
     )
+
+
+def _flops_by(cat: np.ndarray, flops: np.ndarray) -> dict[str, float]:
+    """Known FLOPs (>= 0) summed by category; categories without any are left out."""
+    uniq, inv = np.unique(cat.astype(str), return_inverse=True)
+    f = np.bincount(inv.ravel(), weights=np.where(flops > 0, flops, 0.0), minlength=uniq.size)
+    return {str(uniq[i]): float(f[i]) for i in np.flatnonzero(f > 0)}
 
 
 def _loops(events: pa.Table, total: float) -> tuple[Share, ...]:
