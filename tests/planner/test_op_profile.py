@@ -230,3 +230,64 @@ def test_from_csv_gives_the_traced_fields_to_runs_of_the_same_model(tmp_path: Pa
     out, info = whatif.from_csv(job, str(csv_path), make, frozenset(), traced={"linear_attn_scale": 0.25})
     assert info["linear_attn_scale"] == 1.0 and info["mape_before"] == pytest.approx(0.0, abs=1e-9)
     assert float(out.calibration.linear_attn_scale) == 0.25
+
+
+def test_an_exposure_no_link_speed_reaches_is_not_matched() -> None:
+    """A traced exposure of 1 ns: no link 16x faster gets the model there, so the links keep their
+    scale and the reason is given (a 1/16 scale would speed every transfer of a what-if)."""
+    job, s = _job(HYBRID_MOE, devices=2), _strategy("dp=2,ep=2,mb=1")
+    compute = float(evaluate(job, s.arrays())["compute_s"][0])
+    changes, info = profile_scales(job, s, {}, 1e-9, compute)
+    assert "comm_scale" not in changes
+    assert "no link speed" in info["op_classes_kept"]["exposed_comm"]
+
+
+def _runs_csv(path: Path, runs: list[Run], texts: tuple[str, ...]) -> None:
+    lines = ["global_batch,strategy,step_time_s"]
+    lines += [f'{r.job.global_batch},"{t}",{r.measured!r}' for r, t in zip(runs, texts, strict=True)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_runs_of_another_model_do_not_hold_the_trace(tmp_path: Path) -> None:
+    """One run of another model (8 layers): the trace's field is not held and the fit's factor
+    for it is dropped; the job keeps the trace's value, and the report says why."""
+    runs = _planted_runs({"linear_attn_scale": 0.25})
+    texts = ("dp=1,mb=1", "dp=1,mb=2,recompute=full", "dp=1,mb=4", "dp=1,mb=8")
+    _runs_csv(tmp_path / "runs.csv", runs, texts)
+    other = dataclasses.replace(HYBRID, n_layers=8, linear_layers=6)
+
+    def make(rec: dict[str, Any]) -> Job:
+        model = other if int(rec["global_batch"]) == 8 else HYBRID
+        return make_job(model, hardware("h100"), 1, 8, int(rec["global_batch"]), SEQ)
+
+    job = make({"global_batch": 16}).calibrated(linear_attn_scale=0.25)
+    out, info = whatif.from_csv(job, str(tmp_path / "runs.csv"), make, frozenset(), traced={"linear_attn_scale": 0.25})
+    assert "held_from_trace" not in info and "not all of the traced model" in info["trace_not_held"]
+    assert float(out.calibration.linear_attn_scale) == 0.25
+
+
+def test_plan_holds_what_the_profile_measured_in_a_calibration(
+    tpu_report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """plan --calibrate with --from-analysis and --baseline on a hybrid model (a config.json):
+    the profile sets the linear attention's scale and the GEMMs' efficiency (XLA's FLOPs), the
+    runs' fit holds both (its own factors x1) and fits the rest."""
+    cfg = {
+        "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "intermediate_size": 1024, "vocab_size": 1000, "hidden_act": "silu",
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "linear_num_key_heads": 4, "linear_key_head_dim": 64, "linear_num_value_heads": 4, "linear_value_head_dim": 64,
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    job = ["--model", str(tmp_path / "config.json"), "--hardware", "tpu-v5p", "--devices", "1", "--seq-len", "2048"]
+    rows = ["model,hardware,devices,seq_len,global_batch,strategy,step_time_s"]
+    rows += [f"{tmp_path / 'config.json'},tpu-v5p,1,2048,{b},dp=1,{t}" for b, t in ((16, 0.5), (32, 1.1), (8, 0.3))]
+    (tmp_path / "runs.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    args = ["plan", *job, "--global-batch", "16", "--evaluate", "dp=1,mb=1", "--baseline", "dp=1,mb=1"]
+    args += ["--from-analysis", str(tpu_report), "--calibrate", str(tmp_path / "runs.csv"), "--json"]
+    assert main(args) == 0
+    cal = json.loads(capsys.readouterr().out)["calibration"]
+    assert cal["runs"] == 3 and cal["trace"] == str(tpu_report)
+    assert cal["held_from_trace"] == ["gemm_scale", "linear_attn_scale"]
+    assert cal["gemm_scale"] == 1.0 and cal["linear_attn_scale"] == 1.0
+    assert cal["measured_gemm_eff"] == pytest.approx(3 * 4e9 / (3 * 40e-6) / 459e12)

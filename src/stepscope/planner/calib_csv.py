@@ -40,6 +40,16 @@ class Calibration:
     per_run: tuple[dict[str, float], ...] = ()
     # each factor's (lowest, highest) over the leave-one-out fits: how firmly the runs determine it
     loo_range: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    held: tuple[str, ...] = ()  # the factors a trace measured, which the fit held (PINS)
+    not_held: str | None = None  # why the trace's fields were not held
+
+
+# a traced calibration field -> the fit's factor it holds (calibrate.fit's ``pinned``)
+PINS = {
+    "gemm_eff": "gemm_scale",
+    "attn_eff": "attn_scale",
+    **{k: k for k in ("comm_scale", "inter_scale", "linear_attn_scale", "expert_scale", "ep_scale")},
+}
 
 
 def _step(job: Job, s: dict[str, np.ndarray]) -> np.ndarray:
@@ -76,13 +86,17 @@ def from_csv(
     make_job: Any,
     known_columns: Collection[str] = (),
     progress: Callable[[int, int], None] | None = None,
-    pinned: frozenset[str] = frozenset(),
+    traced: dict[str, Any] | None = None,
+    traced_job: Job | None = None,
 ) -> Calibration:
     """``make_job(record) -> Job`` builds each row's job (the CLI's own parser); the columns that
     are neither in ``known_columns`` (what ``make_job`` reads) nor a measurement are reported in
     ``ignored_columns`` (none when ``known_columns`` is empty). ``progress(done, total)``: after
-    each run's grid is evaluated (the long part). ``pinned``: the factors the fit holds (a
-    profile measured them; ``make_job`` sets its values, calibrate.fit)."""
+    each run's grid is evaluated (the long part). ``traced``: calibration fields a trace of
+    ``traced_job``'s run measured (from_analysis): when every run is of that job's model on its
+    device, the runs take them and the fit holds them (PINS) and fits the rest; else they are not
+    held (``not_held`` says why: what a kernel class achieves is a property of its shapes on that
+    device)."""
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
@@ -124,6 +138,7 @@ def from_csv(
         raise ConfigError(
             "calibration needs at least 2 measured runs", path=path, fix="add rows (the fit is checked leave-one-out)"
         )
+    runs, pinned, not_held = _hold(runs, traced or {}, traced_job)
     prior = [float(_step(r.job, {k: np.array([v]) for k, v in r.strategy.items()})[0]) for r in runs]
     before = float(np.mean([abs(p - r.measured) / r.measured for p, r in zip(prior, runs, strict=True)]))
     errs = errors(runs, progress)  # each run's grid, evaluated once for the leave-one-out check and the fit
@@ -145,4 +160,15 @@ def from_csv(
         for k in (f.name for f in dataclasses.fields(Fit))
         if k != "prior_pull"
     }
-    return Calibration(fit(runs, errs, pinned), len(runs), before, after, ignored, per_run, loo_range)
+    held = tuple(sorted(pinned))
+    return Calibration(fit(runs, errs, pinned), len(runs), before, after, ignored, per_run, loo_range, held, not_held)
+
+
+def _hold(runs: list[Run], traced: dict[str, Any], like: Job | None) -> tuple[list[Run], frozenset[str], str | None]:
+    """The runs with the trace's fields, the factors the fit holds, or why none is held."""
+    if not traced or like is None:
+        return runs, frozenset(), None
+    if any(r.job.model != like.model or r.job.hw.name != like.hw.name for r in runs):
+        return runs, frozenset(), "the runs are not all of the traced model on the traced device"
+    held = [dataclasses.replace(r, job=r.job.calibrated(**traced)) for r in runs]
+    return held, frozenset(PINS[k] for k in traced if k in PINS), None

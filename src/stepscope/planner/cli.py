@@ -18,7 +18,7 @@ from ..report.plan_lines import what_if_lines
 from . import frameworks, whatif
 from .args import CliSettings, cli_settings
 from .job import Job
-from .plans import evaluate_result, framework_of, one_record, search_result, strategy_of
+from .plans import check_on_job, evaluate_result, framework_of, one_record, search_result, strategy_of
 from .record import CORE_KEYS, RECORD_KEYS, ignored_keys, job_from_record
 from .result import PlanResult
 from .settings import job_settings
@@ -79,6 +79,8 @@ def _measured(job: Job, ns: argparse.Namespace, cli: CliSettings) -> tuple[Job, 
     traced: dict[str, Any] = {}
     if ns.from_analysis:
         base = strategy_of(job, framework_of(cli.framework), ns.baseline) if ns.baseline else None
+        if base is not None:  # the traced run's strategy must run this job before its profile is read by it
+            check_on_job(job, base)
         untraced = job.calibration
         job, info = whatif.from_analysis(job, ns.from_analysis, ns.rank, "dp_overlap" in cli.values, base)
         traced = {

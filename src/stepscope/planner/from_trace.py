@@ -6,8 +6,9 @@ From an ``stepscope analyze --json`` report (first rank, or the rank given):
   are XLA's cost analysis, from the XLA view's ``flops_by_category``): the planner's
   non-attention efficiency counts norms and elementwise kernels as time without FLOPs, and so does
   this ratio (the ``gemm``, ``conv``, ``elementwise``, ``normalization``, ``reduction``,
-  ``optimizer`` and ``other`` categories; communication, memcpy and the op classes of
-  ``op_time_s`` are excluded);
+  ``optimizer`` and ``other`` categories; communication, memcpy, host transfers and the op
+  classes of ``op_time_s`` are excluded; ``gemm_eff_with_experts`` counts the grouped GEMMs in,
+  for a planner that does not rate them by class);
 - ``dp_overlap`` = overlapped / total collective time (the share the run hid behind compute);
 - ``step_s`` = the median step time; ``parts_s`` that step's compute, exposed communication and idle;
   ``host_bound_s`` the part of its idle the host caused (the work that ended a gap was launched
@@ -40,8 +41,11 @@ from .. import jsonio
 from ..catalog import hardware
 from ..errors import ConfigError
 
-# not in gemm_eff: transfers and idle; the op classes the planner rates by class (op_time_s)
-_NOT_COMPUTE = ("comm:", "memcpy", "memset", "idle", "linear_attention", "grouped_gemm")
+# not in gemm_eff: transfers, host transfers and idle; the op classes the planner rates by class
+# (op_time_s: linear attention always, at its own rate; the experts' grouped GEMMs when a
+# profile's op-class calibration rates them, gemm_eff_with_experts otherwise)
+_NOT_WORK = ("comm:", "memcpy", "memset", "idle", "infeed_outfeed", "host_transfer", "linear_attention")
+_NOT_COMPUTE = (*_NOT_WORK, "grouped_gemm")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class TraceEfficiency:
     parts_s: dict[str, float] | None = None
     host_bound_s: float | None = None  # the median step's host-bound idle
     op_time_s: dict[str, float] | None = None  # the median step's time by op class (op_profile.py)
+    gemm_eff_with_experts: float | None = None  # gemm_eff counting the experts' grouped GEMMs too
 
 
 def _ratio(flops: float, dur_ns: float, peak: float) -> float | None:
@@ -104,14 +109,13 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
     hw = r.get("hardware") or {}
     peak = float(hw.get("peak_tflops") or 0.0) * 1e12
     rows = [(c.get("category"), c.get("flops"), c.get("dur_ns")) for c in r.get("roofline_by_category") or []]
-    att_f, att_d, oth_f, oth_d = _sums(rows)
     xla = (r.get("extras") or {}).get("xla")
-    if not (att_f or oth_f) and isinstance(xla, dict) and xla.get("flops_by_category"):
+    if not any(f for _, f, _ in rows) and isinstance(xla, dict) and xla.get("flops_by_category"):
         # an XLA rank: its FLOPs are XLA's cost analysis, by category in the XLA view
         fl = xla["flops_by_category"]
-        att_f, att_d, oth_f, oth_d = _sums(
-            [(s.get("label"), fl.get(s.get("label")), s.get("time_ns")) for s in xla.get("by_category") or []]
-        )
+        rows = [(s.get("label"), fl.get(s.get("label")), s.get("time_ns")) for s in xla.get("by_category") or []]
+    att_f, att_d, oth_f, oth_d = _sums(rows, _NOT_COMPUTE)
+    _, _, all_f, all_d = _sums(rows, _NOT_WORK)
     comm = sum(float(v.get("comm_ns") or 0) for v in (r.get("collectives") or {}).values())
     hidden = sum(float(v.get("overlapped_ns") or 0) for v in (r.get("collectives") or {}).values())
     return TraceEfficiency(
@@ -125,7 +129,8 @@ def _from_report(doc: dict[str, Any], rank: int | None, where: str) -> TraceEffi
         memory_bytes=hardware.plausible_memory_bytes(hw.get("memory_bytes")),
         parts_s=_median_step_parts(r.get("steps")),
         host_bound_s=_median_step_host_bound(r.get("steps")),
-        op_time_s=_median_step_op_time(r.get("steps"), (r.get("extras") or {}).get("xla")),
+        op_time_s=_median_step_op_time(r.get("steps"), xla),
+        gemm_eff_with_experts=_ratio(all_f, all_d, peak),
         **_comm_scales(doc.get("cluster"), _measured_intra(hw.get("name"))),
     )
 
@@ -166,12 +171,12 @@ def _median_step_parts(steps: Any) -> dict[str, float] | None:
     return {k: float(v) * 1e-9 for k, v in vals.items()}  # type: ignore[arg-type]
 
 
-def _sums(rows: list[tuple[Any, Any, Any]]) -> tuple[float, float, float, float]:
+def _sums(rows: list[tuple[Any, Any, Any]], skip: tuple[str, ...]) -> tuple[float, float, float, float]:
     """(attention FLOPs, attention ns, other compute FLOPs, other compute ns) of (category, FLOPs,
-    ns) rows; transfers, idle and the op classes of op_time_s left out (_NOT_COMPUTE)."""
+    ns) rows; the categories starting with one of ``skip`` and uncategorised rows left out."""
     att_f = att_d = oth_f = oth_d = 0.0
     for cat, flops, dur in rows:
-        if str(cat or "").startswith(_NOT_COMPUTE):
+        if not cat or str(cat).startswith(skip):
             continue
         if cat == "attention":
             att_f, att_d = att_f + float(flops or 0), att_d + float(dur or 0)

@@ -17,7 +17,9 @@ without the class (scale -> infinity), and the scale that matches the profile is
 scale x model time / traced time. The exchange's time (exposed + hidden) is linear in
 ``ep_scale``. Exposure is not linear (the window hides what fits under compute): ``comm_scale``
 is the value of a log grid (1/16 .. 16 of the current, 2^(1/24) apart) whose exposed transfers
-are nearest the trace's, with ``ep_scale`` re-solved at each value so the exchange still matches.
+are nearest the trace's, with ``ep_scale`` re-solved at each value so the exchange still matches;
+none where the nearest is at the grid's edge or more than 25% off (a wait the links do not
+explain: a straggler, the host).
 
 Times are per step on one device: the trace's median step (the kernel time of each category /
 the rank's devices; TPU TensorCores are JAX devices, each doing its half of a chip's work in the
@@ -44,6 +46,8 @@ WITHOUT = 1e12  # a class's scale at which its time is nil (0 x inf would be NaN
 COMM_GRID = 2.0 ** (np.arange(-96, 97) / 24)  # x the current comm_scale: 1/16 .. 16
 # the exposure is matched only where the model's compute is within this factor of the trace's
 COMPARABLE = 2.0
+# the exposure matched no closer than this (relative) is not the links' doing
+REACH = 0.25
 # a scale this far from the prior means the baseline is not the traced run (or the category
 # holds other kernels): kept, but flagged
 PLAUSIBLE = (1e-3, 1e3)
@@ -71,9 +75,11 @@ def _exposed_s(job: Job, s: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(sum(r[k] for k in EXPOSED_KEYS))
 
 
-def _comm_fit(job: Job, strategy: Strategy, exposed_s: float, a2a_s: float | None) -> tuple[float, float | None]:
-    """(comm_scale, ep_scale or None) whose exposed transfers are nearest ``exposed_s``; ep_scale
-    re-solved at each grid value so the exchange keeps its traced time ``a2a_s``."""
+def _comm_fit(job: Job, strategy: Strategy, exposed_s: float, a2a_s: float | None) -> tuple[float, float | None] | str:
+    """(comm_scale, ep_scale or None) whose exposed transfers are nearest ``exposed_s`` (ties to
+    the current scale), ep_scale re-solved at each grid value so the exchange keeps its traced time
+    ``a2a_s``; or why none is set: the model exposes nothing at any scale, or the nearest is at the
+    grid's edge or more than REACH off (the trace's exposure is not the links' doing)."""
     n = COMM_GRID.size
     s = {k: np.full(n, v[0]) for k, v in strategy.arrays().items()}
     comm = _cal(job, "comm_scale") * COMM_GRID
@@ -84,7 +90,16 @@ def _comm_fit(job: Job, strategy: Strategy, exposed_s: float, a2a_s: float | Non
         t_ep = r["ep_s"] + r["hidden_ep_s"]
         ep = np.where(t_ep > 0, _cal(job, "ep_scale") * a2a_s / np.maximum(t_ep, 1e-30), _cal(job, "ep_scale"))
         grid_job = grid_job.calibrated(ep_scale=ep)
-    i = int(np.argmin(np.abs(np.log(np.maximum(_exposed_s(grid_job, s), 1e-12) / exposed_s))))
+    exposed = _exposed_s(grid_job, s)
+    if not np.any(exposed > 0):
+        return "the model exposes no communication in the baseline at any link speed"
+    off = np.abs(np.log(np.maximum(exposed, 1e-12) / exposed_s))
+    i = int(np.lexsort((np.abs(np.log(COMM_GRID)), np.round(off, 9)))[0])
+    if i in (0, n - 1) or off[i] > np.log1p(REACH):
+        return (
+            f"no link speed within {COMM_GRID[0]:g}-{COMM_GRID[-1]:g}x makes the model expose the traced "
+            f"{exposed_s:.4g} s (nearest {exposed[i]:.4g} s): the wait is not the links' (a straggler, the host)"
+        )
     return float(comm[i]), (float(ep[i]) if ep is not None else None)
 
 
@@ -126,14 +141,15 @@ def profile_scales(
                 f"the model's baseline computes {model_compute / compute_s:.2g}x the traced step's compute, so what "
                 "hides under it is not comparable (check --baseline and the job)"
             )
-        elif before > 0:
-            a2a = traced_s.get(EXCHANGE) if "ep_scale" in changes else None
-            comm, ep = _comm_fit(job.calibrated(**changes), strategy, exposed_comm_s, a2a)
-            changes["comm_scale"] = comm
-            if ep is not None:
-                changes["ep_scale"] = ep
         else:
-            kept["exposed_comm"] = "the model exposes no communication in the baseline"
+            a2a = traced_s.get(EXCHANGE) if "ep_scale" in changes else None
+            found = _comm_fit(job.calibrated(**changes), strategy, exposed_comm_s, a2a)
+            if isinstance(found, str):
+                kept["exposed_comm"] = found
+            else:
+                changes["comm_scale"] = found[0]
+                if found[1] is not None:
+                    changes["ep_scale"] = found[1]
     info: dict[str, Any] = {"op_classes": compared}
     if kept:
         info["op_classes_kept"] = kept

@@ -31,7 +31,7 @@ def strategy_of(job: Job, fw: frameworks.Framework | None, text: str) -> Strateg
     return frameworks.check_strategy(fw, Strategy.parse(text).under(job.framework))
 
 
-def _check(job: Job, s: Strategy) -> None:
+def check_on_job(job: Job, s: Strategy) -> None:
     """What a strategy must meet to run on this job (its batch, devices, model)."""
     if job.model.n_experts and s.layernorm:
         raise ConfigError(
@@ -71,7 +71,7 @@ def _check(job: Job, s: Strategy) -> None:
 
 
 def one_record(job: Job, s: Strategy) -> dict[str, Any]:
-    _check(job, s)
+    check_on_job(job, s)
     return records(s.arrays(), evaluate(job, s.arrays()), dense=not job.model.n_experts)[0]
 
 

@@ -21,14 +21,6 @@ if TYPE_CHECKING:
 WHAT_IF_MISMATCH = 2.0
 
 
-# a traced calibration field -> the fit's factor it holds (calibrate.fit's ``pinned``)
-PINS = {
-    "gemm_eff": "gemm_scale",
-    "attn_eff": "attn_scale",
-    **{k: k for k in ("comm_scale", "inter_scale", "linear_attn_scale", "expert_scale", "ep_scale")},
-}
-
-
 def from_csv(
     job: Job,
     path: str,
@@ -38,20 +30,12 @@ def from_csv(
     traced: dict[str, Any] | None = None,
 ) -> tuple[Job, dict[str, Any]]:
     """The job calibrated on the runs of a CSV (calib_csv.py), and what the calibration reports.
-    ``traced``: the calibration fields a trace of the job's run measured (from_analysis): the runs
-    of the job's model on its device take them, and the fit holds them (PINS), fitting the rest;
-    runs of other models or devices keep the priors for them."""
+    ``traced``: the calibration fields a trace of the job's run measured (from_analysis), which
+    the fit holds when the runs are all of the job's model on its device (calib_csv.from_csv)."""
     from .calib_csv import from_csv as read_runs
     from .calibrate import at_grid_edge
 
-    fields = dict(traced or {})
-
-    def make(rec: dict[str, Any]) -> Job:
-        run_job = make_job(rec)
-        same = run_job.model == job.model and run_job.hw.name == job.hw.name
-        return run_job.calibrated(**fields) if same and fields else run_job
-
-    cal = read_runs(path, make, known, progress, frozenset(PINS[k] for k in fields if k in PINS))
+    cal = read_runs(path, make_job, known, progress, traced, job)
     info: dict[str, Any] = {
         "runs": cal.rows,
         **dataclasses.asdict(cal.fit),
@@ -60,11 +44,20 @@ def from_csv(
         "per_run": list(cal.per_run),
         "leave_one_out_range": {k: list(v) for k, v in cal.loo_range.items()},
     }
+    if cal.held:
+        info["held_from_trace"] = list(cal.held)
+    if cal.not_held:
+        info["trace_not_held"] = cal.not_held
     if cal.ignored_columns:
         info["ignored_columns"] = list(cal.ignored_columns)
     if edge := at_grid_edge(cal.fit):
         info["at_grid_edge"] = edge
-    return cal.fit.apply(job), info
+    fitted = cal.fit
+    if traced and not cal.held:  # the trace's own values stand for what it measured
+        from .calib_csv import PINS
+
+        fitted = dataclasses.replace(fitted, **{PINS[k]: 1.0 for k in traced if k in PINS})
+    return fitted.apply(job), info
 
 
 def from_analysis(
@@ -78,10 +71,13 @@ def from_analysis(
     from .from_trace import read
 
     te = read(path, rank)
+    # the experts' grouped GEMMs: rated by their own class when the profile's calibration sets it,
+    # else in with the other GEMMs
+    by_class = traced is not None and "grouped_gemm" in (te.op_time_s or {})
     changes: dict[str, Any] = {
         k: v
         for k, v in (
-            ("gemm_eff", te.gemm_eff),
+            ("gemm_eff", te.gemm_eff if by_class else (te.gemm_eff_with_experts or te.gemm_eff)),
             ("attn_eff", te.attn_eff),
             ("dp_overlap", None if own_dp_overlap else te.dp_overlap),
             ("comm_scale", te.comm_scale),

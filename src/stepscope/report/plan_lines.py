@@ -177,6 +177,10 @@ def _calibration_lines(cal: dict[str, Any]) -> list[str]:
     """What a --calibrate fit says: its factors, how firmly the runs pin them, the runs the others
     predict worst, the columns ignored and the factors at the edge of their grid."""
     lines = [_fit_line(cal)]
+    if held := cal.get("held_from_trace"):
+        lines.append(f"held at what the trace measured (x1 above): {', '.join(held)}")
+    if why := cal.get("trace_not_held"):
+        lines.append(f"what the trace measured replaces the fit's factors for it: {why}")
     spread = {k: v for k, v in (cal.get("leave_one_out_range") or {}).items() if v[1] > v[0]}
     if spread:  # factors the runs do not pin down move between the leave-one-out fits
         names = {
