@@ -44,7 +44,7 @@ EXCHANGE = "all_to_all"
 EXPOSED_KEYS = ("tp_s", "ep_s", "dp_s", "cp_s", "pp_p2p_s")
 WITHOUT = 1e12  # a class's scale at which its time is nil (0 x inf would be NaN)
 COMM_GRID = 2.0 ** (np.arange(-96, 97) / 24)  # x the current comm_scale: 1/16 .. 16
-# the exposure is matched only where the model's compute is within this factor of the trace's
+# the profile is used only where the model's compute is within this factor of the trace's
 COMPARABLE = 2.0
 # the exposure matched no closer than this (relative) is not the links' doing
 REACH = 0.25
@@ -115,15 +115,49 @@ def profile_scales(
     their scale with the reason. ``traced_s``: seconds per step on a device by category
     (``linear_attention``, ``grouped_gemm``, ``all_to_all``); ``exposed_comm_s``: the traced step's
     exposed communication, given only when ``comm_scale`` is to be set from it; ``compute_s``: the
-    traced step's compute. What hides depends on the compute window, so the exposure is matched
-    only where the model's compute (after the op-class scales) is within COMPARABLE of it."""
+    traced step's compute. Nothing is set where the model's compute with the op-class scales is
+    not within COMPARABLE of the traced compute: the baseline (or the job) does not describe the
+    traced run, and what hides under the compute would not be comparable either."""
     s = strategy.arrays()
+    changes, compared, kept = _class_changes(job, s, traced_s)
+    if exposed_comm_s and exposed_comm_s > 0:
+        compared["exposed_comm"] = {
+            "traced_s": exposed_comm_s,
+            "model_s": float(_exposed_s(job.calibrated(**changes), s)[0]),
+        }
+    model_compute = float(evaluate(job.calibrated(**changes), s, keys=("compute_s",))["compute_s"][0])
+    if compute_s and not 1 / COMPARABLE <= model_compute / compute_s <= COMPARABLE:
+        why = (
+            f"the model's baseline computes {model_compute / compute_s:.2g}x the traced step's compute: it does not "
+            "describe the traced run (check --baseline, --model, --devices, --global-batch and --seq-len)"
+        )
+        return {}, {"op_classes": compared, "op_classes_kept": {k: why for k in compared}}
+    if "exposed_comm" in compared:
+        a2a = traced_s.get(EXCHANGE) if "ep_scale" in changes else None
+        found = _comm_fit(job.calibrated(**changes), strategy, float(exposed_comm_s or 0.0), a2a)
+        if isinstance(found, str):
+            kept["exposed_comm"] = found
+        else:
+            changes["comm_scale"] = found[0]
+            if found[1] is not None:
+                changes["ep_scale"] = found[1]
+    info: dict[str, Any] = {"op_classes": compared}
+    if kept:
+        info["op_classes_kept"] = kept
+    if odd := sorted(k for k, v in changes.items() if not PLAUSIBLE[0] <= v <= PLAUSIBLE[1]):
+        info["op_scales_implausible"] = odd
+    return changes, info
+
+
+def _class_changes(
+    job: Job, s: dict[str, np.ndarray], traced_s: Mapping[str, float]
+) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, str]]:
+    """(the op-class scales, traced vs model seconds by class, the classes kept and why)."""
     model = class_seconds(job, s)
     changes: dict[str, float] = {}
     compared: dict[str, dict[str, float]] = {}
     kept: dict[str, str] = {}
-    fields = {**COMPUTE_CLASSES, EXCHANGE: "ep_scale"}
-    for cat, field in fields.items():
+    for cat, field in {**COMPUTE_CLASSES, EXCHANGE: "ep_scale"}.items():
         t = traced_s.get(cat) or 0.0
         if t <= 0:
             continue
@@ -132,27 +166,4 @@ def profile_scales(
             kept[cat] = "the baseline has no such work (check --baseline and the model)"
             continue
         changes[field] = _cal(job, field) * (model[cat] / t if field != "ep_scale" else t / model[cat])
-    if exposed_comm_s and exposed_comm_s > 0:
-        before = float(_exposed_s(job.calibrated(**changes), s)[0])
-        compared["exposed_comm"] = {"traced_s": exposed_comm_s, "model_s": before}
-        model_compute = float(evaluate(job.calibrated(**changes), s, keys=("compute_s",))["compute_s"][0])
-        if compute_s and not 1 / COMPARABLE <= model_compute / compute_s <= COMPARABLE:
-            kept["exposed_comm"] = (
-                f"the model's baseline computes {model_compute / compute_s:.2g}x the traced step's compute, so what "
-                "hides under it is not comparable (check --baseline and the job)"
-            )
-        else:
-            a2a = traced_s.get(EXCHANGE) if "ep_scale" in changes else None
-            found = _comm_fit(job.calibrated(**changes), strategy, exposed_comm_s, a2a)
-            if isinstance(found, str):
-                kept["exposed_comm"] = found
-            else:
-                changes["comm_scale"] = found[0]
-                if found[1] is not None:
-                    changes["ep_scale"] = found[1]
-    info: dict[str, Any] = {"op_classes": compared}
-    if kept:
-        info["op_classes_kept"] = kept
-    if odd := sorted(k for k, v in changes.items() if not PLAUSIBLE[0] <= v <= PLAUSIBLE[1]):
-        info["op_scales_implausible"] = odd
-    return changes, info
+    return changes, compared, kept
