@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .fit import ATTN_GRID, COMM_GRID, GEMM_GRID, INTER_GRID, LAYER_GRID, Fit, Run, predict_one
+from .fit import ATTN_GRID, COMM_GRID, GEMM_GRID, INTER_GRID, LAYER_GRID, SCALES, Fit, Run, predict_one
 
 # log-spaced, holding the prior 1.0 exactly
 OP_GRIDS: dict[str, np.ndarray] = {
@@ -83,7 +83,7 @@ def _errors_along(runs: Sequence[Run], f: Fit, name: str, grid: np.ndarray) -> n
     for r in runs:
         s = {k: np.full(grid.size, v) for k, v in r.strategy.items()}
         # a scale multiplies the job's own value, as Fit.apply does; the host wait is absolute
-        own = 1.0 if name == "layer_overhead_s" else getattr(r.job.calibration, name)
+        own = getattr(r.job.calibration, name) if name in SCALES else 1.0
         job = f.apply(r.job).calibrated(**{name: grid * own})
         pred = np.maximum(r.predict(job, s), 1e-12)
         total += np.abs(np.log(pred / r.measured))

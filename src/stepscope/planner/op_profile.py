@@ -24,8 +24,8 @@ explain: a straggler, the host).
 Times are per step on one device: the trace's median step (the kernel time of each category /
 the rank's devices; TPU TensorCores are JAX devices, each doing its half of a chip's work in the
 chip's step time) and the planner's step on one device. Assumption: the baseline given is the
-strategy the trace ran; a baseline the model puts more than 2x off the traced step is flagged by
-the what-if (whatif.py)."""
+strategy the trace ran; where the model's compute with the op-class scales is more than 2x off the
+traced compute, it is not, and nothing is set (profile_scales)."""
 
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ from .window import Window
 class StageParams:
     """Per configuration: layers of the most loaded stage, the first and the last stage, the larger
     end stage; ``uneven`` = the most loaded stage's layers / (L / pp) (for the per-layer
-    transfers); parameters of a layer, a middle stage and an end stage on one rank; ``p_dev`` the most any rank holds, ``layers_p`` the
-    transformer layers' share of it (without the embedding and the output layer), ``experts_p``
-    the experts' share of that."""
+    transfers); parameters of a layer, a middle stage and an end stage on one rank; ``p_dev`` the
+    most any rank holds, ``layers_p`` the transformer layers' share of it (without the embedding
+    and the output layer), ``experts_p`` the experts' share of that."""
 
     stage_L: np.ndarray
     first_L: np.ndarray
@@ -129,10 +129,10 @@ def end_split(L: float, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     the last (which also runs the output layer and the loss) the floor; where that would leave an
     end stage no layer (pp close to L; Megatron refuses an empty last stage given this way),
     m = floor(L / pp) and the ends hold more. With 2 stages both are ends: ceil(L / 2) and
-    floor(L / 2). DeepSeek-V3's 61 layers on 16 stages: 4 a middle stage, 3 the first, 2 the last. torchtitan's generated split points
-    (``generate_split_points``: the first stage floor(L / pp), the middle ones one more while the
-    remainder lasts, the last what is left) agree on Llama 3.1 405B's 126 layers on 8 stages:
-    15, 16, 15."""
+    floor(L / 2). DeepSeek-V3's 61 layers on 16 stages: 4 a middle stage, 3 the first, 2 the
+    last. torchtitan's generated split points (``generate_split_points``: the first stage
+    floor(L / pp), the middle ones one more while the remainder lasts, the last what is left)
+    agree on Llama 3.1 405B's 126 layers on 8 stages: 15, 16, 15."""
     pp = np.asarray(pp, dtype=np.float64)
     p = np.maximum(pp, 1.0)
     mid = np.where(L - (p - 2.0) * np.ceil(L / p) >= 2.0, np.ceil(L / p), np.floor(L / p))
