@@ -52,7 +52,7 @@ from stepscope.planner.plans import framework_of, strategy_of  # noqa: E402
 from stepscope.planner.rates import efficiencies, linear_shape  # noqa: E402
 from stepscope.planner.record import job_from_record  # noqa: E402
 from stepscope.planner.vocab import LINEAR_ATTN_EFF  # noqa: E402
-from stepscope.planner.work import memory_bound_bytes, moe_permutation_bytes  # noqa: E402
+from stepscope.planner.work import memory_bound_bytes, moe_permutation_bytes, tile_padding  # noqa: E402
 
 CHIPS, CORES_PER_CHIP, GLOBAL_BATCH, SEQ = 64, 2, 5120, 4096
 # the team's profile of the best run (README.md: XPlane + named scopes, 11.68 s), seconds per step
@@ -176,13 +176,15 @@ def best_row_parts(run: cal.Run) -> dict[str, float]:
     expert_flops = 6.0 * moe_layers * m.experts_per_token * 3 * h * m.d_ff_expert * fl.tokens
     m_expert = m_tok * ep * m.experts_per_token / m.n_experts
     local = m.n_experts / ep
-    up = 2.0 / 3.0
+    pad = float(tile_padding(job, np.array([m_expert]), np.array([local]))[0])  # Megablox's tiles
+    rows, up = m_expert * pad, 2.0 / 3.0
     expert_at_peak = (
         expert_flops
+        * pad
         * job.framework.moe.imbalance
         * (
-            up / float(linear_shape(m_expert, h, 2 * m.d_ff_expert, local))
-            + (1 - up) / float(linear_shape(m_expert, m.d_ff_expert, h, local))
+            up / float(linear_shape(rows, h, 2 * m.d_ff_expert, local))
+            + (1 - up) / float(linear_shape(rows, m.d_ff_expert, h, local))
         )
     )
     _, dk, hv, dv = m.linear_attn or (0, 0, 0, 0)

@@ -215,6 +215,21 @@ class Moe(Checked):
         "factor longer and hold that much more dispatched activation",
         report=Report(rank=190, when="moe", says=lambda v, st: f"MoE imbalance {v:g}" if v != 1.0 else None, line=120),
     )
+    tile_rows: int = knob(
+        0,
+        key="moe_tile_rows",
+        unit="rows",
+        ge=0,
+        lt=1 << 20,
+        example="512",
+        help="rows of the routed experts' grouped-GEMM tile, where each expert whose tokens start inside a "
+        "tile computes that whole tile again: a device's grouped GEMMs compute about this many rows per "
+        "local expert beyond its tokens (work.py); 0: groups padded by no more than the GEMM shape's own "
+        "efficiency says",
+        source="Megablox gmm/tgmm (MaxText kernels/megablox/backend.py, make_group_metadata: a group starting "
+        "mid-tile visits that tile again, up to m/tm + groups - 1 tiles); MaxText base.yml "
+        "wi/wo_tile_*_batch_seq 512",
+    )
     ep_overlap: bool = knob(
         False,
         key="ep_overlap",

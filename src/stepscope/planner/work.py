@@ -106,12 +106,31 @@ def gemm_seconds_at_peak(
         m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
         # the most loaded expert rank sets the pace (moe_imbalance)
         local = m.n_experts / ep  # one grouped GEMM runs the local experts (rates.gemm_rate)
+        pad = tile_padding(job, m_expert, local)
+        rows = m_expert * pad
         e_w = m.d_ff_expert / np.maximum(etp, 1)
         e_up = 2.0 if m.gated_mlp else 1.0  # gate and up fused (Megatron's grouped fc1)
-        gemm_time = gemm_time + expert_flops * job.framework.moe.imbalance / job.calibration.expert_scale * (
-            up / linear_shape(m_expert, h, e_up * e_w, local) + (1.0 - up) / linear_shape(m_expert, e_w, h, local)
+        gemm_time = gemm_time + expert_flops * pad * job.framework.moe.imbalance / job.calibration.expert_scale * (
+            up / linear_shape(rows, h, e_up * e_w, local) + (1.0 - up) / linear_shape(rows, e_w, h, local)
         )
     return gemm_time, logits_gemm, bf16_time
+
+
+def tile_padding(job: Job, m_expert: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """Rows a grouped GEMM computes per row of its tokens, with ``moe_tile_rows`` t > 0:
+    ``1 + t (G - 1) / G / r`` for G local experts of r tokens each on a kernel's device (a chip's
+    tokens / its cores: each TensorCore is a JAX device with its own batch).
+
+    Megablox (MaxText's gmm and tgmm) walks the rows in tiles of t; an expert whose first row is
+    not a tile's first row computes that whole tile again, so the kernel visits up to m/t + G - 1
+    tiles (``make_group_metadata``). With the experts' boundaries spread at random over the tile,
+    each of the G - 1 experts after the first costs t rows more (1 - 1/t of the time: taken as 1).
+    The forward, input-gradient and weight-gradient kernels all walk the same tiles. t = 0: 1."""
+    t = float(job.framework.moe.tile_rows)
+    if t <= 0:
+        return np.ones_like(np.asarray(m_expert, dtype=np.float64))
+    r = np.maximum(np.asarray(m_expert, dtype=np.float64) / job.hw.cores, 1.0)
+    return 1.0 + t * (local - 1.0) / np.maximum(local, 1.0) / r
 
 
 def gemm_kernels_per_layer(job: Job) -> float:
