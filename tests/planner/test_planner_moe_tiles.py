@@ -11,17 +11,10 @@ from stepscope.planner.job import Job, make_job
 from stepscope.planner.search import hardware
 from stepscope.planner.work import gemm_seconds_at_peak, tile_padding
 
-TINY_MOE = {
-    "hidden_size": 1024,
-    "num_hidden_layers": 8,
-    "num_attention_heads": 16,
-    "intermediate_size": 4096,
-    "vocab_size": 32000,
-    "hidden_act": "silu",
-    "num_local_experts": 256,
-    "num_experts_per_tok": 8,
-    "moe_intermediate_size": 512,
-}
+from .test_planner_moe_permutation import TINY_MOE as PERMUTATION_MOE
+
+# 256 experts, top-8, as the seed model routes (test_planner_moe_permutation's tiny model otherwise)
+TINY_MOE = {**PERMUTATION_MOE, "num_local_experts": 256, "num_experts_per_tok": 8}
 
 
 def job(device: str = "tpu-v7x", **kw: object) -> Job:
