@@ -257,3 +257,12 @@ class Pipeline(Checked):
         source="nanotron's build_model (get_block_compute_costs)",
         report=Report(rank=300, says=on("pipeline stages balanced by cost, the output layer's included"), line=200),
     )
+    uneven_virtual_stages: bool = knob(
+        False,
+        key="uneven_virtual_stages",
+        help="the search also interleaves 2, 3, 4, 6 or 8 virtual stages a rank where pp x vpp does not divide "
+        "the layers, each rank's layers spread over its stages as evenly as they go: the framework takes the "
+        "split as an explicit layout (megatron_layout.py)",
+        source="Megatron's --pipeline-model-parallel-layout (pipeline_parallel_layer_layout.py), used by "
+        "NVIDIA's Qwen3-235B recipe (94 layers, PP8 VP4) and DeepSeek-V3's (61 layers, PP16 VP2)",
+    )

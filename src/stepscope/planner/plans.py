@@ -243,6 +243,7 @@ def _switches(job: Job, fw: frameworks.Framework, strategy: dict[str, Any]) -> s
         experts=m.n_experts,
         cores=job.hw.cores,
         split_embedding=job.framework.pipeline.split_embedding,
+        mtp=m.mtp_layers,
     )
 
 

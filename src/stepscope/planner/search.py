@@ -42,14 +42,17 @@ def _pow2_upto(n: int) -> list[int]:
 
 TIGHT_PENALTY_S = 1e9  # added to the ranking key of a row inside the memory margin: after every other row
 CP_MIN_TOKENS = 1024  # the search's context parallelism beyond 8 keeps at least this many tokens a rank
+UNEVEN_VPP = (2, 3, 4, 6, 8)  # virtual stages tried where pp x vpp does not divide the layers
 SEARCHED_SCHEDULES = (0, 1, 2)  # 1f1b (interleaved with vpp > 1), zb-h1, zb-v; the others when --where names them
 
 
 def space(job: Job, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str, np.ndarray]:
     """All valid strategies as arrays. Constraints: tp | heads and tp <= devices per node; pp <=
-    layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved; cp a power of two up to 8,
+    layers (stages may be uneven), layers % (pp*vpp) == 0 when interleaved (with
+    ``uneven_virtual_stages`` also vpp in UNEVEN_VPP with pp*vpp <= layers); cp a power of two up to 8,
     or up to seq / CP_MIN_TOKENS for long sequences; dp = devices /
-    (tp*pp*cp) integer; ep | experts and ep | dp; expert-TP etp in {1, tp} (MoE only); global
+    (tp*pp*cp) integer; ep | experts and ep x etp | dp x cp x tp (Megatron's expert data-parallel
+    group); expert-TP etp in {1, tp} (MoE only); global
     batch % (dp*mb) == 0 (with pp > 1 and fewer micro-batches than stages, ga states them: run as
     they are); vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
     schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1;
@@ -107,13 +110,21 @@ def _degrees(job: Job) -> dict[str, np.ndarray]:
     # embedding and the loss counted as layers (pipeline_split_embedding) the L + 2 slots split,
     # the end stages holding a layer fewer (Llama 3 405B's 126 layers in 16 x 8 slots)
     slots = m.n_layers + (2 if job.framework.pipeline.split_embedding else 0)
-    g = _cross(g, "vpp", divisors(slots))
-    # (dropped here rather than after the later crosses: without a pipeline there is nothing to interleave)
-    g = _keep(g, (g["vpp"] == 1) | ((g["pp"] > 1) & (slots % (g["pp"] * g["vpp"]) == 0)))
+    uneven = job.framework.pipeline.uneven_virtual_stages
+    g = _cross(g, "vpp", sorted(set(divisors(slots)) | (set(UNEVEN_VPP) if uneven else set())))
+    # (dropped here rather than after the later crosses: without a pipeline there is nothing to interleave);
+    # with an explicit layout every rank needs a layer in each of its stages (megatron_layout.py)
+    even = slots % (g["pp"] * g["vpp"]) == 0
+    fills = (g["pp"] * g["vpp"] <= m.n_layers) if uneven else np.zeros_like(even)
+    g = _keep(g, (g["vpp"] == 1) | ((g["pp"] > 1) & (even | fills)))
     g = _cross(g, "ep", eps)
-    g = _keep(g, (g["dp"] % g["ep"] == 0) & (g["ep"] <= g["dp"]))
+    g = _keep(g, (g["dp"] * g["cp"] * g["tp"]) % g["ep"] == 0)
     g = _cross(g, "etp", [0, 1] if m.n_experts else [0])  # 0 = same as tp
-    return _keep(g, (g["etp"] == 0) | (g["tp"] > 1))
+    g = _keep(g, (g["etp"] == 0) | (g["tp"] > 1))
+    # the expert data-parallel group, dp x cp x tp / (ep x etp) ranks, is whole (Megatron's
+    # parallel_state: expert parallelism spans the data, context and tensor ranks)
+    ep_span = g["ep"] * np.where(g["etp"] == 0, g["tp"], g["etp"])
+    return _keep(g, (g["dp"] * g["cp"] * g["tp"]) % ep_span == 0)
 
 
 def _micro_batches(job: Job, g: dict[str, np.ndarray], schedules: tuple[int, ...]) -> dict[str, np.ndarray]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .megatron_layout import counts_run, layout
 from .stages import end_split
 
 Row = dict[str, Any]  # records.records' "strategy": the strategy as run, policies by name
@@ -40,20 +41,38 @@ def _megatron_recompute(policy: str) -> list[str]:
     return [f"--recompute-granularity selective --recompute-modules {modules}"] if modules else []
 
 
-def megatron(
-    s: Row, *, layers: int, global_batch: int, seq_len: int, experts: int, cores: int = 1, split_embedding: bool = False
-) -> str:
-    """Megatron-LM (pretrain_gpt.py) arguments."""
-    out = [f"--tensor-model-parallel-size {s['tp']}", f"--pipeline-model-parallel-size {s['pp']}"]
-    if s["vpp"] > 1:
-        out.append(f"--num-virtual-stages-per-pipeline-rank {s['vpp']}")
-    if s["pp"] > 1 and split_embedding:
+def _megatron_split(s: Row, layers: int, split_embedding: bool, mtp: int, layouts: bool) -> list[str]:
+    """The pipeline split's switches: virtual stages and the count switches, or one layout."""
+    pp, vpp = s["pp"], s["vpp"]
+    if layouts and not counts_run(layers, pp, vpp, split_embedding):
+        return [f"--pipeline-model-parallel-layout '{layout(layers, pp, vpp, split_embedding, mtp)}'"]
+    out = [f"--num-virtual-stages-per-pipeline-rank {vpp}"] if vpp > 1 else []
+    if pp > 1 and split_embedding:
         out.append("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split")
-    elif s["pp"] > 1 and layers % s["pp"]:
-        _, first, last = end_split(float(layers), np.array([s["pp"]]))
+    elif pp > 1 and layers % pp:
+        _, first, last = end_split(float(layers), np.array([pp]))
         out.append(
             f"--decoder-first-pipeline-num-layers {int(first[0])} --decoder-last-pipeline-num-layers {int(last[0])}"
         )
+    return out
+
+
+def megatron(
+    s: Row,
+    *,
+    layers: int,
+    global_batch: int,
+    seq_len: int,
+    experts: int,
+    cores: int = 1,
+    split_embedding: bool = False,
+    mtp: int = 0,
+    layouts: bool = True,
+) -> str:
+    """Megatron-LM (pretrain_gpt.py) arguments; the pipeline split as an explicit layout where the
+    count switches cannot give it (megatron_layout.py; not with ``layouts`` false)."""
+    out = [f"--tensor-model-parallel-size {s['tp']}", f"--pipeline-model-parallel-size {s['pp']}"]
+    out += _megatron_split(s, layers, split_embedding, mtp, layouts)
     if s["cp"] > 1:
         out.append(f"--context-parallel-size {s['cp']}")
     if experts:
@@ -169,8 +188,8 @@ def mindspeed(
     not Megatron's virtual stages)."""
     common = {"layers": layers, "global_batch": global_batch, "seq_len": seq_len, "experts": experts}
     if s["sched"] != "dualpipev":
-        return megatron(s, **common, split_embedding=split_embedding)
-    text = megatron({**s, "vpp": 1}, **common, split_embedding=split_embedding)
+        return megatron(s, **common, split_embedding=split_embedding, layouts=False)
+    text = megatron({**s, "vpp": 1}, **common, split_embedding=split_embedding, layouts=False)
     # DualPipeV excludes the overlapped gradient reduction (dualpipev_feature.py's checks)
     text = text.replace(" --overlap-grad-reduce --overlap-param-gather", "").replace(" --overlap-grad-reduce", "")
     return text + " --schedules-method dualpipev --moe-fb-overlap"
@@ -196,11 +215,17 @@ def switches(
     experts: int,
     cores: int,
     split_embedding: bool = False,
+    mtp: int = 0,
 ) -> str:
     """The row's switches in ``framework``'s own terms ("" for a framework without a renderer);
-    ``split_embedding``: the job counts the embedding and the loss as pipeline layers."""
+    ``split_embedding``: the job counts the embedding and the loss as pipeline layers; ``mtp``:
+    the model's multi-token-prediction layers (in a Megatron layout)."""
     render = RENDERERS.get(framework)
     if render is None:
         return ""
-    extra = {"split_embedding": split_embedding} if render in (megatron, mindspeed) else {}
+    extra: dict[str, Any] = {}
+    if render is megatron:
+        extra = {"split_embedding": split_embedding, "mtp": mtp}
+    elif render is mindspeed:
+        extra = {"split_embedding": split_embedding}
     return render(s, layers=layers, global_batch=global_batch, seq_len=seq_len, experts=experts, cores=cores, **extra)
