@@ -263,8 +263,11 @@ def _op_class_lines(cal: dict[str, Any]) -> list[str]:
                 f"{_OP_NAMES.get(k, k)} {v['traced_s']:.4g} vs {v['model_s']:.4g} s" for k, v in classes.items()
             )
         )
+    by_reason: dict[str, list[str]] = {}
     for k, why in (cal.get("op_classes_kept") or {}).items():
-        lines.append(f"{_OP_NAMES.get(k, k)}: kept at its scale: {why}")
+        by_reason.setdefault(str(why), []).append(_OP_NAMES.get(k, k))
+    for why, names in by_reason.items():  # one line per reason: a baseline unlike the trace keeps every class
+        lines.append(f"{', '.join(names)}: kept at {'its scale' if len(names) == 1 else 'their scales'}: {why}")
     if odd := cal.get("op_scales_implausible"):
         lines.append(f"warning: {', '.join(odd)} over 1000x from the prior: is --baseline the traced run's strategy?")
     if unused := cal.get("trace_op_classes_unused"):
