@@ -8,9 +8,10 @@ import re
 
 import numpy as np
 
-from stepscope.planner.megatron_layout import counts_run, layout
+from stepscope.planner.megatron_layout import counts_run, layout, rank_layers
 from stepscope.planner.record import job_from_record
 from stepscope.planner.search import space
+from stepscope.planner.stages import stage_layers
 from stepscope.planner.switches import switches
 
 ROW = {
@@ -105,3 +106,33 @@ def test_search_reaches_nvidias_qwen3_recipe() -> None:
     # every interleaved row keeps at least one layer a virtual stage on average
     inter = g["vpp"] > 1
     assert np.all(g["pp"][inter] * g["vpp"][inter] <= 94)
+
+
+def test_the_cost_model_paces_the_layouts_stages() -> None:
+    # 96 layers + 2 on 8 ranks: 98 slots do not split; the ends hold ceil(98 / 8) - 1 = 12 layers,
+    # the six middle ranks (96 - 24) / 6 = 12: no rank holds 13
+    stages = parse(layout(96, 8, 1, split_embedding=True))
+    assert per_rank(stages, 8) == [12] * 8
+    most, first, last = stage_layers(96.0, np.array([8]), True)
+    assert (most[0], first[0], last[0]) == (12, 12, 12)
+    # and wherever the count switches cannot give the split, the most loaded rank is the layout's
+    for L in range(4, 70):
+        for pp in (2, 3, 4, 6, 8):
+            for split in (False, True):
+                ranks = rank_layers(L, pp, split)
+                assert sum(ranks) == L
+                assert stage_layers(float(L), np.array([pp]), split)[0][0] == max(ranks)
+
+
+def test_a_row_with_fewer_layers_than_stages_still_gets_a_layout() -> None:
+    stages = parse(layout(5, 2, 4, split_embedding=True))  # an --evaluate row: 8 stages, 5 layers
+    assert len(stages) == 8 and "".join(stages).count("t") == 5
+    assert stages[0].startswith("E") and stages[-1].endswith("L")
+
+
+def test_expert_parallelism_stays_in_data_parallelism_where_the_framework_says() -> None:
+    record = {"model": "qwen3-235b-a22b", "hardware": "h100", "devices": 256, "global_batch": 2048, "seq_len": 4096}
+    g = space(job_from_record({**record, "framework": "megatron", "ep_across_tp": False}))
+    assert np.all(g["dp"] % g["ep"] == 0)
+    g = space(job_from_record({**record, "framework": "megatron"}))
+    assert np.any(g["ep"] > g["dp"])

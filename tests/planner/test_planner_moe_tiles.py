@@ -28,6 +28,8 @@ def _pad(j: Job, m_expert: float, local: float) -> float:
 def test_padding_by_hand() -> None:
     # a v7x chip's 2560 rows per expert are 1280 on each TensorCore; 255 of 256 experts pay 512 rows
     assert _pad(job(moe_tile_rows=512), 2560.0, 256.0) == pytest.approx(1 + 512 * 255 / 256 / 1280)
+    # a TPU v5p chip runs its two TensorCores as one device (megacore): 2560 rows on one kernel
+    assert _pad(job("tpu-v5p", moe_tile_rows=512), 2560.0, 256.0) == pytest.approx(1 + 512 * 255 / 256 / 2560)
     # one local expert starts at row 0: no tile is visited twice
     assert _pad(job(moe_tile_rows=512), 2560.0, 1.0) == pytest.approx(1.0)
     # an H100 is one device: 128-row tiles over 1024 rows per expert, 32 experts
@@ -73,3 +75,19 @@ def test_maxtext_preset_pads_by_its_default_tile() -> None:
     from stepscope.planner.plans import framework_of
 
     assert framework_of("maxtext").settings["moe_tile_rows"] == 512
+
+
+def _expert_s(j: Job, m_tok: float, tp: float, etp: float, ep: float) -> float:
+    """The experts' share of gemm_seconds_at_peak: the total less the total with experts made free."""
+    args = (1e15, 1e6, np.array([m_tok]), np.array([tp]), np.array([ep]), np.array([etp]))
+    free = job("h100", expert_scale=1e12)
+    return float(gemm_seconds_at_peak(j, *args)[0][0] - gemm_seconds_at_peak(free, *args)[0][0])
+
+
+def test_expert_rows_under_tensor_parallelism_without_expert_tp() -> None:
+    # TP 2 with expert TP 1: each tensor rank dispatches its half of the micro-batch (sequence
+    # parallelism), so a rank's expert GEMMs are those of TP 1 with half the tokens
+    j = job("h100")
+    assert _expert_s(j, 8192.0, 2.0, 1.0, 8.0) == pytest.approx(_expert_s(j, 4096.0, 1.0, 1.0, 8.0), rel=1e-12)
+    # expert TP 2 gathers both halves and splits the experts' width instead: not the same GEMMs
+    assert _expert_s(j, 8192.0, 2.0, 2.0, 8.0) != pytest.approx(_expert_s(j, 4096.0, 1.0, 1.0, 8.0), rel=1e-3)

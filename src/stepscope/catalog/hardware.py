@@ -70,6 +70,9 @@ class Hardware:
     # share of compute time outside GEMMs, planner/rates.efficiencies)
     elementwise_overlaps_matmul: bool = False
     cores: int = 1
+    # True: the chip's TensorCores run as one device (TPU v4 and v5p megacore: the runtime, JAX and
+    # a profile show one device a chip); False: each core is a device of its own (TPU v7x)
+    megacore: bool = False
     # streaming multiprocessors (GPUs): what a communication kernel that takes some of them (DeepEP)
     # leaves the compute it overlaps; None where unknown
     sms: int | None = None
@@ -96,6 +99,11 @@ class Hardware:
                 return float(v) * 1e12
         best = max((v for v in self.peak_tflops.values() if v), default=0.0)
         return float(best) * 1e12
+
+    @property
+    def runtime_devices(self) -> int:
+        """Devices the runtime shows per chip: 1 under megacore, else one per core."""
+        return 1 if self.megacore else self.cores
 
     @property
     def hbm_bytes_per_s(self) -> float:
@@ -149,6 +157,7 @@ def _parse(doc: Any, where: str) -> list[Hardware]:
                     matmul_eff={str(k): float(v) for k, v in dict(d.get("matmul_eff") or {}).items()},
                     elementwise_overlaps_matmul=bool(d.get("elementwise_overlaps_matmul", False)),
                     cores=int(d.get("cores", 1)),
+                    megacore=bool(d.get("megacore", False)),
                     sms=int(d["sms"]) if d.get("sms") is not None else None,
                     gemm_kernel_us=float(d["gemm_kernel_us"]) if d.get("gemm_kernel_us") is not None else None,
                     static_memory=bool(d.get("static_memory", False)),

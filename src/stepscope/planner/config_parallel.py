@@ -215,6 +215,16 @@ class Moe(Checked):
         "factor longer and hold that much more dispatched activation",
         report=Report(rank=190, when="moe", says=lambda v, st: f"MoE imbalance {v:g}" if v != 1.0 else None, line=120),
     )
+    across_tp: bool = knob(
+        True,
+        key="ep_across_tp",
+        help="expert parallelism may take tensor and context ranks as well as data-parallel ones: ep x etp "
+        "divides dp x cp x tp (an expert data-parallel group of dp x cp x tp / (ep x etp) ranks); false: ep "
+        "divides dp",
+        source="Megatron-core's parallel_state (expert groups over the data, context and tensor ranks); "
+        "torchtitan's ParallelDims (EP borrows dp_shard, cp and, with expert TP 1, tp); MaxText's expert mesh "
+        "axis, DeepSpeed's and nanotron's expert groups are carved from the data-parallel ranks only",
+    )
     tile_rows: int = knob(
         0,
         key="moe_tile_rows",

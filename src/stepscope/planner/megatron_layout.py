@@ -74,6 +74,8 @@ def layout(layers: int, pp: int, vpp: int, split_embedding: bool, mtp: int = 0) 
         units = _even(n + head + tail, vpp)
         units[0] -= head
         units[-1] -= tail
+        if min(units) < 0:  # fewer layers than stages (an --evaluate row): the layers alone, evenly
+            units = _even(n, vpp)
         for v, count in enumerate(units):
             stages[v * pp + r] = _run("t", count)
     stages[0] = "E" + stages[0]

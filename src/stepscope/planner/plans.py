@@ -241,7 +241,7 @@ def _switches(job: Job, fw: frameworks.Framework, strategy: dict[str, Any]) -> s
         global_batch=job.global_batch,
         seq_len=job.seq_len,
         experts=m.n_experts,
-        cores=job.hw.cores,
+        cores=job.hw.runtime_devices,
         split_embedding=job.framework.pipeline.split_embedding,
         mtp=m.mtp_layers,
     )

@@ -52,7 +52,7 @@ def space(job: Job, schedules: tuple[int, ...] = SEARCHED_SCHEDULES) -> dict[str
     ``uneven_virtual_stages`` also vpp in UNEVEN_VPP with pp*vpp <= layers); cp a power of two up to 8,
     or up to seq / CP_MIN_TOKENS for long sequences; dp = devices /
     (tp*pp*cp) integer; ep | experts and ep x etp | dp x cp x tp (Megatron's expert data-parallel
-    group); expert-TP etp in {1, tp} (MoE only); global
+    group; ep | dp without ``ep_across_tp``); expert-TP etp in {1, tp} (MoE only); global
     batch % (dp*mb) == 0 (with pp > 1 and fewer micro-batches than stages, ga states them: run as
     they are); vpp > 1 only with pp > 1 and micro-batches % pp == 0; zero-bubble
     schedules only with pp > 1, ZB-V only with vpp = 2; seq % cp == 0; ZeRO > 0 only with dp > 1;
@@ -118,9 +118,12 @@ def _degrees(job: Job) -> dict[str, np.ndarray]:
     fills = (g["pp"] * g["vpp"] <= m.n_layers) if uneven else np.zeros_like(even)
     g = _keep(g, (g["vpp"] == 1) | ((g["pp"] > 1) & (even | fills)))
     g = _cross(g, "ep", eps)
-    g = _keep(g, (g["dp"] * g["cp"] * g["tp"]) % g["ep"] == 0)
+    across = job.framework.moe.across_tp
+    g = _keep(g, ((g["dp"] * g["cp"] * g["tp"]) if across else g["dp"]) % g["ep"] == 0)
     g = _cross(g, "etp", [0, 1] if m.n_experts else [0])  # 0 = same as tp
     g = _keep(g, (g["etp"] == 0) | (g["tp"] > 1))
+    if not across:
+        return g
     # the expert data-parallel group, dp x cp x tp / (ep x etp) ranks, is whole (Megatron's
     # parallel_state: expert parallelism spans the data, context and tensor ranks)
     ep_span = g["ep"] * np.where(g["etp"] == 0, g["tp"], g["etp"])

@@ -105,8 +105,9 @@ def stage_layers(
     output layer). L / pp per stage when pp divides L; otherwise the end stages take what is left
     (:func:`end_split`, Megatron's decoder_first/last_pipeline_num_layers); with
     account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split the embedding
-    and the loss count as one layer each: ceil((L + 2) / pp) per stage, the first and the last
-    stage holding one transformer layer fewer (with 2 stages both are end stages).
+    and the loss count as one layer each: the first and the last stage hold ceil((L + 2) / pp) - 1
+    transformer layers, the middle ones the rest as evenly as it goes (ceil((L + 2) / pp) each when
+    pp divides L + 2); with 2 stages ceil(L / 2) and floor(L / 2).
     ``split_cost``: (a layer's cost, the output layer's cost), the split balances these
     (nanotron, :func:`cost_split`)."""
     if split_cost is not None:
@@ -115,9 +116,14 @@ def stage_layers(
         return out[k, 0], out[k, 1], out[k, 2]
     if not split_embedding:
         return end_split(L, pp)
-    u = np.ceil((L + 2) / pp)
-    end_L = np.where(pp > 1, u - 1, L)
-    return np.where(pp > 2, u, end_L), end_L, end_L
+    p = np.maximum(np.asarray(pp, dtype=np.float64), 1.0)
+    end = np.ceil((L + 2) / p) - 1.0  # an end stage's layers beside the embedding or the loss
+    # the middle stages share the rest as evenly as it goes (megatron_layout.rank_layers, the
+    # explicit layout Megatron needs when pp does not divide L + 2)
+    mid = np.ceil((L - 2.0 * end) / np.maximum(p - 2.0, 1.0))
+    first = np.where(p > 2, end, np.where(p == 2, np.ceil(L / 2), L))
+    last = np.where(p > 2, end, np.where(p == 2, np.floor(L / 2), L))
+    return np.where(p > 2, np.maximum(mid, end), first), first, last
 
 
 def end_split(L: float, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

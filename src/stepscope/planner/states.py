@@ -8,8 +8,9 @@ the optimizer over the ``shard`` group (dp x cp: context-parallel ranks hold the
 ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights; HSDP shards all three over its shard
 group (x cp) only (cost.py picks ``shard``). Expert parameters are held by ep x etp / tp times fewer
 ranks (Megatron's expert data-parallel group, dp x cp x tp / (ep x etp), over which its distributed
-optimizer shards them), so ZeRO divides them by shard / (ep x etp / tp), at least 1: with EP over
-all of data parallelism (ep = dp) each expert shard has one copy and ZeRO leaves it whole.
+optimizer shards them), so ZeRO divides them by shard / (ep x etp / tp), at least 1: where the
+experts take every rank of that group (ep x etp = dp x cp x tp) each expert shard has one copy and
+ZeRO leaves it whole.
 """
 
 from __future__ import annotations

@@ -103,7 +103,9 @@ def gemm_seconds_at_peak(
             )
         bf16_time = bf16_time + np.where(slow["up"], up_time, 0.0) + np.where(slow["down"], down_time, 0.0)
     if m.n_experts:
-        m_expert = m_tok * ep * m.experts_per_token / m.n_experts  # tokens per local expert
+        # tokens per local expert: each rank sends its 1/tp share of the micro-batch (sequence
+        # parallelism), gathered over the expert-TP group (etp / tp of it; moe_permutation_bytes)
+        m_expert = m_tok * (etp / tp) * ep * m.experts_per_token / m.n_experts
         # the most loaded expert rank sets the pace (moe_imbalance)
         local = m.n_experts / ep  # one grouped GEMM runs the local experts (rates.gemm_rate)
         pad = tile_padding(job, m_expert, local)
@@ -119,7 +121,8 @@ def gemm_seconds_at_peak(
 def tile_padding(job: Job, m_expert: np.ndarray, local: np.ndarray) -> np.ndarray:
     """Rows a grouped GEMM computes per row of its tokens, with ``moe_tile_rows`` t > 0:
     ``1 + t (G - 1) / G / r`` for G local experts of r tokens each on a kernel's device (a chip's
-    tokens / its cores: each TensorCore is a JAX device with its own batch).
+    tokens / the devices the runtime shows a chip: a TPU v7x TensorCore is a JAX device with its
+    own batch; v4 and v5p run their two as one, megacore).
 
     Megablox (MaxText's gmm and tgmm) walks the rows in tiles of t; an expert whose first row is
     not a tile's first row computes that whole tile again, so the kernel visits up to m/t + G - 1
@@ -129,7 +132,7 @@ def tile_padding(job: Job, m_expert: np.ndarray, local: np.ndarray) -> np.ndarra
     t = float(job.framework.moe.tile_rows)
     if t <= 0:
         return np.ones_like(np.asarray(m_expert, dtype=np.float64))
-    r = np.maximum(np.asarray(m_expert, dtype=np.float64) / job.hw.cores, 1.0)
+    r = np.maximum(np.asarray(m_expert, dtype=np.float64) / job.hw.runtime_devices, 1.0)
     return 1.0 + t * (local - 1.0) / np.maximum(local, 1.0) / r
 
 
