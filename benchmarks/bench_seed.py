@@ -47,12 +47,11 @@ from stepscope.planner import calibrate as cal  # noqa: E402
 from stepscope.planner.compute import flops  # noqa: E402
 from stepscope.planner.cost import evaluate  # noqa: E402
 from stepscope.planner.job import Job  # noqa: E402
-from stepscope.planner.op_profile import profile_scales  # noqa: E402
+from stepscope.planner.op_profile import class_seconds, profile_scales  # noqa: E402
 from stepscope.planner.plans import framework_of, strategy_of  # noqa: E402
-from stepscope.planner.rates import efficiencies, linear_shape  # noqa: E402
+from stepscope.planner.rates import efficiencies  # noqa: E402
 from stepscope.planner.record import job_from_record  # noqa: E402
-from stepscope.planner.vocab import LINEAR_ATTN_EFF  # noqa: E402
-from stepscope.planner.work import memory_bound_bytes, moe_permutation_bytes, tile_padding  # noqa: E402
+from stepscope.planner.work import memory_bound_bytes, moe_permutation_bytes  # noqa: E402
 
 CHIPS, CORES_PER_CHIP, GLOBAL_BATCH, SEQ = 64, 2, 5120, 4096
 # the team's profile of the best run (README.md: XPlane + named scopes, 11.68 s), seconds per step
@@ -160,41 +159,27 @@ def _one(run: cal.Run) -> dict[str, np.ndarray]:
 
 def best_row_parts(run: cal.Run) -> dict[str, float]:
     """The best row's predicted compute by op class, seconds per step on a device, with the
-    recompute factor applied (the planner's compute terms recounted from work.py's formulas:
-    routed-expert grouped GEMMs, the other GEMMs, softmax and linear attention, the elementwise
-    bytes and the MoE permutations), beside its communication terms."""
+    recompute factor applied: the routed-expert grouped GEMMs and the linear attention as
+    op_profile.class_seconds takes them from the cost model (compute less compute without the
+    class), softmax attention, the elementwise bytes and the MoE permutations recounted from the
+    flop and byte counts, the other GEMMs the rest; beside its communication terms."""
     job, s = run.job, {k: np.array([v]) for k, v in run.strategy.items()}
     res = evaluate(job, s)
     m, fl = job.model, flops(job)
     peak, dev = job.hw.peak_flops("bf16"), job.devices
     gemm_eff, attn_eff, _ = efficiencies(job)
     rf = float(res["hfu"][0] / res["mfu"][0])
-    mb, ep = float(run.strategy["mb"]), float(run.strategy["ep"])
-    m_tok = SEQ * mb
-    h = float(m.d_model)
+    ep = float(run.strategy["ep"])
     moe_layers = m.n_layers - m.first_dense_layers
-    expert_flops = 6.0 * moe_layers * m.experts_per_token * 3 * h * m.d_ff_expert * fl.tokens
-    m_expert = m_tok * ep * m.experts_per_token / m.n_experts
-    local = m.n_experts / ep
-    pad = float(tile_padding(job, np.array([m_expert]), np.array([local]))[0])  # Megablox's tiles
-    rows, up = m_expert * pad, 2.0 / 3.0
-    expert_at_peak = (
-        expert_flops
-        * pad
-        * job.framework.moe.imbalance
-        * (
-            up / float(linear_shape(rows, h, 2 * m.d_ff_expert, local))
-            + (1 - up) / float(linear_shape(rows, m.d_ff_expert, h, local))
-        )
-    )
+    expert_flops = 6.0 * moe_layers * m.experts_per_token * 3 * m.d_model * m.d_ff_expert * fl.tokens
+    classes = class_seconds(job, s)
+    expert_s, lin_s = classes["grouped_gemm"], classes["linear_attention"]
     _, dk, hv, dv = m.linear_attn or (0, 0, 0, 0)
     linear_flops = 6.0 * m.linear_layers * hv * (2 * dk * dv + m.LINEAR_CHUNK * (dk + dv)) * fl.tokens
     one = np.array([1.0])
     elem = float(memory_bound_bytes(job, fl.tokens, one, one, fl.score_bytes, np.array([ep]), one)[0])
     perm = float(moe_permutation_bytes(job, fl.tokens, np.array([ep]), one)[0])
     hbm = job.hw.hbm_bytes_per_s
-    expert_s = expert_at_peak / gemm_eff / peak / dev * rf
-    lin_s = linear_flops / (LINEAR_ATTN_EFF * job.calibration.linear_attn_scale) / peak / dev * rf
     soft_s = (fl.attention - linear_flops) / attn_eff / peak / dev * rf
     elem_s = (elem - perm) / hbm / dev * rf
     perm_s = perm / hbm / dev * rf
@@ -210,7 +195,8 @@ def best_row_parts(run: cal.Run) -> dict[str, float]:
         "recompute_factor": rf,
         "gemm_eff": float(gemm_eff),
         "attn_eff": float(attn_eff),
-        "expert_gemm_shape_eff": float(expert_flops / expert_at_peak),
+        # the experts' FLOPs over what their time buys at the GEMM ceiling (shape and Megablox tiles)
+        "expert_gemm_shape_eff": float(expert_flops * rf / (expert_s * gemm_eff * peak * dev)),
         "dp_exposed": float(res["dp_s"][0]),
         "dp_hidden": float(res["hidden_dp_s"][0]),
         "ep_exposed": float(res["ep_s"][0]),
